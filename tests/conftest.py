@@ -1,0 +1,40 @@
+"""Shared test setup.
+
+* Triton runs under its CPU interpreter when there is no GPU (must be set before triton is
+  imported anywhere, hence here).
+* ``device`` parametrises a test over CPU and, when present, CUDA -- write a test once, run
+  it on every device (the ``CommonTemplate`` idea of early TorchInductor's tests).
+* Tests marked ``gpu`` are skipped cleanly without CUDA.
+"""
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+HAS_CUDA = torch.cuda.is_available()
+DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_CUDA:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (none visible to torch)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(params=[pytest.param(d, marks=[pytest.mark.gpu] if d == "cuda" else [])
+                        for d in ["cpu", "cuda"]])
+def device(request):
+    """Run the test on CPU, and again on CUDA when a GPU is present."""
+    return request.param
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)

@@ -1,0 +1,29 @@
+"""tutorcompile.fx -- the one graph IR every stage of the course speaks.
+
+::
+
+    Graph          an ordered list of Nodes ending in one ``output``; lint() checks it
+    Node           one operation: op, target, args, kwargs, users, meta
+    GraphModule    an nn.Module whose forward is generated from a Graph (readable Python)
+    Interpreter    runs a graph node by node; subclass it to write analyses
+    ShapeProp      an Interpreter that records shape/dtype/stride in node.meta
+    passes         dce, cse, ... : plain functions Graph -> Graph that stamp provenance
+    to_torch_fx / from_torch_fx    node-for-node bridges to torch.fx
+
+Mirrors: torch/fx (the design, the node kinds and most names are the same on purpose).
+"""
+
+from .codegen import PythonCode
+from .graph import Graph, GraphLintError
+from .graph_module import GraphModule
+from .interop import from_torch_fx, to_torch_fx
+from .interpreter import Interpreter, ShapeProp, TensorMeta, tensor_meta
+from .node import Node, map_aggregate, map_arg
+from .passes import cse, dce
+from .printer import format_tabular
+
+__all__ = [
+    "Graph", "GraphLintError", "GraphModule", "Interpreter", "Node", "PythonCode", "ShapeProp",
+    "TensorMeta", "cse", "dce", "format_tabular", "from_torch_fx", "map_aggregate", "map_arg",
+    "tensor_meta", "to_torch_fx",
+]

@@ -1,0 +1,117 @@
+"""Dead-code elimination and common-subexpression elimination.
+
+* ``dce`` drops nodes whose values nobody reads -- unless running them has an effect
+  (an in-place op, a print, a random draw that advances the generator).
+* ``cse`` merges nodes that compute the same thing from the same inputs -- unless they are
+  random (two ``torch.rand`` calls must differ) or have effects.
+
+Both rely on the same question, "may this node be removed or merged?", answered once in
+:func:`is_impure` and :func:`is_random`.
+
+Mirrors: torch/fx/passes/dead_code_elimination (Graph.eliminate_dead_code) and
+torch/_inductor/pattern_matcher's CSE.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+
+from ..graph import Graph
+from ..node import Node
+
+# Call targets that change state outside their own result.
+_EFFECTFUL_FUNCTIONS = {print, operator.setitem, operator.delitem, torch.manual_seed,
+                        setattr, delattr}
+_RANDOM_WORDS = ("rand", "dropout", "bernoulli", "normal", "multinomial", "uniform",
+                 "poisson", "exponential", "geometric", "cauchy", "log_normal")
+
+
+def _target_name(node: Node) -> str:
+    if node.op in ("call_method", "call_module"):
+        return str(node.target)
+    return getattr(node.target, "__name__", "") or ""
+
+
+def is_random(node: Node) -> bool:
+    """True if the node draws random numbers (so two copies of it give different values)."""
+    if node.op not in ("call_function", "call_method"):
+        return False
+    name = _target_name(node).lower()
+    return any(word in name for word in _RANDOM_WORDS)
+
+
+def is_impure(node: Node) -> bool:
+    """True if removing or merging the node could change what the program does."""
+    if node.meta.get("impure"):
+        return True
+    if node.op in ("placeholder", "output"):
+        return True
+    if node.op == "call_module":
+        return True  # a module may update state (BatchNorm statistics, counters)
+    if node.op == "call_function" and node.target in _EFFECTFUL_FUNCTIONS:
+        return True
+    name = _target_name(node)
+    if node.op in ("call_function", "call_method") and name.endswith("_") \
+            and not name.endswith("__"):
+        return True  # PyTorch's in-place convention: add_, copy_, relu_
+    if node.kwargs.get("out") is not None or node.kwargs.get("inplace") is True:
+        return True
+    return is_random(node)
+
+
+def dce(graph: Graph) -> Graph:
+    """A copy of ``graph`` without nodes whose results are never used."""
+    live: set[Node] = set()
+    for node in reversed(graph.nodes):
+        if node in live or is_impure(node):
+            live.add(node)
+            live.update(node.all_input_nodes)
+    new = Graph()
+    new.provenance = list(graph.provenance)
+    val_map: dict[Node, Node] = {}
+    for node in graph.nodes:
+        if node in live:
+            val_map[node] = new.node_copy(node, val_map.__getitem__)
+    return new.stamp("dce")
+
+
+def _key(a: Any, canon: dict[Node, Node]) -> Any:
+    """A hashable key for an argument structure, with nodes replaced by their representative."""
+    if isinstance(a, Node):
+        return ("node", id(canon[a]))
+    if isinstance(a, (list, tuple)):
+        return (type(a).__name__, tuple(_key(x, canon) for x in a))
+    if isinstance(a, dict):
+        return ("dict", tuple((k, _key(v, canon)) for k, v in a.items()))
+    if isinstance(a, slice):
+        return ("slice", _key(a.start, canon), _key(a.stop, canon), _key(a.step, canon))
+    if isinstance(a, torch.Tensor):
+        return ("tensor", id(a))
+    try:
+        hash(a)
+    except TypeError:
+        return ("object", id(a))
+    return (type(a).__name__, a)  # keeps 1, 1.0 and True apart
+
+
+def cse(graph: Graph) -> Graph:
+    """A copy of ``graph`` where repeated computations of the same value are done once."""
+    new = Graph()
+    new.provenance = list(graph.provenance)
+    val_map: dict[Node, Node] = {}
+    seen: dict[Any, Node] = {}
+    for node in graph.nodes:
+        if is_impure(node):
+            val_map[node] = new.node_copy(node, val_map.__getitem__)
+            continue
+        key = (node.op, _key(node.target, {}) if not callable(node.target)
+               else ("callable", id(node.target)),
+               _key(node.args, val_map), _key(node.kwargs, val_map))
+        if key in seen:
+            val_map[node] = seen[key]
+        else:
+            val_map[node] = seen[key] = new.node_copy(node, val_map.__getitem__)
+    return new.stamp("cse")
