@@ -5,20 +5,42 @@ The pipeline (see the course notebooks, one stage each)::
     fn / nn.Module --dynamo--> Graph --aot--> forward/backward Graphs --inductor--> kernels
 
 Public surface: ``tutorcompile.fx`` (the graph IR), ``tutorcompile.viz`` (drawings and
-widgets), ``doctor()`` / ``environment()`` (what will run where on this machine).
+widgets), ``doctor()`` (what will run where on this machine; ``environment.probe()`` as data).
+
+Submodules load on first use (PEP 562), so the parts that need no torch -- the bytecode
+machinery of the Dynamo stage -- import on interpreters where torch is not installed.
 """
 
+import importlib
 import os as _os
 
-import torch as _torch
+__version__ = "0.1.0"
+
+try:
+    import torch as _torch
+except ImportError:  # only the torch-free parts (tutorcompile.dynamo's VM) are usable
+    _torch = None
 
 # Without a GPU, Triton kernels run under Triton's CPU interpreter. The variable must be set
 # before any @triton.jit function is defined, so importing tutorcompile first is enough.
-if not _torch.cuda.is_available():
+if _torch is not None and not _torch.cuda.is_available():
     _os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from . import fx, viz  # noqa: E402
-from .environment import doctor, environment  # noqa: E402
+_SUBMODULES = {"fx", "viz", "environment", "grading"}
+_FROM_SUBMODULE = {"doctor": "environment"}
 
-__version__ = "0.1.0"
-__all__ = ["__version__", "doctor", "environment", "fx", "viz"]
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    if name in _FROM_SUBMODULE:
+        module = importlib.import_module(f".{_FROM_SUBMODULE[name]}", __name__)
+        return getattr(module, name)
+    raise AttributeError(f"module 'tutorcompile' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | _SUBMODULES | set(_FROM_SUBMODULE))
+
+
+__all__ = ["__version__", "doctor", "fx", "viz"]

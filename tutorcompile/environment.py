@@ -13,7 +13,7 @@
       5 fusion         C++/OpenMP kernels (g++); Triton kernels under the interpreter
       ...
 
-Later stages ask the same questions through :func:`environment` (cached), so the choice the
+Later stages ask the same questions through :func:`probe` (cached), so the choice the
 report announces is the choice the compiler makes.
 """
 
@@ -148,7 +148,7 @@ def _torch_tools() -> dict[str, Tool]:
 
 
 @functools.cache
-def environment() -> Environment:
+def probe() -> Environment:
     """Probe the machine once (compiler checks take a moment) and return the findings."""
     env = Environment(python=platform.python_version(),
                       platform=f"{platform.system()} {platform.machine()}")
@@ -240,4 +240,4 @@ def _has_module(name: str | None) -> bool:
 
 def doctor() -> None:
     """Print what this machine has and which backend each stage will use."""
-    print(environment().format())
+    print(probe().format())

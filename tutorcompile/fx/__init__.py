@@ -13,7 +13,7 @@
 Mirrors: torch/fx (the design, the node kinds and most names are the same on purpose).
 """
 
-from .codegen import PythonCode
+from .codegen import PythonCode, register_module_alias
 from .graph import Graph, GraphLintError
 from .graph_module import GraphModule
 from .interop import from_torch_fx, to_torch_fx
@@ -25,5 +25,6 @@ from .printer import format_tabular
 __all__ = [
     "Graph", "GraphLintError", "GraphModule", "Interpreter", "Node", "PythonCode", "ShapeProp",
     "TensorMeta", "cse", "dce", "format_tabular", "from_torch_fx", "map_aggregate", "map_arg",
+    "register_module_alias",
     "tensor_meta", "to_torch_fx",
 ]

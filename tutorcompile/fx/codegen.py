@@ -35,6 +35,24 @@ BINARY_OPS = {
 UNARY_OPS = {operator.neg: "-", operator.pos: "+", operator.invert: "~", operator.not_: "not "}
 
 
+# Modules whose functions generated code calls by a short alias (``prims.add(x, y)``),
+# registered by the modules themselves, e.g. ``register_module_alias(prims_module, "prims")``.
+_MODULE_ALIASES: dict[str, tuple[Any, str]] = {}
+
+
+def register_module_alias(module: Any, alias: str) -> None:
+    """Print calls of ``module``'s functions as ``alias.name(...)`` in generated code."""
+    _MODULE_ALIASES[module.__name__] = (module, alias)
+
+
+def _aliased(fn: Any) -> tuple[str, Any] | None:
+    entry = _MODULE_ALIASES.get(getattr(fn, "__module__", None))
+    name = getattr(fn, "__name__", None)
+    if entry is not None and isinstance(name, str) and getattr(entry[0], name, None) is fn:
+        return f"{entry[1]}.{name}", entry
+    return None
+
+
 @dataclass
 class PythonCode:
     """Source of a ``forward`` function plus the globals it needs to run."""
@@ -66,6 +84,12 @@ class _CodeWriter:
         path = qualified_name(fn)
         if path is not None:
             return path
+        aliased = _aliased(fn)
+        if aliased is not None:
+            expr, (module, alias) = aliased
+            self.globals[alias] = module
+            self.names.reserve(alias)
+            return expr
         return self.bind_global(fn, getattr(fn, "__name__", "fn"))
 
     def arg(self, a: Any) -> str:
