@@ -96,6 +96,8 @@ class _CodeWriter:
         torch = _torch()
         if isinstance(a, Node):
             return a.name
+        if isinstance(a, torch.Size):
+            return f"torch.Size({list(a)!r})"
         if isinstance(a, tuple) and not hasattr(a, "_fields"):
             inner = ", ".join(self.arg(x) for x in a)
             return f"({inner},)" if len(a) == 1 else f"({inner})"
@@ -113,8 +115,6 @@ class _CodeWriter:
             return str(a)
         if isinstance(a, torch.device):
             return f"torch.device({str(a)!r})"
-        if isinstance(a, torch.Size):
-            return f"torch.Size({list(a)!r})"
         if callable(a) and qualified_name(a) is not None:
             return qualified_name(a)
         hint = "_tensor_constant" if isinstance(a, torch.Tensor) else "_const"

@@ -263,7 +263,10 @@ class Graph:
                 if node not in user._input_nodes:
                     raise GraphLintError(f"{where} lists {user.name!r} as a user, but "
                                          f"{user.name!r} does not read it")
-                if user.graph is not self or user._erased:
+                if user._erased:
+                    raise GraphLintError(f"{where} lists {user.name!r} as a user, but that "
+                                         "node was erased")
+                if user.graph is not self:
                     raise GraphLintError(f"{where} lists {user.name!r} as a user, but that "
                                          "node is not in this graph")
             self._lint_target(node, where, root)

@@ -20,7 +20,7 @@ import torch
 
 from .graph import Graph
 from .graph_module import GraphModule
-from .node import Node, map_aggregate, map_arg
+from .node import Node, map_arg
 
 
 class Interpreter:
@@ -136,10 +136,16 @@ def tensor_meta(value: Any) -> Any:
     """TensorMeta for a tensor, a matching structure for tuples/lists/dicts, None otherwise."""
     if isinstance(value, torch.Tensor):
         return TensorMeta.of(value)
-    if isinstance(value, (tuple, list, dict)):
-        return map_aggregate(value, lambda v: TensorMeta.of(v)
-                             if isinstance(v, torch.Tensor) else None)
-    return None
+    if isinstance(value, dict):
+        metas = {k: tensor_meta(v) for k, v in value.items()}
+    elif isinstance(value, (tuple, list)) and not isinstance(value, torch.Size):
+        metas = [tensor_meta(v) for v in value]
+    else:
+        return None
+    found = metas.values() if isinstance(metas, dict) else metas
+    if all(m is None for m in found):
+        return None
+    return metas if not isinstance(metas, list) or isinstance(value, list) else tuple(metas)
 
 
 class ShapeProp(Interpreter):

@@ -161,8 +161,10 @@ def map_aggregate(a: Any, fn: Callable[[Any], Any]) -> Any:
     """Apply ``fn`` to every leaf of a nested tuple/list/dict/slice structure."""
     if isinstance(a, tuple):
         mapped = tuple(map_aggregate(x, fn) for x in a)
-        # namedtuples (torch.return_types, user records) keep their type
-        return type(a)(*mapped) if hasattr(a, "_fields") else mapped
+        if type(a) is tuple:
+            return mapped
+        # tuple subclasses keep their type: namedtuples (torch.return_types), torch.Size
+        return type(a)(*mapped) if hasattr(a, "_fields") else type(a)(mapped)
     if isinstance(a, list):
         return [map_aggregate(x, fn) for x in a]
     if isinstance(a, dict):
@@ -240,11 +242,11 @@ class Namespace:
         self._counters: dict[str, int] = {}
 
     def create_name(self, candidate: str) -> str:
-        base = re.sub(r"[^0-9a-zA-Z_]+", "_", candidate).strip("_") or "v"
+        base = re.sub(r"[^0-9a-zA-Z_]+", "_", candidate) or "v"
         if base[0].isdigit():
             base = f"_{base}"
         match = re.fullmatch(r"(.*)_(\d+)", base)
-        if match:  # `add_1` from another graph continues the `add` family
+        if match and match.group(1):  # `add_1` from another graph continues the `add` family
             base = match.group(1)
         if base in _RESERVED:
             base = f"{base}_"
