@@ -212,6 +212,8 @@ def qualified_name(target: Any) -> str | None:
     # (torch.relu reports module "torch._C._VariableFunctions") are found by name too.
     candidates += [f"torch.{name}", f"torch.nn.functional.{name}", f"torch.Tensor.{name}",
                    f"operator.{name}", f"math.{name}"]
+    # Public spellings first: `torch.nn.functional.gelu` reads better than `torch._C._nn.gelu`.
+    candidates.sort(key=lambda path: "._" in path)
     for path in candidates:
         path = path.replace("torch._C._VariableFunctions.", "torch.")
         root = path.split(".")[0]

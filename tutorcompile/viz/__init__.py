@@ -3,6 +3,6 @@
 Every view also works from a script: it returns data or saves a file.
 """
 
-from .draw import GraphDrawing, draw, graphviz_available
+from .drawing import GraphDrawing, draw, graphviz_available
 
 __all__ = ["GraphDrawing", "draw", "graphviz_available"]
