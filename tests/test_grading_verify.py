@@ -45,7 +45,7 @@ def test_check_that_passes_on_the_stub_is_reported(tmp_path):
              second_check="assert True  # passes no matter what")
     result = verify(tmp_path)
     assert result.returncode == 1
-    assert "check cells pass on the unfilled stubs: cell 2 (task t2)" in result.stdout
+    assert "check cells pass on the unfilled stubs (tasks t2)" in result.stdout
 
 
 def test_notebook_without_checks_is_reported(tmp_path):
