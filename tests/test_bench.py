@@ -1,0 +1,63 @@
+"""bench: compile time kept apart, results checked before timing, statistics right."""
+
+import time
+
+import pytest
+import torch
+
+from tutorcompile.bench import Comparison, Measurement, compare, measure
+
+pytestmark = pytest.mark.foundation
+
+
+def test_statistics_of_a_measurement():
+    m = Measurement("f", [1.0, 2.0, 3.0, 4.0, 100.0])
+    assert m.median_ms == 3.0 and m.p25_ms == 2.0 and m.p75_ms == 4.0
+    assert m.spread == pytest.approx(2 / 3)
+    assert "3.00 ms median" in str(m)
+
+
+def test_measure_batches_short_calls_and_reports_per_call_time():
+    x = torch.ones(8)
+    m = measure(torch.neg, x, repeat=3, min_time=0.01)
+    assert m.calls_per_sample > 1          # one neg() is far shorter than a millisecond
+    assert 0 < m.median_ms < 1
+    assert len(m.times_ms) >= 3
+
+
+def test_measure_sees_a_slow_function_as_slow():
+    m = measure(lambda: time.sleep(0.005), repeat=3, min_time=0.0, warmup=1)
+    assert m.calls_per_sample == 1 and m.median_ms >= 5
+
+
+def test_compare_keeps_compile_time_apart():
+    calls = []
+
+    def lazily_compiled(x):
+        if not calls:
+            time.sleep(0.05)  # the "compile", paid once
+        calls.append(1)
+        return x * 2
+
+    cmp = compare({"eager": lambda x: x + x, "compiled": lazily_compiled}, torch.ones(4),
+                  repeat=3, min_time=0.01)
+    assert cmp.measurements["eager"].compile_s is None
+    assert cmp.measurements["compiled"].compile_s >= 0.05
+    assert cmp.measurements["compiled"].median_ms < 5   # run time does not include it
+    assert cmp.ratio("eager") == 1.0
+    assert cmp.table().splitlines()[0].split() == ["median", "IQR", "vs", "eager", "compile"]
+
+
+def test_compare_refuses_wrong_answers():
+    with pytest.raises(AssertionError, match="wrong does not compute what eager does"):
+        compare({"eager": lambda x: x + 1, "wrong": lambda x: x + 2}, torch.ones(3),
+                repeat=1, min_time=0)
+
+
+def test_plot_draws_one_bar_per_candidate():
+    import matplotlib
+    matplotlib.use("Agg", force=False)
+    cmp = Comparison({"a": Measurement("a", [2.0]), "b": Measurement("b", [1.0])}, "a")
+    ax = cmp.plot()
+    assert len(ax.patches) == 2
+    assert [t.get_text().strip() for t in ax.texts] == ["1.00×", "2.00×"]

@@ -1,0 +1,241 @@
+"""Timing that can be trusted: warm-up, device synchronisation, repeats, median and spread.
+
+Three mistakes make most published speed-ups wrong, and this module exists to avoid them:
+
+1. **Timing the compile.** The first call of a compiled function compiles it. ``compare``
+   times that call on its own and reports it as *compile time*, never mixed into run time.
+2. **Timing the launch, not the work.** CUDA calls return before the GPU finishes. On a GPU
+   every sample is bracketed by CUDA events and the device is synchronised; on CPU the clock
+   is ``time.perf_counter``.
+3. **Trusting one number.** Machines are noisy. Each callable is run until ``min_time`` has
+   passed (at least ``repeat`` samples), and the *median* with the 25th–75th percentile
+   spread is reported. Short calls are batched so that each sample is long enough to time.
+
+``compare({"eager": f, "tutorcompile": tc.compile(f)}, x)`` measures several callables side by
+side in one run and gives a table, ratios against a baseline, and a bar chart.
+
+Mirrors: torch/utils/benchmark (Timer, blocked_autorange) and triton.testing.do_bench.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+def _uses_cuda(args: tuple) -> bool:
+    return any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+
+
+def synchronize(device: str | None) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+@dataclass
+class Measurement:
+    """Per-call times (milliseconds) of one callable, and its compile time if measured."""
+    name: str
+    times_ms: list[float]
+    compile_s: float | None = None
+    calls_per_sample: int = 1
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.times_ms)
+
+    @property
+    def p25_ms(self) -> float:
+        return _percentile(self.times_ms, 25)
+
+    @property
+    def p75_ms(self) -> float:
+        return _percentile(self.times_ms, 75)
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range relative to the median (0.05 = ±2.5 % noise)."""
+        return (self.p75_ms - self.p25_ms) / self.median_ms if self.median_ms else 0.0
+
+    def __str__(self) -> str:
+        text = f"{self.name}: {format_ms(self.median_ms)} median " \
+               f"(IQR {format_ms(self.p25_ms)}–{format_ms(self.p75_ms)}, " \
+               f"{len(self.times_ms)} samples)"
+        if self.compile_s is not None:
+            text += f", compile {self.compile_s:.2f} s"
+        return text
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q / 100
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def format_ms(ms: float) -> str:
+    if ms >= 1000:
+        return f"{ms / 1000:.2f} s"
+    if ms >= 1:
+        return f"{ms:.2f} ms"
+    return f"{ms * 1000:.1f} µs"
+
+
+def measure(fn: Callable, *args: Any, name: str = "fn", warmup: int = 2, repeat: int = 5,
+            min_time: float = 0.2, max_time: float = 10.0, device: str | None = None,
+            **kwargs: Any) -> Measurement:
+    """Time ``fn(*args, **kwargs)`` after ``warmup`` calls.
+
+    Samples are taken until ``min_time`` seconds have passed and at least ``repeat`` samples
+    exist (stopping early at ``max_time``). Calls shorter than ~1 ms are batched so each
+    sample spans at least that long.
+    """
+    device = device or ("cuda" if _uses_cuda(args) else "cpu")
+    for _ in range(warmup):
+        fn(*args, **kwargs)
+    synchronize(device)
+
+    # Batch short calls: find how many calls make one sample last ≥ 1 ms.
+    calls = 1
+    while True:
+        elapsed = _time_calls(fn, args, kwargs, calls, device)
+        if elapsed >= 1e-3 or calls >= 1 << 16:
+            break
+        calls *= 2
+
+    samples: list[float] = []
+    start = time.perf_counter()
+    while len(samples) < repeat or time.perf_counter() - start < min_time:
+        samples.append(_time_calls(fn, args, kwargs, calls, device) * 1000 / calls)
+        if time.perf_counter() - start > max_time and len(samples) >= 3:
+            break
+    return Measurement(name, samples, calls_per_sample=calls)
+
+
+def _time_calls(fn: Callable, args: tuple, kwargs: dict, calls: int, device: str) -> float:
+    """Seconds for ``calls`` back-to-back calls, measured on the device's own clock."""
+    if device == "cuda":
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        for _ in range(calls):
+            fn(*args, **kwargs)
+        end.record()
+        end.synchronize()
+        return begin.elapsed_time(end) / 1000
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn(*args, **kwargs)
+    return time.perf_counter() - t0
+
+
+def time_first_call(fn: Callable, *args: Any, device: str | None = None, **kwargs: Any
+                    ) -> tuple[float, Any]:
+    """(seconds, result) of one call -- for a compiled function, its compile time."""
+    device = device or ("cuda" if _uses_cuda(args) else "cpu")
+    synchronize(device)
+    t0 = time.perf_counter()
+    result = fn(*args, **kwargs)
+    synchronize(device)
+    return time.perf_counter() - t0, result
+
+
+@dataclass
+class Comparison:
+    """Several callables measured side by side on the same inputs, in one run."""
+    measurements: dict[str, Measurement]
+    baseline: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def ratio(self, name: str, over: str | None = None) -> float:
+        """Speed-up of ``name`` over ``over`` (default: the baseline); > 1 means faster."""
+        over = over or self.baseline
+        return self.measurements[over].median_ms / self.measurements[name].median_ms
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [{"name": m.name, "median_ms": m.median_ms, "p25_ms": m.p25_ms,
+                 "p75_ms": m.p75_ms, "speedup": self.ratio(m.name),
+                 "compile_s": m.compile_s, "samples": len(m.times_ms)}
+                for m in self.measurements.values()]
+
+    def table(self) -> str:
+        header = ["", "median", "IQR", f"vs {self.baseline}", "compile"]
+        lines = []
+        for row in self.rows():
+            compile_s = f"{row['compile_s']:.2f} s" if row["compile_s"] is not None else "—"
+            lines.append([row["name"], format_ms(row["median_ms"]),
+                          f"{format_ms(row['p25_ms'])}–{format_ms(row['p75_ms'])}",
+                          f"{row['speedup']:.2f}×", compile_s])
+        widths = [max(len(r[i]) for r in [header] + lines) for i in range(len(header))]
+        fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+        return "\n".join([fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in lines])
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def plot(self, ax=None, title: str | None = None):
+        """A bar chart of median time with the IQR as error bars; returns the matplotlib Axes."""
+        import matplotlib.pyplot as plt
+        if ax is None:
+            _, ax = plt.subplots(figsize=(6, 0.6 + 0.5 * len(self.measurements)))
+        rows = self.rows()
+        names = [r["name"] for r in rows]
+        medians = [r["median_ms"] for r in rows]
+        errors = [[r["median_ms"] - r["p25_ms"] for r in rows],
+                  [r["p75_ms"] - r["median_ms"] for r in rows]]
+        bars = ax.barh(names, medians, xerr=errors, color="#4c72b0", capsize=3)
+        for bar, row in zip(bars, rows):
+            ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2,
+                    f"  {row['speedup']:.2f}×", va="center")
+        ax.invert_yaxis()
+        ax.set_xlabel("median time per call (ms)")
+        ax.set_title(title or f"speed-up vs {self.baseline}")
+        ax.margins(x=0.2)
+        return ax
+
+
+def compare(candidates: dict[str, Callable], *args: Any, baseline: str | None = None,
+            compiled: set[str] | None = None, progress: bool = False, **measure_kwargs: Any
+            ) -> Comparison:
+    """Measure every candidate on the same ``args``; the first is the baseline by default.
+
+    Names in ``compiled`` have their first call timed separately as compile time (by default:
+    every candidate except the baseline). Results are checked to agree with the baseline's
+    (to float tolerance) before anything is timed -- a fast wrong answer is not a speed-up.
+    """
+    names = list(candidates)
+    baseline = baseline or names[0]
+    compiled = set(names) - {baseline} if compiled is None else compiled
+    iterator = names
+    if progress:
+        from tqdm.auto import tqdm
+        iterator = tqdm(names, desc="timing", leave=False)
+    results: dict[str, Measurement] = {}
+    reference = candidates[baseline](*args)
+    for name in iterator:
+        fn = candidates[name]
+        compile_s = None
+        if name in compiled:
+            compile_s, out = time_first_call(fn, *args)
+        else:
+            out = fn(*args)
+        _assert_close(out, reference, name, baseline)
+        m = measure(fn, *args, name=name, **measure_kwargs)
+        m.compile_s = compile_s
+        results[name] = m
+    return Comparison(results, baseline)
+
+
+def _assert_close(actual: Any, expected: Any, name: str, baseline: str) -> None:
+    if isinstance(expected, torch.Tensor):
+        try:
+            torch.testing.assert_close(actual, expected, rtol=1e-3, atol=1e-4)
+        except AssertionError as e:
+            raise AssertionError(f"{name} does not compute what {baseline} does: {e}") from None
+    elif isinstance(expected, (tuple, list)):
+        for a, e in zip(actual, expected):
+            _assert_close(a, e, name, baseline)
