@@ -7,6 +7,7 @@
     GraphModule    an nn.Module whose forward is generated from a Graph (readable Python)
     Interpreter    runs a graph node by node; subclass it to write analyses
     ShapeProp      an Interpreter that records shape/dtype/stride in node.meta
+    symbolic_trace Tracer, Proxy, TraceError: record a module's forward as a GraphModule
     passes         dce, cse, ... : plain functions Graph -> Graph that stamp provenance
     to_torch_fx / from_torch_fx    node-for-node bridges to torch.fx
 
@@ -21,10 +22,13 @@ from .interpreter import Interpreter, ShapeProp, TensorMeta, tensor_meta
 from .node import Node, map_aggregate, map_arg
 from .passes import cse, dce
 from .printer import format_tabular
+from .proxy import Proxy, TraceError
+from .tracer import Tracer, symbolic_trace
 
 __all__ = [
     "Graph", "GraphLintError", "GraphModule", "Interpreter", "Node", "PythonCode", "ShapeProp",
     "TensorMeta", "cse", "dce", "format_tabular", "from_torch_fx", "map_aggregate", "map_arg",
     "register_module_alias",
     "tensor_meta", "to_torch_fx",
+    "Proxy", "TraceError", "Tracer", "symbolic_trace",
 ]
