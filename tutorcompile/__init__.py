@@ -5,7 +5,9 @@ The pipeline (see the course notebooks, one stage each)::
     fn / nn.Module --dynamo--> Graph --aot--> forward/backward Graphs --inductor--> kernels
 
 Public surface: ``tutorcompile.fx`` (the graph IR), ``tutorcompile.viz`` (drawings and
-widgets), ``doctor()`` (what will run where on this machine; ``environment.probe()`` as data).
+widgets), ``tutorcompile.bench`` (timing), ``doctor()`` (what will run where on this machine;
+``environment.probe()`` as data), ``set_logs(...)`` / ``debug(dir)`` (every stage's
+artifacts, also through ``TUTORCOMPILE_LOGS``).
 
 Submodules load on first use (PEP 562), so the parts that need no torch -- the bytecode
 machinery of the Dynamo stage -- import on interpreters where torch is not installed.
@@ -26,8 +28,8 @@ except ImportError:  # only the torch-free parts (tutorcompile.dynamo's VM) are 
 if _torch is not None and not _torch.cuda.is_available():
     _os.environ.setdefault("TRITON_INTERPRET", "1")
 
-_SUBMODULES = {"fx", "viz", "environment", "grading"}
-_FROM_SUBMODULE = {"doctor": "environment"}
+_SUBMODULES = {"fx", "viz", "environment", "grading", "bench"}
+_FROM_SUBMODULE = {"doctor": "environment", "set_logs": "_logging", "debug": "_logging"}
 
 
 def __getattr__(name: str):
@@ -43,4 +45,4 @@ def __dir__():
     return sorted(set(globals()) | _SUBMODULES | set(_FROM_SUBMODULE))
 
 
-__all__ = ["__version__", "doctor", "fx", "viz"]
+__all__ = ["__version__", "bench", "debug", "doctor", "fx", "set_logs", "viz"]

@@ -1,0 +1,107 @@
+"""Seeing every stage's artifacts: ``TUTORCOMPILE_LOGS`` and ``tutorcompile.debug(dir)``.
+
+Each stage reports what it produced through one call::
+
+    log_artifact("guards", lambda: guards.format())
+
+and the reader chooses what to see, like ``TORCH_LOGS``::
+
+    TUTORCOMPILE_LOGS=graph_breaks,guards,recompiles python train.py
+    tutorcompile.set_logs(aot_graphs=True, output_code=True)        # the same from Python
+    with tutorcompile.debug("debug_out"):                            # every artifact to files
+        fast(x)
+
+Artifacts are produced lazily (the lambda runs only if someone is looking), so logging
+costs nothing when it is off. Files written by ``debug`` are numbered in the order the
+compiler produced them and named by stage: ``003_aot_graphs.txt``.
+
+Mirrors: torch/_logging (``TORCH_LOGS``, ``trace_structured``) and torch/_dynamo/config's
+``debug_dir``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+ARTIFACTS = {
+    "graph_breaks": "stage 3: each graph break, its reason and the user's source line",
+    "guards": "stage 3: the guards of each compiled entry, as Python",
+    "recompiles": "stage 3: which guard failed and why a frame was compiled again",
+    "graph_code": "stage 3: each captured graph as code",
+    "aot_graphs": "stage 4: joint, forward and backward graphs",
+    "partition": "stage 4: what the partitioner saved and recomputed",
+    "fusion": "stage 5: fusion decisions, and the reason for each fusion not taken",
+    "output_code": "stage 5: generated kernels and the wrapper that runs them",
+    "cudagraphs": "stage 6: recorded graphs and the reason for each skip",
+}
+
+_enabled: set[str] = set()
+_debug_dirs: list[tuple[Path, list[int]]] = []
+
+
+def _parse(spec: str) -> set[str]:
+    names = {s.strip().lstrip("+") for s in spec.split(",") if s.strip()}
+    if "all" in names:
+        return set(ARTIFACTS)
+    unknown = names - set(ARTIFACTS)
+    if unknown:
+        raise ValueError(f"unknown TUTORCOMPILE_LOGS artifact(s) {sorted(unknown)}; "
+                         f"choose from: all, {', '.join(ARTIFACTS)}")
+    return names
+
+
+def set_logs(**artifacts: bool) -> None:
+    """Turn artifacts on or off: ``set_logs(guards=True, graph_breaks=True)``; no arguments
+    turns everything off. ``set_logs(all=True)`` turns everything on."""
+    if not artifacts:
+        _enabled.clear()
+        return
+    for name, on in artifacts.items():
+        names = set(ARTIFACTS) if name == "all" else _parse(name)
+        (_enabled.update if on else _enabled.difference_update)(names)
+
+
+def enabled(name: str) -> bool:
+    """Is anyone looking at this artifact (printed, or dumped by ``debug``)?"""
+    if name not in ARTIFACTS:
+        raise ValueError(f"unknown artifact {name!r}")
+    return name in _enabled or bool(_debug_dirs)
+
+
+def log_artifact(name: str, content: Callable[[], str] | str, title: str = "") -> None:
+    """Report one artifact of a stage; ``content`` is only evaluated if it will be shown."""
+    if not enabled(name):
+        return
+    text = content() if callable(content) else content
+    header = f"[tutorcompile:{name}]" + (f" {title}" if title else "")
+    if name in _enabled:
+        print(f"{header}\n{text.rstrip()}\n", file=sys.stderr if _to_stderr() else sys.stdout)
+    for folder, counter in _debug_dirs:
+        counter[0] += 1
+        path = folder / f"{counter[0]:03d}_{name}.txt"
+        path.write_text((f"# {title}\n" if title else "") + text.rstrip() + "\n")
+
+
+def _to_stderr() -> bool:
+    return os.environ.get("TUTORCOMPILE_LOGS_TO", "stdout") == "stderr"
+
+
+@contextlib.contextmanager
+def debug(folder: str | os.PathLike) -> Iterator[Path]:
+    """Write every artifact produced inside the block to numbered files in ``folder``."""
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    entry = (path, [len(list(path.glob("*.txt")))])
+    _debug_dirs.append(entry)
+    try:
+        yield path
+    finally:
+        _debug_dirs.remove(entry)
+
+
+if os.environ.get("TUTORCOMPILE_LOGS"):
+    _enabled.update(_parse(os.environ["TUTORCOMPILE_LOGS"]))
