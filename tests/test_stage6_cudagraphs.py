@@ -1,0 +1,87 @@
+"""CUDA Graphs: record once, replay with static buffers; skip with a reason otherwise.
+
+The record/replay tests need a GPU (marked ``gpu``); the skip reasons are checked everywhere.
+"""
+
+import pytest
+import torch
+
+from tutorcompile import _logging as logs
+from tutorcompile.cudagraphs import NO_CUDA, CUDAGraphed, cudagraphify, skip_reason
+
+pytestmark = pytest.mark.stage6
+HAS_CUDA = torch.cuda.is_available()
+
+
+def tiny_mlp_step(x, w1, w2):
+    return torch.relu(x @ w1).sin() @ w2 + 1.0
+
+
+def test_cpu_tensors_are_skipped_with_a_reason_and_still_computed(capsys):
+    logs.set_logs(cudagraphs=True)
+    try:
+        graphed = cudagraphify(tiny_mlp_step)
+        args = [torch.randn(4, 8), torch.randn(8, 8), torch.randn(8, 2)]
+        torch.testing.assert_close(graphed(*args), tiny_mlp_step(*args))
+        graphed(*args)
+    finally:
+        logs.set_logs()
+    expected = NO_CUDA if not HAS_CUDA else "inputs [0, 1, 2] are CPU tensors"
+    assert graphed.skips and graphed.skips[0].startswith(expected)
+    assert len(graphed.skips) == 1 and graphed.graphs == {}
+    assert capsys.readouterr().out.count("[tutorcompile:cudagraphs] tiny_mlp_step: skipped") == 1
+    assert "skipped:" in graphed.summary()
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="the other skip reasons are checked after the device")
+def test_every_skip_reason_names_its_cause():
+    x = torch.randn(2, device="cuda")
+    assert skip_reason([x]) is None
+    assert "mutates its inputs" in skip_reason([x], mutates_inputs=True)
+    assert "dynamic shapes" in skip_reason([x], dynamic=True)
+    assert "item" in skip_reason([x], unsupported_ops=["aten.item"])
+    assert "no tensor inputs" in skip_reason([3])
+
+
+def test_no_cuda_reason_says_what_is_missing():
+    if HAS_CUDA:
+        pytest.skip("this machine has a GPU")
+    assert skip_reason([torch.ones(1)]) == NO_CUDA
+    assert "CUDA device" in NO_CUDA
+
+
+@pytest.mark.gpu
+def test_record_then_replay_matches_eager_and_reuses_static_outputs():
+    args = [torch.randn(16, 32, device="cuda"), torch.randn(32, 32, device="cuda"),
+            torch.randn(32, 4, device="cuda")]
+    graphed = CUDAGraphed(tiny_mlp_step, name="mlp")
+    first = graphed(*args)
+    torch.testing.assert_close(first, tiny_mlp_step(*args))
+    new = [torch.randn_like(a) for a in args]
+    second = graphed(*new)
+    torch.testing.assert_close(second, tiny_mlp_step(*new))
+    assert second.data_ptr() == first.data_ptr()   # static output, overwritten by the replay
+    assert len(graphed.graphs) == 1 and next(iter(graphed.graphs.values())).replays == 2
+
+
+@pytest.mark.gpu
+def test_one_graph_per_shape_and_clone_outputs():
+    graphed = CUDAGraphed(torch.sin, clone_outputs=True)
+    a, b = torch.randn(8, device="cuda"), torch.randn(16, device="cuda")
+    out_a = graphed(a)
+    graphed(b)
+    out_a2 = graphed(a * 2)
+    assert len(graphed.graphs) == 2
+    assert out_a.data_ptr() != out_a2.data_ptr()   # clones survive later replays
+    torch.testing.assert_close(out_a, torch.sin(a))
+
+
+@pytest.mark.gpu
+def test_capture_failure_falls_back_with_a_reason():
+    def syncs(x):
+        return x * x.sum().item()   # .item() synchronises: not capturable
+
+    graphed = CUDAGraphed(syncs)
+    x = torch.randn(4, device="cuda")
+    torch.testing.assert_close(graphed(x), syncs(x))
+    assert graphed.skips and graphed.skips[0].startswith("capture failed")

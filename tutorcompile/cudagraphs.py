@@ -1,0 +1,162 @@
+"""CUDA Graphs: record a compiled function's kernel launches once, then replay them.
+
+For small models the GPU waits on the CPU: Python, the dispatcher and one launch per kernel
+cost a few microseconds each, while the kernels themselves finish faster than that. A CUDA
+Graph records every launch of one call (addresses included) and replays the whole sequence
+with a single launch. The price is that addresses are frozen, which dictates the design:
+
+* **static inputs**: each recorded graph owns input buffers; a call copies its arguments
+  into them before the replay;
+* **static outputs**: a replay writes into the same output buffers every time, so the result
+  of one call is overwritten by the next -- ``clone_outputs=True`` returns copies instead;
+* **one graph per input-shape key**, all allocated from one shared memory pool;
+* **warm-up first** (on a side stream, as PyTorch recommends), so lazy initialisation (cuBLAS
+  handles, autotuning, allocator growth) happens outside the recording;
+* **skip, and say why** when recording would be wrong or impossible: no GPU, CPU tensors,
+  the function mutates its inputs, dynamic shapes, or an op that cannot be captured (one
+  that synchronises with the CPU). Skipped calls simply run the function.
+
+``mode="reduce-overhead"`` in ``tutorcompile.compile`` wraps the compiled forward (and
+backward) in :class:`CUDAGraphed`.
+
+Mirrors: early TorchDynamo's ``cudagraphs_inner`` (torchdynamo/optimizations/backends.py) and
+torch/_inductor/cudagraph_trees.py (the shared pool, static outputs, skip reasons).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ._logging import log_artifact
+
+NO_CUDA = "CUDA Graphs need a CUDA device, and none is visible; the function runs normally"
+
+
+def _key(args: Sequence[Any]) -> tuple:
+    """What a recorded graph is specialised to: tensor shapes/dtypes/strides and plain values."""
+    return tuple((tuple(a.shape), a.dtype, a.device, a.stride()) if isinstance(a, torch.Tensor)
+                 else ("value", a) for a in args)
+
+
+def skip_reason(args: Sequence[Any], *, mutates_inputs: bool = False, dynamic: bool = False,
+                unsupported_ops: Sequence[str] = ()) -> str | None:
+    """Why these arguments cannot be replayed through a CUDA Graph (None if they can)."""
+    if not torch.cuda.is_available():
+        return NO_CUDA
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    on_cpu = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and not a.is_cuda]
+    if on_cpu:
+        return f"inputs {on_cpu} are CPU tensors; a CUDA Graph only replays GPU work"
+    if not tensors:
+        return "no tensor inputs: nothing for a graph to replay"
+    if mutates_inputs:
+        return "the function mutates its inputs; replays would write into static copies"
+    if dynamic:
+        return "dynamic shapes: a graph is frozen to one shape (compile with dynamic=False)"
+    if unsupported_ops:
+        return f"ops that cannot be captured: {', '.join(unsupported_ops)}"
+    return None
+
+
+@dataclass
+class RecordedGraph:
+    """One recording: the graph and the static buffers its kernels read and write."""
+    graph: Any                      # torch.cuda.CUDAGraph
+    static_inputs: list[Any]
+    static_outputs: Any
+    replays: int = 0
+
+    def replay(self, args: Sequence[Any]) -> Any:
+        for static, new in zip(self.static_inputs, args):
+            if isinstance(static, torch.Tensor) and static.data_ptr() != new.data_ptr():
+                static.copy_(new)
+        self.graph.replay()
+        self.replays += 1
+        return self.static_outputs
+
+
+@dataclass
+class CUDAGraphed:
+    """``fn`` wrapped to record on first call per shape key and replay after that.
+
+    ``mutates_inputs`` / ``dynamic`` / ``unsupported_ops`` come from the compiler (AOT knows
+    about mutations, Dynamo about dynamic shapes); any of them makes every call a skip.
+    """
+    fn: Callable
+    warmup: int = 3
+    clone_outputs: bool = False
+    mutates_inputs: bool = False
+    dynamic: bool = False
+    unsupported_ops: tuple[str, ...] = ()
+    name: str = "fn"
+    graphs: dict[tuple, RecordedGraph] = field(default_factory=dict)
+    skips: list[str] = field(default_factory=list)
+    pool: Any = None
+
+    def __call__(self, *args: Any) -> Any:
+        reason = skip_reason(args, mutates_inputs=self.mutates_inputs, dynamic=self.dynamic,
+                             unsupported_ops=self.unsupported_ops)
+        if reason is None:
+            key = _key(args)
+            entry = self.graphs.get(key)
+            if entry is None:
+                try:
+                    entry = self.graphs[key] = self._record(args)
+                except RuntimeError as e:  # e.g. an op that synchronises during capture
+                    reason = f"capture failed: {str(e).splitlines()[0]}"
+                    self.unsupported_ops += ("<capture failed>",)
+            if entry is not None and reason is None:
+                out = entry.replay(args)
+                return _clone(out) if self.clone_outputs else out
+        if reason not in self.skips:
+            self.skips.append(reason)
+            log_artifact("cudagraphs", reason, title=f"{self.name}: skipped")
+        return self.fn(*args)
+
+    def _record(self, args: Sequence[Any]) -> RecordedGraph:
+        static_inputs = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(self.warmup):
+                self.fn(*static_inputs)
+        torch.cuda.current_stream().wait_stream(side)
+        if self.pool is None:
+            self.pool = torch.cuda.graph_pool_handle()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
+            static_outputs = self.fn(*static_inputs)
+        log_artifact("cudagraphs", lambda: f"recorded for {_describe(args)}",
+                     title=f"{self.name}: graph {len(self.graphs) + 1}")
+        return RecordedGraph(graph, static_inputs, static_outputs)
+
+    def summary(self) -> str:
+        """What was recorded, how often each graph replayed, and why calls were skipped."""
+        lines = [f"{self.name}: {len(self.graphs)} recorded graph(s)"]
+        for key, entry in self.graphs.items():
+            shapes = ", ".join(str(list(k[0])) for k in key if k[0] != "value")
+            lines.append(f"  inputs {shapes}: {entry.replays} replays")
+        lines += [f"  skipped: {reason}" for reason in self.skips]
+        return "\n".join(lines)
+
+
+def _clone(out: Any) -> Any:
+    if isinstance(out, torch.Tensor):
+        return out.clone()
+    if isinstance(out, (tuple, list)):
+        return type(out)(_clone(o) for o in out)
+    return out
+
+
+def _describe(args: Sequence[Any]) -> str:
+    return ", ".join(f"{str(a.dtype).replace('torch.', '')}{list(a.shape)}"
+                     if isinstance(a, torch.Tensor) else repr(a) for a in args)
+
+
+def cudagraphify(fn: Callable, **options: Any) -> CUDAGraphed:
+    """Wrap ``fn`` for record-and-replay (see :class:`CUDAGraphed` for the options)."""
+    return CUDAGraphed(fn, name=getattr(fn, "__name__", "fn"), **options)
