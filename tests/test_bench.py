@@ -5,7 +5,7 @@ import time
 import pytest
 import torch
 
-from tutorcompile.bench import Comparison, Measurement, compare, measure
+from tutorcompile.bench import Comparison, Measurement, compare, fit_overhead, measure, sweep
 
 pytestmark = pytest.mark.foundation
 
@@ -61,3 +61,18 @@ def test_plot_draws_one_bar_per_candidate():
     ax = cmp.plot()
     assert len(ax.patches) == 2
     assert [t.get_text().strip() for t in ax.texts] == ["1.00×", "2.00×"]
+
+
+def test_fit_overhead_recovers_a_known_model():
+    nbytes = [8, 8_000, 800_000, 8_000_000]
+    times = [3.0 + b / 5_000 for b in nbytes]           # 3 µs + bytes at 5 GB/s
+    overhead, gbps = fit_overhead(nbytes, times)
+    assert overhead == pytest.approx(3.0) and gbps == pytest.approx(5.0)
+
+
+def test_sweep_counts_bytes_and_times_each_size():
+    s = sweep(torch.neg, lambda n: (torch.ones(n),), [16, 4096], name="neg", repeat=3,
+              min_time=0.01)
+    assert s.nbytes == [2 * 16 * 4, 2 * 4096 * 4]
+    assert len(s.measurements) == 2 and all(t > 0 for t in s.medians_us)
+    assert s.table().splitlines()[0].split() == ["size", "bytes", "median", "GB/s"]

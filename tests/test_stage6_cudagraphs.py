@@ -85,3 +85,16 @@ def test_capture_failure_falls_back_with_a_reason():
     x = torch.randn(4, device="cuda")
     torch.testing.assert_close(graphed(x), syncs(x))
     assert graphed.skips and graphed.skips[0].startswith("capture failed")
+
+
+def test_cpu_stand_in_has_a_cuda_graphs_contract():
+    from tutorcompile.cudagraphs import RecordedGraph, record_on_cpu
+    static = [torch.randn(3, 4), torch.randn(4, 2)]
+    entry = RecordedGraph(record_on_cpu(torch.mm, static), static)
+    a, b = torch.randn(3, 4), torch.randn(4, 2)
+    out = entry.replay([a, b])
+    torch.testing.assert_close(out, a @ b)
+    out2 = entry.replay([a * 2, b])
+    assert out2 is out                         # same buffer, overwritten by the replay
+    torch.testing.assert_close(out, (a * 2) @ b)
+    assert static[0].data_ptr() == entry.static_inputs[0].data_ptr()

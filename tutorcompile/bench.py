@@ -239,3 +239,71 @@ def _assert_close(actual: Any, expected: Any, name: str, baseline: str) -> None:
     elif isinstance(expected, (tuple, list)):
         for a, e in zip(actual, expected):
             _assert_close(a, e, name, baseline)
+
+
+@dataclass
+class Sweep:
+    """Time of one callable across input sizes, and the overhead/bandwidth model it fits."""
+    name: str
+    sizes: list[int]
+    nbytes: list[int]
+    measurements: list[Measurement]
+
+    @property
+    def medians_us(self) -> list[float]:
+        return [m.median_ms * 1000 for m in self.measurements]
+
+    def fit(self) -> tuple[float, float]:
+        """Least-squares ``time = overhead + bytes / bandwidth``: (overhead µs, GB/s)."""
+        return fit_overhead(self.nbytes, self.medians_us)
+
+    def table(self) -> str:
+        lines = [f"{'size':>12}  {'bytes':>12}  {'median':>10}  {'GB/s':>8}"]
+        for size, nbytes, us in zip(self.sizes, self.nbytes, self.medians_us):
+            lines.append(f"{size:>12,}  {nbytes:>12,}  {format_ms(us / 1000):>10}  "
+                         f"{nbytes / us / 1000:>8.2f}")
+        return "\n".join(lines)
+
+    def plot(self, ax=None):
+        """Log-log time against bytes moved, with the fitted model as a dashed line."""
+        import matplotlib.pyplot as plt
+        if ax is None:
+            _, ax = plt.subplots(figsize=(6, 3.5))
+        overhead, gbps = self.fit()
+        ax.loglog(self.nbytes, self.medians_us, "o-", label=f"{self.name} (measured)")
+        model = [overhead + b / (gbps * 1000) for b in self.nbytes]
+        ax.loglog(self.nbytes, model, "--", color="gray",
+                  label=f"{overhead:.1f} µs + bytes / {gbps:.1f} GB/s")
+        ax.set_xlabel("bytes moved per call")
+        ax.set_ylabel("time per call (µs)")
+        ax.legend()
+        return ax
+
+
+def fit_overhead(nbytes: list[float], times_us: list[float]) -> tuple[float, float]:
+    """Fit ``t = overhead + bytes / bandwidth`` by least squares: (overhead µs, GB/s)."""
+    n = len(nbytes)
+    mean_b, mean_t = sum(nbytes) / n, sum(times_us) / n
+    cov = sum((b - mean_b) * (t - mean_t) for b, t in zip(nbytes, times_us))
+    var = sum((b - mean_b) ** 2 for b in nbytes)
+    slope = cov / var                       # µs per byte
+    overhead = mean_t - slope * mean_b
+    return overhead, 1 / slope / 1000       # bytes/µs → GB/s
+
+
+def sweep(fn: Callable, make_inputs: Callable[[int], tuple], sizes: list[int],
+          bytes_moved: Callable[[tuple], int] | None = None, name: str = "fn",
+          **measure_kwargs: Any) -> Sweep:
+    """Time ``fn(*make_inputs(size))`` for each size; bytes default to inputs + output."""
+    measurements, nbytes = [], []
+    for size in sizes:
+        args = make_inputs(size)
+        if bytes_moved is None:
+            out = fn(*args)
+            moved = sum(a.nbytes for a in args if isinstance(a, torch.Tensor)) + \
+                (out.nbytes if isinstance(out, torch.Tensor) else 0)
+        else:
+            moved = bytes_moved(args)
+        nbytes.append(moved)
+        measurements.append(measure(fn, *args, name=f"{name}[{size}]", **measure_kwargs))
+    return Sweep(name, list(sizes), nbytes, measurements)

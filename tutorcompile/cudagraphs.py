@@ -63,20 +63,66 @@ def skip_reason(args: Sequence[Any], *, mutates_inputs: bool = False, dynamic: b
 
 
 @dataclass
-class RecordedGraph:
-    """One recording: the graph and the static buffers its kernels read and write."""
-    graph: Any                      # torch.cuda.CUDAGraph
-    static_inputs: list[Any]
+class Recording:
+    """What recording produces: ``replay()`` re-runs the recorded work, reading the static
+    inputs and writing into ``static_outputs`` in place."""
+    replay: Callable[[], None]
     static_outputs: Any
+
+
+def record_cuda_graph(fn: Callable, static_inputs: Sequence[Any], warmup: int = 3,
+                      pool: Any = None) -> Recording:
+    """Warm ``fn`` up on a side stream, then record one call of it as a CUDA Graph."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            fn(*static_inputs)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        static_outputs = fn(*static_inputs)
+    return Recording(graph.replay, static_outputs)
+
+
+def record_on_cpu(fn: Callable, static_inputs: Sequence[Any]) -> Recording:
+    """A CPU stand-in with a CUDA Graph's contract, for learning without a GPU.
+
+    ``replay()`` runs ``fn`` on the static inputs again and copies the results into the same
+    output tensors, so code written against it sees exactly what a CUDA Graph does: inputs
+    are read from static buffers and outputs are overwritten in place. It saves no time --
+    on a CPU there are no launches to batch.
+    """
+    static_outputs = fn(*static_inputs)
+
+    def replay() -> None:
+        _copy_into(static_outputs, fn(*static_inputs))
+
+    return Recording(replay, static_outputs)
+
+
+def _copy_into(dst: Any, src: Any) -> None:
+    if isinstance(dst, torch.Tensor):
+        dst.copy_(src)
+    elif isinstance(dst, (tuple, list)):
+        for d, s in zip(dst, src):
+            _copy_into(d, s)
+
+
+@dataclass
+class RecordedGraph:
+    """One recording with the static input buffers it reads."""
+    recording: Recording
+    static_inputs: list[Any]
     replays: int = 0
 
     def replay(self, args: Sequence[Any]) -> Any:
         for static, new in zip(self.static_inputs, args):
             if isinstance(static, torch.Tensor) and static.data_ptr() != new.data_ptr():
                 static.copy_(new)
-        self.graph.replay()
+        self.recording.replay()
         self.replays += 1
-        return self.static_outputs
+        return self.recording.static_outputs
 
 
 @dataclass
@@ -119,20 +165,12 @@ class CUDAGraphed:
 
     def _record(self, args: Sequence[Any]) -> RecordedGraph:
         static_inputs = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(self.warmup):
-                self.fn(*static_inputs)
-        torch.cuda.current_stream().wait_stream(side)
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
-            static_outputs = self.fn(*static_inputs)
+        recording = record_cuda_graph(self.fn, static_inputs, self.warmup, self.pool)
         log_artifact("cudagraphs", lambda: f"recorded for {_describe(args)}",
                      title=f"{self.name}: graph {len(self.graphs) + 1}")
-        return RecordedGraph(graph, static_inputs, static_outputs)
+        return RecordedGraph(recording, static_inputs)
 
     def summary(self) -> str:
         """What was recorded, how often each graph replayed, and why calls were skipped."""
