@@ -28,7 +28,7 @@ except ImportError:  # only the torch-free parts (tutorcompile.dynamo's VM) are 
 if _torch is not None and not _torch.cuda.is_available():
     _os.environ.setdefault("TRITON_INTERPRET", "1")
 
-_SUBMODULES = {"fx", "viz", "environment", "grading", "bench"}
+_SUBMODULES = {"fx", "viz", "environment", "grading", "bench", "ops", "autograd", "cudagraphs"}
 _FROM_SUBMODULE = {"doctor": "environment", "set_logs": "_logging", "debug": "_logging"}
 
 
@@ -45,4 +45,5 @@ def __dir__():
     return sorted(set(globals()) | _SUBMODULES | set(_FROM_SUBMODULE))
 
 
-__all__ = ["__version__", "bench", "debug", "doctor", "fx", "set_logs", "viz"]
+__all__ = ["__version__", "autograd", "bench", "cudagraphs", "debug", "doctor", "fx", "ops",
+           "set_logs", "viz"]

@@ -1,0 +1,37 @@
+"""tutorcompile.ops -- the one op table, and the virtualized ``ops`` that rules are written in.
+
+::
+
+    prims            the table: prims.add, prims.exp, prims.sum, prims.matmul, ... (PRIMS by name)
+    Prim             one entry: reference, meta (shape/dtype rule), kind, vjp, triton, cpp
+    ops              ops.<name> is the prim <name>; calls go to the current handler
+    set_handler      install a handler for a ``with`` block; current_handler() reads it
+    EagerHandler     run the PyTorch references (the default)
+    GraphHandler     record calls as nodes of a tutorcompile.fx.Graph (values: GraphValue)
+    KernelSpellingHandler   pointwise calls -> Triton / C++ expression strings
+    sum_to_shape, vjp        gradients of broadcasting, and of one prim call
+    trace, backward_graph, grad_of   graphs of prims, and their gradients as graphs
+
+Mirrors: torch/_prims, torch/_inductor/virtualized.py, tools/autograd/derivatives.yaml.
+"""
+
+from . import prims
+from .autodiff import backward_graph, grad_of, sum_to_shape, trace, vjp
+from .table import KINDS, PRIMS, Prim, broadcast_shapes, promote_types
+from .virtualized import (
+    EagerHandler,
+    GraphHandler,
+    GraphValue,
+    KernelSpellingHandler,
+    OpsHandler,
+    current_handler,
+    make_meta,
+    ops,
+    set_handler,
+)
+
+__all__ = [
+    "KINDS", "PRIMS", "EagerHandler", "GraphHandler", "GraphValue", "KernelSpellingHandler",
+    "OpsHandler", "Prim", "backward_graph", "broadcast_shapes", "current_handler", "grad_of",
+    "make_meta", "ops", "prims", "promote_types", "set_handler", "sum_to_shape", "trace", "vjp",
+]
