@@ -281,14 +281,21 @@ class Sweep:
 
 
 def fit_overhead(nbytes: list[float], times_us: list[float]) -> tuple[float, float]:
-    """Fit ``t = overhead + bytes / bandwidth`` by least squares: (overhead µs, GB/s)."""
-    n = len(nbytes)
-    mean_b, mean_t = sum(nbytes) / n, sum(times_us) / n
-    cov = sum((b - mean_b) * (t - mean_t) for b, t in zip(nbytes, times_us))
-    var = sum((b - mean_b) ** 2 for b in nbytes)
-    slope = cov / var                       # µs per byte
-    overhead = mean_t - slope * mean_b
-    return overhead, 1 / slope / 1000       # bytes/µs → GB/s
+    """Fit ``t = overhead + bytes / bandwidth``: (overhead µs, GB/s).
+
+    Times span orders of magnitude (microseconds to milliseconds), so the fit minimises
+    *relative* error -- weighted least squares with weights 1/t² -- or the largest sizes
+    alone would decide the overhead.
+    """
+    w = [1 / t ** 2 for t in times_us]
+    sw = sum(w)
+    swb = sum(wi * b for wi, b in zip(w, nbytes))
+    swt = sum(wi * t for wi, t in zip(w, times_us))
+    swbb = sum(wi * b * b for wi, b in zip(w, nbytes))
+    swbt = sum(wi * b * t for wi, b, t in zip(w, nbytes, times_us))
+    slope = (sw * swbt - swb * swt) / (sw * swbb - swb ** 2)   # µs per byte
+    overhead = (swt - slope * swb) / sw
+    return overhead, 1 / slope / 1000                           # bytes/µs → GB/s
 
 
 def sweep(fn: Callable, make_inputs: Callable[[int], tuple], sizes: list[int],

@@ -197,4 +197,5 @@ def _describe(args: Sequence[Any]) -> str:
 
 def cudagraphify(fn: Callable, **options: Any) -> CUDAGraphed:
     """Wrap ``fn`` for record-and-replay (see :class:`CUDAGraphed` for the options)."""
-    return CUDAGraphed(fn, name=getattr(fn, "__name__", "fn"), **options)
+    name = getattr(fn, "__name__", None) or type(fn).__name__
+    return CUDAGraphed(fn, name=name, **options)
