@@ -4,7 +4,8 @@ The pipeline (see the course notebooks, one stage each)::
 
     fn / nn.Module --dynamo--> Graph --aot--> forward/backward Graphs --inductor--> kernels
 
-Public surface: ``tutorcompile.fx`` (the graph IR), ``tutorcompile.viz`` (drawings and
+Public surface: ``compile(fn_or_module, backend=..., fullgraph=..., dynamic=...)``,
+``explain(fn)(*args)`` and ``reset()`` (stage 3, Dynamo); ``tutorcompile.fx`` (the graph IR), ``tutorcompile.viz`` (drawings and
 widgets), ``tutorcompile.bench`` (timing), ``doctor()`` (what will run where on this machine;
 ``environment.probe()`` as data), ``set_logs(...)`` / ``debug(dir)`` (every stage's
 artifacts, also through ``TUTORCOMPILE_LOGS``).
@@ -28,8 +29,10 @@ except ImportError:  # only the torch-free parts (tutorcompile.dynamo's VM) are 
 if _torch is not None and not _torch.cuda.is_available():
     _os.environ.setdefault("TRITON_INTERPRET", "1")
 
-_SUBMODULES = {"fx", "viz", "environment", "grading", "bench", "ops", "autograd", "cudagraphs"}
-_FROM_SUBMODULE = {"doctor": "environment", "set_logs": "_logging", "debug": "_logging"}
+_SUBMODULES = {"fx", "viz", "environment", "grading", "bench", "ops", "autograd", "cudagraphs",
+               "dynamo"}
+_FROM_SUBMODULE = {"doctor": "environment", "set_logs": "_logging", "debug": "_logging",
+                   "compile": "dynamo", "explain": "dynamo", "reset": "dynamo"}
 
 
 def __getattr__(name: str):
@@ -45,5 +48,5 @@ def __dir__():
     return sorted(set(globals()) | _SUBMODULES | set(_FROM_SUBMODULE))
 
 
-__all__ = ["__version__", "autograd", "bench", "cudagraphs", "debug", "doctor", "fx", "ops",
-           "set_logs", "viz"]
+__all__ = ["__version__", "autograd", "bench", "compile", "cudagraphs", "debug", "doctor",
+           "dynamo", "explain", "fx", "ops", "reset", "set_logs", "viz"]

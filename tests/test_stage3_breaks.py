@@ -1,0 +1,222 @@
+"""Stage 3: graph breaks -- reasons with source lines, correct resumption, fullgraph, explain."""
+
+import pytest
+import torch
+import torch._dynamo
+
+from tutorcompile.dynamo import eval_frame
+from tutorcompile.dynamo.debugging import explain
+from tutorcompile.dynamo.eval_frame import cache_entries
+from tutorcompile.dynamo.exc import GraphBreakError, Unsupported
+
+pytestmark = pytest.mark.stage3
+
+SEEN: list = []
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    eval_frame.reset()
+    SEEN.clear()
+    yield
+    eval_frame.reset()
+
+
+def with_print(x):
+    y = x.sin()
+    print("between graphs")
+    return y.cos() + 1
+
+
+def test_print_breaks_into_two_graphs_and_prints_once(capsys):
+    x = torch.randn(3)
+    out = explain(with_print)(x)
+    assert capsys.readouterr().out == "between graphs\n"
+    assert out.graph_count == 2 and out.graph_break_count == 1
+    br = out.break_reasons[0]
+    assert "print()" in br.reason
+    assert br.source_line == 'print("between graphs")'
+    assert br.filename.endswith("test_stage3_breaks.py")
+    c = eval_frame.compile(with_print)
+    torch.testing.assert_close(c(x), with_print(x))
+    torch.testing.assert_close(c(x), with_print(x))
+    assert capsys.readouterr().out.count("between graphs") == 4
+    assert len(cache_entries(with_print)) == 2  # one per segment, reused on the 2nd call
+
+
+def item_and_tolist(x):
+    s = x.sum().item()
+    n = len(x.tolist())
+    return x * s + n
+
+
+def test_item_and_tolist_break_and_use_the_real_value():
+    x = torch.randn(4)
+    out = explain(item_and_tolist)(x)
+    reasons = [b.reason for b in out.break_reasons]
+    assert any("item()" in r for r in reasons) and any("tolist()" in r for r in reasons)
+    torch.testing.assert_close(eval_frame.compile(item_and_tolist)(x), item_and_tolist(x))
+
+
+def branchy(x):
+    y = x * 2
+    if y.sum() > 0:
+        z = y + 100
+    else:
+        z = y - 100
+    return z * 3
+
+
+def test_data_dependent_branch_continues_on_the_taken_side_with_own_caches():
+    c = eval_frame.compile(branchy)
+    pos, neg = torch.ones(3), -torch.ones(3)
+    torch.testing.assert_close(c(pos), branchy(pos))
+    torch.testing.assert_close(c(neg), branchy(neg))
+    torch.testing.assert_close(c(pos), branchy(pos))
+    starts = sorted({e.start_ip for e in cache_entries(branchy)})
+    assert len(starts) == 3  # function start + one resume point per side of the `if`
+    out = explain(branchy)(pos)
+    assert "data-dependent" in out.break_reasons[0].reason
+    assert out.break_reasons[0].source_line == "if y.sum() > 0:"
+
+
+def swallowing(x):
+    try:
+        y = x + 1
+        print("inside try")
+    except Exception:
+        return None
+    return y * 2
+
+
+def test_break_signal_is_not_swallowed_by_user_except_exception(capsys):
+    assert issubclass(Unsupported, BaseException) and not issubclass(Unsupported, Exception)
+    x = torch.ones(2)
+    torch.testing.assert_close(eval_frame.compile(swallowing)(x), swallowing(x))
+    assert explain(swallowing)(x).graph_break_count == 1
+
+
+def calls_c_function(x):
+    import zlib
+    return x + zlib.crc32(b"a") % 3
+
+
+def mutates_outside(x):
+    SEEN.append(x.shape[0])
+    return x * 2
+
+
+def test_unknown_c_function_and_outside_mutation_break_and_run_once():
+    x = torch.ones(3)
+    out = explain(mutates_outside)(x)
+    assert "mutation" in out.break_reasons[0].reason
+    assert SEEN == [3]
+    torch.testing.assert_close(eval_frame.compile(mutates_outside)(x), x * 2)
+    assert SEEN == [3, 3]
+    torch.testing.assert_close(eval_frame.compile(calls_c_function)(x),
+                               calls_c_function(x))
+
+
+def helper_that_prints(t):
+    t = t * 2
+    print("helper")
+    return t + 1
+
+
+def outer(x):
+    return helper_that_prints(x + 1) - 1
+
+
+def test_break_inside_a_callee_compiles_the_callee_separately():
+    x = torch.randn(3)
+    out = explain(outer)(x)
+    # outer: x + 1 | helper: t * 2 | helper: t + 1 | outer: - 1, as torch._dynamo (which
+    # counts one more break: it also records the print when inlining into outer fails)
+    assert out.graph_count == 4 and out.graph_break_count == 2
+    torch._dynamo.reset()
+    theirs = torch._dynamo.explain(outer)(x)
+    torch._dynamo.reset()
+    assert theirs.graph_count == out.graph_count
+    torch.testing.assert_close(eval_frame.compile(outer)(x), outer(x))
+    assert cache_entries(helper_that_prints)
+
+
+def loop_with_print(x):
+    for i in range(3):
+        x = x + i
+        print(i)
+    return x
+
+
+def test_break_in_a_loop_skips_the_frame_but_stays_correct():
+    x = torch.zeros(2)
+    out = explain(loop_with_print)(x)
+    assert out.graph_count == 0 and out.skipped_frames
+    torch.testing.assert_close(eval_frame.compile(loop_with_print)(x), loop_with_print(x))
+
+
+def test_fullgraph_names_the_reason_and_line():
+    with pytest.raises(GraphBreakError) as info:
+        eval_frame.compile(with_print, fullgraph=True)(torch.ones(2))
+    msg = str(info.value)
+    assert "print() has a side effect" in msg
+    assert 'print("between graphs")' in msg
+    assert info.value.lineno == with_print.__code__.co_firstlineno + 2
+
+
+def test_fullgraph_passes_for_a_clean_rewrite():
+    def rewritten(x):
+        y = x.sin()
+        z = torch.where(y.sum() > 0, y + 100, y - 100)
+        return z.cos() + 1
+    x = torch.randn(3)
+    out = eval_frame.compile(rewritten, fullgraph=True)(x)
+    torch.testing.assert_close(out, rewritten(x))
+
+
+def test_explain_reports_recompiles_and_guards():
+    def f(x):
+        return x * 2
+    run = explain(f)
+    run(torch.ones(2))
+    out = run(torch.ones(2, dtype=torch.float64))
+    assert out.graph_count == 2
+    assert "dtype: expected torch.float32, got torch.float64" in out.recompile_log[0]
+    assert any("check_tensor(L['x']" in g for g in out.guards[0])
+    text = str(out)
+    assert "Graph Count: 2" in text and "Recompiles:" in text
+
+
+def test_fullgraph_is_not_fooled_by_graphs_cached_for_another_config():
+    eval_frame.compile(with_print)(torch.ones(2))  # breaks are fine here
+    with pytest.raises(GraphBreakError):
+        eval_frame.compile(with_print, fullgraph=True)(torch.ones(2))
+
+
+def unpacks_a_generator(q, k):
+    a, b = (t * 2 for t in (q, k))
+    return a - b
+
+
+def test_objects_on_a_rebuilt_stack_are_this_calls_objects():
+    c = eval_frame.compile(unpacks_a_generator)
+    for _ in range(3):  # the generator is a new object on every call
+        q, k = torch.randn(2), torch.randn(2)
+        torch.testing.assert_close(c(q, k), unpacks_a_generator(q, k))
+
+
+def test_stage3_artifacts_go_through_tutorcompile_logs(capsys):
+    import tutorcompile
+    tutorcompile.set_logs(graph_breaks=True, guards=True, recompiles=True, graph_code=True)
+    try:
+        c = eval_frame.compile(with_print)
+        c(torch.ones(2))
+        c(torch.ones(3))
+    finally:
+        tutorcompile.set_logs()
+    out = capsys.readouterr().out
+    assert "[tutorcompile:graph_breaks] with_print" in out
+    assert 'print("between graphs")' in out
+    assert "[tutorcompile:guards] with_print" in out and "check_tensor(L['x']" in out
+    assert "[tutorcompile:graph_code] with_print" in out and "sin = l_x.sin()" in out
+    assert "[tutorcompile:recompiles] with_print" in out

@@ -1,0 +1,100 @@
+"""Stage 3: dynamic shapes -- size-generic graphs with symbolic-size guards."""
+
+import math
+
+import pytest
+import torch
+
+from tutorcompile.dynamo import eval_frame
+from tutorcompile.dynamo.eval_frame import RECOMPILE_LOG, cache_entries
+
+pytestmark = pytest.mark.stage3
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    eval_frame.reset()
+    yield
+    eval_frame.reset()
+
+
+def flatten_rows(x):
+    n = x.shape[0]
+    y = x.view(n, -1) * 2
+    if n > 3:
+        y = y + 1
+    return y.sum(1) / n
+
+
+def test_dynamic_true_gives_one_graph_for_many_batch_sizes():
+    c = eval_frame.compile(flatten_rows, dynamic=True)
+    for b in (5, 7, 9, 4):
+        x = torch.randn(b, 2, 3)
+        torch.testing.assert_close(c(x), flatten_rows(x))
+    (entry,) = cache_entries(flatten_rows)
+    guards = str(entry.check)
+    assert "size=[None, None, None]" in guards
+    assert "(L['x'].size()[0] > 3)" in guards
+    assert "l_x.size(0)" in entry.graph_module.code
+
+
+def test_symbolic_branch_guard_recompiles_for_the_other_side():
+    c = eval_frame.compile(flatten_rows, dynamic=True)
+    for b in (5, 2, 3):
+        x = torch.randn(b, 2, 3)
+        torch.testing.assert_close(c(x), flatten_rows(x))
+    assert len(cache_entries(flatten_rows)) == 2
+
+
+def test_sizes_zero_and_one_are_specialised():
+    c = eval_frame.compile(flatten_rows, dynamic=True)
+    c(torch.randn(5, 2, 2))
+    x = torch.randn(1, 2, 2)
+    torch.testing.assert_close(c(x), flatten_rows(x))
+    assert len(cache_entries(flatten_rows)) == 2
+
+
+def scale_by_batch(x):
+    return (x * 2).sum(0) + x.shape[0]
+
+
+def test_automatic_dynamic_after_a_size_change():
+    c = eval_frame.compile(scale_by_batch)
+    for b in (2, 3, 4, 5, 6):
+        x = torch.randn(b, 3)
+        torch.testing.assert_close(c(x), scale_by_batch(x))
+    entries = cache_entries(scale_by_batch)
+    assert len(entries) == 2  # static first, then one size-generic graph
+    assert "size=[None, 3]" in str(entries[1].check)
+    assert any("marking L['x'] dims [0] as dynamic" in line for line in RECOMPILE_LOG)
+
+
+def test_dynamic_false_always_specialises():
+    c = eval_frame.compile(scale_by_batch, dynamic=False)
+    for b in (2, 3, 4):
+        c(torch.randn(b, 3))
+    assert len(cache_entries(scale_by_batch)) == 3
+
+
+def test_intermediate_sizes_stay_sound_under_dynamic_shapes():
+    def f(x):
+        y = torch.cat([x, x])  # dim 0 is 2*B: computed in the graph, never baked in
+        return y.view(y.shape[0], -1).sum(1)
+    c = eval_frame.compile(f, dynamic=True)
+    for b in (3, 5):
+        x = torch.randn(b, 2)
+        torch.testing.assert_close(c(x), f(x))
+
+
+def attention_scores(q, k):
+    scale = 1.0 / math.sqrt(k.size(-1))  # a size of an intermediate, used as a float
+    return torch.softmax((q @ k.transpose(-2, -1)) * scale, dim=-1)
+
+
+def test_math_on_symbolic_sizes_stays_in_the_graph():
+    c = eval_frame.compile(attention_scores, dynamic=True)
+    for t, d in [(3, 4), (5, 4), (6, 8)]:
+        q, k = torch.randn(2, t, d), torch.randn(2, t, d)
+        torch.testing.assert_close(c(q, k), attention_scores(q, k))
+    (entry,) = cache_entries(attention_scores)
+    assert "math.sqrt(" in entry.graph_module.code

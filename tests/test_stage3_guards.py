@@ -1,0 +1,232 @@
+"""Stage 3: guards -- a compiled function never reuses a graph whose assumptions changed."""
+
+import warnings
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tutorcompile.dynamo import eval_frame
+from tutorcompile.dynamo.eval_frame import RECOMPILE_LOG, cache_entries
+from tutorcompile.dynamo.exc import RecompileLimitWarning
+
+pytestmark = pytest.mark.stage3
+
+OFFSET = 1.0
+TABLE = torch.ones(3)
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    eval_frame.reset()
+    yield
+    eval_frame.reset()
+
+
+def uses_shape(x):
+    return x * x.shape[0] + x.sum(0)
+
+
+def test_shape_change_recompiles_with_the_reason():
+    c = eval_frame.compile(uses_shape, dynamic=False)
+    for shape in [(2, 3), (4, 3), (2, 3)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(c(x), uses_shape(x))
+    assert len(cache_entries(uses_shape)) == 2
+    assert "size mismatch at dim 0: expected 2, got 4" in RECOMPILE_LOG[0]
+
+
+def test_dtype_change_recompiles():
+    c = eval_frame.compile(uses_shape)
+    assert c(torch.ones(2, 2)).dtype == torch.float32
+    out = c(torch.ones(2, 2, dtype=torch.float64))
+    assert out.dtype == torch.float64
+    assert "dtype: expected torch.float32, got torch.float64" in RECOMPILE_LOG[0]
+
+
+def test_device_change_recompiles():
+    c = eval_frame.compile(uses_shape)
+    c(torch.ones(2, 2))
+    out = c(torch.ones(2, 2, device="meta"))
+    assert out.device.type == "meta"
+    assert "device: expected cpu, got meta" in RECOMPILE_LOG[0]
+
+
+def test_requires_grad_change_recompiles_and_grads_are_right():
+    c = eval_frame.compile(uses_shape)
+    c(torch.ones(2, 2))
+    x = torch.randn(2, 2, requires_grad=True)
+    c(x).sum().backward()
+    g = x.grad.clone()
+    x.grad = None
+    uses_shape(x).sum().backward()
+    torch.testing.assert_close(g, x.grad)
+    assert "requires_grad" in RECOMPILE_LOG[0]
+
+
+def reads_globals(x):
+    return x + OFFSET + TABLE
+
+
+def test_global_constant_change_is_seen():
+    global OFFSET
+    c = eval_frame.compile(reads_globals)
+    x = torch.zeros(3)
+    torch.testing.assert_close(c(x), torch.full((3,), 2.0))
+    OFFSET = 5.0
+    try:
+        torch.testing.assert_close(c(x), torch.full((3,), 6.0))
+    finally:
+        OFFSET = 1.0
+    assert "G['OFFSET']" in RECOMPILE_LOG[0]
+
+
+def test_global_tensor_is_a_graph_input_not_a_baked_constant():
+    global TABLE
+    c = eval_frame.compile(reads_globals)
+    x = torch.zeros(3)
+    c(x)
+    old = TABLE
+    TABLE = torch.full((3,), 10.0)
+    try:
+        torch.testing.assert_close(c(x), torch.full((3,), 11.0))
+    finally:
+        TABLE = old
+    assert len(cache_entries(reads_globals)) == 1  # same metadata: no recompile needed
+
+
+def test_constant_argument_change_recompiles():
+    def f(x, k):
+        return x * k
+    c = eval_frame.compile(f)
+    assert c(torch.ones(1), 2).item() == 2
+    assert c(torch.ones(1), 3).item() == 3
+    assert c(torch.ones(1), 2.5).item() == 2.5
+    assert len(cache_entries(f)) == 3
+
+
+def test_closure_variable_change_recompiles():
+    k = 2.0
+
+    def f(x):
+        return x * k
+    c = eval_frame.compile(f)
+    assert c(torch.ones(1)).item() == 2.0
+    k = 7.0
+    assert c(torch.ones(1)).item() == 7.0
+
+
+class Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 3)
+        self.drop = torch.nn.Dropout(0.5)
+        self.scale = 1.0
+
+    def forward(self, x):
+        return self.drop(self.fc(x)) * self.scale
+
+
+def test_module_attribute_and_training_flag_changes_are_seen():
+    m = Scaled().eval()
+    c = eval_frame.compile(m)
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(c(x), m(x))
+    m.scale = 3.0
+    torch.testing.assert_close(c(x), m(x))
+    m.train()
+    torch.manual_seed(0)
+    got = c(x)
+    torch.manual_seed(0)
+    torch.testing.assert_close(got, m(x))
+    assert (got == 0).any()  # dropout is active again
+    assert any("training" in r for r in RECOMPILE_LOG)
+
+
+def test_swapped_submodule_is_seen():
+    m = Scaled().eval()
+    c = eval_frame.compile(m)
+    x = torch.randn(2, 3)
+    c(x)
+    m.fc = torch.nn.Linear(3, 3)
+    torch.testing.assert_close(c(x), m(x))
+
+
+def test_grad_mode_is_guarded():
+    def f(x):
+        return x * 2
+    c = eval_frame.compile(f)
+    w = torch.ones(2, requires_grad=True)
+    assert c(w).requires_grad
+    with torch.no_grad():
+        assert not c(w).requires_grad
+
+
+def test_guards_print_as_python():
+    def f(x, n):
+        return x * n
+    eval_frame.compile(f)(torch.ones(2, 3), 4)
+    text = str(cache_entries(f)[0].check)
+    assert ("check_tensor(L['x'], torch.Tensor, torch.float32, device='cpu', size=(2, 3), "
+            "stride=(3, 1), requires_grad=False)") in text
+    assert "type(L['n']) is int and L['n'] == 4" in text
+    assert "torch.is_grad_enabled() == True" in text
+    assert "def ___check(L, G, B, S)" in cache_entries(f)[0].check.source
+
+
+def test_recompile_limit_falls_back_with_a_warning():
+    def f(x, k):
+        return x + k
+    c = eval_frame.compile(f)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for k in range(11):
+            assert c(torch.zeros(1), k).item() == k
+    assert len(cache_entries(f)) == 8
+    assert any(issubclass(w.category, RecompileLimitWarning) for w in caught)
+
+
+def test_reset_clears_caches():
+    eval_frame.compile(uses_shape)(torch.ones(2, 2))
+    assert cache_entries(uses_shape)
+    eval_frame.reset()
+    assert cache_entries(uses_shape) == []
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=3),
+       st.sampled_from([torch.float32, torch.float64]))
+def test_any_shape_sequence_is_right(shape, dtype):
+    def f(x):
+        y = x.reshape(-1) * x.shape[-1]
+        return y.sum() + x.dim()
+    eval_frame.reset()
+    c = eval_frame.compile(f)
+    for s in (shape, shape[::-1], [d + 1 for d in shape]):
+        x = torch.randn(s, dtype=dtype)
+        torch.testing.assert_close(c(x), f(x))
+
+
+def _make_scaler(k):
+    def scale(t):
+        return t * k
+    return scale
+
+
+SCALER = _make_scaler(2.0)
+
+
+def uses_global_closure(x):
+    return SCALER(x) + 1
+
+
+def test_closure_of_an_inlined_global_function_is_guarded():
+    c = eval_frame.compile(uses_global_closure)
+    assert c(torch.ones(1)).item() == 3.0
+    SCALER.__closure__[0].cell_contents = 5.0
+    try:
+        assert c(torch.ones(1)).item() == 6.0
+    finally:
+        SCALER.__closure__[0].cell_contents = 2.0
+    assert "__closure__[0].cell_contents" in RECOMPILE_LOG[0]

@@ -1,0 +1,58 @@
+"""Backends: what happens to each captured graph (the ``torch.compile`` backend contract).
+
+A backend is any callable ``(GraphModule, example_inputs) -> callable``; the callable is
+run with the graph's inputs and must return the graph's outputs (a tuple). Named ones:
+
+* ``"eager"`` -- run the captured GraphModule as it is (generated Python calling torch);
+  the way to check capture alone.
+* ``"torch_inductor"`` -- convert to ``torch.fx`` (:func:`tutorcompile.fx.to_torch_fx`) and
+  hand the graph to PyTorch's real Inductor: our Dynamo, their compiler.
+
+Mirrors: torch/_dynamo/backends/registry.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+_REGISTRY: dict[str, Callable] = {}
+
+
+def register_backend(name: str):
+    """Decorator: make a backend available by name."""
+    def deco(fn: Callable) -> Callable:
+        _REGISTRY[name] = fn
+        return fn
+    return deco
+
+
+@register_backend("eager")
+def eager(gm, example_inputs: list[Any]) -> Callable:
+    return gm
+
+
+@register_backend("torch_inductor")
+def torch_inductor(gm, example_inputs: list[Any]) -> Callable:
+    from torch._inductor.compile_fx import compile_fx
+
+    from ..fx import to_torch_fx
+    fx_gm = to_torch_fx(gm)
+    return compile_fx(fx_gm, example_inputs)
+
+
+def lookup_backend(backend: str | Callable) -> tuple[Callable, str]:
+    if callable(backend):
+        return backend, getattr(backend, "__name__", "custom")
+    if backend not in _REGISTRY:
+        raise ValueError(f"unknown backend {backend!r}; choose one of "
+                         f"{', '.join(sorted(_REGISTRY))} or pass a callable "
+                         "(GraphModule, example_inputs) -> callable")
+    return _REGISTRY[backend], backend
+
+
+@register_backend("aot_eager")
+def aot_eager(gm, example_inputs: list[Any]) -> Callable:
+    """Our AOTAutograd (stage 4): forward and backward graphs of prims, run as they are."""
+    from ..aot import aot_eager as _aot_eager
+    return _aot_eager(gm, example_inputs)

@@ -1,0 +1,123 @@
+"""``explain(fn)(*args)``: what capture did -- graphs, breaks and why, guards, recompiles.
+
+::
+
+    >>> out = tutorcompile.explain(f)(x)       # doctest: +SKIP
+    >>> print(out)                             # graph count, break reasons with lines, ...
+    >>> out.graphs[0].code, out.guards[0]      # each graph, and the guards it runs under
+
+Calling the same explainer again (with other inputs) adds to the same report, so a shape or
+dtype change shows up as a recompile with the guard that failed.
+
+Mirrors: torch/_dynamo/eval_frame.py (``explain``) and torch/_dynamo/backends/debugging.py
+(``ExplainOutput``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import eval_frame
+
+
+@dataclass
+class BreakReason:
+    reason: str
+    filename: str
+    lineno: int | None
+    source_line: str
+    frame: str = ""
+
+    def __str__(self) -> str:
+        short = self.filename.rsplit("/", 1)[-1]
+        return f"{self.reason}\n    at {short}:{self.lineno} in {self.frame}: {self.source_line}"
+
+
+@dataclass
+class ExplainOutput:
+    graphs: list = field(default_factory=list)
+    break_reasons: list[BreakReason] = field(default_factory=list)
+    guards: list[list[str]] = field(default_factory=list)  # one list per graph
+    ops_per_graph: list[list[str]] = field(default_factory=list)
+    recompile_log: list[str] = field(default_factory=list)
+    skipped_frames: list[str] = field(default_factory=list)
+    compiled_segments: int = 0  # cache entries, including ones whose graph was empty
+
+    @property
+    def graph_count(self) -> int:
+        return len(self.graphs)
+
+    @property
+    def graph_break_count(self) -> int:
+        return len(self.break_reasons)
+
+    @property
+    def op_count(self) -> int:
+        return sum(len(ops) for ops in self.ops_per_graph)
+
+    def __str__(self) -> str:
+        lines = [f"Graph Count: {self.graph_count}",
+                 f"Graph Break Count: {self.graph_break_count}",
+                 f"Op Count: {self.op_count}"]
+        if self.break_reasons:
+            lines.append("Break Reasons:")
+            for i, br in enumerate(self.break_reasons, 1):
+                lines.append(f"  Break Reason {i}: {br}")
+        if self.skipped_frames:
+            lines.append("Skipped frames (graph break inside a loop):")
+            lines += [f"  {s}" for s in self.skipped_frames]
+        lines.append("Ops per Graph:")
+        for i, ops in enumerate(self.ops_per_graph, 1):
+            lines.append(f"  Graph {i}: {', '.join(ops)}")
+        lines.append("Guards per Graph:")
+        for i, guards in enumerate(self.guards, 1):
+            lines.append(f"  Graph {i}:")
+            lines += [f"    {g}" for g in guards]
+        if self.recompile_log:
+            lines.append("Recompiles:")
+            lines += [f"  {r}" for r in self.recompile_log]
+        return "\n".join(lines)
+
+
+def _op_name(node) -> str:
+    if node.op == "call_method":
+        return f"Tensor.{node.target}"
+    return node.format_target()
+
+
+def explain(fn: Callable, *, backend: str | Callable = "eager",
+            dynamic: bool | None = None) -> Callable[..., ExplainOutput]:
+    """Returns ``run(*args, **kwargs) -> ExplainOutput``; every call adds to one report."""
+    eval_frame.reset()
+    out = ExplainOutput()
+    compiled = eval_frame.compile(fn, backend=backend, dynamic=dynamic)
+
+    def listener(kind: str, frame, result, entry) -> None:
+        if result.kind == "break":
+            filename, lineno, text = result.location
+            out.break_reasons.append(BreakReason(result.reason, filename, lineno, text,
+                                                 frame.code.co_name))
+        if kind == "skip":
+            out.skipped_frames.append(f"{frame.code.co_name}: {result.reason}")
+            return
+        out.compiled_segments += 1
+        if entry is not None and entry.graph_module is not None:
+            gm = entry.graph_module
+            out.graphs.append(gm)
+            out.ops_per_graph.append([_op_name(n) for n in gm.graph.nodes
+                                      if n.op not in ("placeholder", "output")])
+            out.guards.append([str(g) for g in entry.check.guards])
+
+    def run(*args: Any, **kwargs: Any) -> ExplainOutput:
+        start = len(eval_frame.RECOMPILE_LOG)
+        eval_frame._LISTENERS.append(listener)
+        try:
+            compiled(*args, **kwargs)
+        finally:
+            eval_frame._LISTENERS.remove(listener)
+        out.recompile_log += eval_frame.RECOMPILE_LOG[start:]
+        return out
+
+    return run

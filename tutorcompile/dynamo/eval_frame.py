@@ -1,0 +1,409 @@
+"""``tutorcompile.compile``: the cache, graph breaks and recompiles that make capture usable.
+
+Real Dynamo installs a hook in CPython's frame evaluation (PEP 523) and, for each frame,
+looks up compiled code guarded by assumptions. We get the same behaviour without touching
+the interpreter: a compiled function binds its arguments into a :class:`~.vm.Frame` (our VM's
+frame: the continuation) and then loops:
+
+1. Look up the cache for ``(code object, instruction index)``: a list of
+   :class:`CacheEntry`, each with its own compiled guards. The first entry whose guards pass
+   is used. On a miss, capture a new entry with the :class:`InstructionTranslator`
+   (a *recompile* if entries existed -- logged with the guard that failed; after 8 the frame
+   runs uncompiled, with a warning, as in PyTorch).
+2. Run the entry: fetch its graph inputs through their sources, call the compiled graph,
+   and rebuild the frame's stack and locals from the outputs (the trackers know how).
+3. If the entry ended in a return, done. If it ended in a graph break, execute the breaking
+   instruction *for real* with the concrete VM (calls to Python functions made there are
+   compiled in turn, as Dynamo compiles every frame), then go to 1 at the next instruction.
+   A data-dependent ``if`` simply continues at whichever side the real value picked, so each
+   side gets its own cache entries.
+
+A break inside a loop body would give one resume point per iteration; like Dynamo, such a
+frame is *skipped*: it runs in the concrete VM (its callees are still compiled).
+
+Automatic dynamic shapes: when a guard fails only because a tensor's size changed, the
+differing dimensions are marked dynamic for that frame and the recompiled graph is size
+generic (``dynamic=True`` marks every dimension of the arguments up front).
+
+Artifacts (``TUTORCOMPILE_LOGS=graph_breaks,guards,recompiles,graph_code`` or
+``tutorcompile.set_logs(...)``) report each capture as it happens.
+
+Mirrors: torch/_dynamo/eval_frame.py, convert_frame.py, cache_size.py and the resume
+functions of torch/_dynamo/resume_execution.py (here: saved VM frames instead of bytecode).
+"""
+
+from __future__ import annotations
+
+import functools
+import sysconfig
+import types
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .._logging import log_artifact
+from ..fx import GraphModule
+from .backends import lookup_backend
+from .exc import GraphBreakError, RecompileLimitWarning
+from .guards import CheckFunction
+from .symbolic_convert import CaptureResult, InstructionTranslator
+from .variables import Reconstructor, SymIntVariable, TensorVariable, VariableTracker
+from .vm import _RETURN, VM, Frame, can_interpret
+
+RECOMPILE_LIMIT = 8
+
+
+@dataclass
+class Config:
+    backend: Callable
+    backend_name: str
+    fullgraph: bool = False
+    dynamic: bool | None = None
+
+    @property
+    def cache_key(self) -> tuple:
+        # graphs compiled for one backend/mode are never handed to another
+        return (id(self.backend), self.fullgraph, self.dynamic)
+
+
+@dataclass
+class CacheEntry:
+    """One compiled segment: guards, graph, and how to rebuild the frame afterwards."""
+    check: CheckFunction
+    result: CaptureResult
+    graph_module: GraphModule | None
+    compiled: Callable | None
+    output_nodes: list
+    input_sources: list
+    code_name: str
+    start_ip: int
+    scopes: dict = field(default_factory=dict)  # globals of inlined functions' modules
+
+    @property
+    def kind(self) -> str:
+        return self.result.kind
+
+
+@dataclass
+class FrameCache:
+    """Everything remembered about one code object."""
+    entries: dict[int, list[CacheEntry]] = field(default_factory=dict)
+    skip_from: set[int] = field(default_factory=set)  # resume points that run uncompiled
+    dynamic: dict[str, set[int]] = field(default_factory=dict)  # source -> dynamic dims
+    warned: bool = False
+
+
+_CACHES: dict[tuple, FrameCache] = {}  # (code object, config key) -> cache
+RECOMPILE_LOG: list[str] = []
+_LISTENERS: list[Any] = []  # explain() registers here to see every capture
+
+
+def reset() -> None:
+    """Forget every compiled graph, guard, dynamic-dimension mark and recompile log."""
+    _CACHES.clear()
+    RECOMPILE_LOG.clear()
+
+
+# --- the public entry point -----------------------------------------------------------------
+def compile(model: Callable | None = None, *, backend: str | Callable = "eager",
+            fullgraph: bool = False, dynamic: bool | None = None):
+    """Compile a function or ``nn.Module`` (usable as a decorator, with or without args).
+
+    ``backend``: ``"eager"`` (run captured graphs as GraphModules), ``"torch_inductor"``
+    (real Inductor via ``to_torch_fx``) or any ``(GraphModule, example_inputs) -> callable``.
+    ``fullgraph=True`` raises :class:`GraphBreakError` at the first graph break.
+    ``dynamic``: True = size-generic graphs from the start; None = automatic after a size
+    change; False = always specialise.
+    """
+    if model is None:
+        return functools.partial(compile, backend=backend, fullgraph=fullgraph,
+                                 dynamic=dynamic)
+    fn, name = lookup_backend(backend)
+    config = Config(fn, name, fullgraph, dynamic)
+    if isinstance(model, torch.nn.Module):
+        return OptimizedModule(model, config)
+    return OptimizedCallable(model, config)
+
+
+optimize = compile
+
+
+class OptimizedCallable:
+    """A compiled function: call it like the original."""
+
+    def __init__(self, fn: Callable, config: Config):
+        self._orig = fn
+        self.config = config
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return run_compiled(self._orig, list(args), kwargs, self.config)
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else types.MethodType(self, obj)
+
+
+class OptimizedModule(torch.nn.Module):
+    """A compiled ``nn.Module``: ``forward`` runs through the cache; state is shared."""
+
+    def __init__(self, mod: torch.nn.Module, config: Config):
+        super().__init__()
+        self._orig_mod = mod
+        self.config = config
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        mod = self._orig_mod
+        forward = type(mod).forward
+        return run_compiled(forward, [mod, *args], kwargs, self.config)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._modules["_orig_mod"], name)
+
+
+# --- running frames ---------------------------------------------------------------------------
+_STDLIB = sysconfig.get_paths().get("stdlib", "//none//")
+
+
+def should_compile(fn: Any) -> bool:
+    """Frames we capture: plain Python functions outside torch, this package and the stdlib."""
+    if not can_interpret(fn):
+        return False
+    module = getattr(fn, "__module__", "") or ""
+    if module.startswith(("torch", "tutorcompile.", "typing", "functools")):
+        return False
+    filename = fn.__code__.co_filename
+    return not filename.startswith(_STDLIB)
+
+
+def run_compiled(fn: Callable, args: list, kwargs: dict, config: Config) -> Any:
+    if isinstance(fn, types.MethodType):
+        return run_compiled(fn.__func__, [fn.__self__, *args], kwargs, config)
+    if isinstance(fn, (OptimizedCallable,)):
+        fn = fn._orig
+    if not can_interpret(fn):
+        return fn(*args, **kwargs)
+    frame = VM().make_frame(fn, args, kwargs)
+    return run_frame(frame, config)
+
+
+def run_frame(frame: Frame, config: Config) -> Any:
+    key = (frame.code, config.cache_key)
+    cache = _CACHES.get(key)
+    if cache is None:
+        cache = _CACHES[key] = FrameCache()
+    runner = None
+    while True:
+        ip = frame.ip
+        if ip in cache.skip_from:
+            return ConcreteRunner(config).run(frame)
+        entries = cache.entries.setdefault(ip, [])
+        env_args = (frame.locals, frame.globals, frame.builtins, frame.stack)
+        entry = next((e for e in entries if e.check(*env_args)), None)
+        if entry is None:
+            if len(entries) >= RECOMPILE_LIMIT:
+                if not cache.warned:
+                    cache.warned = True
+                    warnings.warn(
+                        f"tutorcompile: {frame.code.co_name} (resume point {ip}) hit the "
+                        f"recompile limit ({RECOMPILE_LIMIT}); running it uncompiled from "
+                        "now on", RecompileLimitWarning, stacklevel=3)
+                return ConcreteRunner(config).run(frame)
+            if entries:
+                _note_recompile(frame, cache, entries)
+            entry = compile_entry(frame, cache, config)
+            if entry is None:
+                return ConcreteRunner(config).run(frame)
+            entries.append(entry)
+        outcome = execute_entry(entry, frame)
+        if outcome is _RETURN:
+            return frame.return_value
+        runner = runner or ConcreteRunner(config)
+        if runner.step(frame) is _RETURN:
+            return frame.return_value
+
+
+def _note_recompile(frame: Frame, cache: FrameCache, entries: list[CacheEntry]) -> None:
+    env_args = (frame.locals, frame.globals, frame.builtins, frame.stack)
+    reasons = [e.check.failure(*env_args) or "?" for e in entries]
+    where = f"{frame.code.co_name} (resume point {frame.ip})" if frame.ip else \
+        frame.code.co_name
+    start = len(RECOMPILE_LOG)
+    if len(reasons) == 1:
+        RECOMPILE_LOG.append(f"Recompiling {where}: guard failed: {reasons[0]}")
+    else:
+        RECOMPILE_LOG.append(f"Recompiling {where}: guard failures:")
+        RECOMPILE_LOG.extend(f"  entry {i}: {r}" for i, r in enumerate(reasons))
+    # automatic dynamic: a size-only change marks the differing dims dynamic
+    for e in entries:
+        hit = e.check.failing_tensor(*env_args)
+        if hit is None:
+            continue
+        guard, value = hit
+        expected = guard.tensor_args[3]
+        if len(expected) == value.dim():
+            dims = {d for d, (a, b) in enumerate(zip(value.shape, expected))
+                    if b is not None and a != b}
+            key = guard.source.name()
+            new = dims - cache.dynamic.get(key, set())
+            if new:
+                cache.dynamic.setdefault(key, set()).update(new)
+                RECOMPILE_LOG.append(f"  marking {key} dims {sorted(new)} as dynamic")
+    log_artifact("recompiles", lambda: "\n".join(RECOMPILE_LOG[start:]), where)
+
+
+def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry | None:
+    def dynamic_dims(source, value):
+        name = source.name()
+        dims = set(cache.dynamic.get(name, ()))
+        if config.dynamic and name.startswith(("L[", "S[")) and "." not in name:
+            dims |= set(range(value.dim()))
+        if config.dynamic is False:
+            dims = set()
+        return frozenset(d for d in dims if value.shape[d] >= 2)
+
+    tx = InstructionTranslator(frame, dynamic_dims)
+    result = tx.capture()
+    if result.kind == "skip":
+        cache.skip_from.add(frame.ip)
+        return None
+    if result.kind == "break":
+        if config.fullgraph:
+            filename, lineno, text = result.location
+            raise GraphBreakError(result.reason, filename, lineno, text)
+        if result.in_loop:
+            # a break inside a loop body: skip this frame from here (as Dynamo does)
+            cache.skip_from.add(frame.ip)
+            _notify("skip", frame, result, None)
+            _log_break(frame, result)
+            return None
+    output = result.output
+    live: list[Any] = list(result.stack) + list(result.locals.values())
+    if result.return_value is not None:
+        live.append(result.return_value)
+    output_nodes = _graph_outputs(live)
+    output.graph.output(tuple(output_nodes))
+    for node in reversed(output.graph.nodes):  # x.shape made every size; drop unused ones
+        if node.op == "call_method" and node.target == "size" and not node.users:
+            output.graph.erase_node(node)
+    gm = compiled = None
+    if output.op_count:
+        gm = GraphModule(torch.nn.Module(), output.graph, class_name="GraphModule")
+        compiled = config.backend(gm, list(output.input_values))
+    check = result.guards.build()
+    entry = CacheEntry(check, result, gm, compiled, output_nodes,
+                       list(output.input_sources), frame.code.co_name, frame.ip,
+                       {k: v for k, v in check.env.items() if k.startswith("G_")})
+    _notify("graph", frame, result, entry)
+    where = f"{frame.code.co_name}" + (f" (resume point {frame.ip})" if frame.ip else "")
+    if gm is not None:
+        log_artifact("graph_code", lambda: gm.code, where)
+    log_artifact("guards", lambda: str(entry.check), where)
+    _log_break(frame, result)
+    return entry
+
+
+def _log_break(frame: Frame, result: CaptureResult) -> None:
+    if result.kind != "break":
+        return
+    filename, lineno, text = result.location
+    short = filename.rsplit("/", 1)[-1]
+    log_artifact("graph_breaks", lambda: f"{result.reason}\n    at {short}:{lineno}: {text}",
+                 frame.code.co_name + (" (frame skipped: break inside a loop)"
+                                       if result.in_loop else ""))
+
+
+def _graph_outputs(live: list[Any]) -> list:
+    """Tensors and sizes the rebuilt frame needs that only the graph can provide."""
+    nodes, seen, visited = [], set(), set()
+
+    def visit(vt):
+        if not isinstance(vt, VariableTracker) or id(vt) in visited:
+            return
+        visited.add(id(vt))
+        if isinstance(vt, (TensorVariable, SymIntVariable)):
+            is_input = isinstance(vt, TensorVariable) and vt.node.op == "placeholder"
+            if not is_input and vt.node not in seen:
+                seen.add(vt.node)
+                nodes.append(vt.node)
+            return
+        for child in vt.children():
+            visit(child)
+        for attr in ("items",):
+            value = getattr(vt, attr, None)
+            if isinstance(value, list):
+                for item in value:
+                    visit(item)
+            elif isinstance(value, dict):
+                for item in value.values():
+                    visit(item)
+    for vt in live:
+        visit(vt)
+    return nodes
+
+
+def execute_entry(entry: CacheEntry, frame: Frame) -> Any:
+    env = {"L": frame.locals, "G": frame.globals, "B": frame.builtins, "S": frame.stack}
+    if entry.scopes:
+        env.update(entry.scopes)
+    outputs: dict = {}
+    if entry.compiled is not None:
+        inputs = [src.get(env) for src in entry.input_sources]
+        values = entry.compiled(*inputs)
+        outputs = dict(zip(entry.output_nodes, values))
+    rc = Reconstructor(env, outputs)
+    result = entry.result
+    if result.kind == "return":
+        frame.return_value = rc(result.return_value)
+        return _RETURN
+    new_stack = [rc(v) for v in result.stack]
+    new_locals = {k: rc(v) for k, v in result.locals.items()}
+    frame.stack, frame.locals, frame.ip = new_stack, new_locals, result.break_ip
+    return None
+
+
+class ConcreteRunner(VM):
+    """Executes breaking instructions (and skipped frames) for real; callees are compiled."""
+
+    def __init__(self, config: Config):
+        super().__init__(inline_calls=False)
+        self.config = config
+
+    def call(self, fn, args, kwargs):
+        if fn is super and not args and not kwargs:
+            return super().call(fn, args, kwargs)
+        target, bound = fn, list(args)
+        if isinstance(fn, types.MethodType):
+            target, bound = fn.__func__, [fn.__self__, *args]
+        if isinstance(target, types.FunctionType) and should_compile(target):
+            return run_compiled(target, bound, kwargs, self.config)
+        if isinstance(fn, torch.nn.Module) and not (fn._forward_hooks or
+                                                    fn._forward_pre_hooks):
+            forward = type(fn).forward
+            if isinstance(forward, types.FunctionType) and should_compile(forward):
+                return run_compiled(forward, [fn, *args], kwargs, self.config)
+        return fn(*args, **kwargs)
+
+
+def _notify(kind: str, frame: Frame, result: CaptureResult, entry: CacheEntry | None) -> None:
+    for listener in list(_LISTENERS):
+        listener(kind, frame, result, entry)
+
+
+def cache_entries(fn: Callable) -> list[CacheEntry]:
+    """Every cache entry compiled for ``fn``'s code (all resume points), in order."""
+    fn = getattr(fn, "_orig", fn)
+    if isinstance(fn, torch.nn.Module):
+        fn = type(fn).forward
+    if isinstance(fn, types.MethodType):
+        fn = fn.__func__
+    found = []
+    for (code, _), cache in _CACHES.items():
+        if code is fn.__code__:
+            found += [e for ip in sorted(cache.entries) for e in cache.entries[ip]]
+    return found

@@ -1,0 +1,256 @@
+"""Guards: the assumptions a captured graph makes, checked before every reuse.
+
+A graph captured for ``f(x)`` with ``x`` a 2×3 float32 CPU tensor is only valid while those
+facts hold: a new call with a 4×3 tensor, a float64 tensor, a changed global or a module put
+in eval mode must not reuse it. While tracing, every value the translator looks at installs
+guards through :class:`GuardBuilder`; at the end they are compiled into one Python function
+(:class:`CheckFunction`) that the cache runs on each call. Guards print as the Python they
+are, in the spirit of ``TORCH_LOGS=guards`` and depyf::
+
+    check_tensor(L['x'], torch.Tensor, torch.float32, device='cpu', size=[2, 3], ...)
+    type(L['n']) is int and L['n'] == 3
+    L['self'] is ___obj_0              # Net instance
+    L['self'].training == True
+    torch.is_grad_enabled() == True
+
+Guard kinds (PyTorch's names): TENSOR_MATCH, CONSTANT_MATCH, TYPE_MATCH, ID_MATCH,
+SEQUENCE_LENGTH, DICT_KEYS, GRAD_MODE, SHAPE_ENV (symbolic sizes), NOT_SHADOWED.
+
+Mirrors: torch/_dynamo/guards.py (``GuardBuilder``, ``CheckFunctionManager``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .source import Source
+
+_TENSOR_TYPES = {torch.Tensor: "torch.Tensor", torch.nn.Parameter: "torch.nn.Parameter"}
+
+
+def check_tensor(t: Any, tensor_type: type, dtype: torch.dtype, device: str, size: list,
+                 stride: list | None, requires_grad: bool, contiguous: bool | None = None
+                 ) -> bool:
+    """TENSOR_MATCH: ``t`` has exactly the properties the graph was traced with.
+
+    ``None`` in ``size`` marks a dynamic dimension: any size of at least 2 (sizes 0 and 1
+    are specialised, as in PyTorch, because broadcasting treats them differently).
+    """
+    # the common case first, inline: every cache hit runs this once per tensor input
+    if type(t) is not tensor_type or t.dtype != dtype or t.requires_grad != requires_grad:
+        return False
+    if stride is not None:
+        return (t.size() == size and t.stride() == stride and str(t.device) == device)
+    return explain_tensor_mismatch(t, tensor_type, dtype, device, size, stride, requires_grad,
+                                   contiguous) is None
+
+
+def explain_tensor_mismatch(t, tensor_type, dtype, device, size, stride, requires_grad,
+                            contiguous=None) -> str | None:
+    """Why ``t`` fails TENSOR_MATCH (None when it passes)."""
+    if type(t) is not tensor_type:
+        return f"type: expected {tensor_type.__name__}, got {type(t).__name__}"
+    if t.dtype != dtype:
+        return f"dtype: expected {dtype}, got {t.dtype}"
+    if str(t.device) != device:
+        return f"device: expected {device}, got {t.device}"
+    if t.requires_grad != requires_grad:
+        return f"requires_grad: expected {requires_grad}, got {t.requires_grad}"
+    actual = t.size()
+    if len(actual) != len(size):
+        return f"rank: expected {len(size)} dims, got {len(actual)}"
+    for dim, (a, e) in enumerate(zip(actual, size)):
+        if e is None:
+            if a < 2:
+                return f"size of dynamic dim {dim}: expected >= 2, got {a}"
+        elif a != e:
+            return f"size mismatch at dim {dim}: expected {e}, got {a}"
+    if stride is not None and tuple(t.stride()) != tuple(stride):
+        return f"stride: expected {list(stride)}, got {list(t.stride())}"
+    if contiguous is not None and t.is_contiguous() != contiguous:
+        return f"contiguity: expected {contiguous}, got {t.is_contiguous()}"
+    return None
+
+
+@dataclass
+class Guard:
+    """One assumption: a Python boolean expression, its kind, and a note for people."""
+    kind: str
+    expr: str
+    source: Source | None = None
+    comment: str = ""
+    # TENSOR_MATCH keeps its arguments so a failure can say *which* property changed
+    tensor_args: tuple | None = None
+
+    def __str__(self) -> str:
+        return f"{self.expr}  # {self.comment}" if self.comment else self.expr
+
+
+class GuardBuilder:
+    """Collects guards while tracing; ``build()`` compiles them into a CheckFunction."""
+
+    def __init__(self):
+        self.guards: list[Guard] = []
+        self._exprs: set[str] = set()
+        self.env: dict[str, Any] = {"torch": torch, "check_tensor": check_tensor, "math": math}
+        self._bound: dict[int, str] = {}
+
+    def add(self, kind: str, expr: str, source: Source | None = None, comment: str = "",
+            tensor_args: tuple | None = None) -> None:
+        if expr not in self._exprs:
+            self._exprs.add(expr)
+            self.guards.append(Guard(kind, expr, source, comment, tensor_args))
+
+    def bind(self, obj: Any, hint: str) -> str:
+        """A stable name for ``obj`` inside guard expressions (``___obj_0``)."""
+        if id(obj) not in self._bound:
+            safe = "".join(c if c.isalnum() else "_" for c in hint)
+            name = f"___{safe}_{len(self._bound)}"
+            self.env[name] = obj
+            self._bound[id(obj)] = name
+        return self._bound[id(obj)]
+
+    # --- guard kinds --------------------------------------------------------------------
+    def TENSOR_MATCH(self, source: Source, value: torch.Tensor,
+                     dynamic_dims: frozenset[int] = frozenset()) -> None:
+        ttype = type(value)
+        tname = _TENSOR_TYPES.get(ttype) or self.bind(ttype, ttype.__name__)
+        size = [None if d in dynamic_dims else s for d, s in enumerate(value.shape)]
+        if not dynamic_dims:
+            size = tuple(size)
+        stride = None if dynamic_dims else tuple(value.stride())
+        contiguous = value.is_contiguous() if dynamic_dims else None
+        extra = "" if contiguous is None else f", contiguous={contiguous}"
+        expr = (f"check_tensor({source.name()}, {tname}, {value.dtype}, "
+                f"device={str(value.device)!r}, size={size}, stride={stride}, "
+                f"requires_grad={value.requires_grad}{extra})")
+        comment = ("dims " + ", ".join(map(str, sorted(dynamic_dims))) + " dynamic (>= 2)"
+                   if dynamic_dims else "")
+        self.add("TENSOR_MATCH", expr, source, comment,
+                 (ttype, value.dtype, str(value.device), size, stride, value.requires_grad,
+                  contiguous))
+
+    def CONSTANT_MATCH(self, source: Source, value: Any) -> None:
+        name = source.name()
+        if value is None or value is Ellipsis or value is NotImplemented:
+            self.add("CONSTANT_MATCH", f"{name} is {value!r}", source)
+        elif isinstance(value, (torch.dtype, torch.device)):
+            self.add("CONSTANT_MATCH", f"{name} == {self.bind(value, str(value))}", source,
+                     repr(value))
+        else:
+            tname = type(value).__name__
+            if type(value) not in (bool, int, float, str, bytes, complex):
+                tname = self.bind(type(value), tname)
+            self.add("CONSTANT_MATCH", f"type({name}) is {tname} and {name} == {value!r}",
+                     source)
+
+    def TYPE_MATCH(self, source: Source, value: Any) -> None:
+        t = type(value)
+        tname = t.__name__ if t in (list, tuple, dict) else self.bind(t, t.__name__)
+        self.add("TYPE_MATCH", f"type({source.name()}) is {tname}", source)
+
+    def ID_MATCH(self, source: Source, value: Any, what: str = "") -> None:
+        what = what or _describe(value)
+        self.add("ID_MATCH", f"{source.name()} is {self.bind(value, _hint(value))}", source,
+                 what)
+
+    def SEQUENCE_LENGTH(self, source: Source, value: Any) -> None:
+        self.TYPE_MATCH(source, value)
+        self.add("SEQUENCE_LENGTH", f"len({source.name()}) == {len(value)}", source)
+
+    def DICT_KEYS(self, source: Source, value: dict) -> None:
+        self.TYPE_MATCH(source, value)
+        self.add("DICT_KEYS", f"list({source.name()}.keys()) == {list(value.keys())!r}",
+                 source)
+
+    def GRAD_MODE(self) -> None:
+        self.add("GRAD_MODE", f"torch.is_grad_enabled() == {torch.is_grad_enabled()}",
+                 comment="global state")
+
+    def SHAPE_ENV(self, expr: str, comment: str = "") -> None:
+        self.add("SHAPE_ENV", expr, comment=comment or "symbolic size")
+
+    def NOT_SHADOWED(self, name: str) -> None:
+        self.add("NOT_SHADOWED", f"{name!r} not in G", comment=f"builtin {name} not shadowed")
+
+    def build(self) -> CheckFunction:
+        return CheckFunction(list(self.guards), dict(self.env))
+
+
+class CheckFunction:
+    """All guards of one cache entry compiled into a single Python function."""
+
+    def __init__(self, guards: list[Guard], env: dict[str, Any]):
+        self.guards = guards
+        self.env = env
+        body = " and\n        ".join(f"({g.expr})" for g in guards) or "True"
+        self.source = f"def ___check(L, G, B, S):\n    return ({body})\n"
+        namespace = dict(env)
+        exec(compile(self.source, "<tutorcompile guards>", "exec"), namespace)
+        self._fn = namespace["___check"]
+
+    def __call__(self, L: dict, G: dict, B: dict, S: list) -> bool:
+        try:
+            return bool(self._fn(L, G, B, S))
+        except Exception:  # a source that no longer resolves is a failed guard
+            return False
+
+    def failure(self, L: dict, G: dict, B: dict, S: list) -> str | None:
+        """The first failing guard and why, for the recompile log (None if all pass)."""
+        scope = dict(self.env, L=L, G=G, B=B, S=S)
+        for g in self.guards:
+            try:
+                ok = eval(g.expr, scope)  # noqa: S307 (our own guard text)
+            except Exception as e:
+                return f"{g.expr}: raised {type(e).__name__}: {e}"
+            if not ok:
+                if g.kind == "TENSOR_MATCH" and g.tensor_args is not None:
+                    why = explain_tensor_mismatch(g.source.get(scope), *g.tensor_args)
+                    return f"tensor {g.source.name()} {why}"
+                return f"{g.expr} is False"
+        return None
+
+    def failing_tensor(self, L, G, B, S) -> tuple[Guard, Any] | None:
+        """The TENSOR_MATCH guard that failed only because of sizes, with the new value."""
+        scope = dict(self.env, L=L, G=G, B=B, S=S)
+        for g in self.guards:
+            if g.kind != "TENSOR_MATCH" or g.tensor_args is None:
+                continue
+            try:
+                value = g.source.get(scope)
+            except Exception:
+                continue
+            why = explain_tensor_mismatch(value, *g.tensor_args)
+            if why is not None and why.startswith(("size mismatch", "stride")):
+                return g, value
+        return None
+
+    def __str__(self) -> str:
+        return "\n".join(str(g) for g in self.guards)
+
+    def __len__(self) -> int:
+        return len(self.guards)
+
+
+def _hint(value: Any) -> str:
+    if isinstance(value, type(torch)):
+        return value.__name__.split(".")[-1]
+    name = getattr(value, "__name__", None)
+    if isinstance(name, str):
+        return name
+    return type(value).__name__
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, type(torch)):
+        return f"module {value.__name__}"
+    if isinstance(value, type):
+        return f"class {value.__qualname__}"
+    if callable(value) and hasattr(value, "__qualname__") and not isinstance(
+            value, torch.nn.Module):
+        return f"function {value.__qualname__}"
+    return f"{type(value).__name__} instance"

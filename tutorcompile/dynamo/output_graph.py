@@ -1,0 +1,198 @@
+"""OutputGraph: the graph under construction while the translator runs.
+
+It owns the :class:`~tutorcompile.fx.Graph` being built and everything about its inputs:
+
+* graph inputs, each with the *source* it is fetched from on every call
+  (``L['x']``, ``L['self']._modules['fc']._parameters['weight']``);
+* one node per torch-level call, each run on *fake* tensors (``FakeTensorMode``) to learn the
+  result's shape, dtype and device without computing anything, and each tagged with the
+  user's source line in ``node.meta['source']``;
+* symbolic sizes (``x.size(0)`` nodes) for dynamic dimensions;
+* ``rollback``: an instruction that breaks the graph leaves no trace in it.
+
+Mirrors: torch/_dynamo/output_graph.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import operator
+import re
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from ..fx import Graph
+from ..fx.interpreter import tensor_meta
+from ..fx.node import Node
+from .exc import Unsupported
+from .source import Source
+from .variables import (
+    ConstantVariable,
+    ListVariable,
+    NamedTupleVariable,
+    SizeVariable,
+    SymIntVariable,
+    TensorVariable,
+    TupleVariable,
+    VariableTracker,
+    is_constant_value,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .symbolic_convert import InstructionTranslator
+
+
+def placeholder_name(source: Source) -> str:
+    return re.sub(r"[^0-9a-zA-Z]+", "_", source.name()).strip("_").lower() or "arg"
+
+
+class OutputGraph:
+    """The graph being captured, its inputs (with sources) and its fake-tensor mode."""
+
+    def __init__(self, tx: InstructionTranslator):
+        self.tx = tx
+        self.graph = Graph(provenance="dynamo")
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        self.input_sources: list[Source] = []
+        self.input_values: list[torch.Tensor] = []
+        self.input_nodes: list[Node] = []
+        self.inputs_by_id: dict[int, TensorVariable] = {}
+        self.created: list[Node] = []  # every node, in creation order (for rollback)
+        self.any_dynamic = False
+        self._symints: dict[tuple[Node, int], SymIntVariable] = {}
+
+    # --- inputs ---------------------------------------------------------------------------
+    def add_input(self, value: torch.Tensor, source: Source,
+                  dynamic_dims: frozenset[int]) -> TensorVariable:
+        node = self.graph.placeholder(_unique(self.graph, placeholder_name(source)))
+        fake = self.fake_mode.from_tensor(value)
+        node.meta.update(example_value=fake, tensor_meta=tensor_meta(fake),
+                         source=f"input {source.name()}")
+        self.created.append(node)
+        self.input_sources.append(source)
+        self.input_values.append(value)
+        self.input_nodes.append(node)
+        vt = TensorVariable(node, fake, source, dynamic_dims)
+        self.inputs_by_id[id(value)] = vt
+        if dynamic_dims:
+            self.any_dynamic = True
+        return vt
+
+    def is_dynamic_tensor(self, vt: TensorVariable) -> bool:
+        if vt.source is not None and vt.node.op == "placeholder":
+            return bool(vt.dynamic_dims)
+        return self.any_dynamic
+
+    def size_symint(self, vt: TensorVariable, dim: int) -> SymIntVariable:
+        key = (vt.node, dim)
+        if key not in self._symints:
+            node = self.graph.call_method("size", (vt.node, dim))
+            node.meta["source"] = self.tx.current_source_line()
+            self.created.append(node)
+            expr = (f"{vt.source.name()}.size()[{dim}]"
+                    if vt.source is not None and vt.node.op == "placeholder" else None)
+            self._symints[key] = SymIntVariable(node, int(vt.fake.shape[dim]), expr)
+        return self._symints[key]
+
+    # --- nodes ---------------------------------------------------------------------------
+    def create_node(self, op: str, target: Any, args: tuple, kwargs: dict) -> VariableTracker:
+        """Add ``target(*args, **kwargs)`` to the graph, run it on fake values, wrap it."""
+        args = tuple(_as_vt(a) for a in args)
+        kwargs = {k: _as_vt(v) for k, v in kwargs.items()}
+        proxy_args = tuple(a.as_proxy() for a in args)
+        proxy_kwargs = {k: v.as_proxy() for k, v in kwargs.items()}
+        ex_args = tuple(a.example() for a in args)
+        ex_kwargs = {k: v.example() for k, v in kwargs.items()}
+        what = target if isinstance(target, str) else getattr(target, "__name__", target)
+        try:
+            with self.fake_mode, _quiet_fake_tensor_log():
+                if op == "call_method":
+                    out = getattr(ex_args[0], target)(*ex_args[1:], **ex_kwargs)
+                else:
+                    out = target(*ex_args, **ex_kwargs)
+        except Unsupported:
+            raise
+        except Exception as e:
+            kind = type(e).__name__
+            if "DynamicOutputShape" in kind or "DataDependent" in kind:
+                raise Unsupported(f"{what}: output depends on tensor data ({kind})") from None
+            raise Unsupported(f"{what} failed on fake tensors: {kind}: {e}") from None
+        node = self.graph.create_node(op, target, proxy_args, proxy_kwargs)
+        self.created.append(node)
+        node.meta["source"] = self.tx.current_source_line()
+        node.meta["example_value"] = out
+        meta = tensor_meta(out)
+        if meta is not None:
+            node.meta["tensor_meta"] = meta
+        return self.wrap_output(node, out)
+
+    def wrap_output(self, node: Node, out: Any) -> VariableTracker:
+        if isinstance(out, torch.Tensor):
+            return TensorVariable(node, out)
+        if isinstance(out, (tuple, list)) and not isinstance(out, torch.Size):
+            items = []
+            for i, item in enumerate(out):
+                getitem = self.graph.call_function(operator.getitem, (node, i))
+                getitem.meta.update(source=node.meta.get("source"), example_value=item)
+                self.created.append(getitem)
+                items.append(self.wrap_output(getitem, item))
+            if hasattr(out, "_fields") or type(out).__module__ == "torch.return_types":
+                return NamedTupleVariable(items, type(out))
+            return TupleVariable(items) if isinstance(out, tuple) else ListVariable(items)
+        if isinstance(out, torch.Size):
+            return SizeVariable([ConstantVariable(int(s)) for s in out])
+        if isinstance(out, int) and not isinstance(out, bool) and self.any_dynamic:
+            return SymIntVariable(node, out, None)
+        if out is None or is_constant_value(out):
+            return ConstantVariable(out)
+        raise Unsupported(f"{node.target} returned a {type(out).__name__}")
+
+    def rollback(self, mark: int) -> None:
+        """Remove every node created after ``mark`` (an instruction that broke)."""
+        for node in reversed(self.created[mark:]):
+            if node.op == "placeholder":
+                i = self.input_nodes.index(node)
+                del self.input_sources[i], self.input_nodes[i]
+                value = self.input_values.pop(i)
+                self.inputs_by_id.pop(id(value), None)
+            for user in list(node.users):
+                if user.graph is self.graph and user not in self.created[mark:]:
+                    raise AssertionError("rollback would orphan a node")
+            self.graph.erase_node(node)
+        del self.created[mark:]
+        self._symints = {k: v for k, v in self._symints.items() if not k[0]._erased}
+        self.any_dynamic = any(v.dynamic_dims for v in self.inputs_by_id.values())
+
+    @property
+    def op_count(self) -> int:
+        return sum(1 for n in self.graph.nodes if n.op not in ("placeholder", "output"))
+
+
+@contextlib.contextmanager
+def _quiet_fake_tensor_log():
+    """FakeTensorMode logs a traceback when an op fails on fake inputs; for us that is an
+    ordinary graph break (the real error surfaces when the instruction runs for real)."""
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    old = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(old)
+
+
+def _unique(graph: Graph, name: str) -> str:
+    taken = {n.target for n in graph.placeholders}
+    candidate, i = name, 1
+    while candidate in taken:
+        candidate, i = f"{name}_{i}", i + 1
+    return candidate
+
+
+def _as_vt(v: Any) -> VariableTracker:
+    if isinstance(v, VariableTracker):
+        return v
+    return ConstantVariable(v)

@@ -1,0 +1,102 @@
+"""Sources: where a value the graph depends on came from, as a readable Python expression.
+
+Every input Dynamo reads -- an argument, a global, ``self.fc.weight``, an item of a list
+argument -- is tagged with its *source*. A source does two jobs: it says how to fetch the
+value again on the next call (graph inputs are fetched through their sources), and it is the
+left-hand side of every guard printed for that value (``L['x']``, ``G['scale']``,
+``L['self'].fc.weight``).
+
+Guard expressions are evaluated with four names bound: ``L`` (the frame's locals), ``G``
+(its globals), ``B`` (builtins) and ``S`` (the value stack, non-empty at resume points).
+
+Mirrors: torch/_dynamo/source.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+class Source:
+    """Base class: ``name()`` is the expression, ``get(env)`` evaluates it."""
+
+    def name(self) -> str:
+        raise NotImplementedError
+
+    def get(self, env: dict[str, Any]) -> Any:
+        return eval(self.name(), {"__builtins__": {}}, env)  # noqa: S307 (our own text)
+
+    def __str__(self) -> str:
+        return self.name()
+
+
+@dataclass(frozen=True)
+class LocalSource(Source):
+    local_name: str
+
+    def name(self) -> str:
+        return f"L[{self.local_name!r}]"
+
+    def get(self, env):
+        return env["L"][self.local_name]
+
+
+@dataclass(frozen=True)
+class StackSource(Source):
+    index: int
+
+    def name(self) -> str:
+        return f"S[{self.index}]"
+
+    def get(self, env):
+        return env["S"][self.index]
+
+
+@dataclass(frozen=True)
+class GlobalSource(Source):
+    global_name: str
+    scope: str = "G"  # "G" for the compiled frame's module; another label for others
+
+    def name(self) -> str:
+        return f"{self.scope}[{self.global_name!r}]"
+
+    def get(self, env):
+        return env[self.scope][self.global_name]
+
+
+@dataclass(frozen=True)
+class AttrSource(Source):
+    base: Source
+    attr: str
+
+    def name(self) -> str:
+        if self.attr.isidentifier():
+            return f"{self.base.name()}.{self.attr}"
+        return f"getattr({self.base.name()}, {self.attr!r})"
+
+    def get(self, env):
+        return getattr(self.base.get(env), self.attr)
+
+
+@dataclass(frozen=True)
+class GetItemSource(Source):
+    base: Source
+    key: Any
+
+    def name(self) -> str:
+        return f"{self.base.name()}[{self.key!r}]"
+
+    def get(self, env):
+        return self.base.get(env)[self.key]
+
+
+@dataclass(frozen=True)
+class CellContentsSource(Source):
+    base: Source
+
+    def name(self) -> str:
+        return f"{self.base.name()}.cell_contents"
+
+    def get(self, env):
+        return self.base.get(env).cell_contents

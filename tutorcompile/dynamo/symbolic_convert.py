@@ -1,0 +1,751 @@
+"""InstructionTranslator: the bytecode VM run on variable trackers, building a graph.
+
+This is the heart of Dynamo. :class:`InstructionTranslator` subclasses the concrete
+:class:`~tutorcompile.dynamo.vm.VM` and overrides only its *hooks*: every opcode handler is
+shared, but ``binary_op`` on two tensors now adds a ``call_function`` node to a graph instead
+of adding numbers, ``call`` on a user function traces *into* it (inlining), ``truth`` of a
+tensor raises :class:`~tutorcompile.dynamo.exc.Unsupported` (a graph break), and so on.
+
+Key pieces:
+
+* :class:`~tutorcompile.dynamo.output_graph.OutputGraph` (``output_graph.py``) -- the graph
+  under construction: inputs with their sources, one node per torch-level call (run on fake
+  tensors), ``node.meta['source']`` naming the user's line.
+* :meth:`InstructionTranslator.wrap_nested` -- the VariableBuilder: turns a value read from
+  the frame (argument, global, attribute, closure cell) into a tracker and installs guards.
+* :meth:`InstructionTranslator.capture` -- runs the top frame one instruction at a time. When
+  an instruction raises ``Unsupported`` (maybe deep inside an inlined call), everything that
+  instruction did is rolled back and capture stops *before* it: the result is the graph so
+  far, the trackers on the stack and in the locals (the continuation) and the reason.
+
+Mirrors: torch/_dynamo/symbolic_convert.py.
+"""
+
+from __future__ import annotations
+
+import inspect
+import linecache
+import operator
+import re
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .bytecode import JUMP_OPS
+from .exc import Unsupported
+from .guards import GuardBuilder
+from .output_graph import OutputGraph, _as_vt
+from .source import (
+    AttrSource,
+    CellContentsSource,
+    GetItemSource,
+    GlobalSource,
+    LocalSource,
+    Source,
+    StackSource,
+)
+from .variables import (
+    BUILTIN_CALLABLES,
+    BaseListVariable,
+    BuiltinVariable,
+    CellVariable,
+    ClosureCellVariable,
+    ConstantVariable,
+    ConstDictVariable,
+    ListIteratorVariable,
+    ListVariable,
+    NamedTupleVariable,
+    NestedUserFunctionVariable,
+    NNModuleVariable,
+    PythonModuleVariable,
+    ResumeIterator,
+    SizeVariable,
+    SliceVariable,
+    SymIntVariable,
+    TensorVariable,
+    TorchFunctionVariable,
+    TupleVariable,
+    UserDefinedClassVariable,
+    UserDefinedObjectVariable,
+    UserFunctionVariable,
+    UserMethodVariable,
+    VariableTracker,
+    is_constant_value,
+    is_torch_callable,
+    wrap_constant_result,
+)
+from .vm import _RETURN, CO_GENERATOR_LIKE, NULL, VM, Frame, bind_arguments
+
+MAX_INLINE_DEPTH = 48
+_SYMBOLS = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.floordiv: "//",
+            operator.mod: "%", operator.lt: "<", operator.le: "<=", operator.gt: ">",
+            operator.ge: ">=", operator.eq: "==", operator.ne: "!=", operator.truediv: "/",
+            operator.pow: "**"}
+
+
+class LazyVariable(VariableTracker):
+    """A frame value not looked at yet: wrapped (and guarded) only when first read."""
+
+    def __init__(self, value: Any, source: Source):
+        self.value, self.source = value, source
+
+    def __repr__(self):
+        return f"LazyVariable({self.source.name()})"
+
+
+@dataclass
+class CaptureResult:
+    """What one capture produced: a graph and the continuation where it stopped."""
+    kind: str  # "return" | "break" | "skip"
+    output: OutputGraph | None = None
+    guards: GuardBuilder | None = None
+    return_value: VariableTracker | None = None
+    stack: list = field(default_factory=list)
+    locals: dict = field(default_factory=dict)
+    break_ip: int | None = None
+    reason: str | None = None
+    location: tuple[str, int | None, str] | None = None  # filename, line, source text
+    in_loop: bool = False
+
+
+class InstructionTranslator(VM):
+    """Symbolically executes a frame from its current instruction, building a graph.
+
+    ``frame`` is the *concrete* frame (real values), stopped at the instruction where
+    capture starts: the function's first instruction or a resume point after a break.
+    ``dynamic_dims(source, tensor)`` says which dimensions of an input are symbolic.
+    """
+
+    def __init__(self, frame: Frame, dynamic_dims=None):
+        super().__init__(inline_calls=True, max_depth=MAX_INLINE_DEPTH)
+        self.concrete = frame
+        self.output = OutputGraph(self)
+        self.guards = GuardBuilder()
+        self.dynamic_dims = dynamic_dims or (lambda source, value: frozenset())
+        self.wrapped: dict[str, VariableTracker] = {}
+        self._wrapped_order: list[str] = []
+        self.frames: list[Frame] = []
+        self.journal: dict[int, tuple[VariableTracker, dict]] = {}
+        self._scopes: dict[int, str] = {id(frame.globals): "G"}
+
+    # --- the capture loop -------------------------------------------------------------------
+    def capture(self) -> CaptureResult:
+        c = self.concrete
+        if c.exc_stack:
+            return CaptureResult("skip", reason="resuming inside an exception handler")
+        root = Frame(c.code, c.globals, {}, c.name)
+        root.ip = c.ip
+        for name, value in c.locals.items():
+            if isinstance(value, types.CellType):
+                root.locals[name] = ClosureCellVariable(value, LocalSource(name))
+            else:
+                root.locals[name] = LazyVariable(value, LocalSource(name))
+        root.stack = [v if v is NULL else self.wrap_nested(v, StackSource(i))
+                      for i, v in enumerate(c.stack)]
+        self.frames = [root]
+        while True:
+            mark = (len(self.output.created), len(self._wrapped_order))
+            saved = (root.ip, list(root.stack), dict(root.locals))
+            self.journal = {}
+            try:
+                if self.step(root) is _RETURN:
+                    return self._finish(CaptureResult("return",
+                                                      return_value=root.return_value))
+            except Unsupported as e:
+                self._rollback(mark)
+                root.ip, root.stack, root.locals = saved[0], saved[1], saved[2]
+                self.frames = [root]
+                loc = getattr(e, "location", None) or self.location_of(root, root.ip)
+                return self._finish(CaptureResult(
+                    "break", stack=root.stack, locals=root.locals, break_ip=root.ip,
+                    reason=e.reason, location=loc, in_loop=_in_loop(root, root.ip)))
+
+    def _finish(self, result: CaptureResult) -> CaptureResult:
+        result.output, result.guards = self.output, self.guards
+        if self.output.op_count:
+            self.guards.GRAD_MODE()
+        return result
+
+    def _rollback(self, mark: tuple[int, int]) -> None:
+        for vt, state in self.journal.values():
+            vt.__dict__.update(state)
+        self.journal = {}
+        self.output.rollback(mark[0])
+        for key in self._wrapped_order[mark[1]:]:
+            self.wrapped.pop(key, None)
+        del self._wrapped_order[mark[1]:]
+
+    def record_mutation(self, vt: VariableTracker) -> None:
+        """Remember ``vt``'s state before this instruction mutates it (for rollback)."""
+        if getattr(vt, "source", None) is not None:
+            raise Unsupported(f"mutation of a {vt.python_type().__name__} that comes from "
+                              f"outside the compiled region ({vt.source.name()})")
+        if id(vt) not in self.journal:
+            state = {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict)
+                         else v) for k, v in vt.__dict__.items()}
+            self.journal[id(vt)] = (vt, state)
+        if hasattr(vt, "mutated"):
+            vt.mutated = True
+
+    def step(self, frame: Frame) -> Any:
+        try:
+            return super().step(frame)
+        except Unsupported as e:
+            if not hasattr(e, "location"):
+                e.location = self.location_of(frame, frame.ip - 1)
+            raise
+        except Exception as e:
+            err = Unsupported(f"{type(e).__name__} raised while tracing: {e}")
+            err.location = self.location_of(frame, frame.ip - 1)
+            raise err from e
+
+    def on_exception(self, frame: Frame, exc: BaseException) -> None:
+        err = Unsupported(f"exception handling while tracing ({type(exc).__name__}: {exc})")
+        err.location = self.location_of(frame, frame.ip - 1)
+        raise err
+
+    @staticmethod
+    def location_of(frame: Frame, index: int) -> tuple[str, int | None, str]:
+        inst = frame.instructions[max(0, min(index, len(frame.instructions) - 1))]
+        text = linecache.getline(frame.code.co_filename, inst.lineno or 0).strip()
+        return frame.code.co_filename, inst.lineno, text
+
+    def current_source_line(self) -> str:
+        frame = self.frames[-1] if self.frames else None
+        if frame is None:
+            return ""
+        filename, lineno, text = self.location_of(frame, frame.ip - 1)
+        short = filename.rsplit("/", 1)[-1]
+        return f"{short}:{lineno} in {frame.code.co_name}: {text}"
+
+    # --- wrapping values from the frame (VariableBuilder) ----------------------------------
+    def wrap_nested(self, value: Any, source: Source | None) -> VariableTracker:
+        if source is not None:
+            key = source.name()
+            if key in self.wrapped:
+                return self.wrapped[key]
+            vt = self._wrap(value, source)
+            self.wrapped[key] = vt
+            self._wrapped_order.append(key)
+            return vt
+        return self._wrap(value, None)
+
+    def _wrap(self, value: Any, source: Source | None) -> VariableTracker:
+        g = self.guards
+        if isinstance(value, LazyVariable):
+            value = value.value
+        if isinstance(value, torch.Tensor):
+            if source is None:
+                raise Unsupported("a tensor that is not reachable from the function's inputs, "
+                                  "globals or module attributes")
+            seen = self.output.inputs_by_id.get(id(value))
+            if seen is not None:
+                g.add("ID_MATCH", f"{source.name()} is {seen.source.name()}", source,
+                      "same tensor")
+                return seen
+            dims = self.dynamic_dims(source, value)
+            g.TENSOR_MATCH(source, value, dims)
+            return self.output.add_input(value, source, dims)
+        unwrapped = _unwrap_compiled(value, source)
+        if unwrapped is not None:  # a compiled function called from traced code: trace the
+            return self.wrap_nested(*unwrapped)  # original, as Dynamo does
+        if isinstance(value, torch.nn.Module):
+            if source is None:
+                raise Unsupported("a module created while tracing")
+            g.ID_MATCH(source, value, f"{type(value).__name__} instance")
+            if "training" in value.__dict__:
+                g.CONSTANT_MATCH(AttrSource(source, "training"), value.training)
+            return NNModuleVariable(value, source)
+        if isinstance(value, ResumeIterator):
+            items_src = AttrSource(source, "items")
+            g.SEQUENCE_LENGTH(items_src, value.items)
+            return ListIteratorVariable([self.wrap_nested(v, GetItemSource(items_src, i))
+                                         for i, v in enumerate(value.items)])
+        if isinstance(value, types.CodeType):
+            return ConstantVariable(value)
+        if is_constant_value(value) and not isinstance(value, tuple):
+            if source is not None:
+                g.CONSTANT_MATCH(source, value)
+            return ConstantVariable(value, source)
+        if type(value) in (tuple, list) or (isinstance(value, tuple) and
+                                             hasattr(value, "_fields")):
+            if source is not None:
+                g.SEQUENCE_LENGTH(source, value)
+            items = [self.wrap_nested(v, GetItemSource(source, i) if source else None)
+                     for i, v in enumerate(value)]
+            if isinstance(value, list):
+                return ListVariable(items, source)
+            if type(value) is tuple:
+                return TupleVariable(items, source)
+            return NamedTupleVariable(items, type(value), source)
+        if type(value) is dict or isinstance(value, dict) and type(value).__module__ in (
+                "collections",):
+            if not all(is_constant_value(k) for k in value):
+                raise Unsupported("a dict with non-constant keys")
+            if source is not None:
+                g.DICT_KEYS(source, value)
+            return ConstDictVariable({k: self.wrap_nested(v, GetItemSource(source, k)
+                                                          if source else None)
+                                      for k, v in value.items()}, source)
+        if isinstance(value, types.CellType):
+            return ClosureCellVariable(value, source)
+        if isinstance(value, types.FunctionType) and not is_torch_callable(value):
+            if source is not None:
+                g.ID_MATCH(source, value)
+            return UserFunctionVariable(value, source)
+        if isinstance(value, types.MethodType) and isinstance(value.__func__,
+                                                              types.FunctionType):
+            self_src = AttrSource(source, "__self__") if source else None
+            if source is not None:
+                g.ID_MATCH(AttrSource(source, "__func__"), value.__func__)
+            return UserMethodVariable(value.__func__, self.wrap_nested(value.__self__,
+                                                                       self_src))
+        if isinstance(value, types.ModuleType):
+            if source is not None:
+                g.ID_MATCH(source, value)
+            return PythonModuleVariable(value, source)
+        if is_torch_callable(value):
+            if source is not None:
+                g.ID_MATCH(source, value)
+            return TorchFunctionVariable(value, source)
+        if callable(value) and (value in BUILTIN_CALLABLES or isinstance(
+                value, types.BuiltinFunctionType)):
+            if source is not None:
+                g.ID_MATCH(source, value)
+            return BuiltinVariable(value, source)
+        if isinstance(value, type):
+            if source is not None:
+                g.ID_MATCH(source, value)
+            return UserDefinedClassVariable(value, source)
+        if source is None:
+            raise Unsupported(f"a {type(value).__name__} object without a source")
+        g.TYPE_MATCH(source, value)
+        return UserDefinedObjectVariable(value, source)
+
+    def realize(self, v: Any) -> Any:
+        if isinstance(v, LazyVariable):
+            return self.wrap_nested(v.value, v.source)
+        return v
+
+    def globals_scope(self, f_globals: dict) -> str:
+        key = id(f_globals)
+        if key not in self._scopes:
+            mod = str(f_globals.get("__name__", "module"))
+            label = "G_" + re.sub(r"[^0-9a-zA-Z]+", "_", mod)
+            while label in self._scopes.values():
+                label += "_"
+            self._scopes[key] = label
+            self.guards.env[label] = f_globals
+        return self._scopes[key]
+
+    # --- VM hooks ---------------------------------------------------------------------------
+    def const(self, value):
+        return ConstantVariable(value)
+
+    def read_local(self, f, name):
+        v = super().read_local(f, name)
+        if isinstance(v, LazyVariable):
+            v = f.locals[name] = self.realize(v)
+        return v
+
+    def load_global(self, frame, name):
+        scope = self.globals_scope(frame.globals)
+        if name in frame.globals:
+            return self.wrap_nested(frame.globals[name], GlobalSource(name, scope))
+        if name in frame.builtins:
+            self.guards.add("NOT_SHADOWED", f"{name!r} not in {scope}",
+                            comment=f"builtin {name} not shadowed")
+            return self._wrap(frame.builtins[name], None)
+        raise Unsupported(f"NameError: name {name!r} is not defined")
+
+    def store_global(self, frame, name, value):
+        raise Unsupported(f"assignment to global {name!r} (mutation of module state)")
+
+    def load_attr(self, obj, name):
+        return self.realize(obj).var_getattr(self, name)
+
+    def store_attr(self, obj, name, value):
+        raise Unsupported(f"assignment to attribute {name!r} of {obj} (mutation of an object)")
+
+    def delete_attr(self, obj, name):
+        raise Unsupported(f"deleting attribute {name!r}")
+
+    def store_subscr(self, obj, key, value):
+        if isinstance(obj, TensorVariable):
+            self.output.create_node("call_function", operator.setitem, (obj, key, value), {})
+        elif isinstance(obj, (ListVariable, ConstDictVariable)):
+            obj.setitem(self, key, value)
+        else:
+            raise Unsupported(f"item assignment on {obj}")
+
+    def delete_subscr(self, obj, key):
+        if isinstance(obj, (ListVariable, ConstDictVariable)):
+            obj.call_method(self, "__delitem__", [key], {})
+        else:
+            raise Unsupported(f"del on {obj}")
+
+    def truth(self, v):
+        return self.realize(v).truth(self)
+
+    def is_none(self, v):
+        v = self.realize(v)
+        return isinstance(v, ConstantVariable) and v.value is None
+
+    def get_iter(self, v):
+        v = self.realize(v)
+        if isinstance(v, ListIteratorVariable):
+            return v
+        return ListIteratorVariable(self.unpack(v))
+
+    def iter_next(self, it):
+        if not isinstance(it, ListIteratorVariable):
+            raise Unsupported(f"next() on {it}")
+        return it.next(self)
+
+    def unpack(self, seq):
+        return self.realize(seq).unpack(self)
+
+    def build_tuple(self, items):
+        return TupleVariable(items)
+
+    def build_list(self, items):
+        return ListVariable(items)
+
+    def build_set(self, items):
+        if all(i.is_python_constant() for i in items):
+            return ConstantVariable(frozenset(i.as_python_constant() for i in items))
+        raise Unsupported("a set of non-constant values")
+
+    def build_map(self, pairs):
+        return ConstDictVariable({k.as_python_constant(): v for k, v in pairs})
+
+    def build_map_from_dict(self, d):
+        return ConstDictVariable(d)
+
+    def build_slice(self, *parts):
+        parts = [_as_vt(p) for p in parts]
+        if all(p.is_python_constant() for p in parts):
+            return ConstantVariable(slice(*[p.as_python_constant() for p in parts]))
+        return SliceVariable(parts)
+
+    def list_append(self, lst, v):
+        lst.call_method(self, "append", [v], {})
+
+    def list_extend(self, lst, v):
+        lst.call_method(self, "extend", [v], {})
+
+    def set_add(self, s, v):
+        raise Unsupported("set comprehension")
+
+    def set_update(self, s, v):
+        raise Unsupported("set unpacking")
+
+    def map_add(self, d, k, v):
+        d.setitem(self, k, v)
+
+    def dict_update(self, d, other, merge):
+        other = self.realize(other)
+        if not isinstance(other, ConstDictVariable):
+            raise Unsupported("** of a non-dict")
+        self.record_mutation(d)
+        d.items.update(other.items)
+
+    def call_args_from_ex(self, args, kwargs):
+        pos = self.unpack(args)
+        kw = {}
+        if kwargs is not None:
+            kwargs = self.realize(kwargs)
+            if not isinstance(kwargs, ConstDictVariable):
+                raise Unsupported("** of a non-dict")
+            kw = dict(kwargs.items)
+        return pos, kw
+
+    def new_cell(self, *contents):
+        return CellVariable(*contents)
+
+    def cell_get(self, cell, name):
+        if isinstance(cell, CellVariable):
+            if cell.contents is CellVariable.EMPTY:
+                raise Unsupported(f"NameError: free variable {name!r} is empty")
+            cell.contents = self.realize(cell.contents)
+            return cell.contents
+        if isinstance(cell, ClosureCellVariable):
+            src = CellContentsSource(cell.source) if cell.source is not None else None
+            try:
+                contents = cell.cell.cell_contents
+            except ValueError:
+                raise Unsupported(f"NameError: free variable {name!r} is empty") from None
+            return self.wrap_nested(contents, src)
+        raise Unsupported(f"LOAD_DEREF of {cell}")
+
+    def cell_set(self, cell, value):
+        if isinstance(cell, CellVariable):
+            self.record_mutation(cell)
+            cell.contents = value
+            return
+        raise Unsupported("assignment to a closure variable owned by code outside the "
+                          "compiled region (nonlocal)")
+
+    def make_function(self, frame, code, defaults, kwdefaults, annotations, closure):
+        code = code.as_python_constant()
+        return NestedUserFunctionVariable(code, frame.globals, defaults, kwdefaults, closure,
+                                          code.co_qualname)
+
+    def format_value(self, value, conversion, spec):
+        value = self.realize(value)
+        if value.is_python_constant() and (spec is None or spec.is_python_constant()):
+            v = value.as_python_constant()
+            if conversion is not None:
+                v = conversion(v)
+            return ConstantVariable(format(v, spec.as_python_constant() if spec else ""))
+        raise Unsupported(f"formatting {value} into a string")
+
+    def build_string(self, parts):
+        return ConstantVariable("".join(p.as_python_constant() for p in parts))
+
+    def import_name(self, frame, name, fromlist, level):
+        raise Unsupported(f"import {name} inside the compiled function")
+
+    def raise_exception(self, exc, cause=NULL):
+        raise Unsupported("raise statement")
+
+    def BEFORE_WITH(self, f, inst):
+        raise Unsupported("with-block (context managers are not traced)")
+
+    def call(self, fn, args, kwargs):
+        fn = self.realize(fn) if isinstance(fn, VariableTracker) else self._wrap(fn, None)
+        args = [self.realize(a) for a in args]
+        kwargs = {k: self.realize(v) for k, v in kwargs.items()}
+        return fn.call_function(self, args, kwargs)
+
+    # --- operators --------------------------------------------------------------------------
+    def binary_op(self, fn, a, b):
+        a, b = self.realize(_as_vt(a)), self.realize(_as_vt(b))
+        if fn in (operator.is_, operator.is_not):
+            same = _identical(a, b)
+            return ConstantVariable(same if fn is operator.is_ else not same)
+        if fn is operator.contains:
+            return self._contains(a, b)
+        if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+            if fn is operator.getitem and not isinstance(a, TensorVariable):
+                raise Unsupported(f"indexing {a} with a tensor")
+            return self.output.create_node("call_function", fn, (a, b), {})
+        if isinstance(a, SymIntVariable) or isinstance(b, SymIntVariable):
+            return self._symint_op(fn, a, b)
+        if fn is operator.getitem:
+            return self._getitem(a, b)
+        if a.is_python_constant() and b.is_python_constant() and not isinstance(
+                a, (BaseListVariable, ConstDictVariable)):
+            try:
+                return wrap_constant_result(fn(a.as_python_constant(), b.as_python_constant()))
+            except Unsupported:
+                raise
+            except Exception as e:
+                raise Unsupported(f"{type(e).__name__} folding {fn.__name__}: {e}") from None
+        if isinstance(a, BaseListVariable) and fn in (operator.add, operator.iadd) and \
+                isinstance(b, BaseListVariable):
+            if fn is operator.iadd and isinstance(a, ListVariable):
+                self.record_mutation(a)
+                a.items.extend(b.items)
+                return a
+            return type(a)(a.items + b.items) if not isinstance(a, SizeVariable) \
+                else TupleVariable(a.items + b.items)
+        if isinstance(a, BaseListVariable) and fn is operator.mul and b.is_python_constant():
+            return type(a)(a.items * b.as_python_constant())
+        if fn in (operator.eq, operator.ne) and isinstance(a, BaseListVariable) and \
+                isinstance(b, BaseListVariable):
+            if len(a.items) != len(b.items):
+                return ConstantVariable(fn is operator.ne)
+            result = all(self.binary_op(operator.eq, x, y).truth(self)
+                         for x, y in zip(a.items, b.items))
+            return ConstantVariable(result if fn is operator.eq else not result)
+        if isinstance(a, (BaseListVariable, ConstDictVariable)) and a.is_python_constant() \
+                and b.is_python_constant():
+            return wrap_constant_result(fn(a.as_python_constant(), b.as_python_constant()))
+        raise Unsupported(f"operator {getattr(fn, '__name__', fn)} on {a} and {b}")
+
+    def unary_op(self, fn, a):
+        a = self.realize(a)
+        if isinstance(a, TensorVariable):
+            if fn is operator.not_:
+                raise Unsupported("`not tensor` (data-dependent)")
+            return self.output.create_node("call_function", fn, (a,), {})
+        if isinstance(a, SymIntVariable):
+            if fn is operator.not_:
+                return ConstantVariable(not a.specialize(self))
+            return self._symint_op(fn, a, None)
+        if a.is_python_constant():
+            return wrap_constant_result(fn(a.as_python_constant()))
+        if fn is operator.not_:
+            return ConstantVariable(not a.truth(self))
+        raise Unsupported(f"operator {fn.__name__} on {a}")
+
+    def _getitem(self, a, b):
+        if isinstance(a, (BaseListVariable, ConstDictVariable)):
+            return a.getitem(self, b)
+        if isinstance(a, NNModuleVariable):
+            return a.call_method(self, "__getitem__", [b], {})
+        if a.is_python_constant() and b.is_python_constant():
+            return wrap_constant_result(a.as_python_constant()[b.as_python_constant()])
+        raise Unsupported(f"indexing {a}")
+
+    def _contains(self, container, item):
+        if isinstance(container, ConstDictVariable):
+            return ConstantVariable(item.as_python_constant() in container.items)
+        if isinstance(container, BaseListVariable):
+            if isinstance(item, TensorVariable) or any(isinstance(i, TensorVariable)
+                                                      for i in container.items):
+                raise Unsupported("`in` with tensors (data-dependent ==)")
+            return ConstantVariable(any(self.binary_op(operator.eq, i, item).truth(self)
+                                        for i in container.items))
+        if container.is_python_constant() and item.is_python_constant():
+            return ConstantVariable(item.as_python_constant() in
+                                    container.as_python_constant())
+        raise Unsupported(f"`in` on {container}")
+
+    def _symint_op(self, fn, a, b):
+        operands = [x for x in (a, b) if x is not None]
+        values = []
+        for x in operands:
+            if isinstance(x, SymIntVariable):
+                values.append(x.value)
+            elif x.is_python_constant() and isinstance(x.as_python_constant(), (int, float)):
+                values.append(x.as_python_constant())
+            else:
+                raise Unsupported(f"operator {fn.__name__} on a symbolic size and {x}")
+        result = fn(*values)
+        exprs = [x.expr if isinstance(x, SymIntVariable) else repr(x.as_python_constant())
+                 for x in operands]
+        expr = None
+        if all(e is not None for e in exprs):
+            sym = _SYMBOLS.get(fn)
+            expr = (f"({exprs[0]} {sym} {exprs[1]})" if sym and len(exprs) == 2 else
+                    f"(-{exprs[0]})" if fn is operator.neg else
+                    f"math.{fn.__name__}({exprs[0]})" if getattr(fn, "__module__", "") == "math"
+                    and len(exprs) == 1 else None)
+        if isinstance(result, bool):
+            if expr is None:
+                raise Unsupported("a comparison of sizes computed inside the graph is used "
+                                  "as a Python bool (dynamic shapes)")
+            self.guards.SHAPE_ENV(expr if result else f"not {expr}", "branch on a size")
+            return ConstantVariable(result)
+        if not isinstance(result, (int, float)):
+            raise Unsupported(f"{fn.__name__} on a symbolic size gave a {type(result).__name__}")
+        # ints and floats computed from sizes stay in the graph (``size * 2``,
+        # ``math.sqrt(size)``): correct for every size, no guard needed
+        node = self.output.graph.call_function(fn, tuple(x.as_proxy() for x in operands))
+        node.meta["source"] = self.current_source_line()
+        self.output.created.append(node)
+        return SymIntVariable(node, result, expr)
+
+    # --- inlining ---------------------------------------------------------------------------
+    def inline_user_function(self, fn, args, kwargs, fn_source: Source | None = None):
+        code = fn.__code__
+        if code.co_flags & CO_GENERATOR_LIKE & ~inspect.CO_GENERATOR:
+            raise Unsupported(f"calling coroutine function {fn.__qualname__}")
+        if len(self.frames) > MAX_INLINE_DEPTH:
+            raise Unsupported("inlining too deep (recursion?)")
+        # With a source for the function, its defaults and closure cells are guarded too
+        # (``G['helper'].__defaults__[0]``, ``G['helper'].__closure__[0].cell_contents``).
+        def sub(attr: str, key: Any) -> Source | None:
+            return GetItemSource(AttrSource(fn_source, attr), key) if fn_source else None
+        defaults = None
+        if fn.__defaults__:
+            defaults = [self._wrap_static(v, sub("__defaults__", i))
+                        for i, v in enumerate(fn.__defaults__)]
+        kwdefaults = None
+        if fn.__kwdefaults__:
+            kwdefaults = {k: self._wrap_static(v, sub("__kwdefaults__", k))
+                          for k, v in fn.__kwdefaults__.items()}
+        f_locals = bind_arguments(code, list(args), dict(kwargs), tuple(defaults or ()),
+                                  kwdefaults, fn.__qualname__, self.build_tuple,
+                                  self.build_map_from_dict)
+        for i, (name, cell) in enumerate(zip(code.co_freevars, fn.__closure__ or ())):
+            f_locals[name] = ClosureCellVariable(cell, sub("__closure__", i))
+        return self._run_inlined(Frame(code, fn.__globals__, f_locals, fn.__qualname__))
+
+    def _wrap_static(self, value, source: Source | None = None):
+        """A default argument of an inlined function (guarded when it has a source)."""
+        if source is not None:
+            return self.wrap_nested(value, source)
+        if isinstance(value, torch.Tensor):
+            raise Unsupported("a tensor default argument of an inlined function")
+        return self._wrap(value, None)
+
+    def inline_nested_function(self, fn: NestedUserFunctionVariable, args, kwargs):
+        code = fn.code
+        if code.co_flags & CO_GENERATOR_LIKE & ~inspect.CO_GENERATOR:
+            raise Unsupported(f"calling coroutine function {fn.qualname}")
+        if len(self.frames) > MAX_INLINE_DEPTH:
+            raise Unsupported("inlining too deep (recursion?)")
+        defaults = tuple(self.unpack(fn.defaults)) if fn.defaults is not None else ()
+        kwdefaults = dict(fn.kwdefaults.items) if fn.kwdefaults is not None else None
+        f_locals = bind_arguments(code, list(args), dict(kwargs), defaults, kwdefaults,
+                                  fn.qualname, self.build_tuple, self.build_map_from_dict)
+        cells = self.unpack(fn.closure) if fn.closure is not None else []
+        for name, cell in zip(code.co_freevars, cells):
+            f_locals[name] = cell
+        return self._run_inlined(Frame(code, fn.f_globals, f_locals, fn.qualname))
+
+    def _run_inlined(self, frame: Frame):
+        self.frames.append(frame)
+        try:
+            result = self.run(frame)
+        finally:
+            self.frames.pop()
+        if frame.code.co_flags & inspect.CO_GENERATOR:
+            # a generator (say a generator expression) is run to completion while tracing;
+            # the caller iterates over what it yielded
+            return ListIteratorVariable(getattr(frame, "yielded", []))
+        return result
+
+    def RETURN_GENERATOR(self, f, inst):
+        f.yielded = []
+        f.push(ConstantVariable(None))  # what the first resume "sends"; POP_TOP drops it
+
+    def YIELD_VALUE(self, f, inst):
+        if not hasattr(f, "yielded"):
+            raise Unsupported("yield outside an inlined generator")
+        f.yielded.append(f.pop())
+        f.push(ConstantVariable(None))  # the value of the yield expression
+
+
+def _unwrap_compiled(value: Any, source: Source | None) -> tuple[Any, Source | None] | None:
+    from .eval_frame import OptimizedCallable, OptimizedModule
+    if isinstance(value, OptimizedCallable):
+        return value._orig, AttrSource(source, "_orig") if source is not None else None
+    if isinstance(value, OptimizedModule):
+        inner = value._modules["_orig_mod"]
+        return inner, (GetItemSource(AttrSource(source, "_modules"), "_orig_mod")
+                       if source is not None else None)
+    return None
+
+
+def _identical(a: VariableTracker, b: VariableTracker) -> bool:
+    if a is b:
+        return True
+    if a.is_python_constant() and b.is_python_constant() and isinstance(
+            a, ConstantVariable) and isinstance(b, ConstantVariable):
+        return a.value is b.value
+    va, vb = getattr(a, "value", _Missing), getattr(b, "value", _Missing)
+    if va is not _Missing and vb is not _Missing and not isinstance(a, ConstantVariable) \
+            and not isinstance(b, ConstantVariable):
+        return va is vb
+    fa, fb = getattr(a, "fn", _Missing), getattr(b, "fn", _Missing)
+    if fa is not _Missing and fa is fb:
+        return True
+    return False
+
+
+class _Missing:
+    pass
+
+
+def _in_loop(frame: Frame, ip: int) -> bool:
+    """Does a backward jump later in the code land at or before ``ip`` (inside a loop)?"""
+    for inst in frame.instructions[ip:]:
+        if inst.opname in JUMP_OPS and inst.target is not None and inst.target <= ip:
+            return True
+    return False

@@ -1,0 +1,691 @@
+"""Variable trackers, part 1: the base class, constants, tensors and containers.
+
+See ``variables/__init__.py`` for the whole family. Every tracker can ``reconstruct`` the real
+value it stands for after the graph ran (``Reconstructor`` memoises, so aliasing survives).
+
+Mirrors: torch/_dynamo/variables/base.py, constant.py, tensor.py, lists.py, dicts.py.
+"""
+
+from __future__ import annotations
+
+import operator
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..exc import Unsupported
+from ..source import Source
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .symbolic_convert import InstructionTranslator
+
+CONSTANT_TYPES = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis),
+                  torch.dtype, torch.device, torch.layout, torch.memory_format, range, slice,
+                  types.CodeType, frozenset)
+
+
+def is_constant_value(v: Any) -> bool:
+    if isinstance(v, tuple):
+        return all(is_constant_value(x) for x in v)
+    return isinstance(v, CONSTANT_TYPES) or v is NotImplemented
+
+
+class VariableTracker:
+    """Base class. ``source`` is set when the value came from outside the traced code."""
+    source: Source | None = None
+
+    def python_type(self) -> type:
+        raise Unsupported(f"type of {self}")
+
+    def is_python_constant(self) -> bool:
+        return False
+
+    def as_python_constant(self) -> Any:
+        raise Unsupported(f"{self} is not a Python constant")
+
+    def as_proxy(self) -> Any:
+        """The graph argument for this value (a node, or a Python constant)."""
+        raise Unsupported(f"{self} cannot be a graph argument")
+
+    def example(self) -> Any:
+        """The example value used to run ops on fake tensors while tracing."""
+        return self.as_python_constant()
+
+    def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        try:
+            cls = self.python_type()
+        except Unsupported:
+            cls = None
+        if cls in (list, tuple, dict, torch.Size) and callable(getattr(cls, name, None)):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"attribute {name!r} of {self}")
+
+    def call_function(self, tx, args: list, kwargs: dict) -> VariableTracker:
+        raise Unsupported(f"call to {self}")
+
+    def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        raise Unsupported(f"iteration over {self}")
+
+    def truth(self, tx) -> bool:
+        return True
+
+    def reconstruct(self, rc: Reconstructor) -> Any:
+        if self.source is not None:
+            return self.source.get(rc.env)
+        raise Unsupported(f"cannot rebuild {self} after the graph")
+
+    def children(self) -> list[VariableTracker]:
+        return []
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class Reconstructor:
+    """Rebuilds real values from trackers after a graph ran (memoised: aliasing survives)."""
+
+    def __init__(self, env: dict[str, Any], outputs: dict[Any, Any]):
+        self.env = env  # L, G, B, S of the frame *before* it is rebuilt
+        self.outputs = outputs  # graph node -> value the graph computed
+        self.memo: dict[int, Any] = {}
+
+    def __call__(self, vt: Any) -> Any:
+        if not isinstance(vt, VariableTracker):
+            return vt  # NULL and other raw stack markers
+        key = id(vt)
+        if key not in self.memo:
+            # A value from outside is fetched again through its source: the object of
+            # *this* call, not the one seen while tracing (guards made them equivalent).
+            # Trackers with a source are never mutated (that is a graph break).
+            if vt.source is not None:
+                self.memo[key] = vt.source.get(self.env)
+            else:
+                self.memo[key] = vt.reconstruct(self)
+        return self.memo[key]
+
+
+# --- constants ------------------------------------------------------------------------------
+class ConstantVariable(VariableTracker):
+    def __init__(self, value: Any, source: Source | None = None):
+        self.value, self.source = value, source
+
+    def python_type(self):
+        return type(self.value)
+
+    def is_python_constant(self):
+        return True
+
+    def as_python_constant(self):
+        return self.value
+
+    def as_proxy(self):
+        return self.value
+
+    def truth(self, tx):
+        return bool(self.value)
+
+    def var_getattr(self, tx, name):
+        attr = getattr(self.value, name)
+        if isinstance(attr, (types.BuiltinMethodType, types.MethodWrapperType)):
+            return BoundMethodVariable(self, name)  # "Relu".lower: folded when called
+        return wrap_constant_result(attr)
+
+    def call_method(self, tx, name, args, kwargs):
+        if all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+            method = getattr(self.value, name)
+            return wrap_constant_result(method(*[a.as_python_constant() for a in args],
+                                               **{k: v.as_python_constant()
+                                                  for k, v in kwargs.items()}))
+        if isinstance(self.value, (int, float)) and name.startswith("__"):
+            op = getattr(operator, name.strip("_"), None)
+            if op is not None and len(args) == 1:
+                return tx.binary_op(op, self, args[0])
+        raise Unsupported(f"method {name} of constant {self.value!r} on non-constant args")
+
+    def unpack(self, tx):
+        if isinstance(self.value, (tuple, range, str, bytes, frozenset)):
+            return [ConstantVariable(v) for v in self.value]
+        raise Unsupported(f"iteration over constant {self.value!r}")
+
+    def reconstruct(self, rc):
+        return self.value
+
+    def __repr__(self):
+        return f"ConstantVariable({self.value!r})"
+
+
+def wrap_constant_result(value: Any) -> VariableTracker:
+    """Wrap the result of folding an operation on constants."""
+    if is_constant_value(value):
+        return ConstantVariable(value)
+    if isinstance(value, list) and all(is_constant_value(v) for v in value):
+        return ListVariable([ConstantVariable(v) for v in value])
+    if isinstance(value, dict) and all(is_constant_value(v) for v in value.values()):
+        return ConstDictVariable({k: ConstantVariable(v) for k, v in value.items()})
+    if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+        from .callables import BuiltinVariable
+        return BuiltinVariable(value)
+    raise Unsupported(f"folding produced a non-constant {type(value).__name__}")
+
+
+# --- tensors and sizes ------------------------------------------------------------------------
+class TensorVariable(VariableTracker):
+    """A tensor in the graph: ``node`` computes it, ``fake`` says its shape/dtype/device."""
+
+    def __init__(self, node: Any, fake: torch.Tensor, source: Source | None = None,
+                 dynamic_dims: frozenset[int] = frozenset()):
+        self.node, self.fake, self.source = node, fake, source
+        self.dynamic_dims = dynamic_dims  # for graph inputs: which dims are symbolic
+
+    def python_type(self):
+        return type(self.fake) if not isinstance(self.fake, torch.Tensor) else torch.Tensor
+
+    def as_proxy(self):
+        return self.node
+
+    def example(self):
+        return self.fake
+
+    def truth(self, tx):
+        raise Unsupported("data-dependent control flow: the truth value of a tensor "
+                          "(`if tensor:` / `while tensor:` / `and`/`or` on a tensor)")
+
+    def size_vars(self, tx) -> list[VariableTracker]:
+        return [self.size_var(tx, d) for d in range(self.fake.dim())]
+
+    def size_var(self, tx, dim: int) -> VariableTracker:
+        if tx.output.is_dynamic_tensor(self) and (self.source is None or
+                                                  dim in self.dynamic_dims):
+            return tx.output.size_symint(self, dim)
+        return ConstantVariable(int(self.fake.shape[dim]))
+
+    def var_getattr(self, tx, name):
+        f = self.fake
+        if name in ("shape",):
+            return SizeVariable(self.size_vars(tx))
+        if name in ("dtype", "device", "layout", "requires_grad", "is_cuda", "is_sparse",
+                    "is_leaf", "is_quantized", "is_meta"):
+            return ConstantVariable(getattr(f, name))
+        if name == "ndim":
+            return ConstantVariable(f.dim())
+        if name in ("T", "mT", "H", "mH", "real", "imag"):
+            return tx.output.create_node("call_function", getattr, (self, ConstantVariable(
+                name)), {})
+        if name in ("grad", "data", "_version", "grad_fn", "_base"):
+            raise Unsupported(f"reading tensor.{name} (autograd state is not captured)")
+        attr = getattr(torch.Tensor, name, None)
+        if callable(attr):
+            return TensorMethodVariable(self, name)
+        raise Unsupported(f"tensor attribute {name!r}")
+
+    def call_method(self, tx, name, args, kwargs):
+        return TensorMethodVariable(self, name).call_function(tx, args, kwargs)
+
+    def unpack(self, tx):
+        n = self.size_var(tx, 0)
+        if not n.is_python_constant():
+            raise Unsupported("iterating over a tensor with a dynamic first dimension")
+        return [tx.output.create_node("call_function", operator.getitem,
+                                      (self, ConstantVariable(i)), {})
+                for i in range(n.as_python_constant())]
+
+    def reconstruct(self, rc):
+        if self.node in rc.outputs:
+            return rc.outputs[self.node]
+        return super().reconstruct(rc)
+
+    def __repr__(self):
+        return f"TensorVariable({self.node.name}: {str(self.fake.dtype)[6:]}" \
+               f"{list(self.fake.shape)})"
+
+
+class SymIntVariable(VariableTracker):
+    """An int computed from dynamic sizes; ``expr`` is its guard expression (if known)."""
+
+    def __init__(self, node: Any, value: int, expr: str | None):
+        self.node, self.value, self.expr = node, value, expr
+
+    def python_type(self):
+        return type(self.value)
+
+    def as_proxy(self):
+        return self.node
+
+    def example(self):
+        return self.value
+
+    def specialize(self, tx) -> int:
+        """Use the concrete value; guard that the expression keeps it."""
+        if self.expr is None:
+            raise Unsupported("a size computed inside the graph is needed as a Python int")
+        tx.guards.SHAPE_ENV(f"{self.expr} == {self.value}", "specialised")
+        return self.value
+
+    def truth(self, tx):
+        return bool(self.specialize(tx))
+
+    def reconstruct(self, rc):
+        return rc.outputs[self.node] if self.node in rc.outputs else self.value
+
+    def __repr__(self):
+        return f"SymIntVariable({self.expr or self.node.name}={self.value})"
+
+
+class BoundMethodVariable(VariableTracker):
+    """``obj.method`` of a container tracker before the call (``out.append``)."""
+
+    def __init__(self, obj: VariableTracker, name: str):
+        self.obj, self.name = obj, name
+
+    def call_function(self, tx, args, kwargs):
+        return self.obj.call_method(tx, self.name, args, kwargs)
+
+    def children(self):
+        return [self.obj]
+
+    def reconstruct(self, rc):
+        return getattr(rc(self.obj), self.name)
+
+
+class TensorMethodVariable(VariableTracker):
+    """``tensor.method`` before it is called."""
+
+    def __init__(self, tensor: TensorVariable, name: str):
+        self.tensor, self.name = tensor, name
+
+    def call_function(self, tx, args, kwargs):
+        t, name = self.tensor, self.name
+        if name in ("item", "tolist", "numpy", "__bool__", "__int__", "__float__",
+                    "data_ptr", "storage"):
+            raise Unsupported(f"tensor.{name}() needs the tensor's data (data-dependent)")
+        if name in ("size", "stride", "dim", "numel", "nelement", "ndimension", "is_contiguous",
+                    "element_size", "get_device", "is_floating_point", "is_complex",
+                    "dtype"):
+            return t_metadata_method(tx, t, name, args, kwargs)
+        if name == "type" and not args and not kwargs:
+            return ConstantVariable(t.fake.type())
+        return tx.output.create_node("call_method", name, (t, *args), kwargs)
+
+    def reconstruct(self, rc):
+        return getattr(rc(self.tensor), self.name)
+
+    def children(self):
+        return [self.tensor]
+
+
+def t_metadata_method(tx, t: TensorVariable, name: str, args, kwargs) -> VariableTracker:
+    consts = [a.as_python_constant() for a in args]
+    if name == "size":
+        sizes = t.size_vars(tx)
+        if "dim" in kwargs:
+            consts = [kwargs["dim"].as_python_constant()]
+        return sizes[consts[0]] if consts else SizeVariable(sizes)
+    if name in ("numel", "nelement"):
+        sizes = t.size_vars(tx)
+        result: VariableTracker = ConstantVariable(1)
+        for s in sizes:
+            result = tx.binary_op(operator.mul, result, s)
+        return result
+    if name in ("dim", "ndimension"):
+        return ConstantVariable(t.fake.dim())
+    if tx.output.is_dynamic_tensor(t) and name in ("stride",):
+        raise Unsupported("strides of a dynamically shaped tensor")
+    return ConstantVariable(getattr(t.fake, name)(*consts))
+
+
+# --- containers ---------------------------------------------------------------------------------
+class BaseListVariable(VariableTracker):
+    mutable = False
+
+    def __init__(self, items: list[VariableTracker], source: Source | None = None):
+        self.items, self.source = list(items), source
+
+    def python_type(self):
+        return self.python_cls
+
+    def is_python_constant(self):
+        return all(i.is_python_constant() for i in self.items)
+
+    def as_python_constant(self):
+        return self.python_cls([i.as_python_constant() for i in self.items])
+
+    def as_proxy(self):
+        return self.python_cls([i.as_proxy() for i in self.items])
+
+    def example(self):
+        return self.python_cls([i.example() for i in self.items])
+
+    def unpack(self, tx):
+        return list(self.items)
+
+    def truth(self, tx):
+        return bool(self.items)
+
+    def children(self):
+        return list(self.items)
+
+    def reconstruct(self, rc):
+        if self.source is not None and not getattr(self, "mutated", False):
+            return self.source.get(rc.env)
+        return self.python_cls([rc(i) for i in self.items])
+
+    def getitem(self, tx, key: VariableTracker) -> VariableTracker:
+        k = key.as_python_constant()
+        if isinstance(k, slice):
+            return type(self)(self.items[k])
+        return self.items[k]
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.items!r})"
+
+
+class TupleVariable(BaseListVariable):
+    python_cls = tuple
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in ("index", "count"):
+            return wrap_constant_result(getattr(self.as_python_constant(), name)(
+                *[a.as_python_constant() for a in args]))
+        if name == "__getitem__":
+            return self.getitem(tx, args[0])
+        raise Unsupported(f"tuple.{name}")
+
+
+class SizeVariable(TupleVariable):
+    """``tensor.shape``: a tuple of ints, some maybe symbolic."""
+    python_cls = torch.Size
+
+    def as_proxy(self):
+        return tuple(i.as_proxy() for i in self.items)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "numel":
+            result: VariableTracker = ConstantVariable(1)
+            for s in self.items:
+                result = tx.binary_op(operator.mul, result, s)
+            return result
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, rc):
+        return torch.Size([rc(i) for i in self.items])
+
+
+class NamedTupleVariable(TupleVariable):
+    """A namedtuple (user records, ``torch.return_types.max``): fields by name too."""
+
+    def __init__(self, items, tuple_cls: type, source=None):
+        super().__init__(items, source)
+        self.tuple_cls = tuple_cls
+
+    def python_type(self):
+        return self.tuple_cls
+
+    def var_getattr(self, tx, name):
+        cls = self.tuple_cls
+        fields = tuple(getattr(cls, "_fields", None) or getattr(cls, "__match_args__", ()))
+        if name in fields:
+            return self.items[fields.index(name)]
+        return super().var_getattr(tx, name)
+
+    def getitem(self, tx, key):
+        k = key.as_python_constant()
+        return TupleVariable(self.items[k]) if isinstance(k, slice) else self.items[k]
+
+    def reconstruct(self, rc):
+        if self.source is not None:
+            return self.source.get(rc.env)
+        items = [rc(i) for i in self.items]
+        if self.tuple_cls.__module__ == "torch.return_types":
+            return self.tuple_cls(items)
+        return self.tuple_cls(*items)
+
+
+class ListVariable(BaseListVariable):
+    python_cls = list
+    mutable = True
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in ("append", "extend", "insert", "pop", "clear", "reverse", "remove",
+                    "sort", "__setitem__", "__delitem__"):
+            tx.record_mutation(self)
+            if name == "append":
+                self.items.append(args[0])
+            elif name == "extend":
+                self.items.extend(tx.unpack(args[0]))
+            elif name == "insert":
+                self.items.insert(args[0].as_python_constant(), args[1])
+            elif name == "pop":
+                return self.items.pop(*[a.as_python_constant() for a in args])
+            elif name == "clear":
+                self.items.clear()
+            elif name == "reverse":
+                self.items.reverse()
+            elif name == "__setitem__":
+                self.setitem(tx, args[0], args[1])
+            elif name == "__delitem__":
+                del self.items[args[0].as_python_constant()]
+            else:
+                if not self.is_python_constant():
+                    raise Unsupported(f"list.{name} on non-constant items")
+                values = self.as_python_constant()
+                getattr(values, name)(*[a.as_python_constant() for a in args],
+                                      **{k: v.as_python_constant() for k, v in kwargs.items()})
+                self.items = [ConstantVariable(v) for v in values]
+            return ConstantVariable(None)
+        if name in ("index", "count"):
+            return wrap_constant_result(getattr(self.as_python_constant(), name)(
+                *[a.as_python_constant() for a in args]))
+        if name == "copy":
+            return ListVariable(self.items)
+        if name == "__getitem__":
+            return self.getitem(tx, args[0])
+        raise Unsupported(f"list.{name}")
+
+    def setitem(self, tx, key, value):
+        tx.record_mutation(self)
+        k = key.as_python_constant()
+        if isinstance(k, slice):
+            self.items[k] = tx.unpack(value)
+        else:
+            self.items[k] = value
+
+
+class ConstDictVariable(VariableTracker):
+    def __init__(self, items: dict[Any, VariableTracker], source: Source | None = None):
+        self.items, self.source = dict(items), source
+        self.mutated = False
+
+    def python_type(self):
+        return dict
+
+    def truth(self, tx):
+        return bool(self.items)
+
+    def unpack(self, tx):
+        return [ConstantVariable(k) for k in self.items]
+
+    def as_proxy(self):
+        return {k: v.as_proxy() for k, v in self.items.items()}
+
+    def example(self):
+        return {k: v.example() for k, v in self.items.items()}
+
+    def is_python_constant(self):
+        return all(v.is_python_constant() for v in self.items.values())
+
+    def as_python_constant(self):
+        return {k: v.as_python_constant() for k, v in self.items.items()}
+
+    def children(self):
+        return list(self.items.values())
+
+    def getitem(self, tx, key):
+        k = key.as_python_constant()
+        if k not in self.items:
+            raise Unsupported(f"KeyError {k!r} while tracing")
+        return self.items[k]
+
+    def setitem(self, tx, key, value):
+        tx.record_mutation(self)
+        self.items[key.as_python_constant()] = value
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__getitem__":
+            return self.getitem(tx, args[0])
+        if name == "get":
+            k = args[0].as_python_constant()
+            return self.items.get(k, args[1] if len(args) > 1 else ConstantVariable(None))
+        if name == "keys":
+            return TupleVariable([ConstantVariable(k) for k in self.items])
+        if name == "values":
+            return TupleVariable(list(self.items.values()))
+        if name == "items":
+            return TupleVariable([TupleVariable([ConstantVariable(k), v])
+                                  for k, v in self.items.items()])
+        if name in ("__setitem__", "update", "pop", "setdefault", "clear", "__delitem__"):
+            tx.record_mutation(self)
+            if name == "__setitem__":
+                self.items[args[0].as_python_constant()] = args[1]
+            elif name == "update":
+                other = args[0] if args else ConstDictVariable(kwargs)
+                if not isinstance(other, ConstDictVariable):
+                    raise Unsupported("dict.update with a non-dict")
+                self.items.update(other.items)
+                self.items.update(kwargs if args else {})
+            elif name == "pop":
+                k = args[0].as_python_constant()
+                if k in self.items:
+                    return self.items.pop(k)
+                if len(args) > 1:
+                    return args[1]
+                raise Unsupported(f"KeyError {k!r} while tracing")
+            elif name == "setdefault":
+                k = args[0].as_python_constant()
+                return self.items.setdefault(k, args[1] if len(args) > 1
+                                             else ConstantVariable(None))
+            elif name == "__delitem__":
+                del self.items[args[0].as_python_constant()]
+            else:
+                self.items.clear()
+            return ConstantVariable(None)
+        if name == "copy":
+            return ConstDictVariable(self.items)
+        if name == "__contains__":
+            return ConstantVariable(args[0].as_python_constant() in self.items)
+        raise Unsupported(f"dict.{name}")
+
+    def reconstruct(self, rc):
+        if self.source is not None and not self.mutated:
+            return self.source.get(rc.env)
+        return {k: rc(v) for k, v in self.items.items()}
+
+    def __repr__(self):
+        return f"ConstDictVariable({self.items!r})"
+
+
+class SliceVariable(VariableTracker):
+    def __init__(self, parts: list[VariableTracker]):
+        self.parts = parts
+
+    def is_python_constant(self):
+        return all(p.is_python_constant() for p in self.parts)
+
+    def as_python_constant(self):
+        return slice(*[p.as_python_constant() for p in self.parts])
+
+    def as_proxy(self):
+        return slice(*[p.as_proxy() for p in self.parts])
+
+    def example(self):
+        return slice(*[p.example() for p in self.parts])
+
+    def children(self):
+        return list(self.parts)
+
+    def reconstruct(self, rc):
+        return slice(*[rc(p) for p in self.parts])
+
+
+class ResumeIterator:
+    """A real iterator over a known list, put on a rebuilt stack at a graph break.
+
+    ``items`` is what is left, so the next capture can see (and guard) the rest of the loop.
+    """
+
+    def __init__(self, items: list):
+        self.items = list(items)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if not self.items:
+            raise StopIteration
+        return self.items.pop(0)
+
+    def __repr__(self):
+        return f"ResumeIterator({self.items!r})"
+
+
+class ListIteratorVariable(VariableTracker):
+    def __init__(self, items: list[VariableTracker]):
+        self.items, self.index = list(items), 0
+
+    def next(self, tx) -> VariableTracker:
+        if self.index >= len(self.items):
+            raise StopIteration
+        tx.record_mutation(self)
+        self.index += 1
+        return self.items[self.index - 1]
+
+    def unpack(self, tx):
+        tx.record_mutation(self)
+        rest, self.index = self.items[self.index:], len(self.items)
+        return rest
+
+    def children(self):
+        return self.items[self.index:]
+
+    def reconstruct(self, rc):
+        return ResumeIterator([rc(i) for i in self.items[self.index:]])
+
+
+class CellVariable(VariableTracker):
+    """A closure cell made while tracing (MAKE_CELL)."""
+    EMPTY = object()
+
+    def __init__(self, contents: Any = EMPTY):
+        self.contents = contents
+
+    def children(self):
+        return [] if self.contents is self.EMPTY else [self.contents]
+
+    def reconstruct(self, rc):
+        if self.contents is self.EMPTY:
+            return types.CellType()
+        cell = types.CellType()
+        rc.memo[id(self)] = cell  # before the contents: a closure may refer to itself
+        cell.cell_contents = rc(self.contents)
+        return cell
+
+
+class ClosureCellVariable(VariableTracker):
+    """A real cell from outside (a free variable of the compiled function)."""
+
+    def __init__(self, cell: types.CellType, source: Source):
+        self.cell, self.source = cell, source
+
+
+
+__all__ = [
+    'BaseListVariable', 'BoundMethodVariable', 'CONSTANT_TYPES', 'CellVariable',
+    'ClosureCellVariable', 'ConstDictVariable', 'ConstantVariable', 'ListIteratorVariable',
+    'ListVariable', 'NamedTupleVariable', 'Reconstructor', 'ResumeIterator', 'SizeVariable',
+    'SliceVariable', 'SymIntVariable', 'TensorMethodVariable', 'TensorVariable',
+    'TupleVariable', 'VariableTracker', 'is_constant_value', 't_metadata_method',
+    'wrap_constant_result',
+]

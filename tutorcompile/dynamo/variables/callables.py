@@ -1,0 +1,603 @@
+"""Variable trackers, part 2: things you call -- functions, modules, torch ops, builtins.
+
+User functions and ``nn.Module.forward`` are inlined (traced through); ``torch.*`` and
+``torch.nn.functional.*`` calls become single graph nodes; Python builtins are handled one
+by one (``len``, ``isinstance``, ``range``, ...), and the rest become graph breaks.
+
+Mirrors: torch/_dynamo/variables/functions.py, nn_module.py, torch.py, builtin.py,
+user_defined.py.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import math
+import operator
+import types
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..exc import Unsupported
+from ..source import AttrSource, GetItemSource, Source
+
+if TYPE_CHECKING:  # pragma: no cover
+    pass
+
+from .base import (
+    BaseListVariable,
+    ConstantVariable,
+    ConstDictVariable,
+    ListVariable,
+    NamedTupleVariable,
+    SizeVariable,
+    SymIntVariable,
+    TensorMethodVariable,
+    TensorVariable,
+    TupleVariable,
+    VariableTracker,
+    wrap_constant_result,
+)
+
+
+# --- functions ---------------------------------------------------------------------------------
+class UserFunctionVariable(VariableTracker):
+    def __init__(self, fn: types.FunctionType, source: Source | None = None):
+        self.fn, self.source = fn, source
+
+    def python_type(self):
+        return types.FunctionType
+
+    def call_function(self, tx, args, kwargs):
+        return tx.inline_user_function(self.fn, args, kwargs, fn_source=self.source)
+
+    def var_getattr(self, tx, name):
+        if name in ("__name__", "__qualname__", "__module__"):
+            return ConstantVariable(getattr(self.fn, name))
+        raise Unsupported(f"attribute {name} of function {self.fn.__qualname__}")
+
+    def reconstruct(self, rc):
+        return self.fn
+
+    def __repr__(self):
+        return f"UserFunctionVariable({self.fn.__qualname__})"
+
+
+class UserMethodVariable(VariableTracker):
+    def __init__(self, fn: types.FunctionType, obj: VariableTracker):
+        self.fn, self.obj = fn, obj
+
+    def call_function(self, tx, args, kwargs):
+        return tx.inline_user_function(self.fn, [self.obj, *args], kwargs)
+
+    def children(self):
+        return [self.obj]
+
+    def reconstruct(self, rc):
+        return types.MethodType(self.fn, rc(self.obj))
+
+
+class NestedUserFunctionVariable(VariableTracker):
+    """A function object created by MAKE_FUNCTION during tracing (a closure or lambda)."""
+
+    def __init__(self, code, f_globals, defaults, kwdefaults, closure, qualname):
+        self.code, self.f_globals = code, f_globals
+        self.defaults, self.kwdefaults, self.closure = defaults, kwdefaults, closure
+        self.qualname = qualname
+
+    def python_type(self):
+        return types.FunctionType
+
+    def call_function(self, tx, args, kwargs):
+        return tx.inline_nested_function(self, args, kwargs)
+
+    def children(self):
+        return [v for v in (self.defaults, self.kwdefaults, self.closure) if v is not None]
+
+    def reconstruct(self, rc):
+        closure = tuple(rc(c) for c in self.closure.items) if self.closure else None
+        defaults = rc(self.defaults) if self.defaults is not None else None
+        fn = types.FunctionType(self.code, self.f_globals, self.code.co_name, defaults,
+                                closure)
+        fn.__kwdefaults__ = rc(self.kwdefaults) if self.kwdefaults is not None else None
+        fn.__qualname__ = self.qualname
+        return fn
+
+
+class TorchFunctionVariable(VariableTracker):
+    """A callable from torch: each call becomes one graph node."""
+
+    # queries that read global state (guarded) or metadata, safe to evaluate while tracing
+    FOLDABLE = {torch.is_grad_enabled, torch.get_default_dtype, torch.is_tensor,
+                torch.is_floating_point, torch.is_complex, torch.numel,
+                torch.is_autocast_enabled, torch.cuda.is_available}
+
+    def __init__(self, fn: Callable, source: Source | None = None):
+        self.fn, self.source = fn, source
+
+    def python_type(self):
+        return type(self.fn)
+
+    def as_python_constant(self):
+        return self.fn
+
+    def is_python_constant(self):
+        return False
+
+    def as_proxy(self):
+        return self.fn
+
+    def call_function(self, tx, args, kwargs):
+        fn = self.fn
+        if fn in self.FOLDABLE:
+            if fn is torch.is_grad_enabled:
+                tx.guards.GRAD_MODE()
+            return wrap_constant_result(fn(*[a.example() for a in args],
+                                           **{k: v.example() for k, v in kwargs.items()}))
+        if fn in (torch.Size,):
+            return SizeVariable(tx.unpack(args[0]) if args else [])
+        if fn in (torch.device, torch.dtype) or isinstance(fn, type) and not issubclass(
+                fn, torch.Tensor):
+            values = [a.as_python_constant() for a in args]
+            return wrap_constant_result(fn(*values))
+        if getattr(fn, "__name__", "") in ("_set_grad_enabled", "set_grad_enabled",
+                                           "manual_seed", "set_default_dtype"):
+            raise Unsupported(f"torch.{fn.__name__} changes global state")
+        return tx.output.create_node("call_function", fn, tuple(args), kwargs)
+
+    def var_getattr(self, tx, name):
+        return tx.wrap_nested(getattr(self.fn, name), None)
+
+    def reconstruct(self, rc):
+        return self.fn
+
+    def __repr__(self):
+        return f"TorchFunctionVariable({getattr(self.fn, '__name__', self.fn)})"
+
+
+class PythonModuleVariable(VariableTracker):
+    """A Python module (``torch``, ``math``, a user's helper module)."""
+
+    def __init__(self, module: types.ModuleType, source: Source | None = None):
+        self.value, self.source = module, source
+
+    def var_getattr(self, tx, name):
+        value = getattr(self.value, name)
+        trusted = self.value.__name__.split(".")[0] in ("torch", "math", "operator",
+                                                        "builtins", "functools")
+        source = None if trusted or self.source is None else AttrSource(self.source, name)
+        return tx.wrap_nested(value, source)
+
+    def reconstruct(self, rc):
+        return self.value
+
+
+class UserDefinedClassVariable(VariableTracker):
+    def __init__(self, cls: type, source: Source | None = None):
+        self.value, self.source = cls, source
+
+    def as_python_constant(self):
+        return self.value
+
+    def python_type(self):
+        return type(self.value)
+
+    def as_proxy(self):
+        return self.value
+
+    def example(self):
+        return self.value
+
+    def var_getattr(self, tx, name):
+        attr = inspect.getattr_static(self.value, name)
+        if isinstance(attr, staticmethod):
+            return tx.wrap_nested(attr.__func__, None)
+        if isinstance(attr, classmethod):
+            return UserMethodVariable(attr.__func__, self)
+        source = AttrSource(self.source, name) if self.source is not None else None
+        return tx.wrap_nested(getattr(self.value, name), source)
+
+    def call_function(self, tx, args, kwargs):
+        cls = self.value
+        if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+            fields = list(args) + [kwargs[f] for f in cls._fields[len(args):]]
+            return NamedTupleVariable(fields, cls)
+        raise Unsupported(f"constructing an instance of {cls.__qualname__}")
+
+    def reconstruct(self, rc):
+        return self.value
+
+    def __repr__(self):
+        return f"UserDefinedClassVariable({self.value.__qualname__})"
+
+
+class UserDefinedObjectVariable(VariableTracker):
+    """Any other object from outside: attributes are read (and guarded), never written."""
+
+    def __init__(self, value: Any, source: Source | None = None):
+        self.value, self.source = value, source
+
+    def python_type(self):
+        return type(self.value)
+
+    def var_getattr(self, tx, name):
+        static = inspect.getattr_static(self.value, name, None)
+        if isinstance(static, types.FunctionType):
+            return UserMethodVariable(static, self)
+        if isinstance(static, staticmethod):
+            return tx.wrap_nested(static.__func__, None)
+        if isinstance(static, classmethod):
+            return UserMethodVariable(static.__func__,
+                                      UserDefinedClassVariable(type(self.value)))
+        if self.source is None:
+            raise Unsupported(f"attribute {name} of an object created while tracing")
+        if isinstance(static, property):
+            return tx.inline_user_function(static.fget, [self], {})
+        return tx.wrap_nested(getattr(self.value, name), AttrSource(self.source, name))
+
+    def call_function(self, tx, args, kwargs):
+        call = inspect.getattr_static(type(self.value), "__call__", None)
+        if isinstance(call, types.FunctionType):
+            return tx.inline_user_function(call, [self, *args], kwargs)
+        raise Unsupported(f"calling a {type(self.value).__name__} object")
+
+    def reconstruct(self, rc):
+        return self.value
+
+    def __repr__(self):
+        return f"UserDefinedObjectVariable({type(self.value).__name__})"
+
+
+class NNModuleVariable(VariableTracker):
+    """An nn.Module: calls inline ``forward``; parameters/buffers become graph inputs."""
+
+    def __init__(self, module: torch.nn.Module, source: Source):
+        self.value, self.source = module, source
+
+    def python_type(self):
+        return type(self.value)
+
+    def var_getattr(self, tx, name):
+        m = self.value
+        for table in ("_parameters", "_buffers", "_modules"):
+            if name in m.__dict__.get(table, {}):
+                # PyTorch's spelling: L['self']._modules['fc']._parameters['weight']
+                src = GetItemSource(AttrSource(self.source, table), name)
+                return tx.wrap_nested(m.__dict__[table][name], src)
+        src = AttrSource(self.source, name)
+        static = inspect.getattr_static(m, name, None)
+        if isinstance(static, types.FunctionType):
+            return UserMethodVariable(static, self)
+        if isinstance(static, staticmethod):
+            return tx.wrap_nested(static.__func__, None)
+        if isinstance(static, property):
+            return tx.inline_user_function(static.fget, [self], {})
+        return tx.wrap_nested(getattr(m, name), src)
+
+    def call_function(self, tx, args, kwargs):
+        m = self.value
+        if (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks
+                or torch.nn.modules.module._global_forward_hooks
+                or torch.nn.modules.module._global_forward_pre_hooks):
+            raise Unsupported(f"module {type(m).__name__} has hooks")
+        forward = inspect.getattr_static(m, "forward")
+        if not isinstance(forward, types.FunctionType):
+            raise Unsupported(f"{type(m).__name__}.forward is not a Python function")
+        return tx.inline_user_function(forward, [self, *args], kwargs)
+
+    def unpack(self, tx):
+        m = self.value
+        if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList)):
+            return [tx.wrap_nested(sub, _child(self.source, name))
+                    for name, sub in m._modules.items()]
+        if isinstance(m, torch.nn.ModuleDict):
+            return [ConstantVariable(k) for k in m._modules]
+        raise Unsupported(f"iterating over {type(m).__name__}")
+
+    def call_method(self, tx, name, args, kwargs):
+        m = self.value
+        if name in ("__len__",):
+            return ConstantVariable(len(m))
+        if name == "__getitem__" and isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList,
+                                                    torch.nn.ModuleDict)):
+            key = args[0].as_python_constant()
+            if isinstance(key, slice):
+                raise Unsupported("slicing a Sequential/ModuleList")
+            if isinstance(m, torch.nn.ModuleDict):
+                return tx.wrap_nested(m[key], _child(self.source, key))
+            names = list(m._modules)
+            return tx.wrap_nested(m[key], _child(self.source, names[key]))
+        if name in ("items", "keys", "values") and isinstance(m, torch.nn.ModuleDict):
+            entries = [(k, tx.wrap_nested(v, _child(self.source, k)))
+                       for k, v in m._modules.items()]
+            if name == "keys":
+                return TupleVariable([ConstantVariable(k) for k, _ in entries])
+            if name == "values":
+                return TupleVariable([v for _, v in entries])
+            return TupleVariable([TupleVariable([ConstantVariable(k), v]) for k, v in entries])
+        if name in ("parameters", "buffers", "children", "modules", "named_parameters"):
+            raise Unsupported(f"module.{name}() while tracing")
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, rc):
+        return self.value
+
+    def __repr__(self):
+        return f"NNModuleVariable({type(self.value).__name__})"
+
+
+def _child(source: Source, name: str) -> Source:
+    return GetItemSource(AttrSource(source, "_modules"), name)
+
+
+# --- builtins -------------------------------------------------------------------------------
+class BuiltinVariable(VariableTracker):
+    """A Python builtin (``len``, ``range``, ``isinstance``, ``print``, ``operator.add``...)."""
+
+    def __init__(self, fn: Callable, source: Source | None = None):
+        self.fn, self.source = fn, source
+
+    def python_type(self):
+        return type(self.fn)
+
+    def as_python_constant(self):
+        return self.fn
+
+    def reconstruct(self, rc):
+        return self.fn
+
+    def __repr__(self):
+        return f"BuiltinVariable({getattr(self.fn, '__name__', self.fn)})"
+
+    def call_function(self, tx, args, kwargs):
+        fn = self.fn
+        handler = _BUILTIN_HANDLERS.get(fn)
+        if handler is not None:
+            result = handler(tx, *args, **kwargs)
+            if result is not None:
+                return result
+        if getattr(fn, "__module__", None) == "math" and len(args) == 1 and not kwargs \
+                and isinstance(args[0], SymIntVariable):
+            return tx._symint_op(fn, args[0], None)
+        if fn in _OPERATOR_BINARY and len(args) == 2 and not kwargs:
+            return tx.binary_op(fn, args[0], args[1])
+        if fn in _OPERATOR_UNARY and len(args) == 1 and not kwargs:
+            return tx.unary_op(fn, args[0])
+        if fn in _UNSUPPORTED_BUILTINS:
+            raise Unsupported(_UNSUPPORTED_BUILTINS[fn])
+        if all(a.is_python_constant() for a in [*args, *kwargs.values()]) \
+                and fn in _PURE_BUILTINS:
+            return wrap_constant_result(fn(*[a.as_python_constant() for a in args],
+                                           **{k: v.as_python_constant()
+                                              for k, v in kwargs.items()}))
+        name = getattr(fn, "__qualname__", repr(fn))
+        raise Unsupported(f"call to a C function we cannot trace: {name}")
+
+
+_OPERATOR_BINARY = {operator.add, operator.sub, operator.mul, operator.truediv,
+                    operator.floordiv, operator.mod, operator.pow, operator.matmul,
+                    operator.and_, operator.or_, operator.xor, operator.lshift,
+                    operator.rshift, operator.lt, operator.le, operator.eq, operator.ne,
+                    operator.gt, operator.ge, operator.getitem, operator.iadd, operator.imul,
+                    operator.isub, operator.itruediv, operator.is_, operator.is_not,
+                    operator.contains}
+_OPERATOR_UNARY = {operator.neg, operator.pos, operator.invert, operator.not_, abs}
+_UNSUPPORTED_BUILTINS = {
+    print: "print() has a side effect outside the graph",
+    input: "input() reads from the terminal",
+    open: "open() touches the file system",
+    id: "id() depends on object identity",
+    setattr: "setattr() mutates an object",
+    delattr: "delattr() mutates an object",
+}
+_PURE_BUILTINS = {abs, all, any, bool, bytes, callable, chr, complex, divmod, float, format,
+                  frozenset, hash, hex, int, len, max, min, oct, ord, pow, repr, round, sorted,
+                  str, sum, tuple, list, dict, set, reversed, enumerate, zip, range, slice,
+                  isinstance, issubclass, type, math.sqrt, math.floor, math.ceil, math.log,
+                  math.exp, math.pi.__class__, math.prod, math.isclose, math.isfinite,
+                  math.gcd, math.cos, math.sin, math.tanh, math.log2, math.pow} \
+    | set(_OPERATOR_BINARY) | set(_OPERATOR_UNARY)
+
+
+def _seq(tx, v: VariableTracker) -> list[VariableTracker]:
+    return tx.unpack(v)
+
+
+def _len(tx, obj):
+    if isinstance(obj, (BaseListVariable, ConstDictVariable)):
+        return ConstantVariable(len(obj.items))
+    if isinstance(obj, TensorVariable):
+        return obj.size_var(tx, 0)
+    if isinstance(obj, NNModuleVariable):
+        return ConstantVariable(len(obj.value))
+    if obj.is_python_constant():
+        return ConstantVariable(len(obj.as_python_constant()))
+    return ConstantVariable(len(_seq(tx, obj)))
+
+
+def _isinstance(tx, obj, cls):
+    c = cls.as_python_constant()
+    if isinstance(obj, TensorVariable):
+        return ConstantVariable(issubclass(type(obj.fake), c) if not isinstance(c, tuple)
+                                else any(issubclass(torch.Tensor, x) for x in c)
+                                or isinstance(obj.fake, c))
+    if isinstance(obj, (NNModuleVariable, UserDefinedObjectVariable)):
+        return ConstantVariable(isinstance(obj.value, c))
+    if isinstance(obj, SymIntVariable):
+        return ConstantVariable(issubclass(int, c) if not isinstance(c, tuple) else
+                                any(issubclass(int, x) for x in c))
+    try:
+        return ConstantVariable(isinstance(obj.as_python_constant(), c)
+                                if obj.is_python_constant() else
+                                issubclass(obj.python_type(), c))
+    except Unsupported:
+        raise
+    except Exception as e:
+        raise Unsupported(f"isinstance on {obj}: {e}") from None
+
+
+def _range(tx, *args):
+    values = [a.specialize(tx) if isinstance(a, SymIntVariable) else a.as_python_constant()
+              for a in args]
+    return ConstantVariable(range(*values))
+
+
+def _enumerate(tx, seq, start=None):
+    s = start.as_python_constant() if start is not None else 0
+    return ListVariable([TupleVariable([ConstantVariable(i + s), v])
+                         for i, v in enumerate(_seq(tx, seq))])
+
+
+def _zip(tx, *seqs, strict=None):
+    lists = [_seq(tx, s) for s in seqs]
+    return ListVariable([TupleVariable(list(items)) for items in zip(*lists)])
+
+
+def _tuple(tx, seq=None):
+    return TupleVariable(_seq(tx, seq) if seq is not None else [])
+
+
+def _list(tx, seq=None):
+    return ListVariable(_seq(tx, seq) if seq is not None else [])
+
+
+def _dict(tx, arg=None, **kwargs):
+    items = {}
+    if arg is not None:
+        if isinstance(arg, ConstDictVariable):
+            items.update(arg.items)
+        else:
+            for pair in _seq(tx, arg):
+                k, v = _seq(tx, pair)
+                items[k.as_python_constant()] = v
+    items.update(kwargs)
+    return ConstDictVariable(items)
+
+
+def _reversed(tx, seq):
+    return ListVariable(list(reversed(_seq(tx, seq))))
+
+
+def _minmax(fn):
+    def handler(tx, *args, **kwargs):
+        if all(a.is_python_constant() for a in args) and not kwargs:
+            return None  # folded by the generic path
+        items = _seq(tx, args[0]) if len(args) == 1 else list(args)
+        if any(isinstance(i, TensorVariable) for i in items):
+            if len(items) != 2:
+                raise Unsupported(f"{fn.__name__}() over tensors")
+            op = torch.maximum if fn is max else torch.minimum
+            return tx.output.create_node("call_function", op, tuple(items), {})
+        if all(i.is_python_constant() for i in items):
+            return ConstantVariable(fn(i.as_python_constant() for i in items))
+        vals = [i.specialize(tx) if isinstance(i, SymIntVariable) else i.as_python_constant()
+                for i in items]
+        return ConstantVariable(fn(vals))
+    return handler
+
+
+def _sum(tx, seq, start=None):
+    items = _seq(tx, seq)
+    total = start if start is not None else ConstantVariable(0)
+    for i in items:
+        total = tx.binary_op(operator.add, total, i)
+    return total
+
+
+def _getattr(tx, obj, name, default=None):
+    try:
+        return tx.load_attr(obj, name.as_python_constant())
+    except Unsupported:
+        if default is None:
+            raise
+        return default
+
+
+def _hasattr(tx, obj, name):
+    n = name.as_python_constant()
+    if isinstance(obj, (NNModuleVariable, UserDefinedObjectVariable, PythonModuleVariable)):
+        return ConstantVariable(hasattr(obj.value, n))
+    if isinstance(obj, TensorVariable):
+        return ConstantVariable(hasattr(obj.fake, n))
+    if obj.is_python_constant():
+        return ConstantVariable(hasattr(obj.as_python_constant(), n))
+    raise Unsupported(f"hasattr on {obj}")
+
+
+def _type(tx, obj):
+    if isinstance(obj, TensorVariable):
+        return UserDefinedClassVariable(type(obj.fake) if type(obj.fake) in (
+            torch.Tensor, torch.nn.Parameter) else torch.Tensor)
+    return tx.wrap_nested(obj.python_type(), None)
+
+
+def _iter(tx, obj):
+    return tx.get_iter(obj)
+
+
+def _next(tx, it, default=None):
+    try:
+        return tx.iter_next(it)
+    except StopIteration:
+        if default is None:
+            raise Unsupported("next() on an exhausted iterator") from None
+        return default
+
+
+def _bool(tx, obj=None):
+    return ConstantVariable(obj.truth(tx) if obj is not None else False)
+
+
+def _int_float(fn):
+    def handler(tx, obj=None):
+        if isinstance(obj, SymIntVariable):
+            return ConstantVariable(fn(obj.specialize(tx)))
+        if isinstance(obj, TensorVariable):
+            raise Unsupported(f"{fn.__name__}(tensor) needs the tensor's data "
+                              "(data-dependent)")
+        return None
+    return handler
+
+
+def _callable(tx, obj):
+    return ConstantVariable(isinstance(obj, (UserFunctionVariable, UserMethodVariable,
+                                             NestedUserFunctionVariable, TorchFunctionVariable,
+                                             BuiltinVariable, NNModuleVariable,
+                                             UserDefinedClassVariable, TensorMethodVariable)))
+
+
+_BUILTIN_HANDLERS: dict[Callable, Callable] = {
+    len: _len, isinstance: _isinstance, range: _range, enumerate: _enumerate, zip: _zip,
+    tuple: _tuple, list: _list, dict: _dict, reversed: _reversed, min: _minmax(min),
+    max: _minmax(max), sum: _sum, getattr: _getattr, hasattr: _hasattr, type: _type,
+    iter: _iter, next: _next, bool: _bool, int: _int_float(int), float: _int_float(float),
+    callable: _callable,
+}
+
+
+def is_torch_callable(value: Any) -> bool:
+    """True for functions that live in torch (``torch.add``, ``F.relu``, ``Tensor.add``)."""
+    if isinstance(value, (type, torch.nn.Module)):
+        return False
+    module = getattr(value, "__module__", None) or ""
+    if module.startswith("torch") and not module.startswith("torch._dynamo"):
+        return callable(value)
+    if isinstance(value, (types.BuiltinFunctionType, types.MethodDescriptorType,
+                          types.WrapperDescriptorType)):
+        owner = getattr(value, "__self__", None) or getattr(value, "__objclass__", None)
+        owner_mod = getattr(owner, "__module__", "") or getattr(owner, "__name__", "") or ""
+        return owner_mod.startswith("torch")
+    return False
+
+
+BUILTIN_CALLABLES = {v for v in vars(builtins).values() if callable(v)}
+
+
+__all__ = [
+    'BUILTIN_CALLABLES', 'BuiltinVariable', 'NNModuleVariable',
+    'NestedUserFunctionVariable', 'PythonModuleVariable', 'TorchFunctionVariable',
+    'UserDefinedClassVariable', 'UserDefinedObjectVariable', 'UserFunctionVariable',
+    'UserMethodVariable', 'is_torch_callable',
+]
