@@ -30,7 +30,7 @@ if _torch is not None and not _torch.cuda.is_available():
     _os.environ.setdefault("TRITON_INTERPRET", "1")
 
 _SUBMODULES = {"fx", "viz", "environment", "grading", "bench", "ops", "autograd", "cudagraphs",
-               "dynamo"}
+               "dynamo", "aot"}
 _FROM_SUBMODULE = {"doctor": "environment", "set_logs": "_logging", "debug": "_logging",
                    "compile": "dynamo", "explain": "dynamo", "reset": "dynamo"}
 
@@ -48,5 +48,5 @@ def __dir__():
     return sorted(set(globals()) | _SUBMODULES | set(_FROM_SUBMODULE))
 
 
-__all__ = ["__version__", "autograd", "bench", "compile", "cudagraphs", "debug", "doctor",
+__all__ = ["__version__", "aot", "autograd", "bench", "compile", "cudagraphs", "debug", "doctor",
            "dynamo", "explain", "fx", "ops", "reset", "set_logs", "viz"]

@@ -1,0 +1,59 @@
+"""tutorcompile.aot -- stage 4: AOTAutograd.
+
+::
+
+    trace_with_inputs   run a function once, record its torch calls (shapes concrete)
+    decompose           torch-level graph -> prims (+ extern calls), with the rules of
+                        DECOMPOSITIONS; DecompositionReport says what stayed extern
+    functionalize       in-place ops and input mutations -> pure graph + copy-backs
+    make_joint          forward + backward in one graph, from the op table's VJP rules
+    default_partition   save what the backward reads
+    min_cut_partition   save the fewest bytes, recompute cheap ops (networkx min cut)
+    partition_from_saved   forward/backward graphs for any chosen saved set
+    aot_function / aot_module / aot_graph   compile fwd+bwd ahead of time, run them in a
+                        torch.autograd.Function
+    aot_eager           the "aot_eager" backend of tutorcompile.compile
+    aot_eager_backend   the same as a torch.compile backend (real Dynamo, our AOT)
+    torch_partition_fn  our partitioners as partition_fn of PyTorch's own AOTAutograd
+
+Mirrors: torch/_functorch/aot_autograd.py, partitioners.py, torch/_decomp.
+"""
+
+from .aot_autograd import (
+    AOTCompiled,
+    CompiledArtifacts,
+    aot_eager,
+    aot_eager_backend,
+    aot_function,
+    aot_graph,
+    aot_module,
+)
+from .decompositions import DECOMPOSITIONS, dropout_reference, register_decomposition
+from .functionalize import (
+    FunctionalGraph,
+    FunctionalizationError,
+    functionalize,
+    inline_modules,
+    lift_attributes,
+)
+from .joint import JointGraph, make_joint
+from .partitioners import (
+    Partition,
+    PartitionReport,
+    default_partition,
+    min_cut_partition,
+    partition_from_saved,
+    torch_partition_fn,
+)
+from .prim_graph import DecompositionReport, decompose, extern_call
+from .tracing import trace_with_inputs
+
+__all__ = [
+    "AOTCompiled", "CompiledArtifacts", "DECOMPOSITIONS", "DecompositionReport",
+    "FunctionalGraph", "FunctionalizationError", "JointGraph", "Partition", "PartitionReport",
+    "aot_eager", "aot_eager_backend", "aot_function", "aot_graph", "aot_module", "decompose",
+    "default_partition", "dropout_reference", "extern_call", "functionalize", "inline_modules",
+    "lift_attributes", "make_joint", "min_cut_partition", "partition_from_saved",
+    "register_decomposition",
+    "torch_partition_fn", "trace_with_inputs",
+]

@@ -1,0 +1,499 @@
+"""Functionalization: a graph with in-place updates -> a pure graph plus copy-backs.
+
+Later stages want *pure* graphs: every node makes a new value and nothing changes a value
+already made, so nodes can be reordered, recomputed, fused or saved for backward freely.
+User code mutates (``x.add_(1)``, ``y[0] = 3``, ``F.relu(h, inplace=True)``, BatchNorm's
+running statistics), so this pass rewrites the graph:
+
+* an in-place op becomes its out-of-place twin, and every later read of the mutated tensor
+  reads the new value instead (``x.add_(1)`` -> ``x_1 = x.add(1)``; later ``x`` -> ``x_1``);
+* ``x[idx] = v`` becomes ``setitem_functional(x, idx, v)``, a copy of ``x`` with the slice
+  replaced (it decomposes to ``slice_scatter`` prims);
+* a view of a mutated tensor is *regenerated* from the new value when it is read again (the
+  view saw the mutation in eager mode, so it must here too); mutating a view writes the
+  change back into its base through the view's inverse (``reshape`` back, inverse
+  ``permute``, ``setitem_functional`` for slices). Views without an inverse (``expand``)
+  are refused with an error that says so;
+* if a graph *input* was mutated, its final value becomes an extra graph output and the
+  runtime copies it into the caller's tensor after the graph ran -- the user still sees the
+  mutation, the graph stays pure.
+
+Two helpers prepare module graphs: :func:`inline_modules` turns ``call_module`` nodes of the
+standard layers into functional calls (``F.linear(x, weight, bias)``, training-mode
+``F.batch_norm`` plus the ``num_batches_tracked`` update), and :func:`lift_attributes` turns
+``get_attr`` parameters and buffers into graph inputs, as AOTAutograd does.
+
+Mirrors: torch/_subclasses/functional_tensor.py and torch/_functorch/_aot_autograd/
+functional_utils.py (functionalization, input-mutation epilogue), and
+torch/_functorch/aot_autograd.py's lifting of parameters to inputs.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..fx import Graph, GraphModule, Node
+from ..fx.node import map_arg
+from ..ops import ops
+from .decompositions import (
+    _is_t,
+    basic_index,
+    batch_norm_functional,
+    register_decomposition,
+)
+
+
+class FunctionalizationError(RuntimeError):
+    """A mutation this pass cannot express as pure ops (the message says which and why)."""
+
+
+# =======================================================================================
+# Functional twins of mutations
+# =======================================================================================
+
+def setitem_functional(base: torch.Tensor, index: Any, value: Any) -> torch.Tensor:
+    """``out = base.clone(); out[index] = value; return out`` -- ``x[index] = value`` without
+    mutation (also the eager reference of its decomposition)."""
+    out = base.clone()
+    out[index] = value
+    return out
+
+
+def copy_functional(dst: torch.Tensor, src: Any) -> torch.Tensor:
+    """What ``dst.copy_(src)`` leaves in ``dst``: ``src`` cast to dst's dtype and broadcast."""
+    if not isinstance(src, torch.Tensor):
+        return torch.full_like(dst, src)
+    return src.to(dst.dtype).expand(dst.shape).clone()
+
+
+@register_decomposition(copy_functional)
+def _copy_rule(dst, src):
+    if not _is_t(src):
+        return ops.full(tuple(dst.shape), src, dtype=dst.dtype, device=dst.device)
+    if src.dtype != dst.dtype:
+        src = ops.convert_element_type(src, dst.dtype)
+    return src if tuple(src.shape) == tuple(dst.shape) else ops.expand(src, tuple(dst.shape))
+
+
+@register_decomposition(setitem_functional)
+def _setitem_rule(base, index, value):
+    """``x[index] = v`` as nested ``slice_scatter`` prims (basic indexing only)."""
+    steps = basic_index(base, index)
+    ndim = len(base.shape)
+    per_dim: list[tuple | None] = [None] * ndim  # None: the whole dimension
+    # basic_index numbers dims of the evolving result; rebuild per *source* dim.
+    src_dim, shape_no_new, out_dim = 0, [], 0
+    step_at = {s[1]: s for s in steps}
+    indexed_shape = []
+    while src_dim < ndim or out_dim in step_at:
+        s = step_at.get(out_dim)
+        if s is not None and s[0] == "new":
+            indexed_shape.append(1)
+            out_dim += 1
+            continue
+        if src_dim >= ndim:
+            break
+        if s is not None and s[0] == "select":
+            per_dim[src_dim] = (s[2], s[2] + 1, 1, True)
+            step_at.pop(out_dim)
+            # a select removes the dim: later steps' dims shift by one in basic_index
+            step_at = {(k - 1 if k > out_dim else k): v for k, v in step_at.items()}
+        elif s is not None and s[0] == "slice":
+            per_dim[src_dim] = (s[2], s[3], s[4], False)
+            size = len(range(s[2], s[3], s[4]))
+            indexed_shape.append(size)
+            shape_no_new.append(size)
+            out_dim += 1
+        else:
+            indexed_shape.append(base.shape[src_dim])
+            shape_no_new.append(base.shape[src_dim])
+            out_dim += 1
+        src_dim += 1
+    if not _is_t(value):
+        value = ops.full(tuple(indexed_shape), value, dtype=base.dtype, device=base.device)
+    if value.dtype != base.dtype:
+        value = ops.convert_element_type(value, base.dtype)
+    if tuple(value.shape) != tuple(indexed_shape):
+        value = ops.expand(value, tuple(indexed_shape))
+    full_shape = tuple(1 if p is not None and p[3] else
+                       (len(range(*p[:3])) if p is not None else base.shape[d])
+                       for d, p in enumerate(per_dim))
+    value = ops.reshape(value, full_shape)
+
+    def scatter(b, d):
+        if d == ndim or all(p is None for p in per_dim[d:]):
+            return value
+        p = per_dim[d]
+        if p is None:
+            return scatter(b, d + 1) if d + 1 < ndim else value
+        sub = ops.slice(b, d, p[0], p[1], p[2])
+        return ops.slice_scatter(b, scatter(sub, d + 1), d, p[0], p[1], p[2])
+    return scatter(base, 0)
+
+
+# In-place methods whose out-of-place twin is the same name without the underscore.
+_SPECIAL_INPLACE = {"copy_": copy_functional,
+                    "zero_": lambda x: torch.zeros_like(x),
+                    "fill_": lambda x, v: torch.full_like(x, v)}
+_INPLACE_OPERATORS = {operator.iadd: operator.add, operator.isub: operator.sub,
+                      operator.imul: operator.mul, operator.itruediv: operator.truediv}
+
+# View ops: (how to recognise the node) -> inverse(parent, new_child) as graph nodes.
+_VIEW_METHODS = {"view", "reshape", "view_as", "reshape_as", "flatten", "transpose", "permute",
+                 "t", "unsqueeze", "squeeze", "narrow", "select", "expand", "expand_as",
+                 "contiguous", "__getitem__"}
+_VIEW_FUNCTIONS = {torch.reshape, torch.transpose, torch.permute, torch.t, torch.unsqueeze,
+                   torch.squeeze, torch.flatten, torch.narrow, torch.select}
+
+
+def _is_view(node: Node) -> bool:
+    if node.meta.get("aliases_input"):  # the tracer saw the result share the input's memory
+        return True
+    if node.op == "call_method":
+        return node.target in _VIEW_METHODS
+    if node.op == "call_function":
+        if node.target is operator.getitem:
+            return True
+        if node.target is getattr:
+            return node.args[1] in ("T", "mT")
+        return node.target in _VIEW_FUNCTIONS
+    return False
+
+
+def _is_mutation(node: Node) -> tuple[int, Any] | None:
+    """``(index of the mutated argument, how to build the functional node)`` or None."""
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    if node.op == "call_method" and isinstance(name, str) and name.endswith("_") \
+            and not name.endswith("__"):
+        if name in _SPECIAL_INPLACE:
+            return 0, ("call_function", _SPECIAL_INPLACE[name], None)
+        base_name = name[:-1]
+        if not hasattr(torch.Tensor, base_name):
+            raise FunctionalizationError(f"in-place method {name!r} has no out-of-place twin "
+                                         "Tensor.{base_name}; it cannot be functionalized")
+        return 0, ("call_method", base_name, None)
+    if node.op != "call_function":
+        return None
+    if node.target in _INPLACE_OPERATORS:
+        return 0, ("call_function", _INPLACE_OPERATORS[node.target], None)
+    if node.target is operator.setitem:
+        return 0, ("call_function", setitem_functional, None)
+    if node.kwargs.get("inplace") is True:
+        return 0, ("call_function", node.target, {**node.kwargs, "inplace": False})
+    if node.kwargs.get("out") is not None:
+        raise FunctionalizationError(f"{node.name}: out= arguments are not supported; "
+                                     "assign the result instead")
+    return None
+
+
+# =======================================================================================
+# The pass
+# =======================================================================================
+
+@dataclass
+class FunctionalGraph:
+    """A pure graph; its outputs are the user's outputs then the new values of the inputs
+    listed in ``mutated_inputs`` (placeholder indices), to be copied back in that order."""
+    graph: Graph
+    mutated_inputs: list[int] = field(default_factory=list)
+    num_user_outputs: int = 0
+    output_spec: Any = None  # "single", "tuple", "list" (how to rebuild the user's result)
+
+
+class _Ref:
+    """A tensor as functionalization sees it: a base storage plus a chain of view nodes."""
+
+    __slots__ = ("base", "chain")
+
+    def __init__(self, base: Node, chain: tuple[Node, ...] = ()):
+        self.base, self.chain = base, chain
+
+
+def functionalize(graph: Graph) -> FunctionalGraph:
+    """Rewrite mutations in ``graph`` (torch-level) as pure ops; see the module docstring."""
+    new = Graph()
+    new.provenance = list(graph.provenance) + ["functionalize"]
+    latest: dict[Node, Node] = {}       # base (old node) -> its current value (new node)
+    version: dict[Node, int] = {}
+    view_cache: dict[tuple, Node] = {}  # (old view node, base version) -> new node
+    refs: dict[Node, Any] = {}          # old node -> _Ref or a plain value mapping
+
+    def materialize(ref: _Ref) -> Node:
+        value = latest[ref.base]
+        for view in ref.chain:
+            key = (view, version[ref.base])
+            if key not in view_cache:
+                parent = value
+                view_cache[key] = new.node_copy(
+                    view, lambda a, parent=parent, view=view:
+                    parent if a is view.args[0] else current(a))
+            value = view_cache[key]
+        return value
+
+    def current(a: Node) -> Node:
+        ref = refs[a]
+        return materialize(ref) if isinstance(ref, _Ref) else ref
+
+    def write_back(ref: _Ref, value: Node, where: Node) -> None:
+        """``ref`` now holds ``value``: push it through the view chain into the base."""
+        for i in range(len(ref.chain) - 1, -1, -1):
+            view = ref.chain[i]
+            parent = materialize(_Ref(ref.base, ref.chain[:i]))
+            value = _inverse_view(new, view, parent, value, where)
+        latest[ref.base] = value
+        version[ref.base] += 1
+
+    for node in graph.nodes:
+        if node.op == "placeholder" or node.op == "get_attr":
+            copy = new.node_copy(node, current)
+            refs[node] = _Ref(node)
+            latest[node], version[node] = copy, 0
+            continue
+        if node.op == "output":
+            break
+        mutation = _is_mutation(node)
+        if mutation is not None:
+            index, (op, target, kwargs) = mutation
+            target_node = node.args[index]
+            if not isinstance(target_node, Node) or not isinstance(refs[target_node], _Ref):
+                raise FunctionalizationError(f"{node.name}: mutates something that is not a "
+                                             "tensor of this graph")
+            ref = refs[target_node]
+            args = map_arg(node.args, current)
+            value = new.create_node(op, target, args,
+                                    map_arg(kwargs if kwargs is not None else node.kwargs,
+                                            current), name=node.name)
+            value.meta = dict(node.meta)
+            write_back(ref, value, node)
+            refs[node] = ref  # an in-place op returns its (mutated) input
+            continue
+        if node.op == "call_function" and node.target is F.batch_norm \
+                and _bn_training(node) and _arg(node, 1, "running_mean") is not None:
+            out = _functional_batch_norm(new, node, refs, current, write_back)
+            refs[node] = _Ref(node)
+            latest[node], version[node] = out, 0
+            continue
+        if _is_view(node) and isinstance(node.args[0], Node) \
+                and isinstance(refs.get(node.args[0]), _Ref):
+            parent = refs[node.args[0]]
+            refs[node] = _Ref(parent.base, parent.chain + (node,))
+            materialize(refs[node])  # emit it here, in program order
+            continue
+        copy = new.node_copy(node, current)
+        refs[node] = _Ref(node)
+        latest[node], version[node] = copy, 0
+
+    result = graph.output_node.args[0]
+    if isinstance(result, (tuple, list)):
+        spec = "list" if isinstance(result, list) else "tuple"
+        user = [current(a) if isinstance(a, Node) else a for a in result]
+    else:
+        spec = "single"
+        user = [current(result) if isinstance(result, Node) else result]
+    placeholders = graph.placeholders + [n for n in graph.nodes if n.op == "get_attr"]
+    mutated = []
+    for i, p in enumerate(graph.placeholders):
+        if version[p] > 0:
+            mutated.append(i)
+    if any(version[n] > 0 for n in placeholders[len(graph.placeholders):]):
+        raise FunctionalizationError("a get_attr tensor is mutated; lift parameters and buffers "
+                                     "to inputs first (lift_attributes)")
+    new.output(tuple(user) + tuple(latest[graph.placeholders[i]] for i in mutated))
+    new.lint()
+    return FunctionalGraph(new, mutated, len(user), spec)
+
+
+def _inverse_view(new: Graph, view: Node, parent: Node, child: Node, where: Node) -> Node:
+    """A new value for ``parent`` given that ``view(parent)`` now holds ``child``."""
+    target = view.target
+    name = target if view.op == "call_method" else getattr(target, "__name__", str(target))
+    args = view.args
+    if (view.op == "call_function" and target is operator.getitem) or name == "__getitem__":
+        return new.call_function(setitem_functional, (parent, args[1], child))
+    if name in ("view", "reshape", "view_as", "reshape_as", "flatten", "unsqueeze", "squeeze",
+                "contiguous"):
+        return new.call_method("reshape_as", (child, parent))
+    if name == "transpose":
+        return new.call_method("transpose", (child, args[1], args[2]))
+    if name == "t":
+        return new.call_method("t", (child,))
+    if name == "permute":
+        dims = args[1] if len(args) == 2 and isinstance(args[1], (tuple, list)) else args[1:]
+        inverse = [0] * len(dims)
+        for i, d in enumerate(dims):
+            inverse[d % len(dims)] = i
+        return new.call_method("permute", (child, tuple(inverse)))
+    if target is getattr and args[1] == "T":
+        return new.call_function(getattr, (child, "T"))
+    if target is getattr and args[1] == "mT":
+        return new.call_function(getattr, (child, "mT"))
+    if name == "narrow":
+        dim, start, length = args[1], args[2], args[3]
+        index = (slice(None),) * dim + (slice(start, start + length),) if dim >= 0 else None
+        if index is not None:
+            return new.call_function(setitem_functional, (parent, index, child))
+    if name == "select":
+        dim, i = args[1], args[2]
+        if dim >= 0:
+            return new.call_function(setitem_functional, (parent, (slice(None),) * dim + (i,),
+                                                          child))
+    raise FunctionalizationError(
+        f"{where.name}: mutating a tensor through the view {view.name} "
+        f"({view.format_target()}) is not supported: that view has no inverse here (an expand "
+        "aliases one element many times). Mutate the base tensor, or use out-of-place ops.")
+
+
+def _arg(node: Node, i: int, name: str) -> Any:
+    return node.args[i] if len(node.args) > i else node.kwargs.get(name)
+
+
+_BN_NAMES = ("input", "running_mean", "running_var", "weight", "bias", "training", "momentum",
+             "eps")
+
+
+def _bn_training(node: Node) -> bool:
+    return bool(_arg(node, 5, "training"))
+
+
+def _functional_batch_norm(new: Graph, node: Node, refs, current, write_back) -> None:
+    values = [_arg(node, i, n) for i, n in enumerate(_BN_NAMES)]
+    defaults = (None, None, None, None, None, False, 0.1, 1e-5)
+    values = [d if v is None and i >= 3 else v for i, (v, d) in enumerate(zip(values, defaults))]
+    call = new.call_function(batch_norm_functional, tuple(map_arg(tuple(values), current)),
+                             name=node.name)
+    call.meta = dict(node.meta)
+    out = new.call_function(operator.getitem, (call, 0))
+    for i, stat in ((1, values[1]), (2, values[2])):
+        item = new.call_function(operator.getitem, (call, i))
+        write_back(refs[stat], item, node)
+    return out
+
+
+# =======================================================================================
+# Module graphs: standard layers as functional calls; parameters as inputs
+# =======================================================================================
+
+def _module_call(graph: Graph, name: str, a: tuple, kwargs: dict, mod: nn.Module, attr) -> Any:
+    """The functional form of calling the standard layer ``mod`` on ``a``, as graph nodes."""
+    x = a[0] if a else None
+    if isinstance(mod, nn.Linear):
+        return graph.call_function(F.linear, (x, attr("weight"), attr("bias")))
+    if isinstance(mod, (nn.Conv1d, nn.Conv2d, nn.Conv3d)) and mod.padding_mode == "zeros":
+        fn = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[len(mod.kernel_size)]
+        return graph.call_function(fn, (x, attr("weight"), attr("bias"), mod.stride,
+                                        mod.padding, mod.dilation, mod.groups))
+    simple = {nn.ReLU: F.relu, nn.SiLU: F.silu, nn.Sigmoid: torch.sigmoid, nn.Tanh: torch.tanh}
+    for cls, fn in simple.items():
+        if type(mod) is cls:
+            return graph.call_function(fn, (x,))
+    if isinstance(mod, nn.GELU):
+        return graph.call_function(F.gelu, (x,), {"approximate": mod.approximate})
+    if isinstance(mod, nn.LeakyReLU):
+        return graph.call_function(F.leaky_relu, (x, mod.negative_slope))
+    if isinstance(mod, nn.Softmax):
+        return graph.call_function(F.softmax, (x, mod.dim))
+    if isinstance(mod, nn.LogSoftmax):
+        return graph.call_function(F.log_softmax, (x, mod.dim))
+    if isinstance(mod, nn.Identity):
+        return x
+    if isinstance(mod, nn.Flatten):
+        return graph.call_function(torch.flatten, (x, mod.start_dim, mod.end_dim))
+    if isinstance(mod, nn.Dropout):
+        return graph.call_function(F.dropout, (x, mod.p, mod.training))
+    if isinstance(mod, nn.LayerNorm):
+        return graph.call_function(F.layer_norm, (x, tuple(mod.normalized_shape),
+                                                  attr("weight"), attr("bias"), mod.eps))
+    if isinstance(mod, nn.Embedding):
+        return graph.call_function(F.embedding, (x, attr("weight")))
+    if isinstance(mod, nn.modules.batchnorm._BatchNorm):
+        if mod.momentum is None:
+            raise FunctionalizationError(f"{name}: BatchNorm with momentum=None "
+                                         "(cumulative average) is not supported")
+        training = mod.training or mod.running_mean is None
+        if mod.training and mod.track_running_stats and mod.num_batches_tracked is not None:
+            graph.call_method("add_", (attr("num_batches_tracked"), 1))
+        stats = (attr("running_mean"), attr("running_var")) if (
+            not mod.training or mod.track_running_stats) else (None, None)
+        return graph.call_function(F.batch_norm, (x, *stats, attr("weight"), attr("bias"),
+                                                  training, mod.momentum, mod.eps))
+    if isinstance(mod, nn.MaxPool2d):
+        return graph.call_function(F.max_pool2d, (x, mod.kernel_size, mod.stride, mod.padding,
+                                                  mod.dilation, mod.ceil_mode))
+    if isinstance(mod, nn.AvgPool2d):
+        return graph.call_function(F.avg_pool2d, (x, mod.kernel_size, mod.stride, mod.padding))
+    if isinstance(mod, nn.AdaptiveAvgPool2d):
+        return graph.call_function(F.adaptive_avg_pool2d, (x, mod.output_size))
+    if isinstance(mod, nn.MSELoss):
+        return graph.call_function(F.mse_loss, tuple(a), {"reduction": mod.reduction})
+    if isinstance(mod, nn.CrossEntropyLoss):
+        return graph.call_function(F.cross_entropy, tuple(a), {"reduction": mod.reduction})
+    if not any(True for _ in mod.parameters()) and not any(True for _ in mod.buffers()):
+        # a parameterless layer we do not know: call it as it is (an extern op)
+        return graph.call_function(mod, tuple(a), dict(kwargs))
+    raise NotImplementedError(f"{name}: module {type(mod).__name__} has parameters and no "
+                              "functional form here; trace through it (it is not a leaf) or "
+                              "add it to tutorcompile.aot.functionalize._module_call")
+
+
+def inline_modules(gm: GraphModule) -> GraphModule:
+    """``call_module`` nodes of standard layers -> functional calls with ``get_attr`` inputs."""
+    graph = gm.graph
+    if not any(n.op == "call_module" for n in graph.nodes):
+        return gm
+    new = Graph()
+    new.provenance = list(graph.provenance) + ["inline_modules"]
+    env: dict[Node, Any] = {}
+    attrs: dict[str, Any] = {}
+    for name, value in [*gm.named_parameters(), *gm.named_buffers()]:
+        attrs[name] = value
+    for node in graph.nodes:
+        if node.op == "call_module":
+            mod = gm.get_submodule(node.target)
+            def attr(name, prefix=node.target, mod=mod):
+                if getattr(mod, name, None) is None:
+                    return None
+                path = f"{prefix}.{name}"
+                attrs[path] = getattr(mod, name)
+                return new.get_attr(path)
+            env[node] = _module_call(new, node.name, map_arg(node.args, env.__getitem__),
+                                     map_arg(node.kwargs, env.__getitem__), mod, attr)
+        else:
+            env[node] = new.node_copy(node, env.__getitem__)
+            if node.op == "get_attr":
+                attrs[node.target] = _fetch(gm, node.target)
+    return GraphModule(attrs, new, type(gm).__name__)
+
+
+def _fetch(root: Any, path: str) -> Any:
+    for part in path.split("."):
+        root = getattr(root, part)
+    return root
+
+
+def lift_attributes(gm: GraphModule) -> tuple[Graph, list[str], list[Any]]:
+    """``get_attr`` tensors -> leading graph inputs. Returns (graph, their paths, values)."""
+    graph = gm.graph
+    new = Graph()
+    new.provenance = list(graph.provenance) + ["lift_attributes"]
+    env: dict[Node, Any] = {}
+    paths: list[str] = []
+    values: list[Any] = []
+    for node in graph.nodes:
+        if node.op == "get_attr":
+            value = _fetch(gm, node.target)
+            if isinstance(value, torch.Tensor):
+                if node.target not in paths:
+                    paths.append(node.target)
+                    values.append(value)
+                    p = new.placeholder("p_" + node.target.replace(".", "_"))
+                    env[("attr", node.target)] = p
+                env[node] = env[("attr", node.target)]
+                continue
+        env[node] = new.node_copy(node, env.__getitem__)
+    return new, paths, values

@@ -1,0 +1,250 @@
+"""The joint graph: forward and backward of a prim graph as ONE graph.
+
+AOTAutograd's central trick is to trace the backward *ahead of time*: replay the forward
+graph under the graph-building handler, then walk it in reverse applying each prim's VJP
+rule -- the same rules the tape autograd of stage 1 runs eagerly -- still under the graph
+handler. The result computes, in one program::
+
+    joint(primals_1, ..., primals_n, tangents_1, ..., tangents_m)
+        -> (forward outputs ..., mutated-input values ..., grad of primals_1, ..., primals_n)
+
+Having both halves in one graph is what makes partitioning possible: a partitioner looks at
+which forward values the backward reads and decides, per value, to *save* it (memory) or
+to *recompute* it in the backward (compute).
+
+Every node carries ``meta["phase"]`` (``"forward"`` or ``"backward"``; draw it with
+``tutorcompile.viz.draw(joint.graph, color_by="phase")``) and ``meta["partition_role"]``
+(``"primal"``, ``"tangent"``, ``"forward"``, ``"backward"``, ``"output"``). Inputs are
+named ``primals_<input>`` and ``tangents_<output>``, after PyTorch's ``primals_i`` and
+``tangents_i``.
+
+Extern nodes (torch calls without a decomposition) have no VJP rule in the op table; their
+backward is a node calling :func:`extern_backward`, which asks PyTorch for the gradient
+(``torch.autograd.grad`` through the same call) when the backward graph runs.
+
+Mirrors: torch/_functorch/_aot_autograd/traced_function_transforms.py
+(``create_joint``) and the joint-graph conventions of torch/_functorch/partitioners.py.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..fx import Graph, Node
+from ..fx.node import map_aggregate, map_arg
+from ..ops import GraphHandler, GraphValue, Prim, make_meta, ops, set_handler, vjp
+
+
+@dataclass
+class JointGraph:
+    """A joint forward+backward graph and how to read its outputs."""
+    graph: Graph
+    num_fwd_outputs: int          # user outputs + mutated-input values
+    num_user_outputs: int
+    requires_grad: list[bool]     # per primal
+    tangent_outputs: list[int]    # which forward outputs have a tangent input, in order
+
+    @property
+    def primals(self) -> list[Node]:
+        return [p for p in self.graph.placeholders if p.meta.get("partition_role") == "primal"]
+
+    @property
+    def tangents(self) -> list[Node]:
+        return [p for p in self.graph.placeholders if p.meta.get("partition_role") == "tangent"]
+
+
+def extern_backward(fn: Any, args: Any, kwargs: Any, grad_outputs: Any, *inputs: torch.Tensor
+                    ) -> tuple:
+    """Gradients of ``fn(*args, **kwargs)`` w.r.t. ``inputs``, computed by PyTorch.
+
+    ``args``/``kwargs`` hold the call's constants with ``_Slot(i)`` where the i-th tensor of
+    ``inputs`` goes. The call is re-run with grad-requiring copies of the inputs and
+    ``torch.autograd.grad`` gives the vector-Jacobian product (zeros where PyTorch says the
+    output does not depend on an input).
+    """
+    with torch.enable_grad():
+        leaves = [x.detach().requires_grad_(x.is_floating_point()) for x in inputs]
+
+        def fill(a):
+            return leaves[a.index] if isinstance(a, _Slot) else a
+        out = fn(*map_aggregate(args, fill), **map_aggregate(kwargs, fill))
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        grads = list(grad_outputs) if isinstance(grad_outputs, (tuple, list)) else [grad_outputs]
+        pairs = [(o, g if g is not None else torch.zeros_like(o)) for o, g in zip(outs, grads)
+                 if isinstance(o, torch.Tensor) and o.requires_grad]
+        wanted = [leaf for leaf in leaves if leaf.requires_grad]
+        if not pairs or not wanted:
+            return tuple(torch.zeros_like(x) for x in inputs)
+        got = torch.autograd.grad([p[0] for p in pairs], wanted, [p[1] for p in pairs],
+                                  allow_unused=True)
+    it = iter(got)
+    result = []
+    for leaf in leaves:
+        g = next(it) if leaf.requires_grad else None
+        result.append(torch.zeros_like(leaf) if g is None else g)
+    return tuple(result)
+
+
+class _Slot:
+    """Where the i-th tensor input of an extern call goes in its argument structure."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"_Slot({self.index})"
+
+    def __eq__(self, other):
+        return isinstance(other, _Slot) and other.index == self.index
+
+    def __hash__(self):
+        return hash(("slot", self.index))
+
+
+def _tag(graph: Graph, before: int, phase: str) -> None:
+    for node in graph.nodes[before:]:
+        if node.op not in ("placeholder", "output"):
+            node.meta.setdefault("phase", phase)
+            node.meta.setdefault("partition_role", phase)
+
+
+def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | None = None
+               ) -> JointGraph:
+    """The joint graph of ``graph`` (a graph of prims and extern nodes with tensor_meta).
+
+    ``requires_grad[i]`` says whether the i-th input gets a gradient. Forward outputs that
+    are floating point and depend on such an input get a tangent input; the rest (integer
+    outputs, values not depending on any grad input, and the trailing outputs past
+    ``num_user_outputs``, which are new values of mutated inputs) do not.
+    """
+    placeholders = graph.placeholders
+    if len(requires_grad) != len(placeholders):
+        raise ValueError(f"requires_grad has {len(requires_grad)} entries for "
+                         f"{len(placeholders)} inputs")
+    results = graph.output_node.args[0]
+    results = list(results) if isinstance(results, (tuple, list)) else [results]
+    if num_user_outputs is None:
+        num_user_outputs = len(results)
+
+    handler = GraphHandler(provenance="make_joint")
+    joint = handler.graph
+    env: dict[Node, Any] = {}
+    needs_grad: dict[Node, bool] = {}
+    order: list[Node] = []
+    with set_handler(handler):
+        for i, p in enumerate(placeholders):
+            value = handler.placeholder(f"primals_{p.name}", p.meta["tensor_meta"])
+            value.node.meta.update(phase="forward", partition_role="primal", orig_name=p.name)
+            env[p] = value
+            needs_grad[p] = bool(requires_grad[i]) and value.dtype.is_floating_point
+        start = len(joint)
+        for node in graph.nodes:
+            if node.op in ("placeholder", "output"):
+                continue
+            args = map_arg(node.args, env.__getitem__)
+            kwargs = map_arg(node.kwargs, env.__getitem__)
+            if node.op == "call_function" and isinstance(node.target, Prim):
+                env[node] = node.target(*args, **kwargs)
+            else:  # an extern call, or a getitem of one: copy it as it is
+                copy = joint.node_copy(node, lambda a: env[a].node
+                                       if isinstance(env[a], GraphValue) else env[a])
+                env[node] = (GraphValue(copy, handler)
+                             if not isinstance(copy.meta.get("tensor_meta"), tuple) else copy)
+            needs_grad[node] = any(needs_grad.get(a, False) for a in node.all_input_nodes)
+            order.append(node)
+        _tag(joint, start, "forward")
+
+        def value_of(r):
+            return env[r] if isinstance(r, Node) else r
+        fwd_values = [value_of(r) for r in results]
+
+        grads: dict[Node, Any] = {}
+        tangent_outputs = []
+        for i, r in enumerate(results[:num_user_outputs]):
+            if isinstance(r, Node) and needs_grad.get(r) and \
+                    fwd_values[i].dtype.is_floating_point:
+                t = handler.placeholder(f"tangents_{r.name}", fwd_values[i].meta)
+                t.node.meta.update(phase="backward", partition_role="tangent")
+                tangent_outputs.append(i)
+                _accumulate(grads, r, t)
+        start = len(joint)
+        for node in reversed(order):
+            if not needs_grad.get(node):
+                continue
+            if node.op == "call_function" and node.target is operator.getitem \
+                    and node.meta.get("extern"):
+                continue  # its gradient is collected by the multi-output extern node
+            if node.meta.get("extern") or not isinstance(node.target, Prim):
+                _extern_vjp(handler, node, env, grads, needs_grad)
+                continue
+            grad = grads.pop(node, None)
+            if grad is None or not env[node].dtype.is_floating_point:
+                continue
+            args = map_arg(node.args, env.__getitem__)
+            kwargs = map_arg(node.kwargs, env.__getitem__)
+            input_grads = vjp(node.target, grad, env[node], args, kwargs)
+            for arg, g in zip(node.args, input_grads):
+                if isinstance(arg, (list, tuple)):
+                    for a, gi in zip(arg, g or [None] * len(arg)):
+                        if isinstance(a, Node) and gi is not None and needs_grad.get(a):
+                            _accumulate(grads, a, gi)
+                elif isinstance(arg, Node) and g is not None and needs_grad.get(arg):
+                    _accumulate(grads, arg, g)
+        _tag(joint, start, "backward")
+        input_grads = [grads.get(p) if needs_grad[p] else None for p in placeholders]
+
+    outs = [v.node if isinstance(v, GraphValue) else v for v in fwd_values]
+    out_node = joint.output(tuple(outs) + tuple(
+        g.node if isinstance(g, GraphValue) else None for g in input_grads))
+    out_node.meta.update(partition_role="output")
+    joint.lint()
+    return JointGraph(joint, len(results), num_user_outputs, list(requires_grad),
+                      tangent_outputs)
+
+
+def _accumulate(grads: dict[Node, Any], node: Node, grad: Any) -> None:
+    grads[node] = grad if node not in grads else ops.add(grads[node], grad)
+
+
+def _extern_vjp(handler: GraphHandler, node: Node, env: dict, grads: dict,
+                needs_grad: dict) -> None:
+    """Backward of an extern node: one ``extern_backward`` call, then a getitem per input."""
+    meta = node.meta.get("tensor_meta")
+    if isinstance(meta, tuple):  # multi-output: gradients sit on its getitem users
+        items = {u.args[1]: u for u in node.users if u.target is operator.getitem}
+        out_grads = [grads.pop(items[i], None) if i in items else None
+                     for i in range(len(meta))]
+        if all(g is None for g in out_grads):
+            return
+        grad_arg = [g.node if g is not None else None for g in out_grads]
+    else:
+        g = grads.pop(node, None)
+        if g is None:
+            return
+        grad_arg = g.node
+    tensors: list[Node] = []
+
+    def slot(a: Node) -> Any:
+        tensors.append(a)
+        return _Slot(len(tensors) - 1)
+    args = map_arg(node.args, slot)
+    kwargs = map_arg(node.kwargs, slot)
+    inputs = [env[a].node if isinstance(env[a], GraphValue) else env[a] for a in tensors]
+    call = handler.graph.call_function(extern_backward,
+                                       (node.target, args, kwargs, grad_arg, *inputs))
+    call.meta["extern"] = True
+    call.meta["tensor_meta"] = tuple(a.meta["tensor_meta"] for a in tensors)
+    for i, a in enumerate(tensors):
+        if not needs_grad.get(a):
+            continue
+        item = handler.graph.call_function(operator.getitem, (call, i))
+        item.meta["extern"] = True
+        tm = a.meta["tensor_meta"]
+        item.meta["tensor_meta"] = make_meta(tm.shape, tm.dtype, tm.device)
+        _accumulate(grads, a, GraphValue(item, handler))

@@ -1,0 +1,356 @@
+"""Partitioners: cut a joint graph into a forward graph and a backward graph.
+
+Between the two halves flows the *saved* set: values the forward computes and hands to the
+backward (what ``ctx.save_for_backward`` holds in eager PyTorch). Everything the backward
+needs is either saved or recomputed from what is saved. Two policies:
+
+* :func:`default_partition` -- what eager autograd does: the forward computes exactly the
+  ancestors of its outputs, and every forward value the backward reads is saved.
+* :func:`min_cut_partition` -- pick the *cheapest* set of values to save, in bytes, allowing
+  the backward to recompute cheap ops (pointwise, views) from it. It is a minimum s-t cut:
+  each candidate node ``n`` becomes an edge ``n_in -> n_out`` whose capacity is the bytes it
+  would cost to save (a little more the further it sits from the backward); data edges are
+  infinite; inputs and ops that must not be recomputed (random, matmul/conv and other
+  extern calls, reductions that shrink their input more than 4x) hang off the *source*,
+  what the backward computes off the *sink*. Any cut separates the backward from the inputs,
+  so it names a valid saved set; the minimum one saves the fewest bytes. On a memory-bound
+  chain (``tanh-GELU(x + b)``) it saves ``x + b`` instead of four intermediates and
+  recomputes the rest in the (fused, later) backward: half the activation memory.
+
+Both work on our joint graphs (:class:`tutorcompile.aot.joint.JointGraph`) and on PyTorch's:
+:func:`torch_partition_fn` wraps either as the ``partition_fn`` of PyTorch's own
+``aot_function`` (it receives a ``torch.fx`` joint graph of aten ops, converts it with
+``from_torch_fx``, and returns ``torch.fx`` modules with PyTorch's calling convention).
+
+Mirrors: torch/_functorch/partitioners.py (``default_partition``,
+``min_cut_rematerialization_partition``, ``solve_min_cut``,
+``_extract_graph_with_inputs_outputs``).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..fx import Graph, GraphModule, Node
+from ..fx.passes.dce_cse import is_random
+from ..ops import Prim
+
+
+@dataclass
+class PartitionReport:
+    """What a partitioner decided: the saved values, their bytes, what gets recomputed."""
+    partitioner: str
+    saved: list[tuple[str, tuple, str, int]] = field(default_factory=list)  # name, shape, dtype, B
+    recomputed: list[str] = field(default_factory=list)
+    forward_ops: int = 0
+    backward_ops: int = 0
+
+    @property
+    def saved_bytes(self) -> int:
+        return sum(s[3] for s in self.saved)
+
+    def __str__(self) -> str:
+        lines = [f"{self.partitioner}: saves {len(self.saved)} values, "
+                 f"{self.saved_bytes:,} bytes; forward {self.forward_ops} ops, "
+                 f"backward {self.backward_ops} ops"]
+        for name, shape, dtype, nbytes in self.saved:
+            lines.append(f"  saved {name:<16} {dtype}{list(shape)}  {nbytes:,} B")
+        if self.recomputed:
+            lines.append("  recomputed in backward: " + ", ".join(self.recomputed))
+        return "\n".join(lines)
+
+
+@dataclass
+class Partition:
+    forward: GraphModule
+    backward: GraphModule
+    report: PartitionReport
+    saved: list[Node]  # nodes of the joint graph, in the order forward returns them
+
+
+# ---------------------------------------------------------------------------------------
+# Reading a joint graph (ours or PyTorch's)
+# ---------------------------------------------------------------------------------------
+
+def is_primal(node: Node) -> bool:
+    return node.op == "placeholder" and (node.meta.get("partition_role") == "primal"
+                                         or node.name.startswith("primals"))
+
+
+def is_tangent(node: Node) -> bool:
+    return node.op == "placeholder" and (node.meta.get("partition_role") == "tangent"
+                                         or node.name.startswith("tangents"))
+
+
+def _meta_of(node: Node) -> Any:
+    val = node.meta.get("val")
+    if isinstance(val, torch.Tensor):
+        return val
+    tm = node.meta.get("tensor_meta")
+    if tm is not None and hasattr(tm, "shape") and hasattr(tm, "dtype"):
+        return tm
+    return None
+
+
+def nbytes(node: Node) -> int:
+    """Bytes of the tensor a node makes (0 for non-tensors and tuples)."""
+    meta = _meta_of(node)
+    if meta is None:
+        return 0
+    return math.prod(int(s) for s in meta.shape) * meta.dtype.itemsize
+
+
+def _shape_dtype(node: Node) -> tuple[tuple, str]:
+    meta = _meta_of(node)
+    if meta is None:
+        return (), "?"
+    return tuple(int(s) for s in meta.shape), str(meta.dtype).replace("torch.", "")
+
+
+_VIEW_ATEN = {"view", "reshape", "_unsafe_view", "permute", "transpose", "t", "expand",
+              "squeeze", "unsqueeze", "slice", "select", "alias", "as_strided", "unfold",
+              "split", "split_with_sizes", "detach"}
+_REDUCTION_ATEN = {"sum", "mean", "amax", "amin", "var", "std", "prod", "max", "min",
+                   "argmax", "argmin", "logsumexp", "var_mean", "any", "all"}
+
+
+def op_kind(node: Node) -> str:
+    """``pointwise``, ``view``, ``reduction``, ``factory``, ``random``, ``getitem`` (one
+    result of a multi-output op) or ``extern``."""
+    if node.op != "call_function":
+        return "extern"
+    target = node.target
+    if isinstance(target, Prim):
+        return target.kind
+    if is_random(node):
+        return "random"
+    if target is operator.getitem:  # one result of a multi-output op: saveable
+        return "getitem"
+    if isinstance(target, torch._ops.OpOverload):  # PyTorch's aten ops
+        if torch.Tag.nondeterministic_seeded in target.tags:
+            return "random"
+        name = target.overloadpacket.__name__
+        if name in _VIEW_ATEN:
+            return "view"
+        if torch.Tag.pointwise in target.tags:
+            return "pointwise"
+        if name in _REDUCTION_ATEN:
+            return "reduction"
+        if name in ("full", "zeros", "ones", "empty", "full_like", "zeros_like", "ones_like",
+                    "scalar_tensor", "arange", "iota"):
+            return "factory"
+    return "extern"
+
+
+def _ancestors(outputs: list[Node], stop: set[Node]) -> set[Node]:
+    seen: set[Node] = set()
+    stack = [o for o in outputs if isinstance(o, Node)]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n in stop:
+            continue
+        stack.extend(n.all_input_nodes)
+    return seen
+
+
+def _outputs(graph: Graph, num_fwd_outputs: int) -> tuple[list, list]:
+    result = graph.output_node.args[0]
+    result = list(result) if isinstance(result, (tuple, list)) else [result]
+    return result[:num_fwd_outputs], result[num_fwd_outputs:]
+
+
+def extract_graph(joint: Graph, inputs: list[Node], outputs: list[Any], provenance: str,
+                  env: dict | None = None) -> Graph:
+    """A new graph computing ``outputs`` from ``inputs`` (nodes of ``joint``), copying only
+    the nodes needed, in the joint graph's order."""
+    needed = _ancestors(outputs, set(inputs))
+    graph = Graph()
+    graph.provenance = list(joint.provenance) + [provenance]
+    env = {} if env is None else env
+    for node in inputs:
+        p = graph.placeholder(node.target if node.op == "placeholder" else node.name)
+        p.meta = dict(node.meta)
+        env[node] = p
+    for node in joint.nodes:
+        if node in env or node not in needed or node.op == "output":
+            continue
+        if node.op == "placeholder":
+            raise RuntimeError(f"{provenance}: needs the input {node.name!r}, which is not "
+                               "available there (the partition is missing a saved value)")
+        env[node] = graph.node_copy(node, env.__getitem__)
+    graph.output(tuple(env[o] if isinstance(o, Node) else o for o in outputs))
+    graph.lint()
+    return graph
+
+
+def partition_from_saved(joint: Any, saved: list[Node], name: str = "custom_partition",
+                         *, num_fwd_outputs: int | None = None) -> Partition:
+    """Forward and backward graphs for a chosen ``saved`` set (nodes of the joint graph).
+
+    The forward computes its outputs and the saved values from the primals; the backward
+    computes the gradients from the saved values and the tangents, recomputing whatever
+    else it needs. Raises if the backward would need a primal that is not saved. Every
+    partitioner is a policy for choosing ``saved``; this does the rest.
+    """
+    if isinstance(joint, Graph):
+        if num_fwd_outputs is None:
+            raise TypeError("pass num_fwd_outputs= with a plain Graph")
+    else:
+        joint, num_fwd_outputs = _as_graph(joint)
+    return _partition(joint, num_fwd_outputs, saved, name)
+
+
+def _partition(joint: Graph, num_fwd_outputs: int, saved: list[Node], name: str
+               ) -> Partition:
+    fwd_outs, bwd_outs = _outputs(joint, num_fwd_outputs)
+    primals = [p for p in joint.placeholders if is_primal(p)]
+    tangents = [p for p in joint.placeholders if is_tangent(p)]
+    order = {n: i for i, n in enumerate(joint.nodes)}
+    saved = sorted(dict.fromkeys(saved), key=order.__getitem__)
+    env: dict[Node, Node] = {}
+    extract_graph(joint, saved + tangents, bwd_outs, f"{name} (backward)", env)
+    # saved values the backward does not read after all are dropped
+    saved = [s for s in saved if env[s].users]
+    bwd_env: dict[Node, Node] = {}
+    bwd = extract_graph(joint, saved + tangents, bwd_outs, f"{name} (backward)", bwd_env)
+    fwd_env: dict[Node, Node] = {}
+    fwd = extract_graph(joint, primals, list(fwd_outs) + saved, f"{name} (forward)", fwd_env)
+    # joint nodes computed in both halves (names are the joint graph's)
+    recomputed = [n.name for n in joint.nodes if n in bwd_env and n in fwd_env
+                  and n.op == "call_function" and n not in saved]
+    report = PartitionReport(name, [(s.name, *_shape_dtype(s), nbytes(s)) for s in saved],
+                             recomputed,
+                             sum(1 for n in fwd.nodes if n.op == "call_function"),
+                             sum(1 for n in bwd.nodes if n.op == "call_function"))
+    return Partition(GraphModule({}, fwd, "ForwardGraph"), GraphModule({}, bwd, "BackwardGraph"),
+                     report, saved)
+
+
+def _as_graph(joint: Any) -> tuple[Graph, int]:
+    from .joint import JointGraph
+    if isinstance(joint, JointGraph):
+        return joint.graph, joint.num_fwd_outputs
+    raise TypeError("pass a JointGraph, or (graph, num_fwd_outputs=...)")
+
+
+# ---------------------------------------------------------------------------------------
+# The two policies
+# ---------------------------------------------------------------------------------------
+
+def default_partition(joint: Any, *, num_fwd_outputs: int | None = None) -> Partition:
+    """Save every forward value the backward reads (eager autograd's choice)."""
+    graph, n = (joint, num_fwd_outputs) if isinstance(joint, Graph) else _as_graph(joint)
+    fwd_outs, bwd_outs = _outputs(graph, n)
+    primals = [p for p in graph.placeholders if is_primal(p)]
+    forward = _ancestors(fwd_outs, set(primals))
+    tangents = {p for p in graph.placeholders if is_tangent(p)}
+    backward = _ancestors(bwd_outs, forward | tangents) - forward
+    saved = [n for n in graph.nodes if n in forward and n.op != "output"
+             and any(u in backward for u in n.users)]
+    return _partition(graph, n, saved, "default_partition")
+
+
+def _banned(node: Node) -> str | None:
+    """Why ``node`` must not be recomputed in the backward, or None."""
+    kind = op_kind(node)
+    if kind == "random":
+        return "random: recomputing would draw different numbers"
+    if kind == "extern":
+        return "extern op (matmul, convolution, library call): too expensive to recompute"
+    if kind == "reduction":
+        inputs = [a for a in node.all_input_nodes if _meta_of(a) is not None]
+        if inputs and nbytes(node) * 4 < max(nbytes(a) for a in inputs):
+            return "reduction that shrinks its input more than 4x"
+    return None
+
+
+def min_cut_partition(joint: Any, *, num_fwd_outputs: int | None = None,
+                      max_dist: int = 100) -> Partition:
+    """Save the fewest bytes, recomputing cheap ops in the backward (see module docstring)."""
+    import networkx as nx
+
+    graph, n_fwd = (joint, num_fwd_outputs) if isinstance(joint, Graph) else _as_graph(joint)
+    fwd_outs, bwd_outs = _outputs(graph, n_fwd)
+    primals = [p for p in graph.placeholders if is_primal(p)]
+    tangents = [p for p in graph.placeholders if is_tangent(p)]
+    required_fw = _ancestors(fwd_outs, set(primals))
+    # Nodes that depend on a tangent can only run in the backward.
+    tangent_closure: set[Node] = set(tangents)
+    for node in graph.nodes:
+        if any(a in tangent_closure for a in node.all_input_nodes):
+            tangent_closure.add(node)
+    required_bw = tangent_closure | {o for o in bwd_outs if isinstance(o, Node)}
+
+    # Distance (in ops) from each node to the nearest backward node: saving values far from
+    # their use keeps them alive longer, so they cost a little more.
+    dist: dict[Node, int] = {}
+    for node in reversed(graph.nodes):
+        if node in required_bw:
+            dist[node] = 0
+        else:
+            ds = [dist[u] + 1 for u in node.users if u in dist]
+            dist[node] = min(ds) if ds else 10 ** 6
+
+    flow = nx.DiGraph()
+    for node in graph.nodes:
+        if node.op == "output":
+            continue
+        if node in required_bw:
+            if node in tangent_closure:
+                flow.add_edge(node.name + "_in", "sink", capacity=math.inf)
+                continue
+            # a backward output computed from primals only: must be available to the backward
+            flow.add_edge(node.name + "_out", "sink", capacity=math.inf)
+        if is_primal(node):
+            flow.add_edge("source", node.name + "_in", capacity=math.inf)
+        elif node in required_fw and _banned(node) and op_kind(node) != "view":
+            flow.add_edge("source", node.name + "_in", capacity=math.inf)
+        if _meta_of(node) is None:
+            weight = math.inf  # a tuple or a number: cannot be saved, only recomputed
+        elif op_kind(node) == "view" and not is_primal(node):
+            weight = math.inf  # save the base instead, recompute the view
+        else:
+            weight = nbytes(node) * 1.1 ** max(min(dist[node], max_dist), 1)
+        flow.add_edge(node.name + "_in", node.name + "_out", capacity=weight)
+        for user in node.users:
+            if user.op != "output":
+                flow.add_edge(node.name + "_out", user.name + "_in", capacity=math.inf)
+    if "sink" not in flow or "source" not in flow:
+        return default_partition(graph, num_fwd_outputs=n_fwd)  # nothing to trade
+    _, (reachable, _) = nx.minimum_cut(flow, "source", "sink")
+    by_name = {n.name: n for n in graph.nodes}
+    saved = [by_name[name[:-3]] for name in reachable if name.endswith("_in")
+             and name[:-3] + "_out" not in reachable and name[:-3] in by_name]
+    return _partition(graph, n_fwd, saved, "min_cut_partition")
+
+
+# ---------------------------------------------------------------------------------------
+# Inside PyTorch's AOTAutograd
+# ---------------------------------------------------------------------------------------
+
+def torch_partition_fn(policy=min_cut_partition, reports: list | None = None):
+    """Our ``policy`` as a ``partition_fn`` for ``torch._functorch.aot_autograd``.
+
+    PyTorch calls ``partition_fn(joint_module, joint_inputs, *, num_fwd_outputs, **kw)`` with
+    a ``torch.fx`` joint graph of aten ops and expects ``(fw_module, bw_module)`` as
+    ``torch.fx.GraphModule`` s: forward returns ``(*outputs, *saved)``, backward takes
+    ``(*saved, *tangents)``. Reports are appended to ``reports`` if given.
+    """
+    from ..fx import from_torch_fx, to_torch_fx
+
+    def partition_fn(joint_module, _joint_inputs, *, num_fwd_outputs, **kwargs):
+        ours = from_torch_fx(joint_module, provenance="from_torch_fx (PyTorch joint graph)")
+        part = policy(ours.graph, num_fwd_outputs=num_fwd_outputs)
+        if reports is not None:
+            reports.append(part.report)
+        return to_torch_fx(part.forward), to_torch_fx(part.backward)
+    partition_fn.__name__ = f"tutorcompile_{policy.__name__}"
+    return partition_fn

@@ -1,0 +1,262 @@
+"""From a torch-level graph to a graph of prims: run the decompositions over every node.
+
+:func:`decompose` interprets a (functional) torch-level graph under the graph-building ops
+handler. Each call with a rule in the decomposition table records that rule's prims; Python
+arithmetic on shapes is evaluated on the spot (shapes are static here); anything else stays
+an **extern** node that calls the torch function itself -- its output shape found by running
+it on ``meta`` tensors -- and AOTAutograd asks PyTorch for its gradient at run time.
+:class:`DecompositionReport` says which calls were decomposed and which stayed extern, and
+why.
+
+Mirrors: torch/_functorch/aot_autograd.py tracing under a decomposition table
+(``make_fx(..., decomposition_table=...)``), and Inductor's fallback kernels for ops without a
+lowering.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from ..fx import Graph, Node, TensorMeta
+from ..fx.node import map_aggregate
+from ..ops import GraphHandler, GraphValue, make_meta, set_handler
+from .decompositions import DECOMPOSITIONS, permute, t, transpose
+
+# =======================================================================================
+
+@dataclass
+class DecompositionReport:
+    """Which calls of a graph became prims, and which stayed extern (and why)."""
+    decomposed: Counter = field(default_factory=Counter)
+    extern: dict[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        lines = ["decomposed to prims: " + (", ".join(
+            f"{k} x{v}" if v > 1 else k for k, v in sorted(self.decomposed.items())) or "-")]
+        if self.extern:
+            lines.append("extern (PyTorch runs them, and their backward):")
+            lines += [f"  {k}: {why}" for k, why in sorted(self.extern.items())]
+        else:
+            lines.append("extern: none")
+        return "\n".join(lines)
+
+
+def target_name(node_or_target: Any) -> str:
+    target = getattr(node_or_target, "target", node_or_target)
+    if isinstance(node_or_target, Node) and node_or_target.op == "call_method":
+        return f"Tensor.{target}"
+    if isinstance(target, str):
+        return target.replace("method:", "Tensor.")
+    module = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__name__", None) or repr(target)
+    if getattr(F, name, None) is target:
+        return f"F.{name}"
+    if getattr(torch, name, None) is target:
+        return f"torch.{name}"
+    if getattr(torch.Tensor, name, None) is target:
+        return f"Tensor.{name}"
+    if module.startswith("torch.nn.functional"):
+        return f"F.{name}"
+    if module in ("torch", "torch._C._VariableFunctions") or "_VariableFunctions" in repr(target):
+        return f"torch.{name}"
+    if module in ("_operator", "operator"):
+        return f"operator.{name}"
+    return f"{module.split('.')[-1]}.{name}" if module else name
+
+
+def _meta_tensor(v: Any) -> Any:
+    if isinstance(v, GraphValue):
+        return torch.empty(tuple(v.shape), dtype=v.dtype, device="meta")
+    return v
+
+
+def _zeros_tensor(v: Any) -> Any:
+    if isinstance(v, GraphValue):
+        return torch.zeros(tuple(v.shape), dtype=v.dtype, device=v.device)
+    return v
+
+
+def extern_call(fn: Callable, args: tuple, kwargs: dict, meta: TensorMeta | None = None) -> Any:
+    """Record a call of the torch function ``fn`` as one node (an extern op).
+
+    The output's shape and dtype come from running ``fn`` on ``meta`` tensors (or on zeros
+    when ``fn`` has no meta implementation). A tuple result becomes ``getitem`` nodes.
+    """
+    handler = _current_graph_handler()
+    if meta is not None:  # the caller knows the result (random ops must not run while tracing)
+        node = handler.graph.call_function(fn, args, kwargs)
+        node.meta["extern"] = True
+        node.meta["tensor_meta"] = meta
+        return GraphValue(node, handler)
+    rng = torch.get_rng_state()  # finding the shape must not draw the program's random numbers
+    try:
+        with torch.no_grad():
+            sample = fn(*map_aggregate(args, _meta_tensor), **map_aggregate(kwargs, _meta_tensor))
+        on_meta = True
+    except Exception:  # no meta kernel: run it on zeros of the right shapes
+        with torch.no_grad():
+            sample = fn(*map_aggregate(args, _zeros_tensor),
+                        **map_aggregate(kwargs, _zeros_tensor))
+        on_meta = False
+    finally:
+        torch.set_rng_state(rng)
+    device = next((v.device for v in _flat(args) + _flat(kwargs) if isinstance(v, GraphValue)),
+                  None)
+    as_node = lambda v: v.node if isinstance(v, GraphValue) else v
+    node = handler.graph.call_function(fn, map_aggregate(args, as_node),
+                                       map_aggregate(kwargs, as_node))
+    node.meta["extern"] = True
+
+    def meta_of(t: torch.Tensor) -> TensorMeta:
+        dev = device if on_meta and device is not None else (t.device if not on_meta else "cpu")
+        if t.device.type != "meta":
+            dev = t.device
+        return make_meta(t.shape, t.dtype, dev)
+
+    if isinstance(sample, torch.Tensor):
+        node.meta["tensor_meta"] = meta_of(sample)
+        return GraphValue(node, handler)
+    if isinstance(sample, (tuple, list)) and all(isinstance(s, torch.Tensor) for s in sample):
+        node.meta["tensor_meta"] = tuple(meta_of(s) for s in sample)
+        outs = []
+        for i, s in enumerate(sample):
+            item = handler.graph.call_function(operator.getitem, (node, i))
+            item.meta["tensor_meta"] = meta_of(s)
+            item.meta["extern"] = True
+            outs.append(GraphValue(item, handler))
+        return tuple(outs)
+    raise NotImplementedError(f"{target_name(fn)} returns {type(sample).__name__}, not tensors; "
+                              "only tensor results can be extern nodes")
+
+
+def _flat(a: Any) -> list:
+    """Every leaf of a nested tuple/list/dict structure (shapes included)."""
+    if isinstance(a, (tuple, list)):
+        return [x for v in a for x in _flat(v)]
+    if isinstance(a, dict):
+        return [x for v in a.values() for x in _flat(v)]
+    if isinstance(a, slice):
+        return _flat((a.start, a.stop, a.step))
+    return [a]
+
+
+def _current_graph_handler() -> GraphHandler:
+    from ..ops import current_handler
+    handler = current_handler()
+    if not isinstance(handler, GraphHandler):
+        raise RuntimeError("extern_call records graph nodes: run it under a GraphHandler")
+    return handler
+
+
+_NO_FOLD = ("rand", "dropout", "normal", "bernoulli")
+
+
+def decompose(graph: Graph, input_metas: list[Any], *, decompositions: dict | None = None,
+              input_names: list[str] | None = None,
+              attrs: dict[str, Any] | None = None) -> tuple[Graph, DecompositionReport]:
+    """Run ``graph`` (torch-level, functional) under the graph handler: a graph of prims.
+
+    ``input_metas`` gives each placeholder's shape/dtype (tensors, TensorMetas, or Python
+    values for non-tensor inputs, which are specialised into the graph). Calls with a rule in
+    ``decompositions`` (default :data:`DECOMPOSITIONS`) are decomposed; the rest become
+    extern nodes. Non-tensor arithmetic (``x.shape[0] * 2``) is evaluated while tracing, as
+    shapes are static here.
+    """
+    table = DECOMPOSITIONS if decompositions is None else decompositions
+    report = DecompositionReport()
+    handler = GraphHandler(provenance="decompose")
+    env: dict[Node, Any] = {}
+    placeholders = graph.placeholders
+    if len(placeholders) != len(input_metas):
+        raise ValueError(f"the graph has {len(placeholders)} inputs, got {len(input_metas)} "
+                         "example inputs")
+    names = input_names or [p.name for p in placeholders]
+    result: Any = None
+    with set_handler(handler):
+        for node in graph.nodes:
+            if node.op == "placeholder":
+                like = input_metas[placeholders.index(node)]
+                is_tensor = isinstance(like, (torch.Tensor, TensorMeta))
+                env[node] = handler.placeholder(names[placeholders.index(node)], like) \
+                    if is_tensor else like
+                continue
+            if node.op == "get_attr":
+                if attrs is None or node.target not in attrs:
+                    raise ValueError(f"get_attr {node.target!r}: lift parameters and buffers "
+                                     "to graph inputs first (aot_module does)")
+                env[node] = attrs[node.target]
+                continue
+            if node.op == "output":
+                result = map_aggregate(node.args[0],
+                                       lambda a: env[a] if isinstance(a, Node) else a)
+                continue
+            if node.op == "call_module":
+                raise ValueError(f"call_module {node.target!r}: inline modules first "
+                                 "(tutorcompile.aot.functionalize.inline_modules)")
+            args = map_aggregate(node.args, lambda a: env[a] if isinstance(a, Node) else a)
+            kwargs = map_aggregate(node.kwargs, lambda a: env[a] if isinstance(a, Node) else a)
+            env[node] = _call(node, args, kwargs, table, report)
+    if result is None:
+        result = ()
+    out = handler.output(result)
+    return out, report
+
+
+def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: DecompositionReport
+          ) -> Any:
+    target = node.target
+    if node.op == "call_method":
+        key = f"method:{target}"
+        fn = getattr(torch.Tensor, target, None)
+        receiver = args[0] if args else None
+        if not isinstance(receiver, GraphValue):  # a method of a Python value (int, Size)
+            return getattr(receiver, target)(*args[1:], **kwargs)
+    else:
+        key, fn = target, target
+    has_values = any(isinstance(v, GraphValue) for v in _flat((args, kwargs)))
+    name = target_name(node)
+    if target is getattr:
+        obj, attr = args[0], args[1]
+        if isinstance(obj, GraphValue):
+            if attr in ("shape",):
+                return torch.Size(obj.shape)
+            if attr in ("dtype", "device", "ndim"):
+                return getattr(obj, attr)
+            if attr in ("T", "mT"):
+                report.decomposed["Tensor." + attr] += 1
+                return (t(obj) if attr == "T" and len(obj.shape) <= 2 else
+                        transpose(obj, -2, -1) if attr == "mT" else
+                        permute(obj, tuple(reversed(range(len(obj.shape))))))
+            raise NotImplementedError(f"attribute {attr!r} of a tensor in a graph")
+        return getattr(obj, attr)
+    if node.op == "call_method" and target in ("size", "dim", "numel", "ndimension"):
+        v = args[0]
+        if target == "size":
+            return torch.Size(v.shape) if len(args) == 1 else v.shape[args[1]]
+        return len(v.shape) if target in ("dim", "ndimension") else math.prod(v.shape)
+    if not has_values and not any(w in name.lower() for w in _NO_FOLD):
+        # Python arithmetic on shapes, or a deterministic factory (torch.arange): computed
+        # now; a tensor becomes a constant of the graph
+        return fn(*args, **kwargs)
+    rule = table.get(key)
+    why = "no decomposition registered"
+    if rule is not None:
+        try:
+            out = rule(*args, **kwargs)
+            report.decomposed[name] += 1
+            return out
+        except NotImplementedError as e:
+            why = f"decomposition does not cover this call ({e})" if str(e) else \
+                "decomposition does not cover this call"
+    if fn is None:
+        raise NotImplementedError(f"{name}: no such torch function or Tensor method")
+    report.extern[name] = why
+    return extern_call(fn, args, kwargs)
