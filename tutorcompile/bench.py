@@ -188,8 +188,8 @@ class Comparison:
         errors = [[r["median_ms"] - r["p25_ms"] for r in rows],
                   [r["p75_ms"] - r["median_ms"] for r in rows]]
         bars = ax.barh(names, medians, xerr=errors, color="#4c72b0", capsize=3)
-        for bar, row in zip(bars, rows):
-            ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2,
+        for bar, row, upper in zip(bars, rows, errors[1]):
+            ax.text(bar.get_width() + upper, bar.get_y() + bar.get_height() / 2,
                     f"  {row['speedup']:.2f}×", va="center")
         ax.invert_yaxis()
         ax.set_xlabel("median time per call (ms)")

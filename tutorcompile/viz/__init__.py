@@ -1,8 +1,48 @@
-"""tutorcompile.viz -- drawings and (later) widgets for every stage of the course.
+"""tutorcompile.viz -- drawings and widgets for every stage of the course.
 
-Every view also works from a script: it returns data or saves a file.
+::
+
+    draw, GraphDrawing        a graph as graphviz SVG (text without graphviz); save() to disk
+    GraphExplorer             every graph the available stages make from one function
+    register_stage            how a stage adds its graphs to the explorer (one call)
+    Timing                    bench.compare behind a size slider and a Run button, with a chart
+    inspect_guards, GuardInspector     change an input: which Dynamo guard fails?
+    PartitionView, partition_view      what the forward saves for the backward, and its bytes
+    compare_partitions                 default vs min-cut: saved bytes, ops, recomputation
+    FusionView, fusion_view            which graph nodes became which kernel (stage 5)
+
+Every view also works from a script: it returns data (``rows()``, ``text()``, ``summary()``)
+or saves a file (``save(path)``). ipywidgets is imported only when a widget is shown, so
+importing this package needs no running Jupyter.
 """
 
 from .drawing import GraphDrawing, draw, graphviz_available
+from .explorer import GraphExplorer, node_details
+from .fusion import FusionView, fusion_view
+from .guards import GuardCheck, GuardInspector, GuardReport, inspect_guards
+from .partition import (
+    PartitionComparison,
+    PartitionView,
+    SavedTensor,
+    compare_partitions,
+    partition_view,
+    torch_partition,
+)
+from .stages import (
+    StageGraph,
+    StageOutput,
+    register_stage,
+    registered_stages,
+    run_stages,
+    unregister_stage,
+)
+from .timing import Timing
 
-__all__ = ["GraphDrawing", "draw", "graphviz_available"]
+__all__ = [
+    "FusionView", "GraphDrawing", "GraphExplorer", "GuardCheck", "GuardInspector",
+    "GuardReport", "PartitionComparison", "PartitionView", "SavedTensor", "StageGraph",
+    "StageOutput", "Timing", "compare_partitions", "draw", "fusion_view",
+    "graphviz_available", "inspect_guards", "node_details", "partition_view",
+    "register_stage", "registered_stages", "run_stages", "torch_partition",
+    "unregister_stage",
+]
