@@ -57,6 +57,10 @@ def skip_reason(args: Sequence[Any], *, mutates_inputs: bool = False, dynamic: b
         return "the function mutates its inputs; replays would write into static copies"
     if dynamic:
         return "dynamic shapes: a graph is frozen to one shape (compile with dynamic=False)"
+    if torch.is_grad_enabled() and any(a.requires_grad for a in tensors):
+        return ("inputs require grad: replaying a forward whose backward was not recorded "
+                "would be wrong (run inference under torch.no_grad(), or use a backend that "
+                "records forward and backward graphs separately)")
     if unsupported_ops:
         return f"ops that cannot be captured: {', '.join(unsupported_ops)}"
     return None

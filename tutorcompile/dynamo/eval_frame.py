@@ -35,6 +35,7 @@ functions of torch/_dynamo/resume_execution.py (here: saved VM frames instead of
 from __future__ import annotations
 
 import functools
+import inspect
 import sysconfig
 import types
 import warnings
@@ -56,17 +57,50 @@ from .vm import _RETURN, VM, Frame, can_interpret
 RECOMPILE_LIMIT = 8
 
 
+MODES = {
+    "default": "the backend as chosen: balanced compile time and speed",
+    "reduce-overhead": "also record each compiled graph as a CUDA Graph and replay it "
+                       "(GPU only; calls that cannot be recorded run normally, with a reason)",
+    "max-autotune": "let the backend try several kernel configurations and keep the fastest "
+                    "(backend='inductor'); others compile as in 'default'",
+}
+
+
 @dataclass
 class Config:
     backend: Callable
     backend_name: str
     fullgraph: bool = False
     dynamic: bool | None = None
+    mode: str = "default"
+    options: dict = field(default_factory=dict)
 
     @property
     def cache_key(self) -> tuple:
         # graphs compiled for one backend/mode are never handed to another
-        return (id(self.backend), self.fullgraph, self.dynamic)
+        return (id(self.backend), self.fullgraph, self.dynamic, self.mode,
+                repr(sorted(self.options.items())))
+
+    def backend_accepts(self, name: str) -> bool:
+        try:
+            params = inspect.signature(self.backend).parameters
+        except (TypeError, ValueError):
+            return False
+        return name in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
+
+    def compile_graph(self, gm: GraphModule, example_inputs: list) -> Callable:
+        """Hand one captured graph to the backend, honouring ``mode`` and ``options``."""
+        kwargs = {}
+        if self.mode != "default" and self.backend_accepts("mode"):
+            kwargs["mode"] = self.mode
+        if self.options:
+            kwargs["options"] = self.options
+        compiled = self.backend(gm, example_inputs, **kwargs)
+        if self.mode == "reduce-overhead" and "mode" not in kwargs:
+            from ..cudagraphs import CUDAGraphed
+            compiled = CUDAGraphed(compiled, dynamic=bool(self.dynamic),
+                                   name=f"{self.backend_name} graph")
+        return compiled
 
 
 @dataclass
@@ -109,20 +143,31 @@ def reset() -> None:
 
 # --- the public entry point -----------------------------------------------------------------
 def compile(model: Callable | None = None, *, backend: str | Callable = "eager",
-            fullgraph: bool = False, dynamic: bool | None = None):
+            fullgraph: bool = False, dynamic: bool | None = None, mode: str | None = None,
+            options: dict | None = None):
     """Compile a function or ``nn.Module`` (usable as a decorator, with or without args).
 
-    ``backend``: ``"eager"`` (run captured graphs as GraphModules), ``"torch_inductor"``
-    (real Inductor via ``to_torch_fx``) or any ``(GraphModule, example_inputs) -> callable``.
+    ``backend``: ``"eager"`` (run captured graphs as GraphModules), ``"aot_eager"`` (plus our
+    AOTAutograd), ``"torch_inductor"`` (real Inductor via ``to_torch_fx``) or any
+    ``(GraphModule, example_inputs) -> callable``.
     ``fullgraph=True`` raises :class:`GraphBreakError` at the first graph break.
     ``dynamic``: True = size-generic graphs from the start; None = automatic after a size
     change; False = always specialise.
+    ``mode``: one of :data:`MODES` (``"default"``, ``"reduce-overhead"``, ``"max-autotune"``).
+    ``options``: a dict handed to the backend, which must accept an ``options`` argument.
     """
     if model is None:
         return functools.partial(compile, backend=backend, fullgraph=fullgraph,
-                                 dynamic=dynamic)
+                                 dynamic=dynamic, mode=mode, options=options)
+    mode = mode or "default"
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose one of: {', '.join(MODES)}")
     fn, name = lookup_backend(backend)
-    config = Config(fn, name, fullgraph, dynamic)
+    config = Config(fn, name, fullgraph, dynamic, mode, dict(options or {}))
+    if config.options and not config.backend_accepts("options"):
+        raise ValueError(f"backend {name!r} takes no options (got {sorted(config.options)}); "
+                         "options are for backends with an `options` argument, such as "
+                         "'inductor'")
     if isinstance(model, torch.nn.Module):
         return OptimizedModule(model, config)
     return OptimizedCallable(model, config)
@@ -294,7 +339,7 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
     gm = compiled = None
     if output.op_count:
         gm = GraphModule(torch.nn.Module(), output.graph, class_name="GraphModule")
-        compiled = config.backend(gm, list(output.input_values))
+        compiled = config.compile_graph(gm, list(output.input_values))
     check = result.guards.build()
     entry = CacheEntry(check, result, gm, compiled, output_nodes,
                        list(output.input_sources), frame.code.co_name, frame.ip,
