@@ -30,7 +30,7 @@ if _torch is not None and not _torch.cuda.is_available():
     _os.environ.setdefault("TRITON_INTERPRET", "1")
 
 _SUBMODULES = {"fx", "viz", "environment", "grading", "bench", "ops", "autograd", "cudagraphs",
-               "dynamo", "aot"}
+               "dynamo", "aot", "torch_backend"}
 _FROM_SUBMODULE = {"doctor": "environment", "set_logs": "_logging", "debug": "_logging",
                    "compile": "dynamo", "explain": "dynamo", "reset": "dynamo"}
 
