@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 
+from .._logging import log_artifact
 from ..fx import Graph, GraphModule
 from .functionalize import FunctionalGraph, functionalize, inline_modules, lift_attributes
 from .joint import JointGraph, make_joint
@@ -99,6 +100,8 @@ class AOTCompiled:
         functional = functionalize(gm.graph)
         prim_graph, report = decompose(functional.graph, inputs,
                                        decompositions=self.decompositions)
+        log_artifact("aot_graphs", lambda: f"{GraphModule({}, prim_graph).code}\n{report}",
+                     "decomposed to prims")
         grad_on = torch.is_grad_enabled()
         requires_grad = [grad_on and x.requires_grad and x.is_floating_point()
                          for x in inputs if isinstance(x, torch.Tensor)]
@@ -108,6 +111,11 @@ class AOTCompiled:
             return CompiledArtifacts(functional, prim_graph, report, None, None, fw, None)
         joint = make_joint(prim_graph, requires_grad, functional.num_user_outputs)
         partition = self.partition_fn(joint)
+        log_artifact("aot_graphs", lambda: GraphModule({}, joint.graph).code, "joint graph")
+        log_artifact("aot_graphs", lambda: f"{partition.forward.code}\n{partition.backward.code}",
+                     "forward and backward graphs")
+        log_artifact("partition", lambda: str(partition.report),
+                     getattr(self.partition_fn, "__name__", "partition"))
         fw = self.fw_compiler(partition.forward, inputs)
         bw = self.bw_compiler(partition.backward, None)
         tensor_position = {i: k for k, i in enumerate(
