@@ -5,7 +5,15 @@ import time
 import pytest
 import torch
 
-from tutorcompile.bench import Comparison, Measurement, compare, fit_overhead, measure, sweep
+from tutorcompile.bench import (
+    Comparison,
+    Measurement,
+    breakdown,
+    compare,
+    fit_overhead,
+    measure,
+    sweep,
+)
 
 pytestmark = pytest.mark.foundation
 
@@ -76,3 +84,23 @@ def test_sweep_counts_bytes_and_times_each_size():
     assert s.nbytes == [2 * 16 * 4, 2 * 4096 * 4]
     assert len(s.measurements) == 2 and all(t > 0 for t in s.medians_us)
     assert s.table().splitlines()[0].split() == ["size", "bytes", "median", "GB/s"]
+
+
+def test_breakdown_splits_a_compiled_call():
+    import tutorcompile as tc
+    tc.reset()
+
+    def with_break(x):
+        y = torch.relu(x) * 2
+        scale = y.sum().item()          # a Python float from a tensor: graph break
+        return y.sin() * scale
+
+    x = torch.randn(64)
+    b = breakdown(tc.compile(with_break, backend="eager"), x, eager=with_break,
+                  name="with_break", repeat=3, min_time=0.01)
+    assert b.compile_s > 0 and b.total_us > 0 and b.eager_us > 0
+    assert b.guard_us > 0 and b.graph_us > 0
+    assert b.guard_us + b.graph_us <= b.total_us * 1.5   # parts are parts of a call
+    assert b.graphs_per_call == 2
+    assert "graph breaks split it into 2 graphs" in b.verdict()
+    assert b.table().splitlines()[0].startswith("compile (first call)")

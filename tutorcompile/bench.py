@@ -314,3 +314,88 @@ def sweep(fn: Callable, make_inputs: Callable[[int], tuple], sizes: list[int],
         nbytes.append(moved)
         measurements.append(measure(fn, *args, name=f"{name}[{size}]", **measure_kwargs))
     return Sweep(name, list(sizes), nbytes, measurements)
+
+
+@dataclass
+class Breakdown:
+    """Where one compiled call's time goes -- the answer to "why no speed-up?"."""
+    name: str
+    compile_s: float          # capture + backend, paid on the first call (and recompiles)
+    total_us: float           # a whole compiled call, median
+    guard_us: float           # choosing a cache entry by its guards
+    graph_us: float           # running the compiled graph(s): kernels, extern calls, wrapper
+    graphs_per_call: float    # > 1 when graph breaks split the function
+    eager_us: float | None = None
+
+    @property
+    def overhead_us(self) -> float:
+        """Python around the graphs: frame set-up, rebuilding locals, code between breaks."""
+        return max(0.0, self.total_us - self.guard_us - self.graph_us)
+
+    def table(self) -> str:
+        rows = [("compile (first call)", f"{self.compile_s:.3f} s"),
+                ("one compiled call", format_ms(self.total_us / 1000)),
+                ("  guard checks", format_ms(self.guard_us / 1000)),
+                ("  compiled graph(s)", format_ms(self.graph_us / 1000)
+                 + f"  ({self.graphs_per_call:g} per call)"),
+                ("  Python around them", format_ms(self.overhead_us / 1000))]
+        if self.eager_us is not None:
+            rows.append(("eager, for comparison", format_ms(self.eager_us / 1000)))
+        width = max(len(r[0]) for r in rows)
+        return "\n".join(f"{label.ljust(width)}  {value}" for label, value in rows)
+
+    def verdict(self) -> str:
+        """One sentence on what dominates."""
+        parts = {"guard checks": self.guard_us, "compiled graphs": self.graph_us,
+                 "Python around the graphs": self.overhead_us}
+        top = max(parts, key=parts.get)
+        share = parts[top] / self.total_us if self.total_us else 0.0
+        text = f"{top} take {share:.0%} of a call"
+        if self.graphs_per_call > 1:
+            text += f"; graph breaks split it into {self.graphs_per_call:g} graphs"
+        if self.eager_us is not None:
+            text += f"; eager takes {self.eager_us / self.total_us:.2f}× the compiled time"
+        return text + "."
+
+    def __str__(self) -> str:
+        return f"{self.name}\n{self.table()}\n{self.verdict()}"
+
+    def plot(self, ax=None):
+        """Stacked bars: the compiled call by part, and eager beside it."""
+        import matplotlib.pyplot as plt
+        if ax is None:
+            _, ax = plt.subplots(figsize=(6, 1.8))
+        left = 0.0
+        for label, value, colour in (("guards", self.guard_us, "#dd8452"),
+                                     ("graphs", self.graph_us, "#4c72b0"),
+                                     ("Python", self.overhead_us, "#8c8c8c")):
+            ax.barh("compiled", value, left=left, label=label, color=colour)
+            left += value
+        if self.eager_us is not None:
+            ax.barh("eager", self.eager_us, color="#55a868", label="eager")
+        ax.set_xlabel("µs per call")
+        ax.legend(loc="lower right", fontsize=8)
+        ax.set_title(self.name)
+        return ax
+
+
+def breakdown(compiled: Callable, *args: Any, eager: Callable | None = None,
+              name: str = "compiled call", **measure_kwargs: Any) -> Breakdown:
+    """Split a ``tutorcompile.compile``-d callable's time into compile, guards, graphs, Python.
+
+    The first call is timed for compile time (call ``tutorcompile.reset()`` first to include
+    it); the parts of a warm call are counted on separate calls, so counting does not slow
+    down the measured total.
+    """
+    from .dynamo.eval_frame import profiling
+    with profiling() as prof:
+        compiled(*args)
+    compile_s = prof.compile_s
+    total = measure(compiled, *args, name=name, **measure_kwargs)
+    calls = max(10, min(10_000, int(0.1 / max(total.median_ms / 1000, 1e-7))))
+    with profiling() as prof:
+        for _ in range(calls):
+            compiled(*args)
+    eager_us = measure(eager, *args, **measure_kwargs).median_ms * 1000 if eager else None
+    return Breakdown(name, compile_s, total.median_ms * 1000, prof.guard_s / calls * 1e6,
+                     prof.graph_s / calls * 1e6, prof.graph_calls / calls, eager_us)

@@ -34,12 +34,14 @@ functions of torch/_dynamo/resume_execution.py (here: saved VM frames instead of
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import sysconfig
+import time
 import types
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,6 +130,29 @@ class FrameCache:
     skip_from: set[int] = field(default_factory=set)  # resume points that run uncompiled
     dynamic: dict[str, set[int]] = field(default_factory=dict)  # source -> dynamic dims
     warned: bool = False
+
+
+@dataclass
+class CallProfile:
+    """Where the time of compiled calls goes (see ``tutorcompile.bench.breakdown``)."""
+    compile_s: float = 0.0   # capturing graphs and running the backend
+    guard_s: float = 0.0     # evaluating guard functions to pick a cache entry
+    graph_s: float = 0.0     # running compiled graphs
+    graph_calls: int = 0
+
+
+PROFILE: CallProfile | None = None  # set by profiling(); None costs one global read
+
+
+@contextlib.contextmanager
+def profiling() -> Iterator[CallProfile]:
+    """Count compile, guard and graph time of every compiled call inside the block."""
+    global PROFILE
+    saved, PROFILE = PROFILE, CallProfile()
+    try:
+        yield PROFILE
+    finally:
+        PROFILE = saved
 
 
 _CACHES: dict[tuple, FrameCache] = {}  # (code object, config key) -> cache
@@ -249,7 +274,11 @@ def run_frame(frame: Frame, config: Config) -> Any:
             return ConcreteRunner(config).run(frame)
         entries = cache.entries.setdefault(ip, [])
         env_args = (frame.locals, frame.globals, frame.builtins, frame.stack)
+        prof = PROFILE
+        t0 = time.perf_counter() if prof else 0.0
         entry = next((e for e in entries if e.check(*env_args)), None)
+        if prof:
+            prof.guard_s += time.perf_counter() - t0
         if entry is None:
             if len(entries) >= RECOMPILE_LIMIT:
                 if not cache.warned:
@@ -261,7 +290,10 @@ def run_frame(frame: Frame, config: Config) -> Any:
                 return ConcreteRunner(config).run(frame)
             if entries:
                 _note_recompile(frame, cache, entries)
+            t0 = time.perf_counter() if prof else 0.0
             entry = compile_entry(frame, cache, config)
+            if prof:
+                prof.compile_s += time.perf_counter() - t0
             if entry is None:
                 return ConcreteRunner(config).run(frame)
             entries.append(entry)
@@ -399,7 +431,12 @@ def execute_entry(entry: CacheEntry, frame: Frame) -> Any:
     outputs: dict = {}
     if entry.compiled is not None:
         inputs = [src.get(env) for src in entry.input_sources]
+        prof = PROFILE
+        t0 = time.perf_counter() if prof else 0.0
         values = entry.compiled(*inputs)
+        if prof:
+            prof.graph_s += time.perf_counter() - t0
+            prof.graph_calls += 1
         outputs = dict(zip(entry.output_nodes, values))
     rc = Reconstructor(env, outputs)
     result = entry.result
