@@ -1,0 +1,173 @@
+"""Stage 5: generated C++ and Triton kernels against eager, prim by prim and graph by graph.
+
+Both code generators are tested by the same tests (``backend`` is parametrised): C++ builds
+a shared library with the system compiler; Triton runs under its CPU interpreter (few,
+large programs: the launcher picks big blocks). Tolerances: float32 sums are reassociated
+(vectorised / blocked), so reductions get 1e-4; pointwise results 1e-5.
+"""
+
+import pytest
+import torch
+
+from tutorcompile.environment import probe
+from tutorcompile.fx import GraphModule
+from tutorcompile.inductor import examples
+from tutorcompile.inductor.codegen import triton as triton_codegen
+from tutorcompile.inductor.compile_fx import compile_fx
+from tutorcompile.ops import ops, trace
+
+pytestmark = [pytest.mark.stage5,
+              pytest.mark.filterwarnings("ignore::RuntimeWarning")]  # masked lanes, interpreter
+
+BACKENDS = [pytest.param("cpp", marks=pytest.mark.skipif(not probe().has_cxx,
+                                                         reason="no C++ compiler")),
+            pytest.param("triton", marks=pytest.mark.skipif(not probe().has_triton,
+                                                            reason="no triton"))]
+
+
+def on(backend, *tensors):
+    """Triton runs CUDA tensors on a GPU machine and CPU tensors under the interpreter."""
+    if backend == "triton" and torch.cuda.is_available():
+        return tuple(t.cuda() for t in tensors)
+    return tensors
+
+
+def run(fn, *inputs, backend, rtol=1e-5, atol=1e-5, **options):
+    inputs = on(backend, *inputs)
+    graph = trace(fn, *inputs)
+    compiled = compile_fx(graph, inputs, backend=backend, **options)
+    got = compiled(*inputs)
+    expected = GraphModule({}, graph)(*inputs)
+    torch.testing.assert_close(got, expected, rtol=rtol, atol=atol, equal_nan=True)
+    return compiled
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_pointwise_prim(backend):
+    covered, missing = examples.pointwise_names()
+    assert not missing, f"pointwise prims without a test: {missing}"
+    inputs = on(backend, *examples.pointwise_inputs())
+    graph = trace(examples.all_pointwise, *inputs)
+    compiled = compile_fx(graph, inputs, backend=backend)
+    got = compiled(*inputs)
+    expected = GraphModule({}, graph)(*inputs)
+    names = ([f"{n}" for n in examples.UNARY] + [f"{n}" for n in examples.BINARY]
+             + ["add scalar", "mul scalar", "maximum scalar", "where", "where scalar",
+                "convert", "int div"])
+    for name, a, b in zip(names, got, expected):
+        assert a.dtype == b.dtype, f"{name}: dtype {a.dtype} != {b.dtype}"
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5, equal_nan=True,
+                                   msg=lambda m, name=name: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape,dims,keepdim", [((33, 65), (1,), True), ((33, 65), (0,), False),
+                                                ((3, 17, 5), (0, 2), True),
+                                                ((129,), None, False)])
+def test_reductions_odd_sizes(backend, shape, dims, keepdim):
+    x = torch.randn(*shape)
+
+    def fn(x):
+        return (ops.sum(x, dims, keepdim=keepdim), ops.amax(x, dims, keepdim=keepdim),
+                ops.mean(ops.mul(x, x), dims, keepdim=keepdim))
+    run(fn, x, backend=backend, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reductions_on_non_contiguous_input(backend):
+    x = torch.randn(40, 30)[::2, 1:].t()                   # (29, 20), strided, offset
+    run(lambda x: (ops.var(x, (1,), correction=1), ops.amax(x, (0,))), x, backend=backend,
+        rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", ["softmax", "layernorm", "rmsnorm", "chain"])
+def test_examples_match_torch(backend, name):
+    x = torch.randn(19, 77)
+    args = {"softmax": (x,), "layernorm": (x, torch.randn(77), torch.randn(77)),
+            "rmsnorm": (x, torch.randn(77)), "chain": (x, torch.randn(77))}[name]
+    args = on(backend, *args)
+    compiled = compile_fx(trace(getattr(examples, name), *args), args, backend=backend)
+    torch.testing.assert_close(compiled(*args), examples.TORCH[name](*args), rtol=1e-4,
+                               atol=1e-4)
+
+
+def test_triton_looped_reduction(monkeypatch):
+    """Rows longer than the persistent limit are walked in RBLOCK steps."""
+    monkeypatch.setattr(triton_codegen.config, "max_persistent_rblock_interpreted", 16)
+    monkeypatch.setattr(triton_codegen.config, "max_persistent_rblock_gpu", 16)
+    monkeypatch.setattr(triton_codegen.config, "looped_rblock_interpreted", 32)
+    x = torch.randn(6, 100)
+    compiled = run(examples.softmax, x, backend="triton", rtol=1e-5, atol=1e-5)
+    source = next(iter(compiled.kernel_sources.values()))
+    assert "looped reduction" in source and "for roffset in range(0, rnumel, RBLOCK)" in source
+    ln_args = on("triton", torch.randn(5, 70), torch.randn(70), torch.randn(70))
+    compiled = compile_fx(trace(examples.layernorm, *ln_args), ln_args, backend="triton")
+    torch.testing.assert_close(compiled(*ln_args), examples.TORCH["layernorm"](*ln_args),
+                               rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_infinities_survive(backend):
+    """A masked softmax: -inf inputs, a max-reduction that starts at -inf."""
+    x = torch.randn(4, 9)
+    x[:, ::3] = float("-inf")
+    run(examples.softmax, x, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mlp_with_extern_matmuls(backend):
+    args = on(backend, torch.randn(8, 16), torch.randn(16, 32), torch.randn(32),
+              torch.randn(32, 4))
+    compiled = compile_fx(trace(examples.mlp, *args), args, backend=backend)
+    torch.testing.assert_close(compiled(*args), examples.TORCH["mlp"](*args), rtol=1e-4,
+                               atol=1e-4)
+    kinds = [k.kind for k in compiled.fusion_report.kernels]
+    assert kinds == ["extern", "pointwise", "extern"], kinds   # bias + gelu: one epilogue
+
+
+def test_cpp_falls_back_to_pytorch_for_float16():
+    x = torch.randn(4, 8, dtype=torch.float16)
+    compiled = run(lambda x: ops.exp(ops.add(x, 1.0)), x, backend="cpp", rtol=1e-3, atol=1e-3)
+    assert compiled.num_kernels == 0
+    assert "float16" in compiled.wrapper_code
+
+
+@pytest.mark.gpu
+def test_triton_on_cuda():
+    x = torch.randn(300, 1000, device="cuda")
+    compiled = compile_fx(trace(examples.softmax, x), [x])
+    assert compiled.backend == "triton"
+    torch.testing.assert_close(compiled(x), torch.softmax(x, -1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_column_reductions_with_an_epilogue(backend):
+    """Reducing the outer dimension (bias gradients, column softmax): C++ tiles the kept,
+    contiguous dimension; 45 columns = one full tile of 32 and a ragged one."""
+    x = torch.randn(70, 45)
+    compiled = run(lambda x: (ops.sum(x, (0,)), ops.div(x, ops.amax(x, (0,), keepdim=True)),
+                              ops.mean(ops.exp(x), (0,), keepdim=True)),
+                   x, backend=backend, rtol=1e-4, atol=1e-4)
+    assert compiled.num_kernels == 1
+    if backend == "cpp":
+        assert "xi < xlen" in next(iter(compiled.kernel_sources.values()))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_max_autotune_keeps_a_correct_variant(backend):
+    x = torch.randn(40, 70)
+    compiled = run(lambda x: ops.div(x, ops.sum(ops.exp(x), (0,), keepdim=True)), x,
+                   backend=backend, rtol=1e-4, atol=1e-4, mode="max-autotune")
+    assert "max-autotune" in next(iter(compiled.kernel_sources.values()))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_max_reductions_keep_nans(backend, monkeypatch):
+    """torch.amax returns NaN for a row holding one; std::max and tl.max would drop it."""
+    monkeypatch.setattr(triton_codegen.config, "max_persistent_rblock_interpreted", 32)
+    monkeypatch.setattr(triton_codegen.config, "looped_rblock_interpreted", 16)
+    rows, cols = torch.randn(4, 50), torch.randn(50, 40)
+    rows[1, 7] = cols[7, 3] = float("nan")
+    run(lambda r, c: (ops.amax(r, (1,)), ops.amax(c, (0,)), ops.amax(r, (1,), keepdim=True)),
+        rows, cols, backend=backend)

@@ -1,0 +1,188 @@
+"""Stage 5: the compile entry, the code cache, golden generated source, the torch.compile
+backend (real Dynamo -> our AOTAutograd -> our kernels), and the fallbacks."""
+
+import importlib
+
+import pytest
+import torch
+
+from tutorcompile.environment import probe
+from tutorcompile.inductor import codecache, examples
+from tutorcompile.inductor.compile_fx import compile_fx, inductor_backend
+from tutorcompile.ops import ops, trace
+
+pytestmark = pytest.mark.stage5
+# the module (the package re-exports the function under the same name)
+compile_fx_module = importlib.import_module("tutorcompile.inductor.compile_fx")
+needs_cxx = pytest.mark.skipif(not probe().has_cxx, reason="no C++ compiler")
+
+GOLDEN_CPP = """\
+// cpp_poi_fused_add_relu_0: graph nodes add, relu
+extern "C" void cpp_poi_fused_add_relu_0(const float* __restrict__ in_ptr_x,
+    const float* __restrict__ in_ptr_b,
+    float* __restrict__ out_ptr_buf1)
+{
+    for (int64_t x0 = 0; x0 < 4; x0++)
+    {
+        #pragma omp simd
+        for (int64_t x1 = 0; x1 < 8; x1++)
+        {
+            auto tmp0 = in_ptr_x[(8 * x0 + x1)];
+            auto tmp1 = in_ptr_b[x1];
+            auto tmp2 = (tmp0 + tmp1);
+            auto tmp3 = std::max(tmp2, decltype(tmp2)(0));
+            out_ptr_buf1[(8 * x0 + x1)] = tmp3;
+        }
+    }
+}"""
+
+GOLDEN_WRAPPER = """\
+def call(x, b):
+    # cpp_poi_fused_add_relu_0: graph nodes add, relu
+    buf1 = empty_strided((4, 8), (8, 1), dtype=torch.float32, device=torch.device('cpu'))
+    cpp_poi_fused_add_relu_0(x, b, buf1)
+    return (buf1,)
+"""
+
+GOLDEN_TRITON = """\
+@triton.jit
+def triton_red_fused_amax_sub_exp_sum_div_0(in_ptr_x, out_ptr_buf4, xnumel, rnumel, \
+XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
+    # persistent reduction; graph nodes: amax, sub, exp, sum_, div
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+    xmask = xindex < xnumel
+    rbase = tl.arange(0, RBLOCK)[None, :]
+    rindex = rbase
+    rmask = rindex < rnumel
+    tmp0 = tl.load(in_ptr_x + (8 * xindex + rindex), xmask & rmask, other=0)
+    tmp1 = tl.where(xmask & rmask, tmp0, float('-inf'))
+    tmp2 = tl.max(tmp1, 1)[:, None]
+    tmp3 = tl.sum(tl.where(xmask & rmask & (tmp0 != tmp0), 1, 0), 1)[:, None]
+    tmp4 = tl.where(tmp3 > 0, float('nan'), tmp2)
+    tmp5 = (tmp0 - tmp4)
+    tmp6 = tl.exp(tmp5)
+    tmp7 = tl.where(xmask & rmask, tmp6, 0.0)
+    tmp8 = tl.sum(tmp7, 1)[:, None]
+    tmp9 = (tmp6 / tmp8)
+    tl.store(out_ptr_buf4 + (8 * xindex + rindex), tmp9, xmask & rmask)"""
+
+
+def relu_add(x, b):
+    return ops.relu(ops.add(x, b))
+
+
+@needs_cxx
+def test_golden_cpp_kernel_and_wrapper():
+    x, b = torch.randn(4, 8), torch.randn(8)
+    compiled = compile_fx(trace(relu_add, x, b), [x, b], backend="cpp")
+    assert compiled.kernel_sources == {"cpp_poi_fused_add_relu_0": GOLDEN_CPP}
+    assert compiled.wrapper_code == GOLDEN_WRAPPER
+    assert GOLDEN_CPP in compiled.output_code and GOLDEN_WRAPPER in compiled.output_code
+    torch.testing.assert_close(compiled(x, b), torch.relu(x + b))
+
+
+def test_golden_triton_softmax():
+    x = torch.randn(4, 8, device="cuda" if torch.cuda.is_available() else "cpu")
+    compiled = compile_fx(trace(examples.softmax, x), [x], backend="triton")
+    assert list(compiled.kernel_sources.values()) == [GOLDEN_TRITON]
+    torch.testing.assert_close(compiled(x), torch.softmax(x, -1))
+
+
+@needs_cxx
+def test_cache_hit_does_not_run_the_compiler(tmp_path, monkeypatch):
+    monkeypatch.setenv("TUTORCOMPILE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(codecache, "_loaded", {})
+    x, b = torch.randn(3, 5), torch.randn(5)
+    before = codecache.stats["cpp_compiles"]
+    compile_fx(trace(relu_add, x, b), [x, b], backend="cpp")
+    assert codecache.stats["cpp_compiles"] == before + 1
+    assert list(tmp_path.glob("cpp/*/kernel.so")) and list(tmp_path.glob("cpp/*/flags.txt"))
+    monkeypatch.setattr(codecache, "_loaded", {})        # a new process: only the disk cache
+    hits = codecache.stats["cpp_hits"]
+    compiled = compile_fx(trace(relu_add, x, b), [x, b], backend="cpp")
+    assert codecache.stats["cpp_compiles"] == before + 1
+    assert codecache.stats["cpp_hits"] == hits + 1
+    torch.testing.assert_close(compiled(x, b), torch.relu(x + b))
+
+
+@needs_cxx
+def test_new_strides_compile_a_new_variant():
+    x, b = torch.randn(6, 4), torch.randn(4)
+    compiled = compile_fx(trace(relu_add, x, b), [x, b], backend="cpp")
+    xt = torch.randn(4, 6).t()
+    torch.testing.assert_close(compiled(xt, b), torch.relu(xt + b))
+    torch.testing.assert_close(compiled(x, b), torch.relu(x + b))
+    assert len(compiled._variants) == 2
+
+
+def test_eager_backend_and_no_compiler_fallback(monkeypatch, capsys):
+    x, b = torch.randn(3, 5), torch.randn(5)
+    compiled = compile_fx(trace(relu_add, x, b), [x, b], backend="eager")
+    torch.testing.assert_close(compiled(x, b), torch.relu(x + b))
+
+    class NoCxx:
+        has_cxx = False
+        has_triton = True
+        has_openmp = False
+        has_cuda = False
+    monkeypatch.setattr(compile_fx_module, "probe", lambda: NoCxx())
+    if torch.cuda.is_available():   # Triton then needs CUDA tensors
+        x, b = x.cuda(), b.cuda()
+    compiled = compile_fx(trace(relu_add, x, b), [x, b], backend="cpp")
+    assert compiled.backend == "triton"
+    assert "no C++ compiler" in capsys.readouterr().out
+    torch.testing.assert_close(compiled(x, b), torch.relu(x + b))
+
+
+def test_torch_compile_backend_forward_and_backward():
+    """Real Dynamo captures, our AOTAutograd makes prim graphs, our kernels run them."""
+    def f(x, w, b):
+        h = x @ w + b
+        return torch.nn.functional.gelu(h) * torch.sigmoid(h)
+    x = torch.randn(16, 8)
+    w = torch.randn(8, 12, requires_grad=True)
+    b = torch.randn(12, requires_grad=True)
+    torch._dynamo.reset()
+    compiled = torch.compile(f, backend=inductor_backend)
+    out = compiled(x, w, b)
+    expected = f(x, w, b)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+    grads = torch.autograd.grad(out.sum(), (w, b))
+    expected_grads = torch.autograd.grad(expected.sum(), (w, b))
+    for g, e in zip(grads, expected_grads):
+        torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
+    torch._dynamo.reset()
+
+
+def test_our_dynamo_our_aot_our_kernels():
+    """The whole tutorcompile pipeline: stage 3 captures, stage 4 partitions, stage 5 fuses."""
+    dynamo = pytest.importorskip("tutorcompile.dynamo")
+
+    def f(x, w, b):
+        return torch.softmax(torch.relu(x @ w + b), -1)
+    x = torch.randn(16, 8)
+    w = torch.randn(8, 12, requires_grad=True)
+    b = torch.randn(12, requires_grad=True)
+    compiled = dynamo.compile(f, backend=inductor_backend)
+    out, expected = compiled(x, w, b), f(x, w, b)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    ours = torch.autograd.grad((out * out).sum(), (w, b))
+    theirs = torch.autograd.grad((expected * expected).sum(), (w, b))
+    for g, e in zip(ours, theirs):
+        torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
+
+
+@needs_cxx
+def test_torch_level_calls_become_externs():
+    """Calls that are not prims run in PyTorch, named in the wrapper; the rest still fuses."""
+    from tutorcompile.fx.tracer import symbolic_trace
+
+    def f(x, b):
+        return torch.softmax(torch.relu(x + b) * 2, -1).exp()
+    x, b = torch.randn(4, 8), torch.randn(8)
+    graph = compile_fx_module._to_prims(symbolic_trace(f).graph)
+    compiled = compile_fx(graph, [x, b], backend="cpp")
+    torch.testing.assert_close(compiled(x, b), f(x, b))
+    assert "torch.softmax(buf2, -1)" in compiled.wrapper_code
+    assert compiled.num_kernels == 2 and "# reuse" in compiled.wrapper_code

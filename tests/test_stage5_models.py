@@ -1,0 +1,79 @@
+"""Stage 5 under stage 4: whole models trained through AOTAutograd with our kernels.
+
+``aot_module`` decomposes each model into prim graphs (forward and backward) and hands them to
+``inner_compiler()`` (``compile_fx`` on first call). Values and parameter gradients must match
+eager PyTorch (float32: 1e-4; gradients through attention and batch norm 1e-3 relative).
+These graphs hold what the unit tests do not: convolutions and max-pooling (externs),
+multi-output calls (``unbind``), embeddings (``index_select``), batch norm, attention.
+"""
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from tutorcompile.inductor import inner_compiler
+
+aot = pytest.importorskip("tutorcompile.aot")
+pytestmark = pytest.mark.stage5
+
+
+class Block(nn.Module):
+    """A pre-norm transformer block with hand-written attention."""
+
+    def __init__(self, d=32, heads=4):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.heads = heads
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).reshape(b, t, 3, self.heads, d // self.heads) \
+            .permute(2, 0, 3, 1, 4)
+        a = torch.softmax(q @ k.transpose(-1, -2) / (d // self.heads) ** 0.5, -1)
+        x = x + self.out((a @ v).transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(self.ln2(x))
+
+
+class CNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn, self.fc = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), \
+            nn.Linear(8 * 4 * 4, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn(self.conv(x))), 2)
+        return F.log_softmax(self.fc(x.flatten(1)), -1)
+
+
+class Embedding(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb, self.fc = nn.Embedding(50, 16), nn.Linear(32, 4)
+
+    def forward(self, i):
+        h = self.emb(i)
+        return self.fc(torch.cat([h[:, 0], h[:, 1:].mean(1)], -1)).tanh()
+
+
+@pytest.mark.parametrize("name", ["block", "cnn", "embedding"])
+def test_models_train_like_eager(name):
+    model, x = {"block": (Block(), torch.randn(2, 5, 32)),
+                "cnn": (CNN(), torch.randn(4, 3, 8, 8)),
+                "embedding": (Embedding(), torch.randint(0, 50, (6, 7)))}[name]
+    reference = copy.deepcopy(model)
+    compiler = inner_compiler()
+    compiled = aot.aot_module(model, fw_compiler=compiler, bw_compiler=compiler)
+    out, expected = compiled(x), reference(x)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+    out.square().sum().backward()
+    expected.square().sum().backward()
+    for (pname, p), (_, q) in zip(model.named_parameters(), reference.named_parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-4,
+                                   msg=lambda m, pname=pname: f"{name}.{pname}: {m}")
+    fwd = compiled.artifacts.forward.compiled
+    assert fwd.num_kernels < fwd.fusion_report.kernels_before   # something fused

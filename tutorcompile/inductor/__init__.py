@@ -1,0 +1,37 @@
+"""tutorcompile.inductor -- stage 5: prims -> loop IR -> fused kernels (C++/OpenMP, Triton).
+
+::
+
+    compile_fx(gm, example_inputs, backend="cpp" | "triton" | "eager", fusion=True,
+               mode=None | "max-autotune")   -> CompiledGraph (.output_code, .fusion_report)
+    inductor_backend(gm, example_inputs)     the torch.compile backend contract
+                                             (Dynamo graph -> tutorcompile.aot -> kernels)
+    lower_graph / GraphLowering, lowerings, register_lowering     prims -> loop IR (lowering.py)
+    ir            Pointwise, Reduction, View, ComputedBuffer, ExternKernel, ReferenceHandler
+    schedule / Scheduler, FusionReport      can_fuse, score_fusion, why-not-fused (scheduler.py)
+    codegen.cpp, codegen.triton             the two kernel writers; codecache: disk cache
+    examples      softmax, layernorm, rmsnorm, chain, mlp, all_pointwise (+ torch versions)
+
+Mirrors: torch/_inductor (ir.py, lowering.py, scheduler.py, codegen/, codecache.py,
+compile_fx.py).
+"""
+
+from . import codecache, examples, ir
+from .compile_fx import (
+    BACKENDS,
+    CompiledGraph,
+    LazyCompiledGraph,
+    compile_fx,
+    default_backend,
+    inductor_backend,
+    inner_compiler,
+)
+from .lowering import GraphLowering, evaluate_lowering, lower_graph, lowerings, register_lowering
+from .scheduler import FusionReport, Scheduler, schedule
+
+__all__ = [
+    "BACKENDS", "CompiledGraph", "FusionReport", "GraphLowering", "LazyCompiledGraph",
+    "Scheduler", "codecache", "compile_fx", "default_backend", "evaluate_lowering", "examples",
+    "inductor_backend", "inner_compiler", "ir", "lower_graph", "lowerings",
+    "register_lowering", "schedule",
+]

@@ -1,0 +1,331 @@
+"""What the C++ and Triton kernel writers share: the kernel plan, CSE, and the ops handler.
+
+A *kernel* is a group of computed buffers the scheduler decided to fuse. Its
+:class:`KernelPlan` says how they share one loop nest:
+
+* a pointwise kernel iterates one shape (``xnumel`` elements);
+* a reduction kernel iterates ``src_shape`` split into kept dimensions (the ``x`` loop, one
+  output element each) and reduced dimensions (the ``r`` loop). Every node of the group is a
+  *phase* of the x loop: a ``reduction`` (its own r loop, leaving one value per x), a ``full``
+  pointwise node (iterates x and r, e.g. softmax's ``exp(x - max) / sum``), or an ``x``
+  pointwise node (one value per x, e.g. layernorm's ``rsqrt(var + eps)``).
+
+Inside a kernel, buffers that nothing outside reads are never written to memory: a load of
+such a pointwise buffer is replaced by its inner function evaluated at the loaded index
+(inlining), and a load of a reduction computed earlier in the kernel is replaced by the
+variable that holds it -- allowed only at the row being computed; anything else is a
+:class:`FusionError`, which the scheduler reports as the reason not to fuse.
+
+:class:`KernelWriter` is an ops handler (``tutorcompile.ops``): prims become expression
+strings from the op table's spellings, ``load``/``constant`` become the language's loads and
+literals, and common subexpressions get one temporary (``tmp3``).
+
+Mirrors: torch/_inductor/codegen/common.py (``Kernel``, ``CSE``, ``OpOverrides``) and
+torch/_inductor/codegen/simd.py (tiling into x and r).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+
+from ...ops import OpsHandler
+from .. import ir
+from ..ir import ComputedBuffer, FloorDiv, ModularIndexing
+
+
+class FusionError(Exception):
+    """These buffers cannot share one kernel; the message says why (for the fusion report)."""
+
+
+@dataclass
+class KernelPlan:
+    """How the buffers of one kernel share a loop nest (see the module docstring)."""
+    nodes: list[ComputedBuffer]
+    stored: set[str]
+    shape: tuple[int, ...]            # pointwise: the iterated shape; reduction: src_shape
+    reduced_dims: tuple[int, ...] = ()
+    phases: dict[str, str] = field(default_factory=dict)  # buffer name -> full | x | reduction
+
+    @property
+    def is_reduction(self) -> bool:
+        return bool(self.reduced_dims) or any(n.is_reduction for n in self.nodes)
+
+    @property
+    def kept_shape(self) -> tuple[int, ...]:
+        return tuple(s for d, s in enumerate(self.shape) if d not in self.reduced_dims)
+
+    @property
+    def reduced_shape(self) -> tuple[int, ...]:
+        return tuple(self.shape[d] for d in self.reduced_dims)
+
+    @property
+    def xnumel(self) -> int:
+        return math.prod(self.kept_shape) if self.is_reduction else math.prod(self.shape)
+
+    @property
+    def rnumel(self) -> int:
+        return math.prod(self.reduced_shape) if self.is_reduction else 1
+
+    @property
+    def names(self) -> set[str]:
+        return {n.name for n in self.nodes}
+
+    @classmethod
+    def from_nodes(cls, nodes: Sequence[ComputedBuffer], stored: set[str]) -> KernelPlan:
+        """Find a common loop nest for ``nodes`` (in dependency order) or raise FusionError."""
+        nodes = list(nodes)
+        reductions = [n for n in nodes if n.is_reduction]
+        if reductions:
+            first = reductions[0].data
+            for r in reductions[1:]:
+                d = r.data
+                if (d.src_shape, d.reduced_dims) != (first.src_shape, first.reduced_dims):
+                    raise FusionError(
+                        f"reductions over different loops: {reductions[0].name} reduces "
+                        f"{list(first.src_shape)} over dims {list(first.reduced_dims)}, "
+                        f"{r.name} reduces {list(d.src_shape)} over dims "
+                        f"{list(d.reduced_dims)}")
+            plan = cls(nodes, stored, tuple(first.src_shape), tuple(first.reduced_dims))
+            kept = plan.kept_shape
+            kept_numel = math.prod(kept)
+            for n in nodes:
+                size = tuple(n.get_size())
+                if n.is_reduction:
+                    plan.phases[n.name] = "reduction"
+                elif size == plan.shape:
+                    plan.phases[n.name] = "full"
+                elif math.prod(size) == kept_numel and _squeeze(size) == _squeeze(kept):
+                    plan.phases[n.name] = "x"
+                else:
+                    raise FusionError(
+                        f"{n.name} has shape {list(size)}, which lines up neither with the "
+                        f"reduction's input {list(plan.shape)} nor with its output "
+                        f"{list(kept)}")
+            return plan
+        numels = {n.name: math.prod(n.get_size()) for n in nodes}
+        if len(set(numels.values())) > 1:
+            a, b = nodes[0], next(n for n in nodes if numels[n.name] != numels[nodes[0].name])
+            raise FusionError(f"different iteration sizes: {a.name} has {numels[a.name]} "
+                              f"elements, {b.name} has {numels[b.name]}")
+        main = next((n for n in nodes if n.name in stored), nodes[-1])
+        plan = cls(nodes, stored, tuple(main.get_size()))
+        plan.phases = {n.name: "full" for n in nodes}
+        return plan
+
+    # -- indices -------------------------------------------------------------------------
+    def full_index(self, xvars: Sequence[Any], rvars: Sequence[Any]) -> list:
+        """The index into ``shape`` given per-dimension x and r index expressions."""
+        if not self.is_reduction:
+            return list(xvars)
+        xs, rs = iter(xvars), iter(rvars)
+        return [next(rs) if d in self.reduced_dims else next(xs) for d in range(len(self.shape))]
+
+    def node_index(self, node: ComputedBuffer, xvars, rvars) -> list:
+        """The index of ``node``'s own output at the current loop position."""
+        size = tuple(node.get_size())
+        phase = self.phases[node.name]
+        if phase == "full":
+            own = self.full_index(xvars, rvars)
+            ref = self.shape
+        else:  # x and reduction phases: one element per x
+            own = list(xvars)
+            ref = self.kept_shape if self.is_reduction else self.shape
+        if size == tuple(ref):
+            return own
+        if _squeeze(size) == _squeeze(ref):
+            kept = iter([i for i, s in zip(own, ref) if s != 1])
+            return [0 if s == 1 else next(kept) for s in size]
+        return ir.unflatten_index(ir.flatten_index(own, ref), size)
+
+
+def _squeeze(shape) -> tuple[int, ...]:
+    return tuple(s for s in shape if s != 1)
+
+
+# ---------------------------------------------------------------------------------------
+# Printing index expressions
+# ---------------------------------------------------------------------------------------
+
+def print_index(expr: Any, language: str) -> str:
+    """Print a sympy index expression as C++ or Triton (Python) integer arithmetic."""
+    expr = ir.simplify_index(expr)
+    div = "//" if language == "triton" else "/"
+    if expr.is_Integer:
+        return str(int(expr))
+    if expr.is_Symbol:
+        return expr.name
+    if isinstance(expr, sympy.Add):
+        terms = sorted(expr.args, key=lambda a: (a.is_Integer, str(a)))
+        out = print_index(terms[0], language)
+        for t in terms[1:]:
+            if t.is_Integer and int(t) < 0:
+                out += f" - {-int(t)}"
+            else:
+                out += f" + {print_index(t, language)}"
+        return f"({out})" if len(terms) > 1 else out
+    if isinstance(expr, sympy.Mul):
+        coeff, rest = expr.as_coeff_Mul()
+        body = " * ".join(print_index(a, language) for a in sympy.Mul.make_args(rest))
+        if coeff == 1:
+            return body
+        return f"{int(coeff)} * {body}" if coeff != -1 else f"-{body}"
+    if isinstance(expr, FloorDiv):
+        a, b = (print_index(x, language) for x in expr.args)
+        return f"({a} {div} {b})"
+    if isinstance(expr, ModularIndexing):
+        a, d, m = expr.args
+        base = print_index(a, language) if d == 1 else \
+            f"({print_index(a, language)} {div} {print_index(d, language)})"
+        return f"({base} % {print_index(m, language)})"
+    raise NotImplementedError(f"cannot print index expression {expr}")
+
+
+# ---------------------------------------------------------------------------------------
+# The kernel writer: an ops handler that prints code
+# ---------------------------------------------------------------------------------------
+
+class CSEVar:
+    """A value inside a kernel: the name of a temporary (or a literal) and its dtype."""
+
+    def __init__(self, name: str, dtype: torch.dtype):
+        self.name = name
+        self.dtype = dtype
+        self.shape = ()
+
+    def __str__(self) -> str:
+        return self.name
+
+    __repr__ = __str__
+
+
+class KernelWriter(OpsHandler):
+    """Base of the C++ and Triton kernel writers.
+
+    Subclasses provide ``language``, ``dtype_name``, ``literal``, ``load_expr``,
+    ``wrap_constant``, and write the loop structure around :meth:`compute_phase`.
+    """
+    language = "cpp"
+
+    def __init__(self, plan: KernelPlan, name: str):
+        self.plan = plan
+        self.name = name
+        self.lines: list[str] = []
+        self.indent = 0
+        self.scopes: list[dict[str, CSEVar]] = [{}]
+        self.counter = 0
+        self.inputs: dict[str, ir.Buffer] = {}    # buffer name -> buffer, in first-use order
+        self.outputs: dict[str, ir.Buffer] = {}
+        self.reduction_values: dict[str, tuple[CSEVar, list]] = {}
+
+    # -- emitting ------------------------------------------------------------------------
+    def writeline(self, line: str) -> None:
+        self.lines.append("    " * self.indent + line)
+
+    def push_scope(self) -> None:
+        self.scopes.append({})
+
+    def pop_scope(self) -> None:
+        self.scopes.pop()
+
+    def newvar(self, dtype: torch.dtype, prefix: str = "tmp") -> CSEVar:
+        var = CSEVar(f"{prefix}{self.counter}", dtype)
+        self.counter += 1
+        return var
+
+    def cse(self, expr: str, dtype: torch.dtype) -> CSEVar:
+        for scope in reversed(self.scopes):
+            if expr in scope:
+                return scope[expr]
+        var = self.newvar(dtype)
+        self.writeline(self.assign(var, expr))
+        self.scopes[-1][expr] = var
+        return var
+
+    def assign(self, var: CSEVar, expr: str) -> str:
+        raise NotImplementedError
+
+    # -- the ops handler -----------------------------------------------------------------
+    def call(self, prim, args, kwargs):
+        if not prim.is_pointwise:
+            raise FusionError(f"{prim.name} cannot appear inside a kernel")
+        metas = [ir._Meta(a.dtype) if isinstance(a, CSEVar) else a for a in args]
+        _, dtype = prim.meta(*metas, **kwargs)
+        spelling = getattr(prim, self.language)
+        named, operands = {}, []
+        for a in list(args) + list(kwargs.values()):
+            if isinstance(a, torch.dtype):
+                named["dtype"] = self.dtype_name(a)
+            elif isinstance(a, CSEVar):
+                operands.append(a.name)
+            else:
+                operands.append(self.literal(a, dtype))
+        return self.cse(spelling.format(*operands, **named), dtype)
+
+    def constant(self, value, dtype):
+        return self.wrap_constant(value, dtype)
+
+    def load(self, buffer: ir.Buffer, index):
+        name = buffer.name
+        if name in self.plan.names:
+            if buffer.is_reduction:
+                return self.reduction_value(buffer, index)
+            return buffer.data.inner_fn(index)  # inline the producer at this index
+        self.inputs.setdefault(name, buffer)
+        offset = print_index(buffer.layout.offset_of(index), self.language)
+        return self.cse(self.load_expr(self.arg_name(name), offset, index), buffer.get_dtype())
+
+    def reduction_value(self, buffer: ComputedBuffer, index) -> CSEVar:
+        if buffer.name not in self.reduction_values:
+            raise FusionError(f"{buffer.name} (a reduction) is read before it is computed")
+        var, at = self.reduction_values[buffer.name]
+        if any(sympy.expand(sympy.sympify(a) - sympy.sympify(b)) != 0
+               for a, b in zip(index, at)):
+            raise FusionError(f"the reduction {buffer.name} is read at another row than the "
+                              "one being computed")
+        return var
+
+    # -- names of kernel arguments -------------------------------------------------------
+    def arg_name(self, buffer_name: str) -> str:
+        return f"in_ptr_{buffer_name}"
+
+    def out_name(self, buffer_name: str) -> str:
+        return f"out_ptr_{buffer_name}"
+
+    def signature_buffers(self) -> list[tuple[str, ir.Buffer, bool]]:
+        """(argument name, buffer, is_output) in argument order."""
+        args = [(self.arg_name(n), b, False) for n, b in self.inputs.items()]
+        args += [(self.out_name(n), b, True) for n, b in self.outputs.items()]
+        return args
+
+    # -- what subclasses implement -------------------------------------------------------
+    def dtype_name(self, dtype: torch.dtype) -> str:
+        raise NotImplementedError
+
+    def literal(self, value: Any, dtype: torch.dtype) -> str:
+        raise NotImplementedError
+
+    def wrap_constant(self, value: Any, dtype: torch.dtype) -> CSEVar:
+        raise NotImplementedError
+
+    def load_expr(self, arg: str, offset: str, index) -> str:
+        raise NotImplementedError
+
+
+def origin_names(nodes: Sequence[ir.Buffer]) -> list[str]:
+    """The prim-graph node names a kernel came from (for the comment above it)."""
+    seen: list[str] = []
+    for n in nodes:
+        for o in n.origins:
+            if o.name not in seen:
+                seen.append(o.name)
+    return seen
+
+
+__all__ = ["CSEVar", "FusionError", "KernelPlan", "KernelWriter", "origin_names",
+           "print_index"]

@@ -1,0 +1,369 @@
+"""C++/OpenMP kernels for the CPU: one ``extern "C"`` function per fused kernel.
+
+The shape of the code, for a pointwise kernel over ``(M, N)``::
+
+    #pragma omp parallel for            // rows split across cores
+    for (int64_t x0 = 0; x0 < M; x0++) {
+        #pragma omp simd                // the contiguous inner loop: vector instructions
+        for (int64_t x1 = 0; x1 < N; x1++) {
+            auto tmp0 = in_ptr_x[x1 + N * x0];
+            ...
+            out_ptr_buf2[x1 + N * x0] = tmp3;
+        }
+    }
+
+and for a reduction kernel (softmax: x loops over rows, each phase is an r loop over a row)::
+
+    #pragma omp parallel for
+    for (int64_t x0 = 0; x0 < M; x0++) {
+        float acc0 = -inf;  #pragma omp simd reduction(max:acc0)  for r0 ... // amax
+        float acc1 = 0;     #pragma omp simd reduction(+:acc1)    for r0 ... // sum(exp(x-max))
+        #pragma omp simd  for r0 ... out[...] = exp(x - acc0) / acc1;         // the epilogue
+    }
+
+Only the outputs other kernels (or the caller) read are stored; everything else stays in
+registers. Tensors arrive as raw data pointers (``ctypes``); sizes are constants baked into
+the source (shapes are static), which is what lets the compiler vectorise freely.
+
+Mirrors: torch/_inductor/codegen/cpp.py (``CppKernel``, ``CppOverrides``; Inductor's
+``CppVecKernel`` writes explicit vector code where we rely on ``omp simd``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from typing import Any
+
+import torch
+
+from ...ops import set_handler
+from .. import ir
+from ..codecache import cpp_compile, cpp_flags
+from .common import CSEVar, KernelPlan, KernelWriter, origin_names, print_index
+
+CPP_TYPES = {torch.float32: "float", torch.float64: "double", torch.int8: "int8_t",
+             torch.int16: "int16_t", torch.int32: "int32_t", torch.int64: "int64_t",
+             torch.uint8: "uint8_t", torch.bool: "bool"}
+
+TILE = 32
+"""Outputs per tile in reductions over an outer dimension (two AVX-512 vectors of floats)."""
+
+PARALLEL_MIN_ELEMENTS = 32768
+"""Below this many elements a kernel runs on one thread: starting a parallel region costs
+microseconds, more than the work."""
+
+
+class CppKernel(KernelWriter):
+    """Writes one C++ kernel for a :class:`KernelPlan`.
+
+    ``tile`` (outputs per tile of an outer-dimension reduction) and ``parallel`` (None: by
+    size, or forced on/off) are the choices ``mode="max-autotune"`` tries."""
+    language = "cpp"
+
+    def __init__(self, plan: KernelPlan, name: str, tile: int = TILE,
+                 parallel: bool | None = None):
+        super().__init__(plan, name)
+        self.tile = tile
+        self.parallel = parallel
+
+    def dtype_name(self, dtype: torch.dtype) -> str:
+        return CPP_TYPES[dtype]
+
+    def literal(self, value: Any, dtype: torch.dtype) -> str:
+        if isinstance(value, bool) or dtype == torch.bool:
+            return "true" if value else "false"
+        if dtype.is_floating_point:
+            t = CPP_TYPES[dtype]
+            value = float(value)
+            if math.isinf(value):
+                return f"{'-' if value < 0 else ''}std::numeric_limits<{t}>::infinity()"
+            if math.isnan(value):
+                return f"std::numeric_limits<{t}>::quiet_NaN()"
+            return repr(value) + ("f" if dtype == torch.float32 else "")
+        return f"static_cast<{CPP_TYPES[dtype]}>({int(value)})"
+
+    def wrap_constant(self, value: Any, dtype: torch.dtype) -> CSEVar:
+        return CSEVar(self.literal(value, dtype), dtype)
+
+    def load_expr(self, arg: str, offset: str, index) -> str:
+        return f"{arg}[{offset}]"
+
+    def assign(self, var: CSEVar, expr: str) -> str:
+        return f"auto {var} = {expr};"
+
+    def store(self, node: ir.ComputedBuffer, index, value: CSEVar) -> None:
+        self.outputs.setdefault(node.name, node)
+        offset = print_index(node.layout.offset_of(index), "cpp")
+        self.writeline(f"{self.out_name(node.name)}[{offset}] = {value};")
+
+    # -- loops ---------------------------------------------------------------------------
+    def open_loop(self, var: str, size: int, pragma: str | None) -> None:
+        if pragma:
+            self.writeline(f"#pragma {pragma}")
+        self.writeline(f"for (int64_t {var} = 0; {var} < {size}; {var}++)")
+        self.writeline("{")
+        self.indent += 1
+        self.push_scope()
+
+    def close_loop(self) -> None:
+        self.pop_scope()
+        self.indent -= 1
+        self.writeline("}")
+
+    def generate_body(self) -> None:
+        plan = self.plan
+        big = plan.xnumel * plan.rnumel >= PARALLEL_MIN_ELEMENTS if self.parallel is None \
+            else self.parallel
+        with set_handler(self):
+            if not plan.is_reduction:
+                self.pointwise_body(big)
+            else:
+                last = len(plan.shape) - 1
+                if plan.xnumel > 1 and last not in plan.reduced_dims:
+                    self.tiled_reduction_body(big)   # the contiguous dimension is kept
+                else:
+                    self.reduction_body(big)
+
+    def pointwise_body(self, big: bool) -> None:
+        shape = self.plan.shape
+        if not shape:
+            self.emit_nodes([], [])
+            return
+        outer, inner = math.prod(shape[:-1]), shape[-1]
+        if inner < 8:
+            # A short last dimension gives the vectoriser nothing to work with: run one
+            # flat loop over all elements instead (indices come from div/mod by constants).
+            numel = math.prod(shape)
+            self.open_loop("x0", numel, "omp parallel for simd" if big else "omp simd")
+            self.emit_nodes(ir.unflatten_index(ir.index_symbol("x0"), shape), [])
+            self.close_loop()
+        elif outer > 1:
+            self.open_loop("x0", outer, "omp parallel for" if big else None)
+            self.open_loop("x1", inner, "omp simd")
+            xvars = ir.unflatten_index(ir.index_symbol("x0"), shape[:-1]) + \
+                [ir.index_symbol("x1")]
+            self.emit_nodes(xvars, [])
+            self.close_loop()
+            self.close_loop()
+        else:
+            self.open_loop("x1", inner, "omp parallel for simd" if big else "omp simd")
+            self.emit_nodes([0] * (len(shape) - 1) + [ir.index_symbol("x1")], [])
+            self.close_loop()
+
+    def emit_nodes(self, xvars, rvars) -> None:
+        for node in self.plan.nodes:
+            if node.name in self.plan.stored:
+                index = self.plan.node_index(node, xvars, rvars)
+                self.store(node, index, node.data.inner_fn(index))
+
+    def reduction_body(self, big: bool) -> None:
+        plan = self.plan
+        kept, reduced = plan.kept_shape, plan.reduced_shape
+        parallel = "omp parallel for" if big and plan.xnumel > 1 else None
+        self.open_loop("x0", plan.xnumel, parallel)
+        xvars = ir.unflatten_index(ir.index_symbol("x0"), kept)
+        rvars = ir.unflatten_index(ir.index_symbol("r0"), reduced)
+        pending_full: list[ir.ComputedBuffer] = []
+
+        def flush_full():
+            if pending_full:
+                self.open_loop("r0", plan.rnumel, "omp simd")
+                for node in pending_full:
+                    index = plan.node_index(node, xvars, rvars)
+                    self.store(node, index, node.data.inner_fn(index))
+                self.close_loop()
+                pending_full.clear()
+
+        for node in plan.nodes:
+            phase = plan.phases[node.name]
+            stored = node.name in plan.stored
+            if phase == "full":
+                if stored:
+                    pending_full.append(node)
+                continue
+            flush_full()
+            if phase == "x":
+                if stored:
+                    index = plan.node_index(node, xvars, rvars)
+                    self.store(node, index, node.data.inner_fn(index))
+                continue
+            self.emit_reduction(node, xvars, rvars)
+        flush_full()
+        self.close_loop()
+
+    # -- reductions over a dimension that is not the innermost (e.g. column sums) --------
+    def open_tile(self) -> None:
+        """The innermost loop of a tiled reduction: ``TILE`` neighbouring outputs, which
+        sit next to each other in memory, so the compiler vectorises across them."""
+        self.writeline("#pragma omp simd")
+        self.writeline("for (int64_t xi = 0; xi < xlen; xi++)")
+        self.writeline("{")
+        self.indent += 1
+        self.push_scope()
+        self.writeline(f"const int64_t x0 = xt * {self.tile} + xi;")
+
+    def tiled_reduction_body(self, big: bool) -> None:
+        """Reductions whose innermost (contiguous) dimension is *kept*: walking one output's
+        reduction would stride through memory. Instead each thread takes a tile of ``TILE``
+        outputs, keeps ``TILE`` accumulators, and the innermost loop runs across the tile."""
+        plan = self.plan
+        tile = self.tile
+        tiles = -(-plan.xnumel // tile)
+        self.open_loop("xt", tiles, "omp parallel for" if big and tiles > 1 else None)
+        self.writeline(f"const int64_t xlen = std::min<int64_t>({tile}, "
+                       f"{plan.xnumel} - xt * {tile});")
+        xvars = ir.unflatten_index(ir.index_symbol("x0"), plan.kept_shape)
+        rvars = ir.unflatten_index(ir.index_symbol("r0"), plan.reduced_shape)
+        pending: list[ir.ComputedBuffer] = []
+
+        def flush():
+            if pending:
+                self.open_loop("r0", plan.rnumel, None)
+                self.open_tile()
+                for node in pending:
+                    index = plan.node_index(node, xvars, rvars)
+                    self.store(node, index, node.data.inner_fn(index))
+                self.close_loop()
+                self.close_loop()
+                pending.clear()
+
+        for node in plan.nodes:
+            phase, stored = plan.phases[node.name], node.name in plan.stored
+            if phase == "full":
+                if stored:
+                    pending.append(node)
+                continue
+            flush()
+            if phase == "x":
+                if stored:
+                    self.open_tile()
+                    index = plan.node_index(node, xvars, rvars)
+                    self.store(node, index, node.data.inner_fn(index))
+                    self.close_loop()
+                continue
+            data: ir.Reduction = node.data
+            t = CPP_TYPES[data.dtype]
+            acc = self.newvar(data.dtype, "acc")
+            init = self.literal(ir.reduction_init(data.reduction_type, data.dtype), data.dtype)
+            nan = self.newvar(torch.int32, "nan") if self.tracks_nan(data) else None
+            self.writeline(f"{t} {acc}[{tile}];")
+            self.writeline(f"for (int64_t xi = 0; xi < {tile}; xi++) {acc}[xi] = {init};")
+            if nan is not None:
+                self.writeline(f"int {nan}[{tile}] = {{0}};")
+            self.open_loop("r0", plan.rnumel, None)
+            self.open_tile()
+            value = data.inner_fn(plan.full_index(xvars, rvars))
+            if data.reduction_type == "sum":
+                self.writeline(f"{acc}[xi] = {acc}[xi] + {value};")
+            else:
+                self.writeline(f"{acc}[xi] = std::max({acc}[xi], static_cast<{t}>({value}));")
+                if nan is not None:
+                    self.writeline(f"{nan}[xi] |= ({value} != {value});")
+            self.close_loop()
+            self.close_loop()
+            if nan is not None:
+                self.writeline(f"for (int64_t xi = 0; xi < {tile}; xi++) if ({nan}[xi]) "
+                               f"{acc}[xi] = {self.literal(float('nan'), data.dtype)};")
+            out_index = plan.node_index(node, xvars, rvars)
+            self.reduction_values[node.name] = (CSEVar(f"{acc}[xi]", data.dtype), out_index)
+            if stored:
+                self.open_tile()
+                self.store(node, out_index, self.reduction_values[node.name][0])
+                self.close_loop()
+        flush()
+        self.close_loop()
+
+    @staticmethod
+    def tracks_nan(data: ir.Reduction) -> bool:
+        return data.reduction_type == "max" and data.dtype.is_floating_point
+
+    def emit_reduction(self, node: ir.ComputedBuffer, xvars, rvars) -> None:
+        data: ir.Reduction = node.data
+        acc = self.newvar(data.dtype, "acc")
+        init = self.literal(ir.reduction_init(data.reduction_type, data.dtype), data.dtype)
+        self.writeline(f"{CPP_TYPES[data.dtype]} {acc} = {init};")
+        op = "+" if data.reduction_type == "sum" else "max"
+        # std::max drops NaNs, torch.amax keeps them: count NaNs beside the max (an
+        # or-reduction, which vectorises) and apply them after the loop.
+        nan = self.newvar(torch.int32, "nan") if self.tracks_nan(data) else None
+        simd = f"omp simd reduction({op}:{acc})" if data.dtype != torch.bool else None
+        if nan is not None:
+            self.writeline(f"int {nan} = 0;")
+            simd += f" reduction(|:{nan})"
+        self.open_loop("r0", self.plan.rnumel, simd)
+        value = data.inner_fn(self.plan.full_index(xvars, rvars))
+        if data.reduction_type == "sum":
+            self.writeline(f"{acc} = {acc} + {value};")
+        else:
+            self.writeline(f"{acc} = std::max({acc}, static_cast<{CPP_TYPES[data.dtype]}>"
+                           f"({value}));")
+            if nan is not None:
+                self.writeline(f"{nan} |= ({value} != {value});")
+        self.close_loop()
+        if nan is not None:
+            self.writeline(f"if ({nan}) {acc} = {self.literal(float('nan'), data.dtype)};")
+        out_index = self.plan.node_index(node, xvars, rvars)
+        self.reduction_values[node.name] = (acc, out_index)
+        if node.name in self.plan.stored:
+            self.store(node, out_index, acc)
+
+    def generate(self) -> str:
+        self.generate_body()
+        body = self.lines
+        params = []
+        for arg, buf, is_out in self.signature_buffers():
+            const = "" if is_out else "const "
+            params.append(f"{const}{CPP_TYPES[buf.get_dtype()]}* __restrict__ {arg}")
+        nodes = ", ".join(origin_names(self.plan.nodes))
+        header = [f"// {self.name}: graph nodes {nodes}",
+                  f'extern "C" void {self.name}(' + ",\n    ".join(params) + ")", "{"]
+        return "\n".join(header + ["    " + line for line in body] + ["}"])
+
+
+CPP_PRELUDE = """// glibc declares its vectorised exp/log/erf/... (libmvec) for '#pragma omp simd'
+// loops only under __FAST_MATH__; define it just for <cmath>, so the loops call the
+// vector versions while the rest of the code keeps IEEE semantics (infinities, NaNs).
+#ifndef __FAST_MATH__
+#define __FAST_MATH__ 1
+#include <cmath>
+#undef __FAST_MATH__
+#endif
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+"""
+
+
+class CppKernelCall:
+    """A compiled C++ kernel: call it with tensors (inputs then outputs) in argument order."""
+
+    def __init__(self, name: str, source: str, arg_names: list[str]):
+        self.name = name
+        self.source = source
+        self.arg_names = arg_names
+        self.lib, self.path = cpp_compile(CPP_PRELUDE + "\n" + source + "\n")
+        self.fn = getattr(self.lib, name)
+        self.fn.restype = None
+        self.fn.argtypes = [ctypes.c_void_p] * len(arg_names)
+
+    def __call__(self, *tensors: torch.Tensor) -> None:
+        self.fn(*[t.data_ptr() for t in tensors])
+
+
+def generate_cpp_kernel(plan: KernelPlan, name: str, **choices
+                        ) -> tuple[str, list[ir.Buffer], list[ir.Buffer]]:
+    """Source of one kernel, and the buffers it reads and writes (in argument order)."""
+    kernel = CppKernel(plan, name, **choices)
+    source = kernel.generate()
+    return source, list(kernel.inputs.values()), list(kernel.outputs.values())
+
+
+def compile_cpp_kernel(plan: KernelPlan, name: str, **choices):
+    source, ins, outs = generate_cpp_kernel(plan, name, **choices)
+    return CppKernelCall(name, source, [b.name for b in ins + outs]), ins, outs
+
+
+__all__ = ["CppKernel", "CppKernelCall", "compile_cpp_kernel", "cpp_flags",
+           "generate_cpp_kernel"]

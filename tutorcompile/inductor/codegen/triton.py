@@ -1,0 +1,312 @@
+"""Triton kernels: blocks of elements with masks, for CUDA GPUs (and the CPU interpreter).
+
+A pointwise kernel handles ``XBLOCK`` consecutive elements per program::
+
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    xmask = xindex < xnumel                       # the last block sticks out: mask it
+    tmp0 = tl.load(in_ptr_x + (xindex), xmask, other=0)
+    ...
+    tl.store(out_ptr_buf1 + (xindex), tmp2, xmask)
+
+A reduction kernel works on an ``[XBLOCK, RBLOCK]`` tile: ``XBLOCK`` rows, ``RBLOCK``
+columns of each. When a whole row fits in one block the kernel is *persistent*: the row is
+loaded once and every phase (max, sum, the normalising epilogue) reuses it -- the fused
+softmax of the Triton tutorial. Otherwise it is *looped*: each phase walks the row in
+``RBLOCK`` steps with an accumulator (``tl.where(mask, acc + v, acc)``).
+
+Masks follow the index: a load whose address uses ``rindex`` is masked with
+``xmask & rmask``; one that only uses ``xindex`` with ``xmask``; a scalar address needs none.
+
+Under ``TRITON_INTERPRET=1`` (no GPU) the same source runs on CPU tensors; each program
+instance costs milliseconds there, so the launcher picks large blocks and few programs.
+
+Mirrors: torch/_inductor/codegen/triton.py (``TritonKernel``, ``TritonOverrides``) and
+torch/_inductor/runtime/triton_heuristics.py (block sizes, persistent reductions).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import torch
+
+from ...ops import set_handler
+from .. import ir
+from ..codecache import triton_module
+from .common import CSEVar, KernelPlan, KernelWriter, origin_names, print_index
+
+TRITON_TYPES = {torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
+                torch.float32: "tl.float32", torch.float64: "tl.float64",
+                torch.int8: "tl.int8", torch.int16: "tl.int16", torch.int32: "tl.int32",
+                torch.int64: "tl.int64", torch.uint8: "tl.uint8", torch.bool: "tl.int1"}
+
+
+def interpreted() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def next_power_of_2(n: int) -> int:
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
+class TritonConfig:
+    """Block-size limits (the interpreter wants few, large programs; a GPU wants many)."""
+    max_xblock_gpu = 1024
+    max_xblock_interpreted = 1 << 16
+    max_persistent_rblock_gpu = 2048
+    max_persistent_rblock_interpreted = 1 << 14
+    looped_rblock_gpu = 1024
+    looped_rblock_interpreted = 4096
+    tile_elements_gpu = 4096
+    tile_elements_interpreted = 1 << 18
+
+    def max_persistent_rblock(self) -> int:
+        return self.max_persistent_rblock_interpreted if interpreted() else \
+            self.max_persistent_rblock_gpu
+
+
+config = TritonConfig()
+
+
+class TritonKernel(KernelWriter):
+    """Writes one ``@triton.jit`` kernel for a :class:`KernelPlan`."""
+    language = "triton"
+
+    def __init__(self, plan: KernelPlan, name: str, persistent: bool | None = None):
+        super().__init__(plan, name)
+        if persistent is None:
+            persistent = next_power_of_2(plan.rnumel) <= config.max_persistent_rblock()
+        self.persistent = persistent if plan.is_reduction else False
+
+    def dtype_name(self, dtype: torch.dtype) -> str:
+        return TRITON_TYPES[dtype]
+
+    def literal(self, value: Any, dtype: torch.dtype) -> str:
+        if isinstance(value, bool):
+            return "True" if value else "False"
+        if isinstance(value, float) or (dtype.is_floating_point and not isinstance(value, bool)):
+            value = float(value)
+            if math.isinf(value):
+                return "float('-inf')" if value < 0 else "float('inf')"
+            if math.isnan(value):
+                return "float('nan')"
+            return repr(value)
+        return str(int(value))
+
+    def wrap_constant(self, value: Any, dtype: torch.dtype) -> CSEVar:
+        return self.cse(f"tl.full([], {self.literal(value, dtype)}, {TRITON_TYPES[dtype]})",
+                        dtype)
+
+    def mask_for(self, offset_expr) -> str | None:
+        names = {s.name for s in getattr(offset_expr, "free_symbols", ())}
+        if "rindex" in names:
+            return "xmask & rmask"
+        if "xindex" in names:
+            return "xmask"
+        return None
+
+    def load(self, buffer, index):
+        # like KernelWriter.load, but the mask depends on which indices the address uses
+        if buffer.name in self.plan.names:
+            return super().load(buffer, index)
+        self.inputs.setdefault(buffer.name, buffer)
+        expr = buffer.layout.offset_of(index)
+        mask = self.mask_for(expr)
+        addr = f"{self.arg_name(buffer.name)} + {print_index(expr, 'triton')}"
+        text = f"tl.load({addr}, {mask}, other=0)" if mask else f"tl.load({addr})"
+        return self.cse(text, buffer.get_dtype())
+
+    def assign(self, var: CSEVar, expr: str) -> str:
+        return f"{var} = {expr}"
+
+    def store(self, node: ir.ComputedBuffer, index, value: CSEVar) -> None:
+        self.outputs.setdefault(node.name, node)
+        expr = node.layout.offset_of(index)
+        # The address must be a block of the phase's shape even when the offset does not
+        # use every index (a 0-d output, a size-1 dimension): add 0 * index to widen it.
+        used = {s.name for s in getattr(expr, "free_symbols", ())}
+        full = self.plan.is_reduction and self.plan.phases[node.name] == "full"
+        need = ["xindex", "rindex"] if full else ["xindex"]
+        widen = "".join(f" + 0 * {n}" for n in need if n not in used)
+        mask = "xmask & rmask" if full else "xmask"
+        addr = f"{self.out_name(node.name)} + {print_index(expr, 'triton')}{widen}"
+        self.writeline(f"tl.store({addr}, {value}, {mask})")
+
+    # -- structure -----------------------------------------------------------------------
+    def generate_body(self) -> None:
+        plan = self.plan
+        with set_handler(self):
+            if not plan.is_reduction:
+                self.writeline("xoffset = tl.program_id(0) * XBLOCK")
+                self.writeline("xindex = xoffset + tl.arange(0, XBLOCK)")
+                self.writeline("xmask = xindex < xnumel")
+                xvars = ir.unflatten_index(ir.index_symbol("xindex"), plan.shape)
+                for node in plan.nodes:
+                    if node.name in plan.stored:
+                        index = plan.node_index(node, xvars, [])
+                        self.store(node, index, node.data.inner_fn(index))
+                return
+            self.writeline("xoffset = tl.program_id(0) * XBLOCK")
+            self.writeline("xindex = xoffset + tl.arange(0, XBLOCK)[:, None]")
+            self.writeline("xmask = xindex < xnumel")
+            self.writeline("rbase = tl.arange(0, RBLOCK)[None, :]")
+            if self.persistent:
+                self.writeline("rindex = rbase")
+                self.writeline("rmask = rindex < rnumel")
+            xvars = ir.unflatten_index(ir.index_symbol("xindex"), plan.kept_shape)
+            rvars = ir.unflatten_index(ir.index_symbol("rindex"), plan.reduced_shape)
+            pending: list[ir.ComputedBuffer] = []
+
+            def flush():
+                if pending:
+                    self.open_r_loop()
+                    for node in pending:
+                        index = plan.node_index(node, xvars, rvars)
+                        self.store(node, index, node.data.inner_fn(index))
+                    self.close_r_loop()
+                    pending.clear()
+
+            for node in plan.nodes:
+                phase, stored = plan.phases[node.name], node.name in plan.stored
+                if phase == "full":
+                    if stored:
+                        pending.append(node)
+                    continue
+                flush()
+                if phase == "x":
+                    if stored:
+                        index = plan.node_index(node, xvars, rvars)
+                        self.store(node, index, node.data.inner_fn(index))
+                    continue
+                self.emit_reduction(node, xvars, rvars)
+            flush()
+
+    def open_r_loop(self) -> None:
+        if self.persistent:
+            return
+        self.writeline("for roffset in range(0, rnumel, RBLOCK):")
+        self.indent += 1
+        self.push_scope()
+        self.writeline("rindex = roffset + rbase")
+        self.writeline("rmask = rindex < rnumel")
+
+    def close_r_loop(self) -> None:
+        if self.persistent:
+            return
+        self.pop_scope()
+        self.indent -= 1
+
+    def emit_reduction(self, node: ir.ComputedBuffer, xvars, rvars) -> None:
+        data: ir.Reduction = node.data
+        t = TRITON_TYPES[data.dtype]
+        init = self.literal(ir.reduction_init(data.reduction_type, data.dtype), data.dtype)
+        combine = "tl.sum" if data.reduction_type == "sum" else "tl.max"
+        index = self.plan.full_index(xvars, rvars)
+        # tl.max drops NaNs, torch.amax keeps them: count them beside the max.
+        track_nan = data.reduction_type == "max" and data.dtype.is_floating_point
+        if self.persistent:
+            value = data.inner_fn(index)
+            masked = self.cse(f"tl.where(xmask & rmask, {value}, {init})", data.dtype)
+            result = self.cse(f"{combine}({masked}, 1)[:, None]", data.dtype)
+            if track_nan:
+                nans = self.cse(f"tl.sum(tl.where(xmask & rmask & ({value} != {value}), 1, 0)"
+                                ", 1)[:, None]", torch.int32)
+                result = self.cse(f"tl.where({nans} > 0, float('nan'), {result})", data.dtype)
+        else:
+            acc = self.newvar(data.dtype, "acc")
+            self.writeline(f"{acc} = tl.full([XBLOCK, RBLOCK], {init}, {t})")
+            if track_nan:
+                nan_acc = self.newvar(torch.int32, "nan")
+                self.writeline(f"{nan_acc} = tl.zeros([XBLOCK, RBLOCK], tl.int32)")
+            self.open_r_loop()
+            value = data.inner_fn(index)
+            step = f"{acc} + {value}" if data.reduction_type == "sum" else \
+                f"tl.maximum({acc}, {value})"
+            self.writeline(f"{acc} = tl.where(xmask & rmask, {step}, {acc})")
+            if track_nan:
+                self.writeline(f"{nan_acc} = tl.where(xmask & rmask & ({value} != {value}), "
+                               f"1, {nan_acc})")
+            self.close_r_loop()
+            result = self.cse(f"{combine}({acc}, 1)[:, None]", data.dtype)
+            if track_nan:
+                result = self.cse(f"tl.where(tl.max({nan_acc}, 1)[:, None] > 0, float('nan'), "
+                                  f"{result})", data.dtype)
+        out_index = self.plan.node_index(node, xvars, rvars)
+        self.reduction_values[node.name] = (result, out_index)
+        if node.name in self.plan.stored:
+            self.store(node, out_index, result)
+
+    def generate(self) -> str:
+        self.generate_body()
+        params = [arg for arg, _, _ in self.signature_buffers()] + ["xnumel"]
+        if self.plan.is_reduction:
+            params += ["rnumel", "XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"]
+        else:
+            params += ["XBLOCK: tl.constexpr"]
+        kind = ("persistent reduction" if self.persistent else "looped reduction") \
+            if self.plan.is_reduction else "pointwise"
+        header = ["@triton.jit", f"def {self.name}({', '.join(params)}):",
+                  f"    # {kind}; graph nodes: {', '.join(origin_names(self.plan.nodes))}"]
+        return "\n".join(header + ["    " + line for line in self.lines])
+
+
+TRITON_PRELUDE = "import triton\nimport triton.language as tl\n\n\n"
+
+
+def choose_blocks(plan: KernelPlan, persistent: bool) -> tuple[int, int]:
+    """(XBLOCK, RBLOCK) for a plan: large blocks under the interpreter (few programs)."""
+    interp = interpreted()
+    if not plan.is_reduction:
+        cap = config.max_xblock_interpreted if interp else config.max_xblock_gpu
+        return min(next_power_of_2(plan.xnumel), cap), 1
+    if persistent:
+        rblock = next_power_of_2(plan.rnumel)
+    else:
+        rblock = config.looped_rblock_interpreted if interp else config.looped_rblock_gpu
+    tile = config.tile_elements_interpreted if interp else config.tile_elements_gpu
+    xblock = max(1, min(next_power_of_2(plan.xnumel), tile // rblock))
+    return xblock, rblock
+
+
+class TritonKernelCall:
+    """A Triton kernel ready to launch: ``call(*tensors)`` with inputs then outputs."""
+
+    def __init__(self, name: str, source: str, arg_names: list[str], plan: KernelPlan,
+                 persistent: bool, blocks: tuple[int, int] | None = None):
+        self.name = name
+        self.source = source
+        self.arg_names = arg_names
+        self.xnumel, self.rnumel = plan.xnumel, plan.rnumel
+        self.is_reduction = plan.is_reduction
+        self.xblock, self.rblock = blocks or choose_blocks(plan, persistent)
+        self.fn = getattr(triton_module(TRITON_PRELUDE + source + "\n", name), name)
+
+    @property
+    def grid(self) -> tuple[int]:
+        return (max(1, math.ceil(self.xnumel / self.xblock)),)
+
+    def __call__(self, *tensors: torch.Tensor) -> None:
+        if self.is_reduction:
+            self.fn[self.grid](*tensors, self.xnumel, self.rnumel, XBLOCK=self.xblock,
+                               RBLOCK=self.rblock)
+        else:
+            self.fn[self.grid](*tensors, self.xnumel, XBLOCK=self.xblock)
+
+
+def generate_triton_kernel(plan: KernelPlan, name: str, persistent: bool | None = None):
+    kernel = TritonKernel(plan, name, persistent)
+    source = kernel.generate()
+    return source, list(kernel.inputs.values()), list(kernel.outputs.values()), \
+        kernel.persistent
+
+
+def compile_triton_kernel(plan: KernelPlan, name: str, persistent: bool | None = None):
+    source, ins, outs, persistent = generate_triton_kernel(plan, name, persistent)
+    call = TritonKernelCall(name, source, [b.name for b in ins + outs], plan, persistent)
+    return call, ins, outs
+
+
+__all__ = ["TritonKernel", "TritonKernelCall", "choose_blocks", "compile_triton_kernel",
+           "config", "generate_triton_kernel"]

@@ -1,0 +1,349 @@
+"""The compile entry: prim graph + example inputs -> a fast callable, and the torch.compile
+backend built on it.
+
+``compile_fx(gm, example_inputs, backend="cpp" | "triton" | "eager")`` runs the stage:
+lowering (``lowering.py``) -> scheduling and fusion (``scheduler.py``) -> one kernel per
+fused group (``codegen/cpp.py`` or ``codegen/triton.py``) -> the wrapper (``wrapper.py``).
+The result, a :class:`CompiledGraph`, is called like the graph; it carries what a learner
+wants to look at: ``output_code`` (wrapper and kernels, as source), ``fusion_report``,
+``kernel_sources`` and the compile time.
+
+Shapes, strides and dtypes are specialised: a call with inputs laid out differently compiles
+again (kept per layout, so alternating layouts do not recompile every time).
+
+Backend choice when none is given: Triton on a CUDA device; else C++ if a compiler exists;
+else Triton under its interpreter; else the prim graph runs eagerly. Each step down is
+announced on one line.
+
+``inductor_backend(gm, example_inputs)`` has the ``torch.compile`` backend contract (graph in,
+callable out). It accepts graphs of prims, and graphs of torch-level calls: with
+``tutorcompile.aot`` importable it hands them to AOT to decompose into prims; otherwise it
+maps the calls it knows (``torch.add``, ``torch.exp``, ``operator.mul``, ...) to prims and
+lets everything else run as PyTorch extern calls.
+
+Mirrors: torch/_inductor/compile_fx.py (``compile_fx``, ``compile_fx_inner``) and
+torch/_inductor/graph.py (``GraphLowering.compile_to_module``).
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from ..environment import probe
+from ..fx import Graph, GraphModule, ShapeProp
+from ..ops import PRIMS, Prim
+from .lowering import lower_graph
+from .scheduler import Scheduler
+from .wrapper import WrapperCodegen
+
+BACKENDS = ("cpp", "triton", "eager")
+
+
+def default_backend(example_inputs: Sequence[Any]) -> str:
+    """The best backend this machine offers for these inputs (see the module docstring)."""
+    on_cuda = any(isinstance(x, torch.Tensor) and x.is_cuda for x in example_inputs)
+    env = probe()
+    if on_cuda and env.has_triton:
+        return "triton"
+    if not on_cuda and env.has_cxx:
+        return "cpp"
+    if env.has_triton:
+        print("tutorcompile.inductor: no C++ compiler found; using Triton kernels under the "
+              "interpreter (slow, but correct)")
+        return "triton"
+    print("tutorcompile.inductor: no C++ compiler and no Triton; running the prim graph "
+          "eagerly")
+    return "eager"
+
+
+class CompiledGraph:
+    """A compiled prim graph; call it like the graph. See ``output_code`` and
+    ``fusion_report``."""
+
+    def __init__(self, graph: Graph, example_inputs: Sequence[Any], backend: str,
+                 fusion: bool = True, mode: str | None = None, scheduler_cls: type = Scheduler):
+        self.graph = graph
+        self.backend = backend
+        self.fusion = fusion
+        self.mode = mode
+        self.scheduler_cls = scheduler_cls
+        self._variants: dict[tuple, _Variant] = {}
+        self._current = self._compile(list(example_inputs))
+
+    @staticmethod
+    def _key(inputs: Sequence[Any]) -> tuple:
+        return tuple((tuple(x.shape), tuple(x.stride()), x.dtype, x.device)
+                     if isinstance(x, torch.Tensor) else type(x) for x in inputs)
+
+    def _compile(self, inputs: list[Any]) -> _Variant:
+        variant = _Variant(self.graph, inputs, self.backend, self.fusion, self.mode,
+                           self.scheduler_cls)
+        self._variants[self._key(inputs)] = variant
+        return variant
+
+    def __call__(self, *inputs: Any) -> Any:
+        key = self._key(inputs)
+        variant = self._variants.get(key)
+        if variant is None:
+            variant = self._compile(list(inputs))
+        self._current = variant
+        return variant(*inputs)
+
+    # what the most recent variant made (the one compiled for the example inputs at first)
+    @property
+    def output_code(self) -> str:
+        return self._current.output_code
+
+    @property
+    def wrapper_code(self) -> str:
+        return self._current.wrapper_code
+
+    @property
+    def fusion_report(self):
+        return self._current.fusion_report
+
+    @property
+    def kernel_sources(self) -> dict[str, str]:
+        return self._current.kernel_sources
+
+    @property
+    def compile_time_s(self) -> float:
+        return self._current.compile_time_s
+
+    @property
+    def num_kernels(self) -> int:
+        return len(self._current.kernel_sources)
+
+    @property
+    def scheduler(self):
+        return self._current.scheduler
+
+
+class _Variant:
+    """One specialisation of a CompiledGraph (fixed shapes, strides, dtypes)."""
+
+    def __init__(self, graph: Graph, inputs: list[Any], backend: str, fusion: bool,
+                 mode: str | None, scheduler_cls: type = None):
+        start = time.perf_counter()
+        self.backend = backend
+        self.kernel_sources: dict[str, str] = {}
+        self.fusion_report = None
+        self.scheduler = None
+        if backend == "eager":
+            self._fn = GraphModule({}, graph)
+            self.wrapper_code = self._fn.code
+            self.output_code = "# backend='eager': the prim graph runs op by op\n" + \
+                self.wrapper_code
+            self.compile_time_s = time.perf_counter() - start
+            return
+        lowering = lower_graph(graph, inputs, backend)
+        self.scheduler = (scheduler_cls or Scheduler)(lowering, backend).fuse(enabled=fusion)
+        self.fusion_report = self.scheduler.report
+        compile_kernel = _kernel_compiler(backend, mode)
+        wrapper = WrapperCodegen(self.scheduler, compile_kernel)
+        self.wrapper_code = wrapper.generate()
+        self.kernel_sources = wrapper.kernel_sources
+        namespace = dict(wrapper.globals)
+        exec(compile(self.wrapper_code, f"<tutorcompile wrapper {id(self)}>", "exec"),
+             namespace)
+        self._call = namespace["call"]
+        self._outputs = lowering.outputs
+        sections = [f"# tutorcompile output code (backend={backend!r}, "
+                    f"{len(self.kernel_sources)} kernels)"]
+        if backend == "cpp" and self.kernel_sources:
+            from .codecache import cpp_flags, cxx_compiler
+            sections[0] += f"\n# C++ built with: {cxx_compiler()[1]} {' '.join(cpp_flags())}"
+        for name, src in self.kernel_sources.items():
+            sections.append(f"# ---- kernel {name} ----\n{src}")
+        sections.append("# ---- wrapper ----\n" + self.wrapper_code)
+        self.output_code = "\n\n".join(sections)
+        self.compile_time_s = time.perf_counter() - start
+
+    def __call__(self, *inputs: Any) -> Any:
+        if self.backend == "eager":
+            return self._fn(*inputs)
+        flat = iter(self._call(*inputs))
+        from ..fx.node import map_aggregate
+        return map_aggregate(self._outputs, lambda v: next(flat))
+
+
+def _kernel_compiler(backend: str, mode: str | None) -> Callable:
+    if backend == "cpp":
+        from .codegen.cpp import compile_cpp_kernel
+        if mode == "max-autotune":
+            from .autotune import autotuned_cpp_kernel
+            return autotuned_cpp_kernel
+        return compile_cpp_kernel
+    if backend == "triton":
+        from .codegen.triton import compile_triton_kernel
+        if mode == "max-autotune":
+            from .autotune import autotuned_triton_kernel
+            return autotuned_triton_kernel
+        return compile_triton_kernel
+    raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+
+
+def compile_fx(gm: GraphModule | Graph | torch.fx.GraphModule, example_inputs: Sequence[Any],
+               backend: str | None = None, fusion: bool = True,
+               mode: str | None = None, scheduler_cls: type = None) -> CompiledGraph:
+    """Compile a graph of prims for ``example_inputs`` (see the module docstring).
+
+    ``fusion=False`` keeps one kernel per op (to measure what fusion buys);
+    ``scheduler_cls`` swaps in a :class:`~.scheduler.Scheduler` subclass (your own
+    ``can_fuse``); ``mode="max-autotune"`` benchmarks block sizes of Triton kernels.
+    """
+    graph = _as_graph(gm)
+    example_inputs = list(example_inputs)
+    if any("tensor_meta" not in n.meta for n in graph.nodes if n.op == "call_function"):
+        graph = graph.copy()
+        ShapeProp(GraphModule({}, graph)).propagate(*example_inputs)
+    if backend is None:
+        backend = default_backend(example_inputs)
+    if backend == "cpp" and not probe().has_cxx:
+        fallback = "triton" if probe().has_triton else "eager"
+        print(f"tutorcompile.inductor: no C++ compiler found; using backend={fallback!r}")
+        backend = fallback
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    _check_devices(backend, example_inputs)
+    return CompiledGraph(graph, example_inputs, backend, fusion, mode,
+                         scheduler_cls or Scheduler)
+
+
+def _check_devices(backend: str, inputs: Sequence[Any]) -> None:
+    devices = {x.device.type for x in inputs if isinstance(x, torch.Tensor)}
+    if backend == "cpp" and devices - {"cpu"}:
+        raise ValueError(f"backend='cpp' runs on CPU tensors; got tensors on {sorted(devices)} "
+                         "(use backend='triton' for CUDA)")
+    if backend == "triton" and "cpu" in devices:
+        from .codegen.triton import interpreted
+        if not interpreted():
+            raise ValueError("backend='triton' with CPU tensors needs the Triton interpreter "
+                             "(TRITON_INTERPRET=1 before triton is imported); use "
+                             "backend='cpp' for CPU tensors")
+
+
+def _as_graph(gm: Any) -> Graph:
+    if isinstance(gm, Graph):
+        return gm
+    if isinstance(gm, GraphModule):
+        return gm.graph
+    if isinstance(gm, torch.fx.GraphModule):
+        from ..fx import from_torch_fx
+        return from_torch_fx(gm).graph
+    raise TypeError(f"compile_fx takes a Graph or GraphModule, got {type(gm).__name__}")
+
+
+# ---------------------------------------------------------------------------------------
+# The torch.compile backend
+# ---------------------------------------------------------------------------------------
+
+_TORCH_TO_PRIM: dict[Any, str] = {
+    operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "div",
+    operator.neg: "neg", torch.add: "add", torch.sub: "sub", torch.mul: "mul",
+    torch.div: "div", torch.neg: "neg", torch.exp: "exp", torch.log: "log",
+    torch.sqrt: "sqrt", torch.rsqrt: "rsqrt", torch.abs: "abs", torch.sin: "sin",
+    torch.cos: "cos", torch.tanh: "tanh", torch.sigmoid: "sigmoid", torch.relu: "relu",
+    torch.nn.functional.relu: "relu", torch.erf: "erf", torch.maximum: "maximum",
+    torch.minimum: "minimum", torch.where: "where", torch.matmul: "matmul",
+}
+_METHOD_TO_PRIM = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "exp": "exp",
+                   "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "abs": "abs",
+                   "sin": "sin", "cos": "cos", "tanh": "tanh", "sigmoid": "sigmoid",
+                   "relu": "relu", "neg": "neg"}
+
+
+def _to_prims(graph: Graph) -> Graph:
+    """Map torch-level calls with a one-to-one prim (plain positional tensor/number args,
+    no kwargs) to that prim; everything else stays and later runs in PyTorch."""
+    graph = graph.copy()
+    for node in graph.nodes:
+        name = None
+        if node.op == "call_function":
+            try:
+                name = _TORCH_TO_PRIM.get(node.target)
+            except TypeError:
+                name = None
+        elif node.op == "call_method":
+            name = _METHOD_TO_PRIM.get(node.target)
+        if name is None or node.kwargs or name not in PRIMS:
+            continue
+        prim: Prim = PRIMS[name]
+        with graph.inserting_before(node):
+            new = graph.call_function(prim, node.args, {})
+        new.meta = dict(node.meta)
+        node.replace_all_uses_with(new)
+        graph.erase_node(node)
+    return graph
+
+
+class LazyCompiledGraph:
+    """``compile_fx`` on the first call, with that call's inputs as the examples.
+
+    AOTAutograd asks for the backward's compiled form before any backward input exists, so
+    the stage-4 compiler hooks (``fw_compiler`` / ``bw_compiler``) hand out one of these."""
+
+    def __init__(self, gm: Any, **options: Any):
+        self.gm = gm
+        self.options = options
+        self.compiled: CompiledGraph | None = None
+
+    def __call__(self, *args: Any) -> Any:
+        if self.compiled is None:
+            self.compiled = compile_fx(self.gm, args, **self.options)
+        return self.compiled(*args)
+
+
+def inner_compiler(cudagraphs: bool = False, **options: Any) -> Callable:
+    """A ``fw_compiler``/``bw_compiler`` for ``tutorcompile.aot``: prim graph -> kernels.
+
+    ``cudagraphs=True`` (``mode="reduce-overhead"``) records each compiled forward and
+    backward graph separately as a CUDA Graph, replayed on later calls.
+    """
+    def compiler(gm: Any, example_inputs: Any = None) -> Callable:
+        compiled = LazyCompiledGraph(gm, **options)
+        if cudagraphs:
+            from ..cudagraphs import CUDAGraphed
+            return CUDAGraphed(compiled, name=f"inductor {type(gm).__name__}")
+        return compiled
+    return compiler
+
+
+def inductor_backend(gm: Any, example_inputs: Sequence[Any], **options: Any) -> Callable:
+    """A ``torch.compile``-style backend: ``torch.compile(fn, backend=inductor_backend)`` or,
+    once registered as ``"inductor"``, ``tutorcompile.compile(fn)``.
+
+    With ``tutorcompile.aot`` (stage 4) the graph goes through AOTAutograd -- decomposed into
+    prims, forward and backward partitioned -- and each prim graph is compiled here, so
+    training works. Without it, calls with a one-to-one prim are mapped (``torch.add`` ->
+    ``prims.add``...) and everything else runs in PyTorch as extern calls (inference only).
+    Options go to :func:`compile_fx` (``backend=``, ``fusion=``, ``mode=``).
+    """
+    graph_module = gm
+    if isinstance(gm, torch.fx.GraphModule) and not isinstance(gm, GraphModule):
+        from ..fx import from_torch_fx
+        graph_module = from_torch_fx(gm)
+    try:
+        from ..aot import aot_graph
+    except ImportError:
+        aot_graph = None
+    if aot_graph is not None:
+        compiler = inner_compiler(**options)
+        compiled = aot_graph(graph_module, fw_compiler=compiler, bw_compiler=compiler)
+    else:
+        options.pop("cudagraphs", None)  # inference-only fallback: no CUDA Graphs
+        compiled = compile_fx(_to_prims(_as_graph(graph_module)), example_inputs, **options)
+
+    def run(*args):
+        return compiled(*args)
+    run.compiled = compiled
+    return run
+
+
+__all__ = ["BACKENDS", "CompiledGraph", "LazyCompiledGraph", "compile_fx", "default_backend",
+           "inductor_backend", "inner_compiler"]

@@ -1,0 +1,473 @@
+"""The loop-level IR: what each value of a prim graph *is*, as a function over indices.
+
+A prim graph says "``exp`` of ``add``"; a kernel needs to know, for each output element,
+which input elements to load and how to combine them. This module states that in a form
+both code generators can read:
+
+* :class:`Pointwise` -- ``ranges`` (the output shape) and ``inner_fn(index) -> value``;
+* :class:`Reduction` -- the shape being reduced (``src_shape``), the ``reduced_dims``, a
+  ``reduction_type`` (``sum`` or ``max``) and ``inner_fn(full_index) -> value to reduce``;
+* :class:`View` -- no data of its own: a ``reindex`` function maps its indices to the indices
+  of its base, so a transpose or a broadcast becomes index arithmetic, never a copy;
+* buffers: :class:`InputBuffer` (a graph input), :class:`ComputedBuffer` (holds a Pointwise or
+  Reduction), :class:`ExternKernel` (a call into PyTorch: matmul, convolution, and every op the
+  compiler does not generate code for).
+
+``inner_fn`` is written against the *virtualized* ops: arithmetic calls ``ops.add``,
+``ops.exp``... (the prims of ``tutorcompile.ops``), and memory is read with :func:`load` and
+:func:`constant` from this module. Which handler is installed decides what happens: the
+:class:`ReferenceHandler` below computes with torch tensors (our check that lowering is right),
+the C++ and Triton kernel writers print code. That is Inductor's ``V.ops`` idea: one
+definition of a value, many interpretations.
+
+Indices are sympy expressions over loop variables. :class:`FloorDiv` and
+:class:`ModularIndexing` are the two integer operations a reshape needs.
+
+Mirrors: torch/_inductor/ir.py (Pointwise, Reduction, View, ComputedBuffer, ExternKernel,
+FixedLayout) and torch/_inductor/utils.py / sizevars.py (index expressions).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+
+from ..ops import OpsHandler, current_handler, set_handler
+
+# ---------------------------------------------------------------------------------------
+# Index expressions
+# ---------------------------------------------------------------------------------------
+
+
+class FloorDiv(sympy.Function):
+    """``base // divisor`` for non-negative integers (C's ``/`` and Python's ``//`` agree)."""
+    is_integer = True
+    nargs = 2
+
+    @classmethod
+    def eval(cls, base, divisor):
+        if divisor == 1:
+            return base
+        if base == 0:
+            return sympy.Integer(0)
+        if base.is_Integer and divisor.is_Integer:
+            return sympy.Integer(int(base) // int(divisor))
+        return None
+
+
+class ModularIndexing(sympy.Function):
+    """``(base // divisor) % modulus``: one digit of a mixed-radix number (reshape's index)."""
+    is_integer = True
+    nargs = 3
+
+    @classmethod
+    def eval(cls, base, divisor, modulus):
+        if modulus == 1 or base == 0:
+            return sympy.Integer(0)
+        if base.is_Integer and divisor.is_Integer and modulus.is_Integer:
+            return sympy.Integer((int(base) // int(divisor)) % int(modulus))
+        return None
+
+
+def index_symbol(name: str) -> sympy.Symbol:
+    return sympy.Symbol(name, integer=True, nonnegative=True)
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(int(size), 1)
+    return tuple(reversed(strides))
+
+
+def flatten_index(index: Sequence[Any], shape: Sequence[int]) -> sympy.Expr:
+    """The row-major position of ``index`` in ``shape``."""
+    return sympy.Add(*[sympy.Integer(0)] + [sympy.sympify(i) * s
+                                             for i, s in zip(index, contiguous_strides(shape))
+                                             ])
+
+
+def unflatten_index(flat: Any, shape: Sequence[int]) -> list[sympy.Expr]:
+    """The inverse of :func:`flatten_index`: the digits of ``flat`` in the radices ``shape``,
+    assuming ``0 <= flat < numel`` (so the first digit needs no modulus)."""
+    flat = sympy.sympify(flat)
+    strides = contiguous_strides(shape)
+    out = []
+    for k, (size, stride) in enumerate(zip(shape, strides)):
+        if size == 1:
+            out.append(sympy.Integer(0))
+        elif k == 0 or all(s == 1 for s in shape[:k]):
+            out.append(FloorDiv(flat, stride))
+        else:
+            out.append(ModularIndexing(flat, stride, size))
+    return out
+
+
+def simplify_index(expr: Any) -> sympy.Expr:
+    """Undo flatten-of-unflatten: ``c*b*FloorDiv(e, a*b) + c*ModularIndexing(e, a, b)`` is
+    ``c*FloorDiv(e, a)`` (the two digits join back into one), applied until nothing changes.
+    A reshape of a reshape then indexes memory with ``r0``, not ``13*(r0/13) + r0%13``."""
+    expr = sympy.expand(sympy.sympify(expr))
+    changed = True
+    while changed and isinstance(expr, sympy.Add):
+        changed = False
+        terms = list(expr.args)
+        for i, t in enumerate(terms):
+            c_mod, mod = t.as_coeff_Mul()
+            if not isinstance(mod, ModularIndexing):
+                continue
+            e, a, b = mod.args
+            for j, u in enumerate(terms):
+                c_div, div = u.as_coeff_Mul()
+                if j != i and isinstance(div, FloorDiv) and div.args[0] == e and \
+                        div.args[1] == a * b and c_div == c_mod * b:
+                    rest = [x for k, x in enumerate(terms) if k not in (i, j)]
+                    expr = sympy.Add(*rest, c_mod * FloorDiv(e, a))
+                    changed = True
+                    break
+            if changed:
+                break
+        expr = sympy.expand(expr)
+    return expr
+
+
+# ---------------------------------------------------------------------------------------
+# The operations an inner function may use besides the prims
+# ---------------------------------------------------------------------------------------
+
+def load(buffer: Buffer, index: Sequence[Any]) -> Any:
+    """Read ``buffer`` at the n-d ``index`` under the current handler."""
+    return current_handler().load(buffer, list(index))
+
+
+def constant(value: Any, dtype: torch.dtype) -> Any:
+    """A number as a value of ``dtype`` under the current handler."""
+    return current_handler().constant(value, dtype)
+
+
+# ---------------------------------------------------------------------------------------
+# Layouts and nodes
+# ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FixedLayout:
+    """Where a buffer's elements live: ``offset + sum(index[k] * stride[k])``."""
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    dtype: torch.dtype
+    device: torch.device
+    offset: int = 0
+
+    @classmethod
+    def contiguous(cls, size: Sequence[int], dtype: torch.dtype, device: Any) -> FixedLayout:
+        size = tuple(int(s) for s in size)
+        return cls(size, contiguous_strides(size), dtype, torch.device(device))
+
+    def offset_of(self, index: Sequence[Any]) -> sympy.Expr:
+        terms = [sympy.sympify(i) * s for i, s in zip(index, self.stride) if s != 0]
+        return sympy.Add(sympy.Integer(self.offset), *terms)
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.size)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * torch.empty((), dtype=self.dtype).element_size()
+
+
+class IRNode:
+    """Anything a lowering can return: it has a size, a dtype, and a loader."""
+    origins: list  # the prim-graph nodes this value came from
+
+    def get_size(self) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    def get_dtype(self) -> torch.dtype:
+        raise NotImplementedError
+
+    def get_device(self) -> torch.device:
+        raise NotImplementedError
+
+    def make_loader(self) -> Callable[[Sequence[Any]], Any]:
+        raise NotImplementedError
+
+
+@dataclass
+class Loops:
+    """A computation over a loop nest (the body of a ComputedBuffer)."""
+    ranges: tuple[int, ...]
+    dtype: torch.dtype
+    device: torch.device
+    inner_fn: Callable
+
+
+@dataclass
+class Pointwise(Loops):
+    """``out[index] = inner_fn(index)`` for every ``index`` in ``ranges``."""
+
+
+@dataclass
+class Reduction(Loops):
+    """``out[kept] = reduce(inner_fn(full) for the full indices that share kept)``.
+
+    ``src_shape`` is the shape iterated, ``reduced_dims`` the dimensions folded away; the
+    output (``ranges``) keeps the others, and the reduced ones as 1s when ``keepdim``.
+    """
+    src_shape: tuple[int, ...] = ()
+    reduced_dims: tuple[int, ...] = ()
+    reduction_type: str = "sum"
+    keepdim: bool = False
+
+    @property
+    def kept_shape(self) -> tuple[int, ...]:
+        return tuple(s for d, s in enumerate(self.src_shape) if d not in self.reduced_dims)
+
+    @property
+    def reduced_shape(self) -> tuple[int, ...]:
+        return tuple(self.src_shape[d] for d in self.reduced_dims)
+
+
+REDUCTION_INIT = {"sum": 0, "max": float("-inf")}
+
+
+def reduction_init(reduction_type: str, dtype: torch.dtype) -> Any:
+    if reduction_type == "max" and not dtype.is_floating_point:
+        return torch.iinfo(dtype).min if dtype != torch.bool else False
+    value = REDUCTION_INIT[reduction_type]
+    return value if dtype.is_floating_point else int(value)
+
+
+class Buffer(IRNode):
+    """A named piece of memory with a layout; kernels load and store it."""
+
+    def __init__(self, name: str, layout: FixedLayout, origins: list | None = None):
+        self.name = name
+        self.layout = layout
+        self.origins = list(origins or [])
+
+    def get_size(self):
+        return self.layout.size
+
+    def get_dtype(self):
+        return self.layout.dtype
+
+    def get_device(self):
+        return self.layout.device
+
+    def make_loader(self):
+        return lambda index: load(self, index)
+
+    def __repr__(self) -> str:
+        dtype = str(self.layout.dtype).replace("torch.", "")
+        return f"{type(self).__name__}({self.name}: {dtype}{list(self.layout.size)})"
+
+
+class InputBuffer(Buffer):
+    """A graph input: its layout is the example input's (strides included)."""
+
+
+class ComputedBuffer(Buffer):
+    """A buffer whose contents a generated kernel computes from ``data``."""
+
+    def __init__(self, name: str, layout: FixedLayout, data: Loops, origins=None):
+        super().__init__(name, layout, origins)
+        self.data = data
+
+    @property
+    def is_reduction(self) -> bool:
+        return isinstance(self.data, Reduction)
+
+    def reads(self) -> list[str]:
+        """Names of the buffers the inner function loads (found by running it once)."""
+        return _ReadRecorder.reads_of(self)
+
+
+class ExternKernel(Buffer):
+    """A call into PyTorch: ``kernel(*args, **kwargs)`` whose args may hold IR values."""
+
+    def __init__(self, name: str, layout: FixedLayout, kernel: Callable, args: tuple,
+                 kwargs: dict, origins=None, reason: str = ""):
+        super().__init__(name, layout, origins)
+        self.kernel = kernel
+        self.args = args
+        self.kwargs = kwargs
+        self.reason = reason
+        self.multi_output = False   # True: the call returns a tuple (read through getitem)
+
+    def inputs(self) -> list[IRNode]:
+        found: list[IRNode] = []
+
+        def visit(a):
+            if isinstance(a, IRNode):
+                found.append(a)
+            elif isinstance(a, (list, tuple)):
+                for x in a:
+                    visit(x)
+            elif isinstance(a, dict):
+                for x in a.values():
+                    visit(x)
+        visit(self.args)
+        visit(self.kwargs)
+        return found
+
+    def reads(self) -> list[str]:
+        return sorted({base_buffer(v).name for v in self.inputs()})
+
+
+class View(IRNode):
+    """A view of ``base``: index ``i`` of the view is index ``reindex(i)`` of the base.
+
+    ``node`` (the prim-graph view node) lets the wrapper rebuild the view with PyTorch when a
+    PyTorch call (an extern kernel, or the caller) needs it as a tensor.
+    """
+
+    def __init__(self, base: IRNode, size: Sequence[int], reindex: Callable, node: Any,
+                 origins=None):
+        self.base = base
+        self.size = tuple(int(s) for s in size)
+        self.reindex = reindex
+        self.node = node
+        self.origins = list(origins or [])
+
+    def get_size(self):
+        return self.size
+
+    def get_dtype(self):
+        return self.base.get_dtype()
+
+    def get_device(self):
+        return self.base.get_device()
+
+    def make_loader(self):
+        inner = self.base.make_loader()
+        return lambda index: inner(self.reindex(list(index)))
+
+    def __repr__(self) -> str:
+        return f"View({self.node.name if self.node is not None else '?'} of {self.base!r})"
+
+
+def base_buffer(value: IRNode) -> Buffer:
+    while isinstance(value, View):
+        value = value.base
+    return value
+
+
+# ---------------------------------------------------------------------------------------
+# Handlers: who needs to know what an inner function does
+# ---------------------------------------------------------------------------------------
+
+@dataclass
+class _Meta:
+    """Shape-less stand-in for a value, so the prims' dtype rules can run on it."""
+    dtype: torch.dtype
+    shape: tuple = ()
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+
+
+class _ReadRecorder(OpsHandler):
+    """Runs an inner function only to see which buffers it loads."""
+
+    def __init__(self):
+        self.names: list[str] = []
+
+    def load(self, buffer, index):
+        if buffer.name not in self.names:
+            self.names.append(buffer.name)
+        return _Meta(buffer.get_dtype())
+
+    def constant(self, value, dtype):
+        return _Meta(dtype)
+
+    def call(self, prim, args, kwargs):
+        _, dtype = prim.meta(*args, **kwargs)
+        return _Meta(dtype)
+
+    @classmethod
+    def reads_of(cls, buffer: ComputedBuffer) -> list[str]:
+        rec = cls()
+        data = buffer.data
+        shape = data.src_shape if isinstance(data, Reduction) else data.ranges
+        index = [index_symbol(f"i{k}") for k in range(len(shape))]
+        with set_handler(rec):
+            data.inner_fn(index)
+        return rec.names
+
+
+class ReferenceHandler(OpsHandler):
+    """Evaluate inner functions with torch: index symbols become broadcastable integer
+    tensors, loads gather from the buffers' storage, prims run their references.
+
+    This is the loop IR's own interpreter -- slow-ish but obviously right, and what the tests
+    compare lowering against before any code generator is involved.
+    """
+
+    def __init__(self, storage: dict[str, torch.Tensor], env: dict[sympy.Symbol, torch.Tensor]):
+        self.storage = storage
+        self.env = env
+
+    def index_value(self, expr: Any) -> torch.Tensor:
+        expr = sympy.sympify(expr)
+        if expr.is_Integer:
+            return torch.tensor(int(expr))
+        if expr.is_Symbol:
+            return self.env[expr]
+        args = [self.index_value(a) for a in expr.args]
+        if isinstance(expr, sympy.Add):
+            out = args[0]
+            for a in args[1:]:
+                out = out + a
+            return out
+        if isinstance(expr, sympy.Mul):
+            out = args[0]
+            for a in args[1:]:
+                out = out * a
+            return out
+        if isinstance(expr, FloorDiv):
+            return torch.div(args[0], args[1], rounding_mode="floor")
+        if isinstance(expr, ModularIndexing):
+            return torch.remainder(torch.div(args[0], args[1], rounding_mode="floor"), args[2])
+        raise NotImplementedError(f"index expression {expr}")
+
+    def load(self, buffer, index):
+        flat = self.storage[buffer.name]
+        offset = self.index_value(buffer.layout.offset_of(index))
+        return flat[offset]
+
+    def constant(self, value, dtype):
+        return torch.tensor(value, dtype=dtype)
+
+    def call(self, prim, args, kwargs):
+        return prim.reference(*args, **kwargs)
+
+
+def evaluate_buffer(buffer: ComputedBuffer, storage: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Compute ``buffer`` with the :class:`ReferenceHandler` (``storage`` maps the names of
+    the buffers it reads to their flat storage)."""
+    data = buffer.data
+    shape = data.src_shape if isinstance(data, Reduction) else data.ranges
+    syms = [index_symbol(f"i{k}") for k in range(len(shape))]
+    env = {}
+    for k, (sym, size) in enumerate(zip(syms, shape)):
+        view = [1] * len(shape)
+        view[k] = size
+        env[sym] = torch.arange(size).reshape(view)
+    with set_handler(ReferenceHandler(storage, env)):
+        value = data.inner_fn(syms)
+    value = torch.as_tensor(value).to(data.dtype).expand(tuple(shape))
+    if isinstance(data, Reduction):
+        dims = data.reduced_dims
+        if not dims:
+            out = value
+        elif data.reduction_type == "sum":
+            out = value.sum(dims, keepdim=True, dtype=data.dtype)
+        else:
+            out = value.amax(dims, keepdim=True)
+        value = out.reshape(data.ranges)
+    return value.contiguous()

@@ -1,0 +1,514 @@
+"""Lowering: a graph of prims becomes buffers of loop IR, one rule per prim.
+
+:class:`GraphLowering` walks the prim graph in order and asks the :data:`lowerings` table what
+each call becomes:
+
+* every pointwise prim (one generic rule, from the op table's ``kind``) becomes a
+  :class:`~.ir.Pointwise` whose inner function loads its inputs -- broadcasting is index
+  arithmetic (a stretched dimension reads index 0) -- casts them to the dtype the op computes
+  in, and calls the prim under whatever handler is installed;
+* ``sum``/``amax`` become a :class:`~.ir.Reduction`; ``mean`` and ``var`` are built from
+  ``sum`` plus a pointwise division (the scheduler fuses them back into one kernel);
+* views (``reshape``, ``permute``, ``expand``, ``squeeze``, ``unsqueeze``, ``slice``) become
+  :class:`~.ir.View` -- new indices for old, no copy;
+* ``matmul``, ``convolution`` and the data-movement prims the code generators do not handle
+  (``cat``, ``index_select``...) become :class:`~.ir.ExternKernel` calls into PyTorch, and so
+  does any node whose target is not a prim at all (a torch function left in the graph): the
+  compiler never refuses a graph, it calls PyTorch and says so.
+
+Each non-view prim gets its own :class:`~.ir.ComputedBuffer` -- "one kernel per op", the
+naive starting point. Deciding which of them share a kernel is the scheduler's job.
+
+Mirrors: torch/_inductor/lowering.py (``register_lowering``, ``make_pointwise``) and
+torch/_inductor/graph.py (``GraphLowering``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from ..fx import Graph, Node
+from ..fx.node import map_aggregate, map_arg
+from ..ops import PRIMS, Prim, ops
+from ..ops.table import normalize_dim, normalize_dims, promote_types
+from . import ir
+from .ir import (
+    ComputedBuffer,
+    ExternKernel,
+    FixedLayout,
+    InputBuffer,
+    IRNode,
+    Pointwise,
+    Reduction,
+    View,
+    constant,
+)
+
+# dtypes the C++ code generator can spell with plain C++ types (no ATen headers).
+CPP_DTYPES = (torch.float32, torch.float64, torch.int8, torch.int16, torch.int32,
+              torch.int64, torch.uint8, torch.bool)
+TRITON_DTYPES = CPP_DTYPES + (torch.float16, torch.bfloat16)
+
+lowerings: dict[Prim, Callable] = {}
+
+
+def register_lowering(*prims: Prim):
+    """Decorator: ``fn(lowering, node, *args, **kwargs) -> IRNode`` lowers these prims."""
+    def wrap(fn):
+        for prim in prims:
+            lowerings[prim] = fn
+        return fn
+    return wrap
+
+
+class LoweringError(RuntimeError):
+    pass
+
+
+class GraphLowering:
+    """Lower a prim graph to buffers; ``buffers`` (in order), ``graph_inputs``, ``outputs``."""
+
+    def __init__(self, graph: Graph, example_inputs: Sequence[Any], backend: str = "cpp"):
+        self.graph = graph
+        self.example_inputs = list(example_inputs)
+        self.backend = backend
+        self.buffers: list[ir.Buffer] = []
+        self.graph_inputs: list[InputBuffer | None] = []
+        self.env: dict[Node, Any] = {}
+        self.outputs: Any = None
+        self.fallbacks: list[str] = []  # readable notes: "mm_1: matmul runs in PyTorch"
+
+    # -- buffers -----------------------------------------------------------------------
+    def new_name(self) -> str:
+        return f"buf{len(self.buffers)}"
+
+    def register(self, buffer: ir.Buffer) -> ir.Buffer:
+        self.buffers.append(buffer)
+        return buffer
+
+    def pointwise(self, node: Node, ranges, dtype, inner_fn) -> ComputedBuffer:
+        device = self.device_of(node)
+        layout = FixedLayout.contiguous(ranges, dtype, device)
+        data = Pointwise(tuple(ranges), dtype, layout.device, inner_fn)
+        return self.register(ComputedBuffer(self.new_name(), layout, data, [node]))
+
+    def reduction(self, node: Node, src: IRNode, dims, keepdim, reduction_type, dtype,
+                  inner_fn) -> ComputedBuffer:
+        src_shape = tuple(src.get_size())
+        dims = tuple(sorted(dims))
+        out_shape = tuple(1 if d in dims else s for d, s in enumerate(src_shape)) if keepdim \
+            else tuple(s for d, s in enumerate(src_shape) if d not in dims)
+        device = self.device_of(node)
+        layout = FixedLayout.contiguous(out_shape, dtype, device)
+        data = Reduction(out_shape, dtype, layout.device, inner_fn, src_shape, dims,
+                         reduction_type, keepdim)
+        return self.register(ComputedBuffer(self.new_name(), layout, data, [node]))
+
+    def extern(self, node: Node, kernel: Callable, args, kwargs, reason: str) -> ExternKernel:
+        meta = node.meta.get("tensor_meta")
+        multi = isinstance(meta, (tuple, list))
+        if meta is None or not (multi or hasattr(meta, "shape")):
+            raise LoweringError(f"{node.name}: an extern call needs node.meta['tensor_meta'] "
+                                "(run ShapeProp first)")
+        if multi:
+            # A call returning several tensors (unbind, split...): the buffer holds the
+            # tuple; the getitem nodes after it become extern calls of their own.
+            layout = FixedLayout((0,), (1,), torch.float32, self.device_of_args(args))
+        else:
+            layout = FixedLayout.contiguous(meta.shape, meta.dtype, meta.device)
+        self.fallbacks.append(f"{node.name}: {reason}")
+        ext = ExternKernel(self.new_name(), layout, kernel, args, kwargs, [node], reason)
+        ext.multi_output = multi
+        return self.register(ext)
+
+    def device_of_args(self, args) -> torch.device:
+        for v in _flat(args):
+            if isinstance(v, IRNode):
+                return v.get_device()
+        return torch.device("cpu")
+
+    def device_of(self, node: Node) -> torch.device:
+        meta = node.meta.get("tensor_meta")
+        if meta is not None and hasattr(meta, "device"):
+            return torch.device(meta.device)
+        for v in self.example_inputs:
+            if isinstance(v, torch.Tensor):
+                return v.device
+        return torch.device("cpu")
+
+    # -- the walk ----------------------------------------------------------------------
+    def run(self) -> GraphLowering:
+        inputs = iter(self.example_inputs)
+        for node in self.graph.nodes:
+            if node.op == "placeholder":
+                example = next(inputs)
+                if isinstance(example, torch.Tensor):
+                    layout = FixedLayout(tuple(example.shape), tuple(example.stride()),
+                                         example.dtype, example.device)
+                    name = node.name
+                    if not name.isidentifier() or re.fullmatch(r"buf\d+", name):
+                        name = f"arg_{len(self.graph_inputs)}"
+                    buf = InputBuffer(name, layout, [node])
+                    self.graph_inputs.append(buf)
+                    self.env[node] = buf
+                else:
+                    self.graph_inputs.append(None)
+                    self.env[node] = example
+            elif node.op == "call_function":
+                args = map_arg(node.args, self.env.__getitem__)
+                kwargs = map_arg(node.kwargs, self.env.__getitem__)
+                self.env[node] = self.lower_call(node, args, kwargs)
+            elif node.op == "output":
+                self.outputs = map_arg(node.args[0], self.env.__getitem__)
+            else:
+                raise LoweringError(f"{node.name}: cannot lower a {node.op} node; lower a "
+                                    "graph of function calls (inline modules first)")
+        return self
+
+    def lower_call(self, node: Node, args: tuple, kwargs: dict) -> Any:
+        target = node.target
+        if isinstance(target, Prim):
+            unsupported = self.unsupported_dtype(node, args)
+            if unsupported is not None and target.kind in ("pointwise", "reduction",
+                                                           "factory"):
+                return self.extern(node, target, args, kwargs,
+                                   f"{target.name} on {unsupported} runs in PyTorch (the "
+                                   f"{self.backend} code generator has no {unsupported})")
+            rule = lowerings.get(target)
+            if rule is None:
+                return self.extern(node, target, args, kwargs,
+                                   f"{target.name} has no lowering; it runs in PyTorch")
+            if any(isinstance(v, torch.Tensor) for v in _flat((args, kwargs))):
+                # a tensor folded into the graph as a constant (torch.arange of a fixed
+                # size, say) is not a buffer of ours: the call runs in PyTorch on it
+                return self.extern(node, target, args, kwargs,
+                                   f"{target.name} reads a tensor constant; it runs in "
+                                   "PyTorch")
+            return rule(self, node, *args, **kwargs)
+        name = getattr(target, "__name__", str(target))
+        return self.extern(node, target, args, kwargs,
+                           f"{name} is not a prim; it runs in PyTorch")
+
+    def unsupported_dtype(self, node: Node, args) -> str | None:
+        ok = CPP_DTYPES if self.backend == "cpp" else TRITON_DTYPES
+        dtypes = [v.get_dtype() for v in _flat(args) if isinstance(v, IRNode)]
+        meta = node.meta.get("tensor_meta")
+        if meta is not None and hasattr(meta, "dtype"):
+            dtypes.append(meta.dtype)
+        for d in dtypes:
+            if d not in ok:
+                return str(d).replace("torch.", "")
+        return None
+
+
+def _flat(args) -> list:
+    found: list = []
+    map_aggregate(args, found.append)
+    return found
+
+
+def _meta_of(v: Any) -> Any:
+    return ir._Meta(v.get_dtype(), tuple(v.get_size())) if isinstance(v, IRNode) else v
+
+
+def broadcast_loader(value: IRNode, out_shape: Sequence[int]) -> Callable:
+    """A loader of ``value`` indexed by the broadcast output's indices (right-aligned; a
+    size-1 dimension that was stretched always reads index 0)."""
+    size = tuple(value.get_size())
+    lead = len(out_shape) - len(size)
+    inner = value.make_loader()
+
+    def loader(index):
+        return inner([0 if size[k] == 1 and out_shape[lead + k] != 1 else index[lead + k]
+                      for k in range(len(size))])
+    return loader
+
+
+# ---------------------------------------------------------------------------------------
+# Pointwise: one rule for the whole kind
+# ---------------------------------------------------------------------------------------
+
+_COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge"}
+
+
+def lower_pointwise(lowering: GraphLowering, node: Node, *args, **kwargs) -> ComputedBuffer:
+    prim: Prim = node.target
+    metas = [_meta_of(a) for a in args]
+    out_shape, out_dtype = prim.meta(*metas, **kwargs)
+    out_shape = tuple(out_shape)
+    # The dtype each operand is computed in: what PyTorch's type promotion would pick.
+    if prim.name in _COMPARISONS:
+        compute = [promote_types(*metas)] * len(args)
+    elif prim.name == "where":
+        compute = [None, out_dtype, out_dtype]
+    elif prim.name == "convert_element_type":
+        compute = [None] * len(args)
+    else:
+        compute = [out_dtype] * len(args)
+    loaders = [broadcast_loader(a, out_shape) if isinstance(a, IRNode) else None
+               for a in args]
+
+    def inner_fn(index):
+        operands = []
+        for a, load, dtype in zip(args, loaders, compute):
+            if load is not None:
+                v = load(index)
+                if dtype is not None and a.get_dtype() != dtype:
+                    v = ops.convert_element_type(v, dtype)
+                operands.append(v)
+            elif isinstance(a, (bool, int, float)) and dtype is not None:
+                operands.append(constant(a, dtype))
+            elif isinstance(a, (bool, int, float)):
+                operands.append(constant(a, promote_types(a)))
+            else:
+                operands.append(a)  # a dtype argument
+        return prim(*operands, **kwargs)
+
+    return lowering.pointwise(node, out_shape, out_dtype, inner_fn)
+
+
+for _prim in PRIMS.values():
+    if _prim.kind == "pointwise":
+        lowerings[_prim] = lower_pointwise
+
+
+@register_lowering(PRIMS["full"])
+def lower_full(lowering, node, shape, fill_value, dtype=None, device=None):
+    _, dtype = PRIMS["full"].meta(shape, fill_value, dtype, device)
+    return lowering.pointwise(node, tuple(shape), dtype,
+                              lambda index: constant(fill_value, dtype))
+
+
+# ---------------------------------------------------------------------------------------
+# Reductions
+# ---------------------------------------------------------------------------------------
+
+def _reduce(lowering, node, a, dims, keepdim, reduction_type, dtype):
+    load = a.make_loader()
+
+    def inner_fn(index):
+        v = load(index)
+        return ops.convert_element_type(v, dtype) if a.get_dtype() != dtype else v
+    return lowering.reduction(node, a, dims, keepdim, reduction_type, dtype, inner_fn)
+
+
+def _copy(lowering, node, a, dtype):
+    load = a.make_loader()
+
+    def inner_fn(index):
+        v = load(index)
+        return ops.convert_element_type(v, dtype) if a.get_dtype() != dtype else v
+    return lowering.pointwise(node, tuple(a.get_size()), dtype, inner_fn)
+
+
+@register_lowering(PRIMS["sum"])
+def lower_sum(lowering, node, a, dims=None, keepdim=False):
+    _, dtype = PRIMS["sum"].meta(_meta_of(a), dims, keepdim)
+    dims = normalize_dims(dims, len(a.get_size()))
+    if not dims:
+        return _copy(lowering, node, a, dtype)
+    return _reduce(lowering, node, a, dims, keepdim, "sum", dtype)
+
+
+@register_lowering(PRIMS["amax"])
+def lower_amax(lowering, node, a, dims=None, keepdim=False):
+    dims = normalize_dims(dims, len(a.get_size()))
+    if not dims:
+        return _copy(lowering, node, a, a.get_dtype())
+    return _reduce(lowering, node, a, dims, keepdim, "max", a.get_dtype())
+
+
+def _divide(lowering, node, value: IRNode, divisor: float) -> ComputedBuffer:
+    load = value.make_loader()
+    dtype = value.get_dtype()
+    return lowering.pointwise(node, tuple(value.get_size()), dtype,
+                              lambda index: ops.div(load(index), constant(divisor, dtype)))
+
+
+@register_lowering(PRIMS["mean"])
+def lower_mean(lowering, node, a, dims=None, keepdim=False):
+    _, dtype = PRIMS["mean"].meta(_meta_of(a), dims, keepdim)
+    dims = normalize_dims(dims, len(a.get_size()))
+    if not dims:
+        return _copy(lowering, node, a, dtype)
+    total = _reduce(lowering, node, a, dims, keepdim, "sum", dtype)
+    n = math.prod(a.get_size()[d] for d in dims)
+    return _divide(lowering, node, total, float(n))
+
+
+@register_lowering(PRIMS["var"])
+def lower_var(lowering, node, a, dims=None, correction=1, keepdim=False):
+    _, dtype = PRIMS["var"].meta(_meta_of(a), dims, correction, keepdim)
+    shape = tuple(a.get_size())
+    dims = normalize_dims(dims, len(shape))
+    n = math.prod(shape[d] for d in dims)
+    mean = _divide(lowering, node, _reduce(lowering, node, a, dims, True, "sum", dtype),
+                   float(n))
+    load_a, load_mean = a.make_loader(), broadcast_loader(mean, shape)
+
+    def squared_deviation(index):
+        x = load_a(index)
+        if a.get_dtype() != dtype:
+            x = ops.convert_element_type(x, dtype)
+        d = ops.sub(x, load_mean(index))
+        return ops.mul(d, d)
+    total = lowering.reduction(node, a, dims, keepdim, "sum", dtype, squared_deviation)
+    return _divide(lowering, node, total, float(max(n - correction, 0)))
+
+
+# ---------------------------------------------------------------------------------------
+# Views: index arithmetic on the base
+# ---------------------------------------------------------------------------------------
+
+def _view(node, base, size, reindex):
+    return View(base, size, reindex, node, [node])
+
+
+@register_lowering(PRIMS["reshape"])
+def lower_reshape(lowering, node, a, shape):
+    in_shape = tuple(a.get_size())
+    out_shape, _ = PRIMS["reshape"].meta(_meta_of(a), shape)
+    out_shape = tuple(out_shape)
+    if in_shape == out_shape:
+        return a
+    in_kept = [k for k, s in enumerate(in_shape) if s != 1]
+    out_kept = [k for k, s in enumerate(out_shape) if s != 1]
+    if [in_shape[k] for k in in_kept] == [out_shape[k] for k in out_kept]:
+        # Only size-1 dimensions come or go: the other indices carry over one to one.
+        def reindex(index):
+            new = [0] * len(in_shape)
+            for i, o in zip(in_kept, out_kept):
+                new[i] = index[o]
+            return new
+    else:
+        def reindex(index):
+            return ir.unflatten_index(ir.flatten_index(index, out_shape), in_shape)
+    return _view(node, a, out_shape, reindex)
+
+
+@register_lowering(PRIMS["permute"])
+def lower_permute(lowering, node, a, dims):
+    ndim = len(a.get_size())
+    dims = [normalize_dim(d, ndim) for d in dims]
+    size = [a.get_size()[d] for d in dims]
+
+    def reindex(index):
+        new = [0] * ndim
+        for k, d in enumerate(dims):
+            new[d] = index[k]
+        return new
+    return _view(node, a, size, reindex)
+
+
+@register_lowering(PRIMS["expand"])
+def lower_expand(lowering, node, a, shape):
+    out_shape, _ = PRIMS["expand"].meta(_meta_of(a), shape)
+    in_shape = tuple(a.get_size())
+    lead = len(out_shape) - len(in_shape)
+
+    def reindex(index):
+        return [0 if in_shape[k] == 1 and out_shape[lead + k] != 1 else index[lead + k]
+                for k in range(len(in_shape))]
+    return _view(node, a, out_shape, reindex)
+
+
+@register_lowering(PRIMS["squeeze"])
+def lower_squeeze(lowering, node, a, dims=None):
+    out_shape, _ = PRIMS["squeeze"].meta(_meta_of(a), dims)
+    in_shape = tuple(a.get_size())
+    dims = normalize_dims(dims, len(in_shape))
+    kept = [k for k, s in enumerate(in_shape) if not (k in dims and s == 1)]
+
+    def reindex(index):
+        new = [0] * len(in_shape)
+        for j, k in enumerate(kept):
+            new[k] = index[j]
+        return new
+    return _view(node, a, out_shape, reindex)
+
+
+@register_lowering(PRIMS["unsqueeze"])
+def lower_unsqueeze(lowering, node, a, dim):
+    out_shape, _ = PRIMS["unsqueeze"].meta(_meta_of(a), dim)
+    dim = normalize_dim(dim, len(out_shape))
+    return _view(node, a, out_shape, lambda index: index[:dim] + index[dim + 1:])
+
+
+@register_lowering(PRIMS["slice"])
+def lower_slice(lowering, node, a, dim, start=None, end=None, step=1):
+    out_shape, _ = PRIMS["slice"].meta(_meta_of(a), dim, start, end, step)
+    dim = normalize_dim(dim, len(out_shape))
+    first = range(*slice(start, end, step).indices(a.get_size()[dim])).start
+
+    def reindex(index):
+        new = list(index)
+        new[dim] = first + step * index[dim]
+        return new
+    return _view(node, a, out_shape, reindex)
+
+
+def _extern_rule(reason: str):
+    def rule(lowering, node, *args, **kwargs):
+        return lowering.extern(node, node.target, args, kwargs,
+                               f"{node.target.name} {reason}")
+    return rule
+
+
+for _name, _why in (("matmul", "is a library call (BLAS), run by PyTorch"),
+                    ("convolution", "is a library call, run by PyTorch"),
+                    ("convolution_backward_input", "is a library call, run by PyTorch"),
+                    ("convolution_backward_weight", "is a library call, run by PyTorch"),
+                    ("cat", "runs in PyTorch (no generated kernel for it yet)"),
+                    ("slice_scatter", "runs in PyTorch (no generated kernel for it yet)"),
+                    ("index_select", "runs in PyTorch (indirect loads are not generated)"),
+                    ("index_add", "runs in PyTorch (scatter-adds are not generated)")):
+    if _name in PRIMS:
+        lowerings[PRIMS[_name]] = _extern_rule(_why)
+
+
+def lower_graph(graph: Graph, example_inputs: Sequence[Any], backend: str = "cpp"
+                ) -> GraphLowering:
+    """Lower ``graph`` (prim calls with ``tensor_meta``) for ``example_inputs``."""
+    return GraphLowering(graph, example_inputs, backend).run()
+
+
+def evaluate_lowering(lowering: GraphLowering, *inputs: torch.Tensor) -> Any:
+    """Run the lowered buffers one by one with :func:`ir.evaluate_buffer` (extern kernels
+    call PyTorch) and return the graph's outputs: the loop IR's reference interpreter."""
+    values: dict[str, torch.Tensor] = {}
+    storage: dict[str, torch.Tensor] = {}
+    for buf, x in zip(lowering.graph_inputs, inputs):
+        if buf is not None:
+            values[buf.name] = x
+            storage[buf.name] = x.as_strided((x.untyped_storage().nbytes()
+                                              // x.element_size(),), (1,), 0)
+    offsets = {n: v.storage_offset() for n, v in values.items()}
+
+    def as_tensor(v):
+        if isinstance(v, View):
+            base = as_tensor(v.base)
+            args = [base] + list(v.node.args[1:])
+            return v.node.target.reference(*args, **v.node.kwargs)
+        if isinstance(v, ir.Buffer):
+            return values[v.name]
+        return v
+
+    for buf in lowering.buffers:
+        if isinstance(buf, ExternKernel):
+            args = map_aggregate(buf.args, as_tensor)
+            kwargs = map_aggregate(buf.kwargs, as_tensor)
+            fn = buf.kernel.reference if isinstance(buf.kernel, Prim) else buf.kernel
+            out = fn(*args, **kwargs).contiguous()
+        else:
+            view_storage = {}
+            for name, flat in storage.items():
+                view_storage[name] = flat[offsets.get(name, 0):]
+            out = ir.evaluate_buffer(buf, view_storage)
+        values[buf.name] = out
+        storage[buf.name] = out.reshape(-1)
+    return map_aggregate(lowering.outputs, as_tensor)
