@@ -1,5 +1,7 @@
 """Stage 3: graph breaks -- reasons with source lines, correct resumption, fullgraph, explain."""
 
+import functools
+
 import pytest
 import torch
 import torch._dynamo
@@ -8,6 +10,10 @@ from tutorcompile.dynamo import eval_frame
 from tutorcompile.dynamo.debugging import explain
 from tutorcompile.dynamo.eval_frame import cache_entries
 from tutorcompile.dynamo.exc import GraphBreakError, Unsupported
+
+# These tests check capture, guards and breaks: the eager backend runs each captured
+# graph as it is (tutorcompile.compile's default backend, 'inductor', adds AOT and codegen).
+compile_eager = functools.partial(eval_frame.compile, backend="eager")
 
 pytestmark = pytest.mark.stage3
 
@@ -37,7 +43,7 @@ def test_print_breaks_into_two_graphs_and_prints_once(capsys):
     assert "print()" in br.reason
     assert br.source_line == 'print("between graphs")'
     assert br.filename.endswith("test_stage3_breaks.py")
-    c = eval_frame.compile(with_print)
+    c = compile_eager(with_print)
     torch.testing.assert_close(c(x), with_print(x))
     torch.testing.assert_close(c(x), with_print(x))
     assert capsys.readouterr().out.count("between graphs") == 4
@@ -55,7 +61,7 @@ def test_item_and_tolist_break_and_use_the_real_value():
     out = explain(item_and_tolist)(x)
     reasons = [b.reason for b in out.break_reasons]
     assert any("item()" in r for r in reasons) and any("tolist()" in r for r in reasons)
-    torch.testing.assert_close(eval_frame.compile(item_and_tolist)(x), item_and_tolist(x))
+    torch.testing.assert_close(compile_eager(item_and_tolist)(x), item_and_tolist(x))
 
 
 def branchy(x):
@@ -68,7 +74,7 @@ def branchy(x):
 
 
 def test_data_dependent_branch_continues_on_the_taken_side_with_own_caches():
-    c = eval_frame.compile(branchy)
+    c = compile_eager(branchy)
     pos, neg = torch.ones(3), -torch.ones(3)
     torch.testing.assert_close(c(pos), branchy(pos))
     torch.testing.assert_close(c(neg), branchy(neg))
@@ -92,7 +98,7 @@ def swallowing(x):
 def test_break_signal_is_not_swallowed_by_user_except_exception(capsys):
     assert issubclass(Unsupported, BaseException) and not issubclass(Unsupported, Exception)
     x = torch.ones(2)
-    torch.testing.assert_close(eval_frame.compile(swallowing)(x), swallowing(x))
+    torch.testing.assert_close(compile_eager(swallowing)(x), swallowing(x))
     assert explain(swallowing)(x).graph_break_count == 1
 
 
@@ -111,9 +117,9 @@ def test_unknown_c_function_and_outside_mutation_break_and_run_once():
     out = explain(mutates_outside)(x)
     assert "mutation" in out.break_reasons[0].reason
     assert SEEN == [3]
-    torch.testing.assert_close(eval_frame.compile(mutates_outside)(x), x * 2)
+    torch.testing.assert_close(compile_eager(mutates_outside)(x), x * 2)
     assert SEEN == [3, 3]
-    torch.testing.assert_close(eval_frame.compile(calls_c_function)(x),
+    torch.testing.assert_close(compile_eager(calls_c_function)(x),
                                calls_c_function(x))
 
 
@@ -137,7 +143,7 @@ def test_break_inside_a_callee_compiles_the_callee_separately():
     theirs = torch._dynamo.explain(outer)(x)
     torch._dynamo.reset()
     assert theirs.graph_count == out.graph_count
-    torch.testing.assert_close(eval_frame.compile(outer)(x), outer(x))
+    torch.testing.assert_close(compile_eager(outer)(x), outer(x))
     assert cache_entries(helper_that_prints)
 
 
@@ -152,12 +158,12 @@ def test_break_in_a_loop_skips_the_frame_but_stays_correct():
     x = torch.zeros(2)
     out = explain(loop_with_print)(x)
     assert out.graph_count == 0 and out.skipped_frames
-    torch.testing.assert_close(eval_frame.compile(loop_with_print)(x), loop_with_print(x))
+    torch.testing.assert_close(compile_eager(loop_with_print)(x), loop_with_print(x))
 
 
 def test_fullgraph_names_the_reason_and_line():
     with pytest.raises(GraphBreakError) as info:
-        eval_frame.compile(with_print, fullgraph=True)(torch.ones(2))
+        compile_eager(with_print, fullgraph=True)(torch.ones(2))
     msg = str(info.value)
     assert "print() has a side effect" in msg
     assert 'print("between graphs")' in msg
@@ -170,7 +176,7 @@ def test_fullgraph_passes_for_a_clean_rewrite():
         z = torch.where(y.sum() > 0, y + 100, y - 100)
         return z.cos() + 1
     x = torch.randn(3)
-    out = eval_frame.compile(rewritten, fullgraph=True)(x)
+    out = compile_eager(rewritten, fullgraph=True)(x)
     torch.testing.assert_close(out, rewritten(x))
 
 
@@ -188,9 +194,9 @@ def test_explain_reports_recompiles_and_guards():
 
 
 def test_fullgraph_is_not_fooled_by_graphs_cached_for_another_config():
-    eval_frame.compile(with_print)(torch.ones(2))  # breaks are fine here
+    compile_eager(with_print)(torch.ones(2))  # breaks are fine here
     with pytest.raises(GraphBreakError):
-        eval_frame.compile(with_print, fullgraph=True)(torch.ones(2))
+        compile_eager(with_print, fullgraph=True)(torch.ones(2))
 
 
 def unpacks_a_generator(q, k):
@@ -199,7 +205,7 @@ def unpacks_a_generator(q, k):
 
 
 def test_objects_on_a_rebuilt_stack_are_this_calls_objects():
-    c = eval_frame.compile(unpacks_a_generator)
+    c = compile_eager(unpacks_a_generator)
     for _ in range(3):  # the generator is a new object on every call
         q, k = torch.randn(2), torch.randn(2)
         torch.testing.assert_close(c(q, k), unpacks_a_generator(q, k))
@@ -209,7 +215,7 @@ def test_stage3_artifacts_go_through_tutorcompile_logs(capsys):
     import tutorcompile
     tutorcompile.set_logs(graph_breaks=True, guards=True, recompiles=True, graph_code=True)
     try:
-        c = eval_frame.compile(with_print)
+        c = compile_eager(with_print)
         c(torch.ones(2))
         c(torch.ones(3))
     finally:

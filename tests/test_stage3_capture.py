@@ -1,5 +1,6 @@
 """Stage 3: symbolic capture -- graphs of torch-level calls, source lines, backends."""
 
+import functools
 import math
 
 import pytest
@@ -10,6 +11,10 @@ from tutorcompile.dynamo import eval_frame
 from tutorcompile.dynamo.debugging import explain
 from tutorcompile.dynamo.eval_frame import cache_entries
 from tutorcompile.fx import GraphModule, to_torch_fx
+
+# These tests check capture, guards and breaks: the eager backend runs each captured
+# graph as it is (tutorcompile.compile's default backend, 'inductor', adds AOT and codegen).
+compile_eager = functools.partial(eval_frame.compile, backend="eager")
 
 pytestmark = pytest.mark.stage3
 
@@ -29,7 +34,7 @@ def f_ops(x, y):
 
 def test_graph_is_torch_level_and_matches_eager():
     x, y = torch.randn(3, 4), torch.randn(3, 4)
-    got = eval_frame.compile(f_ops)(x, y)
+    got = compile_eager(f_ops)(x, y)
     want = f_ops(x, y)
     torch.testing.assert_close(got[0], want[0])
     assert got[1] == want[1] == 3
@@ -42,7 +47,7 @@ def test_graph_is_torch_level_and_matches_eager():
 
 
 def test_nodes_record_the_users_source_line():
-    eval_frame.compile(f_ops)(torch.randn(2, 2), torch.randn(2, 2))
+    compile_eager(f_ops)(torch.randn(2, 2), torch.randn(2, 2))
     (entry,) = cache_entries(f_ops)
     relu = next(n for n in entry.graph_module.graph.nodes if n.target is torch.relu)
     assert "a = torch.relu(x) + y * 2" in relu.meta["source"]
@@ -56,7 +61,7 @@ def test_inlined_helper_lines_point_into_the_helper():
 
     def f(x):
         return helper(x) * 2
-    eval_frame.compile(f)(torch.randn(3))
+    compile_eager(f)(torch.randn(3))
     tanh = next(n for n in cache_entries(f)[0].graph_module.graph.nodes
                 if n.target is torch.tanh)
     assert "return torch.tanh(t)" in tanh.meta["source"] and "in helper" in tanh.meta["source"]
@@ -76,7 +81,7 @@ class Net(torch.nn.Module):
 def test_module_parameters_become_graph_inputs_with_sources():
     net = Net().eval()
     x = torch.randn(5, 4)
-    compiled = eval_frame.compile(net)
+    compiled = compile_eager(net)
     torch.testing.assert_close(compiled(x), net(x))
     (entry,) = cache_entries(net)
     names = [s.name() for s in entry.input_sources]
@@ -92,7 +97,7 @@ def test_module_parameters_become_graph_inputs_with_sources():
 def test_gradients_flow_through_captured_graph():
     net = Net()
     x = torch.randn(3, 4)
-    eval_frame.compile(net)(x).sum().backward()
+    compile_eager(net)(x).sum().backward()
     got = net.fc1.weight.grad.clone()
     net.zero_grad()
     net(x).sum().backward()
@@ -108,14 +113,14 @@ def test_custom_backend_receives_graph_and_example_inputs():
 
     def f(x):
         return x.sin() + 1
-    compiled = eval_frame.compile(f, backend=backend)
+    compiled = compile_eager(f, backend=backend)
     torch.testing.assert_close(compiled(torch.ones(2, 3)), f(torch.ones(2, 3)))
     assert len(seen) == 1 and isinstance(seen[0][0], GraphModule)
     assert seen[0][1] == [(2, 3)]
 
 
 def test_captured_graph_converts_to_torch_fx():
-    eval_frame.compile(f_ops)(torch.randn(2, 3), torch.randn(2, 3))
+    compile_eager(f_ops)(torch.randn(2, 3), torch.randn(2, 3))
     gm = cache_entries(f_ops)[0].graph_module
     fx_gm = to_torch_fx(gm)
     x, y = torch.randn(2, 3), torch.randn(2, 3)
@@ -127,13 +132,13 @@ def test_decorator_forms_and_unknown_backend():
     def f(x):
         return x * 3
 
-    @eval_frame.compile(backend="eager", fullgraph=True)
+    @compile_eager(backend="eager", fullgraph=True)
     def g(x):
         return x - 3
     torch.testing.assert_close(f(torch.ones(2)), torch.full((2,), 3.0))
     torch.testing.assert_close(g(torch.ones(2)), torch.full((2,), -2.0))
     with pytest.raises(ValueError, match="unknown backend"):
-        eval_frame.compile(f, backend="nope")
+        compile_eager(f, backend="nope")
 
 
 def test_python_control_flow_on_constants_is_specialised():
@@ -153,7 +158,7 @@ def test_torch_inductor_backend_runs_real_inductor():
     def f(x):
         return torch.sin(x) * 2 + 1
     x = torch.randn(8)
-    compiled = eval_frame.compile(f, backend="torch_inductor")
+    compiled = compile_eager(f, backend="torch_inductor")
     torch.testing.assert_close(compiled(x), f(x))
 
 
@@ -197,7 +202,7 @@ def test_a_small_transformer_is_one_graph_with_matching_values_and_grads():
     idx, targets = torch.randint(0, 50, (2, 8)), torch.randint(0, 50, (2, 8))
     out = explain(model)(idx, targets)
     assert (out.graph_count, out.graph_break_count) == (1, 0), str(out)
-    compiled = eval_frame.compile(model)
+    compiled = compile_eager(model)
     logits, loss = compiled(idx, targets)
     loss.backward()
     grads = {n: p.grad.clone() for n, p in model.named_parameters()}
@@ -212,7 +217,7 @@ def test_a_small_transformer_is_one_graph_with_matching_values_and_grads():
         torch.testing.assert_close(compiled(idx[:, :t])[0], model(idx[:, :t])[0])
 
 
-_compiled_inner = eval_frame.compile(lambda t: t.sin() * 2)
+_compiled_inner = compile_eager(lambda t: t.sin() * 2)
 
 
 def calls_a_compiled_function(x, mode="Relu"):
@@ -225,7 +230,7 @@ def test_compiled_functions_called_from_traced_code_are_traced_through():
     x = torch.randn(3)
     out = explain(calls_a_compiled_function)(x)
     assert (out.graph_count, out.graph_break_count) == (1, 0), str(out)
-    torch.testing.assert_close(eval_frame.compile(calls_a_compiled_function)(x),
+    torch.testing.assert_close(compile_eager(calls_a_compiled_function)(x),
                                calls_a_compiled_function(x))
 
 
@@ -233,4 +238,4 @@ def test_user_errors_surface_as_the_real_exception():
     def bad(x):
         return x + torch.ones(5)
     with pytest.raises(RuntimeError, match="must match the size"):
-        eval_frame.compile(bad)(torch.ones(3))
+        compile_eager(bad)(torch.ones(3))

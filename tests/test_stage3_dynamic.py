@@ -1,5 +1,6 @@
 """Stage 3: dynamic shapes -- size-generic graphs with symbolic-size guards."""
 
+import functools
 import math
 
 import pytest
@@ -7,6 +8,10 @@ import torch
 
 from tutorcompile.dynamo import eval_frame
 from tutorcompile.dynamo.eval_frame import RECOMPILE_LOG, cache_entries
+
+# These tests check capture, guards and breaks: the eager backend runs each captured
+# graph as it is (tutorcompile.compile's default backend, 'inductor', adds AOT and codegen).
+compile_eager = functools.partial(eval_frame.compile, backend="eager")
 
 pytestmark = pytest.mark.stage3
 
@@ -27,7 +32,7 @@ def flatten_rows(x):
 
 
 def test_dynamic_true_gives_one_graph_for_many_batch_sizes():
-    c = eval_frame.compile(flatten_rows, dynamic=True)
+    c = compile_eager(flatten_rows, dynamic=True)
     for b in (5, 7, 9, 4):
         x = torch.randn(b, 2, 3)
         torch.testing.assert_close(c(x), flatten_rows(x))
@@ -39,7 +44,7 @@ def test_dynamic_true_gives_one_graph_for_many_batch_sizes():
 
 
 def test_symbolic_branch_guard_recompiles_for_the_other_side():
-    c = eval_frame.compile(flatten_rows, dynamic=True)
+    c = compile_eager(flatten_rows, dynamic=True)
     for b in (5, 2, 3):
         x = torch.randn(b, 2, 3)
         torch.testing.assert_close(c(x), flatten_rows(x))
@@ -47,7 +52,7 @@ def test_symbolic_branch_guard_recompiles_for_the_other_side():
 
 
 def test_sizes_zero_and_one_are_specialised():
-    c = eval_frame.compile(flatten_rows, dynamic=True)
+    c = compile_eager(flatten_rows, dynamic=True)
     c(torch.randn(5, 2, 2))
     x = torch.randn(1, 2, 2)
     torch.testing.assert_close(c(x), flatten_rows(x))
@@ -59,7 +64,7 @@ def scale_by_batch(x):
 
 
 def test_automatic_dynamic_after_a_size_change():
-    c = eval_frame.compile(scale_by_batch)
+    c = compile_eager(scale_by_batch)
     for b in (2, 3, 4, 5, 6):
         x = torch.randn(b, 3)
         torch.testing.assert_close(c(x), scale_by_batch(x))
@@ -70,7 +75,7 @@ def test_automatic_dynamic_after_a_size_change():
 
 
 def test_dynamic_false_always_specialises():
-    c = eval_frame.compile(scale_by_batch, dynamic=False)
+    c = compile_eager(scale_by_batch, dynamic=False)
     for b in (2, 3, 4):
         c(torch.randn(b, 3))
     assert len(cache_entries(scale_by_batch)) == 3
@@ -80,7 +85,7 @@ def test_intermediate_sizes_stay_sound_under_dynamic_shapes():
     def f(x):
         y = torch.cat([x, x])  # dim 0 is 2*B: computed in the graph, never baked in
         return y.view(y.shape[0], -1).sum(1)
-    c = eval_frame.compile(f, dynamic=True)
+    c = compile_eager(f, dynamic=True)
     for b in (3, 5):
         x = torch.randn(b, 2)
         torch.testing.assert_close(c(x), f(x))
@@ -92,7 +97,7 @@ def attention_scores(q, k):
 
 
 def test_math_on_symbolic_sizes_stays_in_the_graph():
-    c = eval_frame.compile(attention_scores, dynamic=True)
+    c = compile_eager(attention_scores, dynamic=True)
     for t, d in [(3, 4), (5, 4), (6, 8)]:
         q, k = torch.randn(2, t, d), torch.randn(2, t, d)
         torch.testing.assert_close(c(q, k), attention_scores(q, k))

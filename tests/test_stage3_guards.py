@@ -1,5 +1,6 @@
 """Stage 3: guards -- a compiled function never reuses a graph whose assumptions changed."""
 
+import functools
 import warnings
 
 import pytest
@@ -10,6 +11,10 @@ from hypothesis import strategies as st
 from tutorcompile.dynamo import eval_frame
 from tutorcompile.dynamo.eval_frame import RECOMPILE_LOG, cache_entries
 from tutorcompile.dynamo.exc import RecompileLimitWarning
+
+# These tests check capture, guards and breaks: the eager backend runs each captured
+# graph as it is (tutorcompile.compile's default backend, 'inductor', adds AOT and codegen).
+compile_eager = functools.partial(eval_frame.compile, backend="eager")
 
 pytestmark = pytest.mark.stage3
 
@@ -29,7 +34,7 @@ def uses_shape(x):
 
 
 def test_shape_change_recompiles_with_the_reason():
-    c = eval_frame.compile(uses_shape, dynamic=False)
+    c = compile_eager(uses_shape, dynamic=False)
     for shape in [(2, 3), (4, 3), (2, 3)]:
         x = torch.randn(shape)
         torch.testing.assert_close(c(x), uses_shape(x))
@@ -38,7 +43,7 @@ def test_shape_change_recompiles_with_the_reason():
 
 
 def test_dtype_change_recompiles():
-    c = eval_frame.compile(uses_shape)
+    c = compile_eager(uses_shape)
     assert c(torch.ones(2, 2)).dtype == torch.float32
     out = c(torch.ones(2, 2, dtype=torch.float64))
     assert out.dtype == torch.float64
@@ -46,7 +51,7 @@ def test_dtype_change_recompiles():
 
 
 def test_device_change_recompiles():
-    c = eval_frame.compile(uses_shape)
+    c = compile_eager(uses_shape)
     c(torch.ones(2, 2))
     out = c(torch.ones(2, 2, device="meta"))
     assert out.device.type == "meta"
@@ -54,7 +59,7 @@ def test_device_change_recompiles():
 
 
 def test_requires_grad_change_recompiles_and_grads_are_right():
-    c = eval_frame.compile(uses_shape)
+    c = compile_eager(uses_shape)
     c(torch.ones(2, 2))
     x = torch.randn(2, 2, requires_grad=True)
     c(x).sum().backward()
@@ -71,7 +76,7 @@ def reads_globals(x):
 
 def test_global_constant_change_is_seen():
     global OFFSET
-    c = eval_frame.compile(reads_globals)
+    c = compile_eager(reads_globals)
     x = torch.zeros(3)
     torch.testing.assert_close(c(x), torch.full((3,), 2.0))
     OFFSET = 5.0
@@ -84,7 +89,7 @@ def test_global_constant_change_is_seen():
 
 def test_global_tensor_is_a_graph_input_not_a_baked_constant():
     global TABLE
-    c = eval_frame.compile(reads_globals)
+    c = compile_eager(reads_globals)
     x = torch.zeros(3)
     c(x)
     old = TABLE
@@ -99,7 +104,7 @@ def test_global_tensor_is_a_graph_input_not_a_baked_constant():
 def test_constant_argument_change_recompiles():
     def f(x, k):
         return x * k
-    c = eval_frame.compile(f)
+    c = compile_eager(f)
     assert c(torch.ones(1), 2).item() == 2
     assert c(torch.ones(1), 3).item() == 3
     assert c(torch.ones(1), 2.5).item() == 2.5
@@ -111,7 +116,7 @@ def test_closure_variable_change_recompiles():
 
     def f(x):
         return x * k
-    c = eval_frame.compile(f)
+    c = compile_eager(f)
     assert c(torch.ones(1)).item() == 2.0
     k = 7.0
     assert c(torch.ones(1)).item() == 7.0
@@ -130,7 +135,7 @@ class Scaled(torch.nn.Module):
 
 def test_module_attribute_and_training_flag_changes_are_seen():
     m = Scaled().eval()
-    c = eval_frame.compile(m)
+    c = compile_eager(m)
     x = torch.randn(4, 3)
     torch.testing.assert_close(c(x), m(x))
     m.scale = 3.0
@@ -146,7 +151,7 @@ def test_module_attribute_and_training_flag_changes_are_seen():
 
 def test_swapped_submodule_is_seen():
     m = Scaled().eval()
-    c = eval_frame.compile(m)
+    c = compile_eager(m)
     x = torch.randn(2, 3)
     c(x)
     m.fc = torch.nn.Linear(3, 3)
@@ -156,7 +161,7 @@ def test_swapped_submodule_is_seen():
 def test_grad_mode_is_guarded():
     def f(x):
         return x * 2
-    c = eval_frame.compile(f)
+    c = compile_eager(f)
     w = torch.ones(2, requires_grad=True)
     assert c(w).requires_grad
     with torch.no_grad():
@@ -166,7 +171,7 @@ def test_grad_mode_is_guarded():
 def test_guards_print_as_python():
     def f(x, n):
         return x * n
-    eval_frame.compile(f)(torch.ones(2, 3), 4)
+    compile_eager(f)(torch.ones(2, 3), 4)
     text = str(cache_entries(f)[0].check)
     assert ("check_tensor(L['x'], torch.Tensor, torch.float32, device='cpu', size=(2, 3), "
             "stride=(3, 1), requires_grad=False)") in text
@@ -178,7 +183,7 @@ def test_guards_print_as_python():
 def test_recompile_limit_falls_back_with_a_warning():
     def f(x, k):
         return x + k
-    c = eval_frame.compile(f)
+    c = compile_eager(f)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for k in range(11):
@@ -188,7 +193,7 @@ def test_recompile_limit_falls_back_with_a_warning():
 
 
 def test_reset_clears_caches():
-    eval_frame.compile(uses_shape)(torch.ones(2, 2))
+    compile_eager(uses_shape)(torch.ones(2, 2))
     assert cache_entries(uses_shape)
     eval_frame.reset()
     assert cache_entries(uses_shape) == []
@@ -202,7 +207,7 @@ def test_any_shape_sequence_is_right(shape, dtype):
         y = x.reshape(-1) * x.shape[-1]
         return y.sum() + x.dim()
     eval_frame.reset()
-    c = eval_frame.compile(f)
+    c = compile_eager(f)
     for s in (shape, shape[::-1], [d + 1 for d in shape]):
         x = torch.randn(s, dtype=dtype)
         torch.testing.assert_close(c(x), f(x))
@@ -222,7 +227,7 @@ def uses_global_closure(x):
 
 
 def test_closure_of_an_inlined_global_function_is_guarded():
-    c = eval_frame.compile(uses_global_closure)
+    c = compile_eager(uses_global_closure)
     assert c(torch.ones(1)).item() == 3.0
     SCALER.__closure__[0].cell_contents = 5.0
     try:

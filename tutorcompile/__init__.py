@@ -5,8 +5,9 @@ The pipeline (see the course notebooks, one stage each)::
     fn / nn.Module --dynamo--> Graph --aot--> forward/backward Graphs --inductor--> kernels
 
 Public surface: ``compile(fn_or_module, backend=..., fullgraph=..., dynamic=...)``,
-``explain(fn)(*args)`` and ``reset()`` (stage 3, Dynamo); ``tutorcompile.fx`` (the graph IR), ``tutorcompile.viz`` (drawings and
-widgets), ``tutorcompile.bench`` (timing), ``doctor()`` (what will run where on this machine;
+``explain(fn)(*args)`` and ``reset()`` (stage 3, Dynamo); ``tutorcompile.fx`` (the graph
+IR), ``tutorcompile.viz`` (drawings and widgets), ``tutorcompile.bench`` (timing),
+``doctor()`` (what will run where on this machine;
 ``environment.probe()`` as data), ``set_logs(...)`` / ``debug(dir)`` (every stage's
 artifacts, also through ``TUTORCOMPILE_LOGS``).
 
@@ -30,7 +31,7 @@ if _torch is not None and not _torch.cuda.is_available():
     _os.environ.setdefault("TRITON_INTERPRET", "1")
 
 _SUBMODULES = {"fx", "viz", "environment", "grading", "bench", "ops", "autograd", "cudagraphs",
-               "dynamo", "aot", "torch_backend"}
+               "dynamo", "aot", "inductor", "torch_backend"}
 _FROM_SUBMODULE = {"doctor": "environment", "set_logs": "_logging", "debug": "_logging",
                    "compile": "dynamo", "explain": "dynamo", "reset": "dynamo"}
 
@@ -49,4 +50,4 @@ def __dir__():
 
 
 __all__ = ["__version__", "aot", "autograd", "bench", "compile", "cudagraphs", "debug", "doctor",
-           "dynamo", "explain", "fx", "ops", "reset", "set_logs", "viz"]
+           "dynamo", "explain", "fx", "inductor", "ops", "reset", "set_logs", "viz"]

@@ -5,6 +5,10 @@ run with the graph's inputs and must return the graph's outputs (a tuple). Named
 
 * ``"eager"`` -- run the captured GraphModule as it is (generated Python calling torch);
   the way to check capture alone.
+* ``"aot_eager"`` -- our AOTAutograd (stage 4): forward/backward graphs of prims, run as
+  they are.
+* ``"inductor"`` (the default) -- our AOTAutograd and our fusion compiler (stage 5): fused
+  C++/OpenMP kernels on CPU, Triton on a GPU.
 * ``"torch_inductor"`` -- convert to ``torch.fx`` (:func:`tutorcompile.fx.to_torch_fx`) and
   hand the graph to PyTorch's real Inductor: our Dynamo, their compiler.
 
@@ -56,3 +60,31 @@ def aot_eager(gm, example_inputs: list[Any]) -> Callable:
     """Our AOTAutograd (stage 4): forward and backward graphs of prims, run as they are."""
     from ..aot import aot_eager as _aot_eager
     return _aot_eager(gm, example_inputs)
+
+
+@register_backend("inductor")
+def inductor(gm, example_inputs: list[Any], mode: str = "default",
+             options: dict | None = None) -> Callable:
+    """Our AOTAutograd (stage 4) and fusion compiler (stage 5): fused C++/Triton kernels.
+
+    ``mode="max-autotune"`` tries several kernel configurations; ``"reduce-overhead"``
+    records the compiled forward and backward graphs as CUDA Graphs. ``options`` go to
+    ``tutorcompile.inductor.compile_fx`` (``backend="cpp"|"triton"``, ``fusion=False``, ...).
+    """
+    import torch
+
+    from .._logging import log_artifact
+    from ..inductor import inductor_backend
+    devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
+    if devices - {"cpu", "cuda"}:
+        # meta, mps, ...: no kernel generator of ours targets them; PyTorch runs the graph
+        log_artifact("fusion", f"tensors on {', '.join(sorted(devices))}: the C++ and Triton "
+                     "code generators target cpu and cuda, so this graph runs in PyTorch",
+                     "inductor: graph not compiled")
+        return gm
+    opts = dict(options or {})
+    if mode == "max-autotune":
+        opts.setdefault("mode", "max-autotune")
+    if mode == "reduce-overhead":
+        opts["cudagraphs"] = True
+    return inductor_backend(gm, example_inputs, **opts)

@@ -167,13 +167,14 @@ def reset() -> None:
 
 
 # --- the public entry point -----------------------------------------------------------------
-def compile(model: Callable | None = None, *, backend: str | Callable = "eager",
+def compile(model: Callable | None = None, *, backend: str | Callable = "inductor",
             fullgraph: bool = False, dynamic: bool | None = None, mode: str | None = None,
             options: dict | None = None):
     """Compile a function or ``nn.Module`` (usable as a decorator, with or without args).
 
-    ``backend``: ``"eager"`` (run captured graphs as GraphModules), ``"aot_eager"`` (plus our
-    AOTAutograd), ``"torch_inductor"`` (real Inductor via ``to_torch_fx``) or any
+    ``backend``: ``"inductor"`` (the default: our AOTAutograd and fused C++/Triton kernels),
+    ``"eager"`` (run captured graphs as GraphModules: capture alone), ``"aot_eager"`` (plus
+    our AOTAutograd), ``"torch_inductor"`` (real Inductor via ``to_torch_fx``) or any
     ``(GraphModule, example_inputs) -> callable``.
     ``fullgraph=True`` raises :class:`GraphBreakError` at the first graph break.
     ``dynamic``: True = size-generic graphs from the start; None = automatic after a size
