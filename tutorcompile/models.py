@@ -1,0 +1,167 @@
+"""The course's capstone models, small enough for a laptop CPU and written out in full.
+
+* :class:`GPT` -- a decoder-only transformer in the style of nanoGPT: token and position
+  embeddings, pre-norm blocks of causal self-attention and a GELU MLP, a tied-free head.
+* :class:`AlexNet` -- the seed's AlexNet layout (five convolutions with ReLU, three max
+  pools, dropout and three linear layers) scaled down to 32×32 images.
+* :class:`MLP` -- the seed's ``Linear → ReLU → Linear → Softmax`` generalised to any widths.
+
+All weights are random (``torch.manual_seed`` makes them repeatable); nothing is downloaded.
+Each model has ``example_inputs(batch)`` and ``loss(output, target_batch)`` so the capstone
+notebook, the tests and the benchmarks can run inference and a training step the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 128
+    block_size: int = 32
+    n_layer: int = 2
+    n_head: int = 4
+    n_embd: int = 64
+    dropout: float = 0.0
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        assert cfg.n_embd % cfg.n_head == 0, "n_embd must be divisible by n_head"
+        self.n_head = cfg.n_head
+        self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
+        self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)
+        self.drop = nn.Dropout(cfg.dropout)
+        mask = torch.tril(torch.ones(cfg.block_size, cfg.block_size))
+        self.register_buffer("mask", mask.view(1, 1, cfg.block_size, cfg.block_size))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        q, k, v = self.qkv(x).split(c, dim=2)
+        q = q.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
+        k = k.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
+        v = v.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf"))
+        att = self.drop(F.softmax(att, dim=-1))
+        y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
+        return self.drop(self.proj(y))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(cfg.n_embd)
+        self.attn = CausalSelfAttention(cfg)
+        self.ln_2 = nn.LayerNorm(cfg.n_embd)
+        self.fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd)
+        self.fc_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))
+        return x + self.drop(self.fc_proj(F.gelu(self.fc(self.ln_2(x)))))
+
+
+class GPT(nn.Module):
+    """A small GPT: ``logits = GPT()(token_ids)`` with ``token_ids`` of shape (batch, time)."""
+
+    def __init__(self, cfg: GPTConfig | None = None):
+        super().__init__()
+        self.cfg = cfg = cfg or GPTConfig()
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
+        self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)])
+        self.ln_f = nn.LayerNorm(cfg.n_embd)
+        self.head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        t = idx.size(1)
+        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x))
+
+    def example_inputs(self, batch: int = 4) -> tuple[torch.Tensor]:
+        return (torch.randint(0, self.cfg.vocab_size, (batch, self.cfg.block_size)),)
+
+    def targets(self, batch: int = 4) -> torch.Tensor:
+        return torch.randint(0, self.cfg.vocab_size, (batch, self.cfg.block_size))
+
+    @staticmethod
+    def loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+
+
+class AlexNet(nn.Module):
+    """AlexNet's layout (5 conv + 3 pool + 3 linear, with dropout) for 3×32×32 images."""
+
+    def __init__(self, num_classes: int = 10, width: int = 16, dropout: float = 0.5):
+        super().__init__()
+        w = width
+        self.features = nn.Sequential(
+            nn.Conv2d(3, w, kernel_size=3, stride=1, padding=1), nn.ReLU(inplace=True),
+            nn.MaxPool2d(kernel_size=2),
+            nn.Conv2d(w, 2 * w, kernel_size=3, padding=1), nn.ReLU(inplace=True),
+            nn.MaxPool2d(kernel_size=2),
+            nn.Conv2d(2 * w, 4 * w, kernel_size=3, padding=1), nn.ReLU(inplace=True),
+            nn.Conv2d(4 * w, 4 * w, kernel_size=3, padding=1), nn.ReLU(inplace=True),
+            nn.Conv2d(4 * w, 2 * w, kernel_size=3, padding=1), nn.ReLU(inplace=True),
+            nn.MaxPool2d(kernel_size=2),
+        )
+        self.classifier = nn.Sequential(
+            nn.Dropout(dropout), nn.Linear(2 * w * 4 * 4, 8 * w), nn.ReLU(inplace=True),
+            nn.Dropout(dropout), nn.Linear(8 * w, 8 * w), nn.ReLU(inplace=True),
+            nn.Linear(8 * w, num_classes),
+        )
+        self.num_classes = num_classes
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(torch.flatten(self.features(x), 1))
+
+    def example_inputs(self, batch: int = 4) -> tuple[torch.Tensor]:
+        return (torch.randn(batch, 3, 32, 32),)
+
+    def targets(self, batch: int = 4) -> torch.Tensor:
+        return torch.randint(0, self.num_classes, (batch,))
+
+    @staticmethod
+    def loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits, targets)
+
+
+class MLP(nn.Module):
+    """``Linear → ReLU → ... → Linear → Softmax``; ``MLP()`` is the seed's 10→5→2 model."""
+
+    def __init__(self, sizes: tuple[int, ...] = (10, 5, 2), softmax: bool = True):
+        super().__init__()
+        layers: list[nn.Module] = []
+        for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
+            layers.append(nn.Linear(a, b))
+            if i < len(sizes) - 2:
+                layers.append(nn.ReLU())
+        if softmax:
+            layers.append(nn.Softmax(dim=1))
+        self.net = nn.Sequential(*layers)
+        self.sizes = sizes
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+    def example_inputs(self, batch: int = 4) -> tuple[torch.Tensor]:
+        return (torch.randn(batch, self.sizes[0]),)
+
+    def targets(self, batch: int = 4) -> torch.Tensor:
+        return torch.randn(batch, self.sizes[-1]).softmax(dim=1)
+
+    @staticmethod
+    def loss(output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return F.mse_loss(output, targets)
