@@ -8,6 +8,7 @@ import torch
 from tutorcompile.bench import (
     Comparison,
     Measurement,
+    Report,
     breakdown,
     compare,
     fit_overhead,
@@ -104,3 +105,21 @@ def test_breakdown_splits_a_compiled_call():
     assert b.graphs_per_call == 2
     assert "graph breaks split it into 2 graphs" in b.verdict()
     assert b.table().splitlines()[0].startswith("compile (first call)")
+
+
+def test_report_tabulates_cases_and_plots_both_panels():
+    import matplotlib
+    matplotlib.use("Agg", force=False)
+
+    def cmp(eager, ours, compile_s):
+        return Comparison({"eager": Measurement("eager", [eager]),
+                           "ours": Measurement("ours", [ours], compile_s=compile_s)}, "eager")
+
+    report = Report({"mlp": cmp(2.0, 1.0, 0.5), "gpt": cmp(3.0, 6.0, 2.0)})
+    lines = report.table().splitlines()
+    assert lines[0].split() == ["case", "eager", "(ms)", "ours", "(ms)", "ours", "×", "ours",
+                                "compile"]
+    assert lines[2].split() == ["mlp", "2.000", "1.000", "2.00", "0.5", "s"]
+    assert lines[3].split() == ["gpt", "3.000", "6.000", "0.50", "2.0", "s"]
+    fig = report.plot()
+    assert len(fig.axes) == 2 and len(fig.axes[0].patches) == 2

@@ -199,13 +199,17 @@ class Comparison:
 
 
 def compare(candidates: dict[str, Callable], *args: Any, baseline: str | None = None,
-            compiled: set[str] | None = None, progress: bool = False, **measure_kwargs: Any
+            compiled: set[str] | None = None, progress: bool = False, rtol: float = 1e-3,
+            atol: float = 1e-4, verify: set[str] | None = None, **measure_kwargs: Any
             ) -> Comparison:
     """Measure every candidate on the same ``args``; the first is the baseline by default.
 
     Names in ``compiled`` have their first call timed separately as compile time (by default:
     every candidate except the baseline). Results are checked to agree with the baseline's
-    (to float tolerance) before anything is timed -- a fast wrong answer is not a speed-up.
+    (within ``rtol``/``atol``) before anything is timed -- a fast wrong answer is not a
+    speed-up. Gradients summed over many elements may need a looser ``atol``. ``verify``
+    names the candidates whose results are checked (default: all); the others are timed only,
+    and the comparison's ``meta["unverified"]`` lists them.
     """
     names = list(candidates)
     baseline = baseline or names[0]
@@ -223,22 +227,25 @@ def compare(candidates: dict[str, Callable], *args: Any, baseline: str | None = 
             compile_s, out = time_first_call(fn, *args)
         else:
             out = fn(*args)
-        _assert_close(out, reference, name, baseline)
+        if verify is None or name in verify:
+            _assert_close(out, reference, name, baseline, rtol, atol)
         m = measure(fn, *args, name=name, **measure_kwargs)
         m.compile_s = compile_s
         results[name] = m
-    return Comparison(results, baseline)
+    unverified = [] if verify is None else [n for n in names if n not in verify | {baseline}]
+    return Comparison(results, baseline, meta={"unverified": unverified})
 
 
-def _assert_close(actual: Any, expected: Any, name: str, baseline: str) -> None:
+def _assert_close(actual: Any, expected: Any, name: str, baseline: str, rtol: float,
+                  atol: float) -> None:
     if isinstance(expected, torch.Tensor):
         try:
-            torch.testing.assert_close(actual, expected, rtol=1e-3, atol=1e-4)
+            torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol)
         except AssertionError as e:
             raise AssertionError(f"{name} does not compute what {baseline} does: {e}") from None
     elif isinstance(expected, (tuple, list)):
         for a, e in zip(actual, expected):
-            _assert_close(a, e, name, baseline)
+            _assert_close(a, e, name, baseline, rtol, atol)
 
 
 @dataclass
@@ -399,3 +406,66 @@ def breakdown(compiled: Callable, *args: Any, eager: Callable | None = None,
     eager_us = measure(eager, *args, **measure_kwargs).median_ms * 1000 if eager else None
     return Breakdown(name, compile_s, total.median_ms * 1000, prof.guard_s / calls * 1e6,
                      prof.graph_s / calls * 1e6, prof.graph_calls / calls, eager_us)
+
+
+@dataclass
+class Report:
+    """Several cases (a model, a training step...) each compared side by side: one table,
+    one figure with speed-ups and compile times."""
+    comparisons: dict[str, Comparison]
+
+    def rows(self) -> list[dict[str, Any]]:
+        rows = []
+        for case, cmp in self.comparisons.items():
+            for name, m in cmp.measurements.items():
+                rows.append({"case": case, "name": name, "median_ms": m.median_ms,
+                             "speedup": cmp.ratio(name), "compile_s": m.compile_s})
+        return rows
+
+    def table(self) -> str:
+        names = list(dict.fromkeys(r["name"] for r in self.rows()))
+        header = ["case"] + [f"{n} (ms)" for n in names] + \
+            [f"{n} ×" for n in names[1:]] + [f"{n} compile" for n in names[1:]]
+        lines = [header]
+        for case, cmp in self.comparisons.items():
+            ms = cmp.measurements
+            lines.append([case] + [f"{ms[n].median_ms:.3f}" if n in ms else "—" for n in names]
+                         + [f"{cmp.ratio(n):.2f}" if n in ms else "—" for n in names[1:]]
+                         + [f"{ms[n].compile_s:.1f} s" if n in ms and ms[n].compile_s
+                            is not None else "—" for n in names[1:]])
+        widths = [max(len(r[i]) for r in lines) for i in range(len(header))]
+        fmt = lambda r: "  ".join(c.rjust(w) if i else c.ljust(w)  # noqa: E731
+                                  for i, (c, w) in enumerate(zip(r, widths)))
+        return "\n".join([fmt(lines[0]), fmt(["-" * w for w in widths])] +
+                         [fmt(r) for r in lines[1:]])
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def plot(self):
+        """Speed-up over the baseline (left) and compile time (right, log scale) per case."""
+        import matplotlib.pyplot as plt
+        cases = list(self.comparisons)
+        names = list(dict.fromkeys(r["name"] for r in self.rows()))[1:]
+        fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.9 + 0.55 * len(cases)))
+        height = 0.8 / max(1, len(names))
+        for k, name in enumerate(names):
+            ys = [i + k * height for i in range(len(cases))]
+            cmps = [self.comparisons[c] for c in cases]
+            left.barh(ys, [c.ratio(name) if name in c.measurements else 0 for c in cmps],
+                      height, label=name)
+            right.barh(ys, [c.measurements[name].compile_s or 0
+                            if name in c.measurements else 0 for c in cmps], height,
+                       label=name)
+        for ax in (left, right):
+            ax.set_yticks([i + height * (len(names) - 1) / 2 for i in range(len(cases))],
+                          cases)
+            ax.invert_yaxis()
+        baseline = next(iter(self.comparisons.values())).baseline
+        left.axvline(1.0, color="gray", linestyle="--", linewidth=1)
+        left.set_xlabel(f"speed-up over {baseline} (higher is better)")
+        right.set_xscale("log")
+        right.set_xlabel("compile time, s (log scale)")
+        left.legend(fontsize=8)
+        fig.tight_layout()
+        return fig

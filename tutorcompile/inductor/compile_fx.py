@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from .._logging import log_artifact
 from ..environment import probe
 from ..fx import Graph, GraphModule, ShapeProp
 from ..ops import PRIMS, Prim
@@ -84,6 +85,10 @@ class CompiledGraph:
         variant = _Variant(self.graph, inputs, self.backend, self.fusion, self.mode,
                            self.scheduler_cls)
         self._variants[self._key(inputs)] = variant
+        title = f"{type(self.graph).__name__} ({self.backend})"
+        if variant.fusion_report is not None:
+            log_artifact("fusion", lambda: str(variant.fusion_report), title)
+        log_artifact("output_code", lambda: variant.output_code, title)
         return variant
 
     def __call__(self, *inputs: Any) -> Any:
