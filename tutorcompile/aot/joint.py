@@ -36,7 +36,8 @@ import torch
 
 from ..fx import Graph, Node
 from ..fx.node import map_aggregate, map_arg
-from ..ops import GraphHandler, GraphValue, Prim, make_meta, ops, set_handler, vjp
+from ..ops import GraphHandler, GraphValue, Prim, make_meta, set_handler
+from ..ops.autodiff import accumulate_grad, propagate_vjp
 
 
 @dataclass
@@ -172,7 +173,7 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
                 t = handler.placeholder(f"tangents_{r.name}", fwd_values[i].meta)
                 t.node.meta.update(phase="backward", partition_role="tangent")
                 tangent_outputs.append(i)
-                _accumulate(grads, r, t)
+                accumulate_grad(grads, r, t)
         start = len(joint)
         for node in reversed(order):
             if not needs_grad.get(node):
@@ -183,19 +184,7 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
             if node.meta.get("extern") or not isinstance(node.target, Prim):
                 _extern_vjp(handler, node, env, grads, needs_grad)
                 continue
-            grad = grads.pop(node, None)
-            if grad is None or not env[node].dtype.is_floating_point:
-                continue
-            args = map_arg(node.args, env.__getitem__)
-            kwargs = map_arg(node.kwargs, env.__getitem__)
-            input_grads = vjp(node.target, grad, env[node], args, kwargs)
-            for arg, g in zip(node.args, input_grads):
-                if isinstance(arg, (list, tuple)):
-                    for a, gi in zip(arg, g or [None] * len(arg)):
-                        if isinstance(a, Node) and gi is not None and needs_grad.get(a):
-                            _accumulate(grads, a, gi)
-                elif isinstance(arg, Node) and g is not None and needs_grad.get(arg):
-                    _accumulate(grads, arg, g)
+            propagate_vjp(node, env, grads, wants=lambda a: needs_grad.get(a, False))
         _tag(joint, start, "backward")
         input_grads = [grads.get(p) if needs_grad[p] else None for p in placeholders]
 
@@ -206,10 +195,6 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
     joint.lint()
     return JointGraph(joint, len(results), num_user_outputs, list(requires_grad),
                       tangent_outputs)
-
-
-def _accumulate(grads: dict[Node, Any], node: Node, grad: Any) -> None:
-    grads[node] = grad if node not in grads else ops.add(grads[node], grad)
 
 
 def _extern_vjp(handler: GraphHandler, node: Node, env: dict, grads: dict,
@@ -247,4 +232,4 @@ def _extern_vjp(handler: GraphHandler, node: Node, env: dict, grads: dict,
         item.meta["extern"] = True
         tm = a.meta["tensor_meta"]
         item.meta["tensor_meta"] = make_meta(tm.shape, tm.dtype, tm.device)
-        _accumulate(grads, a, GraphValue(item, handler))
+        accumulate_grad(grads, a, GraphValue(item, handler))

@@ -148,29 +148,42 @@ def backward_graph(forward: Graph | GraphModule, *example_inputs: Any) -> Graph:
         for i, out in enumerate(outputs):
             name = "tangent" if i == 0 else f"tangent_{i}"
             tangent = handler.placeholder(name, env[out].meta)
-            _accumulate(grads, out, tangent)
+            accumulate_grad(grads, out, tangent)
 
         for node in reversed(calls):
-            grad = grads.pop(node, None)
-            if grad is None or not env[node].dtype.is_floating_point:
-                continue
-            args = map_arg(node.args, env.__getitem__)
-            kwargs = map_arg(node.kwargs, env.__getitem__)
-            input_grads = vjp(node.target, grad, env[node], args, kwargs)
-            for arg, g in zip(node.args, input_grads):
-                if isinstance(arg, (list, tuple)):
-                    for a, gi in zip(arg, g or [None] * len(arg)):
-                        if isinstance(a, Node) and gi is not None:
-                            _accumulate(grads, a, gi)
-                elif isinstance(arg, Node) and g is not None:
-                    _accumulate(grads, arg, g)
+            propagate_vjp(node, env, grads)
 
         input_grads = tuple(grads.get(p) for p in graph.placeholders)
     # The recomputed forward output is usually unread by the gradients: drop what is dead.
     return dce(handler.output(input_grads))
 
 
-def _accumulate(grads: dict[Node, Any], node: Node, grad: Any) -> None:
+def propagate_vjp(node: Node, env: dict[Node, Any], grads: dict[Node, Any],
+                  wants: Callable[[Node], bool] = lambda node: True) -> None:
+    """One step of a reverse sweep: apply ``node``'s VJP rule to the gradient flowing into it,
+    and add each input's share to that input's gradient (for inputs that ``wants``).
+
+    ``env`` maps graph nodes to their values under the current handler; ``grads`` holds the
+    gradients gathered so far and loses ``node``'s entry. The backward graphs of stage 1 and
+    the joint graphs of stage 4 are both built from this step.
+    """
+    grad = grads.pop(node, None)
+    if grad is None or not env[node].dtype.is_floating_point:
+        return
+    args = map_arg(node.args, env.__getitem__)
+    kwargs = map_arg(node.kwargs, env.__getitem__)
+    input_grads = vjp(node.target, grad, env[node], args, kwargs)
+    for arg, g in zip(node.args, input_grads):
+        if isinstance(arg, (list, tuple)):  # cat's list of inputs gets a list of gradients
+            pairs = zip(arg, g or [None] * len(arg))
+        else:
+            pairs = [(arg, g)]
+        for a, gi in pairs:
+            if isinstance(a, Node) and gi is not None and wants(a):
+                accumulate_grad(grads, a, gi)
+
+
+def accumulate_grad(grads: dict[Node, Any], node: Node, grad: Any) -> None:
     """A value used twice receives the sum of both gradients."""
     grads[node] = grad if node not in grads else ops.add(grads[node], grad)
 
