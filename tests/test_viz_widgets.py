@@ -348,3 +348,33 @@ def test_fusion_view_marks_every_prim_with_its_kernel_and_computes_like_eager(tm
     assert list(tabs.titles) == ["kernels", "fusion report", "output code"]
     assert [p.rsplit("/", 1)[-1] for p in view.save(tmp_path)][1:] == [
         "fusion_report.txt", "output_code.txt"]
+
+
+# --- CUDA Graph view ---------
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_cudagraphs_view_finds_the_wrappers_and_says_why_they_skipped(backend):
+    import tutorcompile as tc
+    from tutorcompile.cudagraphs import NO_CUDA
+    tc.reset()
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval()
+    compiled = tc.compile(model, backend=backend, mode="reduce-overhead")
+    with torch.no_grad():
+        compiled(torch.randn(2, 8))
+    view = viz.cudagraphs_view(compiled)
+    assert len(view.graphs) == 1
+    (row,) = view.rows()
+    if not torch.cuda.is_available():
+        assert row["recorded"] == 0 and row["skipped"] == [NO_CUDA]
+        assert NO_CUDA in view.summary()
+    assert "<table>" in view.to_html()
+    assert view.widget().value == view.to_html()
+    tc.reset()
+
+
+def test_cudagraphs_view_of_a_default_compile_says_there_is_nothing_to_show():
+    import tutorcompile as tc
+    tc.reset()
+    compiled = tc.compile(lambda x: x.sin(), backend="eager")
+    compiled(torch.randn(3))
+    assert "mode='reduce-overhead'" in viz.cudagraphs_view(compiled).summary()
+    tc.reset()

@@ -10,12 +10,14 @@
     PartitionView, partition_view      what the forward saves for the backward, and its bytes
     compare_partitions                 default vs min-cut: saved bytes, ops, recomputation
     FusionView, fusion_view            which graph nodes became which kernel (stage 5)
+    CUDAGraphView, cudagraphs_view     recorded CUDA Graphs, replays and skip reasons (stage 6)
 
 Every view also works from a script: it returns data (``rows()``, ``text()``, ``summary()``)
 or saves a file (``save(path)``). ipywidgets is imported only when a widget is shown, so
 importing this package needs no running Jupyter.
 """
 
+from .cudagraphs import CUDAGraphView, cudagraphs_view, find_cudagraphed
 from .drawing import GraphDrawing, draw, graphviz_available
 from .explorer import GraphExplorer, node_details
 from .fusion import FusionView, fusion_view
@@ -39,6 +41,7 @@ from .stages import (
 from .timing import Timing
 
 __all__ = [
+    "CUDAGraphView", "cudagraphs_view", "find_cudagraphed",
     "FusionView", "GraphDrawing", "GraphExplorer", "GuardCheck", "GuardInspector",
     "GuardReport", "PartitionComparison", "PartitionView", "SavedTensor", "StageGraph",
     "StageOutput", "Timing", "compare_partitions", "draw", "fusion_view",
