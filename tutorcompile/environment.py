@@ -222,7 +222,7 @@ def _stage_plan(env: Environment) -> list[tuple[str, str]]:
          "text rendering (graphviz's dot binary is missing)"),
     ]
     # Say so plainly where a stage's module is not part of this version yet.
-    modules = {"1": "autograd", "2": "fx.symbolic_trace", "3": "dynamo", "4": "aot",
+    modules = {"1": "autograd", "2": "fx.tracer", "3": "dynamo", "4": "aot",
                "5": "inductor", "6": "cudagraphs"}
     return [(stage, what if _has_module(modules.get(stage[:1])) else f"{what} [not built yet]")
             for stage, what in plan]
