@@ -27,7 +27,7 @@ torch/_inductor/codegen/simd.py (tiling into x and r).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,6 +119,38 @@ class KernelPlan:
         return plan
 
     # -- indices -------------------------------------------------------------------------
+    def walk_phases(self, emit_full: Callable[[list[ComputedBuffer]], None],
+                    emit_x: Callable[[ComputedBuffer], None],
+                    emit_reduction: Callable[[ComputedBuffer], None]) -> None:
+        """Visit a reduction kernel's nodes in order, the way every code generator writes them.
+
+        Stored values of the ``full`` phase (one per element of the reduced region) are
+        gathered and handed to ``emit_full`` together, to be written in one pass over the
+        reduction dimension; a reduction or an ``x``-phase node ends such a batch, because
+        what follows may read it. Stored ``x``-phase values (one per output row) go to
+        ``emit_x``; every reduction goes to ``emit_reduction`` where it stands.
+        """
+        pending: list[ComputedBuffer] = []
+
+        def flush() -> None:
+            if pending:
+                emit_full(list(pending))
+                pending.clear()
+
+        for node in self.nodes:
+            phase, stored = self.phases[node.name], node.name in self.stored
+            if phase == "full":
+                if stored:
+                    pending.append(node)
+                continue
+            flush()
+            if phase == "x":
+                if stored:
+                    emit_x(node)
+                continue
+            emit_reduction(node)
+        flush()
+
     def full_index(self, xvars: Sequence[Any], rvars: Sequence[Any]) -> list:
         """The index into ``shape`` given per-dimension x and r index expressions."""
         if not self.is_reduction:
@@ -224,6 +256,12 @@ class KernelWriter(OpsHandler):
         self.reduction_values: dict[str, tuple[CSEVar, list]] = {}
 
     # -- emitting ------------------------------------------------------------------------
+    def store_at(self, node: ComputedBuffer, xvars: Sequence[Any], rvars: Sequence[Any]
+                 ) -> None:
+        """Compute ``node`` at the current loop position and store it into its buffer."""
+        index = self.plan.node_index(node, xvars, rvars)
+        self.store(node, index, node.data.inner_fn(index))
+
     def writeline(self, line: str) -> None:
         self.lines.append("    " * self.indent + line)
 

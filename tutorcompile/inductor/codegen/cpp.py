@@ -154,8 +154,7 @@ class CppKernel(KernelWriter):
     def emit_nodes(self, xvars, rvars) -> None:
         for node in self.plan.nodes:
             if node.name in self.plan.stored:
-                index = self.plan.node_index(node, xvars, rvars)
-                self.store(node, index, node.data.inner_fn(index))
+                self.store_at(node, xvars, rvars)
 
     def reduction_body(self, big: bool) -> None:
         plan = self.plan
@@ -164,32 +163,15 @@ class CppKernel(KernelWriter):
         self.open_loop("x0", plan.xnumel, parallel)
         xvars = ir.unflatten_index(ir.index_symbol("x0"), kept)
         rvars = ir.unflatten_index(ir.index_symbol("r0"), reduced)
-        pending_full: list[ir.ComputedBuffer] = []
 
-        def flush_full():
-            if pending_full:
-                self.open_loop("r0", plan.rnumel, "omp simd")
-                for node in pending_full:
-                    index = plan.node_index(node, xvars, rvars)
-                    self.store(node, index, node.data.inner_fn(index))
-                self.close_loop()
-                pending_full.clear()
+        def emit_full(nodes: list[ir.ComputedBuffer]) -> None:
+            self.open_loop("r0", plan.rnumel, "omp simd")
+            for node in nodes:
+                self.store_at(node, xvars, rvars)
+            self.close_loop()
 
-        for node in plan.nodes:
-            phase = plan.phases[node.name]
-            stored = node.name in plan.stored
-            if phase == "full":
-                if stored:
-                    pending_full.append(node)
-                continue
-            flush_full()
-            if phase == "x":
-                if stored:
-                    index = plan.node_index(node, xvars, rvars)
-                    self.store(node, index, node.data.inner_fn(index))
-                continue
-            self.emit_reduction(node, xvars, rvars)
-        flush_full()
+        plan.walk_phases(emit_full, lambda node: self.store_at(node, xvars, rvars),
+                         lambda node: self.emit_reduction(node, xvars, rvars))
         self.close_loop()
 
     # -- reductions over a dimension that is not the innermost (e.g. column sums) --------
@@ -215,33 +197,21 @@ class CppKernel(KernelWriter):
                        f"{plan.xnumel} - xt * {tile});")
         xvars = ir.unflatten_index(ir.index_symbol("x0"), plan.kept_shape)
         rvars = ir.unflatten_index(ir.index_symbol("r0"), plan.reduced_shape)
-        pending: list[ir.ComputedBuffer] = []
 
-        def flush():
-            if pending:
-                self.open_loop("r0", plan.rnumel, None)
-                self.open_tile()
-                for node in pending:
-                    index = plan.node_index(node, xvars, rvars)
-                    self.store(node, index, node.data.inner_fn(index))
-                self.close_loop()
-                self.close_loop()
-                pending.clear()
+        def emit_full(nodes: list[ir.ComputedBuffer]) -> None:
+            self.open_loop("r0", plan.rnumel, None)
+            self.open_tile()
+            for node in nodes:
+                self.store_at(node, xvars, rvars)
+            self.close_loop()
+            self.close_loop()
 
-        for node in plan.nodes:
-            phase, stored = plan.phases[node.name], node.name in plan.stored
-            if phase == "full":
-                if stored:
-                    pending.append(node)
-                continue
-            flush()
-            if phase == "x":
-                if stored:
-                    self.open_tile()
-                    index = plan.node_index(node, xvars, rvars)
-                    self.store(node, index, node.data.inner_fn(index))
-                    self.close_loop()
-                continue
+        def emit_x(node: ir.ComputedBuffer) -> None:
+            self.open_tile()
+            self.store_at(node, xvars, rvars)
+            self.close_loop()
+
+        def emit_reduction(node: ir.ComputedBuffer) -> None:
             data: ir.Reduction = node.data
             t = CPP_TYPES[data.dtype]
             acc = self.newvar(data.dtype, "acc")
@@ -267,11 +237,12 @@ class CppKernel(KernelWriter):
                                f"{acc}[xi] = {self.literal(float('nan'), data.dtype)};")
             out_index = plan.node_index(node, xvars, rvars)
             self.reduction_values[node.name] = (CSEVar(f"{acc}[xi]", data.dtype), out_index)
-            if stored:
+            if node.name in plan.stored:
                 self.open_tile()
                 self.store(node, out_index, self.reduction_values[node.name][0])
                 self.close_loop()
-        flush()
+
+        plan.walk_phases(emit_full, emit_x, emit_reduction)
         self.close_loop()
 
     @staticmethod

@@ -145,8 +145,7 @@ class TritonKernel(KernelWriter):
                 xvars = ir.unflatten_index(ir.index_symbol("xindex"), plan.shape)
                 for node in plan.nodes:
                     if node.name in plan.stored:
-                        index = plan.node_index(node, xvars, [])
-                        self.store(node, index, node.data.inner_fn(index))
+                        self.store_at(node, xvars, [])
                 return
             self.writeline("xoffset = tl.program_id(0) * XBLOCK")
             self.writeline("xindex = xoffset + tl.arange(0, XBLOCK)[:, None]")
@@ -157,31 +156,15 @@ class TritonKernel(KernelWriter):
                 self.writeline("rmask = rindex < rnumel")
             xvars = ir.unflatten_index(ir.index_symbol("xindex"), plan.kept_shape)
             rvars = ir.unflatten_index(ir.index_symbol("rindex"), plan.reduced_shape)
-            pending: list[ir.ComputedBuffer] = []
 
-            def flush():
-                if pending:
-                    self.open_r_loop()
-                    for node in pending:
-                        index = plan.node_index(node, xvars, rvars)
-                        self.store(node, index, node.data.inner_fn(index))
-                    self.close_r_loop()
-                    pending.clear()
+            def emit_full(nodes: list[ir.ComputedBuffer]) -> None:
+                self.open_r_loop()
+                for node in nodes:
+                    self.store_at(node, xvars, rvars)
+                self.close_r_loop()
 
-            for node in plan.nodes:
-                phase, stored = plan.phases[node.name], node.name in plan.stored
-                if phase == "full":
-                    if stored:
-                        pending.append(node)
-                    continue
-                flush()
-                if phase == "x":
-                    if stored:
-                        index = plan.node_index(node, xvars, rvars)
-                        self.store(node, index, node.data.inner_fn(index))
-                    continue
-                self.emit_reduction(node, xvars, rvars)
-            flush()
+            plan.walk_phases(emit_full, lambda node: self.store_at(node, xvars, rvars),
+                             lambda node: self.emit_reduction(node, xvars, rvars))
 
     def open_r_loop(self) -> None:
         if self.persistent:
