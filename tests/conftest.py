@@ -5,6 +5,8 @@
 * ``device`` parametrises a test over CPU and, when present, CUDA -- write a test once, run
   it on every device (the ``CommonTemplate`` idea of early TorchInductor's tests).
 * Tests marked ``gpu`` are skipped cleanly without CUDA.
+* torchvision (and through it ``transformers`` and ``timm``) is made importable with the CPU
+  build of torch before any test imports it (see ``make_torchvision_importable``).
 """
 
 import os
@@ -12,8 +14,12 @@ import os
 import pytest
 import torch
 
+from tutorcompile.environment import make_torchvision_importable
+
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+make_torchvision_importable()
 
 HAS_CUDA = torch.cuda.is_available()
 DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])

@@ -20,6 +20,8 @@ report announces is the choice the compiler makes.
 from __future__ import annotations
 
 import functools
+import glob
+import importlib.util
 import os
 import platform
 import shutil
@@ -241,3 +243,35 @@ def _has_module(name: str | None) -> bool:
 def doctor() -> None:
     """Print what this machine has and which backend each stage will use."""
     print(probe().format())
+
+
+def make_torchvision_importable() -> None:
+    """Let ``import torchvision`` (and so ``transformers``, ``timm``) work with a CPU torch.
+
+    PyPI's torchvision wheel for Linux is a CUDA build: with the CPU build of torch its C
+    extension does not load, and its import then fails while registering fake kernels for
+    ``torchvision::nms`` ("operator torchvision::nms does not exist"). ``transformers`` imports
+    torchvision when it is installed, so it fails too. Defining the two op schemas that
+    torchvision expects, before it is imported, is enough for the classification models
+    (detection ops that need the C extension still do not run). Harmless when the extension
+    loads or torchvision is absent; call it before anything imports torchvision.
+    """
+    global _torchvision_lib
+    if _torchvision_lib is not None or importlib.util.find_spec("torchvision") is None:
+        return
+    import torch
+
+    spec = importlib.util.find_spec("torchvision")
+    for extension in glob.glob(os.path.join(spec.submodule_search_locations[0], "_C*.so")):
+        try:
+            torch.ops.load_library(extension)  # a build that matches torch: nothing to do
+            return
+        except (OSError, RuntimeError):
+            pass
+    lib = torch.library.Library("torchvision", "DEF")
+    lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+    lib.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+    _torchvision_lib = lib  # the schemas live as long as this object does
+
+
+_torchvision_lib = None
