@@ -6,20 +6,26 @@
 
 For every case it prints and saves (``benchmarks/results/``: JSON, CSV and a PNG plot):
 
-* run time (fastest sample) of eager, of ``torch.compile`` (Inductor), of tutorcompile fused and of
-  tutorcompile with fusion turned off (one kernel per op) -- and the ratios against eager;
+* run time of eager, of ``torch.compile`` (Inductor), of tutorcompile fused and of tutorcompile
+  with fusion turned off (one kernel per op): the median of repeated samples with its spread
+  (interquartile range over median), and the ratios against eager with their ranges;
 * compile times: tutorcompile *cold* (an empty kernel cache: the C++ compiler runs) and *warm*
   (the kernels come from the disk cache), Inductor's first call (its own caches may make it
   warmer than truly cold; it says so in the output);
-* kernel counts before and after fusion, and the bytes the fusion report says are moved.
+* kernel counts before and after fusion, and the bytes the fusion report says are moved;
+* flags: ``noisy`` where a time's spread is above ``bench.NOISY_SPREAD`` (10 %), and
+  ``differs from previous run`` where a ratio's range does not overlap the range the previous
+  run (the results file it is about to overwrite) measured for the same case and size.
 
 Inference cases compile a prim graph (``tutorcompile.ops.trace`` of the functions in
 ``tutorcompile.inductor.examples``) with ``compile_fx``. Training cases (an MLP and the seed
 model Linear(10,5)-ReLU-Linear(5,2)-Softmax) run a forward+backward step through
 ``tutorcompile.aot.aot_module`` with stage 5 as its forward and backward compiler.
 
-Numbers depend on the machine and on what else runs on it: read ratios, not absolutes, and
-repeat on a quiet machine before believing a small difference.
+Numbers depend on the machine and on what else runs on it. For stable ones: a quiet machine
+(another busy process adds milliseconds to a sample), a fixed thread count (``--threads N``,
+N = physical cores; 1 shows per-call overhead), and two runs whose rows agree. Read ratios,
+not absolutes.
 """
 
 from __future__ import annotations
@@ -40,17 +46,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 import tutorcompile  # noqa: E402,F401  (sets TRITON_INTERPRET without a GPU)
-from tutorcompile.bench import measure  # noqa: E402
+from tutorcompile.bench import (  # noqa: E402
+    NOISY_SPREAD,
+    Measurement,
+    measure,
+    ranges_disagree,
+    ratio_range,
+)
 from tutorcompile.inductor import codecache, examples  # noqa: E402
 from tutorcompile.inductor.compile_fx import compile_fx, inner_compiler  # noqa: E402
 from tutorcompile.ops import trace  # noqa: E402
 
+TIMED = {"eager": "eager", "tc": "tc", "tc_unfused": "tc unfused", "inductor": "inductor"}
+
 
 @dataclass
 class Result:
+    """One case. ``*_ms`` are medians; ``timings`` holds each one's quartiles, extremes and
+    sample count, ``ratios`` each speed-up over eager as (low, median, high)."""
+    key: str
     case: str
     shape: str
-    eager_ms: float
+    eager_ms: float | None = None
     inductor_ms: float | None = None
     tc_ms: float | None = None
     tc_unfused_ms: float | None = None
@@ -61,10 +78,29 @@ class Result:
     kernels_after: int | None = None
     mb_before: float | None = None
     mb_after: float | None = None
+    timings: dict[str, dict[str, float]] = field(default_factory=dict)
+    ratios: dict[str, list[float]] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def ratio(self, ms: float | None) -> float | None:
-        return None if ms is None else self.eager_ms / ms
+    def __post_init__(self):
+        self._eager: Measurement | None = None   # the baseline of every ratio; not saved
+
+    def record(self, name: str, m: Measurement) -> None:
+        """Keep a measurement of ``name`` (a key of TIMED) and its speed-up over eager."""
+        setattr(self, f"{name}_ms", m.median_ms)
+        self.timings[name] = {"median_ms": m.median_ms, "p25_ms": m.p25_ms, "p75_ms": m.p75_ms,
+                              "min_ms": m.min_ms, "max_ms": m.max_ms,
+                              "samples": len(m.times_ms), "spread": m.spread}
+        if m.noisy:
+            self.flags.append(f"noisy: {TIMED[name]} spread {m.spread:.0%}")
+        if name == "eager":
+            self._eager = m
+        else:
+            self.ratios[name] = list(ratio_range(self._eager, m))
+
+    def ratio(self, name: str) -> float | None:
+        return self.ratios[name][1] if name in self.ratios else None
 
 
 # ---------------------------------------------------------------------------------------
@@ -113,24 +149,24 @@ def step(model, x):
 # Measuring
 # ---------------------------------------------------------------------------------------
 
-def best_ms(fn, *args, repeat: int) -> float:
-    """The fastest sample (ms): on a shared machine, other processes only ever *add* time,
-    so the minimum is the most repeatable estimate."""
-    return min(measure(fn, *args, repeat=repeat).times_ms)
+def timed(fn, *args, opts) -> Measurement:
+    """Repeated samples of ``fn(*args)`` after warm-up (see ``tutorcompile.bench.measure``)."""
+    return measure(fn, *args, repeat=opts.repeat, min_time=opts.min_time)
 
 
-def time_inductor(fn, args, result: Result, repeat: int):
+def time_inductor(fn, args, result: Result, opts):
     torch._dynamo.reset()
     compiled = torch.compile(fn)
     t0 = time.perf_counter()
     compiled(*args)
     result.inductor_first_call_s = time.perf_counter() - t0
-    result.inductor_ms = best_ms(compiled, *args, repeat=repeat)
+    result.record("inductor", timed(compiled, *args, opts=opts))
 
 
 def run_inference(key, label, shape, args, opts) -> Result:
     fn_torch = examples.TORCH[key]
-    result = Result(label, shape, best_ms(fn_torch, *args, repeat=opts.repeat))
+    result = Result(key, label, shape)
+    result.record("eager", timed(fn_torch, *args, opts=opts))
     graph = trace(getattr(examples, key), *args)
     backend = "triton" if args[0].is_cuda else "cpp"
     codecache._loaded.clear()
@@ -142,20 +178,21 @@ def run_inference(key, label, shape, args, opts) -> Result:
     compiled = compile_fx(graph, args, backend=backend)
     result.tc_warm_compile_s = time.perf_counter() - t0
     torch.testing.assert_close(compiled(*args), fn_torch(*args), rtol=1e-3, atol=1e-3)
-    result.tc_ms = best_ms(compiled, *args, repeat=opts.repeat)
+    result.record("tc", timed(compiled, *args, opts=opts))
     report = compiled.fusion_report
     result.kernels_before, result.kernels_after = report.kernels_before, report.kernels_after
     result.mb_before, result.mb_after = report.bytes_before / 1e6, report.bytes_after / 1e6
     unfused = compile_fx(graph, args, backend=backend, fusion=False)
-    result.tc_unfused_ms = best_ms(unfused, *args, repeat=opts.repeat)
+    result.record("tc_unfused", timed(unfused, *args, opts=opts))
     if opts.inductor_for(key):
-        time_inductor(fn_torch, args, result, opts.repeat)
+        time_inductor(fn_torch, args, result, opts)
     return result
 
 
 def run_training(key, label, shape, model, x, opts) -> Result:
     from tutorcompile.aot import aot_module
-    result = Result(label, shape, best_ms(step, model, x, repeat=opts.repeat))
+    result = Result(key, label, shape)
+    result.record("eager", timed(step, model, x, opts=opts))
     codecache._loaded.clear()
     compiler = inner_compiler()
     compiled = aot_module(model, fw_compiler=compiler, bw_compiler=compiler)
@@ -167,7 +204,7 @@ def run_training(key, label, shape, model, x, opts) -> Result:
     t0 = time.perf_counter()
     step(compiled, x)
     result.tc_warm_compile_s = time.perf_counter() - t0
-    result.tc_ms = best_ms(step, compiled, x, repeat=opts.repeat)
+    result.record("tc", timed(step, compiled, x, opts=opts))
     art = compiled.artifacts
     before = after = 0
     for part in (art.forward, art.backward):
@@ -178,14 +215,14 @@ def run_training(key, label, shape, model, x, opts) -> Result:
     result.kernels_before, result.kernels_after = before, after
     unfused_compiler = inner_compiler(fusion=False)
     unfused = aot_module(model, fw_compiler=unfused_compiler, bw_compiler=unfused_compiler)
-    result.tc_unfused_ms = best_ms(step, unfused, x, repeat=opts.repeat)
+    result.record("tc_unfused", timed(step, unfused, x, opts=opts))
     if opts.inductor_for(key):
         torch._dynamo.reset()
         compiled_model = torch.compile(model)
         t0 = time.perf_counter()
         step(compiled_model, x)
         result.inductor_first_call_s = time.perf_counter() - t0
-        result.inductor_ms = best_ms(step, compiled_model, x, repeat=opts.repeat)
+        result.record("inductor", timed(step, compiled_model, x, opts=opts))
     return result
 
 
@@ -197,22 +234,101 @@ def fmt(v, spec="{:.2f}"):
     return "-" if v is None else spec.format(v)
 
 
+def fmt_time(result: Result, name: str) -> str:
+    """Median ms and, in brackets, the spread (IQR / median); '!' when too noisy."""
+    t = result.timings.get(name)
+    if t is None:
+        return "-"
+    return f"{t['median_ms']:.2f} ({t['spread']:.0%}){' !' if t['spread'] > NOISY_SPREAD else ''}"
+
+
+def fmt_ratio(result: Result, name: str) -> str:
+    if name not in result.ratios:
+        return "-"
+    low, mid, high = result.ratios[name]
+    return f"{mid:.2f}x ({low:.2f}-{high:.2f})"
+
+
 def table(results: list[Result]) -> str:
-    head = ["case", "shape", "eager ms", "inductor ms", "tc ms", "tc unfused ms",
-            "tc x eager", "inductor x eager", "tc cold s", "tc warm s", "inductor 1st s",
-            "kernels", "MB moved"]
-    rows = [head]
-    for r in results:
-        rows.append([r.case, r.shape, fmt(r.eager_ms), fmt(r.inductor_ms), fmt(r.tc_ms),
-                     fmt(r.tc_unfused_ms), fmt(r.ratio(r.tc_ms), "{:.2f}x"),
-                     fmt(r.ratio(r.inductor_ms), "{:.2f}x"), fmt(r.tc_cold_compile_s),
-                     fmt(r.tc_warm_compile_s), fmt(r.inductor_first_call_s, "{:.1f}"),
-                     f"{r.kernels_before}->{r.kernels_after}",
-                     "-" if r.mb_before is None else f"{r.mb_before:.0f}->{r.mb_after:.0f}"])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
-    lines = [" | ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
+    """Two tables: run times, then speed-ups with compile times and kernel counts."""
+    times = [["case", "shape", "eager ms", "tc ms", "tc unfused ms", "inductor ms"]]
+    times += [[r.case, r.shape, *(fmt_time(r, n) for n in TIMED)] for r in results]
+    ratios = [["case", "tc x eager", "unfused x eager", "inductor x eager", "tc cold s",
+               "tc warm s", "inductor 1st s", "kernels", "MB moved"]]
+    ratios += [[r.case, *(fmt_ratio(r, n) for n in ("tc", "tc_unfused", "inductor")),
+                fmt(r.tc_cold_compile_s), fmt(r.tc_warm_compile_s),
+                fmt(r.inductor_first_call_s, "{:.1f}"), f"{r.kernels_before}->{r.kernels_after}",
+                "-" if r.mb_before is None else f"{r.mb_before:.0f}->{r.mb_after:.0f}"]
+               for r in results]
+    return f"{_grid(times)}\n\n{_grid(ratios)}"
+
+
+def _grid(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = [" | ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "-+-".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def flag_changes(results: list[Result], previous: dict | None, size: int) -> None:
+    """Flag each ratio whose range does not overlap the previous run's for the same case.
+
+    ``previous`` is the results file this run replaces; it counts only for the same size. A
+    file written before ranges were kept gives single values, compared the same way.
+    """
+    if not previous or previous.get("size") != size:
+        return
+    before = {r.get("key", r.get("case")): r for r in previous.get("results", [])}
+    for r in results:
+        old = before.get(r.key) or before.get(r.case)
+        if old is None:
+            continue
+        for name, now in r.ratios.items():
+            then = (old.get("ratios") or {}).get(name)
+            if then is None and old.get(f"{name}_ms") and old.get("eager_ms"):
+                then = [old["eager_ms"] / old[f"{name}_ms"]] * 3
+            if then is not None and ranges_disagree(now, then):
+                r.flags.append(f"{TIMED[name]} x eager differs from the previous run: "
+                               f"{now[1]:.2f}x now ({now[0]:.2f}-{now[2]:.2f}), "
+                               f"{then[1]:.2f}x then ({then[0]:.2f}-{then[2]:.2f})")
+
+
+def csv_row(r: Result) -> dict:
+    """The scalar fields, then each time's quartiles and each ratio's range, flattened."""
+    row = {k: v for k, v in asdict(r).items() if k not in ("timings", "ratios", "flags", "notes")}
+    for name in TIMED:
+        t = r.timings.get(name, {})
+        row[f"{name}_p25_ms"], row[f"{name}_p75_ms"] = t.get("p25_ms"), t.get("p75_ms")
+    for name in ("tc", "tc_unfused", "inductor"):
+        low, _, high = r.ratios.get(name, (None, None, None))
+        row[f"{name}_x_eager_low"], row[f"{name}_x_eager_high"] = low, high
+    row["flags"] = "; ".join(r.flags)
+    return row
+
+
+def flags_text(results: list[Result]) -> str:
+    lines = [f"  {r.case}: {flag}" for r in results for flag in r.flags]
+    if not lines:
+        return "no flags: every spread is within 10 % and every ratio agrees with the last run"
+    return "flags (do not trust these rows without a rerun on a quiet machine):\n" + \
+        "\n".join(lines)
+
+
+def machine_line(args, repeat: int) -> str:
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    busy = load is not None and load > 0.5 * (os.cpu_count() or 1)
+    text = (f"{platform.platform()}, {os.cpu_count()} cores, {torch.get_num_threads()} threads, "
+            f"torch {torch.__version__}, device {args.device}")
+    if load is not None:
+        text += f", load average {load:.1f}" + (" (busy: expect noise)" if busy else "")
+    return "\n".join([
+        text,
+        f"times: median ms of >= {repeat} samples; (n%) = spread, the interquartile range / "
+        f"median; '!' = spread above {NOISY_SPREAD:.0%}",
+        "ratios: eager time / other time, (low-high) pairs the quartiles crosswise",
+        "for stable numbers: a quiet machine (close what else runs), --threads N (N = physical "
+        "cores;\n  1 for per-call overhead), and two runs that agree (each run flags the ratios "
+        "that moved since the previous one)"])
 
 
 def plot(results: list[Result], path: Path) -> None:
@@ -220,9 +336,9 @@ def plot(results: list[Result], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     labels = [r.case for r in results]
-    series = {"tutorcompile": [r.ratio(r.tc_ms) or 0 for r in results],
-              "tutorcompile, no fusion": [r.ratio(r.tc_unfused_ms) or 0 for r in results],
-              "torch.compile (Inductor)": [r.ratio(r.inductor_ms) or 0 for r in results]}
+    series = {"tutorcompile": [r.ratio("tc") or 0 for r in results],
+              "tutorcompile, no fusion": [r.ratio("tc_unfused") or 0 for r in results],
+              "torch.compile (Inductor)": [r.ratio("inductor") or 0 for r in results]}
     fig, ax = plt.subplots(figsize=(10, 4.5))
     width = 0.27
     for i, (name, values) in enumerate(series.items()):
@@ -239,7 +355,8 @@ def plot(results: list[Result], path: Path) -> None:
 
 class Options:
     def __init__(self, args):
-        self.repeat = 3 if args.quick else 5
+        self.repeat = 7 if args.quick else 10
+        self.min_time = 0.2 if args.quick else 0.5
         self.inductor = args.inductor
         if args.no_inductor:
             self.inductor = ""
@@ -283,25 +400,31 @@ def main(argv=None) -> list[Result]:
             results.append(run_training(key, *spec, opts))
         else:
             results.append(run_inference(key, *spec, opts))
-    print()
-    print(f"{platform.platform()}, {os.cpu_count()} cores, {torch.get_num_threads()} threads, "
-          f"torch {torch.__version__}, device {args.device}; times: fastest of the samples")
-    print(table(results))
-    print("tc = tutorcompile (C++/OpenMP kernels on CPU, Triton on CUDA); 'tc x eager' = "
-          "eager time / tc time. Inductor's first call includes its compile; its on-disk "
-          "caches may make it faster than a truly cold compile.")
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     stem = f"results-{args.device}"
+    previous = None
+    if (out / f"{stem}.json").exists():
+        try:
+            previous = json.loads((out / f"{stem}.json").read_text())
+        except ValueError:
+            print(f"ignoring {out / stem}.json: not JSON")
+    flag_changes(results, previous, n)
+    print()
+    print(machine_line(args, opts.repeat))
+    print(table(results))
+    print("tc = tutorcompile (C++/OpenMP kernels on CPU, Triton on CUDA). Inductor's first call "
+          "includes\nits compile; its on-disk caches may make it faster than a truly cold one.")
+    print(flags_text(results))
+    out.mkdir(parents=True, exist_ok=True)
     (out / f"{stem}.json").write_text(json.dumps(
         {"machine": platform.platform(), "cores": os.cpu_count(), "torch": torch.__version__,
-         "device": args.device, "size": n, "results": [asdict(r) for r in results]},
-        indent=2))
+         "threads": torch.get_num_threads(), "device": args.device, "size": n,
+         "results": [asdict(r) for r in results]}, indent=2))
+    rows = [csv_row(r) for r in results]
     with open(out / f"{stem}.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(asdict(results[0])))
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
-        for r in results:
-            writer.writerow(asdict(r))
+        writer.writerows(rows)
     plot(results, out / f"{stem}.png")
     print(f"wrote {out / stem}.json, .csv and .png")
     return results

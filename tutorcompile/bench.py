@@ -10,6 +10,13 @@ Three mistakes make most published speed-ups wrong, and this module exists to av
 3. **Trusting one number.** Machines are noisy. Each callable is run until ``min_time`` has
    passed (at least ``repeat`` samples), and the *median* with the 25th–75th percentile
    spread is reported. Short calls are batched so that each sample is long enough to time.
+   A measurement whose interquartile range exceeds ``NOISY_SPREAD`` of its median is
+   flagged as too noisy to trust, and a speed-up is given as a range (``ratio_range``):
+   two runs disagree only when their ranges do not overlap (``ranges_disagree``).
+
+Stable numbers need a quiet machine (nothing else busy: another process competing for a core
+adds milliseconds to a sample) and a fixed thread count (``torch.set_num_threads``: the
+number of physical cores, or 1 to see per-call overhead); compare ratios measured in one run.
 
 ``compare({"eager": f, "tutorcompile": tc.compile(f)}, x)`` measures several callables side by
 side in one run and gives a table, ratios against a baseline, and a bar chart.
@@ -26,6 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+NOISY_SPREAD = 0.10
+"""Interquartile range, relative to the median, above which a measurement is too noisy."""
 
 
 def _uses_cuda(args: tuple) -> bool:
@@ -58,9 +68,22 @@ class Measurement:
         return _percentile(self.times_ms, 75)
 
     @property
+    def min_ms(self) -> float:
+        return min(self.times_ms)
+
+    @property
+    def max_ms(self) -> float:
+        return max(self.times_ms)
+
+    @property
     def spread(self) -> float:
         """Interquartile range relative to the median (0.05 = ±2.5 % noise)."""
         return (self.p75_ms - self.p25_ms) / self.median_ms if self.median_ms else 0.0
+
+    @property
+    def noisy(self) -> bool:
+        """Whether the spread is too large to trust the median (see ``NOISY_SPREAD``)."""
+        return self.spread > NOISY_SPREAD
 
     def __str__(self) -> str:
         text = f"{self.name}: {format_ms(self.median_ms)} median " \
@@ -76,6 +99,23 @@ def _percentile(values: list[float], q: float) -> float:
     k = (len(ordered) - 1) * q / 100
     lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def ratio_range(baseline: Measurement, candidate: Measurement) -> tuple[float, float, float]:
+    """Speed-up of ``candidate`` over ``baseline``: (low, median, high).
+
+    The median ratio is baseline median / candidate median; the range pairs the quartiles
+    crosswise (slowest quarter of the baseline over the fastest of the candidate and the
+    reverse), so it is as wide as the two spreads together.
+    """
+    return (baseline.p25_ms / candidate.p75_ms, baseline.median_ms / candidate.median_ms,
+            baseline.p75_ms / candidate.p25_ms)
+
+
+def ranges_disagree(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    """Whether two (low, ..., high) ranges of one quantity do not overlap: a real change,
+    or noise larger than either spread shows."""
+    return a[-1] < b[0] or b[-1] < a[0]
 
 
 def format_ms(ms: float) -> str:
@@ -165,14 +205,19 @@ class Comparison:
     def table(self) -> str:
         header = ["", "median", "IQR", f"vs {self.baseline}", "compile"]
         lines = []
-        for row in self.rows():
+        for row, m in zip(self.rows(), self.measurements.values()):
             compile_s = f"{row['compile_s']:.2f} s" if row["compile_s"] is not None else "—"
             lines.append([row["name"], format_ms(row["median_ms"]),
-                          f"{format_ms(row['p25_ms'])}–{format_ms(row['p75_ms'])}",
+                          f"{format_ms(row['p25_ms'])}–{format_ms(row['p75_ms'])}"
+                          + (" !" if m.noisy else ""),
                           f"{row['speedup']:.2f}×", compile_s])
         widths = [max(len(r[i]) for r in [header] + lines) for i in range(len(header))]
         fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
-        return "\n".join([fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in lines])
+        text = [fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in lines]
+        if any(m.noisy for m in self.measurements.values()):
+            text.append(f"! spread above {NOISY_SPREAD:.0%} of the median: too noisy to trust "
+                        "(a busy machine?); run again on a quiet one")
+        return "\n".join(text)
 
     def __str__(self) -> str:
         return self.table()
