@@ -1,19 +1,30 @@
-"""The widgets in a real browser: JupyterLab, headless Chromium, the rendered DOM.
+"""The course and its widgets in a real browser: JupyterLab, headless Chromium, the DOM.
 
-Unit tests drive widget *models*; only a browser shows that the front end renders them --
-that the explorer's drawing arrives as an SVG inside an HTML widget, the tabs and dropdowns
-are live, the Timing widget's Run button reaches the kernel and its chart comes back as an
-image in the Output widget -- rather than each widget's text fallback.
+Two tests:
 
-The test starts JupyterLab on 127.0.0.1 (a free port, no token) in a temporary folder holding
-a copy of ``tests/browser/widgets.ipynb``, runs every cell from the Run menu, clicks Run in the
-Timing widget, and checks the page's DOM. Screenshots go to ``artifacts/browser/``.
+* ``test_course_lab_opens_the_course`` is a learner's first contact: ``./course lab`` itself
+  (as root too, where it must pass ``--allow-root``), reached at the address it prints, must
+  open notebook 00 from the repository root, show ``exercises/`` (and ``notebooks/``,
+  ``solutions/``) in the file browser, and run every cell of notebook 00 without an error.
+  It runs the script with ``TUTORCOMPILE_SKIP_SETUP=1`` in this interpreter's environment
+  and hands JupyterLab its port and an empty token through the script's pass-through
+  arguments. Autosave is off, so the run never writes outputs into the repository.
+* ``test_widgets_render_in_jupyterlab``: unit tests drive widget *models*; only a browser
+  shows that the front end renders them -- that the explorer's drawing arrives as an SVG
+  inside an HTML widget, the tabs and dropdowns are live, the Timing widget's Run button
+  reaches the kernel and its chart comes back as an image in the Output widget -- rather than
+  each widget's text fallback. It starts JupyterLab on 127.0.0.1 (a free port, no token) in a
+  temporary folder holding a copy of ``tests/browser/widgets.ipynb``, runs every cell from
+  the Run menu, clicks Run in the Timing widget, and checks the page's DOM.
+
+Screenshots go to ``artifacts/browser/``.
 
 It uses the system's Chromium through Playwright (never a downloaded browser) and is skipped
 with a one-line reason when either is missing. ``./course test`` installs Debian's chromium.
 """
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -73,13 +84,7 @@ def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("lab")
     shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
     port = _free_port()
-    # the server's runtime files and JupyterLab's settings live in the temporary folder, so
-    # the user's own layout, theme or shortcuts cannot change what the test sees
-    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(root / ".runtime"),
-               JUPYTERLAB_SETTINGS_DIR=str(root / ".lab-settings"),
-               JUPYTERLAB_WORKSPACES_DIR=str(root / ".lab-workspaces"),
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT),
-                                                        os.environ.get("PYTHONPATH")])))
+    env = _lab_environment(root)
     log = open(root / "lab.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}",
@@ -98,6 +103,126 @@ def lab(tmp_path_factory):
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+def _lab_environment(root: Path) -> dict:
+    """The server's runtime files and JupyterLab's settings live in a temporary folder, so the
+    user's own layout, theme or shortcuts cannot change what the test sees."""
+    return dict(os.environ, JUPYTER_RUNTIME_DIR=str(root / ".runtime"),
+                JUPYTERLAB_SETTINGS_DIR=str(root / ".lab-settings"),
+                JUPYTERLAB_WORKSPACES_DIR=str(root / ".lab-workspaces"),
+                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT),
+                                                         os.environ.get("PYTHONPATH")])))
+
+
+@pytest.fixture(scope="module")
+def course_lab(tmp_path_factory):
+    """``./course lab`` on a free port, serving the repository; yields the address it prints."""
+    root = tmp_path_factory.mktemp("course-lab")
+    # no autosave (running notebook 00 must not write into the repository); every cell in
+    # the DOM (by default JupyterLab renders only the cells in view)
+    for plugin, value in (("docmanager-extension/plugin", '{"autosave": false}'),
+                          ("notebook-extension/tracker", '{"windowingMode": "none"}')):
+        path = root / ".lab-settings" / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(value)
+    checkpoints_existed = (ROOT / "notebooks" / ".ipynb_checkpoints").exists()
+    port = _free_port()
+    env = dict(_lab_environment(root), TUTORCOMPILE_VENV=sys.prefix, TUTORCOMPILE_SKIP_SETUP="1")
+    log_path = root / "lab.log"
+    log = open(log_path, "w")
+    proc = subprocess.Popen(
+        ["bash", str(ROOT / "course"), "lab", "--no-browser", f"--port={port}",
+         "--ip=127.0.0.1", "--ServerApp.token=", "--ServerApp.password=",
+         "--ServerApp.port_retries=0", "--LabApp.news_url=None",
+         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+        stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root)
+    try:
+        _wait_for_port(port, proc, timeout=60)
+        printed = log_path.read_text()
+        if os.getuid() == 0:
+            assert "passing --allow-root" in printed
+        address = re.search(rf"http://127\.0\.0\.1:{port}/\S*", printed)
+        assert address, f"./course lab printed no address:\n{printed}"
+        yield address.group(0)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+        if not checkpoints_existed:
+            shutil.rmtree(ROOT / "notebooks" / ".ipynb_checkpoints", ignore_errors=True)
+
+
+def test_course_lab_opens_the_course(chromium, course_lab):
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page = chromium.new_page(viewport={"width": 1280, "height": 1000})
+    try:
+        _open_course_and_run_notebook_00(page, course_lab)
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "course_lab_failure.png"), full_page=True)
+        raise
+    finally:
+        page.close()
+
+
+def _listing(page) -> list[str]:
+    return page.locator(".jp-DirListing-content .jp-DirListing-itemText").all_inner_texts()
+
+
+def _open_course_and_run_notebook_00(page, address: str) -> None:
+    minute = 60_000
+    assert address.endswith("/lab/tree/notebooks/00_welcome.ipynb"), address
+    page.goto(address)
+    page.wait_for_selector(".jp-Notebook", timeout=minute)
+    current = page.locator("#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current")
+    assert "00_welcome.ipynb" in current.inner_text()
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']",
+                           timeout=minute)
+    _dismiss_news_toast(page)
+
+    # the file browser reaches the whole course from the repository root
+    page.locator(".jp-BreadCrumbs-home").click()
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.jp-DirListing-itemText')]"
+        ".some(e => e.textContent.trim() === 'exercises')", timeout=minute)
+    listing = _listing(page)
+    for folder in ("notebooks", "exercises", "solutions"):
+        assert folder in listing, listing
+    assert not any(name.endswith(".egg-info") for name in listing), listing
+    page.screenshot(path=str(ARTIFACTS / "course_lab_files.png"))
+    page.locator(".jp-DirListing-item", has_text="exercises").dblclick()
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.jp-DirListing-itemText')]"
+        ".some(e => e.textContent.trim() === 'ex01_autograd.ipynb')", timeout=minute)
+    exercises = _listing(page)
+    assert {f"{p.name}" for p in (ROOT / "exercises").glob("*.ipynb")} <= set(exercises)
+    page.screenshot(path=str(ARTIFACTS / "course_lab_exercises.png"))
+
+    # notebook 00, run from a clean slate: every code cell gets a new number, none fails
+    notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook")
+    notebook.locator(".jp-Cell").first.click()
+    page.get_by_role("menuitem", name="Edit", exact=True).click()
+    page.get_by_role("menuitem", name="Clear Outputs of All Cells", exact=True).click()
+    prompts = notebook.locator(".jp-CodeCell .jp-InputPrompt")
+    assert all("[ ]" in t for t in prompts.all_inner_texts()), repr(prompts.all_inner_texts())
+    _run_all_cells(page)
+    page.wait_for_function(
+        "n => { const p = [...document.querySelectorAll("
+        "'.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')];"
+        " return p.length === n && p.every(e => /\\[\\d+\\]/.test(e.textContent)); }",
+        arg=prompts.count(), timeout=6 * minute)
+    counts = [int(re.search(r"\[(\d+)\]", t).group(1)) for t in prompts.all_inner_texts()]
+    assert counts == list(range(1, len(counts) + 1)), counts   # all ran, in order, once
+    outputs = notebook.locator(".jp-OutputArea-output").all_inner_texts()
+    failures = [o for o in outputs if "Traceback" in o]
+    assert not failures, failures[0]
+    drawing = notebook.locator(".jp-OutputArea-output .widget-html svg")  # the explorer's
+    assert drawing.count() >= 1
+    drawing.first.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "course_lab_notebook00.png"))
 
 
 def test_widgets_render_in_jupyterlab(chromium, lab):
