@@ -51,3 +51,24 @@ def test_readme_quickstart_commands_exist():
     course = (ROOT / "course").read_text()
     assert "lab)" in course and "test)" in course
     assert "./course test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_course_help_names_every_command_and_what_reaches_jupyterlab():
+    import subprocess
+    shown = subprocess.run(["bash", str(ROOT / "course"), "help"], capture_output=True,
+                           text=True, check=True).stdout
+    for command in ("lab", "grade", "test", "notebooks", "setup", "doctor"):
+        assert f"./course {command}" in shown, command
+    assert "ARGS go to" in shown and "--allow-root" in shown
+    assert "TUTORCOMPILE_APT" in shown and "CI=true" in shown
+
+
+def test_course_grade_reaches_the_grader():
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, TUTORCOMPILE_VENV=sys.prefix, TUTORCOMPILE_SKIP_SETUP="1",
+               TUTORCOMPILE_APT="no", PYTHONPATH=str(ROOT))
+    shown = subprocess.run(["bash", str(ROOT / "course"), "grade", "--help"], env=env,
+                           capture_output=True, text=True, check=True).stdout
+    assert shown.startswith("usage: python -m tutorcompile.grading grade")
