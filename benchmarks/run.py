@@ -81,7 +81,6 @@ class Result:
     timings: dict[str, dict[str, float]] = field(default_factory=dict)
     ratios: dict[str, list[float]] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
 
     def __post_init__(self):
         self._eager: Measurement | None = None   # the baseline of every ratio; not saved
@@ -295,7 +294,7 @@ def flag_changes(results: list[Result], previous: dict | None, size: int) -> Non
 
 def csv_row(r: Result) -> dict:
     """The scalar fields, then each time's quartiles and each ratio's range, flattened."""
-    row = {k: v for k, v in asdict(r).items() if k not in ("timings", "ratios", "flags", "notes")}
+    row = {k: v for k, v in asdict(r).items() if k not in ("timings", "ratios", "flags")}
     for name in TIMED:
         t = r.timings.get(name, {})
         row[f"{name}_p25_ms"], row[f"{name}_p75_ms"] = t.get("p25_ms"), t.get("p75_ms")
