@@ -5,7 +5,8 @@ Two tests:
 * ``test_course_lab_opens_the_course`` is a learner's first contact: ``./course lab`` itself
   (as root too, where it must pass ``--allow-root``), reached at the address it prints, must
   open notebook 00 from the repository root, show ``exercises/`` (and ``notebooks/``,
-  ``solutions/``) in the file browser, and run every cell of notebook 00 without an error.
+  ``solutions/``) in the file browser, and run every cell of notebook 00 without an error;
+  a solution then opens read-only and refuses to be saved.
   It runs the script with ``TUTORCOMPILE_SKIP_SETUP=1`` in this interpreter's environment
   and hands JupyterLab its port and an empty token through the script's pass-through
   arguments. Autosave is off, so the run never writes outputs into the repository.
@@ -223,6 +224,19 @@ def _open_course_and_run_notebook_00(page, address: str) -> None:
     assert drawing.count() >= 1
     drawing.first.scroll_into_view_if_needed()
     page.screenshot(path=str(ARTIFACTS / "course_lab_notebook00.png"))
+
+    # a solution opens read-only, and saving it is refused (JupyterLab offers Save As)
+    solution = ROOT / "solutions" / "ex01_autograd.ipynb"
+    before = solution.read_bytes()
+    page.locator(".jp-BreadCrumbs-home").click()
+    page.locator(".jp-DirListing-item", has_text="solutions").dblclick()
+    page.locator(".jp-DirListing-item", has_text="ex01_autograd.ipynb").dblclick()
+    page.get_by_text("notebook is read-only").wait_for(timeout=minute)
+    page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell").first.click()
+    page.keyboard.press("Control+s")
+    page.get_by_text("is read-only. Use").first.wait_for(timeout=minute)
+    page.screenshot(path=str(ARTIFACTS / "course_lab_solution_read_only.png"))
+    assert solution.read_bytes() == before
 
 
 def test_widgets_render_in_jupyterlab(chromium, lab):
