@@ -85,8 +85,10 @@ class Exercises:
             return self.single, None
         try:
             ex = exercise_id(read_notebook(submission))
-        except ValueError:
-            ex = None
+        except ValueError as e:
+            if submission.stem in self.by_id:
+                return self.by_id[submission.stem], None
+            return None, f"{e}; so which exercise it is cannot be told either"
         if ex is None and submission.stem in self.by_id:
             ex = submission.stem          # a notebook from before exercise ids existed
         if ex is None:
