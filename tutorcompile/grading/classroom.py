@@ -47,6 +47,7 @@ class Exercises:
     by_id: dict[str, Path]
     single: Path | None = None         # --reference FILE: every submission is graded by it
     hidden: Path | None = None
+    explicit: bool = True              # --reference given: an unknown exercise is an error
 
     @classmethod
     def find(cls, reference: Path | None, hidden: Path | None) -> Exercises:
@@ -67,7 +68,7 @@ class Exercises:
             except ValueError:
                 continue
             by_id.setdefault(ex or nb_path.stem, nb_path)
-        found = cls(by_id, single, hidden)
+        found = cls(by_id, single, hidden, reference is not None)
         if hidden is not None:
             if not hidden.is_dir():
                 raise ConfigurationError(f"--hidden {hidden} is not a folder")
@@ -91,12 +92,14 @@ class Exercises:
             return None, f"{e}; so which exercise it is cannot be told either"
         if ex is None and submission.stem in self.by_id:
             ex = submission.stem          # a notebook from before exercise ids existed
+        if ex in self.by_id:
+            return self.by_id[ex], None
+        if not self.explicit:         # self-grading a notebook of one's own: its own checks
+            return None, None
         if ex is None:
             return None, (f"{submission.name} has no exercise id (notebook metadata "
                           "tutorcompile.exercise) and no exercise has its file name")
-        if ex not in self.by_id:
-            return None, f"exercise {ex} was not found among the reference notebooks"
-        return self.by_id[ex], None
+        return None, f"exercise {ex} was not found among the reference notebooks"
 
     def hidden_for(self, reference: Path | None) -> Path | None:
         if self.hidden is None or reference is None:
@@ -130,9 +133,9 @@ def _result_key(submission: Path, reference: Path | None, hidden: Path | None,
 class Progress:
     """A one-line progress bar on a terminal; one line per submission otherwise."""
 
-    def __init__(self, total: int, stream=sys.stderr) -> None:
-        self.total, self.done, self.stream = total, 0, stream
-        self.tty = stream.isatty()
+    def __init__(self, total: int, stream=None) -> None:
+        self.total, self.done, self.stream = total, 0, stream or sys.stderr
+        self.tty = self.stream.isatty()
         self.lock = threading.Lock()
 
     def step(self, grade: NotebookGrade, reused: bool) -> None:

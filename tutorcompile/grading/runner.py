@@ -11,6 +11,7 @@ kernel before any learner code ran are reported as forged.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import secrets
@@ -25,9 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent          # tutorcompile/
-PRELOAD = ["torch", "numpy", "tutorcompile"]
 STARTUP_TIMEOUT = 180
-GRACE = 5.0                                                    # after SIGINT, before SIGKILL
+GRACE = 3.0                                                    # after SIGINT, before SIGKILL
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def _describe_exit(returncode: int, memory_limit: int | None) -> str:
 
 class _Kernel:
     def __init__(self, cells_forbidden: list[Path], memory_limit: int | None,
-                 sandbox: str | None, scratch: Path, log: Path) -> None:
+                 sandbox: str | None, scratch: Path, log: Path, preload: list[str]) -> None:
         self.nonce = secrets.token_hex(16)
         ctrl_r, self.ctrl_w = os.pipe()
         self.res_r, res_w = os.pipe()
@@ -106,7 +106,9 @@ class _Kernel:
                    PYTHONPATH=os.pathsep.join([str(PACKAGE_DIR.parent)] + [
                        p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
         (scratch / "tmp").mkdir()
-        cmd = [sys.executable, "-m", "tutorcompile.grading.worker", str(ctrl_r), str(res_w)]
+        # the file itself, not ``-m``: importing the package would import torch first
+        cmd = [sys.executable, str(Path(__file__).with_name("worker.py")), str(ctrl_r),
+               str(res_w)]
         forbidden = [str(p.resolve()) for p in cells_forbidden if p.exists()]
         if sandbox == "bwrap":
             wrap = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
@@ -130,7 +132,7 @@ class _Kernel:
         self.forged = 0
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.res_r, selectors.EVENT_READ)
-        self.send({"nonce": self.nonce, "preload": PRELOAD, "library_dirs": [str(PACKAGE_DIR)],
+        self.send({"nonce": self.nonce, "preload": preload, "library_dirs": [str(PACKAGE_DIR)],
                    "forbidden": forbidden, "cwd": str(scratch), "memory_limit": memory_limit})
 
     def send(self, message: dict | str) -> bool:
@@ -187,6 +189,25 @@ class _Kernel:
         return returncode
 
 
+def preload_of(cells: list[Cell]) -> list[str]:
+    """The modules the exercise's own cells import: imported (and snapshotted) before any
+    learner code runs, so the pristine copies are the real ones."""
+    names: set[str] = set()
+    for cell in cells:
+        if cell.role == "learner":
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.add(node.module)
+    return sorted(names)
+
+
 def run_cells(cells: list[Cell], cell_timeout: float = 120, memory_limit: int | None = None,
               sandbox: str | None = None, forbidden: list[Path] = ()) -> RunOutcome:
     """Run ``cells`` in a fresh grading kernel; results keyed by position in ``cells``."""
@@ -197,7 +218,8 @@ def run_cells(cells: list[Cell], cell_timeout: float = 120, memory_limit: int | 
     with tempfile.TemporaryDirectory(prefix="tutorcompile-grade-") as tmp:
         scratch = Path(tmp) / "work"
         scratch.mkdir()
-        kernel = _Kernel(list(forbidden), memory_limit, sandbox, scratch, Path(tmp) / "log")
+        kernel = _Kernel(list(forbidden), memory_limit, sandbox, scratch, Path(tmp) / "log",
+                         preload_of(cells))
         try:
             ready = kernel.receive(STARTUP_TIMEOUT)
             if not isinstance(ready, tuple):

@@ -1,7 +1,7 @@
 """The grading kernel: one submission's cells in a process of its own, each check's verdict
 decided by code the submission cannot have altered.
 
-The grader (``runner.py``) starts ``python -m tutorcompile.grading.worker CTRL RESULT`` in a
+The grader (``runner.py``) starts ``python .../grading/worker.py CTRL RESULT`` in a
 scratch folder and streams it one cell at a time over the pipe ``CTRL``; verdicts come back on
 ``RESULT`` as lines that start with a nonce sent before any learner code ran. Learner cells
 run through an IPython shell (so magics and ``display`` work); the exercise's own cells (the
@@ -100,6 +100,7 @@ def main() -> None:  # noqa: C901 -- one closure on purpose: its locals are the 
 
     hello = json.loads(receive_line())        # before any learner code: json is intact
     nonce = hello.pop("nonce")
+    sys.path[0] = ""          # like a Jupyter kernel: the working folder, not this one's
 
     def send(kind: str, index: int, status: str, payload: dict) -> None:
         write(result_fd, (nonce + " " + kind + " " + f"{index:d}" + " " + status + " " +
