@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .classroom import (
@@ -113,8 +114,9 @@ def verify_exercises(folder: Path) -> int:
         print(f"no exercise notebooks in {folder}/ yet: nothing to verify")
         return 0
     problems = 0
-    for nb in notebooks:
-        g = grade_notebook(nb, nb)
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        grades = list(pool.map(lambda nb: grade_notebook(nb, nb), notebooks))
+    for nb, g in zip(notebooks, grades):
         passing = [c for c in g.checks if c.passed]
         if not g.checks:
             print(f"FAIL {nb.name}: has no check cells (metadata tutorcompile.role == 'check')")
