@@ -89,7 +89,8 @@ def grade(args: argparse.Namespace) -> int:
         grades = grade_class(notebooks, exercises, jobs=args.jobs,
                              cell_timeout=args.cell_timeout,
                              memory_limit=parse_size(args.memory_limit), sandbox=sandbox,
-                             results=args.results, progress=Progress(len(notebooks)))
+                             results=args.results,
+                             progress=Progress(len(notebooks)) if len(notebooks) > 1 else None)
     except ConfigurationError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -114,7 +115,7 @@ def verify_exercises(folder: Path) -> int:
         print(f"no exercise notebooks in {folder}/ yet: nothing to verify")
         return 0
     problems = 0
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+    with ThreadPoolExecutor(max_workers=len(os.sched_getaffinity(0))) as pool:
         grades = list(pool.map(lambda nb: grade_notebook(nb, nb), notebooks))
     for nb, g in zip(notebooks, grades):
         passing = [c for c in g.checks if c.passed]
@@ -178,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                         "exercises/ here or in the repository); matched by exercise id")
     g.add_argument("--hidden", type=Path, default=None,
                    help="folder of hidden checks, <exercise id>.py each")
-    g.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+    g.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)),
                    help="submissions graded at a time (default: the machine's cores)")
     g.add_argument("--cell-timeout", type=float, default=120, help="seconds per cell")
     g.add_argument("--memory-limit", default=None,
