@@ -6,12 +6,11 @@ cheats is graded at once, two at a time, like an instructor would.
 """
 
 import json
-import subprocess
-import sys
 
 import nbformat
 import pytest
 
+from tutorcompile.grading.__main__ import main
 from tutorcompile.grading.classroom import Exercises, grade_class
 from tutorcompile.grading.runner import available_sandbox
 
@@ -134,11 +133,8 @@ def test_sandbox_runs_honest_work_and_says_so(tmp_path):
     nbformat.write(exercise(), str(tmp_path / "exercises" / "toy01.ipynb"))
     nbformat.write(exercise("    return 2 * x"), str(tmp_path / "subs" / "alice.ipynb"))
     out = tmp_path / "report.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "tutorcompile.grading", "grade", str(tmp_path / "subs"),
-         "--reference", str(tmp_path / "exercises"), "--sandbox", "--json", str(out)],
-        capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert main(["grade", str(tmp_path / "subs"), "--reference", str(tmp_path / "exercises"),
+                 "--sandbox", "--json", str(out)]) == 0
     [row] = json.loads(out.read_text())
     assert row["isolation"].startswith("bubblewrap sandbox")
     assert row["earned"] == 3
