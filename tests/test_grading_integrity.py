@@ -50,7 +50,7 @@ def exercise(body=STUB, prefix="", half="    return x / 2", exercise_id="toy01")
 
 WRONG = "    return 5"          # double(3) == 5: only a cheat can pass t1 with this
 
-# name: (code put before the wrong t1, words the report must contain)
+# name: (code put before the wrong t1, words the report must contain[, t1's body])
 CHEATS = {
     "custom_exc": ("get_ipython().set_custom_exc((BaseException,), lambda *a, **k: None)\n",
                    "custom exception handler"),
@@ -79,6 +79,12 @@ CHEATS = {
                      "threading.Thread(target=flip, daemon=True).start()\n", "thread"),
     "subprocess": ("import subprocess\nsubprocess.run(['true'])\n", "started a process"),
     "early_exit": ("import os\nos._exit(0)\n", "the kernel exited with code 0"),
+    # patched while the check runs and put back before it ends: before/after comparisons
+    # cannot see it; the check's own comparison functions are pinned, so it fails anyway
+    "transient_patch": ("import math\nreal = math.isclose\ndef fake(*a, **k):\n"
+                        "    math.isclose = real\n    return True\n",
+                        "AssertionError: double(3)",
+                        "    math.isclose = fake\n    return 5"),
 }
 
 
@@ -89,8 +95,9 @@ def graded_cheats(tmp_path_factory):
     (root / "subs").mkdir()
     nbformat.write(exercise(), str(root / "exercises" / "toy01.ipynb"))
     nbformat.write(exercise("    return 2 * x"), str(root / "subs" / "honest.ipynb"))
-    for name, (code, _) in CHEATS.items():
-        nbformat.write(exercise(WRONG, prefix=code), str(root / "subs" / f"{name}.ipynb"))
+    for name, (code, _, *body) in CHEATS.items():
+        nbformat.write(exercise(body[0] if body else WRONG, prefix=code),
+                       str(root / "subs" / f"{name}.ipynb"))
     # reading the instructor's files: the reference notebook sits in a folder it cannot read
     reader = exercise(WRONG, prefix=f"text = open({str(root / 'exercises' / 'toy01.ipynb')!r})"
                                     ".read()\n")

@@ -396,6 +396,33 @@ def main() -> None:  # noqa: C901 -- one closure on purpose: its locals are the 
                     todo.append(sub)
         return seen
 
+    module_type = type(os)
+
+    def pinned_globals() -> dict:
+        """The globals a check runs in: the notebook's names, but the exercise's modules as
+        stand-ins holding the pristine functions and a pristine builtins dict -- so even a
+        patch made *during* the check and undone before it ends does not reach the
+        comparisons the check itself makes."""
+        stand_ins = {}
+        for mod_name, (mod, items) in list(pristine_modules.items()):
+            stand_in = module_type(mod_name)
+            d = stand_in.__dict__
+            for k, v in items:
+                d[k] = v
+            d["__getattr__"] = (lambda real: lambda name: getattr(real, name))(mod)
+            stand_ins[id(mod)] = stand_in
+        for stand_in in stand_ins.values():
+            d = stand_in.__dict__
+            for k, v in list(d.items()):
+                if type(v) is module_type and id(v) in stand_ins:
+                    d[k] = stand_ins[id(v)]
+        g = dict(ns)
+        for name, value in given.items():
+            if type(value) is module_type and id(value) in stand_ins:
+                g[name] = stand_ins[id(value)]
+        g["__builtins__"] = dict(pristine_builtins)
+        return g
+
     def restore_given() -> list[str]:
         notes = []
         for name, value in given.items():
@@ -452,11 +479,16 @@ def main() -> None:  # noqa: C901 -- one closure on purpose: its locals are the 
         restored = restore_given()
         before_problems = verify()
         flags_before = len(flags)
+        check_globals = pinned_globals()
+        start = dict(check_globals)
         try:
-            exec(code, ns)
+            exec(code, check_globals)
             finished, message = True, ""
         except BaseException as e:
             finished, message = False, first_line(e)
+        for k, v in list(check_globals.items()):     # what the check defined, for later cells
+            if k != "__builtins__" and start.get(k, start) is not v:
+                ns[k] = v
         after_problems = verify()
         during = flags[flags_before:]
         problems = sorted(set(before_problems) | set(after_problems))
