@@ -1,4 +1,4 @@
-"""Grading exercise notebooks with nbval -- trustworthy enough for a classroom.
+"""Grading exercise notebooks -- trustworthy enough for a classroom.
 
 An exercise notebook is a lesson with tasks. Its cells carry metadata under ``tutorcompile``:
 

@@ -25,7 +25,7 @@ BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 
 @dataclass(frozen=True)
 class CellRole:
-    code_index: int      # index among code cells: nbval's "Cell N"
+    code_index: int      # index among code cells
     cell_index: int      # index among all cells
     role: str            # "task", "check" or "" for ordinary cells
     task: str | None

@@ -46,10 +46,6 @@ class CellResult:
     denied: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
 
-    @property
-    def timed_out(self) -> bool:
-        return self.message.startswith("Timeout of")
-
 
 @dataclass
 class RunOutcome:
