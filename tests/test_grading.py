@@ -1,5 +1,7 @@
 """The grader itself: a blank exercise never passes, a correct one always does, and nothing a
-submission does (tampering, printing, hanging, breaking the file) changes that."""
+submission does (tampering, printing, hanging, crashing, breaking the file) changes that; the
+INSTRUCTORS.md workflow with renamed submissions and hidden checks; a class graded in
+parallel, in shards, resumably. (Cheats: test_grading_integrity.py.)"""
 
 import json
 import subprocess
@@ -9,6 +11,7 @@ import nbformat
 import pytest
 
 from tutorcompile.grading import compare_pair, grade_notebook, split_regions
+from tutorcompile.grading.__main__ import main
 
 pytestmark = pytest.mark.foundation
 
@@ -23,6 +26,7 @@ def make_notebook(bodies: dict, checks: dict | None = None, extra_cells=()):
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
+    nb.metadata["tutorcompile"] = {"exercise": "ex"}
     cells = [nbformat.v4.new_markdown_cell("# Exercise")]
     for task, (head, _, check) in TASKS.items():
         cells.append(nbformat.v4.new_code_cell(
@@ -168,11 +172,102 @@ def test_command_line_grades_a_class_folder_and_is_repeatable(classroom):
     assert len(csv_lines) == 1 + 4
 
 
-def test_expect_flag_for_ci(classroom):
+@pytest.fixture
+def grading(capsys, monkeypatch):
+    """``python -m tutorcompile.grading ARGS`` run in this process (a new interpreter would
+    spend seconds importing torch); returns the exit code, stdout and stderr."""
+    def run(*args, cwd=None):
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        capsys.readouterr()
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, out, err)
+    return run
+
+
+def test_instructors_flow_with_renamed_submissions_runs_the_hidden_checks(classroom, grading):
+    """INSTRUCTORS.md, literally: submissions named by student, hidden/<exercise id>.py."""
+    (classroom / "hidden").mkdir()
+    (classroom / "hidden" / "ex.py").write_text("# %% check t1 points=3\n"
+                                                "assert double(-1) == -2\n")
+    submit(classroom, solution(), "alice.ipynb")
+    submit(classroom, make_notebook({"t1": "    return 6 if x == 3 else 0",
+                                     "t2": TASKS["t2"][1]}), "bob.ipynb")
+    out = classroom / "report.json"
+    result = grading("grade", classroom / "subs", "--reference", classroom / "exercises",
+                     "--hidden", classroom / "hidden", "--json", out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    alice, bob = json.loads(out.read_text())
+    assert (alice["earned"], alice["possible"]) == (7, 7)
+    assert (bob["earned"], bob["possible"]) == (4, 7)       # the hidden check caught bob
+    assert alice["hidden_checks"] == "ex.py: 1 checks (t1)"
+    assert "hidden checks: ex.py: 1 checks (t1); 0 of 1 passed" in result.stdout
+
+    (classroom / "hidden" / "ex02_typo.py").write_text("# %% check t1\nassert False\n")
+    stray = grading("grade", classroom / "subs", "--reference", classroom / "exercises",
+                    "--hidden", classroom / "hidden")
+    assert stray.returncode == 2 and "ex02_typo.py match no exercise" in stray.stderr
+    (classroom / "hidden" / "ex02_typo.py").unlink()
+    (classroom / "hidden" / "ex.py").unlink()
+    missing = grading("grade", classroom / "subs", "--reference", classroom / "exercises",
+                      "--hidden", classroom / "hidden")
+    assert missing.returncode == 2 and "ex.py" in missing.stderr and "missing" in missing.stderr
+
+
+def test_learner_self_grades_with_one_command(classroom, grading):
+    """No flags: the shipped exercise is found by the id in the notebook's metadata."""
+    mine = submit(classroom, make_notebook({"t1": TASKS["t1"][1], "t2": "    return 0"},
+                                           checks={"t2": "assert True"}), "my_copy.ipynb")
+    result = grading("grade", mine, cwd=classroom)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "t1     2/2  passed" in result.stdout
+    assert "t2     0/2  FAILED  AssertionError: square(4)" in result.stdout  # original check
+    assert "total: 2/4 points over 1 notebook\n" in result.stdout
+
+
+def test_a_class_with_crashes_hangs_memory_hogs_and_broken_files(classroom, grading):
+    """Honest ones full, bad ones zero with the reason, nothing else affected; sharded runs
+    merge into the unsharded report; a rerun resumes from the saved results."""
+    for name in ("alice", "bob", "carol"):
+        submit(classroom, solution(), f"{name}.ipynb")
+    bad = {"crash": "    import faulthandler\n    faulthandler._sigsegv()",
+           "hang": "    import signal\n    signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                   "    while True:\n        pass",
+           "hog": "    big = bytearray(6 * 2**30)\n    return 2 * x"}
+    for name, body in bad.items():
+        submit(classroom, make_notebook({"t1": body, "t2": TASKS["t2"][1]}), f"{name}.ipynb")
+    submit(classroom, '{"cells": [ this is not json', "broken.ipynb")
+    common = ["--reference", classroom / "exercises", "--jobs", 2, "--cell-timeout", 2,
+              "--memory-limit", "2G", "--results", classroom / "results"]
+    full = classroom / "full.json"
+    result = grading("grade", classroom / "subs", *common, "--json", full)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = {r["notebook"]: r for r in json.loads(full.read_text())}
+    for name in ("alice", "bob", "carol"):
+        assert rows[f"{name}.ipynb"]["earned"] == 4
+    assert "killed by SIGSEGV" in rows["crash.ipynb"]["error"]
+    assert rows["crash.ipynb"]["earned"] == 0
+    assert "did not stop when interrupted: the kernel was killed" in rows["hang.ipynb"]["error"]
+    hog = rows["hog.ipynb"]
+    assert hog["tasks"]["t1"]["earned"] == 0 and hog["tasks"]["t2"]["earned"] == 2
+    assert "memory limit (2 GiB) hit: MemoryError" in hog["tasks"]["t1"]["message"]
+    assert rows["broken.ipynb"]["error"].startswith("broken.ipynb is not a valid notebook")
+
+    shards = [classroom / f"shard{k}.json" for k in (1, 2)]
+    for k, shard in enumerate(shards, 1):
+        again = grading("grade", classroom / "subs", *common, "--shard", f"{k}/2",
+                        "--json", shard)
+        assert again.returncode == 0 and "(from an earlier run)" in again.stderr
+    merged = classroom / "merged.json"
+    assert grading("merge", *shards, "--json", merged).returncode == 0
+    assert merged.read_text() == full.read_text()
+
+
+def test_expect_flag_for_ci(classroom, grading):
     path = submit(classroom, exercise(), "bob.ipynb")
-    cmd = [sys.executable, "-m", "tutorcompile.grading", "grade", str(path)]
-    assert subprocess.run(cmd + ["--expect", "zero"], capture_output=True).returncode == 0
-    assert subprocess.run(cmd + ["--expect", "full"], capture_output=True).returncode == 1
+    assert grading("grade", path, "--expect", "zero").returncode == 0
+    assert grading("grade", path, "--expect", "full").returncode == 1
 
 
 # --- exercise/solution pairs (no kernels needed) ----------------------------------------

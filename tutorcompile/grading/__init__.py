@@ -1,4 +1,4 @@
-"""Grading exercise notebooks with nbval -- trustworthy enough for a classroom.
+"""Grading exercise notebooks -- trustworthy enough for a classroom.
 
 An exercise notebook is a lesson with tasks. Its cells carry metadata under ``tutorcompile``:
 
@@ -9,14 +9,20 @@ An exercise notebook is a lesson with tasks. Its cells carry metadata under ``tu
   work against PyTorch and prints a short, deterministic line when it passes.
 
 The solution notebook is the same notebook with the regions filled in (``verify-pairs``
-checks it). Grading runs a notebook under ``pytest --nbval-lax``: a check cell earns its
-points iff it raises nothing. See ``grade.py`` for how tampering, hidden checks, hangs and
-malformed notebooks are handled, and INSTRUCTORS.md for the workflow.
+checks it). Each exercise notebook carries its id in its metadata
+(``{"tutorcompile": {"exercise": "ex01_autograd"}}``), which is how a renamed submission finds
+its exercise and hidden checks.
+
+Grading runs a submission in a kernel of its own (``runner.py``, ``worker.py``): a check earns
+its points only if it ran to its end with the interpreter intact. See ``grade.py`` for the
+rules, ``classroom.py`` for grading a class in parallel, sharding and merging, and
+INSTRUCTORS.md for the workflow and the threat model.
 """
 
 from .grade import CheckResult, NotebookGrade, grade_notebook
-from .notebook import CellRole, cell_roles, check_cells, compare_pair, split_regions
-from .runner import CellResult, run_nbval
+from .notebook import CellRole, cell_roles, check_cells, compare_pair, exercise_id, split_regions
+from .runner import Cell, CellResult, run_cells
 
-__all__ = ["CellResult", "CellRole", "CheckResult", "NotebookGrade", "cell_roles",
-           "check_cells", "compare_pair", "grade_notebook", "run_nbval", "split_regions"]
+__all__ = ["Cell", "CellResult", "CellRole", "CheckResult", "NotebookGrade", "cell_roles",
+           "check_cells", "compare_pair", "exercise_id", "grade_notebook", "run_cells",
+           "split_regions"]

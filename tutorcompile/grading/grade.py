@@ -1,33 +1,36 @@
-"""Grading submissions: points per task from check cells run under nbval.
+"""Grading submissions: points per task from check cells, decided where the submission cannot
+reach.
 
-A grade must be trustworthy, so the grader does not trust the submission's own checks:
+A grade must be trustworthy, so the grader trusts nothing in the submission but its code:
 
-* with a **reference** (the exercise notebook as handed out), every check cell is replaced by
-  the reference's version, and any edit the learner made to a check cell is reported as
-  tampering -- the original check is what runs;
-* **hidden checks** from the instructor (see ``notebook.read_hidden_checks``) are injected
-  after each task's last cell, so they run against the learner's code but never appear in the
-  student copy;
-* a check earns its points iff its cell runs without raising; a cell that hangs fails after
-  the per-cell time limit, and later cells still run;
-* a malformed notebook, or one that cannot run at all, gets zero and a readable reason.
+* the **reference** (the exercise as handed out, found by the exercise id in the notebook's
+  metadata, ``tutorcompile.exercise``) supplies every check cell and every "given" code cell
+  (setup, helpers); a learner's edit to either is reported as tampering and the original runs.
+  Learner cells -- the task cells and any cells the learner added -- run as written;
+* **hidden checks** from the instructor (``<hidden dir>/<exercise id>.py``, see
+  ``notebook.read_hidden_checks``) run right after each task's own checks; the learner never
+  sees them, and the report says which ran;
+* everything runs in a grading kernel of its own (``runner.py`` / ``worker.py``): a check earns
+  its points only if it ran to its end and the interpreter was intact before and after it
+  (comparison functions, hooks, transformers, builtins, ...); what the submission tampered
+  with is reported by name;
+* a cell that hangs fails after the per-cell time limit and later cells still run; a kernel
+  that dies, or a notebook that is malformed, gets zero for what did not run and a readable
+  reason.
 
-Outputs are not compared (nbval's lax mode), so what a learner prints never changes a grade.
+Outputs are never compared, so what a learner prints never changes a grade.
 """
 
 from __future__ import annotations
 
 import copy
-import csv
-import json
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import nbformat
 
-from .notebook import HiddenCheck, read_hidden_checks, read_notebook, roles_of
-from .runner import NotebookRunError, run_nbval
+from .notebook import HiddenCheck, exercise_id, read_hidden_checks, read_notebook
+from .runner import Cell, run_cells
 
 
 @dataclass
@@ -42,10 +45,13 @@ class CheckResult:
 @dataclass
 class NotebookGrade:
     notebook: str
+    exercise: str | None = None
     checks: list[CheckResult] = field(default_factory=list)
     error: str | None = None
     tampered: list[str] = field(default_factory=list)
     cell_errors: list[str] = field(default_factory=list)
+    hidden_checks: str | None = None     # "hidden/ex01_autograd.py: 2 checks (t1, t2)"
+    isolation: str = ""
 
     @property
     def possible(self) -> float:
@@ -77,137 +83,191 @@ class NotebookGrade:
             status = "passed" if row["passed"] else "FAILED"
             detail = f"  {row['message']}" if row["message"] else ""
             lines.append(f"  {task:<6} {row['earned']:g}/{row['possible']:g}  {status}{detail}")
+        if self.hidden_checks:
+            ran = [c for c in self.checks if c.hidden]
+            passed = sum(c.passed for c in ran)
+            lines.append(f"  hidden checks: {self.hidden_checks}; {passed} of {len(ran)} passed")
         lines += [f"  tampered: {t}" for t in self.tampered]
         lines += [f"  note: {e}" for e in self.cell_errors]
         return "\n".join(lines)
 
+    def to_json(self) -> dict:
+        return {"notebook": self.notebook, "exercise": self.exercise, "earned": self.earned,
+                "possible": self.possible, "error": self.error, "tampered": self.tampered,
+                "notes": self.cell_errors, "hidden_checks": self.hidden_checks,
+                "isolation": self.isolation, "tasks": self.tasks(),
+                "checks": [asdict(c) for c in self.checks]}
 
-def _reference_checks(reference: nbformat.NotebookNode) -> dict[str, list]:
-    checks: dict[str, list] = {}
-    for cell in reference.cells:
-        meta = cell.metadata.get("tutorcompile", {})
-        if cell.cell_type == "code" and meta.get("role") == "check":
-            checks.setdefault(meta.get("task"), []).append(cell)
-    return checks
+    @classmethod
+    def from_json(cls, data: dict) -> NotebookGrade:
+        return cls(data["notebook"], data.get("exercise"),
+                   [CheckResult(**c) for c in data["checks"]], data.get("error"),
+                   list(data.get("tampered", [])), list(data.get("notes", [])),
+                   data.get("hidden_checks"), data.get("isolation", ""))
 
 
-def _task_of(cell) -> str | None:
-    return cell.metadata.get("tutorcompile", {}).get("task")
+def _meta(cell) -> dict:
+    return cell.metadata.get("tutorcompile", {}) if cell.cell_type == "code" else {}
 
 
-def prepare(submission: nbformat.NotebookNode, reference: nbformat.NotebookNode | None,
-            hidden: list[HiddenCheck]) -> tuple[nbformat.NotebookNode, list[str]]:
-    """The notebook that is actually run: original check cells, hidden checks injected."""
-    nb = copy.deepcopy(submission)
+@dataclass
+class _Planned:
+    cell: Cell
+    task: str | None = None
+    points: float = 0.0
+    hidden: bool = False
+    is_check: bool = False
+
+
+def plan(submission: nbformat.NotebookNode, reference: nbformat.NotebookNode,
+         hidden: list[HiddenCheck]) -> tuple[list[_Planned], list[str]]:
+    """The cells that actually run, in order, and what the learner changed that we undid.
+
+    The submission's order is the skeleton (learners may add cells anywhere); its check and
+    given cells are replaced by the reference's, matched by task (checks) and cell id or source
+    (given cells); reference cells the learner deleted come back where the reference has them.
+    """
     tampered: list[str] = []
-    if reference is not None:
-        originals = _reference_checks(reference)
-        seen: dict[str, int] = {}
-        cells = []
-        for cell in nb.cells:
-            meta = cell.metadata.get("tutorcompile", {})
-            if cell.cell_type != "code" or meta.get("role") != "check":
-                cells.append(cell)
-                continue
+    ref_cells = [c for c in reference.cells if c.cell_type == "code"]
+    ref_pos = {id(c): i for i, c in enumerate(ref_cells)}
+    checks: dict[str, list] = {}
+    for c in ref_cells:
+        if _meta(c).get("role") == "check":
+            checks.setdefault(_meta(c).get("task"), []).append(c)
+    given = [c for c in ref_cells if not _meta(c).get("role")]
+    by_id = {c.get("id"): c for c in given if c.get("id")}
+    used: set[int] = set()
+    seen: dict[str, int] = {}
+    out: list[tuple[float, _Planned]] = []     # (position in the reference, planned cell)
+    position = -1.0
+    code_index = -1
+    for cell in submission.cells:
+        if cell.cell_type != "code":
+            continue
+        code_index += 1
+        meta = _meta(cell)
+        role = meta.get("role")
+        if role == "check":
             task = meta.get("task")
             k = seen[task] = seen.get(task, -1) + 1
-            if task not in originals or k >= len(originals[task]):
+            if task not in checks or k >= len(checks[task]):
                 tampered.append(f"an extra check cell for task {task} was removed")
                 continue
-            original = originals[task][k]
-            if cell.source.strip() != original.source.strip() or meta != \
-                    original.metadata.get("tutorcompile"):
+            original = checks[task][k]
+            if cell.source.strip() != original.source.strip() or meta != _meta(original):
                 tampered.append(f"check {k + 1} of task {task} was edited; the original ran")
-            cells.append(copy.deepcopy(original))
-        for task, checks in originals.items():  # deleted checks come back
-            for k in range(seen.get(task, -1) + 1, len(checks)):
-                tampered.append(f"check {k + 1} of task {task} was missing; the original ran")
-                at = max((i for i, c in enumerate(cells) if _task_of(c) == task),
-                         default=len(cells) - 1)
-                cells.insert(at + 1, copy.deepcopy(checks[k]))
-        nb.cells = cells
-    for check in hidden:
-        at = max((i for i, c in enumerate(nb.cells) if _task_of(c) == check.task),
-                 default=len(nb.cells) - 1)
-        nb.cells.insert(at + 1, nbformat.v4.new_code_cell(
-            check.source, metadata={"tutorcompile": {"role": "check", "task": check.task,
-                                                     "points": check.points,
-                                                     "hidden": True}}))
-    for cell in nb.cells:  # graded fresh: stored outputs play no part
-        if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [], None
-    return nb, tampered
+            used.add(id(original))
+            position = ref_pos[id(original)]
+            out.append((position, _check(original, f"check {k + 1} of task {task}")))
+            continue
+        if not role:
+            original = by_id.get(cell.get("id"))
+            if original is None or id(original) in used:
+                original = next((g for g in given if id(g) not in used
+                                 and g.source.strip() == cell.source.strip()), None)
+            if original is not None:
+                if cell.source.strip() != original.source.strip():
+                    tampered.append(f"given cell {ref_pos[id(original)]} was edited; the "
+                                    "original ran")
+                used.add(id(original))
+                position = ref_pos[id(original)]
+                out.append((position, _Planned(Cell("given", original.source,
+                                                    f"given cell {position}"))))
+                continue
+        label = f"cell {code_index}" + (f" (task {meta.get('task')})" if role == "task" else "")
+        position += 1e-3
+        out.append((position, _Planned(Cell("learner", cell.source, label), meta.get("task"))))
+    for c in ref_cells:  # what the learner deleted comes back, in the reference's place
+        if id(c) in used or _meta(c).get("role") == "task":
+            continue
+        meta = _meta(c)
+        if meta.get("role") == "check":
+            task = meta["task"]
+            k = checks[task].index(c)
+            tampered.append(f"check {k + 1} of task {task} was missing; the original ran")
+            item = _check(c, f"check {k + 1} of task {task}")
+        else:
+            tampered.append(f"given cell {ref_pos[id(c)]} was missing; the original ran")
+            item = _Planned(Cell("given", c.source, f"given cell {ref_pos[id(c)]}"))
+        at = next((i for i, (p, _) in enumerate(out) if p > ref_pos[id(c)]), len(out))
+        out.insert(at, (ref_pos[id(c)], item))
+    planned = [p for _, p in out]
+    for n, check in enumerate(hidden):
+        at = max((i for i, p in enumerate(planned) if p.task == check.task), default=-1)
+        planned.insert(at + 1, _Planned(
+            Cell("check", check.source, f"hidden check {n + 1} of task {check.task}"),
+            check.task, check.points, True, True))
+    return planned, tampered
+
+
+def _check(cell, label: str) -> _Planned:
+    meta = _meta(cell)
+    return _Planned(Cell("check", cell.source, label), meta.get("task"),
+                    float(meta.get("points", 0)), False, True)
 
 
 def grade_notebook(path: str | Path, reference: str | Path | None = None,
-                   hidden: str | Path | None = None, cell_timeout: int = 120) -> NotebookGrade:
-    """Grade one submission (see the module docstring for the rules)."""
+                   hidden: str | Path | None = None, cell_timeout: float = 120,
+                   memory_limit: int | None = None, sandbox: str | None = None,
+                   forbidden: list[Path] = ()) -> NotebookGrade:
+    """Grade one submission (see the module docstring for the rules).
+
+    Without ``reference`` the submission is its own reference (for checking the shipped
+    exercises themselves): its check cells are trusted, which the report says.
+    """
     path = Path(path)
     grade = NotebookGrade(path.name)
     ref_nb = read_notebook(reference) if reference else None
     hidden_checks = read_hidden_checks(hidden) if hidden else []
+    if hidden:
+        tasks = sorted({h.task for h in hidden_checks})
+        grade.hidden_checks = f"{Path(hidden).name}: {len(hidden_checks)} checks " \
+                              f"({', '.join(tasks)})"
     try:
         submission = read_notebook(path)
     except ValueError as e:
         grade.error = str(e)
         source = ref_nb.cells if ref_nb is not None else []
-        grade.checks = [CheckResult(_task_of(c), float(c.metadata["tutorcompile"]
-                                                         .get("points", 0)), False, "not run")
-                        for c in source
-                        if c.metadata.get("tutorcompile", {}).get("role") == "check"]
+        grade.checks = [CheckResult(_meta(c)["task"], float(_meta(c).get("points", 0)),
+                                    False, "not run")
+                        for c in source if _meta(c).get("role") == "check"]
         grade.checks += [CheckResult(h.task, h.points, False, "not run", True)
                          for h in hidden_checks]
+        grade.exercise = exercise_id(ref_nb) if ref_nb is not None else None
         return grade
-
-    graded, grade.tampered = prepare(submission, ref_nb, hidden_checks)
-    roles = roles_of(graded)
-    with tempfile.TemporaryDirectory() as tmp:
-        run_path = Path(tmp) / path.name
-        nbformat.write(graded, str(run_path))
-        try:
-            results = run_nbval(run_path, cell_timeout=cell_timeout,
-                                run_timeout=cell_timeout * (len(roles) + 2) + 60)
-        except NotebookRunError as e:
-            grade.error, results = str(e), {}
-
-    for role in roles:
-        result = results.get(role.code_index)
-        if role.role == "check":
-            cell = graded.cells[role.cell_index]
-            grade.checks.append(CheckResult(
-                role.task, role.points, bool(result and result.passed),
-                (result.message if result else "not run"),
-                bool(cell.metadata["tutorcompile"].get("hidden"))))
+    grade.exercise = exercise_id(submission)
+    if ref_nb is None:
+        ref_nb = copy.deepcopy(submission)
+        grade.cell_errors.append("no reference exercise: the submission's own checks ran")
+    elif grade.exercise and exercise_id(ref_nb) and grade.exercise != exercise_id(ref_nb):
+        grade.tampered.append(f"the notebook says it is exercise {grade.exercise}; it was "
+                              f"graded as {exercise_id(ref_nb)}")
+    grade.exercise = exercise_id(ref_nb) or grade.exercise
+    planned, undone = plan(submission, ref_nb, hidden_checks)
+    grade.tampered += undone
+    outcome = run_cells([p.cell for p in planned], cell_timeout, memory_limit, sandbox,
+                        list(forbidden))
+    grade.error, grade.isolation = outcome.error, outcome.isolation
+    if outcome.forged:
+        grade.tampered.append(f"wrote {outcome.forged} forged result line(s) to the grader")
+    problems: dict[str, str] = {}
+    for index, p in enumerate(planned):
+        result = outcome.results.get(index)
+        if result is not None:
+            grade.tampered += [f"{p.cell.label}: {w} (denied)" for w in result.denied]
+            for w in result.problems:
+                problems.setdefault(w, p.cell.label)
+            if result.restored:
+                grade.tampered.append(f"before {p.cell.label}: {', '.join(result.restored)} "
+                                      "rebound by the submission; the exercise's value was "
+                                      "restored")
+        if p.is_check:
+            grade.checks.append(CheckResult(p.task, p.points, bool(result and result.passed),
+                                            result.message if result else "not run",
+                                            p.hidden))
         elif result is not None and not result.passed:
-            what = f"task {role.task} cell" if role.role == "task" else "cell"
-            grade.cell_errors.append(f"{what} {role.code_index} failed: {result.message}")
+            grade.cell_errors.append(f"{p.cell.label} failed: {result.message}")
+    grade.tampered += [f"{w} (found at {label}; checks from then on earn nothing)"
+                       for w, label in problems.items()]
+    grade.tampered = list(dict.fromkeys(grade.tampered))
     return grade
-
-
-def find_reference(submission: Path, reference: Path | None) -> Path | None:
-    """``reference`` may be a notebook or a folder holding one of the submission's name."""
-    if reference is None:
-        return None
-    if reference.is_dir():
-        candidate = reference / submission.name
-        return candidate if candidate.exists() else None
-    return reference
-
-
-def write_reports(grades: list[NotebookGrade], csv_path: Path | None,
-                  json_path: Path | None) -> None:
-    if csv_path:
-        with open(csv_path, "w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(["notebook", "task", "earned", "possible", "passed", "message"])
-            for g in grades:
-                for task, row in g.tasks().items():
-                    writer.writerow([g.notebook, task, row["earned"], row["possible"],
-                                     row["passed"], row["message"]])
-                if g.error:
-                    writer.writerow([g.notebook, "", 0, g.possible, False, g.error])
-    if json_path:
-        payload = [{"notebook": g.notebook, "earned": g.earned, "possible": g.possible,
-                    "error": g.error, "tampered": g.tampered, "tasks": g.tasks(),
-                    "checks": [asdict(c) for c in g.checks]} for g in grades]
-        json_path.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")

@@ -5,6 +5,9 @@
   ``### BEGIN SOLUTION`` / ``### END SOLUTION`` regions and the regions themselves;
   :func:`compare_pair` uses it to check that a solution notebook is its exercise with only
   the regions filled in -- so the two can never drift apart.
+* :func:`exercise_id` is the id an exercise notebook carries in its metadata
+  (``tutorcompile.exercise``, e.g. ``"ex01_autograd"``): submissions are matched to their
+  exercise and hidden checks by it, never by file name (learners rename files).
 * :func:`read_hidden_checks` reads an instructor's hidden checks: a Python file with cells
   ``# %% check t1 points=2`` that are injected into submissions at grading time only.
 """
@@ -22,7 +25,7 @@ BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 
 @dataclass(frozen=True)
 class CellRole:
-    code_index: int      # index among code cells: nbval's "Cell N"
+    code_index: int      # index among code cells
     cell_index: int      # index among all cells
     role: str            # "task", "check" or "" for ordinary cells
     task: str | None
@@ -38,6 +41,12 @@ def read_notebook(path: str | Path) -> nbformat.NotebookNode:
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ValueError(f"{Path(path).name} is not a valid notebook: {reason}") from None
     return nb
+
+
+def exercise_id(nb: nbformat.NotebookNode) -> str | None:
+    """The exercise a notebook is (``metadata.tutorcompile.exercise``), whatever its file name."""
+    value = nb.metadata.get("tutorcompile", {}).get("exercise")
+    return value if isinstance(value, str) and value else None
 
 
 def roles_of(nb: nbformat.NotebookNode) -> list[CellRole]:
@@ -92,8 +101,12 @@ def compare_pair(exercise: nbformat.NotebookNode, solution: nbformat.NotebookNod
                  ) -> list[str]:
     """Differences that make ``solution`` more than ``exercise`` with its regions filled in."""
     problems = []
+    if exercise.metadata.get("tutorcompile") != solution.metadata.get("tutorcompile"):
+        problems.append("notebook metadata tutorcompile (the exercise id) differs")
+    if exercise_id(exercise) is None:
+        problems.append("the exercise has no id (notebook metadata tutorcompile.exercise)")
     if len(exercise.cells) != len(solution.cells):
-        return [f"the exercise has {len(exercise.cells)} cells, the solution "
+        return problems + [f"the exercise has {len(exercise.cells)} cells, the solution "
                 f"{len(solution.cells)}"]
     for i, (ex, sol) in enumerate(zip(exercise.cells, solution.cells)):
         where = f"cell {i}"

@@ -1,82 +1,263 @@
-"""Running a notebook under nbval (lax mode) and reading back each code cell's result.
+"""Running one submission's cells in a grading kernel (``worker.py``) and reading the verdicts.
 
-nbval runs every code cell as one pytest item named ``Cell N`` (N counts code cells only) and
-fails it if it raises. After a cell times out, nbval interrupts the kernel and still runs the
-later cells, marking them "expected to fail": one that fails then shows as *skipped* in the
-JUnit report, and counts as failed here.
+:func:`run_cells` starts the kernel in a fresh scratch folder -- optionally inside bubblewrap
+(``sandbox="bwrap"``) -- streams it the cells one at a time, and enforces the limits from
+outside: a cell that runs past ``cell_timeout`` is interrupted (SIGINT) and, if it does not
+stop within a few seconds, the kernel is killed and the remaining cells are reported as not
+run; ``memory_limit`` caps the kernel's data memory (RLIMIT_DATA). A kernel that dies is
+reported with its exit code or signal. Result lines that do not carry the nonce sent to the
+kernel before any learner code ran are reported as forged.
 """
 
 from __future__ import annotations
 
+import ast
+import json
 import os
+import secrets
+import selectors
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
-import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent          # tutorcompile/
+STARTUP_TIMEOUT = 180
+GRACE = 3.0                                                    # after SIGINT, before SIGKILL
 
 
 @dataclass(frozen=True)
+class Cell:
+    role: str            # "learner" (the submission's code), "given" or "check" (the exercise's)
+    source: str
+    label: str           # how reports name it, e.g. "cell 3 (task t1)"
+
+
+@dataclass
 class CellResult:
-    code_index: int
+    index: int
     passed: bool
     message: str = ""
-
-    @property
-    def timed_out(self) -> bool:
-        return "Timeout of" in self.message
-
-
-class NotebookRunError(RuntimeError):
-    """The notebook could not be run at all (not a notebook, kernel died, run hung)."""
+    problems: list[str] = field(default_factory=list)
+    denied: list[str] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)
 
 
-def _first_line(message: str) -> str:
-    """The interesting line of an nbval failure message, without terminal colours."""
-    import re
-    text = re.sub(r"\x1b\[[0-9;]*m|#x1B\[[0-9;]*m", "", message)
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    for line in lines:
-        if "Timeout of" in line:
-            return line
-    exception = re.compile(r"^[A-Za-z_.]*(Error|Exception|Interrupt|Exit)(:.*)?$")
-    for line in reversed(lines):  # the raise line, e.g. "AssertionError: grad of x is wrong"
-        if exception.match(line):
-            return line.rstrip(":")
-    return lines[-1] if lines else "failed"
+@dataclass
+class RunOutcome:
+    results: dict[int, CellResult]
+    error: str | None = None
+    isolation: str = ""
+    forged: int = 0
 
 
-def run_nbval(path: str | Path, cell_timeout: int = 600, run_timeout: float | None = None
-              ) -> dict[int, CellResult]:
-    """Run ``pytest --nbval-lax`` on one notebook; results keyed by code-cell index."""
-    path = Path(path).resolve()
-    with tempfile.TemporaryDirectory() as tmp:
-        report = Path(tmp) / "report.xml"
-        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--nbval-lax",
-               "--nbval-current-env", f"--nbval-cell-timeout={cell_timeout}",
-               "-o", "testpaths=", "-o", "addopts=", f"--junitxml={report}", str(path)]
-        env = dict(os.environ, PYTHONHASHSEED="0")
+def parse_size(text: str | None) -> int | None:
+    """``2G``, ``512M``, ``1.5G`` or a byte count; None stays None."""
+    if text is None:
+        return None
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    text = text.strip().upper().removesuffix("B")
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def available_sandbox() -> str | None:
+    """The sandbox ``--sandbox`` would use here, or None: bubblewrap, if it runs."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return None
+    probe = subprocess.run([bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid",
+                            "true"], capture_output=True)
+    return "bwrap" if probe.returncode == 0 else None
+
+
+def _last_words(log: Path) -> str:
+    """The kernel's last line of output, which usually says why it died."""
+    lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    return f" (its last output: {lines[-1][:200]})" if lines else ""
+
+
+def _describe_exit(returncode: int, memory_limit: int | None) -> str:
+    if returncode < 0:
+        name = signal.Signals(-returncode).name
+        hint = " (out of memory?)" if -returncode == signal.SIGKILL else ""
+        return f"the kernel died: killed by {name}{hint}"
+    limit = f" (memory limit {memory_limit >> 20} MiB)" if memory_limit else ""
+    return f"the kernel exited with code {returncode}" + (limit if returncode == 137 else "")
+
+
+class _Kernel:
+    def __init__(self, cells_forbidden: list[Path], memory_limit: int | None,
+                 sandbox: str | None, scratch: Path, log: Path, preload: list[str]) -> None:
+        self.nonce = secrets.token_hex(16)
+        ctrl_r, self.ctrl_w = os.pipe()
+        self.res_r, res_w = os.pipe()
+        env = dict(os.environ, PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1",
+                   MPLBACKEND="Agg", HOME=str(scratch), TMPDIR=str(scratch / "tmp"),
+                   PYTHONPATH=os.pathsep.join([str(PACKAGE_DIR.parent)] + [
+                       p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+        (scratch / "tmp").mkdir()
+        # the file itself, not ``-m``: importing the package would import torch first
+        cmd = [sys.executable, str(Path(__file__).with_name("worker.py")), str(ctrl_r),
+               str(res_w)]
+        forbidden = [str(p.resolve()) for p in cells_forbidden if p.exists()]
+        if sandbox == "bwrap":
+            wrap = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                    "--tmpfs", "/tmp"]
+            for path in forbidden:
+                if Path(path).is_dir():
+                    wrap += ["--tmpfs", path]
+                else:
+                    wrap += ["--ro-bind", "/dev/null", path]
+            wrap += ["--bind", str(scratch), str(scratch), "--unshare-pid", "--unshare-net",
+                     "--unshare-ipc", "--die-with-parent", "--chdir",
+                     str(scratch)]
+            cmd = wrap + cmd
+        self.log = open(log, "wb")
+        self.proc = subprocess.Popen(cmd, cwd=scratch, env=env, stdin=subprocess.DEVNULL,
+                                     stdout=self.log, stderr=subprocess.STDOUT,
+                                     pass_fds=(ctrl_r, res_w), start_new_session=True)
+        os.close(ctrl_r)
+        os.close(res_w)
+        self.buffer = b""
+        self.forged = 0
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.res_r, selectors.EVENT_READ)
+        self.send({"nonce": self.nonce, "preload": preload, "library_dirs": [str(PACKAGE_DIR)],
+                   "forbidden": forbidden, "cwd": str(scratch), "memory_limit": memory_limit})
+
+    def send(self, message: dict | str) -> bool:
+        """The first message is JSON; cells go as hex fields, which the kernel decodes with
+        bytes methods alone (its json module is the submission's to break)."""
+        line = json.dumps(message) if isinstance(message, dict) else message
         try:
-            subprocess.run(cmd, cwd=path.parent, capture_output=True, text=True, env=env,
-                           timeout=run_timeout)
-        except subprocess.TimeoutExpired:
-            raise NotebookRunError(f"{path.name}: the whole run took longer than "
-                                   f"{run_timeout:.0f} s and was stopped") from None
-        if not report.exists():
-            raise NotebookRunError(f"nbval produced no report for {path.name}")
-        results = {}
-        for case in ET.parse(report).getroot().iter("testcase"):
-            name = case.get("name", "")
-            if not name.startswith("Cell "):
-                continue
-            index = int(name.split()[1])
-            bad = next((e for e in case if e.tag in ("failure", "error", "skipped")), None)
-            message = _first_line((bad.get("message") or "") + "\n" + (bad.text or "")) \
-                if bad is not None else ""
-            results[index] = CellResult(index, bad is None, message)
-        if not results:
-            errors = ET.parse(report).getroot().iter("error")
-            detail = next((e.get("message", "") for e in errors), "")
-            raise NotebookRunError(f"{path.name} could not be run: {detail or 'no cells ran'}")
-        return results
+            os.write(self.ctrl_w, (line + "\n").encode())
+            return True
+        except (BrokenPipeError, OSError):
+            return False
+
+    def send_cell(self, index: int, cell: Cell) -> bool:
+        return self.send(" ".join([str(index)] + [text.encode().hex() for text in
+                                                  (cell.role, cell.label, cell.source)]))
+
+    def receive(self, timeout: float) -> tuple[str, int, str, dict] | None | str:
+        """The next genuine result line; None on timeout; "eof" when the kernel is gone."""
+        deadline = time.monotonic() + timeout
+        while True:
+            while b"\n" in self.buffer:
+                line, self.buffer = self.buffer.split(b"\n", 1)
+                parts = line.decode(errors="replace").split(" ", 4)
+                if len(parts) == 5 and parts[0] == self.nonce:
+                    try:
+                        return parts[1], int(parts[2]), parts[3], json.loads(parts[4])
+                    except ValueError:
+                        pass
+                self.forged += 1
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            if not self.selector.select(left):
+                return None
+            chunk = os.read(self.res_r, 1 << 16)
+            if not chunk:
+                return "eof"
+            self.buffer += chunk
+
+    def close(self) -> int:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        returncode = self.proc.wait()
+        for fd in (self.ctrl_w, self.res_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.selector.close()
+        self.log.close()
+        return returncode
+
+
+def preload_of(cells: list[Cell]) -> list[str]:
+    """The modules the exercise's own cells import: imported (and snapshotted) before any
+    learner code runs, so the pristine copies are the real ones."""
+    names: set[str] = set()
+    for cell in cells:
+        if cell.role == "learner":
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.add(node.module)
+    return sorted(names)
+
+
+def run_cells(cells: list[Cell], cell_timeout: float = 120, memory_limit: int | None = None,
+              sandbox: str | None = None, forbidden: list[Path] = ()) -> RunOutcome:
+    """Run ``cells`` in a fresh grading kernel; results keyed by position in ``cells``."""
+    isolation = ("bubblewrap sandbox (read-only system, instructor folders hidden, no network, "
+                 "own process namespace) + " if sandbox == "bwrap" else "") + \
+        "separate kernel process in a scratch folder + audit hook + integrity checks"
+    outcome = RunOutcome({}, isolation=isolation)
+    with tempfile.TemporaryDirectory(prefix="tutorcompile-grade-") as tmp:
+        scratch = Path(tmp) / "work"
+        scratch.mkdir()
+        kernel = _Kernel(list(forbidden), memory_limit, sandbox, scratch, Path(tmp) / "log",
+                         preload_of(cells))
+        try:
+            ready = kernel.receive(STARTUP_TIMEOUT)
+            if not isinstance(ready, tuple):
+                rc = kernel.close()
+                outcome.error = ("the grading kernel did not start: " +
+                                 (_describe_exit(rc, memory_limit) if ready == "eof"
+                                  else "no answer") + _last_words(Path(tmp) / "log"))
+                return outcome
+            for index, cell in enumerate(cells):
+                if not kernel.send_cell(index, cell):
+                    reply = "eof"
+                else:
+                    reply = kernel.receive(cell_timeout)
+                if reply is None:                       # past the limit: interrupt it
+                    try:
+                        os.killpg(kernel.proc.pid, signal.SIGINT)
+                    except ProcessLookupError:
+                        pass
+                    reply = kernel.receive(GRACE)
+                    timeout = f"Timeout of {cell_timeout:g} seconds exceeded in {cell.label}"
+                    if isinstance(reply, tuple):
+                        outcome.results[index] = CellResult(index, False, timeout)
+                        continue
+                    kernel.close()
+                    outcome.error = (f"{timeout}, and the cell did not stop when interrupted: "
+                                     "the kernel was killed; later cells did not run")
+                    break
+                if reply == "eof":
+                    rc = kernel.close()
+                    outcome.error = f"{_describe_exit(rc, memory_limit)} in {cell.label}; " \
+                        "later cells did not run" + _last_words(Path(tmp) / "log")
+                    break
+                kind, _, status, payload = reply
+                message = payload.get("message", "")
+                if memory_limit and ("MemoryError" in message
+                                     or "can't allocate memory" in message):
+                    message = f"memory limit ({memory_limit / (1 << 30):g} GiB) hit: {message}"
+                outcome.results[index] = CellResult(
+                    index, status in ("ok", "passed"), message, payload.get("problems", []),
+                    [what for _, what in payload.get("denied", [])],
+                    payload.get("restored", []))
+        finally:
+            kernel.close()
+            outcome.forged = kernel.forged
+    return outcome
