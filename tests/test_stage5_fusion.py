@@ -184,3 +184,41 @@ def test_scheduler_work_grows_linearly_with_depth(monkeypatch):
     assert kernels[16] - kernels[8] == 2 * (kernels[8] - kernels[4])   # same fusion per block
     per_block = {d: (work[d] - work[2]) / (d - 2) for d in (4, 8, 16)}
     assert per_block[16] <= 1.25 * per_block[4], (work, per_block)
+
+
+@pytest.mark.skipif(not probe().has_cxx, reason="no g++")
+def test_a_repeated_layer_builds_its_kernels_once(tmp_path, monkeypatch, capsys):
+    """Kernels are built from canonical source: eight blocks build no more kernels than
+    four, and the result still matches eager. compile_times reports every phase."""
+    from tutorcompile import _logging
+    from tutorcompile.inductor import codecache
+    monkeypatch.setenv("TUTORCOMPILE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(codecache, "_loaded", {})
+    _logging.set_logs(compile_times=True)
+    builds = {}
+    try:
+        for depth in (4, 8):
+            fn, args = _deep_model(depth)
+            graph = trace(fn, *args)
+            before = codecache.stats["cpp_compiles"]
+            compiled = compile_fx(graph, args, backend="cpp")
+            builds[depth] = codecache.stats["cpp_compiles"] - before
+            torch.testing.assert_close(compiled(*args), GraphModule({}, graph)(*args))
+    finally:
+        _logging.set_logs()
+    assert builds[4] > 0 and builds[8] == 0, builds
+    assert len(list(tmp_path.glob("cpp/*/kernel.so"))) < compiled.num_kernels
+    out = capsys.readouterr().out
+    assert "[tutorcompile:compile_times]" in out
+    assert all(p in out for p in ("lowering", "scheduling", "codegen", "build"))
+
+
+def test_canonical_source_names_nothing_from_the_graph():
+    from tutorcompile.inductor.codegen.common import canonical_source
+    src = ('// cpp_poi_fused_add_3: graph nodes add_7\n'
+           'extern "C" void cpp_poi_fused_add_3(const float* in_ptr_buf2, const float* '
+           'in_ptr_x, float* out_ptr_buf3)\n{ out_ptr_buf3[0] = in_ptr_buf2[0] + in_ptr_x[0]; }')
+    assert canonical_source(src, "cpp_poi_fused_add_3",
+                            ["in_ptr_buf2", "in_ptr_x", "out_ptr_buf3"]) == (
+        'extern "C" void kernel(const float* in_ptr0, const float* in_ptr1, float* out_ptr0)\n'
+        '{ out_ptr0[0] = in_ptr0[0] + in_ptr1[0]; }')
