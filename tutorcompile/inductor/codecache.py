@@ -92,17 +92,20 @@ _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 
 
-def cpp_compile(source: str) -> tuple[ctypes.CDLL, Path]:
-    """Build ``source`` into a shared library (or find it built) and load it."""
-    return cpp_compile_async(source).result()
+def cpp_compile(source: str, prelude: str = "") -> tuple[ctypes.CDLL, Path]:
+    """Build ``prelude + source`` into a shared library (or find it built) and load it."""
+    return cpp_compile_async(source, prelude).result()
 
 
-def cpp_compile_async(source: str) -> Future:
-    """Start building ``source`` (see :func:`cpp_compile`); a future of ``(lib, path)``."""
+def cpp_compile_async(source: str, prelude: str = "") -> Future:
+    """Start building ``prelude + source`` (see :func:`cpp_compile`); a future of
+    ``(lib, path)``. With GNU g++ the prelude (the headers every kernel includes) is
+    compiled once into a precompiled header: parsing ``<cmath>`` and ``<algorithm>`` is
+    most of the compiler's work for a small kernel."""
     global _pool
     compiler, version = cxx_compiler()
     flags = cpp_flags()
-    key = source_hash(source, " ".join(flags) + version)
+    key = source_hash(prelude + source, " ".join(flags) + version)
     with _lock:
         if key in _loaded:
             stats["cpp_hits"] += 1
@@ -114,15 +117,15 @@ def cpp_compile_async(source: str) -> Future:
             return _pending[key]
         if _pool is None:
             _pool = ThreadPoolExecutor(compile_workers(), thread_name_prefix="tc-cxx")
-        future = _pool.submit(_build, source, key, compiler, version, flags)
+        future = _pool.submit(_build, source, prelude, key, compiler, version, flags)
         _pending[key] = future
         _inflight[:] = [f for f in _inflight if not f.done() or f.exception() is not None]
         _inflight.append(future)
     return future
 
 
-def _build(source: str, key: str, compiler: str, version: str, flags: list[str]
-           ) -> tuple[ctypes.CDLL, Path]:
+def _build(source: str, prelude: str, key: str, compiler: str, version: str,
+           flags: list[str]) -> tuple[ctypes.CDLL, Path]:
     folder = cache_dir() / "cpp" / key
     lib_path = folder / "kernel.so"
     try:
@@ -131,11 +134,15 @@ def _build(source: str, key: str, compiler: str, version: str, flags: list[str]
                 stats["cpp_hits"] += 1
         else:
             folder.mkdir(parents=True, exist_ok=True)
-            (folder / "kernel.cpp").write_text(source)
+            header = _precompiled_prelude(prelude, compiler, version, flags) if prelude \
+                else None
+            include = [] if header is None else ["-I", str(header.parent)]
+            text = (f'#include "{header.name}"\n' if header else prelude) + source
+            (folder / "kernel.cpp").write_text(text)
             (folder / "flags.txt").write_text(f"{compiler} {' '.join(flags)}\n{version}\n")
             fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
             os.close(fd)
-            cmd = [compiler, *flags, str(folder / "kernel.cpp"), "-o", tmp]
+            cmd = [compiler, *flags, *include, str(folder / "kernel.cpp"), "-o", tmp]
             result = subprocess.run(cmd, capture_output=True, text=True)
             if result.returncode != 0:
                 os.unlink(tmp)
@@ -151,6 +158,40 @@ def _build(source: str, key: str, compiler: str, version: str, flags: list[str]
     finally:
         with _lock:
             _pending.pop(key, None)
+
+
+_headers: dict[str, Path | None] = {}
+
+
+def _precompiled_prelude(prelude: str, compiler: str, version: str, flags: list[str]
+                         ) -> Path | None:
+    """``prelude.h`` next to its precompiled ``prelude.h.gch`` (built once per prelude,
+    flags and compiler); None where that is not possible (not GNU g++, or it failed) --
+    the kernel then includes the prelude as text. g++ checks that a ``.gch`` matches the
+    flags of the compile that uses it and ignores it otherwise."""
+    key = source_hash(prelude, " ".join(flags) + version)
+    with _lock:
+        if key in _headers:
+            return _headers[key]
+        _headers[key] = None
+        if "g++" not in os.path.basename(compiler) or "clang" in version.lower():
+            return None
+        folder = cache_dir() / "cpp" / f"prelude-{key}"
+        header = folder / "prelude.h"
+        if not (folder / "prelude.h.gch").exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            header.write_text(prelude)
+            fd, tmp = tempfile.mkstemp(suffix=".gch", dir=folder)
+            os.close(fd)
+            pch_flags = [f for f in flags if f != "-shared"]
+            result = subprocess.run([compiler, *pch_flags, "-x", "c++-header", str(header),
+                                     "-o", tmp], capture_output=True, text=True)
+            if result.returncode != 0:
+                os.unlink(tmp)
+                return None
+            os.replace(tmp, folder / "prelude.h.gch")
+        _headers[key] = header
+        return header
 
 
 def wait_for_builds() -> None:

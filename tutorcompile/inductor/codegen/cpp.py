@@ -329,7 +329,8 @@ class CppKernelCall:
         self.source = source
         self.arg_names = arg_names
         self.symbol = name if build_source is None else "kernel"
-        self._build = cpp_compile_async(CPP_PRELUDE + "\n" + (build_source or source) + "\n")
+        self._build = cpp_compile_async("\n" + (build_source or source) + "\n",
+                                        prelude=CPP_PRELUDE)
         self.lib = self.path = None
         self.fn = self._first_call
 
