@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tutorcompile.environment import probe
 from tutorcompile.fx import GraphModule
-from tutorcompile.inductor import examples
+from tutorcompile.inductor import examples, scheduler
 from tutorcompile.inductor.compile_fx import compile_fx
 from tutorcompile.inductor.lowering import lower_graph
 from tutorcompile.inductor.scheduler import schedule
@@ -158,3 +158,67 @@ def test_random_fused_graphs_match_eager(backend, choices, n):
     torch.testing.assert_close(compiled(x, y), GraphModule({}, graph)(x, y), rtol=1e-4,
                                atol=1e-4)
     assert compiled.fusion_report.kernels_after <= compiled.fusion_report.kernels_before
+
+
+def _deep_model(depth):
+    """``depth`` pre-norm residual blocks: layernorm -> matmul -> GELU -> matmul -> + x."""
+    def fn(x, w, b, w1, w2):
+        for _ in range(depth):
+            h = examples.layernorm(x, w, b)
+            x = ops.add(x, ops.matmul(examples.gelu(ops.matmul(h, w1)), w2))
+        return examples.softmax(x)
+    return fn, (torch.randn(8, 16), torch.randn(16), torch.randn(16), torch.randn(16, 32),
+                torch.randn(32, 16))
+
+
+def test_scheduler_work_grows_linearly_with_depth(monkeypatch):
+    """The scheduler's counted steps (groups visited, edges followed, pairs made) per block
+    stay flat as the model gets deeper: no step looks at the whole graph once per merge.
+    (A narrow sibling window makes the small graphs of this test show the asymptote.)"""
+    monkeypatch.setattr(scheduler, "HORIZONTAL_WINDOW", 16)
+    work, kernels = {}, {}
+    for depth in (2, 4, 8, 16):
+        fn, args = _deep_model(depth)
+        _, sched = scheduled(fn, *args)
+        work[depth], kernels[depth] = sched.work, sched.report.kernels_after
+    assert kernels[16] - kernels[8] == 2 * (kernels[8] - kernels[4])   # same fusion per block
+    per_block = {d: (work[d] - work[2]) / (d - 2) for d in (4, 8, 16)}
+    assert per_block[16] <= 1.25 * per_block[4], (work, per_block)
+
+
+@pytest.mark.skipif(not probe().has_cxx, reason="no g++")
+def test_a_repeated_layer_builds_its_kernels_once(tmp_path, monkeypatch, capsys):
+    """Kernels are built from canonical source: eight blocks build no more kernels than
+    four, and the result still matches eager. compile_times reports every phase."""
+    from tutorcompile import _logging
+    from tutorcompile.inductor import codecache
+    monkeypatch.setenv("TUTORCOMPILE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(codecache, "_loaded", {})
+    _logging.set_logs(compile_times=True)
+    builds = {}
+    try:
+        for depth in (4, 8):
+            fn, args = _deep_model(depth)
+            graph = trace(fn, *args)
+            before = codecache.stats["cpp_compiles"]
+            compiled = compile_fx(graph, args, backend="cpp")
+            builds[depth] = codecache.stats["cpp_compiles"] - before
+            torch.testing.assert_close(compiled(*args), GraphModule({}, graph)(*args))
+    finally:
+        _logging.set_logs()
+    assert builds[4] > 0 and builds[8] == 0, builds
+    assert len(list(tmp_path.glob("cpp/*/kernel.so"))) < compiled.num_kernels
+    out = capsys.readouterr().out
+    assert "[tutorcompile:compile_times]" in out
+    assert all(p in out for p in ("lowering", "scheduling", "codegen", "build"))
+
+
+def test_canonical_source_names_nothing_from_the_graph():
+    from tutorcompile.inductor.codegen.common import canonical_source
+    src = ('// cpp_poi_fused_add_3: graph nodes add_7\n'
+           'extern "C" void cpp_poi_fused_add_3(const float* in_ptr_buf2, const float* '
+           'in_ptr_x, float* out_ptr_buf3)\n{ out_ptr_buf3[0] = in_ptr_buf2[0] + in_ptr_x[0]; }')
+    assert canonical_source(src, "cpp_poi_fused_add_3",
+                            ["in_ptr_buf2", "in_ptr_x", "out_ptr_buf3"]) == (
+        'extern "C" void kernel(const float* in_ptr0, const float* in_ptr1, float* out_ptr0)\n'
+        '{ out_ptr0[0] = in_ptr0[0] + in_ptr1[0]; }')

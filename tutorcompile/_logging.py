@@ -15,8 +15,13 @@ Artifacts are produced lazily (the lambda runs only if someone is looking), so l
 costs nothing when it is off. Files written by ``debug`` are numbered in the order the
 compiler produced them and named by stage: ``003_aot_graphs.txt``.
 
-Mirrors: torch/_logging (``TORCH_LOGS``, ``trace_structured``) and torch/_dynamo/config's
-``debug_dir``.
+``TUTORCOMPILE_LOGS=compile_times`` prints where compile time went, phase by phase, each
+time a compilation finishes (cumulative since the start or :func:`reset_compile_times`);
+:func:`compile_times` returns the same table. Phases nest: a phase's time excludes the
+phases run inside it.
+
+Mirrors: torch/_logging (``TORCH_LOGS``, ``trace_structured``), torch/_dynamo/config's
+``debug_dir`` and torch/_dynamo/utils.py (``compile_times``, ``dynamo_timed``).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -37,6 +43,8 @@ ARTIFACTS = {
     "fusion": "stage 5: fusion decisions, and the reason for each fusion not taken",
     "output_code": "stage 5: generated kernels and the wrapper that runs them",
     "cudagraphs": "stage 6: recorded graphs and the reason for each skip",
+    "compile_times": "every stage: seconds spent compiling, per phase (capture, AOT, "
+                     "lowering, scheduling, codegen, C++/Triton build)",
 }
 
 _enabled: set[str] = set()
@@ -101,6 +109,56 @@ def debug(folder: str | os.PathLike) -> Iterator[Path]:
         yield path
     finally:
         _debug_dirs.remove(entry)
+
+
+PHASES = ("capture", "aot", "lowering", "scheduling", "codegen", "build")
+"""The compile phases, in pipeline order (``build``: waiting for the C++ compiler / Triton)."""
+
+_phase_seconds: dict[str, float] = {}
+_phase_counts: dict[str, int] = {}
+_phase_stack: list[list[float]] = []   # per open phase: seconds spent in phases inside it
+
+
+@contextlib.contextmanager
+def phase(name: str) -> Iterator[None]:
+    """Count the time spent in the block as compile phase ``name`` (one of :data:`PHASES`).
+
+    Time in a phase opened inside the block counts for that phase only. When the outermost
+    phase ends, the ``compile_times`` artifact reports the table so far."""
+    if name not in PHASES:
+        raise ValueError(f"unknown compile phase {name!r}; choose from {PHASES}")
+    start = time.perf_counter()
+    _phase_stack.append([0.0])
+    try:
+        yield
+    finally:
+        inner = _phase_stack.pop()[0]
+        elapsed = time.perf_counter() - start
+        _phase_seconds[name] = _phase_seconds.get(name, 0.0) + elapsed - inner
+        _phase_counts[name] = _phase_counts.get(name, 0) + 1
+        if _phase_stack:
+            _phase_stack[-1][0] += elapsed
+        else:
+            log_artifact("compile_times", compile_times, "cumulative")
+
+
+def compile_times(as_dict: bool = False) -> str | dict[str, float]:
+    """Seconds spent per compile phase since the start (or :func:`reset_compile_times`)."""
+    if as_dict:
+        return {p: _phase_seconds.get(p, 0.0) for p in PHASES}
+    total = sum(_phase_seconds.values())
+    lines = [f"{'phase':<12}{'seconds':>9}{'share':>8}{'runs':>6}"]
+    for p in PHASES:
+        sec = _phase_seconds.get(p, 0.0)
+        share = f"{100 * sec / total:.0f}%" if total else "-"
+        lines.append(f"{p:<12}{sec:>9.3f}{share:>8}{_phase_counts.get(p, 0):>6}")
+    lines.append(f"{'total':<12}{total:>9.3f}")
+    return "\n".join(lines)
+
+
+def reset_compile_times() -> None:
+    _phase_seconds.clear()
+    _phase_counts.clear()
 
 
 if os.environ.get("TUTORCOMPILE_LOGS"):

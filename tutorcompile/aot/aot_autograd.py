@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from .._logging import log_artifact
+from .._logging import log_artifact, phase
 from ..fx import Graph, GraphModule
 from .functionalize import FunctionalGraph, functionalize, inline_modules, lift_attributes
 from .joint import JointGraph, make_joint
@@ -131,7 +131,8 @@ class AOTCompiled:
         key = _key(inputs) + (torch.is_grad_enabled(), training)
         art = self.cache.get(key)
         if art is None:
-            art = self.cache[key] = self.compile(inputs, len(args))
+            with phase("aot"):
+                art = self.cache[key] = self.compile(inputs, len(args))
         self.artifacts = art
         tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
         if art.joint is None:

@@ -726,10 +726,15 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 def dropout_mask(shape, p, dtype, device):
     """Keep each element with probability ``1 - p``: a float mask of 0s and 1s.
 
-    Draws from PyTorch's global generator (``torch.rand``), so ``torch.manual_seed(s)`` makes
-    it reproducible, and :func:`dropout_reference` recomputes the same result eagerly.
+    The mask is eager's own: ``F.dropout`` run on ones of the input's shape, dtype and device
+    draws exactly what ``F.dropout(x, p)`` draws for ``x`` (the same generator, the same
+    sampler: ``bernoulli_`` on a CPU, the fused kernel on a GPU). So under the same
+    ``torch.manual_seed`` the compiled model drops what the eager model drops, and the
+    backward multiplies by this saved mask instead of drawing again.
+    :func:`dropout_reference` recomputes the same result eagerly.
     """
-    return (torch.rand(tuple(shape), device=device) >= p).to(dtype)
+    ones = torch.ones(tuple(shape), dtype=dtype, device=device)
+    return (F.dropout(ones, p, training=True) != 0).to(dtype)
 
 
 def dropout_reference(x: torch.Tensor, p: float) -> torch.Tensor:
@@ -747,3 +752,80 @@ def dropout(x, p=0.5, training=True, inplace=False):
     mask = extern_call(dropout_mask, (tuple(x.shape), p, x.dtype, x.device), {},
                        meta=make_meta(x.shape, x.dtype, x.device))
     return ops.mul(ops.mul(x, mask), 1.0 / (1.0 - p))
+
+
+# The other dropouts draw their own way (one number per channel; alpha dropout's affine
+# noise). Their masks come from the eager function itself, run on ones: the same generator
+# and the same draws as eager, and no tensor input -- so the backward reuses the saved mask
+# (an extern of the input would be run again for its gradient, drawing new numbers).
+
+def eager_dropout_mask(fn, shape, p, dtype, device):
+    """The keep-mask (0s and 1s) that ``fn(x, p, True)`` draws for an ``x`` like this one."""
+    return (fn(torch.ones(tuple(shape), dtype=dtype, device=device), p, True) != 0).to(dtype)
+
+
+ALPHA = 1.7580993408473766
+"""SELU's alpha times its scale: the value alpha dropout drops to (before its affine fix)."""
+
+
+def eager_alpha_dropout_mask(fn, shape, p, dtype, device):
+    """The keep-mask that ``fn(x, p, True)`` (alpha dropout) draws: on ones it gives
+    ``a + ALPHA·a·p`` where it keeps and ``ALPHA·a·(p - 1)`` where it drops."""
+    a = 1.0 / math.sqrt((ALPHA * ALPHA * p + 1) * (1 - p))
+    out = fn(torch.ones(tuple(shape), dtype=dtype, device=device), p, True)
+    return (out > ALPHA * a * p).to(dtype)
+
+
+def _random_mask(mask_fn, fn, x, p):
+    from .prim_graph import extern_call  # (prim_graph imports this table)
+    return extern_call(mask_fn, (fn, tuple(x.shape), p, x.dtype, x.device), {},
+                       meta=make_meta(x.shape, x.dtype, x.device))
+
+
+def _feature_dropout_rule(fn):
+    def rule(x, p=0.5, training=True, inplace=False):
+        if not training or p == 0.0:
+            return x
+        if p == 1.0:
+            return ops.mul(x, 0.0)
+        mask = _random_mask(eager_dropout_mask, fn, x, p)
+        return ops.mul(ops.mul(x, mask), 1.0 / (1.0 - p))
+    return rule
+
+
+def _alpha_dropout_rule(fn):
+    def rule(x, p=0.5, training=False, inplace=False):
+        """``x·(m·a) + ((m - 1)·ALPHA·a + ALPHA·a·p)``, as ATen's ``_dropout_impl``."""
+        if not training or p == 0.0:
+            return x
+        if p == 1.0:
+            return ops.mul(x, 0.0)
+        a = 1.0 / math.sqrt((ALPHA * ALPHA * p + 1) * (1 - p))
+        mask = _random_mask(eager_alpha_dropout_mask, fn, x, p)
+        shift = ops.add(ops.mul(ops.sub(mask, 1.0), ALPHA * a), ALPHA * a * p)
+        return ops.add(ops.mul(x, ops.mul(mask, a)), shift)
+    return rule
+
+
+for _fn in (F.dropout1d, F.dropout2d, F.dropout3d, torch.feature_dropout):
+    register_decomposition(_fn)(_feature_dropout_rule(_fn))
+for _fn in (F.alpha_dropout, F.feature_alpha_dropout, torch.alpha_dropout,
+            torch.feature_alpha_dropout):
+    register_decomposition(_fn)(_alpha_dropout_rule(_fn))
+
+
+def _random_like_rule(factory):
+    def rule(x, *, dtype=None, layout=None, device=None, pin_memory=None,
+             requires_grad=False, memory_format=None):
+        """``torch.rand_like(x)`` as ``torch.rand(x.shape)``: the same draws, and no tensor
+        input (the backward of an extern of ``x`` would run it again and draw again)."""
+        from .prim_graph import extern_call  # (prim_graph imports this table)
+        dtype = dtype or x.dtype
+        device = device or x.device
+        return extern_call(factory, (tuple(x.shape),), {"dtype": dtype, "device": device},
+                           meta=make_meta(x.shape, dtype, device))
+    return rule
+
+
+register_decomposition(torch.rand_like)(_random_like_rule(torch.rand))
+register_decomposition(torch.randn_like)(_random_like_rule(torch.randn))

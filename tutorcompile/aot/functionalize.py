@@ -30,6 +30,8 @@ torch/_functorch/aot_autograd.py's lifting of parameters to inputs.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import operator
 from dataclasses import dataclass, field
 from typing import Any
@@ -166,8 +168,39 @@ def _is_view(node: Node) -> bool:
     return False
 
 
+@functools.cache
+def _inplace_position(fn: Any) -> int | None:
+    """Where ``fn`` takes its ``inplace`` flag positionally (``F.elu(x, alpha, inplace)``)."""
+    try:
+        names = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):   # builtins without a signature, non-callables
+        return None
+    return names.index("inplace") if "inplace" in names else None
+
+
+def _in_place_twins() -> dict[Any, Any]:
+    """``torch.relu_`` -> ``torch.relu``, ``F.elu_`` -> ``F.elu``, ...: functions named like
+    their out-of-place twin plus ``_`` that mutate their first argument's *values* (not
+    ``as_strided_`` / ``detach_``, which change what the tensor is)."""
+    twins = {}
+    for module in (torch, F):
+        for name in dir(module):
+            if name.endswith("_") and not name.startswith("_") and hasattr(module, name[:-1]) \
+                    and name not in ("as_strided_", "detach_"):
+                fn, twin = getattr(module, name), getattr(module, name[:-1])
+                if callable(fn) and callable(twin) and not isinstance(fn, type):
+                    twins[fn] = twin
+    return twins
+
+
+_OUT_OF_PLACE_FUNCTIONS = _in_place_twins()
+
+
 def _is_mutation(node: Node) -> tuple[int, Any] | None:
-    """``(index of the mutated argument, how to build the functional node)`` or None."""
+    """``(index of the mutated argument, how to build the functional node)`` or None.
+
+    How: ``(op, target, kwargs)`` -- ``kwargs`` None keeps the node's own -- with a fourth
+    item, new positional arguments, when those change too."""
     name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
     if node.op == "call_method" and isinstance(name, str) and name.endswith("_") \
             and not name.endswith("__"):
@@ -186,6 +219,14 @@ def _is_mutation(node: Node) -> tuple[int, Any] | None:
         return 0, ("call_function", setitem_functional, None)
     if node.kwargs.get("inplace") is True:
         return 0, ("call_function", node.target, {**node.kwargs, "inplace": False})
+    position = _inplace_position(node.target)
+    if position is not None and len(node.args) > position and node.args[position] is True:
+        # ``F.hardswish(x, True)``: how Dynamo writes ``nn.Hardswish(inplace=True)``
+        args = node.args[:position] + (False,) + node.args[position + 1:]
+        return 0, ("call_function", node.target, None, args)
+    twin = _OUT_OF_PLACE_FUNCTIONS.get(node.target)
+    if twin is not None:                     # torch.relu_(x), F.elu_(x), torch.sigmoid_(x)
+        return 0, ("call_function", twin, None)
     if node.kwargs.get("out") is not None:
         raise FunctionalizationError(f"{node.name}: out= arguments are not supported; "
                                      "assign the result instead")
@@ -259,13 +300,13 @@ def functionalize(graph: Graph) -> FunctionalGraph:
             break
         mutation = _is_mutation(node)
         if mutation is not None:
-            index, (op, target, kwargs) = mutation
+            index, (op, target, kwargs, *new_args) = mutation
             target_node = node.args[index]
             if not isinstance(target_node, Node) or not isinstance(refs[target_node], _Ref):
                 raise FunctionalizationError(f"{node.name}: mutates something that is not a "
                                              "tensor of this graph")
             ref = refs[target_node]
-            args = map_arg(node.args, current)
+            args = map_arg(new_args[0] if new_args else node.args, current)
             value = new.create_node(op, target, args,
                                     map_arg(kwargs if kwargs is not None else node.kwargs,
                                             current), name=node.name)

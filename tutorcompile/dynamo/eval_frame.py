@@ -47,7 +47,7 @@ from typing import Any
 
 import torch
 
-from .._logging import log_artifact
+from .._logging import log_artifact, phase
 from ..fx import GraphModule
 from .backends import lookup_backend
 from .exc import GraphBreakError, RecompileLimitWarning
@@ -292,7 +292,8 @@ def run_frame(frame: Frame, config: Config) -> Any:
             if entries:
                 _note_recompile(frame, cache, entries)
             t0 = time.perf_counter() if prof else 0.0
-            entry = compile_entry(frame, cache, config)
+            with phase("capture"):
+                entry = compile_entry(frame, cache, config)
             if prof:
                 prof.compile_s += time.perf_counter() - t0
             if entry is None:

@@ -34,10 +34,11 @@ from typing import Any
 
 import torch
 
-from .._logging import log_artifact
+from .._logging import log_artifact, phase
 from ..environment import probe
 from ..fx import Graph, GraphModule, ShapeProp
 from ..ops import PRIMS, Prim
+from .codecache import wait_for_builds
 from .lowering import lower_graph
 from .scheduler import Scheduler
 from .wrapper import WrapperCodegen
@@ -146,12 +147,18 @@ class _Variant:
                 self.wrapper_code
             self.compile_time_s = time.perf_counter() - start
             return
-        lowering = lower_graph(graph, inputs, backend)
-        self.scheduler = (scheduler_cls or Scheduler)(lowering, backend).fuse(enabled=fusion)
+        with phase("lowering"):
+            lowering = lower_graph(graph, inputs, backend)
+        with phase("scheduling"):
+            self.scheduler = (scheduler_cls or Scheduler)(lowering, backend).fuse(
+                enabled=fusion)
         self.fusion_report = self.scheduler.report
         compile_kernel = _kernel_compiler(backend, mode)
         wrapper = WrapperCodegen(self.scheduler, compile_kernel)
-        self.wrapper_code = wrapper.generate()
+        with phase("codegen"):      # C++ builds start here, in the background
+            self.wrapper_code = wrapper.generate()
+        with phase("build"):        # what is left of them
+            wait_for_builds()
         self.kernel_sources = wrapper.kernel_sources
         namespace = dict(wrapper.globals)
         exec(compile(self.wrapper_code, f"<tutorcompile wrapper {id(self)}>", "exec"),

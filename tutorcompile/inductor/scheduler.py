@@ -24,6 +24,7 @@ Mirrors: torch/_inductor/scheduler.py (``Scheduler.fuse_nodes``, ``can_fuse``,
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 from ..fx.node import map_aggregate
@@ -33,25 +34,32 @@ from .codegen.common import FusionError, KernelPlan
 MAX_FUSION_SIZE = 64
 """A kernel holds at most this many buffers (compile time grows with kernel size)."""
 
+HORIZONTAL_WINDOW = 64
+"""Siblings are fusion candidates only when at most this many groups apart in the order.
+Without a bound, a weight read once per layer makes every pair of layers a candidate: work
+that grows with the square of the depth, for fusions that the cycle check would refuse
+anyway. Inductor bounds the same search (``max_fusion_buffer_group_pairwise_attempts``)."""
+
 
 class Group:
-    """A set of buffers that will be one kernel (one buffer at the start)."""
+    """A set of buffers that will be one kernel (one buffer at the start).
+
+    A group never changes: fusing two groups makes a new one. What the scheduler asks of a
+    group over and over is computed once here -- its buffer names, whether it is an extern
+    call, its earliest buffer -- and the scheduler keeps ``deps`` / ``users`` (the groups it
+    reads from and that read it) and ``pos`` (its place in a topological order) up to date
+    as groups merge.
+    """
 
     def __init__(self, buffers: list[ir.Buffer]):
         self.buffers = buffers
         self.name = ""
-
-    @property
-    def is_extern(self) -> bool:
-        return any(isinstance(b, ir.ExternKernel) for b in self.buffers)
-
-    @property
-    def names(self) -> set[str]:
-        return {b.name for b in self.buffers}
-
-    @property
-    def first(self) -> int:
-        return min(int(b.name[3:]) for b in self.buffers)
+        self.names = frozenset(b.name for b in buffers)
+        self.is_extern = any(isinstance(b, ir.ExternKernel) for b in buffers)
+        self.first = min(int(b.name[3:]) for b in buffers)
+        self.deps: set[Group] = set()
+        self.users: set[Group] = set()
+        self.pos = 0
 
     def label(self) -> str:
         return "+".join(b.name for b in self.buffers)
@@ -123,7 +131,15 @@ class FusionReport:
 
 
 class Scheduler:
-    """Fuse the buffers of a :class:`~.lowering.GraphLowering` into kernels."""
+    """Fuse the buffers of a :class:`~.lowering.GraphLowering` into kernels.
+
+    The cost of scheduling grows about linearly with the graph: groups keep their
+    dependencies (``Group.deps`` / ``Group.users``) and a topological position
+    (``Group.pos``) that a merge updates locally, so a cycle check only walks the groups
+    placed between the two it asks about, and a pair is scored once. ``work`` counts the
+    elementary steps taken (groups visited, edges followed, candidates made), so that a test
+    can check the growth without timing anything.
+    """
 
     def __init__(self, lowering, backend: str = "cpp"):
         self.lowering = lowering
@@ -137,9 +153,19 @@ class Scheduler:
                 if r in self.users:
                     self.users[r].add(name)
         self.output_names = self._output_buffers()
+        self.input_nbytes = {b.name: b.layout.nbytes for b in lowering.graph_inputs
+                             if b is not None}
         self.groups: list[Group] = [Group([b]) for b in self.buffers]
         self.group_of: dict[str, Group] = {b.name: g for g in self.groups for b in g.buffers}
+        for g in self.groups:
+            for r in self.reads[g.buffers[0].name]:
+                p = self.group_of.get(r)
+                if p is not None and p is not g:
+                    g.deps.add(p)
+                    p.users.add(g)
         self._trial_cache: dict[frozenset, str | None] = {}
+        self._score_cache: dict[tuple[Group, Group], tuple[int, int]] = {}
+        self.work = 0
         self.report: FusionReport | None = None
 
     def _output_buffers(self) -> set[str]:
@@ -160,25 +186,35 @@ class Scheduler:
                 if b.name in self.output_names or self.users[b.name] - inside}
 
     def group_deps(self, group: Group) -> set[Group]:
-        return {self.group_of[r] for b in group.buffers for r in self.reads[b.name]
-                if r in self.group_of and self.group_of[r] is not group}
+        """The groups ``group`` reads from."""
+        return set(group.deps)
 
     def group_users(self, group: Group) -> set[Group]:
-        return {self.group_of[u] for b in group.buffers for u in self.users[b.name]
-                if self.group_of[u] is not group}
+        """The groups that read ``group``."""
+        return set(group.users)
 
     def reaches(self, start: Group, goal: Group, avoid_direct: bool) -> bool:
-        """Is there a path start -> ... -> goal through at least one other group?"""
-        frontier = [g for g in self.group_users(start) if g is not goal] if avoid_direct \
-            else [start]
-        seen = set(map(id, frontier))
+        """Is there a path start -> ... -> goal (through at least one other group if
+        ``avoid_direct``)?
+
+        Groups are kept in a topological order, so a path can only pass through groups
+        placed between ``start`` and ``goal``: the search never looks further.
+        """
+        if start.pos > goal.pos:
+            return False
+        limit = goal.pos
+        frontier = [g for g in start.users if g is not goal and g.pos < limit] \
+            if avoid_direct else [start]
+        seen = set(frontier)
         while frontier:
             g = frontier.pop()
-            for u in self.group_users(g):
+            self.work += 1
+            for u in g.users:
+                self.work += 1
                 if u is goal:
                     return True
-                if id(u) not in seen:
-                    seen.add(id(u))
+                if u.pos < limit and u not in seen:
+                    seen.add(u)
                     frontier.append(u)
         return False
 
@@ -226,87 +262,140 @@ class Scheduler:
 
     def score_fusion(self, g1: Group, g2: Group) -> tuple[int, int]:
         """Bytes of memory traffic the fusion saves (then: prefer nearby groups)."""
-        saved = 0
-        for b in g2.buffers:
-            for r in self.reads[b.name]:
-                if r in g1.names:
-                    saved += 2 * self.by_name[r].layout.nbytes   # no write + no read back
-                elif self.group_of.get(r) is not None and any(
-                        r in self.reads[a.name] for a in g1.buffers):
-                    saved += self.by_name[r].layout.nbytes       # shared input read once
-                elif r not in self.by_name and any(r in self.reads[a.name]
-                                                    for a in g1.buffers):
-                    saved += self._input_nbytes(r)
-        return saved, -abs(g2.first - g1.first)
+        key = (g1, g2)
+        if key not in self._score_cache:
+            g1_reads = {r for a in g1.buffers for r in self.reads[a.name]}
+            saved = 0
+            for b in g2.buffers:
+                for r in self.reads[b.name]:
+                    self.work += 1
+                    if r in g1.names:
+                        saved += 2 * self.by_name[r].layout.nbytes   # no write + no read back
+                    elif r in g1_reads:                               # shared input read once
+                        saved += self.by_name[r].layout.nbytes if r in self.by_name \
+                            else self.input_nbytes.get(r, 0)
+            self._score_cache[key] = (saved, -abs(g2.first - g1.first))
+        return self._score_cache[key]
 
     def _input_nbytes(self, name: str) -> int:
-        for b in self.lowering.graph_inputs:
-            if b is not None and b.name == name:
-                return b.layout.nbytes
-        return 0
+        return self.input_nbytes.get(name, 0)
 
     def candidates(self) -> list[tuple[Group, Group, str]]:
-        """Pairs worth considering: producer/consumer, and siblings sharing an input."""
-        pairs: dict[tuple[int, int], tuple[Group, Group, str]] = {}
-        readers: dict[str, list[Group]] = {}
+        """Pairs worth considering: producer/consumer, and siblings sharing an input (at
+        most :data:`HORIZONTAL_WINDOW` groups apart)."""
+        pairs: dict[tuple[Group, Group], tuple[Group, Group, str]] = {}
+        readers: dict[str, dict[Group, None]] = {}   # an ordered set per buffer
         for g in self.groups:
             for b in g.buffers:
                 for r in sorted(self.reads[b.name]):   # sorted: a stable order of candidates
-                    if r in self.group_of and self.group_of[r] is not g:
-                        p = self.group_of[r]
-                        pairs.setdefault((id(p), id(g)), (p, g, "vertical"))
-                    lst = readers.setdefault(r, [])
-                    if g not in lst:
-                        lst.append(g)
+                    self.work += 1
+                    p = self.group_of.get(r)
+                    if p is not None and p is not g:
+                        pairs.setdefault((p, g), (p, g, "vertical"))
+                    readers.setdefault(r, {})[g] = None
         for groups in readers.values():
+            groups = list(groups)   # in the order of the groups: by position
             for i, a in enumerate(groups):
                 for b in groups[i + 1:]:
-                    if (id(a), id(b)) not in pairs and (id(b), id(a)) not in pairs:
+                    if b.pos - a.pos > HORIZONTAL_WINDOW:
+                        break
+                    self.work += 1
+                    if (a, b) not in pairs and (b, a) not in pairs:
                         first, second = (a, b) if a.first < b.first else (b, a)
-                        pairs[(id(first), id(second))] = (first, second, "horizontal")
+                        pairs[(first, second)] = (first, second, "horizontal")
         return list(pairs.values())
 
     def fuse(self, enabled: bool = True) -> Scheduler:
-        """Fuse greedily until no candidate can fuse; then name kernels and write the report."""
+        """Fuse greedily until no candidate can fuse; then name kernels and write the report.
+
+        Each round scores every candidate pair (a pair's score is computed once: groups
+        never change) and takes them best first; a pair whose group was already fused in
+        this round waits for the next round, when the fused group makes new pairs.
+        """
+        self._order_groups()
         while enabled:
             scored = sorted(self.candidates(), key=lambda c: self.score_fusion(c[0], c[1]),
                             reverse=True)
+            alive = set(self.groups)   # ordered, no empty slots at the start of a round
             changed = False
             for g1, g2, _ in scored:
-                if g1 not in self.groups or g2 not in self.groups:
+                if g1 not in alive or g2 not in alive:
                     continue
                 ok, _ = self.can_fuse(g1, g2)
                 if ok:
-                    self._merge(g1, g2)
+                    alive.add(self._merge(g1, g2))
+                    alive -= {g1, g2}
                     changed = True
             if not changed:
                 break
-        self._order_groups()
+            self._order_groups()
         self._name_groups()
         self.report = self._make_report(enabled)
         return self
 
-    def _merge(self, g1: Group, g2: Group) -> None:
+    def _merge(self, g1: Group, g2: Group) -> Group:
+        """Replace ``g1`` and ``g2`` by one group, updating only what touches them.
+
+        The new group takes the later one's place in the topological order. Groups placed
+        between the two that the earlier one reaches move behind the new group (they cannot
+        reach the later one: ``can_fuse`` refused that), so the order stays topological
+        without sorting everything again.
+        """
         new = Group(self.merged(g1, g2))
-        self.groups = [g for g in self.groups if g is not g1 and g is not g2] + [new]
         for b in new.buffers:
             self.group_of[b.name] = new
-        self._order_groups()
+        new.deps = (g1.deps | g2.deps) - {g1, g2}
+        new.users = (g1.users | g2.users) - {g1, g2}
+        for d in new.deps:
+            self.work += 1
+            d.users -= {g1, g2}
+            d.users.add(new)
+        for u in new.users:
+            self.work += 1
+            u.deps -= {g1, g2}
+            u.deps.add(new)
+        early, late = (g1, g2) if g1.pos < g2.pos else (g2, g1)
+        limit = late.pos
+        behind: set[Group] = set()
+        frontier = [early]
+        while frontier:
+            g = frontier.pop()
+            for u in g.users:
+                self.work += 1
+                if u.pos < limit and u not in behind:
+                    behind.add(u)
+                    frontier.append(u)
+        # self.groups keeps one slot per position during a round (None: fused away)
+        window = [g for g in self.groups[early.pos + 1:late.pos] if g is not None]
+        self.work += len(window) + 1
+        slots = [g for g in window if g not in behind] + [new] + [g for g in window
+                                                                   if g in behind]
+        slots += [None] * (late.pos - early.pos + 1 - len(slots))
+        self.groups[early.pos:late.pos + 1] = slots
+        for i, g in enumerate(slots, early.pos):
+            if g is not None:
+                g.pos = i
+        return new
 
     def _order_groups(self) -> None:
         """Topological order of groups, earliest buffer first among the ready ones."""
-        remaining = list(self.groups)
-        done: set[int] = set()
+        groups = [g for g in self.groups if g is not None]
+        waiting = {g: len(g.deps) for g in groups}
+        ready = [(g.first, id(g), g) for g in groups if not waiting[g]]   # first: unique
+        heapq.heapify(ready)
         ordered: list[Group] = []
-        while remaining:
-            ready = [g for g in remaining if all(id(d) in done for d in self.group_deps(g))]
-            if not ready:
-                raise RuntimeError("scheduler: the kernel graph has a cycle")
-            g = min(ready, key=lambda g: g.first)
+        while ready:
+            _, _, g = heapq.heappop(ready)
+            g.pos = len(ordered)
             ordered.append(g)
-            done.add(id(g))
-            remaining.remove(g)
-        self.groups = ordered
+            for u in g.users:
+                self.work += 1
+                waiting[u] -= 1
+                if not waiting[u]:
+                    heapq.heappush(ready, (u.first, id(u), u))
+        if len(ordered) != len(groups):
+            raise RuntimeError("scheduler: the kernel graph has a cycle")
+        self.groups[:] = ordered
 
     def _name_groups(self) -> None:
         for i, g in enumerate(self.groups):
@@ -375,4 +464,4 @@ def schedule(lowering, backend: str = "cpp", fusion: bool = True) -> Scheduler:
 
 
 __all__ = ["FusionReport", "Group", "KernelInfo", "Refusal", "Scheduler", "schedule",
-           "MAX_FUSION_SIZE"]
+           "HORIZONTAL_WINDOW", "MAX_FUSION_SIZE"]

@@ -27,6 +27,7 @@ torch/_inductor/codegen/simd.py (tiling into x and r).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -355,6 +356,32 @@ class KernelWriter(OpsHandler):
         raise NotImplementedError
 
 
+def canonical_source(source: str, name: str, arg_names: Sequence[str]) -> str:
+    """The kernel as it is built: the same text wherever in the graph the kernel sits.
+
+    What a learner reads names the kernel after its place in the graph
+    (``cpp_poi_fused_add_relu_7``), its arguments after the buffers they hold
+    (``in_ptr_buf12``) and cites the graph nodes it came from. None of that changes the
+    machine code, but all of it changes the text: a transformer's N identical layers would
+    build N identical kernels. Here the kernel is called ``kernel``, its arguments
+    ``in_ptr0, in_ptr1, ..., out_ptr0, ...`` in argument order, and the provenance comment is
+    dropped, so the code cache (keyed by this text) builds each distinct kernel once.
+
+    Mirrors: the placeholder kernel name Inductor hashes before naming a kernel
+    (``Placeholder.KERNEL_NAME`` in torch/_inductor/codegen/triton.py).
+    """
+    inputs = [a for a in arg_names if a.startswith("in_ptr")]
+    outputs = [a for a in arg_names if a.startswith("out_ptr")]
+    rename = {name: "kernel"}
+    rename.update({a: f"in_ptr{i}" for i, a in enumerate(inputs)})
+    rename.update({a: f"out_ptr{i}" for i, a in enumerate(outputs)})
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, sorted(rename, key=len,
+                                                                  reverse=True))) + r")\b")
+    lines = [line for line in source.splitlines()
+             if not (line.lstrip().startswith(("//", "# ")) and "graph nodes" in line)]
+    return pattern.sub(lambda m: rename[m.group(1)], "\n".join(lines))
+
+
 def origin_names(nodes: Sequence[ir.Buffer]) -> list[str]:
     """The prim-graph node names a kernel came from (for the comment above it)."""
     seen: list[str] = []
@@ -365,5 +392,5 @@ def origin_names(nodes: Sequence[ir.Buffer]) -> list[str]:
     return seen
 
 
-__all__ = ["CSEVar", "FusionError", "KernelPlan", "KernelWriter", "origin_names",
-           "print_index"]
+__all__ = ["CSEVar", "FusionError", "KernelPlan", "KernelWriter", "canonical_source",
+           "origin_names", "print_index"]

@@ -39,8 +39,15 @@ import torch
 
 from ...ops import set_handler
 from .. import ir
-from ..codecache import cpp_compile, cpp_flags
-from .common import CSEVar, KernelPlan, KernelWriter, origin_names, print_index
+from ..codecache import cpp_compile_async, cpp_flags
+from .common import (
+    CSEVar,
+    KernelPlan,
+    KernelWriter,
+    canonical_source,
+    origin_names,
+    print_index,
+)
 
 CPP_TYPES = {torch.float32: "float", torch.float64: "double", torch.int8: "int8_t",
              torch.int16: "int16_t", torch.int32: "int32_t", torch.int64: "int64_t",
@@ -308,16 +315,37 @@ CPP_PRELUDE = """// glibc declares its vectorised exp/log/erf/... (libmvec) for 
 
 
 class CppKernelCall:
-    """A compiled C++ kernel: call it with tensors (inputs then outputs) in argument order."""
+    """A compiled C++ kernel: call it with tensors (inputs then outputs) in argument order.
 
-    def __init__(self, name: str, source: str, arg_names: list[str]):
+    The library is built from ``build_source`` -- the kernel's canonical text, its function
+    called ``kernel`` -- when one is given, else from ``source`` itself. The build runs in
+    the background (``codecache.cpp_compile_async``); the first call, or :meth:`wait`,
+    waits for it.
+    """
+
+    def __init__(self, name: str, source: str, arg_names: list[str],
+                 build_source: str | None = None):
         self.name = name
         self.source = source
         self.arg_names = arg_names
-        self.lib, self.path = cpp_compile(CPP_PRELUDE + "\n" + source + "\n")
-        self.fn = getattr(self.lib, name)
-        self.fn.restype = None
-        self.fn.argtypes = [ctypes.c_void_p] * len(arg_names)
+        self.symbol = name if build_source is None else "kernel"
+        self._build = cpp_compile_async("\n" + (build_source or source) + "\n",
+                                        prelude=CPP_PRELUDE)
+        self.lib = self.path = None
+        self.fn = self._first_call
+
+    def wait(self) -> CppKernelCall:
+        """Wait for the build and load the function (raises if the build failed)."""
+        if self.lib is None:
+            self.lib, self.path = self._build.result()
+            fn = getattr(self.lib, self.symbol)
+            fn.restype = None
+            fn.argtypes = [ctypes.c_void_p] * len(self.arg_names)
+            self.fn = fn
+        return self
+
+    def _first_call(self, *pointers: int) -> None:
+        self.wait().fn(*pointers)
 
     def __call__(self, *tensors: torch.Tensor) -> None:
         self.fn(*[t.data_ptr() for t in tensors])
@@ -326,14 +354,20 @@ class CppKernelCall:
 def generate_cpp_kernel(plan: KernelPlan, name: str, **choices
                         ) -> tuple[str, list[ir.Buffer], list[ir.Buffer]]:
     """Source of one kernel, and the buffers it reads and writes (in argument order)."""
+    source, _, ins, outs = _generate(plan, name, **choices)
+    return source, ins, outs
+
+
+def _generate(plan: KernelPlan, name: str, **choices):
     kernel = CppKernel(plan, name, **choices)
     source = kernel.generate()
-    return source, list(kernel.inputs.values()), list(kernel.outputs.values())
+    canonical = canonical_source(source, name, [a for a, _, _ in kernel.signature_buffers()])
+    return source, canonical, list(kernel.inputs.values()), list(kernel.outputs.values())
 
 
 def compile_cpp_kernel(plan: KernelPlan, name: str, **choices):
-    source, ins, outs = generate_cpp_kernel(plan, name, **choices)
-    return CppKernelCall(name, source, [b.name for b in ins + outs]), ins, outs
+    source, canonical, ins, outs = _generate(plan, name, **choices)
+    return CppKernelCall(name, source, [b.name for b in ins + outs], canonical), ins, outs
 
 
 __all__ = ["CppKernel", "CppKernelCall", "compile_cpp_kernel", "cpp_flags",

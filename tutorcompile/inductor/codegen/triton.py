@@ -35,7 +35,14 @@ import torch
 from ...ops import set_handler
 from .. import ir
 from ..codecache import triton_module
-from .common import CSEVar, KernelPlan, KernelWriter, origin_names, print_index
+from .common import (
+    CSEVar,
+    KernelPlan,
+    KernelWriter,
+    canonical_source,
+    origin_names,
+    print_index,
+)
 
 TRITON_TYPES = {torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
                 torch.float32: "tl.float32", torch.float64: "tl.float64",
@@ -254,17 +261,23 @@ def choose_blocks(plan: KernelPlan, persistent: bool) -> tuple[int, int]:
 
 
 class TritonKernelCall:
-    """A Triton kernel ready to launch: ``call(*tensors)`` with inputs then outputs."""
+    """A Triton kernel ready to launch: ``call(*tensors)`` with inputs then outputs.
+
+    Loaded from ``build_source`` (the canonical text, function ``kernel``) when given."""
 
     def __init__(self, name: str, source: str, arg_names: list[str], plan: KernelPlan,
-                 persistent: bool, blocks: tuple[int, int] | None = None):
+                 persistent: bool, blocks: tuple[int, int] | None = None,
+                 build_source: str | None = None):
         self.name = name
         self.source = source
         self.arg_names = arg_names
         self.xnumel, self.rnumel = plan.xnumel, plan.rnumel
         self.is_reduction = plan.is_reduction
         self.xblock, self.rblock = blocks or choose_blocks(plan, persistent)
-        self.fn = getattr(triton_module(TRITON_PRELUDE + source + "\n", name), name)
+        if build_source is None:
+            self.fn = getattr(triton_module(TRITON_PRELUDE + source + "\n", name), name)
+        else:   # the canonical text: a kernel repeated in the graph is loaded once
+            self.fn = triton_module(TRITON_PRELUDE + build_source + "\n", "kernel").kernel
 
     @property
     def grid(self) -> tuple[int]:
@@ -286,8 +299,12 @@ def generate_triton_kernel(plan: KernelPlan, name: str, persistent: bool | None 
 
 
 def compile_triton_kernel(plan: KernelPlan, name: str, persistent: bool | None = None):
-    source, ins, outs, persistent = generate_triton_kernel(plan, name, persistent)
-    call = TritonKernelCall(name, source, [b.name for b in ins + outs], plan, persistent)
+    kernel = TritonKernel(plan, name, persistent)
+    source = kernel.generate()
+    ins, outs = list(kernel.inputs.values()), list(kernel.outputs.values())
+    canonical = canonical_source(source, name, [a for a, _, _ in kernel.signature_buffers()])
+    call = TritonKernelCall(name, source, [b.name for b in ins + outs], plan,
+                            kernel.persistent, build_source=canonical)
     return call, ins, outs
 
 
