@@ -39,9 +39,9 @@ extern "C" void cpp_poi_fused_add_relu_0(const float* __restrict__ in_ptr_x,
 GOLDEN_WRAPPER = """\
 def call(x, b):
     # cpp_poi_fused_add_relu_0: graph nodes add, relu
-    buf1 = empty_strided((4, 8), (8, 1), dtype=torch.float32, device=torch.device('cpu'))
-    cpp_poi_fused_add_relu_0(x, b, buf1)
-    return (buf1,)
+    buf1 = empty_strided((4, 8), (8, 1), dtype=torch.float32, device=cpu)
+    cpp_poi_fused_add_relu_0(x.data_ptr(), b.data_ptr(), buf1.data_ptr())
+    return buf1
 """
 
 GOLDEN_TRITON = """\
@@ -186,3 +186,35 @@ def test_torch_level_calls_become_externs():
     torch.testing.assert_close(compiled(x, b), f(x, b))
     assert "torch.softmax(buf2, -1)" in compiled.wrapper_code
     assert compiled.num_kernels == 2 and "# reuse" in compiled.wrapper_code
+
+
+@needs_cxx
+def test_wrapper_with_externs_calls_pytorch_and_kernels_directly():
+    """The wrapper of a model with extern calls does only the work: PyTorch functions and
+    loaded kernels bound once as globals, no op-table dispatch, no graph at run time."""
+    from tutorcompile.fx import GraphModule
+    from tutorcompile.fx.node import Node
+    from tutorcompile.ops import Prim
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    x = torch.randn(4, 8)
+    compiled = aot_module_inference(model, x)
+    code = compiled.wrapper_code
+    assert "torch.matmul(" in code and ".data_ptr()" in code, code
+    assert "prims." not in code, code
+    variant = compiled._current
+    for value in variant.run.__globals__.values():
+        assert not isinstance(value, (Prim, Node, GraphModule)), value
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x, *model.parameters())[0], model(x))
+
+
+def aot_module_inference(model, x):
+    """The inference forward graph of ``model`` compiled by stage 5 (through stage 4)."""
+    from tutorcompile.aot import aot_module
+    from tutorcompile.inductor.compile_fx import inner_compiler
+    compiler = inner_compiler(backend="cpp")
+    aot = aot_module(model, fw_compiler=compiler)
+    with torch.no_grad():
+        aot(x)
+    return aot.artifacts.forward.compiled

@@ -97,7 +97,7 @@ class CompiledGraph:
         if variant is None:
             variant = self._compile(list(inputs))
         self._current = variant
-        return variant(*inputs)
+        return variant.run(*inputs)
 
     # what the most recent variant made (the one compiled for the example inputs at first)
     @property
@@ -140,8 +140,8 @@ class _Variant:
         self.fusion_report = None
         self.scheduler = None
         if backend == "eager":
-            self._fn = GraphModule({}, graph)
-            self.wrapper_code = self._fn.code
+            self.run = GraphModule({}, graph)
+            self.wrapper_code = self.run.code
             self.output_code = "# backend='eager': the prim graph runs op by op\n" + \
                 self.wrapper_code
             self.compile_time_s = time.perf_counter() - start
@@ -150,14 +150,16 @@ class _Variant:
         self.scheduler = (scheduler_cls or Scheduler)(lowering, backend).fuse(enabled=fusion)
         self.fusion_report = self.scheduler.report
         compile_kernel = _kernel_compiler(backend, mode)
-        wrapper = WrapperCodegen(self.scheduler, compile_kernel)
+        kernels = {group.name: compile_kernel(self.scheduler.plan(group.buffers), group.name)
+                   for group in self.scheduler.groups if not group.is_extern}
+        wrapper = WrapperCodegen(self.scheduler, kernels)
         self.wrapper_code = wrapper.generate()
         self.kernel_sources = wrapper.kernel_sources
         namespace = dict(wrapper.globals)
         exec(compile(self.wrapper_code, f"<tutorcompile wrapper {id(self)}>", "exec"),
              namespace)
-        self._call = namespace["call"]
-        self._outputs = lowering.outputs
+        # the wrapper returns the graph's outputs in their structure: it *is* the call
+        self.run = namespace["call"]
         sections = [f"# tutorcompile output code (backend={backend!r}, "
                     f"{len(self.kernel_sources)} kernels)"]
         if backend == "cpp" and self.kernel_sources:
@@ -165,16 +167,13 @@ class _Variant:
             sections[0] += f"\n# C++ built with: {cxx_compiler()[1]} {' '.join(cpp_flags())}"
         for name, src in self.kernel_sources.items():
             sections.append(f"# ---- kernel {name} ----\n{src}")
-        sections.append("# ---- wrapper ----\n" + self.wrapper_code)
+        sections.append("# ---- wrapper ----\n" + wrapper.bound_globals() + "\n" +
+                        self.wrapper_code)
         self.output_code = "\n\n".join(sections)
         self.compile_time_s = time.perf_counter() - start
 
     def __call__(self, *inputs: Any) -> Any:
-        if self.backend == "eager":
-            return self._fn(*inputs)
-        flat = iter(self._call(*inputs))
-        from ..fx.node import map_aggregate
-        return map_aggregate(self._outputs, lambda v: next(flat))
+        return self.run(*inputs)
 
 
 def _kernel_compiler(backend: str, mode: str | None) -> Callable:

@@ -319,6 +319,17 @@ class CppKernelCall:
         self.fn.restype = None
         self.fn.argtypes = [ctypes.c_void_p] * len(arg_names)
 
+    # How the wrapper calls it: the ctypes function itself, bound once as a global, with
+    # each tensor's data_ptr() (argtypes were set once above: no per-call type setup).
+    launcher_doc = "C++ kernel: a ctypes function taking data_ptr() ints"
+
+    @property
+    def launcher(self):
+        return self.fn
+
+    def call_source(self, args: list[str]) -> str:
+        return f"{self.name}({', '.join(f'{a}.data_ptr()' for a in args)})"
+
     def __call__(self, *tensors: torch.Tensor) -> None:
         self.fn(*[t.data_ptr() for t in tensors])
 
