@@ -31,6 +31,8 @@ Mirrors: torch/_functorch/aot_autograd.py (``aot_function``, ``aot_module``,
 
 from __future__ import annotations
 
+import functools
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +40,8 @@ from typing import Any
 import torch
 
 from .._logging import log_artifact
-from ..fx import Graph, GraphModule
+from ..fx import Graph, GraphModule, Node
+from ..ops import PRIMS
 from .functionalize import FunctionalGraph, functionalize, inline_modules, lift_attributes
 from .joint import JointGraph, make_joint
 from .partitioners import Partition, PartitionReport, default_partition
@@ -48,6 +51,23 @@ from .tracing import trace_with_inputs
 
 def _identity_compiler(gm: GraphModule, example_inputs: list) -> Callable:
     return gm
+
+
+# ``prims.<name>`` in generated code, resolved straight to each prim's PyTorch implementation
+PRIM_REFERENCES = types.SimpleNamespace(**{name: p.reference for name, p in PRIMS.items()})
+
+
+def eager_compiler(gm: GraphModule, example_inputs: list | None = None) -> Callable:
+    """The compiler of ``"aot_eager"``: run the graph's own generated code, with ``prims.add``
+    bound to ``torch.add`` and so on -- the same calls the op table's eager handler would
+    make, without dispatching through the table (or calling an ``nn.Module``) at run time.
+    The returned function keeps the graph it runs as ``.graph_module``."""
+    code = gm.graph.python_code("self")
+    namespace = dict(code.globals, prims=PRIM_REFERENCES)
+    exec(compile(code.src, f"<tutorcompile aot_eager {type(gm).__name__}>", "exec"), namespace)
+    run = functools.partial(namespace["forward"], None)
+    run.graph_module = gm
+    return run
 
 
 @dataclass
@@ -61,6 +81,10 @@ class CompiledArtifacts:
     forward: Callable
     backward: Callable | None
     mutated_tensor_positions: tuple = ()  # mutated inputs, counted among tensor inputs only
+    # decided once, for the per-call path
+    all_tensors: bool = True         # every input is a tensor (no filtering per call)
+    no_grad_outputs: tuple = ()      # forward outputs with no tangent
+    saved_all_tensors: bool = True   # every saved value is a tensor
 
     @property
     def partition_report(self) -> PartitionReport | None:
@@ -68,8 +92,8 @@ class CompiledArtifacts:
 
 
 def _key(inputs: list) -> tuple:
-    return tuple((tuple(x.shape), x.dtype, x.device.type, bool(x.requires_grad))
-                 if isinstance(x, torch.Tensor) else ("const", repr(x)) for x in inputs)
+    return tuple((x.shape, x.dtype, x.device, x.requires_grad) if isinstance(x, torch.Tensor)
+                 else ("const", repr(x)) for x in inputs)
 
 
 class AOTCompiled:
@@ -102,13 +126,16 @@ class AOTCompiled:
                                        decompositions=self.decompositions)
         log_artifact("aot_graphs", lambda: f"{GraphModule({}, prim_graph).code}\n{report}",
                      "decomposed to prims")
+        tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+        all_tensors = len(tensors) == len(inputs)
         grad_on = torch.is_grad_enabled()
         requires_grad = [grad_on and x.requires_grad and x.is_floating_point()
                          for x in inputs if isinstance(x, torch.Tensor)]
         if not any(requires_grad):
             fw = GraphModule({}, prim_graph, "InferenceGraph")
-            fw = self.fw_compiler(fw, inputs)
-            return CompiledArtifacts(functional, prim_graph, report, None, None, fw, None)
+            fw = self.fw_compiler(fw, tensors)
+            return CompiledArtifacts(functional, prim_graph, report, None, None, fw, None,
+                                     all_tensors=all_tensors)
         joint = make_joint(prim_graph, requires_grad, functional.num_user_outputs)
         partition = self.partition_fn(joint)
         log_artifact("aot_graphs", lambda: GraphModule({}, joint.graph).code, "joint graph")
@@ -116,70 +143,85 @@ class AOTCompiled:
                      "forward and backward graphs")
         log_artifact("partition", lambda: str(partition.report),
                      getattr(self.partition_fn, "__name__", "partition"))
-        fw = self.fw_compiler(partition.forward, inputs)
+        fw = self.fw_compiler(partition.forward, tensors)
         bw = self.bw_compiler(partition.backward, None)
         tensor_position = {i: k for k, i in enumerate(
             i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor))}
         mutated = tuple(tensor_position[i] for i in functional.mutated_inputs)
+        tangent = set(joint.tangent_outputs)
+        no_grad = tuple(i for i in range(joint.num_fwd_outputs) if i not in tangent)
+        saved_values = partition.forward.graph.output_node.args[0][joint.num_fwd_outputs:]
         return CompiledArtifacts(functional, prim_graph, report, joint, partition, fw, bw,
-                                 mutated)
+                                 mutated, all_tensors, no_grad,
+                                 all(_is_tensor_value(v) for v in saved_values))
 
     def __call__(self, *args: Any) -> Any:
-        params = [t for _, t in self.named_params()] if self.named_params else self.params
-        inputs = list(args) + list(params)
-        training = self.fn.training if isinstance(self.fn, torch.nn.Module) else None
-        key = _key(inputs) + (torch.is_grad_enabled(), training)
+        # The per-call path: pick the compilation for this input signature, run it. All
+        # that can be decided once (which inputs are tensors, how outputs are rebuilt) was.
+        if self.named_params is None:
+            inputs = [*args, *self.params]
+            training = None
+        else:
+            inputs = [*args, *(t for _, t in self.named_params())]
+            training = self.fn.training
+        key = (*_key(inputs), torch.is_grad_enabled(), training)
         art = self.cache.get(key)
         if art is None:
             art = self.cache[key] = self.compile(inputs, len(args))
         self.artifacts = art
-        tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+        tensors = inputs if art.all_tensors else [x for x in inputs
+                                                  if isinstance(x, torch.Tensor)]
         if art.joint is None:
-            outs = list(art.forward(*tensors))
+            outs = art.forward(*tensors)
         else:
-            outs = list(_AOTFunction.apply(art, *tensors))
+            outs = _AOTFunction.apply(art, *tensors)
         functional = art.functional
         n_user = functional.num_user_outputs
-        with torch.no_grad():  # the input-mutation epilogue
-            for index, value in zip(functional.mutated_inputs, outs[n_user:]):
-                inputs[index].copy_(value)
-        user = outs[:n_user]
-        if functional.output_spec == "single":
-            return user[0]
-        return user if functional.output_spec == "list" else tuple(user)
+        if functional.mutated_inputs:
+            with torch.no_grad():  # the input-mutation epilogue
+                for index, value in zip(functional.mutated_inputs, outs[n_user:]):
+                    inputs[index].copy_(value)
+        spec = functional.output_spec
+        if spec == "single":
+            return outs[0]
+        return list(outs[:n_user]) if spec == "list" else tuple(outs[:n_user])
 
 
 class _AOTFunction(torch.autograd.Function):
-    """Forward: the compiled forward graph. Backward: the compiled backward graph."""
+    """Forward: the compiled forward graph. Backward: the compiled backward graph.
+
+    Output gradients that autograd did not compute arrive as zeros (``ctx`` keeps the
+    default ``materialize_grads``)."""
 
     @staticmethod
     def forward(ctx, art: CompiledArtifacts, *inputs: torch.Tensor):
         joint = art.joint
         n_fwd = joint.num_fwd_outputs
-        outs = list(art.forward(*inputs))
+        outs = art.forward(*inputs)
         fwd, saved = outs[:n_fwd], outs[n_fwd:]
         ctx.art = art
-        # An input the epilogue will overwrite must not be saved as it is: keep its old value.
-        mutated = {id(inputs[i]) for i in art.mutated_tensor_positions}
-        saved = [s.clone() if id(s) in mutated else s for s in saved]
-        ctx.save_for_backward(*[s for s in saved if isinstance(s, torch.Tensor)])
-        ctx.others = [None if isinstance(s, torch.Tensor) else s for s in saved]
-        tangent = set(joint.tangent_outputs)
-        ctx.out_meta = [(o.shape, o.dtype, o.device) if isinstance(o, torch.Tensor) else None
-                        for o in fwd]
-        no_grad = [o for i, o in enumerate(fwd)
-                   if isinstance(o, torch.Tensor) and i not in tangent]
+        if art.mutated_tensor_positions:
+            # An input the epilogue will overwrite must not be saved as it is: keep its old
+            # value.
+            mutated = {id(inputs[i]) for i in art.mutated_tensor_positions}
+            saved = [s.clone() if id(s) in mutated else s for s in saved]
+        if art.saved_all_tensors:
+            ctx.save_for_backward(*saved)
+            ctx.others = None
+        else:
+            ctx.save_for_backward(*[s for s in saved if isinstance(s, torch.Tensor)])
+            ctx.others = [None if isinstance(s, torch.Tensor) else s for s in saved]
         # outputs returned twice or inputs returned as they are must be new tensors
         seen: set[int] = {id(x) for x in inputs}
         result = []
         for o in fwd:
-            if isinstance(o, torch.Tensor) and id(o) in seen:
-                o = o.clone()
             if isinstance(o, torch.Tensor):
+                if id(o) in seen:
+                    o = o.clone()
                 seen.add(id(o))
             result.append(o)
-        no_grad = [result[i] for i, o in enumerate(fwd)
-                   if isinstance(o, torch.Tensor) and i not in tangent]
+        no_grad = [result[i] for i in art.no_grad_outputs
+                   if isinstance(result[i], torch.Tensor)]
         if no_grad:
             ctx.mark_non_differentiable(*no_grad)
         return tuple(result)
@@ -187,23 +229,25 @@ class _AOTFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grad_outputs):
         art = ctx.art
-        joint = art.joint
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if s is None else s for s in ctx.others]
-        tangents = []
-        for i in joint.tangent_outputs:
-            g = grad_outputs[i]
-            if g is None:
-                shape, dtype, device = ctx.out_meta[i]
-                g = torch.zeros(shape, dtype=dtype, device=device)
-            tangents.append(g.contiguous())
-        grads = list(art.backward(*saved, *tangents))
-        return (None, *[g if rg else None for g, rg in zip(grads, joint.requires_grad)])
+        if ctx.others is None:
+            saved = ctx.saved_tensors
+        else:
+            it = iter(ctx.saved_tensors)
+            saved = [next(it) if s is None else s for s in ctx.others]
+        tangents = [grad_outputs[i].contiguous() for i in art.joint.tangent_outputs]
+        grads = art.backward(*saved, *tangents)
+        return (None, *[g if rg else None for g, rg in zip(grads, art.joint.requires_grad)])
 
 
 # ---------------------------------------------------------------------------------------
 # Entry points
 # ---------------------------------------------------------------------------------------
+
+def _is_tensor_value(value: Any) -> bool:
+    """Does this output of a forward graph hold a tensor (as its shape propagation says)?"""
+    meta = value.meta.get("tensor_meta") if isinstance(value, Node) else None
+    return meta is not None and hasattr(meta, "shape")
+
 
 def _prepare(gm: GraphModule) -> tuple[GraphModule, list]:
     gm = inline_modules(gm)
@@ -261,7 +305,8 @@ def aot_module(module: torch.nn.Module, fw_compiler: Callable = _identity_compil
 def aot_eager(gm: GraphModule, example_inputs: list, partition_fn: Callable = default_partition
               ) -> AOTCompiled:
     """The ``"aot_eager"`` backend for ``tutorcompile.compile``: AOT, then run the graphs."""
-    return aot_graph(gm, partition_fn=partition_fn)
+    return aot_graph(gm, fw_compiler=eager_compiler, bw_compiler=eager_compiler,
+                     partition_fn=partition_fn)
 
 
 def aot_eager_backend(fx_gm: torch.fx.GraphModule, example_inputs: list) -> Callable:

@@ -78,7 +78,7 @@ class CompiledGraph:
 
     @staticmethod
     def _key(inputs: Sequence[Any]) -> tuple:
-        return tuple((tuple(x.shape), tuple(x.stride()), x.dtype, x.device)
+        return tuple((x.shape, x.stride(), x.dtype, x.device)
                      if isinstance(x, torch.Tensor) else type(x) for x in inputs)
 
     def _compile(self, inputs: list[Any]) -> _Variant:
@@ -287,15 +287,20 @@ def _to_prims(graph: Graph) -> Graph:
 
 
 class LazyCompiledGraph:
-    """``compile_fx`` on the first call, with that call's inputs as the examples.
+    """``compile_fx`` now when example inputs are given, else on the first call with that
+    call's inputs as the examples.
 
     AOTAutograd asks for the backward's compiled form before any backward input exists, so
-    the stage-4 compiler hooks (``fw_compiler`` / ``bw_compiler``) hand out one of these."""
+    the stage-4 compiler hooks (``fw_compiler`` / ``bw_compiler``) hand out one of these;
+    the forward, which has example inputs, is compiled at once (its compile time is compile
+    time, not the first call's)."""
 
-    def __init__(self, gm: Any, **options: Any):
+    def __init__(self, gm: Any, example_inputs: Sequence[Any] | None = None, **options: Any):
         self.gm = gm
         self.options = options
         self.compiled: CompiledGraph | None = None
+        if example_inputs is not None:
+            self.compiled = compile_fx(gm, example_inputs, **options)
 
     def __call__(self, *args: Any) -> Any:
         if self.compiled is None:
@@ -310,7 +315,7 @@ def inner_compiler(cudagraphs: bool = False, **options: Any) -> Callable:
     backward graph separately as a CUDA Graph, replayed on later calls.
     """
     def compiler(gm: Any, example_inputs: Any = None) -> Callable:
-        compiled = LazyCompiledGraph(gm, **options)
+        compiled = LazyCompiledGraph(gm, example_inputs, **options)
         if cudagraphs:
             from ..cudagraphs import CUDAGraphed
             return CUDAGraphed(compiled, name=f"inductor {type(gm).__name__}")
