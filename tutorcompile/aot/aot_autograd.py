@@ -40,8 +40,9 @@ from typing import Any
 import torch
 
 from .._logging import log_artifact
-from ..fx import Graph, GraphModule, Node
+from ..fx import Graph, GraphModule, Node, TensorMeta
 from ..ops import PRIMS
+from ..ops.table import contiguous_strides
 from .functionalize import FunctionalGraph, functionalize, inline_modules, lift_attributes
 from .joint import JointGraph, make_joint
 from .partitioners import Partition, PartitionReport, default_partition
@@ -144,7 +145,7 @@ class AOTCompiled:
         log_artifact("partition", lambda: str(partition.report),
                      getattr(self.partition_fn, "__name__", "partition"))
         fw = self.fw_compiler(partition.forward, tensors)
-        bw = self.bw_compiler(partition.backward, None)
+        bw = self.bw_compiler(transpose_matmul_results(partition.backward), None)
         tensor_position = {i: k for k, i in enumerate(
             i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor))}
         mutated = tuple(tensor_position[i] for i in functional.mutated_inputs)
@@ -242,6 +243,55 @@ class _AOTFunction(torch.autograd.Function):
 # ---------------------------------------------------------------------------------------
 # Entry points
 # ---------------------------------------------------------------------------------------
+
+def transpose_matmul_results(gm: GraphModule) -> GraphModule:
+    """``permute(matmul(a, b), <swap the last two dims>)`` -> ``matmul(bᵀ, aᵀ)``.
+
+    The VJP of ``x @ w.t()`` gives the weight's gradient as the transpose of a matmul
+    result: a non-contiguous tensor, which autograd's ``AccumulateGrad`` then copies to the
+    parameter's layout on every step. Multiplying in the other order gives the same values
+    already laid out like the parameter. Returns ``gm`` itself when nothing matches, else a
+    new GraphModule (the partition's graph, shown in notebooks, is left as it was)."""
+    permute, matmul = PRIMS["permute"], PRIMS["matmul"]
+
+    def matches(node: Node) -> bool:
+        if node.op != "call_function" or node.target is not permute:
+            return False
+        src, perm = node.args[0], tuple(node.args[1])
+        if not (isinstance(src, Node) and src.target is matmul and len(src.users) == 1):
+            return False
+        nd = len(perm)
+        metas = [getattr(v, "meta", {}).get("tensor_meta") for v in (src, *src.args[:2])]
+        return nd >= 2 and perm == (*range(nd - 2), nd - 1, nd - 2) and all(
+            m is not None and hasattr(m, "shape") and len(m.shape) == nd for m in metas)
+
+    if not any(matches(n) for n in gm.graph.nodes):
+        return gm
+    graph = gm.graph.copy("transpose_matmul_results")
+    for node in list(graph.nodes):
+        if not matches(node):
+            continue
+        src, perm = node.args[0], tuple(node.args[1])
+        a, b = src.args[:2]
+        with graph.inserting_before(node):
+            bt = graph.call_function(permute, (b, perm))
+            at = graph.call_function(permute, (a, perm))
+            product = graph.call_function(matmul, (bt, at))
+        for new, like in ((bt, b), (at, a)):
+            new.meta["tensor_meta"] = _permuted_meta(like.meta["tensor_meta"], perm)
+        out = node.meta["tensor_meta"]
+        product.meta["tensor_meta"] = TensorMeta(
+            out.shape, out.dtype, out.device, contiguous_strides(out.shape), out.requires_grad)
+        node.replace_all_uses_with(product)
+        graph.erase_node(node)
+        graph.erase_node(src)
+    return GraphModule({}, graph, type(gm).__name__)
+
+
+def _permuted_meta(meta: TensorMeta, perm: tuple) -> TensorMeta:
+    return TensorMeta(torch.Size([meta.shape[p] for p in perm]), meta.dtype, meta.device,
+                      tuple(meta.stride[p] for p in perm), meta.requires_grad)
+
 
 def _is_tensor_value(value: Any) -> bool:
     """Does this output of a forward graph hold a tensor (as its shape propagation says)?"""
