@@ -200,7 +200,7 @@ def test_wrapper_with_externs_calls_pytorch_and_kernels_directly():
     x = torch.randn(4, 8)
     compiled = aot_module_inference(model, x)
     code = compiled.wrapper_code
-    assert "torch.matmul(" in code and ".data_ptr()" in code, code
+    assert "torch.addmm(" in code and ".data_ptr()" in code, code
     assert "prims." not in code, code
     variant = compiled._current
     for value in variant.run.__globals__.values():
@@ -218,3 +218,20 @@ def aot_module_inference(model, x):
     with torch.no_grad():
         aot(x)
     return aot.artifacts.forward.compiled
+
+
+@needs_cxx
+def test_matmul_bias_add_becomes_addmm():
+    """A linear layer's bias add is the matmul's epilogue (one BLAS call), 2-d and 3-d."""
+    from tutorcompile.fx.tracer import symbolic_trace
+
+    def f(x, w, b):
+        return torch.relu(torch.matmul(x, w) + b)
+    for x in (torch.randn(4, 8), torch.randn(2, 3, 8)):
+        w, b = torch.randn(8, 5), torch.randn(5)
+        graph = compile_fx_module._to_prims(symbolic_trace(f).graph)
+        compiled = compile_fx(graph, [x, w, b], backend="cpp")
+        assert "torch.addmm(" in compiled.wrapper_code, compiled.wrapper_code
+        torch.testing.assert_close(compiled(x, w, b), f(x, w, b))
+        unfused = compile_fx(graph, [x, w, b], backend="cpp", fusion=False)
+        assert "addmm" not in unfused.wrapper_code

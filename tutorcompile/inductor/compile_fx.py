@@ -36,8 +36,9 @@ import torch
 
 from .._logging import log_artifact
 from ..environment import probe
-from ..fx import Graph, GraphModule, ShapeProp
+from ..fx import Graph, GraphModule, Node, ShapeProp, TensorMeta
 from ..ops import PRIMS, Prim
+from ..ops.table import contiguous_strides
 from .lowering import lower_graph
 from .scheduler import Scheduler
 from .wrapper import WrapperCodegen
@@ -146,6 +147,8 @@ class _Variant:
                 self.wrapper_code
             self.compile_time_s = time.perf_counter() - start
             return
+        if fusion:
+            graph = fuse_addmm(graph)
         lowering = lower_graph(graph, inputs, backend)
         self.scheduler = (scheduler_cls or Scheduler)(lowering, backend).fuse(enabled=fusion)
         self.fusion_report = self.scheduler.report
@@ -174,6 +177,71 @@ class _Variant:
 
     def __call__(self, *inputs: Any) -> Any:
         return self.run(*inputs)
+
+
+def fuse_addmm(graph: Graph) -> Graph:
+    """``add(matmul(a, w), bias)`` -> ``torch.addmm(bias, a, w)``: the bias add becomes the
+    matmul's epilogue, done by BLAS while it writes the product, instead of a kernel that
+    reads the product back (a 3-d ``a`` is flattened to 2-d around the call, as
+    ``nn.Linear`` does). Only when the product has no other reader, the bias is 1-d of the
+    product's last size, and the dtypes agree. Returns ``graph`` itself if nothing matches,
+    else a rewritten copy (stamped ``fuse_addmm``).
+
+    Mirrors: the ``addmm`` pattern of torch/_inductor/fx_passes/post_grad.py."""
+    add, matmul, reshape = PRIMS["add"], PRIMS["matmul"], PRIMS["reshape"]
+
+    def match(node):
+        if node.op != "call_function" or node.target is not add or node.kwargs \
+                or len(node.args) != 2:
+            return None
+        for mm, bias in (node.args, node.args[::-1]):
+            if not (isinstance(mm, Node) and mm.target is matmul and len(mm.users) == 1
+                    and isinstance(bias, Node)):
+                continue
+            a, w = mm.args[:2]
+            metas = [getattr(v, "meta", {}).get("tensor_meta") for v in (node, mm, a, w, bias)]
+            if any(m is None or not hasattr(m, "shape") for m in metas):
+                continue
+            out, _, ma, mw, mb = metas
+            if (len(mw.shape) == 2 and len(ma.shape) in (2, 3) and len(mb.shape) == 1
+                    and mb.shape[0] == mw.shape[1] and tuple(out.shape) == tuple(
+                        metas[1].shape) and len({out.dtype, ma.dtype, mw.dtype, mb.dtype}) == 1
+                    and out.dtype.is_floating_point):
+                return mm, a, w, bias
+        return None
+
+    if not any(match(n) for n in graph.nodes):
+        return graph
+    graph = graph.copy("fuse_addmm")
+    for node in list(graph.nodes):
+        found = match(node)
+        if found is None:
+            continue
+        mm, a, w, bias = found
+        out = node.meta["tensor_meta"]
+        a_meta = a.meta["tensor_meta"]
+        with graph.inserting_before(node):
+            if len(a_meta.shape) == 3:
+                flat_shape = (a_meta.shape[0] * a_meta.shape[1], a_meta.shape[2])
+                a = graph.call_function(reshape, (a, flat_shape))
+                a.meta["tensor_meta"] = _meta(flat_shape, a_meta)
+            product = graph.call_function(torch.addmm, (bias, a, w))
+            flat_out = (a.meta["tensor_meta"].shape[0], out.shape[-1])
+            product.meta["tensor_meta"] = _meta(flat_out, out)
+            if len(out.shape) == 3:
+                product = graph.call_function(reshape, (product, tuple(out.shape)))
+                product.meta["tensor_meta"] = _meta(tuple(out.shape), out)
+        product.meta["source"] = node.meta.get("source")
+        node.replace_all_uses_with(product)
+        graph.erase_node(node)
+        graph.erase_node(mm)
+    return graph
+
+
+def _meta(shape: tuple, like: TensorMeta) -> TensorMeta:
+    """A contiguous tensor of ``shape`` with ``like``'s dtype and device."""
+    return TensorMeta(torch.Size(shape), like.dtype, like.device, contiguous_strides(shape),
+                      like.requires_grad)
 
 
 def _kernel_compiler(backend: str, mode: str | None) -> Callable:
