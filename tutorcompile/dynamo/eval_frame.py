@@ -356,7 +356,8 @@ def _input_fetcher(sources: list, scopes: dict, env: dict) -> Callable:
     text = f"def fetch_inputs(L, G, B, S):\n    return ({body})\n"
     namespace = {"__builtins__": builtins, **scopes}
     try:
-        exec(compile(text, "<tutorcompile graph inputs>", "exec"), namespace)
+        # (builtins.compile: this module defines its own compile, tutorcompile.compile)
+        exec(builtins.compile(text, "<tutorcompile graph inputs>", "exec"), namespace)
         fetch = namespace["fetch_inputs"]
         expected = walk(env["L"], env["G"], env["B"], env["S"])
         got = fetch(env["L"], env["G"], env["B"], env["S"])
