@@ -4,6 +4,7 @@
     python benchmarks/models.py --quick     # batch 8 only, fewer samples (CI)
     python benchmarks/models.py --quick --no-torch-compile --models mlp,cnn
     python benchmarks/models.py --overhead  # per-call overhead on a tiny MLP, every backend
+    python benchmarks/models.py --launch    # what launching one C++ kernel costs
 
 For every case (model × inference/training × batch), measured side by side in one run:
 eager ms, tutorcompile ms (``tc.compile``, backend ``inductor``), torch.compile ms (Inductor),
@@ -125,6 +126,29 @@ def tiny_mlp_overhead(timing: dict, torch_compile: bool) -> list[dict]:
     return rows
 
 
+def launch_cost(timing: dict) -> list[tuple[str, float]]:
+    """Cost of launching one tiny C++ kernel (a 4-element add) the ways it can be called,
+    beside one eager PyTorch op of the same size: what each kernel call adds to a call."""
+    from tutorcompile.inductor import compile_fx
+    from tutorcompile.ops import ops, trace
+    x, b = torch.randn(4), torch.randn(4)
+    compiled = compile_fx(trace(lambda x, b: ops.add(x, b), x, b), [x, b], backend="cpp")
+    variant = compiled._current
+    (name,) = variant.kernel_sources
+    kernel = variant.run.__globals__[name]          # the ctypes function the wrapper calls
+    out = torch.empty(4)
+    px, pb, po = x.data_ptr(), b.data_ptr(), out.data_ptr()
+    rows = [
+        ("eager torch.add (4 elements)", lambda: torch.add(x, b)),
+        ("kernel: ctypes function, data_ptr ints", lambda: kernel(px, pb, po)),
+        ("kernel: + data_ptr() per tensor (wrapper)",
+         lambda: kernel(x.data_ptr(), b.data_ptr(), out.data_ptr())),
+        ("whole wrapper: allocate + launch", lambda: variant.run(x, b)),
+        ("CompiledGraph call (variant lookup + wrapper)", lambda: compiled(x, b)),
+    ]
+    return [(label, measure(fn, name=label, **timing).median_ms * 1000) for label, fn in rows]
+
+
 def _table(header: list[str], lines: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in [header] + lines) for i in range(len(header))]
     fmt = lambda r: "  ".join(c.rjust(w) if i else c.ljust(w)  # noqa: E731
@@ -173,10 +197,17 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help="skip torch.compile (its cold compiles take tens of seconds)")
     parser.add_argument("--overhead", action="store_true",
                         help="only the tiny-MLP per-call overhead table")
+    parser.add_argument("--launch", action="store_true",
+                        help="only the cost of launching one C++ kernel")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     timing = {"min_time": 0.2, "repeat": 5} if args.quick else {"min_time": 1.0, "repeat": 15}
     torch_compile = not args.no_torch_compile
+    if args.launch:
+        rows = launch_cost(timing)
+        print(f"Launch cost of one C++ kernel on CPU ({args.threads} thread(s), medians)")
+        print(_table(["how", "µs per call"], [[label, f"{us:.2f}"] for label, us in rows]))
+        return rows
     if args.overhead:
         rows = tiny_mlp_overhead(timing, torch_compile)
         header = ["backend", "eager µs", "tutorcompile µs", "torch.compile µs", "tc / torch"]
