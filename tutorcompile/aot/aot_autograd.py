@@ -20,8 +20,16 @@ copied back after the forward ran.
 
 When no input requires grad (or grad mode is off) only the forward graph is built and run.
 
-The ``"aot_eager"`` backend (:func:`aot_eager`) runs this with compilers that simply call
-the graphs -- the way to check AOT alone, as ``backend="aot_eager"`` does in torch.compile.
+Per call, only what must be is done: the input signature is looked up, the compiled
+forward runs (inside the ``autograd.Function`` when gradients are needed), outputs are handed
+back in the user's structure. Which inputs are tensors, which outputs are not
+differentiable and how outputs are rebuilt were decided at compile time. Before the backward
+graph is compiled, ``transpose_matmul_results`` makes weight gradients come out in their
+parameter's layout (so autograd does not copy them).
+
+The ``"aot_eager"`` backend (:func:`aot_eager`) runs this with :func:`eager_compiler`,
+which runs each graph's code with prims bound straight to their PyTorch implementations --
+the way to check AOT alone, as ``backend="aot_eager"`` does in torch.compile.
 :func:`aot_eager_backend` is the same thing with the ``torch.compile`` backend contract, so
 real Dynamo can drive our AOTAutograd.
 

@@ -2,8 +2,10 @@
 backend built on it.
 
 ``compile_fx(gm, example_inputs, backend="cpp" | "triton" | "eager")`` runs the stage:
-lowering (``lowering.py``) -> scheduling and fusion (``scheduler.py``) -> one kernel per
-fused group (``codegen/cpp.py`` or ``codegen/triton.py``) -> the wrapper (``wrapper.py``).
+matmul epilogues (``fuse_addmm``: a bias add becomes ``torch.addmm``) -> lowering
+(``lowering.py``) -> scheduling and fusion (``scheduler.py``) -> one kernel per fused group,
+compiled (``codegen/cpp.py`` or ``codegen/triton.py``) -> the wrapper that calls them
+(``wrapper.py``), which is the whole per-call path.
 The result, a :class:`CompiledGraph`, is called like the graph; it carries what a learner
 wants to look at: ``output_code`` (wrapper and kernels, as source), ``fusion_report``,
 ``kernel_sources`` and the compile time.
