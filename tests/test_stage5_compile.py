@@ -235,3 +235,21 @@ def test_matmul_bias_add_becomes_addmm():
         torch.testing.assert_close(compiled(x, w, b), f(x, w, b))
         unfused = compile_fx(graph, [x, w, b], backend="cpp", fusion=False)
         assert "addmm" not in unfused.wrapper_code
+
+
+@needs_cxx
+def test_views_from_pytorch_calls_keep_their_buffer_alive():
+    """``split`` returns views of a kernel's output: that buffer must not be handed to a
+    later kernel (memory planning) while the views are still to be read."""
+    from tutorcompile.fx.tracer import symbolic_trace
+
+    def f(x):
+        y = torch.exp(x)
+        a, b = torch.split(y, 4, 1)
+        z = torch.sin(torch.softmax(x, -1))  # a kernel after the split, same layout as y
+        return torch.cat([b, a], 1), z
+    x = torch.randn(4, 8)
+    graph = compile_fx_module._to_prims(symbolic_trace(f).graph)
+    compiled = compile_fx(graph, [x], backend="cpp")
+    for got, expected in zip(compiled(x), f(x)):
+        torch.testing.assert_close(got, expected)

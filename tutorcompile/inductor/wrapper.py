@@ -75,6 +75,15 @@ def _layout_key(buffer: ir.Buffer) -> tuple:
     return (layout.size, layout.stride, layout.dtype, layout.device)
 
 
+# PyTorch functions whose result is always new memory, never a view of an argument (others
+# -- split, getitem, reshape, dropout in eval mode... -- may return one).
+FRESH_RESULTS = frozenset([
+    torch.addmm, torch.matmul, torch.mm, torch.bmm, torch.softmax, torch.log_softmax,
+    torch.nn.functional.softmax, torch.nn.functional.log_softmax, torch.index_select,
+    torch.Tensor.masked_fill, torch.cat, torch.nn.functional.embedding,
+])
+
+
 # ---------------------------------------------------------------------------------------
 # The lines of a wrapper
 # ---------------------------------------------------------------------------------------
@@ -255,9 +264,23 @@ class WrapperCodegen:
         reads = [[b.name for b in r] if r is not None else sorted(sched.reads[g.buffers[0].name])
                  for g, r in zip(groups, reads_of)]
         last_use = {name: i for i, names in enumerate(reads) for name in names}
+        keep = set(sched.output_names) | {b.name for b in self.lowering.graph_inputs if b}
+        # A PyTorch call that is not a prim may return a view of its inputs (``split``,
+        # ``getitem``...): what it reads must then live as long as its result does.
+        for i in reversed(range(len(groups))):
+            ext = groups[i].buffers[0]
+            if groups[i].is_extern and self.may_alias(ext):
+                end = len(groups) if ext.name in keep else last_use.get(ext.name, i)
+                for name in reads[i]:
+                    last_use[name] = max(last_use[name], end)
+                    if end == len(groups):
+                        keep.add(name)
+        dies_at: dict[int, list[str]] = {}
+        for name, i in last_use.items():
+            if name not in keep and name in sched.by_name:
+                dies_at.setdefault(i, []).append(name)
         kernel_reads = {name for g, names in zip(groups, reads) if not g.is_extern
                         for name in names}
-        keep = set(sched.output_names) | {b.name for b in self.lowering.graph_inputs if b}
         pooled: set[str] = set()  # buffers whose memory is ours, laid out as recorded
         lines: list[WrapperLine] = []
         for i, group in enumerate(groups):
@@ -283,10 +306,9 @@ class WrapperCodegen:
                     pooled.add(b.name)
                 self.bind(group.name, call.launcher)
                 lines.append(KernelCallLine(call.call_source([b.name for b in ins + outs])))
-            for name in reads[i]:
-                if last_use[name] == i and name not in keep and name in sched.by_name:
-                    key = _layout_key(sched.by_name[name]) if name in pooled else None
-                    lines.append(FreeIfNotReusedLine(name, key))
+            for name in dies_at.get(i, ()):
+                key = _layout_key(sched.by_name[name]) if name in pooled else None
+                lines.append(FreeIfNotReusedLine(name, key))
         leaves: list[WrapperLine] = []
         value = self.value_expr(self.lowering.outputs, leaves)
         self.lines = lines + leaves + [ReturnLine(value)]
@@ -336,6 +358,15 @@ class WrapperCodegen:
                        f"{getattr(value, '__qualname__', type(value).__name__)}"
             out.append(f"#   {name} = {what}")
         return "\n".join(["# globals of the wrapper, bound once at compile time:"] + out)
+
+    @staticmethod
+    def may_alias(ext: ir.ExternKernel) -> bool:
+        """Can this PyTorch call's result share memory with its inputs? Prims and the
+        calls in ``FRESH_RESULTS`` always allocate; anything else might (a view, or its
+        input returned as it is), so we assume it does."""
+        if ext.multi_output:
+            return True
+        return not isinstance(ext.kernel, Prim) and ext.kernel not in FRESH_RESULTS
 
     @staticmethod
     def owns_memory(buffer: ir.Buffer) -> bool:
