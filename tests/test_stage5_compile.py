@@ -39,9 +39,9 @@ extern "C" void cpp_poi_fused_add_relu_0(const float* __restrict__ in_ptr_x,
 GOLDEN_WRAPPER = """\
 def call(x, b):
     # cpp_poi_fused_add_relu_0: graph nodes add, relu
-    buf1 = empty_strided((4, 8), (8, 1), dtype=torch.float32, device=torch.device('cpu'))
-    cpp_poi_fused_add_relu_0(x, b, buf1)
-    return (buf1,)
+    buf1 = empty_strided((4, 8), (8, 1), dtype=torch.float32, device=cpu)
+    cpp_poi_fused_add_relu_0(x.data_ptr(), b.data_ptr(), buf1.data_ptr())
+    return buf1
 """
 
 GOLDEN_TRITON = """\
@@ -186,3 +186,70 @@ def test_torch_level_calls_become_externs():
     torch.testing.assert_close(compiled(x, b), f(x, b))
     assert "torch.softmax(buf2, -1)" in compiled.wrapper_code
     assert compiled.num_kernels == 2 and "# reuse" in compiled.wrapper_code
+
+
+@needs_cxx
+def test_wrapper_with_externs_calls_pytorch_and_kernels_directly():
+    """The wrapper of a model with extern calls does only the work: PyTorch functions and
+    loaded kernels bound once as globals, no op-table dispatch, no graph at run time."""
+    from tutorcompile.fx import GraphModule
+    from tutorcompile.fx.node import Node
+    from tutorcompile.ops import Prim
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    x = torch.randn(4, 8)
+    compiled = aot_module_inference(model, x)
+    code = compiled.wrapper_code
+    assert "torch.addmm(" in code and ".data_ptr()" in code, code
+    assert "prims." not in code, code
+    variant = compiled._current
+    for value in variant.run.__globals__.values():
+        assert not isinstance(value, (Prim, Node, GraphModule)), value
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x, *model.parameters())[0], model(x))
+
+
+def aot_module_inference(model, x):
+    """The inference forward graph of ``model`` compiled by stage 5 (through stage 4)."""
+    from tutorcompile.aot import aot_module
+    from tutorcompile.inductor.compile_fx import inner_compiler
+    compiler = inner_compiler(backend="cpp")
+    aot = aot_module(model, fw_compiler=compiler)
+    with torch.no_grad():
+        aot(x)
+    return aot.artifacts.forward.compiled
+
+
+@needs_cxx
+def test_matmul_bias_add_becomes_addmm():
+    """A linear layer's bias add is the matmul's epilogue (one BLAS call), 2-d and 3-d."""
+    from tutorcompile.fx.tracer import symbolic_trace
+
+    def f(x, w, b):
+        return torch.relu(torch.matmul(x, w) + b)
+    for x in (torch.randn(4, 8), torch.randn(2, 3, 8)):
+        w, b = torch.randn(8, 5), torch.randn(5)
+        graph = compile_fx_module._to_prims(symbolic_trace(f).graph)
+        compiled = compile_fx(graph, [x, w, b], backend="cpp")
+        assert "torch.addmm(" in compiled.wrapper_code, compiled.wrapper_code
+        torch.testing.assert_close(compiled(x, w, b), f(x, w, b))
+        unfused = compile_fx(graph, [x, w, b], backend="cpp", fusion=False)
+        assert "addmm" not in unfused.wrapper_code
+
+
+@needs_cxx
+def test_views_from_pytorch_calls_keep_their_buffer_alive():
+    """``split`` returns views of a kernel's output: that buffer must not be handed to a
+    later kernel (memory planning) while the views are still to be read."""
+    from tutorcompile.fx.tracer import symbolic_trace
+
+    def f(x):
+        y = torch.exp(x)
+        a, b = torch.split(y, 4, 1)
+        z = torch.sin(torch.softmax(x, -1))  # a kernel after the split, same layout as y
+        return torch.cat([b, a], 1), z
+    x = torch.randn(4, 8)
+    graph = compile_fx_module._to_prims(symbolic_trace(f).graph)
+    compiled = compile_fx(graph, [x], backend="cpp")
+    for got, expected in zip(compiled(x), f(x)):
+        torch.testing.assert_close(got, expected)

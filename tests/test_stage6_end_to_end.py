@@ -72,3 +72,20 @@ def test_a_few_optimizer_steps_track_eager():
             opt.step()
     for a, b in zip(eager_model.parameters(), ours_model.parameters()):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_cache_hit_path_fetches_inputs_with_one_generated_function():
+    """A cache hit binds the call, checks guards and fetches every graph input through one
+    generated function (not a walk over the sources); the result is still eager's, and a
+    changed parameter is seen on the next call."""
+    from tutorcompile.dynamo.eval_frame import cache_entries
+    model = MLP((10, 5, 2)).eval()
+    x = torch.randn(3, 10)
+    compiled = tc.compile(model, backend="aot_eager")
+    with torch.no_grad():
+        compiled(x)
+        (entry,) = cache_entries(model)
+        assert entry.fetch_inputs.__name__ == "fetch_inputs"
+        assert entry.returns_output is not None
+        model.net[0].weight.mul_(2)
+        torch.testing.assert_close(compiled(x), model(x))

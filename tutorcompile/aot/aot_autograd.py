@@ -20,8 +20,16 @@ copied back after the forward ran.
 
 When no input requires grad (or grad mode is off) only the forward graph is built and run.
 
-The ``"aot_eager"`` backend (:func:`aot_eager`) runs this with compilers that simply call
-the graphs -- the way to check AOT alone, as ``backend="aot_eager"`` does in torch.compile.
+Per call, only what must be is done: the input signature is looked up, the compiled
+forward runs (inside the ``autograd.Function`` when gradients are needed), outputs are handed
+back in the user's structure. Which inputs are tensors, which outputs are not
+differentiable and how outputs are rebuilt were decided at compile time. Before the backward
+graph is compiled, ``transpose_matmul_results`` makes weight gradients come out in their
+parameter's layout (so autograd does not copy them).
+
+The ``"aot_eager"`` backend (:func:`aot_eager`) runs this with :func:`eager_compiler`,
+which runs each graph's code with prims bound straight to their PyTorch implementations --
+the way to check AOT alone, as ``backend="aot_eager"`` does in torch.compile.
 :func:`aot_eager_backend` is the same thing with the ``torch.compile`` backend contract, so
 real Dynamo can drive our AOTAutograd.
 
@@ -31,6 +39,8 @@ Mirrors: torch/_functorch/aot_autograd.py (``aot_function``, ``aot_module``,
 
 from __future__ import annotations
 
+import functools
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +48,9 @@ from typing import Any
 import torch
 
 from .._logging import log_artifact, phase
-from ..fx import Graph, GraphModule
+from ..fx import Graph, GraphModule, Node, TensorMeta
+from ..ops import PRIMS
+from ..ops.table import contiguous_strides
 from .functionalize import FunctionalGraph, functionalize, inline_modules, lift_attributes
 from .joint import JointGraph, make_joint
 from .partitioners import Partition, PartitionReport, default_partition
@@ -48,6 +60,23 @@ from .tracing import trace_with_inputs
 
 def _identity_compiler(gm: GraphModule, example_inputs: list) -> Callable:
     return gm
+
+
+# ``prims.<name>`` in generated code, resolved straight to each prim's PyTorch implementation
+PRIM_REFERENCES = types.SimpleNamespace(**{name: p.reference for name, p in PRIMS.items()})
+
+
+def eager_compiler(gm: GraphModule, example_inputs: list | None = None) -> Callable:
+    """The compiler of ``"aot_eager"``: run the graph's own generated code, with ``prims.add``
+    bound to ``torch.add`` and so on -- the same calls the op table's eager handler would
+    make, without dispatching through the table (or calling an ``nn.Module``) at run time.
+    The returned function keeps the graph it runs as ``.graph_module``."""
+    code = gm.graph.python_code("self")
+    namespace = dict(code.globals, prims=PRIM_REFERENCES)
+    exec(compile(code.src, f"<tutorcompile aot_eager {type(gm).__name__}>", "exec"), namespace)
+    run = functools.partial(namespace["forward"], None)
+    run.graph_module = gm
+    return run
 
 
 @dataclass
@@ -61,6 +90,10 @@ class CompiledArtifacts:
     forward: Callable
     backward: Callable | None
     mutated_tensor_positions: tuple = ()  # mutated inputs, counted among tensor inputs only
+    # decided once, for the per-call path
+    all_tensors: bool = True         # every input is a tensor (no filtering per call)
+    no_grad_outputs: tuple = ()      # forward outputs with no tangent
+    saved_all_tensors: bool = True   # every saved value is a tensor
 
     @property
     def partition_report(self) -> PartitionReport | None:
@@ -68,8 +101,8 @@ class CompiledArtifacts:
 
 
 def _key(inputs: list) -> tuple:
-    return tuple((tuple(x.shape), x.dtype, x.device.type, bool(x.requires_grad))
-                 if isinstance(x, torch.Tensor) else ("const", repr(x)) for x in inputs)
+    return tuple((x.shape, x.dtype, x.device, x.requires_grad) if isinstance(x, torch.Tensor)
+                 else ("const", repr(x)) for x in inputs)
 
 
 class AOTCompiled:
@@ -102,13 +135,16 @@ class AOTCompiled:
                                        decompositions=self.decompositions)
         log_artifact("aot_graphs", lambda: f"{GraphModule({}, prim_graph).code}\n{report}",
                      "decomposed to prims")
+        tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+        all_tensors = len(tensors) == len(inputs)
         grad_on = torch.is_grad_enabled()
         requires_grad = [grad_on and x.requires_grad and x.is_floating_point()
                          for x in inputs if isinstance(x, torch.Tensor)]
         if not any(requires_grad):
             fw = GraphModule({}, prim_graph, "InferenceGraph")
-            fw = self.fw_compiler(fw, inputs)
-            return CompiledArtifacts(functional, prim_graph, report, None, None, fw, None)
+            fw = self.fw_compiler(fw, tensors)
+            return CompiledArtifacts(functional, prim_graph, report, None, None, fw, None,
+                                     all_tensors=all_tensors)
         joint = make_joint(prim_graph, requires_grad, functional.num_user_outputs)
         partition = self.partition_fn(joint)
         log_artifact("aot_graphs", lambda: GraphModule({}, joint.graph).code, "joint graph")
@@ -116,71 +152,86 @@ class AOTCompiled:
                      "forward and backward graphs")
         log_artifact("partition", lambda: str(partition.report),
                      getattr(self.partition_fn, "__name__", "partition"))
-        fw = self.fw_compiler(partition.forward, inputs)
-        bw = self.bw_compiler(partition.backward, None)
+        fw = self.fw_compiler(partition.forward, tensors)
+        bw = self.bw_compiler(transpose_matmul_results(partition.backward), None)
         tensor_position = {i: k for k, i in enumerate(
             i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor))}
         mutated = tuple(tensor_position[i] for i in functional.mutated_inputs)
+        tangent = set(joint.tangent_outputs)
+        no_grad = tuple(i for i in range(joint.num_fwd_outputs) if i not in tangent)
+        saved_values = partition.forward.graph.output_node.args[0][joint.num_fwd_outputs:]
         return CompiledArtifacts(functional, prim_graph, report, joint, partition, fw, bw,
-                                 mutated)
+                                 mutated, all_tensors, no_grad,
+                                 all(_is_tensor_value(v) for v in saved_values))
 
     def __call__(self, *args: Any) -> Any:
-        params = [t for _, t in self.named_params()] if self.named_params else self.params
-        inputs = list(args) + list(params)
-        training = self.fn.training if isinstance(self.fn, torch.nn.Module) else None
-        key = _key(inputs) + (torch.is_grad_enabled(), training)
+        # The per-call path: pick the compilation for this input signature, run it. All
+        # that can be decided once (which inputs are tensors, how outputs are rebuilt) was.
+        if self.named_params is None:
+            inputs = [*args, *self.params]
+            training = None
+        else:
+            inputs = [*args, *(t for _, t in self.named_params())]
+            training = self.fn.training
+        key = (*_key(inputs), torch.is_grad_enabled(), training)
         art = self.cache.get(key)
         if art is None:
             with phase("aot"):
                 art = self.cache[key] = self.compile(inputs, len(args))
         self.artifacts = art
-        tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+        tensors = inputs if art.all_tensors else [x for x in inputs
+                                                  if isinstance(x, torch.Tensor)]
         if art.joint is None:
-            outs = list(art.forward(*tensors))
+            outs = art.forward(*tensors)
         else:
-            outs = list(_AOTFunction.apply(art, *tensors))
+            outs = _AOTFunction.apply(art, *tensors)
         functional = art.functional
         n_user = functional.num_user_outputs
-        with torch.no_grad():  # the input-mutation epilogue
-            for index, value in zip(functional.mutated_inputs, outs[n_user:]):
-                inputs[index].copy_(value)
-        user = outs[:n_user]
-        if functional.output_spec == "single":
-            return user[0]
-        return user if functional.output_spec == "list" else tuple(user)
+        if functional.mutated_inputs:
+            with torch.no_grad():  # the input-mutation epilogue
+                for index, value in zip(functional.mutated_inputs, outs[n_user:]):
+                    inputs[index].copy_(value)
+        spec = functional.output_spec
+        if spec == "single":
+            return outs[0]
+        return list(outs[:n_user]) if spec == "list" else tuple(outs[:n_user])
 
 
 class _AOTFunction(torch.autograd.Function):
-    """Forward: the compiled forward graph. Backward: the compiled backward graph."""
+    """Forward: the compiled forward graph. Backward: the compiled backward graph.
+
+    Output gradients that autograd did not compute arrive as zeros (``ctx`` keeps the
+    default ``materialize_grads``)."""
 
     @staticmethod
     def forward(ctx, art: CompiledArtifacts, *inputs: torch.Tensor):
         joint = art.joint
         n_fwd = joint.num_fwd_outputs
-        outs = list(art.forward(*inputs))
+        outs = art.forward(*inputs)
         fwd, saved = outs[:n_fwd], outs[n_fwd:]
         ctx.art = art
-        # An input the epilogue will overwrite must not be saved as it is: keep its old value.
-        mutated = {id(inputs[i]) for i in art.mutated_tensor_positions}
-        saved = [s.clone() if id(s) in mutated else s for s in saved]
-        ctx.save_for_backward(*[s for s in saved if isinstance(s, torch.Tensor)])
-        ctx.others = [None if isinstance(s, torch.Tensor) else s for s in saved]
-        tangent = set(joint.tangent_outputs)
-        ctx.out_meta = [(o.shape, o.dtype, o.device) if isinstance(o, torch.Tensor) else None
-                        for o in fwd]
-        no_grad = [o for i, o in enumerate(fwd)
-                   if isinstance(o, torch.Tensor) and i not in tangent]
+        if art.mutated_tensor_positions:
+            # An input the epilogue will overwrite must not be saved as it is: keep its old
+            # value.
+            mutated = {id(inputs[i]) for i in art.mutated_tensor_positions}
+            saved = [s.clone() if id(s) in mutated else s for s in saved]
+        if art.saved_all_tensors:
+            ctx.save_for_backward(*saved)
+            ctx.others = None
+        else:
+            ctx.save_for_backward(*[s for s in saved if isinstance(s, torch.Tensor)])
+            ctx.others = [None if isinstance(s, torch.Tensor) else s for s in saved]
         # outputs returned twice or inputs returned as they are must be new tensors
         seen: set[int] = {id(x) for x in inputs}
         result = []
         for o in fwd:
-            if isinstance(o, torch.Tensor) and id(o) in seen:
-                o = o.clone()
             if isinstance(o, torch.Tensor):
+                if id(o) in seen:
+                    o = o.clone()
                 seen.add(id(o))
             result.append(o)
-        no_grad = [result[i] for i, o in enumerate(fwd)
-                   if isinstance(o, torch.Tensor) and i not in tangent]
+        no_grad = [result[i] for i in art.no_grad_outputs
+                   if isinstance(result[i], torch.Tensor)]
         if no_grad:
             ctx.mark_non_differentiable(*no_grad)
         return tuple(result)
@@ -188,23 +239,74 @@ class _AOTFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grad_outputs):
         art = ctx.art
-        joint = art.joint
-        it = iter(ctx.saved_tensors)
-        saved = [next(it) if s is None else s for s in ctx.others]
-        tangents = []
-        for i in joint.tangent_outputs:
-            g = grad_outputs[i]
-            if g is None:
-                shape, dtype, device = ctx.out_meta[i]
-                g = torch.zeros(shape, dtype=dtype, device=device)
-            tangents.append(g.contiguous())
-        grads = list(art.backward(*saved, *tangents))
-        return (None, *[g if rg else None for g, rg in zip(grads, joint.requires_grad)])
+        if ctx.others is None:
+            saved = ctx.saved_tensors
+        else:
+            it = iter(ctx.saved_tensors)
+            saved = [next(it) if s is None else s for s in ctx.others]
+        tangents = [grad_outputs[i].contiguous() for i in art.joint.tangent_outputs]
+        grads = art.backward(*saved, *tangents)
+        return (None, *[g if rg else None for g, rg in zip(grads, art.joint.requires_grad)])
 
 
 # ---------------------------------------------------------------------------------------
 # Entry points
 # ---------------------------------------------------------------------------------------
+
+def transpose_matmul_results(gm: GraphModule) -> GraphModule:
+    """``permute(matmul(a, b), <swap the last two dims>)`` -> ``matmul(bᵀ, aᵀ)``.
+
+    The VJP of ``x @ w.t()`` gives the weight's gradient as the transpose of a matmul
+    result: a non-contiguous tensor, which autograd's ``AccumulateGrad`` then copies to the
+    parameter's layout on every step. Multiplying in the other order gives the same values
+    already laid out like the parameter. Returns ``gm`` itself when nothing matches, else a
+    new GraphModule (the partition's graph, shown in notebooks, is left as it was)."""
+    permute, matmul = PRIMS["permute"], PRIMS["matmul"]
+
+    def matches(node: Node) -> bool:
+        if node.op != "call_function" or node.target is not permute:
+            return False
+        src, perm = node.args[0], tuple(node.args[1])
+        if not (isinstance(src, Node) and src.target is matmul and len(src.users) == 1):
+            return False
+        nd = len(perm)
+        metas = [getattr(v, "meta", {}).get("tensor_meta") for v in (src, *src.args[:2])]
+        return nd >= 2 and perm == (*range(nd - 2), nd - 1, nd - 2) and all(
+            m is not None and hasattr(m, "shape") and len(m.shape) == nd for m in metas)
+
+    if not any(matches(n) for n in gm.graph.nodes):
+        return gm
+    graph = gm.graph.copy("transpose_matmul_results")
+    for node in list(graph.nodes):
+        if not matches(node):
+            continue
+        src, perm = node.args[0], tuple(node.args[1])
+        a, b = src.args[:2]
+        with graph.inserting_before(node):
+            bt = graph.call_function(permute, (b, perm))
+            at = graph.call_function(permute, (a, perm))
+            product = graph.call_function(matmul, (bt, at))
+        for new, like in ((bt, b), (at, a)):
+            new.meta["tensor_meta"] = _permuted_meta(like.meta["tensor_meta"], perm)
+        out = node.meta["tensor_meta"]
+        product.meta["tensor_meta"] = TensorMeta(
+            out.shape, out.dtype, out.device, contiguous_strides(out.shape), out.requires_grad)
+        node.replace_all_uses_with(product)
+        graph.erase_node(node)
+        graph.erase_node(src)
+    return GraphModule({}, graph, type(gm).__name__)
+
+
+def _permuted_meta(meta: TensorMeta, perm: tuple) -> TensorMeta:
+    return TensorMeta(torch.Size([meta.shape[p] for p in perm]), meta.dtype, meta.device,
+                      tuple(meta.stride[p] for p in perm), meta.requires_grad)
+
+
+def _is_tensor_value(value: Any) -> bool:
+    """Does this output of a forward graph hold a tensor (as its shape propagation says)?"""
+    meta = value.meta.get("tensor_meta") if isinstance(value, Node) else None
+    return meta is not None and hasattr(meta, "shape")
+
 
 def _prepare(gm: GraphModule) -> tuple[GraphModule, list]:
     gm = inline_modules(gm)
@@ -262,7 +364,8 @@ def aot_module(module: torch.nn.Module, fw_compiler: Callable = _identity_compil
 def aot_eager(gm: GraphModule, example_inputs: list, partition_fn: Callable = default_partition
               ) -> AOTCompiled:
     """The ``"aot_eager"`` backend for ``tutorcompile.compile``: AOT, then run the graphs."""
-    return aot_graph(gm, partition_fn=partition_fn)
+    return aot_graph(gm, fw_compiler=eager_compiler, bw_compiler=eager_compiler,
+                     partition_fn=partition_fn)
 
 
 def aot_eager_backend(fx_gm: torch.fx.GraphModule, example_inputs: list) -> Callable:

@@ -34,6 +34,7 @@ functions of torch/_dynamo/resume_execution.py (here: saved VM frames instead of
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import functools
 import inspect
@@ -54,7 +55,7 @@ from .exc import GraphBreakError, RecompileLimitWarning
 from .guards import CheckFunction
 from .symbolic_convert import CaptureResult, InstructionTranslator
 from .variables import Reconstructor, SymIntVariable, TensorVariable, VariableTracker
-from .vm import _RETURN, VM, Frame, can_interpret
+from .vm import _RETURN, CO_VARARGS, CO_VARKEYWORDS, VM, Frame, can_interpret
 
 RECOMPILE_LIMIT = 8
 
@@ -77,9 +78,10 @@ class Config:
     mode: str = "default"
     options: dict = field(default_factory=dict)
 
-    @property
+    @functools.cached_property
     def cache_key(self) -> tuple:
-        # graphs compiled for one backend/mode are never handed to another
+        # graphs compiled for one backend/mode are never handed to another (computed once:
+        # every call looks it up)
         return (id(self.backend), self.fullgraph, self.dynamic, self.mode,
                 repr(sorted(self.options.items())))
 
@@ -117,6 +119,10 @@ class CacheEntry:
     code_name: str
     start_ip: int
     scopes: dict = field(default_factory=dict)  # globals of inlined functions' modules
+    # the cache-hit path, made once: one function fetching every graph input, and (for an
+    # entry that returns one graph output as it is) which output the frame returns
+    fetch_inputs: Callable | None = None
+    returns_output: int | None = None
 
     @property
     def kind(self) -> str:
@@ -130,6 +136,14 @@ class FrameCache:
     skip_from: set[int] = field(default_factory=set)  # resume points that run uncompiled
     dynamic: dict[str, set[int]] = field(default_factory=dict)  # source -> dynamic dims
     warned: bool = False
+
+    @property
+    def returns_at_once(self) -> bool:
+        """Every entry at the frame's start runs to its return (no graph break): the
+        cache-hit path needs no VM frame."""
+        entries = self.entries.get(0)
+        return bool(entries) and 0 not in self.skip_from and \
+            all(e.kind == "return" for e in entries)
 
 
 @dataclass
@@ -259,8 +273,99 @@ def run_compiled(fn: Callable, args: list, kwargs: dict, config: Config) -> Any:
         fn = fn._orig
     if not can_interpret(fn):
         return fn(*args, **kwargs)
+    if not kwargs:
+        hit = _fast_cache_hit(fn, args, config)
+        if hit is not _MISS:
+            return hit
     frame = VM().make_frame(fn, args, kwargs)
     return run_frame(frame, config)
+
+
+_MISS = object()
+
+
+def _fast_cache_hit(fn: types.FunctionType, args: list, config: Config) -> Any:
+    """The cache-hit path of a plain call (positional arguments only, no closure): bind the
+    arguments, find the first entry whose guards pass, and if it returns, run it -- no VM
+    frame. Anything else (a miss, a graph break, a recompile) answers ``_MISS`` and takes
+    the general path of :func:`run_frame`."""
+    code = fn.__code__
+    if (len(args) != code.co_argcount or code.co_kwonlyargcount or code.co_freevars
+            or code.co_flags & (CO_VARARGS | CO_VARKEYWORDS)):
+        return _MISS
+    cache = _CACHES.get((code, config.cache_key))
+    if cache is None or not cache.returns_at_once:
+        return _MISS
+    entries = cache.entries[0]
+    f_locals = dict(zip(code.co_varnames, args))
+    f_globals = fn.__globals__
+    b = f_globals.get("__builtins__", builtins)
+    env_args = (f_locals, f_globals, b if isinstance(b, dict) else b.__dict__, [])
+    prof = PROFILE
+    t0 = time.perf_counter() if prof else 0.0
+    entry = next((e for e in entries if e.check(*env_args)), None)
+    if prof:
+        prof.guard_s += time.perf_counter() - t0
+    if entry is None:
+        return _MISS
+    if entry.compiled is None or entry.returns_output is None:
+        return _return_value(entry, *env_args)
+    inputs = entry.fetch_inputs(*env_args)
+    if prof:
+        return _profiled_graph_call(entry, inputs)[entry.returns_output]
+    return entry.compiled(*inputs)[entry.returns_output]
+
+
+def _return_value(entry: CacheEntry, L: dict, G: dict, B: dict, S: list) -> Any:
+    env = {"L": L, "G": G, "B": B, "S": S, **entry.scopes}
+    outputs = {}
+    if entry.compiled is not None:
+        outputs = dict(zip(entry.output_nodes,
+                           _profiled_graph_call(entry, entry.fetch_inputs(L, G, B, S))))
+    return Reconstructor(env, outputs)(entry.result.return_value)
+
+
+def _profiled_graph_call(entry: CacheEntry, inputs: tuple) -> Any:
+    """Run the entry's compiled graph, counting its time when profiling."""
+    prof = PROFILE
+    if not prof:
+        return entry.compiled(*inputs)
+    # GPU kernels run asynchronously: wait for them, so the graph's time is its work
+    sync = any(isinstance(v, torch.Tensor) and v.is_cuda for v in inputs)
+    if sync:
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    values = entry.compiled(*inputs)
+    if sync:
+        torch.cuda.synchronize()
+    prof.graph_s += time.perf_counter() - t0
+    prof.graph_calls += 1
+    return values
+
+
+def _input_fetcher(sources: list, scopes: dict, env: dict) -> Callable:
+    """One generated function that fetches every graph input through its source
+    (``return (L['x'], L['self'].fc.weight)``), instead of walking each source per call.
+
+    Checked once against each source's own ``get``; a source whose name is not an
+    expression that rebuilds it keeps the walk."""
+    def walk(L, G, B, S):
+        scope = {"L": L, "G": G, "B": B, "S": S, **scopes}
+        return tuple(src.get(scope) for src in sources)
+    body = "".join(f"{src.name()}, " for src in sources)
+    text = f"def fetch_inputs(L, G, B, S):\n    return ({body})\n"
+    namespace = {"__builtins__": builtins, **scopes}
+    try:
+        # (builtins.compile: this module defines its own compile, tutorcompile.compile)
+        exec(builtins.compile(text, "<tutorcompile graph inputs>", "exec"), namespace)
+        fetch = namespace["fetch_inputs"]
+        expected = walk(env["L"], env["G"], env["B"], env["S"])
+        got = fetch(env["L"], env["G"], env["B"], env["S"])
+        if len(got) == len(expected) and all(a is b for a, b in zip(got, expected)):
+            return fetch
+    except Exception:  # noqa: BLE001 -- any failure keeps the walk, which is always right
+        pass
+    return walk
 
 
 def run_frame(frame: Frame, config: Config) -> Any:
@@ -375,9 +480,16 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
         gm = GraphModule(torch.nn.Module(), output.graph, class_name="GraphModule")
         compiled = config.compile_graph(gm, list(output.input_values))
     check = result.guards.build()
-    entry = CacheEntry(check, result, gm, compiled, output_nodes,
-                       list(output.input_sources), frame.code.co_name, frame.ip,
-                       {k: v for k, v in check.env.items() if k.startswith("G_")})
+    scopes = {k: v for k, v in check.env.items() if k.startswith("G_")}
+    sources = list(output.input_sources)
+    entry = CacheEntry(check, result, gm, compiled, output_nodes, sources,
+                       frame.code.co_name, frame.ip, scopes)
+    env = {"L": frame.locals, "G": frame.globals, "B": frame.builtins, "S": frame.stack}
+    entry.fetch_inputs = _input_fetcher(sources, scopes, env)
+    ret = result.return_value
+    if (result.kind == "return" and isinstance(ret, TensorVariable) and ret.source is None
+            and ret.node in output_nodes):
+        entry.returns_output = output_nodes.index(ret.node)
     _notify("graph", frame, result, entry)
     where = f"{frame.code.co_name}" + (f" (resume point {frame.ip})" if frame.ip else "")
     if gm is not None:
@@ -432,21 +544,8 @@ def execute_entry(entry: CacheEntry, frame: Frame) -> Any:
         env.update(entry.scopes)
     outputs: dict = {}
     if entry.compiled is not None:
-        inputs = [src.get(env) for src in entry.input_sources]
-        prof = PROFILE
-        if prof:
-            # GPU kernels run asynchronously: wait for them, so the graph's time is its work
-            sync = any(isinstance(v, torch.Tensor) and v.is_cuda for v in inputs)
-            if sync:
-                torch.cuda.synchronize()
-            t0 = time.perf_counter()
-        values = entry.compiled(*inputs)
-        if prof:
-            if sync:
-                torch.cuda.synchronize()
-            prof.graph_s += time.perf_counter() - t0
-            prof.graph_calls += 1
-        outputs = dict(zip(entry.output_nodes, values))
+        inputs = entry.fetch_inputs(frame.locals, frame.globals, frame.builtins, frame.stack)
+        outputs = dict(zip(entry.output_nodes, _profiled_graph_call(entry, inputs)))
     rc = Reconstructor(env, outputs)
     result = entry.result
     if result.kind == "return":

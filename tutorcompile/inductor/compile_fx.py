@@ -2,8 +2,10 @@
 backend built on it.
 
 ``compile_fx(gm, example_inputs, backend="cpp" | "triton" | "eager")`` runs the stage:
-lowering (``lowering.py``) -> scheduling and fusion (``scheduler.py``) -> one kernel per
-fused group (``codegen/cpp.py`` or ``codegen/triton.py``) -> the wrapper (``wrapper.py``).
+matmul epilogues (``fuse_addmm``: a bias add becomes ``torch.addmm``) -> lowering
+(``lowering.py``) -> scheduling and fusion (``scheduler.py``) -> one kernel per fused group,
+compiled (``codegen/cpp.py`` or ``codegen/triton.py``) -> the wrapper that calls them
+(``wrapper.py``), which is the whole per-call path.
 The result, a :class:`CompiledGraph`, is called like the graph; it carries what a learner
 wants to look at: ``output_code`` (wrapper and kernels, as source), ``fusion_report``,
 ``kernel_sources`` and the compile time.
@@ -36,8 +38,9 @@ import torch
 
 from .._logging import log_artifact, phase
 from ..environment import probe
-from ..fx import Graph, GraphModule, ShapeProp
+from ..fx import Graph, GraphModule, Node, ShapeProp, TensorMeta
 from ..ops import PRIMS, Prim
+from ..ops.table import contiguous_strides
 from .codecache import wait_for_builds
 from .lowering import lower_graph
 from .scheduler import Scheduler
@@ -79,7 +82,7 @@ class CompiledGraph:
 
     @staticmethod
     def _key(inputs: Sequence[Any]) -> tuple:
-        return tuple((tuple(x.shape), tuple(x.stride()), x.dtype, x.device)
+        return tuple((x.shape, x.stride(), x.dtype, x.device)
                      if isinstance(x, torch.Tensor) else type(x) for x in inputs)
 
     def _compile(self, inputs: list[Any]) -> _Variant:
@@ -98,7 +101,7 @@ class CompiledGraph:
         if variant is None:
             variant = self._compile(list(inputs))
         self._current = variant
-        return variant(*inputs)
+        return variant.run(*inputs)
 
     # what the most recent variant made (the one compiled for the example inputs at first)
     @property
@@ -141,12 +144,14 @@ class _Variant:
         self.fusion_report = None
         self.scheduler = None
         if backend == "eager":
-            self._fn = GraphModule({}, graph)
-            self.wrapper_code = self._fn.code
+            self.run = GraphModule({}, graph)
+            self.wrapper_code = self.run.code
             self.output_code = "# backend='eager': the prim graph runs op by op\n" + \
                 self.wrapper_code
             self.compile_time_s = time.perf_counter() - start
             return
+        if fusion:
+            graph = fuse_addmm(graph)
         with phase("lowering"):
             lowering = lower_graph(graph, inputs, backend)
         with phase("scheduling"):
@@ -154,17 +159,20 @@ class _Variant:
                 enabled=fusion)
         self.fusion_report = self.scheduler.report
         compile_kernel = _kernel_compiler(backend, mode)
-        wrapper = WrapperCodegen(self.scheduler, compile_kernel)
         with phase("codegen"):      # C++ builds start here, in the background
-            self.wrapper_code = wrapper.generate()
+            kernels = {group.name: compile_kernel(self.scheduler.plan(group.buffers),
+                                                  group.name)
+                       for group in self.scheduler.groups if not group.is_extern}
         with phase("build"):        # what is left of them
             wait_for_builds()
+        wrapper = WrapperCodegen(self.scheduler, kernels)
+        self.wrapper_code = wrapper.generate()
         self.kernel_sources = wrapper.kernel_sources
         namespace = dict(wrapper.globals)
         exec(compile(self.wrapper_code, f"<tutorcompile wrapper {id(self)}>", "exec"),
              namespace)
-        self._call = namespace["call"]
-        self._outputs = lowering.outputs
+        # the wrapper returns the graph's outputs in their structure: it *is* the call
+        self.run = namespace["call"]
         sections = [f"# tutorcompile output code (backend={backend!r}, "
                     f"{len(self.kernel_sources)} kernels)"]
         if backend == "cpp" and self.kernel_sources:
@@ -172,16 +180,78 @@ class _Variant:
             sections[0] += f"\n# C++ built with: {cxx_compiler()[1]} {' '.join(cpp_flags())}"
         for name, src in self.kernel_sources.items():
             sections.append(f"# ---- kernel {name} ----\n{src}")
-        sections.append("# ---- wrapper ----\n" + self.wrapper_code)
+        sections.append("# ---- wrapper ----\n" + wrapper.bound_globals() + "\n" +
+                        self.wrapper_code)
         self.output_code = "\n\n".join(sections)
         self.compile_time_s = time.perf_counter() - start
 
     def __call__(self, *inputs: Any) -> Any:
-        if self.backend == "eager":
-            return self._fn(*inputs)
-        flat = iter(self._call(*inputs))
-        from ..fx.node import map_aggregate
-        return map_aggregate(self._outputs, lambda v: next(flat))
+        return self.run(*inputs)
+
+
+def fuse_addmm(graph: Graph) -> Graph:
+    """``add(matmul(a, w), bias)`` -> ``torch.addmm(bias, a, w)``: the bias add becomes the
+    matmul's epilogue, done by BLAS while it writes the product, instead of a kernel that
+    reads the product back (a 3-d ``a`` is flattened to 2-d around the call, as
+    ``nn.Linear`` does). Only when the product has no other reader, the bias is 1-d of the
+    product's last size, and the dtypes agree. Returns ``graph`` itself if nothing matches,
+    else a rewritten copy (stamped ``fuse_addmm``).
+
+    Mirrors: the ``addmm`` pattern of torch/_inductor/fx_passes/post_grad.py."""
+    add, matmul, reshape = PRIMS["add"], PRIMS["matmul"], PRIMS["reshape"]
+
+    def match(node):
+        if node.op != "call_function" or node.target is not add or node.kwargs \
+                or len(node.args) != 2:
+            return None
+        for mm, bias in (node.args, node.args[::-1]):
+            if not (isinstance(mm, Node) and mm.target is matmul and len(mm.users) == 1
+                    and isinstance(bias, Node)):
+                continue
+            a, w = mm.args[:2]
+            metas = [getattr(v, "meta", {}).get("tensor_meta") for v in (node, mm, a, w, bias)]
+            if any(m is None or not hasattr(m, "shape") for m in metas):
+                continue
+            out, _, ma, mw, mb = metas
+            if (len(mw.shape) == 2 and len(ma.shape) in (2, 3) and len(mb.shape) == 1
+                    and mb.shape[0] == mw.shape[1] and tuple(out.shape) == tuple(
+                        metas[1].shape) and len({out.dtype, ma.dtype, mw.dtype, mb.dtype}) == 1
+                    and out.dtype.is_floating_point):
+                return mm, a, w, bias
+        return None
+
+    if not any(match(n) for n in graph.nodes):
+        return graph
+    graph = graph.copy("fuse_addmm")
+    for node in list(graph.nodes):
+        found = match(node)
+        if found is None:
+            continue
+        mm, a, w, bias = found
+        out = node.meta["tensor_meta"]
+        a_meta = a.meta["tensor_meta"]
+        with graph.inserting_before(node):
+            if len(a_meta.shape) == 3:
+                flat_shape = (a_meta.shape[0] * a_meta.shape[1], a_meta.shape[2])
+                a = graph.call_function(reshape, (a, flat_shape))
+                a.meta["tensor_meta"] = _meta(flat_shape, a_meta)
+            product = graph.call_function(torch.addmm, (bias, a, w))
+            flat_out = (a.meta["tensor_meta"].shape[0], out.shape[-1])
+            product.meta["tensor_meta"] = _meta(flat_out, out)
+            if len(out.shape) == 3:
+                product = graph.call_function(reshape, (product, tuple(out.shape)))
+                product.meta["tensor_meta"] = _meta(tuple(out.shape), out)
+        product.meta["source"] = node.meta.get("source")
+        node.replace_all_uses_with(product)
+        graph.erase_node(node)
+        graph.erase_node(mm)
+    return graph
+
+
+def _meta(shape: tuple, like: TensorMeta) -> TensorMeta:
+    """A contiguous tensor of ``shape`` with ``like``'s dtype and device."""
+    return TensorMeta(torch.Size(shape), like.dtype, like.device, contiguous_strides(shape),
+                      like.requires_grad)
 
 
 def _kernel_compiler(backend: str, mode: str | None) -> Callable:
@@ -295,15 +365,20 @@ def _to_prims(graph: Graph) -> Graph:
 
 
 class LazyCompiledGraph:
-    """``compile_fx`` on the first call, with that call's inputs as the examples.
+    """``compile_fx`` now when example inputs are given, else on the first call with that
+    call's inputs as the examples.
 
     AOTAutograd asks for the backward's compiled form before any backward input exists, so
-    the stage-4 compiler hooks (``fw_compiler`` / ``bw_compiler``) hand out one of these."""
+    the stage-4 compiler hooks (``fw_compiler`` / ``bw_compiler``) hand out one of these;
+    the forward, which has example inputs, is compiled at once (its compile time is compile
+    time, not the first call's)."""
 
-    def __init__(self, gm: Any, **options: Any):
+    def __init__(self, gm: Any, example_inputs: Sequence[Any] | None = None, **options: Any):
         self.gm = gm
         self.options = options
         self.compiled: CompiledGraph | None = None
+        if example_inputs is not None:
+            self.compiled = compile_fx(gm, example_inputs, **options)
 
     def __call__(self, *args: Any) -> Any:
         if self.compiled is None:
@@ -318,7 +393,7 @@ def inner_compiler(cudagraphs: bool = False, **options: Any) -> Callable:
     backward graph separately as a CUDA Graph, replayed on later calls.
     """
     def compiler(gm: Any, example_inputs: Any = None) -> Callable:
-        compiled = LazyCompiledGraph(gm, **options)
+        compiled = LazyCompiledGraph(gm, example_inputs, **options)
         if cudagraphs:
             from ..cudagraphs import CUDAGraphed
             return CUDAGraphed(compiled, name=f"inductor {type(gm).__name__}")

@@ -1,29 +1,45 @@
 """The wrapper: a readable Python function that allocates buffers and calls the kernels.
 
-For each kernel the scheduler chose, in order, the wrapper allocates the buffers it stores,
-calls it, and frees every buffer whose last reader has run. *Memory planning*: a buffer
-that is freed goes into a pool; a later allocation of the same size, strides and dtype takes
-it from the pool instead of asking the allocator (``buf5 = buf2  # reuse``). Extern kernels
-are PyTorch calls written out as such (``buf3 = prims.matmul(buf1, w)``); a view that a
-PyTorch call or the caller needs as a tensor is rebuilt with the view prims.
+The wrapper is what runs on every call, so it does only the work: it calls PyTorch ops and
+the loaded kernels directly (each bound once, at compile time, as a global of the function),
+allocates outputs with their final strides, and holds no graph, no op-table dispatch and no
+tree walking. Everything that does not change between calls -- sizes, strides, dtypes,
+devices, grids, kernel arguments -- is written into its source as literals.
 
-``WrapperCodegen.generate()`` returns the source (``output_code``) and the globals to run it
-with; the source is what a learner reads to see what the compiler made of their function.
+It is made in two steps, as in early TorchInductor:
+
+1. **Plan** (:meth:`WrapperCodegen.plan`): one *line object* per thing the function does --
+   :class:`AllocateLine`, :class:`ExternCallLine`, :class:`KernelCallLine`,
+   :class:`FreeIfNotReusedLine` after a buffer's last reader (from liveness) -- then a
+   *memory planning* pass: a freed buffer goes into a pool, and a later allocation of the
+   same size, strides and dtype takes it instead of asking the allocator (the
+   ``AllocateLine`` becomes a :class:`ReuseLine`, and the free is dropped).
+2. **Print** (:meth:`WrapperCodegen.generate`): each line writes itself.
+
+Kernels are compiled before the wrapper is planned (``compile_fx.py``); the wrapper only
+asks each one how it is called (``call_source``) and what to bind (``launcher``): a C++
+kernel is its ctypes function, called with ``data_ptr()`` ints; a Triton kernel its launcher
+for a fixed grid. Extern kernels are PyTorch calls written out as such
+(``buf3 = torch.matmul(buf1, view_permute)``); a view that a PyTorch call or the caller needs
+as a tensor is rebuilt with the view's PyTorch implementation. An extern's result is copied
+to a contiguous layout only when one of our kernels reads it (kernels index it as
+contiguous); PyTorch calls and the caller take it as it comes.
 
 Mirrors: torch/_inductor/codegen/wrapper.py (``PythonWrapperCodegen``, ``AllocateLine``,
-``FreeIfNotReusedLine``, ``ReuseLine``).
+``FreeIfNotReusedLine``, ``ReuseLine``, ``MemoryPlanningState``).
 """
 
 from __future__ import annotations
 
 import importlib
 import keyword
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from ..fx.node import map_aggregate, qualified_name
-from ..ops import Prim, prims
+from ..fx.node import qualified_name
+from ..ops import Prim
 from . import ir
 from .scheduler import Scheduler
 
@@ -54,153 +70,305 @@ def _is_literal(value: Any) -> bool:
     return False
 
 
-class KernelStep:
-    def __init__(self, group, call, inputs: list[ir.Buffer], outputs: list[ir.Buffer],
-                 source: str):
-        self.group = group
-        self.call = call
-        self.inputs = inputs
-        self.outputs = outputs
-        self.source = source
+def _layout_key(buffer: ir.Buffer) -> tuple:
+    layout = buffer.layout
+    return (layout.size, layout.stride, layout.dtype, layout.device)
 
+
+# PyTorch functions whose result is always new memory, never a view of an argument (others
+# -- split, getitem, reshape, dropout in eval mode... -- may return one).
+FRESH_RESULTS = frozenset([
+    torch.addmm, torch.matmul, torch.mm, torch.bmm, torch.softmax, torch.log_softmax,
+    torch.nn.functional.softmax, torch.nn.functional.log_softmax, torch.index_select,
+    torch.Tensor.masked_fill, torch.cat, torch.nn.functional.embedding,
+])
+
+
+# ---------------------------------------------------------------------------------------
+# The lines of a wrapper
+# ---------------------------------------------------------------------------------------
+
+class WrapperLine:
+    """One thing the wrapper does; ``codegen()`` is its source (None: nothing to print)."""
+
+    def codegen(self) -> str | None:
+        raise NotImplementedError
+
+
+@dataclass
+class CommentLine(WrapperLine):
+    text: str
+
+    def codegen(self) -> str:
+        return f"# {self.text}"
+
+
+@dataclass
+class ExprLine(WrapperLine):
+    """A statement written out as it is (a view rebuilt for a PyTorch call)."""
+    text: str
+
+    def codegen(self) -> str:
+        return self.text
+
+
+@dataclass
+class AllocateLine(WrapperLine):
+    """``buf = empty_strided(...)``: fresh memory for a kernel's output."""
+    buffer: ir.Buffer
+    device: str  # the name the device is bound to
+
+    def codegen(self) -> str:
+        layout = self.buffer.layout
+        return (f"{self.buffer.name} = empty_strided({_pyrepr(layout.size)}, "
+                f"{_pyrepr(layout.stride)}, dtype={layout.dtype}, device={self.device})")
+
+
+@dataclass
+class ReuseLine(WrapperLine):
+    """``new = old``: a freed buffer of the same layout, instead of an allocation."""
+    new: str
+    old: str
+
+    def codegen(self) -> str:
+        return f"{self.new} = {self.old}; del {self.old}  # reuse"
+
+
+@dataclass
+class FreeIfNotReusedLine(WrapperLine):
+    """``del buf`` after its last reader, unless memory planning handed it on."""
+    name: str
+    key: tuple | None  # layout key if the pool may hand it on; None: just forget it
+    reused: bool = False
+
+    def codegen(self) -> str | None:
+        return None if self.reused else f"del {self.name}"
+
+
+@dataclass
+class ExternCallLine(WrapperLine):
+    """``buf = torch.fn(args)``: a PyTorch call, made contiguous if a kernel reads it."""
+    name: str
+    call: str
+    contiguous: bool
+
+    def codegen(self) -> str:
+        return f"{self.name} = {self.call}{'.contiguous()' if self.contiguous else ''}"
+
+
+@dataclass
+class KernelCallLine(WrapperLine):
+    """A call of one of our kernels (its source says how: ``call_source``)."""
+    text: str
+
+    def codegen(self) -> str:
+        return self.text
+
+
+@dataclass
+class ReturnLine(WrapperLine):
+    value: str
+
+    def codegen(self) -> str:
+        return f"return {self.value}"
+
+
+# ---------------------------------------------------------------------------------------
+# Plan, then print
+# ---------------------------------------------------------------------------------------
 
 class WrapperCodegen:
-    """Build the wrapper for a scheduled graph; ``compile_kernel(plan, name)`` makes one
-    kernel and returns ``(callable, input buffers, output buffers)``."""
+    """Build the wrapper of a scheduled graph whose kernels are compiled: ``kernels`` maps
+    each kernel group's name to ``(kernel call, input buffers, output buffers)``."""
 
-    def __init__(self, scheduler: Scheduler, compile_kernel, reuse: bool = True):
+    def __init__(self, scheduler: Scheduler, kernels: dict[str, tuple], reuse: bool = True):
         self.scheduler = scheduler
         self.lowering = scheduler.lowering
-        self.compile_kernel = compile_kernel
+        self.kernels = kernels
         self.reuse = reuse
-        self.globals: dict[str, Any] = {"torch": torch, "prims": prims,
-                                        "empty_strided": torch.empty_strided}
-        self.steps: list[tuple[str, Any]] = []
-        self.kernel_sources: dict[str, str] = {}
+        self.globals: dict[str, Any] = {"torch": torch, "empty_strided": torch.empty_strided}
+        self.kernel_sources = {name: k[0].source for name, k in kernels.items()}
         self.view_names: dict[int, str] = {}
-        self.lines: list[str] = []
+        self.params = [self.param_name(b, i) for i, b in enumerate(self.lowering.graph_inputs)]
+        self.lines: list[WrapperLine] = []
         self.reused = 0
 
+    # -- names bound once, at compile time ------------------------------------------------
+    def bind(self, preferred: str, value: Any, share: bool = True) -> str:
+        """A global name for ``value`` (with ``share``, the same name again for the same
+        object; kernels keep their own names even when identical layers share one build)."""
+        for name, known in self.globals.items():
+            if share and known is value and name != "torch":
+                return name
+        taken = set(self.params) | set(self.scheduler.by_name) | set(self.globals)
+        name, n = preferred, 1
+        while name in taken or keyword.iskeyword(name) or not name.isidentifier():
+            name, n = f"{preferred}_{n}", n + 1
+        self.globals[name] = value
+        return name
+
+    def device_name(self, device: torch.device) -> str:
+        device = torch.device(device)
+        for name, known in self.globals.items():
+            if isinstance(known, torch.device) and known == device:
+                return name
+        return self.bind(device.type + ("" if device.index is None else str(device.index)),
+                         device)
+
+    def callee(self, fn: Any) -> str:
+        """How the wrapper spells a PyTorch callable: its ``torch.``/``operator.`` path, or a
+        global bound to it (a prim's own PyTorch implementation, a helper of stage 4)."""
+        if isinstance(fn, Prim):
+            fn = fn.reference
+        path = qualified_name(fn)
+        if path is not None and path.split(".")[0] in ("torch", "operator", "math"):
+            root = path.split(".")[0]
+            self.globals.setdefault(root, importlib.import_module(root))
+            return path
+        name = getattr(fn, "__name__", "call").strip("_<>") or "call"
+        return self.bind(f"{name}_fn" if name.isidentifier() else "extern_fn", fn)
+
     # -- expressions for IR values -------------------------------------------------------
-    def value_expr(self, value: Any, emit: list[str]) -> str:
+    def value_expr(self, value: Any, lines: list[WrapperLine]) -> str:
         if isinstance(value, ir.View):
             key = id(value)
             if key not in self.view_names:
-                base = self.value_expr(value.base, emit)
+                base = self.value_expr(value.base, lines)
                 name = f"view_{value.node.name}" if value.node is not None else f"view{key}"
-                rest = ", ".join(self.value_expr(a, emit) for a in value.node.args[1:])
-                kw = "".join(f", {k}={self.value_expr(v, emit)}"
+                rest = "".join(f", {self.value_expr(a, lines)}" for a in value.node.args[1:])
+                kw = "".join(f", {k}={self.value_expr(v, lines)}"
                              for k, v in value.node.kwargs.items())
-                emit.append(f"{name} = prims.{value.node.target.name}({base}, {rest}{kw})")
+                fn = self.callee(value.node.target)
+                lines.append(ExprLine(f"{name} = {fn}({base}{rest}{kw})"))
                 self.view_names[key] = name
             return self.view_names[key]
         if isinstance(value, ir.Buffer):
             return value.name
         if isinstance(value, (list, tuple)):
-            inner = [self.value_expr(v, emit) for v in value]
-            return f"({', '.join(inner)},)" if isinstance(value, tuple) else \
-                f"[{', '.join(inner)}]"
+            inner = [self.value_expr(v, lines) for v in value]
+            if isinstance(value, list):
+                return f"[{', '.join(inner)}]"
+            return f"({inner[0]},)" if len(inner) == 1 else f"({', '.join(inner)})"
         if isinstance(value, dict):
-            items = [f"{k!r}: {self.value_expr(v, emit)}" for k, v in value.items()]
+            items = [f"{k!r}: {self.value_expr(v, lines)}" for k, v in value.items()]
             return "{" + ", ".join(items) + "}"
         if _is_literal(value):
             return _pyrepr(value)
-        # any other object (a function, a helper object of stage 4) is passed by name
-        for name, known in self.globals.items():
-            if known is value and name.startswith("const_"):
-                return name
-        name = f"const_{sum(n.startswith('const_') for n in self.globals)}"
-        self.globals[name] = value
-        return name
+        # any other object (a helper object of stage 4) is passed by name
+        return self.bind("const", value)
 
-    def extern_callee(self, ext: ir.ExternKernel) -> str:
-        if isinstance(ext.kernel, Prim):
-            return f"prims.{ext.kernel.name}"
-        path = qualified_name(ext.kernel)
-        if path is not None and path.split(".")[0] in ("torch", "operator", "math"):
-            root = path.split(".")[0]
-            self.globals.setdefault(root, importlib.import_module(root))
-            return path
-        name = f"extern_{getattr(ext.kernel, '__name__', 'call')}_{ext.name}"
-        self.globals[name if name.isidentifier() else f"extern_{ext.name}"] = ext.kernel
-        return name if name.isidentifier() else f"extern_{ext.name}"
-
-    # -- the whole function --------------------------------------------------------------
-    def generate(self) -> str:
+    # -- step 1: lines from the schedule and liveness -------------------------------------
+    def plan(self) -> list[WrapperLine]:
         sched = self.scheduler
-        steps = []
-        for group in sched.groups:
-            if group.is_extern:
-                steps.append(("extern", group))
-            else:
-                plan = sched.plan(group.buffers)
-                call, ins, outs = self.compile_kernel(plan, group.name)
-                self.globals[group.name] = call
-                self.kernel_sources[group.name] = call.source
-                steps.append(("kernel", KernelStep(group, call, ins, outs, call.source)))
-        # last step that reads each buffer (outputs are never freed)
-        last_use: dict[str, int] = {}
-        for i, (kind, step) in enumerate(steps):
-            reads = [b.name for b in step.inputs] if kind == "kernel" else \
-                sched.reads[step.buffers[0].name]
-            for r in reads:
-                last_use[r] = i
+        groups = sched.groups
+        reads_of = [self.kernels[g.name][1] if not g.is_extern else None for g in groups]
+        reads = [[b.name for b in r] if r is not None else sorted(sched.reads[g.buffers[0].name])
+                 for g, r in zip(groups, reads_of)]
+        last_use = {name: i for i, names in enumerate(reads) for name in names}
         keep = set(sched.output_names) | {b.name for b in self.lowering.graph_inputs if b}
-        params = [self.param_name(b, i) for i, b in enumerate(self.lowering.graph_inputs)]
-        out = [f"def call({', '.join(params)}):"]
-        body: list[str] = []
-        pool: dict[tuple, list[str]] = {}
-        free_line: dict[str, int] = {}
-        for i, (kind, step) in enumerate(steps):
-            if kind == "extern":
-                ext: ir.ExternKernel = step.buffers[0]
-                body.append(f"# {step.name}: {ext.reason} "
-                            f"(graph node {', '.join(o.name for o in ext.origins)})")
-                emit: list[str] = []
-                args = [self.value_expr(a, emit) for a in ext.args]
-                kwargs = [f"{k}={self.value_expr(v, emit)}" for k, v in ext.kwargs.items()]
-                body.extend(emit)
-                # kernels read extern results as contiguous: make sure they are (free if so)
-                call = f"{self.extern_callee(ext)}({', '.join(args + kwargs)})"
-                if not ext.multi_output:
-                    call += ".contiguous()"
-                body.append(f"{ext.name} = {call}")
+        # A PyTorch call that is not a prim may return a view of its inputs (``split``,
+        # ``getitem``...): what it reads must then live as long as its result does.
+        for i in reversed(range(len(groups))):
+            ext = groups[i].buffers[0]
+            if groups[i].is_extern and self.may_alias(ext):
+                end = len(groups) if ext.name in keep else last_use.get(ext.name, i)
+                for name in reads[i]:
+                    last_use[name] = max(last_use[name], end)
+                    if end == len(groups):
+                        keep.add(name)
+        dies_at: dict[int, list[str]] = {}
+        for name, i in last_use.items():
+            if name not in keep and name in sched.by_name:
+                dies_at.setdefault(i, []).append(name)
+        kernel_reads = {name for g, names in zip(groups, reads) if not g.is_extern
+                        for name in names}
+        pooled: set[str] = set()  # buffers whose memory is ours, laid out as recorded
+        lines: list[WrapperLine] = []
+        for i, group in enumerate(groups):
+            if group.is_extern:
+                ext: ir.ExternKernel = group.buffers[0]
+                lines.append(CommentLine(f"{group.name}: {ext.reason} (graph node "
+                                         f"{', '.join(o.name for o in ext.origins)})"))
+                args = [self.value_expr(a, lines) for a in ext.args]
+                args += [f"{k}={self.value_expr(v, lines)}" for k, v in ext.kwargs.items()]
+                contiguous = not ext.multi_output and ext.name in kernel_reads
+                lines.append(ExternCallLine(
+                    ext.name, f"{self.callee(ext.kernel)}({', '.join(args)})", contiguous))
+                if contiguous and self.owns_memory(ext):
+                    pooled.add(ext.name)
             else:
-                origin = []
-                for b in step.group.buffers:
+                call, ins, outs = self.kernels[group.name]
+                origin: list[str] = []
+                for b in group.buffers:
                     origin += [o.name for o in b.origins if o.name not in origin]
-                body.append(f"# {step.group.name}: graph nodes {', '.join(origin)}")
-                for b in step.outputs:
-                    key = (b.layout.size, b.layout.stride, b.layout.dtype, b.layout.device)
-                    if self.reuse and pool.get(key):
-                        old = pool[key].pop()
-                        body[free_line.pop(old)] = None  # not freed after all: reused
-                        body.append(f"{b.name} = {old}; del {old}  # reuse")
-                        self.reused += 1
-                    else:
-                        body.append(f"{b.name} = empty_strided({_pyrepr(b.layout.size)}, "
-                                    f"{_pyrepr(b.layout.stride)}, dtype={b.layout.dtype}, "
-                                    f"device={_pyrepr(b.layout.device)})")
-                args = [b.name for b in step.inputs + step.outputs]
-                body.append(f"{step.group.name}({', '.join(args)})")
-            # Only memory this function allocated may be reused: a PyTorch call that is not a
-            # prim may return a view of an input, which must never be overwritten.
-            freed = [n for n, last in last_use.items() if last == i and n not in keep
-                     and n in sched.by_name and self.owns_memory(sched.by_name[n])]
-            for n in freed:
-                b = sched.by_name[n]
-                key = (b.layout.size, b.layout.stride, b.layout.dtype, b.layout.device)
-                pool.setdefault(key, []).append(n)
-                body.append(f"del {n}")
-                free_line[n] = len(body) - 1
-        emit = []
-        leaves: list[str] = []
-        map_aggregate(self.lowering.outputs,
-                      lambda v: leaves.append(self.value_expr(v, emit)))
-        body.extend(emit)
-        body.append(f"return ({', '.join(leaves)}{',' if len(leaves) == 1 else ''})")
-        self.lines = out + ["    " + line for line in body if line is not None]
-        return "\n".join(self.lines) + "\n"
+                lines.append(CommentLine(f"{group.name}: graph nodes {', '.join(origin)}"))
+                for b in outs:
+                    lines.append(AllocateLine(b, self.device_name(b.layout.device)))
+                    pooled.add(b.name)
+                name = self.bind(group.name, call.launcher, share=False)
+                lines.append(KernelCallLine(call.call_source(name,
+                                                             [b.name for b in ins + outs])))
+            for name in dies_at.get(i, ()):
+                key = _layout_key(sched.by_name[name]) if name in pooled else None
+                lines.append(FreeIfNotReusedLine(name, key))
+        leaves: list[WrapperLine] = []
+        value = self.value_expr(self.lowering.outputs, leaves)
+        self.lines = lines + leaves + [ReturnLine(value)]
+        if self.reuse:
+            self.plan_memory()
+        return self.lines
+
+    # -- step 2: memory planning ---------------------------------------------------------
+    def plan_memory(self) -> None:
+        """Allocations take a freed buffer of the same layout when the pool has one.
+
+        Only memory this function allocated (or a contiguous copy a PyTorch prim made) is
+        pooled: a PyTorch call that is not a prim may return a view of an input, which must
+        never be overwritten."""
+        pool: dict[tuple, list[FreeIfNotReusedLine]] = {}
+        for i, line in enumerate(self.lines):
+            if isinstance(line, FreeIfNotReusedLine) and line.key is not None:
+                pool.setdefault(line.key, []).append(line)
+            elif isinstance(line, AllocateLine) and pool.get(_layout_key(line.buffer)):
+                freed = pool[_layout_key(line.buffer)].pop()
+                freed.reused = True
+                self.lines[i] = ReuseLine(line.buffer.name, freed.name)
+                self.reused += 1
+
+    # -- print -------------------------------------------------------------------------
+    def generate(self) -> str:
+        """The wrapper's source: ``def call(<graph inputs>): ...``."""
+        self.plan()
+        body = [text for line in self.lines if (text := line.codegen()) is not None]
+        return "\n".join([f"def call({', '.join(self.params)}):"] +
+                         ["    " + text for text in body]) + "\n"
+
+    def bound_globals(self) -> str:
+        """Comment lines naming what each non-obvious global of the wrapper is bound to."""
+        out = []
+        for name, value in self.globals.items():
+            if name in ("torch", "operator", "math"):
+                continue
+            if name in self.kernels:
+                what = self.kernels[name][0].launcher_doc
+            elif name == "empty_strided":
+                what = "torch.empty_strided"
+            elif isinstance(value, torch.device):
+                what = f"torch.device({str(value)!r})"
+            else:
+                what = f"{getattr(value, '__module__', '')}." \
+                       f"{getattr(value, '__qualname__', type(value).__name__)}"
+            out.append(f"#   {name} = {what}")
+        return "\n".join(["# globals of the wrapper, bound once at compile time:"] + out)
+
+    @staticmethod
+    def may_alias(ext: ir.ExternKernel) -> bool:
+        """Can this PyTorch call's result share memory with its inputs? Prims and the
+        calls in ``FRESH_RESULTS`` always allocate; anything else might (a view, or its
+        input returned as it is), so we assume it does."""
+        if ext.multi_output:
+            return True
+        return not isinstance(ext.kernel, Prim) and ext.kernel not in FRESH_RESULTS
 
     @staticmethod
     def owns_memory(buffer: ir.Buffer) -> bool:

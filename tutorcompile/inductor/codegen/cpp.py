@@ -347,6 +347,17 @@ class CppKernelCall:
     def _first_call(self, *pointers: int) -> None:
         self.wait().fn(*pointers)
 
+    # How the wrapper calls it: the ctypes function itself, bound once as a global, with
+    # each tensor's data_ptr() (argtypes were set once in wait(): no per-call type setup).
+    launcher_doc = "C++ kernel: a ctypes function taking data_ptr() ints"
+
+    @property
+    def launcher(self):
+        return self.wait().fn
+
+    def call_source(self, name: str, args: list[str]) -> str:
+        return f"{name}({', '.join(f'{a}.data_ptr()' for a in args)})"
+
     def __call__(self, *tensors: torch.Tensor) -> None:
         self.fn(*[t.data_ptr() for t in tensors])
 

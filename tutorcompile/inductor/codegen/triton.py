@@ -283,6 +283,20 @@ class TritonKernelCall:
     def grid(self) -> tuple[int]:
         return (max(1, math.ceil(self.xnumel / self.xblock)),)
 
+    # How the wrapper calls it: the launcher for the fixed grid, bound once as a global,
+    # with the sizes and block sizes (constexprs) written into the call as literals.
+    launcher_doc = "Triton kernel: kernel[grid], the grid fixed at compile time"
+
+    @property
+    def launcher(self):
+        return self.fn[self.grid]
+
+    def call_source(self, name: str, args: list[str]) -> str:
+        sizes = f"{self.xnumel}, {self.rnumel}, " if self.is_reduction else f"{self.xnumel}, "
+        blocks = f"XBLOCK={self.xblock}" + (f", RBLOCK={self.rblock}" if self.is_reduction
+                                            else "")
+        return f"{name}({', '.join(args)}, {sizes}{blocks})"
+
     def __call__(self, *tensors: torch.Tensor) -> None:
         if self.is_reduction:
             self.fn[self.grid](*tensors, self.xnumel, self.rnumel, XBLOCK=self.xblock,
