@@ -166,6 +166,18 @@ def _is_view(node: Node) -> bool:
     return False
 
 
+def _holds_tensor(a: Any) -> bool:
+    """Is ``a`` a graph value that is a tensor (not a Python number or a size)?"""
+    if not isinstance(a, Node):
+        return False
+    if a.op == "placeholder":
+        return True
+    example = a.meta.get("example_value")
+    if example is not None:
+        return isinstance(example, torch.Tensor)
+    return a.meta.get("tensor_meta") is not None
+
+
 def _is_mutation(node: Node) -> tuple[int, Any] | None:
     """``(index of the mutated argument, how to build the functional node)`` or None."""
     name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
@@ -181,6 +193,8 @@ def _is_mutation(node: Node) -> tuple[int, Any] | None:
     if node.op != "call_function":
         return None
     if node.target in _INPLACE_OPERATORS:
+        if not _holds_tensor(node.args[0]):
+            return None  # ``n = 0; n += t`` rebinds a Python number: nothing is mutated
         return 0, ("call_function", _INPLACE_OPERATORS[node.target], None)
     if node.target is operator.setitem:
         return 0, ("call_function", setitem_functional, None)

@@ -120,6 +120,12 @@ class OutputGraph:
             if "DynamicOutputShape" in kind or "DataDependent" in kind:
                 raise Unsupported(f"{what}: output depends on tensor data ({kind})") from None
             raise Unsupported(f"{what} failed on fake tensors: {kind}: {e}") from None
+        if isinstance(out, (tuple, list)) and what in _COUNT_FROM_SIZE and any(
+                isinstance(a, TensorVariable) and self.is_dynamic_tensor(a) for a in args):
+            # ``a, b, c = t.unbind(0)``: unrolled to the example's count, the graph would be
+            # silently wrong for another size of a dynamic dimension
+            raise Unsupported(f"{what} of a dynamically shaped tensor: the number of results "
+                              "depends on a dynamic size")
         node = self.graph.create_node(op, target, proxy_args, proxy_kwargs)
         self.created.append(node)
         node.meta["source"] = self.tx.current_source_line()
@@ -169,6 +175,11 @@ class OutputGraph:
     @property
     def op_count(self) -> int:
         return sum(1 for n in self.graph.nodes if n.op not in ("placeholder", "output"))
+
+
+# ops whose number of results follows a size of their input
+_COUNT_FROM_SIZE = {"unbind", "split", "chunk", "tensor_split", "unsafe_split", "unsafe_chunk",
+                    "hsplit", "vsplit", "dsplit"}
 
 
 @contextlib.contextmanager

@@ -23,6 +23,7 @@ Mirrors: torch/_dynamo/symbolic_convert.py.
 
 from __future__ import annotations
 
+import enum
 import inspect
 import linecache
 import operator
@@ -137,6 +138,12 @@ class InstructionTranslator(VM):
             return CaptureResult("skip", reason="resuming inside an exception handler")
         root = Frame(c.code, c.globals, {}, c.name)
         root.ip = c.ip
+        if c.ip:
+            # a resume point can be reached with different locals bound (one side of an
+            # ``if`` assigns a name, the other does not): the continuation is only valid for
+            # the same set, as a resume function's parameter list is in Dynamo
+            self.guards.add("LOCALS_MATCH", f"sorted(L) == {sorted(c.locals)!r}",
+                            comment="locals bound at this resume point")
         for name, value in c.locals.items():
             if isinstance(value, types.CellType):
                 root.locals[name] = ClosureCellVariable(value, LocalSource(name))
@@ -265,6 +272,12 @@ class InstructionTranslator(VM):
                                          for i, v in enumerate(value.items)])
         if isinstance(value, types.CodeType):
             return ConstantVariable(value)
+        if isinstance(value, enum.Enum):
+            # an enum member is a constant known by identity: ``MODE is Mode.A`` folds, and
+            # the guard is an identity check reached through the source (never its repr)
+            if source is not None:
+                g.ID_MATCH(source, value, f"{type(value).__name__}.{value.name}")
+            return ConstantVariable(value, source)
         if is_constant_value(value) and not isinstance(value, tuple):
             if source is not None:
                 g.CONSTANT_MATCH(source, value)
@@ -282,13 +295,17 @@ class InstructionTranslator(VM):
             return NamedTupleVariable(items, type(value), source)
         if type(value) is dict or isinstance(value, dict) and type(value).__module__ in (
                 "collections",):
-            if not all(is_constant_value(k) for k in value):
+            if not all(is_constant_value(k) or isinstance(k, enum.Enum) for k in value):
                 raise Unsupported("a dict with non-constant keys")
             if source is not None:
                 g.DICT_KEYS(source, value)
+            factory = getattr(value, "default_factory", None)
+            if factory is not None:
+                factory = self.wrap_nested(factory, AttrSource(source, "default_factory")
+                                           if source else None)
             return ConstDictVariable({k: self.wrap_nested(v, GetItemSource(source, k)
                                                           if source else None)
-                                      for k, v in value.items()}, source)
+                                      for k, v in value.items()}, source, type(value), factory)
         if isinstance(value, types.CellType):
             return ClosureCellVariable(value, source)
         if isinstance(value, types.FunctionType) and not is_torch_callable(value):
@@ -525,6 +542,10 @@ class InstructionTranslator(VM):
         a, b = self.realize(_as_vt(a)), self.realize(_as_vt(b))
         if fn in (operator.is_, operator.is_not):
             same = _identical(a, b)
+            for side in (a, b):  # identity of an outside object was read: guard it
+                if isinstance(side, (UserDefinedObjectVariable, UserDefinedClassVariable)) \
+                        and side.source is not None:
+                    self.guards.ID_MATCH(side.source, side.value)
             return ConstantVariable(same if fn is operator.is_ else not same)
         if fn is operator.contains:
             return self._contains(a, b)

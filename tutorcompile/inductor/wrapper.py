@@ -98,8 +98,9 @@ class WrapperCodegen:
             return value.name
         if isinstance(value, (list, tuple)):
             inner = [self.value_expr(v, emit) for v in value]
-            return f"({', '.join(inner)},)" if isinstance(value, tuple) else \
-                f"[{', '.join(inner)}]"
+            if isinstance(value, list):
+                return f"[{', '.join(inner)}]"
+            return "()" if not inner else f"({', '.join(inner)},)"  # never the SyntaxError (,)
         if isinstance(value, dict):
             items = [f"{k!r}: {self.value_expr(v, emit)}" for k, v in value.items()]
             return "{" + ", ".join(items) + "}"

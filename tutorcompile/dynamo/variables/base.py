@@ -495,12 +495,17 @@ class ListVariable(BaseListVariable):
 
 
 class ConstDictVariable(VariableTracker):
-    def __init__(self, items: dict[Any, VariableTracker], source: Source | None = None):
+    """A dict with constant keys; ``dict_cls`` keeps ``OrderedDict``/``defaultdict`` apart
+    from ``dict`` (the rebuilt value has the same class, and ``default_factory``)."""
+
+    def __init__(self, items: dict[Any, VariableTracker], source: Source | None = None,
+                 dict_cls: type = dict, default_factory: VariableTracker | None = None):
         self.items, self.source = dict(items), source
         self.mutated = False
+        self.dict_cls, self.default_factory = dict_cls, default_factory
 
     def python_type(self):
-        return dict
+        return self.dict_cls
 
     def truth(self, tx):
         return bool(self.items)
@@ -526,6 +531,10 @@ class ConstDictVariable(VariableTracker):
     def getitem(self, tx, key):
         k = key.as_python_constant()
         if k not in self.items:
+            if self.default_factory is not None:  # defaultdict: d[k] inserts factory()
+                value = self.default_factory.call_function(tx, [], {})
+                self.setitem(tx, key, value)
+                return value
             raise Unsupported(f"KeyError {k!r} while tracing")
         return self.items[k]
 
@@ -539,13 +548,8 @@ class ConstDictVariable(VariableTracker):
         if name == "get":
             k = args[0].as_python_constant()
             return self.items.get(k, args[1] if len(args) > 1 else ConstantVariable(None))
-        if name == "keys":
-            return TupleVariable([ConstantVariable(k) for k in self.items])
-        if name == "values":
-            return TupleVariable(list(self.items.values()))
-        if name == "items":
-            return TupleVariable([TupleVariable([ConstantVariable(k), v])
-                                  for k, v in self.items.items()])
+        if name in ("keys", "values", "items"):
+            return DictViewVariable(self, name)  # live: sees later changes to the dict
         if name in ("__setitem__", "update", "pop", "setdefault", "clear", "__delitem__"):
             tx.record_mutation(self)
             if name == "__setitem__":
@@ -573,18 +577,79 @@ class ConstDictVariable(VariableTracker):
                 self.items.clear()
             return ConstantVariable(None)
         if name == "copy":
-            return ConstDictVariable(self.items)
+            return ConstDictVariable(self.items, dict_cls=self.dict_cls,
+                                     default_factory=self.default_factory)
         if name == "__contains__":
             return ConstantVariable(args[0].as_python_constant() in self.items)
+        if name == "move_to_end" and self.dict_cls is not dict:
+            tx.record_mutation(self)
+            k = args[0].as_python_constant()
+            last = kwargs["last"].as_python_constant() if "last" in kwargs else \
+                (args[1].as_python_constant() if len(args) > 1 else True)
+            value = self.items.pop(k)
+            self.items = {k: value, **self.items} if not last else {**self.items, k: value}
+            return ConstantVariable(None)
         raise Unsupported(f"dict.{name}")
 
     def reconstruct(self, rc):
         if self.source is not None and not self.mutated:
             return self.source.get(rc.env)
-        return {k: rc(v) for k, v in self.items.items()}
+        items = {k: rc(v) for k, v in self.items.items()}
+        if hasattr(self.dict_cls, "default_factory"):  # a defaultdict
+            factory = self.default_factory
+            return self.dict_cls(rc(factory) if factory is not None else None, items)
+        return items if self.dict_cls is dict else self.dict_cls(items)
 
     def __repr__(self):
         return f"ConstDictVariable({self.items!r})"
+
+
+class DictViewVariable(VariableTracker):
+    """``d.keys()`` / ``d.values()`` / ``d.items()``: a live view of a dict tracker."""
+
+    def __init__(self, dict_vt: ConstDictVariable, kind: str):
+        self.dict_vt, self.kind = dict_vt, kind
+
+    def python_type(self):
+        return type(getattr({}, self.kind)())
+
+    def unpack(self, tx):
+        d = self.dict_vt.items
+        if self.kind == "keys":
+            return [ConstantVariable(k) for k in d]
+        if self.kind == "values":
+            return list(d.values())
+        return [TupleVariable([ConstantVariable(k), v]) for k, v in d.items()]
+
+    def is_python_constant(self):
+        return self.kind == "keys" or self.dict_vt.is_python_constant()
+
+    def as_python_constant(self):
+        if self.kind == "keys":
+            return dict.fromkeys(self.dict_vt.items).keys()
+        return getattr(self.dict_vt.as_python_constant(), self.kind)()
+
+    def truth(self, tx):
+        return bool(self.dict_vt.items)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__len__":
+            return ConstantVariable(len(self.dict_vt.items))
+        if name == "__contains__" and self.kind == "keys":
+            return ConstantVariable(args[0].as_python_constant() in self.dict_vt.items)
+        if name == "isdisjoint" and self.kind == "keys":
+            other = {a.as_python_constant() for a in tx.unpack(args[0])}
+            return ConstantVariable(not (set(self.dict_vt.items) & other))
+        raise Unsupported(f"dict_{self.kind}.{name}")
+
+    def children(self):
+        return [self.dict_vt]
+
+    def reconstruct(self, rc):
+        return getattr(rc(self.dict_vt), self.kind)()
+
+    def __repr__(self):
+        return f"DictViewVariable({self.kind})"
 
 
 class SliceVariable(VariableTracker):
@@ -683,7 +748,8 @@ class ClosureCellVariable(VariableTracker):
 
 __all__ = [
     'BaseListVariable', 'BoundMethodVariable', 'CONSTANT_TYPES', 'CellVariable',
-    'ClosureCellVariable', 'ConstDictVariable', 'ConstantVariable', 'ListIteratorVariable',
+    'ClosureCellVariable', 'ConstDictVariable', 'ConstantVariable', 'DictViewVariable',
+    'ListIteratorVariable',
     'ListVariable', 'NamedTupleVariable', 'Reconstructor', 'ResumeIterator', 'SizeVariable',
     'SliceVariable', 'SymIntVariable', 'TensorMethodVariable', 'TensorVariable',
     'TupleVariable', 'VariableTracker', 'is_constant_value', 't_metadata_method',

@@ -11,6 +11,7 @@ user_defined.py.
 from __future__ import annotations
 
 import builtins
+import collections
 import inspect
 import math
 import operator
@@ -204,6 +205,14 @@ class UserDefinedClassVariable(VariableTracker):
         if issubclass(cls, tuple) and hasattr(cls, "_fields"):
             fields = list(args) + [kwargs[f] for f in cls._fields[len(args):]]
             return NamedTupleVariable(fields, cls)
+        if cls in (collections.OrderedDict, collections.defaultdict):
+            factory = None
+            if cls is collections.defaultdict:
+                factory, args = (args[0] if args else ConstantVariable(None)), args[1:]
+                if factory.is_python_constant() and factory.as_python_constant() is None:
+                    factory = None
+            d = _dict(tx, *args, **kwargs)
+            return ConstDictVariable(d.items, dict_cls=cls, default_factory=factory)
         raise Unsupported(f"constructing an instance of {cls.__qualname__}")
 
     def reconstruct(self, rc):
@@ -586,9 +595,15 @@ def is_torch_callable(value: Any) -> bool:
         return callable(value)
     if isinstance(value, (types.BuiltinFunctionType, types.MethodDescriptorType,
                           types.WrapperDescriptorType)):
-        owner = getattr(value, "__self__", None) or getattr(value, "__objclass__", None)
-        owner_mod = getattr(owner, "__module__", "") or getattr(owner, "__name__", "") or ""
-        return owner_mod.startswith("torch")
+        # never take the truth value of ``__self__``: for a method bound to a tensor (or a
+        # numpy array) that raises "Boolean value of Tensor ... is ambiguous"
+        owner = getattr(value, "__self__", None)
+        if owner is None:
+            owner = getattr(value, "__objclass__", None)
+        if owner is not None and not isinstance(owner, (type, types.ModuleType)):
+            owner = type(owner)  # a bound method: the owner's class says where it lives
+        owner_mod = getattr(owner, "__module__", None) or getattr(owner, "__name__", None)
+        return isinstance(owner_mod, str) and owner_mod.startswith("torch")
     return False
 
 
