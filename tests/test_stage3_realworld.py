@@ -33,11 +33,18 @@ def calls_a_bound_tensor_method(x, method):
     return method() + x
 
 
-def test_bound_tensor_method_argument_is_traced():
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_bound_tensor_method_argument_is_a_graph_input(backend):
     x = torch.randn(3, 4)
-    other = torch.randn(3, 4)
-    c = compile_eager(calls_a_bound_tensor_method)
-    torch.testing.assert_close(c(x, other.relu), other.relu() + x)
+    c = compile_eager(calls_a_bound_tensor_method) if backend == "eager" else \
+        tc.compile(calls_a_bound_tensor_method, backend=backend)
+    for _ in range(2):  # a new tensor behind the method each call: never a stale constant
+        other = torch.randn(3, 4, requires_grad=True)
+        out = c(x, other.relu)
+        torch.testing.assert_close(out, other.relu() + x)
+        out.sum().backward()  # the gradient reaches the tensor the method is bound to
+        torch.testing.assert_close(other.grad, (other > 0).float())
+    assert len(cache_entries(calls_a_bound_tensor_method)) == 1
 
 
 def test_is_torch_callable_never_takes_a_tensors_truth_value():

@@ -28,6 +28,7 @@ import inspect
 import linecache
 import operator
 import re
+import sys
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +66,7 @@ from .variables import (
     SizeVariable,
     SliceVariable,
     SymIntVariable,
+    TensorMethodVariable,
     TensorVariable,
     TorchFunctionVariable,
     TupleVariable,
@@ -319,6 +321,13 @@ class InstructionTranslator(VM):
                 g.ID_MATCH(AttrSource(source, "__func__"), value.__func__)
             return UserMethodVariable(value.__func__, self.wrap_nested(value.__self__,
                                                                        self_src))
+        owner = getattr(value, "__self__", None)
+        if isinstance(owner, torch.Tensor) and isinstance(
+                value, (types.BuiltinMethodType, types.MethodWrapperType)):
+            # ``t.relu`` as a value (on a rebuilt stack, passed as an argument): the tensor
+            # is a graph input reached through the method, never a constant of the graph
+            tensor = self.wrap_nested(owner, AttrSource(source, "__self__") if source else None)
+            return TensorMethodVariable(tensor, value.__name__)
         if isinstance(value, types.ModuleType):
             if source is not None:
                 g.ID_MATCH(source, value)
@@ -523,7 +532,30 @@ class InstructionTranslator(VM):
         return ConstantVariable("".join(p.as_python_constant() for p in parts))
 
     def import_name(self, frame, name, fromlist, level):
-        raise Unsupported(f"import {name} inside the compiled function")
+        # ``import torch`` / ``from x import y`` of a module that is already imported only
+        # reads sys.modules: no side effect, so it is folded (a first import would run the
+        # module's code, which is a break)
+        level = level.as_python_constant() if isinstance(level, VariableTracker) else level
+        fromlist = fromlist.as_python_constant() if isinstance(fromlist, VariableTracker) \
+            else fromlist
+        if level:
+            package = frame.globals.get("__package__") or ""
+            base = package.rsplit(".", level - 1)[0] if level > 1 else package
+            full = f"{base}.{name}" if name else base
+        else:
+            full = name
+        if full not in sys.modules:
+            raise Unsupported(f"import {full} inside the compiled function (not imported "
+                              "yet: importing runs the module's code)")
+        if fromlist:
+            for attr in fromlist:  # ``from pkg import submodule`` must not import either
+                if attr != "*" and not hasattr(sys.modules[full], attr) and \
+                        f"{full}.{attr}" not in sys.modules:
+                    raise Unsupported(f"from {full} import {attr}: not imported yet")
+            module = sys.modules[full]
+        else:
+            module = sys.modules[full.split(".")[0]]
+        return self._wrap(module, None)
 
     def raise_exception(self, exc, cause=NULL):
         raise Unsupported("raise statement")
@@ -603,7 +635,20 @@ class InstructionTranslator(VM):
             return ConstantVariable(not a.truth(self))
         raise Unsupported(f"operator {fn.__name__} on {a}")
 
+    def call_dunder(self, obj: VariableTracker, name: str, args: list):
+        """``obj.__name__(*args)`` for an object whose class defines it in Python (a
+        ``Mapping`` subclass's ``__getitem__``/``__contains__``): inlined. None otherwise."""
+        if not isinstance(obj, UserDefinedObjectVariable):
+            return None
+        method = inspect.getattr_static(type(obj.value), name, None)
+        if not isinstance(method, types.FunctionType):
+            return None
+        return self.inline_user_function(method, [obj, *args], {})
+
     def _getitem(self, a, b):
+        dunder = self.call_dunder(a, "__getitem__", [b])
+        if dunder is not None:
+            return dunder
         if isinstance(a, (BaseListVariable, ConstDictVariable)):
             return a.getitem(self, b)
         if isinstance(a, NNModuleVariable):
@@ -613,6 +658,9 @@ class InstructionTranslator(VM):
         raise Unsupported(f"indexing {a}")
 
     def _contains(self, container, item):
+        dunder = self.call_dunder(container, "__contains__", [item])
+        if dunder is not None:
+            return ConstantVariable(dunder.truth(self))
         if isinstance(container, ConstDictVariable):
             return ConstantVariable(item.as_python_constant() in container.items)
         if isinstance(container, BaseListVariable):

@@ -132,6 +132,8 @@ class TorchFunctionVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         fn = self.fn
+        if fn in _TRACING_STATE:  # "am I being compiled?" -- yes, by us (as under Dynamo)
+            return ConstantVariable(_TRACING_STATE[fn])
         if fn in self.FOLDABLE:
             if fn is torch.is_grad_enabled:
                 tx.guards.GRAD_MODE()
@@ -158,6 +160,21 @@ class TorchFunctionVariable(VariableTracker):
         return f"TorchFunctionVariable({getattr(self.fn, '__name__', self.fn)})"
 
 
+def _tracing_state() -> dict:
+    """What code asking about compilation sees while we trace it: compiling, not exporting,
+    not TorchScript (so libraries take their compile-friendly paths, as under Dynamo)."""
+    state = {torch.compiler.is_compiling: True, torch.compiler.is_dynamo_compiling: True,
+             torch.compiler.is_exporting: False, torch.jit.is_tracing: False,
+             torch.jit.is_scripting: False, torch._C._get_tracing_state: None}
+    dynamo = getattr(torch, "_dynamo", None)  # already imported by torch itself
+    if dynamo is not None and hasattr(dynamo, "is_compiling"):
+        state[dynamo.is_compiling] = True
+    return state
+
+
+_TRACING_STATE = _tracing_state()
+
+
 class PythonModuleVariable(VariableTracker):
     """A Python module (``torch``, ``math``, a user's helper module)."""
 
@@ -173,6 +190,71 @@ class PythonModuleVariable(VariableTracker):
 
     def reconstruct(self, rc):
         return self.value
+
+
+class SuperVariable(VariableTracker):
+    """``super()`` / ``super(cls, obj)``: attribute lookup starts after ``cls`` in the MRO."""
+
+    def __init__(self, cls: type, obj: VariableTracker):
+        self.cls, self.obj = cls, obj
+
+    def var_getattr(self, tx, name):
+        obj = self.obj
+        owner = obj.value if isinstance(obj, UserDefinedClassVariable) else None
+        mro = (owner or _python_type(obj)).__mro__
+        for klass in mro[mro.index(self.cls) + 1:]:
+            if name not in klass.__dict__:
+                continue
+            attr = klass.__dict__[name]
+            if isinstance(attr, staticmethod):
+                return tx.wrap_nested(attr.__func__, None)
+            if isinstance(attr, classmethod):
+                cls_vt = obj if owner is not None else UserDefinedClassVariable(
+                    _python_type(obj))
+                return UserMethodVariable(attr.__func__, cls_vt)
+            if isinstance(attr, types.FunctionType):
+                return UserMethodVariable(attr, obj)
+            if klass is object and name == "__init__":
+                return BuiltinVariable(_object_init)
+            if klass in (dict, list, tuple) and callable(attr):
+                # the container's own method on a tracker of that container (a dict subclass
+                # whose override calls ``super().get``)
+                return _BoundContainerMethod(self, name)
+            break
+        raise Unsupported(f"super().{name} (found in a C class, or not found)")
+
+    def children(self):
+        return [self.obj]
+
+    def reconstruct(self, rc):
+        return super(self.cls, rc(self.obj))  # noqa: UP008 (a super object, rebuilt)
+
+
+def _object_init(*args, **kwargs):
+    """``object.__init__``: nothing to do."""
+
+
+class _BoundContainerMethod(VariableTracker):
+    """``super().get`` where ``get`` is the builtin container's own method."""
+
+    def __init__(self, sup: SuperVariable, name: str):
+        self.sup, self.name = sup, name
+
+    def call_function(self, tx, args, kwargs):
+        obj = self.sup.obj
+        return type(obj).call_method(obj, tx, self.name, args, kwargs)
+
+    def children(self):
+        return [self.sup]
+
+    def reconstruct(self, rc):
+        return getattr(rc(self.sup), self.name)
+
+
+def _python_type(vt: VariableTracker) -> type:
+    if isinstance(vt, (UserDefinedObjectVariable, NNModuleVariable)):
+        return type(vt.value)
+    return vt.python_type()
 
 
 class UserDefinedClassVariable(VariableTracker):
@@ -423,6 +505,9 @@ def _len(tx, obj):
         return ConstantVariable(len(obj.value))
     if obj.is_python_constant():
         return ConstantVariable(len(obj.as_python_constant()))
+    dunder = tx.call_dunder(obj, "__len__", [])
+    if dunder is not None:
+        return dunder
     return ConstantVariable(len(_seq(tx, obj)))
 
 
@@ -542,6 +627,23 @@ def _type(tx, obj):
     return tx.wrap_nested(obj.python_type(), None)
 
 
+def _super(tx, *args):
+    if not args:
+        frame = tx.frames[-1]
+        cell = frame.locals.get("__class__")
+        first = frame.code.co_varnames[0] if frame.code.co_argcount else None
+        if cell is None or first is None:
+            raise Unsupported("super() without __class__ or a first argument")
+        cls = tx.cell_get(cell, "__class__")
+        obj = tx.realize(frame.locals[first])
+        if type(obj).__name__ in ("CellVariable", "ClosureCellVariable"):
+            obj = tx.cell_get(obj, first)
+        args = (cls, obj)
+    cls, obj = args
+    return SuperVariable(cls.as_python_constant(), obj)
+
+
+
 def _iter(tx, obj):
     return tx.get_iter(obj)
 
@@ -582,7 +684,7 @@ _BUILTIN_HANDLERS: dict[Callable, Callable] = {
     tuple: _tuple, list: _list, dict: _dict, reversed: _reversed, min: _minmax(min),
     max: _minmax(max), sum: _sum, getattr: _getattr, hasattr: _hasattr, type: _type,
     iter: _iter, next: _next, bool: _bool, int: _int_float(int), float: _int_float(float),
-    callable: _callable,
+    callable: _callable, super: _super, _object_init: lambda tx, *a, **k: ConstantVariable(None),
 }
 
 
@@ -611,7 +713,7 @@ BUILTIN_CALLABLES = {v for v in vars(builtins).values() if callable(v)}
 
 
 __all__ = [
-    'BUILTIN_CALLABLES', 'BuiltinVariable', 'NNModuleVariable',
+    'BUILTIN_CALLABLES', 'BuiltinVariable', 'NNModuleVariable', 'SuperVariable',
     'NestedUserFunctionVariable', 'PythonModuleVariable', 'TorchFunctionVariable',
     'UserDefinedClassVariable', 'UserDefinedObjectVariable', 'UserFunctionVariable',
     'UserMethodVariable', 'is_torch_callable',
