@@ -361,7 +361,8 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
             _log_break(frame, result)
             return None
     output = result.output
-    live: list[Any] = list(result.stack) + list(result.locals.values())
+    live: list[Any] = list(result.stack) + list(result.locals.values()) + \
+        [value for _, _, value in result.side_effects]
     if result.return_value is not None:
         live.append(result.return_value)
     output_nodes = _graph_outputs(live)
@@ -448,6 +449,10 @@ def execute_entry(entry: CacheEntry, frame: Frame) -> Any:
         outputs = dict(zip(entry.output_nodes, values))
     rc = Reconstructor(env, outputs)
     result = entry.result
+    if result.side_effects:  # attribute writes the traced code made, in program order
+        values = [(rc(obj), name, rc(value)) for obj, name, value in result.side_effects]
+        for obj, name, value in values:
+            setattr(obj, name, value)
     if result.kind == "return":
         frame.return_value = rc(result.return_value)
         return _RETURN

@@ -111,6 +111,7 @@ class CaptureResult:
     reason: str | None = None
     location: tuple[str, int | None, str] | None = None  # filename, line, source text
     in_loop: bool = False
+    side_effects: list = field(default_factory=list)  # (object tracker, attribute, value)
 
 
 class InstructionTranslator(VM):
@@ -132,6 +133,7 @@ class InstructionTranslator(VM):
         self.frames: list[Frame] = []
         self.journal: dict[int, tuple[VariableTracker, dict]] = {}
         self._scopes: dict[int, str] = {id(frame.globals): "G"}
+        self.side_effect_objects: list[VariableTracker] = []  # outside objects written to
 
     # --- the capture loop -------------------------------------------------------------------
     def capture(self) -> CaptureResult:
@@ -173,6 +175,9 @@ class InstructionTranslator(VM):
 
     def _finish(self, result: CaptureResult) -> CaptureResult:
         result.output, result.guards = self.output, self.guards
+        # attribute writes to objects from outside, replayed in order after the graph
+        result.side_effects = [(vt, name, value) for vt in self.side_effect_objects
+                               if not vt.fresh for name, value in vt.pending.items()]
         if self.output.op_count:
             self.guards.GRAD_MODE()
         return result
@@ -191,12 +196,22 @@ class InstructionTranslator(VM):
         if getattr(vt, "source", None) is not None:
             raise Unsupported(f"mutation of a {vt.python_type().__name__} that comes from "
                               f"outside the compiled region ({vt.source.name()})")
+        self._journal(vt)
+        if hasattr(vt, "mutated"):
+            vt.mutated = True
+
+    def record_side_effect(self, vt: VariableTracker) -> None:
+        """``vt`` (maybe from outside) gets a pending attribute write, replayed after the
+        graph; journaled like any mutation so a breaking instruction leaves no trace."""
+        self._journal(vt)
+        if vt not in self.side_effect_objects:
+            self.side_effect_objects.append(vt)
+
+    def _journal(self, vt: VariableTracker) -> None:
         if id(vt) not in self.journal:
             state = {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict)
                          else v) for k, v in vt.__dict__.items()}
             self.journal[id(vt)] = (vt, state)
-        if hasattr(vt, "mutated"):
-            vt.mutated = True
 
     def step(self, frame: Frame) -> Any:
         try:
@@ -393,6 +408,9 @@ class InstructionTranslator(VM):
         return self.realize(obj).var_getattr(self, name)
 
     def store_attr(self, obj, name, value):
+        obj = self.realize(obj)
+        if isinstance(obj, UserDefinedObjectVariable):
+            return obj.store_attr(self, name, value)
         raise Unsupported(f"assignment to attribute {name!r} of {obj} (mutation of an object)")
 
     def delete_attr(self, obj, name):

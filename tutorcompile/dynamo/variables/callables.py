@@ -10,6 +10,7 @@ user_defined.py.
 
 from __future__ import annotations
 
+import abc
 import builtins
 import collections
 import inspect
@@ -284,6 +285,16 @@ class UserDefinedClassVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         cls = self.value
+        if _plain_python_class(cls):
+            # ``Cls(...)``: a placeholder instance (object.__new__, no side effect) whose
+            # __init__ is inlined; its attributes live in the tracker until rebuilt
+            obj = UserDefinedObjectVariable(object.__new__(cls), fresh=True)
+            init = inspect.getattr_static(cls, "__init__")
+            if isinstance(init, types.FunctionType):
+                tx.inline_user_function(init, [obj, *args], kwargs)
+            elif args or kwargs:
+                raise Unsupported(f"{cls.__qualname__}() takes no arguments")
+            return obj
         if issubclass(cls, tuple) and hasattr(cls, "_fields"):
             fields = list(args) + [kwargs[f] for f in cls._fields[len(args):]]
             return NamedTupleVariable(fields, cls)
@@ -304,16 +315,44 @@ class UserDefinedClassVariable(VariableTracker):
         return f"UserDefinedClassVariable({self.value.__qualname__})"
 
 
-class UserDefinedObjectVariable(VariableTracker):
-    """Any other object from outside: attributes are read (and guarded), never written."""
+def _plain_python_class(cls: type) -> bool:
+    """A class whose instances we can build while tracing: defined in Python, made by
+    ``object.__new__``, attributes in ``__dict__``, no custom ``__setattr__``, not torch."""
+    if not isinstance(cls, type) or type(cls) not in (type, abc.ABCMeta):
+        return False
+    if cls.__module__ in ("builtins",) or cls.__module__.startswith(("torch", "collections")):
+        return False
+    if issubclass(cls, (torch.nn.Module, torch.Tensor, BaseException, tuple, list, dict)):
+        return False
+    if cls.__new__ is not object.__new__ or not hasattr(object.__new__(cls), "__dict__"):
+        return False
+    if inspect.getattr_static(cls, "__setattr__") is not object.__setattr__:
+        return False
+    init = inspect.getattr_static(cls, "__init__")
+    return init is object.__init__ or isinstance(init, types.FunctionType)
 
-    def __init__(self, value: Any, source: Source | None = None):
+
+class UserDefinedObjectVariable(VariableTracker):
+    """Any other object. One from outside has a source: attributes are read through it (and
+    guarded). Attribute writes wait in ``pending`` and are replayed on the real object after
+    the graph ran (Dynamo's side effects). A *fresh* object (``Cls(...)`` while tracing) is a
+    placeholder instance plus its attributes; after the graph a new instance is built."""
+
+    def __init__(self, value: Any, source: Source | None = None, fresh: bool = False):
         self.value, self.source = value, source
+        self.pending: dict[str, VariableTracker] = {}
+        self.fresh = fresh
 
     def python_type(self):
         return type(self.value)
 
     def var_getattr(self, tx, name):
+        if name in self.pending:
+            return self.pending[name]
+        if name in getattr(self.value, "__dict__", {}) and not self.fresh:
+            # an instance attribute (a function stored on the instance is not bound)
+            return tx.wrap_nested(self.value.__dict__[name], AttrSource(self.source, name)
+                                  if self.source is not None else None)
         static = inspect.getattr_static(self.value, name, None)
         if isinstance(static, types.FunctionType):
             return UserMethodVariable(static, self)
@@ -322,11 +361,37 @@ class UserDefinedObjectVariable(VariableTracker):
         if isinstance(static, classmethod):
             return UserMethodVariable(static.__func__,
                                       UserDefinedClassVariable(type(self.value)))
+        if isinstance(static, property) and static.fget is not None:
+            return tx.inline_user_function(static.fget, [self], {})
+        if self.fresh:
+            if not hasattr(type(self.value), name):
+                getattr_hook = inspect.getattr_static(type(self.value), "__getattr__", None)
+                if isinstance(getattr_hook, types.FunctionType):
+                    return tx.inline_user_function(getattr_hook, [self, ConstantVariable(
+                        name)], {})
+                raise Unsupported(f"AttributeError: {type(self.value).__name__} object has no "
+                                  f"attribute {name!r}")
+            return tx.wrap_nested(getattr(type(self.value), name), None)  # a class attribute
         if self.source is None:
             raise Unsupported(f"attribute {name} of an object created while tracing")
-        if isinstance(static, property):
-            return tx.inline_user_function(static.fget, [self], {})
         return tx.wrap_nested(getattr(self.value, name), AttrSource(self.source, name))
+
+    def has_attr(self, name: str) -> bool:
+        if name in self.pending:
+            return True
+        return hasattr(type(self.value) if self.fresh else self.value, name)
+
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        cls = type(self.value)
+        if inspect.getattr_static(cls, "__setattr__", None) is not object.__setattr__:
+            raise Unsupported(f"assignment to attribute {name!r} of a {cls.__name__} (a "
+                              "custom __setattr__)")
+        if not hasattr(self.value, "__dict__") or hasattr(inspect.getattr_static(
+                cls, name, None), "__set__"):
+            raise Unsupported(f"assignment to attribute {name!r} of a {cls.__name__} (a "
+                              "descriptor or __slots__)")
+        tx.record_side_effect(self)
+        self.pending[name] = value
 
     def call_function(self, tx, args, kwargs):
         call = inspect.getattr_static(type(self.value), "__call__", None)
@@ -334,8 +399,16 @@ class UserDefinedObjectVariable(VariableTracker):
             return tx.inline_user_function(call, [self, *args], kwargs)
         raise Unsupported(f"calling a {type(self.value).__name__} object")
 
+    def children(self):
+        return list(self.pending.values())
+
     def reconstruct(self, rc):
-        return self.value
+        if not self.fresh:
+            return self.value
+        obj = object.__new__(type(self.value))
+        rc.memo[id(self)] = obj  # before the attributes: they may refer back to it
+        obj.__dict__.update({k: rc(v) for k, v in self.pending.items()})
+        return obj
 
     def __repr__(self):
         return f"UserDefinedObjectVariable({type(self.value).__name__})"
@@ -611,7 +684,9 @@ def _getattr(tx, obj, name, default=None):
 
 def _hasattr(tx, obj, name):
     n = name.as_python_constant()
-    if isinstance(obj, (NNModuleVariable, UserDefinedObjectVariable, PythonModuleVariable)):
+    if isinstance(obj, UserDefinedObjectVariable):
+        return ConstantVariable(obj.has_attr(n))
+    if isinstance(obj, (NNModuleVariable, PythonModuleVariable)):
         return ConstantVariable(hasattr(obj.value, n))
     if isinstance(obj, TensorVariable):
         return ConstantVariable(hasattr(obj.fake, n))
