@@ -176,8 +176,12 @@ class InstructionTranslator(VM):
     def _finish(self, result: CaptureResult) -> CaptureResult:
         result.output, result.guards = self.output, self.guards
         # attribute writes to objects from outside, replayed in order after the graph
-        result.side_effects = [(vt, name, value) for vt in self.side_effect_objects
-                               if not vt.fresh for name, value in vt.pending.items()]
+        for vt in self.side_effect_objects:
+            if isinstance(vt, (ListVariable, ConstDictVariable)):
+                if getattr(vt, "mutated", False):
+                    result.side_effects.append((vt, None, vt))  # new contents, same object
+            elif not vt.fresh:
+                result.side_effects += [(vt, name, value) for name, value in vt.pending.items()]
         if self.output.op_count:
             self.guards.GRAD_MODE()
         return result
@@ -192,10 +196,17 @@ class InstructionTranslator(VM):
         del self._wrapped_order[mark[1]:]
 
     def record_mutation(self, vt: VariableTracker) -> None:
-        """Remember ``vt``'s state before this instruction mutates it (for rollback)."""
+        """Remember ``vt``'s state before this instruction mutates it (for rollback).
+
+        A list or dict from outside (an argument, ``**kwargs``, a global) is mutated in the
+        tracker; after the graph its new contents are written back into the same object,
+        so every alias sees them (Dynamo's side effects)."""
         if getattr(vt, "source", None) is not None:
-            raise Unsupported(f"mutation of a {vt.python_type().__name__} that comes from "
-                              f"outside the compiled region ({vt.source.name()})")
+            if not isinstance(vt, (ListVariable, ConstDictVariable)):
+                raise Unsupported(f"mutation of a {vt.python_type().__name__} that comes "
+                                  f"from outside the compiled region ({vt.source.name()})")
+            if vt not in self.side_effect_objects:
+                self.side_effect_objects.append(vt)
         self._journal(vt)
         if hasattr(vt, "mutated"):
             vt.mutated = True
@@ -299,6 +310,12 @@ class InstructionTranslator(VM):
             if source is not None:
                 g.CONSTANT_MATCH(source, value)
             return ConstantVariable(value, source)
+        if isinstance(value, torch.Size):  # x.size() passed around: a tuple of ints
+            if source is not None:
+                g.SEQUENCE_LENGTH(source, value)
+            return SizeVariable([self.wrap_nested(v, GetItemSource(source, i) if source
+                                                  else None) for i, v in enumerate(value)],
+                                source)
         if type(value) in (tuple, list) or (isinstance(value, tuple) and
                                              hasattr(value, "_fields")):
             if source is not None:
@@ -310,8 +327,7 @@ class InstructionTranslator(VM):
             if type(value) is tuple:
                 return TupleVariable(items, source)
             return NamedTupleVariable(items, type(value), source)
-        if type(value) is dict or isinstance(value, dict) and type(value).__module__ in (
-                "collections",):
+        if isinstance(value, dict) and _reads_like_dict(type(value)):
             if not all(is_constant_value(k) or isinstance(k, enum.Enum) for k in value):
                 raise Unsupported("a dict with non-constant keys")
             if source is not None:
@@ -419,6 +435,10 @@ class InstructionTranslator(VM):
     def store_subscr(self, obj, key, value):
         if isinstance(obj, TensorVariable):
             self.output.create_node("call_function", operator.setitem, (obj, key, value), {})
+        elif isinstance(obj, ConstDictVariable) and isinstance(inspect.getattr_static(
+                obj.dict_cls, "__setitem__"), types.FunctionType):
+            self.inline_user_function(inspect.getattr_static(obj.dict_cls, "__setitem__"),
+                                      [obj, key, value], {})  # a dict subclass's own rule
         elif isinstance(obj, (ListVariable, ConstDictVariable)):
             obj.setitem(self, key, value)
         else:
@@ -797,6 +817,14 @@ class InstructionTranslator(VM):
             raise Unsupported("yield outside an inlined generator")
         f.yielded.append(f.pop())
         f.push(ConstantVariable(None))  # the value of the yield expression
+
+
+def _reads_like_dict(cls: type) -> bool:
+    """A dict subclass whose reads are dict's own (its items are its contents): tracked as a
+    dict that keeps its class; methods it adds in Python are inlined."""
+    return all(inspect.getattr_static(cls, m) is getattr(dict, m) for m in (
+        "__getitem__", "__contains__", "__iter__", "__len__", "keys", "values", "items")) \
+        or cls.__module__ == "collections"
 
 
 def _unwrap_compiled(value: Any, source: Source | None) -> tuple[Any, Source | None] | None:

@@ -8,6 +8,7 @@ Mirrors: torch/_dynamo/variables/base.py, constant.py, tensor.py, lists.py, dict
 
 from __future__ import annotations
 
+import inspect
 import operator
 import types
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 CONSTANT_TYPES = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis),
                   torch.dtype, torch.device, torch.layout, torch.memory_format, range, slice,
-                  types.CodeType, frozenset)
+                  types.CodeType, frozenset, torch.finfo, torch.iinfo)
 
 
 def is_constant_value(v: Any) -> bool:
@@ -132,6 +133,8 @@ class ConstantVariable(VariableTracker):
         attr = getattr(self.value, name)
         if isinstance(attr, (types.BuiltinMethodType, types.MethodWrapperType)):
             return BoundMethodVariable(self, name)  # "Relu".lower: folded when called
+        if isinstance(attr, type):  # (3).__class__, an enum member's class
+            return tx.wrap_nested(attr, None)
         return wrap_constant_result(attr)
 
     def call_method(self, tx, name, args, kwargs):
@@ -343,6 +346,7 @@ class BaseListVariable(VariableTracker):
 
     def __init__(self, items: list[VariableTracker], source: Source | None = None):
         self.items, self.source = list(items), source
+        self.mutated = False
 
     def python_type(self):
         return self.python_cls
@@ -371,7 +375,10 @@ class BaseListVariable(VariableTracker):
     def reconstruct(self, rc):
         if self.source is not None and not getattr(self, "mutated", False):
             return self.source.get(rc.env)
-        return self.python_cls([rc(i) for i in self.items])
+        return self.python_cls(self.rebuild_items(rc))
+
+    def rebuild_items(self, rc) -> list:
+        return [rc(i) for i in self.items]
 
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
         k = key.as_python_constant()
@@ -542,6 +549,15 @@ class ConstDictVariable(VariableTracker):
         tx.record_mutation(self)
         self.items[key.as_python_constant()] = value
 
+    def var_getattr(self, tx, name):
+        static = inspect.getattr_static(self.dict_cls, name, None)
+        if isinstance(static, types.FunctionType) and self.dict_cls.__module__ != "collections":
+            from .callables import UserMethodVariable  # a method a dict subclass adds
+            return UserMethodVariable(static, self)
+        if callable(static):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"attribute {name!r} of a {self.dict_cls.__name__}")
+
     def call_method(self, tx, name, args, kwargs):
         if name == "__getitem__":
             return self.getitem(tx, args[0])
@@ -591,10 +607,13 @@ class ConstDictVariable(VariableTracker):
             return ConstantVariable(None)
         raise Unsupported(f"dict.{name}")
 
+    def rebuild_items(self, rc) -> dict:
+        return {k: rc(v) for k, v in self.items.items()}
+
     def reconstruct(self, rc):
         if self.source is not None and not self.mutated:
             return self.source.get(rc.env)
-        items = {k: rc(v) for k, v in self.items.items()}
+        items = self.rebuild_items(rc)
         if hasattr(self.dict_cls, "default_factory"):  # a defaultdict
             factory = self.default_factory
             return self.dict_cls(rc(factory) if factory is not None else None, items)

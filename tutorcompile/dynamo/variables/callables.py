@@ -13,6 +13,7 @@ from __future__ import annotations
 import abc
 import builtins
 import collections
+import dataclasses
 import inspect
 import math
 import operator
@@ -40,6 +41,7 @@ from .base import (
     TensorVariable,
     TupleVariable,
     VariableTracker,
+    is_constant_value,
     wrap_constant_result,
 )
 
@@ -56,8 +58,12 @@ class UserFunctionVariable(VariableTracker):
         return tx.inline_user_function(self.fn, args, kwargs, fn_source=self.source)
 
     def var_getattr(self, tx, name):
-        if name in ("__name__", "__qualname__", "__module__"):
+        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return ConstantVariable(getattr(self.fn, name))
+        if name in ("__code__", "__defaults__", "__kwdefaults__", "__wrapped__", "__dict__"):
+            # fixed by the function's identity (ID_MATCH) or reached through its source
+            source = AttrSource(self.source, name) if self.source is not None else None
+            return tx.wrap_nested(getattr(self.fn, name), source)
         raise Unsupported(f"attribute {name} of function {self.fn.__qualname__}")
 
     def reconstruct(self, rc):
@@ -217,7 +223,8 @@ class SuperVariable(VariableTracker):
                 return UserMethodVariable(attr, obj)
             if klass is object and name == "__init__":
                 return BuiltinVariable(_object_init)
-            if klass in (dict, list, tuple) and callable(attr):
+            if callable(attr) and (klass is dict and isinstance(obj, ConstDictVariable) or
+                                   klass in (list, tuple) and isinstance(obj, BaseListVariable)):
                 # the container's own method on a tracker of that container (a dict subclass
                 # whose override calls ``super().get``)
                 return _BoundContainerMethod(self, name)
@@ -285,6 +292,13 @@ class UserDefinedClassVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         cls = self.value
+        if cls in (torch.finfo, torch.iinfo) and all(
+                a.is_python_constant() for a in [*args, *kwargs.values()]):
+            return ConstantVariable(cls(*[a.as_python_constant() for a in args],
+                                        **{k: v.as_python_constant() for k, v in kwargs.items()}))
+        if dataclasses.is_dataclass(cls) and not any(
+                isinstance(v, UserDefinedObjectVariable) and v.fresh for v in args):
+            return DataclassVariable(cls, args, kwargs)
         if _plain_python_class(cls):
             # ``Cls(...)``: a placeholder instance (object.__new__, no side effect) whose
             # __init__ is inlined; its attributes live in the tracker until rebuilt
@@ -376,6 +390,13 @@ class UserDefinedObjectVariable(VariableTracker):
             raise Unsupported(f"attribute {name} of an object created while tracing")
         return tx.wrap_nested(getattr(self.value, name), AttrSource(self.source, name))
 
+    def guard_hasattr(self, tx, name: str) -> None:
+        """Code branched on whether the attribute exists: guard it (sourced objects)."""
+        if self.source is not None and name not in self.pending:
+            found = hasattr(self.value, name)
+            tx.guards.add("HASATTR", f"{'' if found else 'not '}hasattr({self.source.name()}, "
+                          f"{name!r})", self.source)
+
     def has_attr(self, name: str) -> bool:
         if name in self.pending:
             return True
@@ -412,6 +433,58 @@ class UserDefinedObjectVariable(VariableTracker):
 
     def __repr__(self):
         return f"UserDefinedObjectVariable({type(self.value).__name__})"
+
+
+class DataclassVariable(VariableTracker):
+    """An instance of a dataclass made while tracing (``ModelOutput(last_hidden_state=h)``):
+    fields are read from the constructor's arguments; the real object is constructed after
+    the graph, with the values the graph computed. Writes to it are a graph break."""
+
+    def __init__(self, cls: type, args: list, kwargs: dict):
+        self.cls, self.args, self.kwargs = cls, list(args), dict(kwargs)
+        fields = [f for f in dataclasses.fields(cls) if f.init]
+        if len(args) > len(fields):
+            raise Unsupported(f"{cls.__qualname__}() given too many arguments")
+        self.values: dict[str, VariableTracker] = dict(zip([f.name for f in fields], args))
+        for f in fields[len(args):]:
+            if f.name in kwargs:
+                self.values[f.name] = kwargs[f.name]
+            elif f.default is not dataclasses.MISSING and is_constant_value(f.default):
+                self.values[f.name] = ConstantVariable(f.default)
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise Unsupported(f"{cls.__qualname__}() missing argument {f.name!r}")
+        post_init = getattr(cls, "__post_init__", None)
+        self.post_init = post_init is not None and not _is_model_output(cls)
+
+    def python_type(self):
+        return self.cls
+
+    def var_getattr(self, tx, name):
+        if self.post_init:
+            raise Unsupported(f"{self.cls.__qualname__} has a __post_init__: its fields may "
+                              "differ from the constructor's arguments")
+        if name in self.values:
+            return self.values[name]
+        static = inspect.getattr_static(self.cls, name, None)
+        if isinstance(static, property) and static.fget is not None:
+            return tx.inline_user_function(static.fget, [self], {})
+        raise Unsupported(f"attribute {name!r} of a {self.cls.__qualname__} made while tracing")
+
+    def children(self):
+        return [*self.args, *self.kwargs.values()]
+
+    def reconstruct(self, rc):
+        return self.cls(*[rc(a) for a in self.args], **{k: rc(v) for k, v in
+                                                         self.kwargs.items()})
+
+    def __repr__(self):
+        return f"DataclassVariable({self.cls.__qualname__})"
+
+
+def _is_model_output(cls: type) -> bool:
+    """transformers' ModelOutput: its __post_init__ only mirrors fields into dict keys."""
+    return any(k.__name__ == "ModelOutput" and k.__module__.startswith("transformers")
+               for k in cls.__mro__)
 
 
 class NNModuleVariable(VariableTracker):
@@ -674,8 +747,13 @@ def _sum(tx, seq, start=None):
 
 
 def _getattr(tx, obj, name, default=None):
+    n = name.as_python_constant()
+    if default is not None and isinstance(obj, UserDefinedObjectVariable) and \
+            not obj.has_attr(n):
+        obj.guard_hasattr(tx, n)  # the default is used while the attribute stays absent
+        return default
     try:
-        return tx.load_attr(obj, name.as_python_constant())
+        return tx.load_attr(obj, n)
     except Unsupported:
         if default is None:
             raise
@@ -685,6 +763,7 @@ def _getattr(tx, obj, name, default=None):
 def _hasattr(tx, obj, name):
     n = name.as_python_constant()
     if isinstance(obj, UserDefinedObjectVariable):
+        obj.guard_hasattr(tx, n)
         return ConstantVariable(obj.has_attr(n))
     if isinstance(obj, (NNModuleVariable, PythonModuleVariable)):
         return ConstantVariable(hasattr(obj.value, n))
@@ -693,6 +772,12 @@ def _hasattr(tx, obj, name):
     if obj.is_python_constant():
         return ConstantVariable(hasattr(obj.as_python_constant(), n))
     raise Unsupported(f"hasattr on {obj}")
+
+
+def _str(tx, obj=None):
+    if isinstance(obj, UserDefinedClassVariable):
+        return ConstantVariable(str(obj.value))  # "<class 'transformers...GPT2Model'>"
+    return None
 
 
 def _type(tx, obj):
@@ -759,7 +844,8 @@ _BUILTIN_HANDLERS: dict[Callable, Callable] = {
     tuple: _tuple, list: _list, dict: _dict, reversed: _reversed, min: _minmax(min),
     max: _minmax(max), sum: _sum, getattr: _getattr, hasattr: _hasattr, type: _type,
     iter: _iter, next: _next, bool: _bool, int: _int_float(int), float: _int_float(float),
-    callable: _callable, super: _super, _object_init: lambda tx, *a, **k: ConstantVariable(None),
+    callable: _callable, super: _super, str: _str,
+    _object_init: lambda tx, *a, **k: ConstantVariable(None),
 }
 
 
