@@ -27,6 +27,7 @@ import enum
 import inspect
 import linecache
 import operator
+import os
 import re
 import sys
 import types
@@ -56,6 +57,7 @@ from .variables import (
     ClosureCellVariable,
     ConstantVariable,
     ConstDictVariable,
+    EnvironVariable,
     ListIteratorVariable,
     ListVariable,
     NamedTupleVariable,
@@ -231,12 +233,16 @@ class InstructionTranslator(VM):
             if not hasattr(e, "location"):
                 e.location = self.location_of(frame, frame.ip - 1)
             raise
+        except TracedException:
+            raise  # a ``raise`` of the traced code, on its way to a handler in a caller
         except Exception as e:
             err = Unsupported(f"{type(e).__name__} raised while tracing: {e}")
             err.location = self.location_of(frame, frame.ip - 1)
             raise err from e
 
     def on_exception(self, frame: Frame, exc: BaseException) -> None:
+        if isinstance(exc, TracedException) and frame is not self.frames[0]:
+            return  # the traced code's own ``raise``, caught by an inlined function
         err = Unsupported(f"exception handling while tracing ({type(exc).__name__}: {exc})")
         err.location = self.location_of(frame, frame.ip - 1)
         raise err
@@ -300,6 +306,10 @@ class InstructionTranslator(VM):
                                          for i, v in enumerate(value.items)])
         if isinstance(value, types.CodeType):
             return ConstantVariable(value)
+        if isinstance(value, os._Environ):
+            return EnvironVariable(value, source)
+        if value is inspect.signature:
+            return BuiltinVariable(value, source)
         if isinstance(value, enum.Enum):
             # an enum member is a constant known by identity: ``MODE is Mode.A`` folds, and
             # the guard is an identity check reached through the source (never its repr)
@@ -461,6 +471,9 @@ class InstructionTranslator(VM):
         v = self.realize(v)
         if isinstance(v, ListIteratorVariable):
             return v
+        dunder = self.call_dunder(v, "__iter__", [])
+        if dunder is not None:  # a class with __iter__ in Python (a generator, say)
+            return self.get_iter(dunder)
         return ListIteratorVariable(self.unpack(v))
 
     def iter_next(self, it):
@@ -469,7 +482,10 @@ class InstructionTranslator(VM):
         return it.next(self)
 
     def unpack(self, seq):
-        return self.realize(seq).unpack(self)
+        seq = self.realize(seq)
+        if isinstance(seq, UserDefinedObjectVariable):
+            return self.get_iter(seq).unpack(self)  # through the class's own __iter__
+        return seq.unpack(self)
 
     def build_tuple(self, items):
         return TupleVariable(items)
@@ -596,7 +612,23 @@ class InstructionTranslator(VM):
         return self._wrap(module, None)
 
     def raise_exception(self, exc, cause=NULL):
-        raise Unsupported("raise statement")
+        # ``raise E(...)`` inside an inlined function may be caught by that function or a
+        # caller it inlines from (``Sequence.__iter__`` ends on IndexError); one that
+        # would leave the compiled frame is a graph break, so the real run raises it
+        exc = self.realize(exc)
+        value = exc.as_python_constant() if exc.is_python_constant() or isinstance(
+            exc, BuiltinVariable) else None
+        if isinstance(value, type) and issubclass(value, Exception):
+            value = value()
+        if not isinstance(value, Exception) or len(self.frames) < 2:
+            raise Unsupported("raise statement")
+        raise TracedException(value)
+
+    def CHECK_EXC_MATCH(self, f, inst):
+        typ = self.realize(f.pop()).as_python_constant()
+        exc = f.stack[-1]
+        real = exc.exc if isinstance(exc, TracedException) else exc
+        f.push(ConstantVariable(isinstance(real, typ)))
 
     def BEFORE_WITH(self, f, inst):
         raise Unsupported("with-block (context managers are not traced)")
@@ -825,6 +857,14 @@ def _reads_like_dict(cls: type) -> bool:
     return all(inspect.getattr_static(cls, m) is getattr(dict, m) for m in (
         "__getitem__", "__contains__", "__iter__", "__len__", "keys", "values", "items")) \
         or cls.__module__ == "collections"
+
+
+class TracedException(Exception):  # noqa: N818 (it carries one)
+    """An exception the traced code raised (``exc``), propagating to its handler."""
+
+    def __init__(self, exc: Exception):
+        super().__init__(exc)
+        self.exc = exc
 
 
 def _unwrap_compiled(value: Any, source: Source | None) -> tuple[Any, Source | None] | None:

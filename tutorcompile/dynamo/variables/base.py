@@ -23,7 +23,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 CONSTANT_TYPES = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis),
                   torch.dtype, torch.device, torch.layout, torch.memory_format, range, slice,
-                  types.CodeType, frozenset, torch.finfo, torch.iinfo)
+                  types.CodeType, frozenset, torch.finfo, torch.iinfo, inspect.Signature,
+                  inspect.Parameter, types.MappingProxyType)
 
 
 def is_constant_value(v: Any) -> bool:
@@ -150,7 +151,8 @@ class ConstantVariable(VariableTracker):
         raise Unsupported(f"method {name} of constant {self.value!r} on non-constant args")
 
     def unpack(self, tx):
-        if isinstance(self.value, (tuple, range, str, bytes, frozenset)):
+        if isinstance(self.value, (tuple, range, str, bytes, frozenset,
+                                   types.MappingProxyType)):
             return [ConstantVariable(v) for v in self.value]
         raise Unsupported(f"iteration over constant {self.value!r}")
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 from .base import (
     BaseListVariable,
+    BoundMethodVariable,
     ConstantVariable,
     ConstDictVariable,
     ListVariable,
@@ -435,6 +436,46 @@ class UserDefinedObjectVariable(VariableTracker):
         return f"UserDefinedObjectVariable({type(self.value).__name__})"
 
 
+class EnvironVariable(VariableTracker):
+    """``os.environ``: reads of one variable fold to its value, guarded through the source
+    (``G_os['environ'].get('X') is None``); writes are a graph break."""
+
+    def __init__(self, value: Any, source: Source | None):
+        self.value, self.source = value, source
+
+    def python_type(self):
+        return type(self.value)
+
+    def var_getattr(self, tx, name):
+        if name in ("get", "__getitem__", "__contains__"):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"os.environ.{name}")
+
+    def read(self, tx, key: str) -> Any:
+        value = self.value.get(key)
+        if self.source is not None:
+            expr = f"{self.source.name()}.get({key!r})"
+            tx.guards.add("ENV", f"{expr} is None" if value is None else f"{expr} == "
+                          f"{value!r}", self.source, "environment variable")
+        return value
+
+    def call_method(self, tx, name, args, kwargs):
+        key = args[0].as_python_constant()
+        if not isinstance(key, str):
+            raise Unsupported("os.environ with a non-str key")
+        value = self.read(tx, key)
+        if name == "__contains__":
+            return ConstantVariable(value is not None)
+        if value is None:
+            if name == "get":
+                return args[1] if len(args) > 1 else ConstantVariable(None)
+            raise Unsupported(f"KeyError {key!r} (os.environ) while tracing")
+        return ConstantVariable(value)
+
+    def reconstruct(self, rc):
+        return self.value
+
+
 class DataclassVariable(VariableTracker):
     """An instance of a dataclass made while tracing (``ModelOutput(last_hidden_state=h)``):
     fields are read from the constructor's arguments; the real object is constructed after
@@ -602,6 +643,9 @@ class BuiltinVariable(VariableTracker):
             return tx.binary_op(fn, args[0], args[1])
         if fn in _OPERATOR_UNARY and len(args) == 1 and not kwargs:
             return tx.unary_op(fn, args[0])
+        if isinstance(fn, type) and issubclass(fn, Exception) and all(
+                a.is_python_constant() for a in [*args, *kwargs.values()]):
+            return ConstantVariable(fn(*[a.as_python_constant() for a in args]))  # to raise
         if fn in _UNSUPPORTED_BUILTINS:
             raise Unsupported(_UNSUPPORTED_BUILTINS[fn])
         if all(a.is_python_constant() for a in [*args, *kwargs.values()]) \
@@ -780,6 +824,25 @@ def _str(tx, obj=None):
     return None
 
 
+def _signature(tx, obj, **kwargs):
+    """``inspect.signature(fn)`` of a function whose identity is known: a constant."""
+    if kwargs:
+        return None
+    if isinstance(obj, UserFunctionVariable):
+        return ConstantVariable(inspect.signature(obj.fn))
+    if isinstance(obj, UserMethodVariable):
+        sig = inspect.signature(obj.fn)
+        return ConstantVariable(sig.replace(parameters=list(sig.parameters.values())[1:]))
+    raise Unsupported(f"inspect.signature of {obj}")
+
+
+def _all_any(fn):
+    def handler(tx, seq):
+        results = [tx.truth(item) for item in _seq(tx, seq)]
+        return ConstantVariable(fn(results))
+    return handler
+
+
 def _type(tx, obj):
     if isinstance(obj, TensorVariable):
         return UserDefinedClassVariable(type(obj.fake) if type(obj.fake) in (
@@ -844,7 +907,8 @@ _BUILTIN_HANDLERS: dict[Callable, Callable] = {
     tuple: _tuple, list: _list, dict: _dict, reversed: _reversed, min: _minmax(min),
     max: _minmax(max), sum: _sum, getattr: _getattr, hasattr: _hasattr, type: _type,
     iter: _iter, next: _next, bool: _bool, int: _int_float(int), float: _int_float(float),
-    callable: _callable, super: _super, str: _str,
+    callable: _callable, super: _super, str: _str, inspect.signature: _signature,
+    all: _all_any(all), any: _all_any(any),
     _object_init: lambda tx, *a, **k: ConstantVariable(None),
 }
 
@@ -874,7 +938,8 @@ BUILTIN_CALLABLES = {v for v in vars(builtins).values() if callable(v)}
 
 
 __all__ = [
-    'BUILTIN_CALLABLES', 'BuiltinVariable', 'NNModuleVariable', 'SuperVariable',
+    'BUILTIN_CALLABLES', 'BuiltinVariable', 'DataclassVariable', 'EnvironVariable',
+    'NNModuleVariable', 'SuperVariable',
     'NestedUserFunctionVariable', 'PythonModuleVariable', 'TorchFunctionVariable',
     'UserDefinedClassVariable', 'UserDefinedObjectVariable', 'UserFunctionVariable',
     'UserMethodVariable', 'is_torch_callable',
