@@ -55,10 +55,7 @@ MODELS = list(_configs())
 BACKENDS = ["eager", "aot_eager", "inductor"]
 
 # Models we do not yet capture as one graph: the reason is the top remaining break.
-NOT_ONE_GRAPH: dict[str, str] = {
-    name: "the rotary embedding's @torch.no_grad() (a grad-mode context manager) and "
-          "slicing a ModuleList still break the graph" for name in ("llama", "mistral")
-}
+NOT_ONE_GRAPH: dict[str, str] = {}
 
 
 @pytest.fixture(autouse=True)
@@ -93,13 +90,19 @@ def test_inference_matches_eager(name, backend):
 def test_training_step_gradients_match_eager(name, backend):
     model, ids = build(name), input_ids()
     model(ids).last_hidden_state.pow(2).mean().backward()
-    want = {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+    # a parameter the loss does not reach (BERT's pooler) has no gradient in eager; a
+    # compiled graph computes all its outputs in one autograd node and gives it zeros
+    # (torch.compile does the same): compare as zeros
+    want = {k: _grad(p).clone() for k, p in model.named_parameters()}
     model.zero_grad(set_to_none=True)
     tc.compile(model, backend=backend)(ids).last_hidden_state.pow(2).mean().backward()
-    got = {k: p.grad for k, p in model.named_parameters() if p.grad is not None}
-    assert got.keys() == want.keys()
-    for k in want:
-        torch.testing.assert_close(got[k], want[k], rtol=1e-4, atol=1e-5, msg=k)
+    assert any(p.grad is not None for p in model.parameters())
+    for k, p in model.named_parameters():
+        torch.testing.assert_close(_grad(p), want[k], rtol=1e-4, atol=1e-5, msg=k)
+
+
+def _grad(p: torch.Tensor) -> torch.Tensor:
+    return p.grad if p.grad is not None else torch.zeros_like(p)
 
 
 @pytest.mark.parametrize("name", [

@@ -258,3 +258,42 @@ def test_unbind_of_a_dynamic_dimension_is_never_unrolled():
     ex = tc.explain(sums_unbound_rows, dynamic=True)(torch.randn(5, 2))
     assert any("number of results depends on a dynamic size" in r.reason
                for r in ex.break_reasons)
+
+
+# --- issue 22 (capture side): torch.Size arguments and sparse inputs ------------------------
+def splits_by_size(x, sizes):
+    return x.split_with_sizes(sizes, 0)
+
+
+def unpools_to_size(x, indices, size):
+    return torch.nn.functional.max_unpool2d(x, indices, 2, output_size=size)
+
+
+def test_torch_size_arguments_are_captured():
+    x = torch.randn(5, 3)
+    sizes = torch.Size([2, 3])
+    out = tc.explain(splits_by_size)(x, sizes)
+    assert (out.graph_count, out.graph_break_count) == (1, 0)
+    for got, want in zip(tc.compile(splits_by_size, backend="aot_eager")(x, sizes),
+                         splits_by_size(x, sizes)):
+        torch.testing.assert_close(got, want)
+    pooled, indices = torch.nn.functional.max_pool2d(torch.randn(1, 2, 4, 4), 2,
+                                                     return_indices=True)
+    size = torch.Size([4, 4])
+    out = tc.explain(unpools_to_size)(pooled, indices, size)
+    assert (out.graph_count, out.graph_break_count) == (1, 0)
+    torch.testing.assert_close(compile_eager(unpools_to_size)(pooled, indices, size),
+                               unpools_to_size(pooled, indices, size))
+
+
+def densifies(x):
+    return x.to_dense() * 2
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+def test_sparse_input_breaks_the_graph_with_a_reason():
+    s = torch.randn(3, 3).relu().to_sparse_csr()
+    out = tc.explain(densifies)(s)
+    assert out.graph_count == 0
+    assert any("sparse_csr tensor" in r.reason for r in out.break_reasons)
+    torch.testing.assert_close(compile_eager(densifies)(s), densifies(s))

@@ -349,6 +349,7 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
     result = tx.capture()
     if result.kind == "skip":
         cache.skip_from.add(frame.ip)
+        _notify("skip", frame, result, None)
         return None
     if result.kind == "break":
         if config.fullgraph:

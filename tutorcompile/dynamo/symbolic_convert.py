@@ -58,6 +58,7 @@ from .variables import (
     ConstantVariable,
     ConstDictVariable,
     EnvironVariable,
+    GradModeVariable,
     ListIteratorVariable,
     ListVariable,
     NamedTupleVariable,
@@ -136,6 +137,7 @@ class InstructionTranslator(VM):
         self.journal: dict[int, tuple[VariableTracker, dict]] = {}
         self._scopes: dict[int, str] = {id(frame.globals): "G"}
         self.side_effect_objects: list[VariableTracker] = []  # outside objects written to
+        self.grad_stack: list[bool] = []  # grad mode of traced no_grad/enable_grad blocks
 
     # --- the capture loop -------------------------------------------------------------------
     def capture(self) -> CaptureResult:
@@ -155,12 +157,16 @@ class InstructionTranslator(VM):
                 root.locals[name] = ClosureCellVariable(value, LocalSource(name))
             else:
                 root.locals[name] = LazyVariable(value, LocalSource(name))
-        root.stack = [v if v is NULL else self.wrap_nested(v, StackSource(i))
-                      for i, v in enumerate(c.stack)]
+        try:
+            root.stack = [v if v is NULL else self.wrap_nested(v, StackSource(i))
+                          for i, v in enumerate(c.stack)]
+        except Unsupported as e:  # a value on the rebuilt stack cannot be traced
+            return CaptureResult("skip", reason=e.reason,
+                                 location=self.location_of(root, root.ip))
         self.frames = [root]
         while True:
             mark = (len(self.output.created), len(self._wrapped_order))
-            saved = (root.ip, list(root.stack), dict(root.locals))
+            saved = (root.ip, list(root.stack), dict(root.locals), list(self.grad_stack))
             self.journal = {}
             try:
                 if self.step(root) is _RETURN:
@@ -168,8 +174,13 @@ class InstructionTranslator(VM):
                                                       return_value=root.return_value))
             except Unsupported as e:
                 self._rollback(mark)
-                root.ip, root.stack, root.locals = saved[0], saved[1], saved[2]
+                root.ip, root.stack, root.locals, self.grad_stack = saved
                 self.frames = [root]
+                if self.grad_stack:
+                    # the break is inside a traced no_grad block that the real frame never
+                    # entered: run this part of the frame uncompiled instead
+                    return CaptureResult("skip", reason=f"{e.reason} (inside a torch.no_grad"
+                                         "/enable_grad block)")
                 loc = getattr(e, "location", None) or self.location_of(root, root.ip)
                 return self._finish(CaptureResult(
                     "break", stack=root.stack, locals=root.locals, break_ip=root.ip,
@@ -278,6 +289,10 @@ class InstructionTranslator(VM):
         if isinstance(value, LazyVariable):
             value = value.value
         if isinstance(value, torch.Tensor):
+            if value.layout != torch.strided:
+                # no strides to guard, no fake tensor to trace with (torch.compile breaks too)
+                raise Unsupported(f"a {str(value.layout).replace('torch.', '')} tensor: sparse "
+                                  "layouts are not captured")
             if source is None:
                 raise Unsupported("a tensor that is not reachable from the function's inputs, "
                                   "globals or module attributes")
@@ -630,8 +645,16 @@ class InstructionTranslator(VM):
         real = exc.exc if isinstance(exc, TracedException) else exc
         f.push(ConstantVariable(isinstance(real, typ)))
 
+    @property
+    def grad_enabled(self) -> bool:
+        return self.grad_stack[-1] if self.grad_stack else torch.is_grad_enabled()
+
     def BEFORE_WITH(self, f, inst):
-        raise Unsupported("with-block (context managers are not traced)")
+        mgr = self.realize(f.stack[-1])
+        if not isinstance(mgr, GradModeVariable):
+            raise Unsupported(f"with-block on {mgr} (only torch.no_grad/enable_grad are "
+                              "traced)")
+        super().BEFORE_WITH(f, inst)
 
     def call(self, fn, args, kwargs):
         fn = self.realize(fn) if isinstance(fn, VariableTracker) else self._wrap(fn, None)

@@ -142,9 +142,10 @@ class TorchFunctionVariable(VariableTracker):
         fn = self.fn
         if fn in _TRACING_STATE:  # "am I being compiled?" -- yes, by us (as under Dynamo)
             return ConstantVariable(_TRACING_STATE[fn])
+        if fn is torch.is_grad_enabled:
+            tx.guards.GRAD_MODE()
+            return ConstantVariable(tx.grad_enabled)  # inside a traced no_grad block: False
         if fn in self.FOLDABLE:
-            if fn is torch.is_grad_enabled:
-                tx.guards.GRAD_MODE()
             return wrap_constant_result(fn(*[a.example() for a in args],
                                            **{k: v.example() for k, v in kwargs.items()}))
         if fn in (torch.Size,):
@@ -293,6 +294,8 @@ class UserDefinedClassVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         cls = self.value
+        if cls in (torch.no_grad, torch.enable_grad) and not args and not kwargs:
+            return GradModeVariable(cls)
         if cls in (torch.finfo, torch.iinfo) and all(
                 a.is_python_constant() for a in [*args, *kwargs.values()]):
             return ConstantVariable(cls(*[a.as_python_constant() for a in args],
@@ -434,6 +437,41 @@ class UserDefinedObjectVariable(VariableTracker):
 
     def __repr__(self):
         return f"UserDefinedObjectVariable({type(self.value).__name__})"
+
+
+class GradModeVariable(VariableTracker):
+    """``torch.no_grad()`` / ``torch.enable_grad()`` used as a context manager (or as the
+    decorator ``@torch.no_grad()``, which enters one): inside, captured ops are cut from
+    autograd (their tensor arguments are detached in the graph), as eager would run them."""
+
+    def __init__(self, cls: type):
+        self.cls = cls
+        self.enabled = cls is torch.enable_grad
+
+    def python_type(self):
+        return self.cls
+
+    def var_getattr(self, tx, name):
+        if name in ("__enter__", "__exit__", "clone"):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"{self.cls.__name__}.{name}")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__enter__":
+            tx.grad_stack.append(self.enabled)
+        elif name == "__exit__":
+            tx.grad_stack.pop()
+        elif name == "clone":
+            return GradModeVariable(self.cls)
+        else:
+            raise Unsupported(f"{self.cls.__name__}.{name}")
+        return ConstantVariable(None)
+
+    def reconstruct(self, rc):
+        return self.cls()
+
+    def __repr__(self):
+        return f"GradModeVariable({self.cls.__name__})"
 
 
 class EnvironVariable(VariableTracker):
@@ -582,7 +620,15 @@ class NNModuleVariable(VariableTracker):
                                                     torch.nn.ModuleDict)):
             key = args[0].as_python_constant()
             if isinstance(key, slice):
-                raise Unsupported("slicing a Sequential/ModuleList")
+                if isinstance(m, torch.nn.ModuleDict):
+                    raise Unsupported("slicing a ModuleDict")
+                # the sliced modules, each reached through its own source (a list of them
+                # iterates like the slice; only Sequential's call would differ)
+                if isinstance(m, torch.nn.Sequential):
+                    raise Unsupported("slicing a Sequential (a new module)")
+                names = list(m._modules)[key]
+                return ListVariable([tx.wrap_nested(m._modules[n], _child(self.source, n))
+                                     for n in names])
             if isinstance(m, torch.nn.ModuleDict):
                 return tx.wrap_nested(m[key], _child(self.source, key))
             names = list(m._modules)
@@ -939,6 +985,7 @@ BUILTIN_CALLABLES = {v for v in vars(builtins).values() if callable(v)}
 
 __all__ = [
     'BUILTIN_CALLABLES', 'BuiltinVariable', 'DataclassVariable', 'EnvironVariable',
+    'GradModeVariable',
     'NNModuleVariable', 'SuperVariable',
     'NestedUserFunctionVariable', 'PythonModuleVariable', 'TorchFunctionVariable',
     'UserDefinedClassVariable', 'UserDefinedObjectVariable', 'UserFunctionVariable',
