@@ -51,6 +51,7 @@ from .source import (
 )
 from .variables import (
     BUILTIN_CALLABLES,
+    BUILTIN_HANDLERS,
     BaseListVariable,
     BuiltinVariable,
     CellVariable,
@@ -66,6 +67,7 @@ from .variables import (
     NNModuleVariable,
     PythonModuleVariable,
     ResumeIterator,
+    SetVariable,
     SizeVariable,
     SliceVariable,
     SymIntVariable,
@@ -366,6 +368,10 @@ class InstructionTranslator(VM):
                                       for k, v in value.items()}, source, type(value), factory)
         if isinstance(value, types.CellType):
             return ClosureCellVariable(value, source)
+        if _has_handler(value):  # functools.partial, itertools.chain, deque, ...
+            if source is not None:
+                g.ID_MATCH(source, value)
+            return BuiltinVariable(value, source)
         if isinstance(value, types.FunctionType) and not is_torch_callable(value):
             if source is not None:
                 g.ID_MATCH(source, value)
@@ -509,9 +515,7 @@ class InstructionTranslator(VM):
         return ListVariable(items)
 
     def build_set(self, items):
-        if all(i.is_python_constant() for i in items):
-            return ConstantVariable(frozenset(i.as_python_constant() for i in items))
-        raise Unsupported("a set of non-constant values")
+        return SetVariable(items)
 
     def build_map(self, pairs):
         return ConstDictVariable({k.as_python_constant(): v for k, v in pairs})
@@ -532,10 +536,10 @@ class InstructionTranslator(VM):
         lst.call_method(self, "extend", [v], {})
 
     def set_add(self, s, v):
-        raise Unsupported("set comprehension")
+        s.call_method(self, "add", [v], {})
 
     def set_update(self, s, v):
-        raise Unsupported("set unpacking")
+        s.call_method(self, "update", [v], {})
 
     def map_add(self, d, k, v):
         d.setitem(self, k, v)
@@ -880,6 +884,13 @@ def _reads_like_dict(cls: type) -> bool:
     return all(inspect.getattr_static(cls, m) is getattr(dict, m) for m in (
         "__getitem__", "__contains__", "__iter__", "__len__", "keys", "values", "items")) \
         or cls.__module__ == "collections"
+
+
+def _has_handler(value: Any) -> bool:
+    try:
+        return value in BUILTIN_HANDLERS
+    except TypeError:  # unhashable
+        return False
 
 
 class TracedException(Exception):  # noqa: N818 (it carries one)

@@ -169,6 +169,9 @@ def wrap_constant_result(value: Any) -> VariableTracker:
         return ConstantVariable(value)
     if isinstance(value, list) and all(is_constant_value(v) for v in value):
         return ListVariable([ConstantVariable(v) for v in value])
+    if isinstance(value, set) and all(is_constant_value(v) for v in value):
+        from .callables import SetVariable
+        return SetVariable([ConstantVariable(v) for v in value])
     if isinstance(value, dict) and all(is_constant_value(v) for v in value.values()):
         return ConstDictVariable({k: ConstantVariable(v) for k, v in value.items()})
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):

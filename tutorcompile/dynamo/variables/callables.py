@@ -14,7 +14,9 @@ import abc
 import builtins
 import collections
 import dataclasses
+import functools
 import inspect
+import itertools
 import math
 import operator
 import types
@@ -34,6 +36,7 @@ from .base import (
     BoundMethodVariable,
     ConstantVariable,
     ConstDictVariable,
+    ListIteratorVariable,
     ListVariable,
     NamedTupleVariable,
     SizeVariable,
@@ -296,6 +299,13 @@ class UserDefinedClassVariable(VariableTracker):
         cls = self.value
         if cls in (torch.no_grad, torch.enable_grad) and not args and not kwargs:
             return GradModeVariable(cls)
+        if cls is torch.device and all(
+                a.is_python_constant() for a in [*args, *kwargs.values()]):
+            return ConstantVariable(torch.device(*[a.as_python_constant() for a in args],
+                                                 **{k: v.as_python_constant()
+                                                    for k, v in kwargs.items()}))
+        if cls is torch.Size:
+            return SizeVariable(tx.unpack(args[0]) if args else [])
         if cls in (torch.finfo, torch.iinfo) and all(
                 a.is_python_constant() for a in [*args, *kwargs.values()]):
             return ConstantVariable(cls(*[a.as_python_constant() for a in args],
@@ -419,6 +429,12 @@ class UserDefinedObjectVariable(VariableTracker):
         self.pending[name] = value
 
     def call_function(self, tx, args, kwargs):
+        if isinstance(self.value, functools._lru_cache_wrapper):
+            # an lru_cache'd function: inline the function it wraps (as Dynamo does); the
+            # cache is only an optimisation of a pure function
+            wrapped = self.value.__wrapped__
+            src = AttrSource(self.source, "__wrapped__") if self.source is not None else None
+            return tx.wrap_nested(wrapped, src).call_function(tx, args, kwargs)
         call = inspect.getattr_static(type(self.value), "__call__", None)
         if isinstance(call, types.FunctionType):
             return tx.inline_user_function(call, [self, *args], kwargs)
@@ -437,6 +453,126 @@ class UserDefinedObjectVariable(VariableTracker):
 
     def __repr__(self):
         return f"UserDefinedObjectVariable({type(self.value).__name__})"
+
+
+class PartialVariable(VariableTracker):
+    """``functools.partial(fn, *args, **kwargs)`` made while tracing."""
+
+    def __init__(self, fn: VariableTracker, args: list, kwargs: dict):
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+
+    def python_type(self):
+        return functools.partial
+
+    def call_function(self, tx, args, kwargs):
+        return tx.call(self.fn, [*self.args, *args], {**self.kwargs, **kwargs})
+
+    def var_getattr(self, tx, name):
+        if name == "func":
+            return self.fn
+        if name == "args":
+            return TupleVariable(self.args)
+        if name == "keywords":
+            return ConstDictVariable(self.kwargs)
+        raise Unsupported(f"partial.{name}")
+
+    def children(self):
+        return [self.fn, *self.args, *self.kwargs.values()]
+
+    def reconstruct(self, rc):
+        return functools.partial(rc(self.fn), *[rc(a) for a in self.args],
+                                 **{k: rc(v) for k, v in self.kwargs.items()})
+
+
+class SetVariable(VariableTracker):
+    """A ``set`` of constants built while tracing (literals, ``set()``, comprehensions)."""
+
+    def __init__(self, items: list[VariableTracker]):
+        if not all(i.is_python_constant() for i in items):
+            raise Unsupported("a set of non-constant values (tensors hash by identity)")
+        self.values = {i.as_python_constant(): None for i in items}  # insertion order
+        self.mutated = False
+
+    def python_type(self):
+        return set
+
+    def is_python_constant(self):
+        return True
+
+    def as_python_constant(self):
+        return set(self.values)
+
+    def unpack(self, tx):
+        return [ConstantVariable(v) for v in self.values]
+
+    def truth(self, tx):
+        return bool(self.values)
+
+    def var_getattr(self, tx, name):
+        if callable(getattr(set, name, None)):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"set.{name}")
+
+    def call_method(self, tx, name, args, kwargs):
+        consts = [set(a.as_python_constant()) if isinstance(a, SetVariable) else
+                  a.as_python_constant() if a.is_python_constant() else
+                  [i.as_python_constant() for i in tx.unpack(a)] for a in args]
+        if name in ("add", "update", "discard", "remove", "clear", "pop",
+                    "difference_update", "intersection_update", "symmetric_difference_update",
+                    "__ior__", "__iand__", "__isub__", "__ixor__"):
+            tx.record_mutation(self)
+            current = set(self.values)
+            result = getattr(current, name)(*consts)
+            # keep insertion order for what stays; new members at the end
+            self.values = {v: None for v in [*self.values, *current] if v in current}
+            return ConstantVariable(result) if name == "pop" else (
+                self if name.startswith("__i") else ConstantVariable(None))
+        result = getattr(set(self.values), name)(*consts)
+        if isinstance(result, (set, frozenset)) and not isinstance(result, frozenset):
+            return SetVariable([ConstantVariable(v) for v in result])
+        return wrap_constant_result(result)
+
+    def reconstruct(self, rc):
+        return set(self.values)
+
+    def __repr__(self):
+        return f"SetVariable({set(self.values)!r})"
+
+
+class DequeVariable(ListVariable):
+    """``collections.deque`` (no maxlen) built while tracing: a list with two open ends."""
+    python_cls = collections.deque
+
+    def python_type(self):
+        return collections.deque
+
+    def var_getattr(self, tx, name):
+        if callable(getattr(collections.deque, name, None)):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"deque.{name}")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in ("appendleft", "popleft", "extendleft", "rotate"):
+            tx.record_mutation(self)
+            if name == "appendleft":
+                self.items.insert(0, args[0])
+            elif name == "popleft":
+                if not self.items:
+                    raise Unsupported("pop from an empty deque")
+                return self.items.pop(0)
+            elif name == "extendleft":
+                for item in tx.unpack(args[0]):
+                    self.items.insert(0, item)
+            else:
+                n = args[0].as_python_constant() if args else 1
+                if self.items:
+                    n %= len(self.items)
+                    self.items = self.items[-n:] + self.items[:-n] if n else self.items
+            return ConstantVariable(None)
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, rc):
+        return collections.deque([rc(i) for i in self.items])
 
 
 class GradModeVariable(VariableTracker):
@@ -675,6 +811,11 @@ class BuiltinVariable(VariableTracker):
     def __repr__(self):
         return f"BuiltinVariable({getattr(self.fn, '__name__', self.fn)})"
 
+    def var_getattr(self, tx, name):
+        if self.fn is dict and name == "fromkeys":
+            return BuiltinVariable(_fromkeys)
+        return super().var_getattr(tx, name)
+
     def call_function(self, tx, args, kwargs):
         fn = self.fn
         handler = _BUILTIN_HANDLERS.get(fn)
@@ -748,7 +889,8 @@ def _len(tx, obj):
 
 
 def _isinstance(tx, obj, cls):
-    c = cls.as_python_constant()
+    # a typing alias (typing.Mapping) or an ABC is a module-level constant: use the object
+    c = cls.value if isinstance(cls, UserDefinedObjectVariable) else cls.as_python_constant()
     if isinstance(obj, TensorVariable):
         return ConstantVariable(issubclass(type(obj.fake), c) if not isinstance(c, tuple)
                                 else any(issubclass(torch.Tensor, x) for x in c)
@@ -810,11 +952,138 @@ def _reversed(tx, seq):
     return ListVariable(list(reversed(_seq(tx, seq))))
 
 
+def _sort_key(tx, key: VariableTracker | None, item: VariableTracker):
+    """The Python value ``key(item)`` sorts by (the item itself without a key)."""
+    k = tx.call(key, [item], {}) if key is not None else item
+    if isinstance(k, SymIntVariable):
+        return k.specialize(tx)
+    if isinstance(k, BaseListVariable):
+        return tuple(_sort_key(tx, None, i) for i in k.items)
+    if not k.is_python_constant():
+        raise Unsupported(f"ordering by {k} (not a Python constant)")
+    return k.as_python_constant()
+
+
+def _sorted(tx, seq, key=None, reverse=None):
+    items = _seq(tx, seq)
+    keys = [_sort_key(tx, key, i) for i in items]
+    rev = reverse.as_python_constant() if reverse is not None else False
+    order = sorted(range(len(items)), key=keys.__getitem__, reverse=rev)  # stable, as sorted
+    return ListVariable([items[i] for i in order])
+
+
+def _replace(tx, obj, **changes):
+    if not isinstance(obj, DataclassVariable):
+        return None
+    return DataclassVariable(obj.cls, [], {**obj.values, **changes})
+
+
+def _fromkeys(*args):
+    """``dict.fromkeys`` (a stand-in the handler table knows)."""
+    return dict.fromkeys(*args)
+
+
+def _fromkeys_handler(tx, seq, value=None):
+    v = value if value is not None else ConstantVariable(None)
+    return ConstDictVariable({k.as_python_constant(): v for k in _seq(tx, seq)})
+
+
+def _map(tx, fn, *seqs):
+    return ListIteratorVariable([tx.call(fn, list(items), {})
+                                 for items in zip(*[_seq(tx, q) for q in seqs])])
+
+
+def _filter(tx, fn, seq):
+    keep = fn.is_python_constant() and fn.as_python_constant() is None
+    return ListIteratorVariable([i for i in _seq(tx, seq)
+                                 if (tx.truth(i) if keep else tx.truth(tx.call(fn, [i], {})))])
+
+
+def _reduce(tx, fn, seq, initial=None):
+    items = _seq(tx, seq)
+    if initial is None:
+        if not items:
+            raise Unsupported("reduce() of an empty sequence with no initial value")
+        initial, items = items[0], items[1:]
+    acc = initial
+    for item in items:
+        acc = tx.call(fn, [acc, item], {})
+    return acc
+
+
+def _partial(tx, fn, *args, **kwargs):
+    return PartialVariable(fn, list(args), kwargs)
+
+
+def _set(tx, seq=None):
+    return SetVariable([] if seq is None else _seq(tx, seq))
+
+
+def _frozenset(tx, seq=None):
+    items = [] if seq is None else _seq(tx, seq)
+    if not all(i.is_python_constant() for i in items):
+        raise Unsupported("a frozenset of non-constant values")
+    return ConstantVariable(frozenset(i.as_python_constant() for i in items))
+
+
+def _chain(tx, *seqs):
+    return ListIteratorVariable([i for q in seqs for i in _seq(tx, q)])
+
+
+def _product(tx, *seqs, repeat=None):
+    lists = [_seq(tx, q) for q in seqs] * (repeat.as_python_constant() if repeat else 1)
+    return ListIteratorVariable([TupleVariable(list(t)) for t in itertools.product(*lists)])
+
+
+def _zip_longest(tx, *seqs, fillvalue=None):
+    fill = fillvalue if fillvalue is not None else ConstantVariable(None)
+    lists = [_seq(tx, q) for q in seqs]
+    return ListIteratorVariable([TupleVariable(list(t)) for t in
+                                 itertools.zip_longest(*lists, fillvalue=fill)])
+
+
+def _accumulate(tx, seq, func=None, *, initial=None):
+    items = _seq(tx, seq)
+    out = [] if initial is None else [initial]
+    for item in items:
+        if not out:
+            out.append(item)
+            continue
+        prev = out[-1]
+        out.append(tx.binary_op(operator.add, prev, item) if func is None
+                   else tx.call(func, [prev, item], {}))
+    return ListIteratorVariable(out)
+
+
+def _islice(tx, seq, *bounds):
+    items = _seq(tx, seq)
+    return ListIteratorVariable(list(itertools.islice(items, *[b.as_python_constant()
+                                                                for b in bounds])))
+
+
+def _deque(tx, seq=None, maxlen=None):
+    if maxlen is not None and not (maxlen.is_python_constant() and
+                                   maxlen.as_python_constant() is None):
+        raise Unsupported("deque(maxlen=...)")
+    return DequeVariable([] if seq is None else _seq(tx, seq))
+
+
 def _minmax(fn):
     def handler(tx, *args, **kwargs):
         if all(a.is_python_constant() for a in args) and not kwargs:
             return None  # folded by the generic path
         items = _seq(tx, args[0]) if len(args) == 1 else list(args)
+        if "key" in kwargs or "default" in kwargs:
+            key = kwargs.get("key")
+            if key is not None and key.is_python_constant() and key.as_python_constant() \
+                    is None:
+                key = None
+            if not items:
+                if "default" not in kwargs:
+                    raise Unsupported(f"{fn.__name__}() of an empty sequence")
+                return kwargs["default"]
+            keys = [_sort_key(tx, key, i) for i in items]
+            return items[keys.index(fn(keys))]  # the first of equal keys, as min/max
         if any(isinstance(i, TensorVariable) for i in items):
             if len(items) != 2:
                 raise Unsupported(f"{fn.__name__}() over tensors")
@@ -855,6 +1124,8 @@ def _hasattr(tx, obj, name):
     if isinstance(obj, UserDefinedObjectVariable):
         obj.guard_hasattr(tx, n)
         return ConstantVariable(obj.has_attr(n))
+    if isinstance(obj, UserDefinedClassVariable):
+        return ConstantVariable(hasattr(obj.value, n))  # the class is identity-guarded
     if isinstance(obj, (NNModuleVariable, PythonModuleVariable)):
         return ConstantVariable(hasattr(obj.value, n))
     if isinstance(obj, TensorVariable):
@@ -954,7 +1225,12 @@ _BUILTIN_HANDLERS: dict[Callable, Callable] = {
     max: _minmax(max), sum: _sum, getattr: _getattr, hasattr: _hasattr, type: _type,
     iter: _iter, next: _next, bool: _bool, int: _int_float(int), float: _int_float(float),
     callable: _callable, super: _super, str: _str, inspect.signature: _signature,
-    all: _all_any(all), any: _all_any(any),
+    all: _all_any(all), any: _all_any(any), sorted: _sorted, map: _map, filter: _filter,
+    functools.reduce: _reduce, functools.partial: _partial, set: _set, frozenset: _frozenset,
+    itertools.chain: _chain, itertools.product: _product,
+    itertools.zip_longest: _zip_longest, itertools.accumulate: _accumulate,
+    itertools.islice: _islice, collections.deque: _deque, _fromkeys: _fromkeys_handler,
+    dataclasses.replace: _replace,
     _object_init: lambda tx, *a, **k: ConstantVariable(None),
 }
 
@@ -981,11 +1257,13 @@ def is_torch_callable(value: Any) -> bool:
 
 
 BUILTIN_CALLABLES = {v for v in vars(builtins).values() if callable(v)}
+BUILTIN_HANDLERS = _BUILTIN_HANDLERS  # callables, from any module, with a tracing rule
 
 
 __all__ = [
-    'BUILTIN_CALLABLES', 'BuiltinVariable', 'DataclassVariable', 'EnvironVariable',
-    'GradModeVariable',
+    'BUILTIN_CALLABLES', 'BUILTIN_HANDLERS', 'BuiltinVariable', 'DataclassVariable',
+    'EnvironVariable',
+    'DequeVariable', 'GradModeVariable', 'PartialVariable', 'SetVariable',
     'NNModuleVariable', 'SuperVariable',
     'NestedUserFunctionVariable', 'PythonModuleVariable', 'TorchFunctionVariable',
     'UserDefinedClassVariable', 'UserDefinedObjectVariable', 'UserFunctionVariable',
