@@ -35,7 +35,7 @@ class Cfg:
     scale: float = 2.0
     shift: float = 1.0
 
-@functools.cache
+@functools.lru_cache(maxsize=8)
 def heads(n):
     return n // 2
 
