@@ -297,3 +297,46 @@ def test_sparse_input_breaks_the_graph_with_a_reason():
     assert out.graph_count == 0
     assert any("sparse_csr tensor" in r.reason for r in out.break_reasons)
     torch.testing.assert_close(compile_eager(densifies)(s), densifies(s))
+
+
+# --- exceptions raised inside inlined code ----------------------------------------------------
+class _Rows:
+    """A Sequence whose iteration ends on the IndexError its __getitem__ raises."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __len__(self):
+        return self.t.shape[0]
+
+    def __getitem__(self, i):
+        if i >= self.t.shape[0]:
+            raise IndexError("row index out of range")
+        return self.t[i]
+
+    def __iter__(self):
+        i = 0
+        try:
+            while True:
+                yield self[i]
+                i += 1
+        except IndexError:
+            return
+
+
+def sums_rows(x):
+    return sum(row * 2 for row in _Rows(x))
+
+
+def raises_past_the_frame(x):
+    return _Rows(x)[5]
+
+
+def test_exception_caught_inside_inlined_code_stays_in_the_graph():
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(compile_eager(sums_rows, fullgraph=True)(x), sums_rows(x))
+
+
+def test_exception_leaving_the_frame_is_raised_for_real():
+    with pytest.raises(IndexError, match="row index out of range"):
+        compile_eager(raises_past_the_frame)(torch.randn(3, 4))

@@ -246,8 +246,12 @@ class InstructionTranslator(VM):
             if not hasattr(e, "location"):
                 e.location = self.location_of(frame, frame.ip - 1)
             raise
-        except TracedException:
-            raise  # a ``raise`` of the traced code, on its way to a handler in a caller
+        except TracedException as e:
+            if frame is not self.frames[0]:
+                raise  # a ``raise`` of the traced code, on its way to a handler in a caller
+            err = Unsupported(f"{type(e.exc).__name__} raised by the traced code: {e.exc}")
+            err.location = self.location_of(frame, frame.ip - 1)
+            raise err from None
         except Exception as e:
             err = Unsupported(f"{type(e).__name__} raised while tracing: {e}")
             err.location = self.location_of(frame, frame.ip - 1)
@@ -782,8 +786,8 @@ class InstructionTranslator(VM):
             else:
                 raise Unsupported(f"operator {fn.__name__} on a symbolic size and {x}")
         result = fn(*values)
-        exprs = [x.expr if isinstance(x, SymIntVariable) else repr(x.as_python_constant())
-                 for x in operands]
+        exprs = [x.expr if isinstance(x, SymIntVariable)
+                 else self.guards.literal(x.as_python_constant()) for x in operands]
         expr = None
         if all(e is not None for e in exprs):
             sym = _SYMBOLS.get(fn)
