@@ -112,10 +112,11 @@ def mutates_outside(x):
     return x * 2
 
 
-def test_unknown_c_function_and_outside_mutation_break_and_run_once():
+def test_unknown_c_function_breaks_and_outside_mutation_is_replayed_once():
     x = torch.ones(3)
     out = explain(mutates_outside)(x)
-    assert "mutation" in out.break_reasons[0].reason
+    # the append to a global list is a side effect replayed after the graph (no break)
+    assert out.graph_break_count == 0
     assert SEEN == [3]
     torch.testing.assert_close(compile_eager(mutates_outside)(x), x * 2)
     assert SEEN == [3, 3]

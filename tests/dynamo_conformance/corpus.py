@@ -5,8 +5,13 @@ their arguments nor depend on state, so they can also be stopped after any instr
 resumed from a copy of the frame.
 """
 
+import collections
+import collections.abc
+import dataclasses
 import functools
+import itertools
 import math
+import operator
 from collections import OrderedDict, namedtuple
 
 COUNTER = 10
@@ -522,6 +527,146 @@ def del_and_unbound(x):
         return "unbound"
 
 
+
+# --- what real model code uses (issue: real-world capture) ----------------------------------
+@dataclasses.dataclass
+class Config:
+    scale: int = 2
+    shift: int = 1
+
+
+@functools.lru_cache(maxsize=8)
+def cached_heads(n):
+    return n // 2
+
+
+class ValueBase:
+    def value(self, x):
+        return x + 1
+
+
+class ValueDerived(ValueBase):
+    def value(self, x):
+        return super().value(x) * 2
+
+
+class Registry(dict):
+    def get(self, key):  # noqa: A003 (a dict subclass's override, as in transformers)
+        return super().get(str(key)) or {}
+
+
+class Lazy:
+    def __getattr__(self, name):
+        return name.upper()
+
+
+def set_literals_and_ops(a, b):
+    s, t = {a, 1, 2}, {b, 2}
+    u = {x % 3 for x in range(a + b)}
+    return sorted(s | t), sorted(s & t), sorted(s - t), sorted(s ^ t), 2 in s, sorted(u)
+
+
+def dict_views_live(x):
+    d = {"a": x}
+    keys, values, items = d.keys(), d.values(), d.items()
+    d["b"] = x * 2
+    return len(keys), sorted(values), sorted(items), "b" in keys
+
+
+def ordered_and_default(x):
+    o = collections.OrderedDict(b=1, a=x)
+    o.move_to_end("b")
+    d = collections.defaultdict(list)
+    for i in range(x):
+        d[i % 2].append(i)
+    return list(o.items()), dict(d), type(d).__name__
+
+
+def dataclass_use(x):
+    c = Config(scale=x)
+    r = dataclasses.replace(c, shift=5)
+    return c.scale * 2 + r.shift, dataclasses.asdict(r)
+
+
+def functools_use(x):
+    add3 = functools.partial(operator.add, 3)
+    return add3(x), cached_heads(x * 2), functools.reduce(operator.mul, range(1, x + 1))
+
+
+def itertools_use(x):
+    return (list(itertools.chain([1, x], [3])), list(itertools.product([1, 2], [x])),
+            list(itertools.zip_longest([1, 2], [x], fillvalue=0)),
+            list(itertools.accumulate([1, x, 3])), list(itertools.islice(range(10), 2, x)))
+
+
+def key_functions(words):
+    return (sorted(words, key=len), sorted(words, key=lambda w: w[-1], reverse=True),
+            max(words, key=len), min(words, key=lambda w: (len(w), w)), max([], default=-1))
+
+
+def iteration_builtins(xs):
+    return (list(map(lambda v: v * 2, xs)), list(filter(None, xs)), list(zip(xs, xs[1:])),
+            list(enumerate(reversed(xs), 1)), list(map(operator.add, xs, xs)))
+
+
+def deque_use(x):
+    q = collections.deque([1, 2])
+    q.append(x)
+    q.appendleft(0)
+    q.rotate(1)
+    return q.popleft(), q.pop(), list(q)
+
+
+def fromkeys_use(keys):
+    return dict.fromkeys(keys, 0), dict.fromkeys(keys)
+
+
+def super_and_dict_subclass(x):
+    return ValueDerived().value(x), Registry({str(x): [x]}).get(x), Registry().get(x + 1)
+
+
+def kwargs_forwarding(x):
+    def inner(a, *, scale=1, **extra):
+        return a * scale + extra.get("shift", 0)
+
+    def outer(a, **kwargs):
+        kwargs.setdefault("scale", 2)
+        return inner(a, **kwargs)
+    return outer(x, shift=3), outer(x, scale=5)
+
+
+def generators_and_comprehensions(xs):
+    def pairs(seq):
+        for i, v in enumerate(seq):  # noqa: UP028 (a loop of yields is the case)
+            yield i, v
+    return list(pairs(xs)), {k: v for k, v in pairs(xs)}, sum(v for _, v in pairs(xs))
+
+
+def getattr_hook_and_abc(x):
+    lazy = Lazy()
+    return (lazy.shape, isinstance([x], collections.abc.Sequence),
+            isinstance({}, collections.abc.Mapping), math.sqrt(x * x), math.floor(2.5))
+
+
+class TimesTen(collections.abc.Sequence):
+    """``Sequence.__iter__`` stops on the IndexError that ``__getitem__`` raises."""
+
+    def __init__(self, xs):
+        self.xs = xs
+
+    def __len__(self):
+        return len(self.xs)
+
+    def __getitem__(self, i):
+        if i >= len(self.xs):
+            raise IndexError("view index out of range")
+        return self.xs[i] * 10
+
+
+def raise_inside_callee(xs):
+    return list(TimesTen(xs)), [v for v in TimesTen(xs)]
+
+
 CASES = [
     (arith, (7, 3), {}), (float_arith, (2.5, 1.5), {}), (bitwise, (12, 10), {}),
     (compare_chain, (1, 2, 3), {}), (compare_chain, (3, 2, 1), {}),
@@ -557,6 +702,13 @@ CASES = [
     (conditional_import, (4,), {}), (bytes_and_format, (65,), {}), (none_checks, (1,), {}),
     (none_checks, (5,), {}), (min_max_key, (["ab", "abc", "zb"],), {}),
     (tuple_compare, (1, 2), {}), (nonlocal_rebinding, (), {}), (del_and_unbound, (1,), {}),
+    (set_literals_and_ops, (3, 4), {}), (dict_views_live, (2,), {}),
+    (ordered_and_default, (5,), {}), (dataclass_use, (3,), {}), (functools_use, (4,), {}),
+    (itertools_use, (5,), {}), (key_functions, (["bb", "a", "ccc", "ab"],), {}),
+    (iteration_builtins, ([0, 1, 2, 3],), {}), (deque_use, (7,), {}),
+    (fromkeys_use, (["a", "b"],), {}), (super_and_dict_subclass, (3,), {}),
+    (kwargs_forwarding, (2,), {}), (generators_and_comprehensions, ([5, 6, 7],), {}),
+    (getattr_hook_and_abc, (3,), {}), (raise_inside_callee, ([1, 2, 3],), {}),
 ]
 
 RAISING = [(try_except, ("a",), {}, TypeError), (unpacking, ((1, 2),), {}, ValueError),
@@ -565,4 +717,6 @@ RAISING = [(try_except, ("a",), {}, TypeError), (unpacking, ((1, 2),), {}, Value
 IMPURE = {mutates_argument, subscript_store, list_mutation, globals_write, with_block,
           closure_counter, attribute_store, generator_function, ordered_dict, try_finally,
           dict_methods, comp_with_closure, lambda_sort, methods_and_classes, nonlocal_rebinding,
-          nested_comp, lambda_default_closure}  # the last two: cells + lists (no deepcopy)
+          nested_comp, lambda_default_closure, ordered_and_default, deque_use,
+          generators_and_comprehensions, raise_inside_callee, dict_views_live,
+          set_literals_and_ops, kwargs_forwarding}  # the last two: cells + lists (no deepcopy)

@@ -196,6 +196,18 @@ def _in_place_twins() -> dict[Any, Any]:
 _OUT_OF_PLACE_FUNCTIONS = _in_place_twins()
 
 
+def _holds_tensor(a: Any) -> bool:
+    """Is ``a`` a graph value that is a tensor (not a Python number or a size)?"""
+    if not isinstance(a, Node):
+        return False
+    if a.op == "placeholder":
+        return True
+    example = a.meta.get("example_value")
+    if example is not None:
+        return isinstance(example, torch.Tensor)
+    return a.meta.get("tensor_meta") is not None
+
+
 def _is_mutation(node: Node) -> tuple[int, Any] | None:
     """``(index of the mutated argument, how to build the functional node)`` or None.
 
@@ -214,6 +226,8 @@ def _is_mutation(node: Node) -> tuple[int, Any] | None:
     if node.op != "call_function":
         return None
     if node.target in _INPLACE_OPERATORS:
+        if not _holds_tensor(node.args[0]):
+            return None  # ``n = 0; n += t`` rebinds a Python number: nothing is mutated
         return 0, ("call_function", _INPLACE_OPERATORS[node.target], None)
     if node.target is operator.setitem:
         return 0, ("call_function", setitem_functional, None)

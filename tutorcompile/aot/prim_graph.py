@@ -108,6 +108,14 @@ def extern_call(fn: Callable, args: tuple, kwargs: dict, meta: TensorMeta | None
         on_meta = False
     finally:
         torch.set_rng_state(rng)
+    if isinstance(sample, (bool, int, float)):
+        # an int/bool result (``Tensor.is_contiguous()``, ``torch.numel``): computed from
+        # metadata alone it is a constant of this graph, like a shape; one that needed the
+        # data (no meta kernel) cannot be known while tracing
+        if on_meta:
+            return sample
+        raise NotImplementedError(f"{target_name(fn)} returns a {type(sample).__name__} that "
+                                  "depends on tensor data; it cannot be part of the graph")
     device = next((v.device for v in _flat(args) + _flat(kwargs) if isinstance(v, GraphValue)),
                   None)
     as_node = lambda v: v.node if isinstance(v, GraphValue) else v

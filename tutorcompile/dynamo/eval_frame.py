@@ -455,6 +455,7 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
     result = tx.capture()
     if result.kind == "skip":
         cache.skip_from.add(frame.ip)
+        _notify("skip", frame, result, None)
         return None
     if result.kind == "break":
         if config.fullgraph:
@@ -467,7 +468,8 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
             _log_break(frame, result)
             return None
     output = result.output
-    live: list[Any] = list(result.stack) + list(result.locals.values())
+    live: list[Any] = list(result.stack) + list(result.locals.values()) + \
+        [value for _, _, value in result.side_effects]  # containers: visit() reaches items
     if result.return_value is not None:
         live.append(result.return_value)
     output_nodes = _graph_outputs(live)
@@ -548,6 +550,17 @@ def execute_entry(entry: CacheEntry, frame: Frame) -> Any:
         outputs = dict(zip(entry.output_nodes, _profiled_graph_call(entry, inputs)))
     rc = Reconstructor(env, outputs)
     result = entry.result
+    if result.side_effects:  # writes the traced code made to outside objects, in order
+        writes = [(rc(obj), name, rc(value) if name is not None else value.rebuild_items(rc))
+                  for obj, name, value in result.side_effects]
+        for obj, name, value in writes:
+            if name is not None:
+                setattr(obj, name, value)
+            elif isinstance(obj, dict):
+                obj.clear()
+                obj.update(value)
+            else:
+                obj[:] = value
     if result.kind == "return":
         frame.return_value = rc(result.return_value)
         return _RETURN

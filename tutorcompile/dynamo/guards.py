@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from .source import Source
+from .source import KEYS, Source, is_literal
 
 _TENSOR_TYPES = {torch.Tensor: "torch.Tensor", torch.nn.Parameter: "torch.nn.Parameter"}
 
@@ -96,7 +96,8 @@ class GuardBuilder:
     def __init__(self):
         self.guards: list[Guard] = []
         self._exprs: set[str] = set()
-        self.env: dict[str, Any] = {"torch": torch, "check_tensor": check_tensor, "math": math}
+        self.env: dict[str, Any] = {"torch": torch, "check_tensor": check_tensor, "math": math,
+                                    "K": KEYS}
         self._bound: dict[int, str] = {}
 
     def add(self, kind: str, expr: str, source: Source | None = None, comment: str = "",
@@ -134,19 +135,34 @@ class GuardBuilder:
                  (ttype, value.dtype, str(value.device), size, stride, value.requires_grad,
                   contiguous))
 
+    def literal(self, value: Any) -> str:
+        """``value`` written into guard source: a Python literal only for the exact builtin
+        types whose repr *is* that literal (``3``, ``'relu'``, ``True``, ``None``); any other
+        object (an enum member, a str subclass, a dtype) is bound by name and compared."""
+        t = type(value)
+        if is_literal(value) and t is not tuple:
+            return repr(value)
+        if t in (tuple, list):
+            inner = ", ".join(self.literal(v) for v in value)
+            if t is list:
+                return f"[{inner}]"
+            return f"({inner},)" if len(value) == 1 else f"({inner})"
+        return self.bind(value, _hint(value) if not isinstance(value, (str, int, float))
+                         else t.__name__)
+
     def CONSTANT_MATCH(self, source: Source, value: Any) -> None:
         name = source.name()
         if value is None or value is Ellipsis or value is NotImplemented:
-            self.add("CONSTANT_MATCH", f"{name} is {value!r}", source)
+            self.add("CONSTANT_MATCH", f"{name} is {self.literal(value)}", source)
         elif isinstance(value, (torch.dtype, torch.device)):
             self.add("CONSTANT_MATCH", f"{name} == {self.bind(value, str(value))}", source,
-                     repr(value))
+                     str(value))
         else:
             tname = type(value).__name__
             if type(value) not in (bool, int, float, str, bytes, complex):
                 tname = self.bind(type(value), tname)
-            self.add("CONSTANT_MATCH", f"type({name}) is {tname} and {name} == {value!r}",
-                     source)
+            self.add("CONSTANT_MATCH", f"type({name}) is {tname} and "
+                     f"{name} == {self.literal(value)}", source)
 
     def TYPE_MATCH(self, source: Source, value: Any) -> None:
         t = type(value)
@@ -164,8 +180,8 @@ class GuardBuilder:
 
     def DICT_KEYS(self, source: Source, value: dict) -> None:
         self.TYPE_MATCH(source, value)
-        self.add("DICT_KEYS", f"list({source.name()}.keys()) == {list(value.keys())!r}",
-                 source)
+        self.add("DICT_KEYS", f"list({source.name()}.keys()) == "
+                 f"{self.literal(list(value.keys()))}", source)
 
     def GRAD_MODE(self) -> None:
         self.add("GRAD_MODE", f"torch.is_grad_enabled() == {torch.is_grad_enabled()}",

@@ -63,6 +63,7 @@ class OutputGraph:
         self.created: list[Node] = []  # every node, in creation order (for rollback)
         self.any_dynamic = False
         self._symints: dict[tuple[Node, int], SymIntVariable] = {}
+        self._detached: dict[Node, TensorVariable] = {}
 
     # --- inputs ---------------------------------------------------------------------------
     def add_input(self, value: torch.Tensor, source: Source,
@@ -102,13 +103,17 @@ class OutputGraph:
         """Add ``target(*args, **kwargs)`` to the graph, run it on fake values, wrap it."""
         args = tuple(_as_vt(a) for a in args)
         kwargs = {k: _as_vt(v) for k, v in kwargs.items()}
+        no_grad = not self.tx.grad_enabled
+        if no_grad:  # inside a traced torch.no_grad block: cut the op from autograd
+            args = tuple(self.detached(a) for a in args)
+            kwargs = {k: self.detached(v) for k, v in kwargs.items()}
         proxy_args = tuple(a.as_proxy() for a in args)
         proxy_kwargs = {k: v.as_proxy() for k, v in kwargs.items()}
         ex_args = tuple(a.example() for a in args)
         ex_kwargs = {k: v.example() for k, v in kwargs.items()}
         what = target if isinstance(target, str) else getattr(target, "__name__", target)
         try:
-            with self.fake_mode, _quiet_fake_tensor_log():
+            with self.fake_mode, _quiet_fake_tensor_log(), torch.set_grad_enabled(not no_grad):
                 if op == "call_method":
                     out = getattr(ex_args[0], target)(*ex_args[1:], **ex_kwargs)
                 else:
@@ -120,6 +125,12 @@ class OutputGraph:
             if "DynamicOutputShape" in kind or "DataDependent" in kind:
                 raise Unsupported(f"{what}: output depends on tensor data ({kind})") from None
             raise Unsupported(f"{what} failed on fake tensors: {kind}: {e}") from None
+        if isinstance(out, (tuple, list)) and what in _COUNT_FROM_SIZE and any(
+                isinstance(a, TensorVariable) and self.is_dynamic_tensor(a) for a in args):
+            # ``a, b, c = t.unbind(0)``: unrolled to the example's count, the graph would be
+            # silently wrong for another size of a dynamic dimension
+            raise Unsupported(f"{what} of a dynamically shaped tensor: the number of results "
+                              "depends on a dynamic size")
         node = self.graph.create_node(op, target, proxy_args, proxy_kwargs)
         self.created.append(node)
         node.meta["source"] = self.tx.current_source_line()
@@ -128,6 +139,21 @@ class OutputGraph:
         if meta is not None:
             node.meta["tensor_meta"] = meta
         return self.wrap_output(node, out)
+
+    def detached(self, vt: VariableTracker) -> VariableTracker:
+        """``vt.detach()`` as a graph node when ``vt`` is a tensor that requires grad."""
+        if isinstance(vt, (ListVariable, TupleVariable)) and not isinstance(vt, SizeVariable):
+            return type(vt)([self.detached(i) for i in vt.items])
+        if not isinstance(vt, TensorVariable) or not vt.fake.requires_grad:
+            return vt
+        if vt.node not in self._detached:
+            node = self.graph.call_method("detach", (vt.node,))
+            node.meta.update(source=self.tx.current_source_line(),
+                             example_value=vt.fake.detach())
+            node.meta["tensor_meta"] = tensor_meta(node.meta["example_value"])
+            self.created.append(node)
+            self._detached[vt.node] = TensorVariable(node, node.meta["example_value"])
+        return self._detached[vt.node]
 
     def wrap_output(self, node: Node, out: Any) -> VariableTracker:
         if isinstance(out, torch.Tensor):
@@ -164,11 +190,18 @@ class OutputGraph:
             self.graph.erase_node(node)
         del self.created[mark:]
         self._symints = {k: v for k, v in self._symints.items() if not k[0]._erased}
+        self._detached = {k: v for k, v in self._detached.items()
+                          if not k._erased and not v.node._erased}
         self.any_dynamic = any(v.dynamic_dims for v in self.inputs_by_id.values())
 
     @property
     def op_count(self) -> int:
         return sum(1 for n in self.graph.nodes if n.op not in ("placeholder", "output"))
+
+
+# ops whose number of results follows a size of their input
+_COUNT_FROM_SIZE = {"unbind", "split", "chunk", "tensor_split", "unsafe_split", "unsafe_chunk",
+                    "hsplit", "vsplit", "dsplit"}
 
 
 @contextlib.contextmanager

@@ -7,7 +7,8 @@ left-hand side of every guard printed for that value (``L['x']``, ``G['scale']``
 ``L['self'].fc.weight``).
 
 Guard expressions are evaluated with four names bound: ``L`` (the frame's locals), ``G``
-(its globals), ``B`` (builtins) and ``S`` (the value stack, non-empty at resume points).
+(its globals), ``B`` (builtins) and ``S`` (the value stack, non-empty at resume points);
+``K`` holds the dict keys that have no literal spelling.
 
 Mirrors: torch/_dynamo/source.py.
 """
@@ -25,7 +26,7 @@ class Source:
         raise NotImplementedError
 
     def get(self, env: dict[str, Any]) -> Any:
-        return eval(self.name(), {"__builtins__": {}}, env)  # noqa: S307 (our own text)
+        return eval(self.name(), {"__builtins__": {}, "K": KEYS}, env)  # noqa: S307
 
     def __str__(self) -> str:
         return self.name()
@@ -79,13 +80,38 @@ class AttrSource(Source):
         return getattr(self.base.get(env), self.attr)
 
 
+def is_literal(value: Any) -> bool:
+    """Is ``repr(value)`` the Python literal for it (so guard source may spell it out)?"""
+    t = type(value)
+    if value is None or t in (bool, int, str, bytes):
+        return True
+    if t is float:
+        return value == value and value not in (float("inf"), float("-inf"))
+    return t is tuple and all(is_literal(v) for v in value)
+
+
+KEYS: list[Any] = []  # dict keys with no literal spelling (an enum member): K[i] in guards
+_KEY_INDEX: dict[int, int] = {}
+
+
+def key_expr(key: Any) -> str:
+    """How guard source spells the dict key ``key``: a literal, or ``K[i]`` (never a repr of
+    an object, which may not even parse: ``<Mode.A: 'a'>``)."""
+    if is_literal(key):
+        return repr(key)
+    if id(key) not in _KEY_INDEX:
+        _KEY_INDEX[id(key)] = len(KEYS)
+        KEYS.append(key)  # kept alive, so the id stays unique
+    return f"K[{_KEY_INDEX[id(key)]}]"
+
+
 @dataclass(frozen=True)
 class GetItemSource(Source):
     base: Source
     key: Any
 
     def name(self) -> str:
-        return f"{self.base.name()}[{self.key!r}]"
+        return f"{self.base.name()}[{key_expr(self.key)}]"
 
     def get(self, env):
         return self.base.get(env)[self.key]

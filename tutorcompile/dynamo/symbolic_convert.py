@@ -23,10 +23,13 @@ Mirrors: torch/_dynamo/symbolic_convert.py.
 
 from __future__ import annotations
 
+import enum
 import inspect
 import linecache
 import operator
+import os
 import re
+import sys
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,12 +51,15 @@ from .source import (
 )
 from .variables import (
     BUILTIN_CALLABLES,
+    BUILTIN_HANDLERS,
     BaseListVariable,
     BuiltinVariable,
     CellVariable,
     ClosureCellVariable,
     ConstantVariable,
     ConstDictVariable,
+    EnvironVariable,
+    GradModeVariable,
     ListIteratorVariable,
     ListVariable,
     NamedTupleVariable,
@@ -61,9 +67,11 @@ from .variables import (
     NNModuleVariable,
     PythonModuleVariable,
     ResumeIterator,
+    SetVariable,
     SizeVariable,
     SliceVariable,
     SymIntVariable,
+    TensorMethodVariable,
     TensorVariable,
     TorchFunctionVariable,
     TupleVariable,
@@ -108,6 +116,7 @@ class CaptureResult:
     reason: str | None = None
     location: tuple[str, int | None, str] | None = None  # filename, line, source text
     in_loop: bool = False
+    side_effects: list = field(default_factory=list)  # (object tracker, attribute, value)
 
 
 class InstructionTranslator(VM):
@@ -129,6 +138,8 @@ class InstructionTranslator(VM):
         self.frames: list[Frame] = []
         self.journal: dict[int, tuple[VariableTracker, dict]] = {}
         self._scopes: dict[int, str] = {id(frame.globals): "G"}
+        self.side_effect_objects: list[VariableTracker] = []  # outside objects written to
+        self.grad_stack: list[bool] = []  # grad mode of traced no_grad/enable_grad blocks
 
     # --- the capture loop -------------------------------------------------------------------
     def capture(self) -> CaptureResult:
@@ -137,17 +148,27 @@ class InstructionTranslator(VM):
             return CaptureResult("skip", reason="resuming inside an exception handler")
         root = Frame(c.code, c.globals, {}, c.name)
         root.ip = c.ip
+        if c.ip:
+            # a resume point can be reached with different locals bound (one side of an
+            # ``if`` assigns a name, the other does not): the continuation is only valid for
+            # the same set, as a resume function's parameter list is in Dynamo
+            self.guards.add("LOCALS_MATCH", f"sorted(L) == {sorted(c.locals)!r}",
+                            comment="locals bound at this resume point")
         for name, value in c.locals.items():
             if isinstance(value, types.CellType):
                 root.locals[name] = ClosureCellVariable(value, LocalSource(name))
             else:
                 root.locals[name] = LazyVariable(value, LocalSource(name))
-        root.stack = [v if v is NULL else self.wrap_nested(v, StackSource(i))
-                      for i, v in enumerate(c.stack)]
+        try:
+            root.stack = [v if v is NULL else self.wrap_nested(v, StackSource(i))
+                          for i, v in enumerate(c.stack)]
+        except Unsupported as e:  # a value on the rebuilt stack cannot be traced
+            return CaptureResult("skip", reason=e.reason,
+                                 location=self.location_of(root, root.ip))
         self.frames = [root]
         while True:
             mark = (len(self.output.created), len(self._wrapped_order))
-            saved = (root.ip, list(root.stack), dict(root.locals))
+            saved = (root.ip, list(root.stack), dict(root.locals), list(self.grad_stack))
             self.journal = {}
             try:
                 if self.step(root) is _RETURN:
@@ -155,8 +176,13 @@ class InstructionTranslator(VM):
                                                       return_value=root.return_value))
             except Unsupported as e:
                 self._rollback(mark)
-                root.ip, root.stack, root.locals = saved[0], saved[1], saved[2]
+                root.ip, root.stack, root.locals, self.grad_stack = saved
                 self.frames = [root]
+                if self.grad_stack:
+                    # the break is inside a traced no_grad block that the real frame never
+                    # entered: run this part of the frame uncompiled instead
+                    return CaptureResult("skip", reason=f"{e.reason} (inside a torch.no_grad"
+                                         "/enable_grad block)")
                 loc = getattr(e, "location", None) or self.location_of(root, root.ip)
                 return self._finish(CaptureResult(
                     "break", stack=root.stack, locals=root.locals, break_ip=root.ip,
@@ -164,6 +190,13 @@ class InstructionTranslator(VM):
 
     def _finish(self, result: CaptureResult) -> CaptureResult:
         result.output, result.guards = self.output, self.guards
+        # attribute writes to objects from outside, replayed in order after the graph
+        for vt in self.side_effect_objects:
+            if isinstance(vt, (ListVariable, ConstDictVariable)):
+                if getattr(vt, "mutated", False):
+                    result.side_effects.append((vt, None, vt))  # new contents, same object
+            elif not vt.fresh:
+                result.side_effects += [(vt, name, value) for name, value in vt.pending.items()]
         if self.output.op_count:
             self.guards.GRAD_MODE()
         return result
@@ -178,16 +211,33 @@ class InstructionTranslator(VM):
         del self._wrapped_order[mark[1]:]
 
     def record_mutation(self, vt: VariableTracker) -> None:
-        """Remember ``vt``'s state before this instruction mutates it (for rollback)."""
+        """Remember ``vt``'s state before this instruction mutates it (for rollback).
+
+        A list or dict from outside (an argument, ``**kwargs``, a global) is mutated in the
+        tracker; after the graph its new contents are written back into the same object,
+        so every alias sees them (Dynamo's side effects)."""
         if getattr(vt, "source", None) is not None:
-            raise Unsupported(f"mutation of a {vt.python_type().__name__} that comes from "
-                              f"outside the compiled region ({vt.source.name()})")
+            if not isinstance(vt, (ListVariable, ConstDictVariable)):
+                raise Unsupported(f"mutation of a {vt.python_type().__name__} that comes "
+                                  f"from outside the compiled region ({vt.source.name()})")
+            if vt not in self.side_effect_objects:
+                self.side_effect_objects.append(vt)
+        self._journal(vt)
+        if hasattr(vt, "mutated"):
+            vt.mutated = True
+
+    def record_side_effect(self, vt: VariableTracker) -> None:
+        """``vt`` (maybe from outside) gets a pending attribute write, replayed after the
+        graph; journaled like any mutation so a breaking instruction leaves no trace."""
+        self._journal(vt)
+        if vt not in self.side_effect_objects:
+            self.side_effect_objects.append(vt)
+
+    def _journal(self, vt: VariableTracker) -> None:
         if id(vt) not in self.journal:
             state = {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict)
                          else v) for k, v in vt.__dict__.items()}
             self.journal[id(vt)] = (vt, state)
-        if hasattr(vt, "mutated"):
-            vt.mutated = True
 
     def step(self, frame: Frame) -> Any:
         try:
@@ -196,12 +246,20 @@ class InstructionTranslator(VM):
             if not hasattr(e, "location"):
                 e.location = self.location_of(frame, frame.ip - 1)
             raise
+        except TracedException as e:
+            if frame is not self.frames[0]:
+                raise  # a ``raise`` of the traced code, on its way to a handler in a caller
+            err = Unsupported(f"{type(e.exc).__name__} raised by the traced code: {e.exc}")
+            err.location = self.location_of(frame, frame.ip - 1)
+            raise err from None
         except Exception as e:
             err = Unsupported(f"{type(e).__name__} raised while tracing: {e}")
             err.location = self.location_of(frame, frame.ip - 1)
             raise err from e
 
     def on_exception(self, frame: Frame, exc: BaseException) -> None:
+        if isinstance(exc, TracedException) and frame is not self.frames[0]:
+            return  # the traced code's own ``raise``, caught by an inlined function
         err = Unsupported(f"exception handling while tracing ({type(exc).__name__}: {exc})")
         err.location = self.location_of(frame, frame.ip - 1)
         raise err
@@ -237,6 +295,10 @@ class InstructionTranslator(VM):
         if isinstance(value, LazyVariable):
             value = value.value
         if isinstance(value, torch.Tensor):
+            if value.layout != torch.strided:
+                # no strides to guard, no fake tensor to trace with (torch.compile breaks too)
+                raise Unsupported(f"a {str(value.layout).replace('torch.', '')} tensor: sparse "
+                                  "layouts are not captured")
             if source is None:
                 raise Unsupported("a tensor that is not reachable from the function's inputs, "
                                   "globals or module attributes")
@@ -265,10 +327,26 @@ class InstructionTranslator(VM):
                                          for i, v in enumerate(value.items)])
         if isinstance(value, types.CodeType):
             return ConstantVariable(value)
+        if isinstance(value, os._Environ):
+            return EnvironVariable(value, source)
+        if value is inspect.signature:
+            return BuiltinVariable(value, source)
+        if isinstance(value, enum.Enum):
+            # an enum member is a constant known by identity: ``MODE is Mode.A`` folds, and
+            # the guard is an identity check reached through the source (never its repr)
+            if source is not None:
+                g.ID_MATCH(source, value, f"{type(value).__name__}.{value.name}")
+            return ConstantVariable(value, source)
         if is_constant_value(value) and not isinstance(value, tuple):
             if source is not None:
                 g.CONSTANT_MATCH(source, value)
             return ConstantVariable(value, source)
+        if isinstance(value, torch.Size):  # x.size() passed around: a tuple of ints
+            if source is not None:
+                g.SEQUENCE_LENGTH(source, value)
+            return SizeVariable([self.wrap_nested(v, GetItemSource(source, i) if source
+                                                  else None) for i, v in enumerate(value)],
+                                source)
         if type(value) in (tuple, list) or (isinstance(value, tuple) and
                                              hasattr(value, "_fields")):
             if source is not None:
@@ -280,17 +358,24 @@ class InstructionTranslator(VM):
             if type(value) is tuple:
                 return TupleVariable(items, source)
             return NamedTupleVariable(items, type(value), source)
-        if type(value) is dict or isinstance(value, dict) and type(value).__module__ in (
-                "collections",):
-            if not all(is_constant_value(k) for k in value):
+        if isinstance(value, dict) and _reads_like_dict(type(value)):
+            if not all(is_constant_value(k) or isinstance(k, enum.Enum) for k in value):
                 raise Unsupported("a dict with non-constant keys")
             if source is not None:
                 g.DICT_KEYS(source, value)
+            factory = getattr(value, "default_factory", None)
+            if factory is not None:
+                factory = self.wrap_nested(factory, AttrSource(source, "default_factory")
+                                           if source else None)
             return ConstDictVariable({k: self.wrap_nested(v, GetItemSource(source, k)
                                                           if source else None)
-                                      for k, v in value.items()}, source)
+                                      for k, v in value.items()}, source, type(value), factory)
         if isinstance(value, types.CellType):
             return ClosureCellVariable(value, source)
+        if _has_handler(value):  # functools.partial, itertools.chain, deque, ...
+            if source is not None:
+                g.ID_MATCH(source, value)
+            return BuiltinVariable(value, source)
         if isinstance(value, types.FunctionType) and not is_torch_callable(value):
             if source is not None:
                 g.ID_MATCH(source, value)
@@ -302,6 +387,13 @@ class InstructionTranslator(VM):
                 g.ID_MATCH(AttrSource(source, "__func__"), value.__func__)
             return UserMethodVariable(value.__func__, self.wrap_nested(value.__self__,
                                                                        self_src))
+        owner = getattr(value, "__self__", None)
+        if isinstance(owner, torch.Tensor) and isinstance(
+                value, (types.BuiltinMethodType, types.MethodWrapperType)):
+            # ``t.relu`` as a value (on a rebuilt stack, passed as an argument): the tensor
+            # is a graph input reached through the method, never a constant of the graph
+            tensor = self.wrap_nested(owner, AttrSource(source, "__self__") if source else None)
+            return TensorMethodVariable(tensor, value.__name__)
         if isinstance(value, types.ModuleType):
             if source is not None:
                 g.ID_MATCH(source, value)
@@ -367,6 +459,9 @@ class InstructionTranslator(VM):
         return self.realize(obj).var_getattr(self, name)
 
     def store_attr(self, obj, name, value):
+        obj = self.realize(obj)
+        if isinstance(obj, UserDefinedObjectVariable):
+            return obj.store_attr(self, name, value)
         raise Unsupported(f"assignment to attribute {name!r} of {obj} (mutation of an object)")
 
     def delete_attr(self, obj, name):
@@ -375,6 +470,10 @@ class InstructionTranslator(VM):
     def store_subscr(self, obj, key, value):
         if isinstance(obj, TensorVariable):
             self.output.create_node("call_function", operator.setitem, (obj, key, value), {})
+        elif isinstance(obj, ConstDictVariable) and isinstance(inspect.getattr_static(
+                obj.dict_cls, "__setitem__"), types.FunctionType):
+            self.inline_user_function(inspect.getattr_static(obj.dict_cls, "__setitem__"),
+                                      [obj, key, value], {})  # a dict subclass's own rule
         elif isinstance(obj, (ListVariable, ConstDictVariable)):
             obj.setitem(self, key, value)
         else:
@@ -397,6 +496,9 @@ class InstructionTranslator(VM):
         v = self.realize(v)
         if isinstance(v, ListIteratorVariable):
             return v
+        dunder = self.call_dunder(v, "__iter__", [])
+        if dunder is not None:  # a class with __iter__ in Python (a generator, say)
+            return self.get_iter(dunder)
         return ListIteratorVariable(self.unpack(v))
 
     def iter_next(self, it):
@@ -405,7 +507,10 @@ class InstructionTranslator(VM):
         return it.next(self)
 
     def unpack(self, seq):
-        return self.realize(seq).unpack(self)
+        seq = self.realize(seq)
+        if isinstance(seq, UserDefinedObjectVariable):
+            return self.get_iter(seq).unpack(self)  # through the class's own __iter__
+        return seq.unpack(self)
 
     def build_tuple(self, items):
         return TupleVariable(items)
@@ -414,9 +519,7 @@ class InstructionTranslator(VM):
         return ListVariable(items)
 
     def build_set(self, items):
-        if all(i.is_python_constant() for i in items):
-            return ConstantVariable(frozenset(i.as_python_constant() for i in items))
-        raise Unsupported("a set of non-constant values")
+        return SetVariable(items)
 
     def build_map(self, pairs):
         return ConstDictVariable({k.as_python_constant(): v for k, v in pairs})
@@ -437,10 +540,10 @@ class InstructionTranslator(VM):
         lst.call_method(self, "extend", [v], {})
 
     def set_add(self, s, v):
-        raise Unsupported("set comprehension")
+        s.call_method(self, "add", [v], {})
 
     def set_update(self, s, v):
-        raise Unsupported("set unpacking")
+        s.call_method(self, "update", [v], {})
 
     def map_add(self, d, k, v):
         d.setitem(self, k, v)
@@ -506,13 +609,60 @@ class InstructionTranslator(VM):
         return ConstantVariable("".join(p.as_python_constant() for p in parts))
 
     def import_name(self, frame, name, fromlist, level):
-        raise Unsupported(f"import {name} inside the compiled function")
+        # ``import torch`` / ``from x import y`` of a module that is already imported only
+        # reads sys.modules: no side effect, so it is folded (a first import would run the
+        # module's code, which is a break)
+        level = level.as_python_constant() if isinstance(level, VariableTracker) else level
+        fromlist = fromlist.as_python_constant() if isinstance(fromlist, VariableTracker) \
+            else fromlist
+        if level:
+            package = frame.globals.get("__package__") or ""
+            base = package.rsplit(".", level - 1)[0] if level > 1 else package
+            full = f"{base}.{name}" if name else base
+        else:
+            full = name
+        if full not in sys.modules:
+            raise Unsupported(f"import {full} inside the compiled function (not imported "
+                              "yet: importing runs the module's code)")
+        if fromlist:
+            for attr in fromlist:  # ``from pkg import submodule`` must not import either
+                if attr != "*" and not hasattr(sys.modules[full], attr) and \
+                        f"{full}.{attr}" not in sys.modules:
+                    raise Unsupported(f"from {full} import {attr}: not imported yet")
+            module = sys.modules[full]
+        else:
+            module = sys.modules[full.split(".")[0]]
+        return self._wrap(module, None)
 
     def raise_exception(self, exc, cause=NULL):
-        raise Unsupported("raise statement")
+        # ``raise E(...)`` inside an inlined function may be caught by that function or a
+        # caller it inlines from (``Sequence.__iter__`` ends on IndexError); one that
+        # would leave the compiled frame is a graph break, so the real run raises it
+        exc = self.realize(exc)
+        value = exc.as_python_constant() if exc.is_python_constant() or isinstance(
+            exc, BuiltinVariable) else None
+        if isinstance(value, type) and issubclass(value, Exception):
+            value = value()
+        if not isinstance(value, Exception) or len(self.frames) < 2:
+            raise Unsupported("raise statement")
+        raise TracedException(value)
+
+    def CHECK_EXC_MATCH(self, f, inst):
+        typ = self.realize(f.pop()).as_python_constant()
+        exc = f.stack[-1]
+        real = exc.exc if isinstance(exc, TracedException) else exc
+        f.push(ConstantVariable(isinstance(real, typ)))
+
+    @property
+    def grad_enabled(self) -> bool:
+        return self.grad_stack[-1] if self.grad_stack else torch.is_grad_enabled()
 
     def BEFORE_WITH(self, f, inst):
-        raise Unsupported("with-block (context managers are not traced)")
+        mgr = self.realize(f.stack[-1])
+        if not isinstance(mgr, GradModeVariable):
+            raise Unsupported(f"with-block on {mgr} (only torch.no_grad/enable_grad are "
+                              "traced)")
+        super().BEFORE_WITH(f, inst)
 
     def call(self, fn, args, kwargs):
         fn = self.realize(fn) if isinstance(fn, VariableTracker) else self._wrap(fn, None)
@@ -525,6 +675,10 @@ class InstructionTranslator(VM):
         a, b = self.realize(_as_vt(a)), self.realize(_as_vt(b))
         if fn in (operator.is_, operator.is_not):
             same = _identical(a, b)
+            for side in (a, b):  # identity of an outside object was read: guard it
+                if isinstance(side, (UserDefinedObjectVariable, UserDefinedClassVariable)) \
+                        and side.source is not None:
+                    self.guards.ID_MATCH(side.source, side.value)
             return ConstantVariable(same if fn is operator.is_ else not same)
         if fn is operator.contains:
             return self._contains(a, b)
@@ -582,7 +736,20 @@ class InstructionTranslator(VM):
             return ConstantVariable(not a.truth(self))
         raise Unsupported(f"operator {fn.__name__} on {a}")
 
+    def call_dunder(self, obj: VariableTracker, name: str, args: list):
+        """``obj.__name__(*args)`` for an object whose class defines it in Python (a
+        ``Mapping`` subclass's ``__getitem__``/``__contains__``): inlined. None otherwise."""
+        if not isinstance(obj, UserDefinedObjectVariable):
+            return None
+        method = inspect.getattr_static(type(obj.value), name, None)
+        if not isinstance(method, types.FunctionType):
+            return None
+        return self.inline_user_function(method, [obj, *args], {})
+
     def _getitem(self, a, b):
+        dunder = self.call_dunder(a, "__getitem__", [b])
+        if dunder is not None:
+            return dunder
         if isinstance(a, (BaseListVariable, ConstDictVariable)):
             return a.getitem(self, b)
         if isinstance(a, NNModuleVariable):
@@ -592,6 +759,9 @@ class InstructionTranslator(VM):
         raise Unsupported(f"indexing {a}")
 
     def _contains(self, container, item):
+        dunder = self.call_dunder(container, "__contains__", [item])
+        if dunder is not None:
+            return ConstantVariable(dunder.truth(self))
         if isinstance(container, ConstDictVariable):
             return ConstantVariable(item.as_python_constant() in container.items)
         if isinstance(container, BaseListVariable):
@@ -616,8 +786,8 @@ class InstructionTranslator(VM):
             else:
                 raise Unsupported(f"operator {fn.__name__} on a symbolic size and {x}")
         result = fn(*values)
-        exprs = [x.expr if isinstance(x, SymIntVariable) else repr(x.as_python_constant())
-                 for x in operands]
+        exprs = [x.expr if isinstance(x, SymIntVariable)
+                 else self.guards.literal(x.as_python_constant()) for x in operands]
         expr = None
         if all(e is not None for e in exprs):
             sym = _SYMBOLS.get(fn)
@@ -710,6 +880,29 @@ class InstructionTranslator(VM):
             raise Unsupported("yield outside an inlined generator")
         f.yielded.append(f.pop())
         f.push(ConstantVariable(None))  # the value of the yield expression
+
+
+def _reads_like_dict(cls: type) -> bool:
+    """A dict subclass whose reads are dict's own (its items are its contents): tracked as a
+    dict that keeps its class; methods it adds in Python are inlined."""
+    return all(inspect.getattr_static(cls, m) is getattr(dict, m) for m in (
+        "__getitem__", "__contains__", "__iter__", "__len__", "keys", "values", "items")) \
+        or cls.__module__ == "collections"
+
+
+def _has_handler(value: Any) -> bool:
+    try:
+        return value in BUILTIN_HANDLERS
+    except TypeError:  # unhashable
+        return False
+
+
+class TracedException(Exception):  # noqa: N818 (it carries one)
+    """An exception the traced code raised (``exc``), propagating to its handler."""
+
+    def __init__(self, exc: Exception):
+        super().__init__(exc)
+        self.exc = exc
 
 
 def _unwrap_compiled(value: Any, source: Source | None) -> tuple[Any, Source | None] | None:

@@ -417,26 +417,38 @@ def _index_add_meta(base, dim, index, src):
     return tuple(base.shape), promote_types(base, src)
 
 
+def _skipped_by_cat(t, ndim: int) -> bool:
+    """``torch.cat`` skips a 1-d empty tensor beside tensors of higher rank (legacy rule:
+    transformers' key/value caches start as ``torch.tensor([])``)."""
+    return ndim != 1 and tuple(t.shape) == (0,)
+
+
 def _cat_meta(tensors, dim=0):
     if not tensors:
         raise ValueError("cat: needs at least one tensor")
-    first = tuple(tensors[0].shape)
+    ndim = builtins.max(len(t.shape) for t in tensors)
+    kept = [t for t in tensors if not _skipped_by_cat(t, ndim)]
+    first = tuple(kept[0].shape)
     dim = normalize_dim(dim, len(first))
-    for t in tensors[1:]:
+    for t in kept[1:]:
         s = tuple(t.shape)
         if len(s) != len(first) or any(x != y for i, (x, y) in enumerate(zip(s, first))
                                        if i != dim):
             raise ValueError(f"cat: shapes {[tuple(t.shape) for t in tensors]} differ outside "
                              f"dimension {dim}")
     shape = list(first)
-    shape[dim] = builtins.sum(t.shape[dim] for t in tensors)
+    shape[dim] = builtins.sum(t.shape[dim] for t in kept)
     return tuple(shape), promote_types(*tensors)
 
 
 def _cat_vjp(g, out, tensors, dim=0):
-    dim = normalize_dim(dim, len(out.shape))
+    ndim = len(out.shape)
+    dim = normalize_dim(dim, ndim)
     grads, offset = [], 0
     for t in tensors:
+        if _skipped_by_cat(t, ndim):
+            grads.append(ops.full((0,), 0.0, dtype=g.dtype, device=g.device))
+            continue
         size = t.shape[dim]
         grads.append(ops.slice(g, dim, offset, offset + size, 1))
         offset += size

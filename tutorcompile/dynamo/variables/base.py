@@ -8,6 +8,7 @@ Mirrors: torch/_dynamo/variables/base.py, constant.py, tensor.py, lists.py, dict
 
 from __future__ import annotations
 
+import inspect
 import operator
 import types
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 CONSTANT_TYPES = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis),
                   torch.dtype, torch.device, torch.layout, torch.memory_format, range, slice,
-                  types.CodeType, frozenset)
+                  types.CodeType, frozenset, torch.finfo, torch.iinfo, inspect.Signature,
+                  inspect.Parameter, types.MappingProxyType)
 
 
 def is_constant_value(v: Any) -> bool:
@@ -132,6 +134,8 @@ class ConstantVariable(VariableTracker):
         attr = getattr(self.value, name)
         if isinstance(attr, (types.BuiltinMethodType, types.MethodWrapperType)):
             return BoundMethodVariable(self, name)  # "Relu".lower: folded when called
+        if isinstance(attr, type):  # (3).__class__, an enum member's class
+            return tx.wrap_nested(attr, None)
         return wrap_constant_result(attr)
 
     def call_method(self, tx, name, args, kwargs):
@@ -147,7 +151,8 @@ class ConstantVariable(VariableTracker):
         raise Unsupported(f"method {name} of constant {self.value!r} on non-constant args")
 
     def unpack(self, tx):
-        if isinstance(self.value, (tuple, range, str, bytes, frozenset)):
+        if isinstance(self.value, (tuple, range, str, bytes, frozenset,
+                                   types.MappingProxyType)):
             return [ConstantVariable(v) for v in self.value]
         raise Unsupported(f"iteration over constant {self.value!r}")
 
@@ -164,6 +169,9 @@ def wrap_constant_result(value: Any) -> VariableTracker:
         return ConstantVariable(value)
     if isinstance(value, list) and all(is_constant_value(v) for v in value):
         return ListVariable([ConstantVariable(v) for v in value])
+    if isinstance(value, set) and all(is_constant_value(v) for v in value):
+        from .callables import SetVariable
+        return SetVariable([ConstantVariable(v) for v in value])
     if isinstance(value, dict) and all(is_constant_value(v) for v in value.values()):
         return ConstDictVariable({k: ConstantVariable(v) for k, v in value.items()})
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
@@ -343,6 +351,7 @@ class BaseListVariable(VariableTracker):
 
     def __init__(self, items: list[VariableTracker], source: Source | None = None):
         self.items, self.source = list(items), source
+        self.mutated = False
 
     def python_type(self):
         return self.python_cls
@@ -371,7 +380,10 @@ class BaseListVariable(VariableTracker):
     def reconstruct(self, rc):
         if self.source is not None and not getattr(self, "mutated", False):
             return self.source.get(rc.env)
-        return self.python_cls([rc(i) for i in self.items])
+        return self.python_cls(self.rebuild_items(rc))
+
+    def rebuild_items(self, rc) -> list:
+        return [rc(i) for i in self.items]
 
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
         k = key.as_python_constant()
@@ -495,12 +507,17 @@ class ListVariable(BaseListVariable):
 
 
 class ConstDictVariable(VariableTracker):
-    def __init__(self, items: dict[Any, VariableTracker], source: Source | None = None):
+    """A dict with constant keys; ``dict_cls`` keeps ``OrderedDict``/``defaultdict`` apart
+    from ``dict`` (the rebuilt value has the same class, and ``default_factory``)."""
+
+    def __init__(self, items: dict[Any, VariableTracker], source: Source | None = None,
+                 dict_cls: type = dict, default_factory: VariableTracker | None = None):
         self.items, self.source = dict(items), source
         self.mutated = False
+        self.dict_cls, self.default_factory = dict_cls, default_factory
 
     def python_type(self):
-        return dict
+        return self.dict_cls
 
     def truth(self, tx):
         return bool(self.items)
@@ -526,6 +543,10 @@ class ConstDictVariable(VariableTracker):
     def getitem(self, tx, key):
         k = key.as_python_constant()
         if k not in self.items:
+            if self.default_factory is not None:  # defaultdict: d[k] inserts factory()
+                value = self.default_factory.call_function(tx, [], {})
+                self.setitem(tx, key, value)
+                return value
             raise Unsupported(f"KeyError {k!r} while tracing")
         return self.items[k]
 
@@ -533,19 +554,23 @@ class ConstDictVariable(VariableTracker):
         tx.record_mutation(self)
         self.items[key.as_python_constant()] = value
 
+    def var_getattr(self, tx, name):
+        static = inspect.getattr_static(self.dict_cls, name, None)
+        if isinstance(static, types.FunctionType) and self.dict_cls.__module__ != "collections":
+            from .callables import UserMethodVariable  # a method a dict subclass adds
+            return UserMethodVariable(static, self)
+        if callable(static):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"attribute {name!r} of a {self.dict_cls.__name__}")
+
     def call_method(self, tx, name, args, kwargs):
         if name == "__getitem__":
             return self.getitem(tx, args[0])
         if name == "get":
             k = args[0].as_python_constant()
             return self.items.get(k, args[1] if len(args) > 1 else ConstantVariable(None))
-        if name == "keys":
-            return TupleVariable([ConstantVariable(k) for k in self.items])
-        if name == "values":
-            return TupleVariable(list(self.items.values()))
-        if name == "items":
-            return TupleVariable([TupleVariable([ConstantVariable(k), v])
-                                  for k, v in self.items.items()])
+        if name in ("keys", "values", "items"):
+            return DictViewVariable(self, name)  # live: sees later changes to the dict
         if name in ("__setitem__", "update", "pop", "setdefault", "clear", "__delitem__"):
             tx.record_mutation(self)
             if name == "__setitem__":
@@ -573,18 +598,82 @@ class ConstDictVariable(VariableTracker):
                 self.items.clear()
             return ConstantVariable(None)
         if name == "copy":
-            return ConstDictVariable(self.items)
+            return ConstDictVariable(self.items, dict_cls=self.dict_cls,
+                                     default_factory=self.default_factory)
         if name == "__contains__":
             return ConstantVariable(args[0].as_python_constant() in self.items)
+        if name == "move_to_end" and self.dict_cls is not dict:
+            tx.record_mutation(self)
+            k = args[0].as_python_constant()
+            last = kwargs["last"].as_python_constant() if "last" in kwargs else \
+                (args[1].as_python_constant() if len(args) > 1 else True)
+            value = self.items.pop(k)
+            self.items = {k: value, **self.items} if not last else {**self.items, k: value}
+            return ConstantVariable(None)
         raise Unsupported(f"dict.{name}")
+
+    def rebuild_items(self, rc) -> dict:
+        return {k: rc(v) for k, v in self.items.items()}
 
     def reconstruct(self, rc):
         if self.source is not None and not self.mutated:
             return self.source.get(rc.env)
-        return {k: rc(v) for k, v in self.items.items()}
+        items = self.rebuild_items(rc)
+        if hasattr(self.dict_cls, "default_factory"):  # a defaultdict
+            factory = self.default_factory
+            return self.dict_cls(rc(factory) if factory is not None else None, items)
+        return items if self.dict_cls is dict else self.dict_cls(items)
 
     def __repr__(self):
         return f"ConstDictVariable({self.items!r})"
+
+
+class DictViewVariable(VariableTracker):
+    """``d.keys()`` / ``d.values()`` / ``d.items()``: a live view of a dict tracker."""
+
+    def __init__(self, dict_vt: ConstDictVariable, kind: str):
+        self.dict_vt, self.kind = dict_vt, kind
+
+    def python_type(self):
+        return type(getattr({}, self.kind)())
+
+    def unpack(self, tx):
+        d = self.dict_vt.items
+        if self.kind == "keys":
+            return [ConstantVariable(k) for k in d]
+        if self.kind == "values":
+            return list(d.values())
+        return [TupleVariable([ConstantVariable(k), v]) for k, v in d.items()]
+
+    def is_python_constant(self):
+        return self.kind == "keys" or self.dict_vt.is_python_constant()
+
+    def as_python_constant(self):
+        if self.kind == "keys":
+            return dict.fromkeys(self.dict_vt.items).keys()
+        return getattr(self.dict_vt.as_python_constant(), self.kind)()
+
+    def truth(self, tx):
+        return bool(self.dict_vt.items)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__len__":
+            return ConstantVariable(len(self.dict_vt.items))
+        if name == "__contains__" and self.kind == "keys":
+            return ConstantVariable(args[0].as_python_constant() in self.dict_vt.items)
+        if name == "isdisjoint" and self.kind == "keys":
+            other = {a.as_python_constant() for a in tx.unpack(args[0])}
+            return ConstantVariable(not (set(self.dict_vt.items) & other))
+        raise Unsupported(f"dict_{self.kind}.{name}")
+
+    def children(self):
+        return [self.dict_vt]
+
+    def reconstruct(self, rc):
+        return getattr(rc(self.dict_vt), self.kind)()
+
+    def __repr__(self):
+        return f"DictViewVariable({self.kind})"
 
 
 class SliceVariable(VariableTracker):
@@ -683,7 +772,8 @@ class ClosureCellVariable(VariableTracker):
 
 __all__ = [
     'BaseListVariable', 'BoundMethodVariable', 'CONSTANT_TYPES', 'CellVariable',
-    'ClosureCellVariable', 'ConstDictVariable', 'ConstantVariable', 'ListIteratorVariable',
+    'ClosureCellVariable', 'ConstDictVariable', 'ConstantVariable', 'DictViewVariable',
+    'ListIteratorVariable',
     'ListVariable', 'NamedTupleVariable', 'Reconstructor', 'ResumeIterator', 'SizeVariable',
     'SliceVariable', 'SymIntVariable', 'TensorMethodVariable', 'TensorVariable',
     'TupleVariable', 'VariableTracker', 'is_constant_value', 't_metadata_method',

@@ -10,8 +10,13 @@ user_defined.py.
 
 from __future__ import annotations
 
+import abc
 import builtins
+import collections
+import dataclasses
+import functools
 import inspect
+import itertools
 import math
 import operator
 import types
@@ -28,8 +33,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 from .base import (
     BaseListVariable,
+    BoundMethodVariable,
     ConstantVariable,
     ConstDictVariable,
+    ListIteratorVariable,
     ListVariable,
     NamedTupleVariable,
     SizeVariable,
@@ -38,6 +45,7 @@ from .base import (
     TensorVariable,
     TupleVariable,
     VariableTracker,
+    is_constant_value,
     wrap_constant_result,
 )
 
@@ -54,8 +62,12 @@ class UserFunctionVariable(VariableTracker):
         return tx.inline_user_function(self.fn, args, kwargs, fn_source=self.source)
 
     def var_getattr(self, tx, name):
-        if name in ("__name__", "__qualname__", "__module__"):
+        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return ConstantVariable(getattr(self.fn, name))
+        if name in ("__code__", "__defaults__", "__kwdefaults__", "__wrapped__", "__dict__"):
+            # fixed by the function's identity (ID_MATCH) or reached through its source
+            source = AttrSource(self.source, name) if self.source is not None else None
+            return tx.wrap_nested(getattr(self.fn, name), source)
         raise Unsupported(f"attribute {name} of function {self.fn.__qualname__}")
 
     def reconstruct(self, rc):
@@ -131,9 +143,12 @@ class TorchFunctionVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         fn = self.fn
+        if fn in _TRACING_STATE:  # "am I being compiled?" -- yes, by us (as under Dynamo)
+            return ConstantVariable(_TRACING_STATE[fn])
+        if fn is torch.is_grad_enabled:
+            tx.guards.GRAD_MODE()
+            return ConstantVariable(tx.grad_enabled)  # inside a traced no_grad block: False
         if fn in self.FOLDABLE:
-            if fn is torch.is_grad_enabled:
-                tx.guards.GRAD_MODE()
             return wrap_constant_result(fn(*[a.example() for a in args],
                                            **{k: v.example() for k, v in kwargs.items()}))
         if fn in (torch.Size,):
@@ -157,6 +172,21 @@ class TorchFunctionVariable(VariableTracker):
         return f"TorchFunctionVariable({getattr(self.fn, '__name__', self.fn)})"
 
 
+def _tracing_state() -> dict:
+    """What code asking about compilation sees while we trace it: compiling, not exporting,
+    not TorchScript (so libraries take their compile-friendly paths, as under Dynamo)."""
+    state = {torch.compiler.is_compiling: True, torch.compiler.is_dynamo_compiling: True,
+             torch.compiler.is_exporting: False, torch.jit.is_tracing: False,
+             torch.jit.is_scripting: False, torch._C._get_tracing_state: None}
+    dynamo = getattr(torch, "_dynamo", None)  # already imported by torch itself
+    if dynamo is not None and hasattr(dynamo, "is_compiling"):
+        state[dynamo.is_compiling] = True
+    return state
+
+
+_TRACING_STATE = _tracing_state()
+
+
 class PythonModuleVariable(VariableTracker):
     """A Python module (``torch``, ``math``, a user's helper module)."""
 
@@ -172,6 +202,72 @@ class PythonModuleVariable(VariableTracker):
 
     def reconstruct(self, rc):
         return self.value
+
+
+class SuperVariable(VariableTracker):
+    """``super()`` / ``super(cls, obj)``: attribute lookup starts after ``cls`` in the MRO."""
+
+    def __init__(self, cls: type, obj: VariableTracker):
+        self.cls, self.obj = cls, obj
+
+    def var_getattr(self, tx, name):
+        obj = self.obj
+        owner = obj.value if isinstance(obj, UserDefinedClassVariable) else None
+        mro = (owner or _python_type(obj)).__mro__
+        for klass in mro[mro.index(self.cls) + 1:]:
+            if name not in klass.__dict__:
+                continue
+            attr = klass.__dict__[name]
+            if isinstance(attr, staticmethod):
+                return tx.wrap_nested(attr.__func__, None)
+            if isinstance(attr, classmethod):
+                cls_vt = obj if owner is not None else UserDefinedClassVariable(
+                    _python_type(obj))
+                return UserMethodVariable(attr.__func__, cls_vt)
+            if isinstance(attr, types.FunctionType):
+                return UserMethodVariable(attr, obj)
+            if klass is object and name == "__init__":
+                return BuiltinVariable(_object_init)
+            if callable(attr) and (klass is dict and isinstance(obj, ConstDictVariable) or
+                                   klass in (list, tuple) and isinstance(obj, BaseListVariable)):
+                # the container's own method on a tracker of that container (a dict subclass
+                # whose override calls ``super().get``)
+                return _BoundContainerMethod(self, name)
+            break
+        raise Unsupported(f"super().{name} (found in a C class, or not found)")
+
+    def children(self):
+        return [self.obj]
+
+    def reconstruct(self, rc):
+        return super(self.cls, rc(self.obj))  # noqa: UP008 (a super object, rebuilt)
+
+
+def _object_init(*args, **kwargs):
+    """``object.__init__``: nothing to do."""
+
+
+class _BoundContainerMethod(VariableTracker):
+    """``super().get`` where ``get`` is the builtin container's own method."""
+
+    def __init__(self, sup: SuperVariable, name: str):
+        self.sup, self.name = sup, name
+
+    def call_function(self, tx, args, kwargs):
+        obj = self.sup.obj
+        return type(obj).call_method(obj, tx, self.name, args, kwargs)
+
+    def children(self):
+        return [self.sup]
+
+    def reconstruct(self, rc):
+        return getattr(rc(self.sup), self.name)
+
+
+def _python_type(vt: VariableTracker) -> type:
+    if isinstance(vt, (UserDefinedObjectVariable, NNModuleVariable)):
+        return type(vt.value)
+    return vt.python_type()
 
 
 class UserDefinedClassVariable(VariableTracker):
@@ -201,9 +297,43 @@ class UserDefinedClassVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         cls = self.value
+        if cls in (torch.no_grad, torch.enable_grad) and not args and not kwargs:
+            return GradModeVariable(cls)
+        if cls is torch.device and all(
+                a.is_python_constant() for a in [*args, *kwargs.values()]):
+            return ConstantVariable(torch.device(*[a.as_python_constant() for a in args],
+                                                 **{k: v.as_python_constant()
+                                                    for k, v in kwargs.items()}))
+        if cls is torch.Size:
+            return SizeVariable(tx.unpack(args[0]) if args else [])
+        if cls in (torch.finfo, torch.iinfo) and all(
+                a.is_python_constant() for a in [*args, *kwargs.values()]):
+            return ConstantVariable(cls(*[a.as_python_constant() for a in args],
+                                        **{k: v.as_python_constant() for k, v in kwargs.items()}))
+        if dataclasses.is_dataclass(cls) and not any(
+                isinstance(v, UserDefinedObjectVariable) and v.fresh for v in args):
+            return DataclassVariable(cls, args, kwargs)
+        if _plain_python_class(cls):
+            # ``Cls(...)``: a placeholder instance (object.__new__, no side effect) whose
+            # __init__ is inlined; its attributes live in the tracker until rebuilt
+            obj = UserDefinedObjectVariable(object.__new__(cls), fresh=True)
+            init = inspect.getattr_static(cls, "__init__")
+            if isinstance(init, types.FunctionType):
+                tx.inline_user_function(init, [obj, *args], kwargs)
+            elif args or kwargs:
+                raise Unsupported(f"{cls.__qualname__}() takes no arguments")
+            return obj
         if issubclass(cls, tuple) and hasattr(cls, "_fields"):
             fields = list(args) + [kwargs[f] for f in cls._fields[len(args):]]
             return NamedTupleVariable(fields, cls)
+        if cls in (collections.OrderedDict, collections.defaultdict):
+            factory = None
+            if cls is collections.defaultdict:
+                factory, args = (args[0] if args else ConstantVariable(None)), args[1:]
+                if factory.is_python_constant() and factory.as_python_constant() is None:
+                    factory = None
+            d = _dict(tx, *args, **kwargs)
+            return ConstDictVariable(d.items, dict_cls=cls, default_factory=factory)
         raise Unsupported(f"constructing an instance of {cls.__qualname__}")
 
     def reconstruct(self, rc):
@@ -213,16 +343,44 @@ class UserDefinedClassVariable(VariableTracker):
         return f"UserDefinedClassVariable({self.value.__qualname__})"
 
 
-class UserDefinedObjectVariable(VariableTracker):
-    """Any other object from outside: attributes are read (and guarded), never written."""
+def _plain_python_class(cls: type) -> bool:
+    """A class whose instances we can build while tracing: defined in Python, made by
+    ``object.__new__``, attributes in ``__dict__``, no custom ``__setattr__``, not torch."""
+    if not isinstance(cls, type) or type(cls) not in (type, abc.ABCMeta):
+        return False
+    if cls.__module__ in ("builtins",) or cls.__module__.startswith(("torch", "collections")):
+        return False
+    if issubclass(cls, (torch.nn.Module, torch.Tensor, BaseException, tuple, list, dict)):
+        return False
+    if cls.__new__ is not object.__new__ or not hasattr(object.__new__(cls), "__dict__"):
+        return False
+    if inspect.getattr_static(cls, "__setattr__") is not object.__setattr__:
+        return False
+    init = inspect.getattr_static(cls, "__init__")
+    return init is object.__init__ or isinstance(init, types.FunctionType)
 
-    def __init__(self, value: Any, source: Source | None = None):
+
+class UserDefinedObjectVariable(VariableTracker):
+    """Any other object. One from outside has a source: attributes are read through it (and
+    guarded). Attribute writes wait in ``pending`` and are replayed on the real object after
+    the graph ran (Dynamo's side effects). A *fresh* object (``Cls(...)`` while tracing) is a
+    placeholder instance plus its attributes; after the graph a new instance is built."""
+
+    def __init__(self, value: Any, source: Source | None = None, fresh: bool = False):
         self.value, self.source = value, source
+        self.pending: dict[str, VariableTracker] = {}
+        self.fresh = fresh
 
     def python_type(self):
         return type(self.value)
 
     def var_getattr(self, tx, name):
+        if name in self.pending:
+            return self.pending[name]
+        if name in getattr(self.value, "__dict__", {}) and not self.fresh:
+            # an instance attribute (a function stored on the instance is not bound)
+            return tx.wrap_nested(self.value.__dict__[name], AttrSource(self.source, name)
+                                  if self.source is not None else None)
         static = inspect.getattr_static(self.value, name, None)
         if isinstance(static, types.FunctionType):
             return UserMethodVariable(static, self)
@@ -231,23 +389,317 @@ class UserDefinedObjectVariable(VariableTracker):
         if isinstance(static, classmethod):
             return UserMethodVariable(static.__func__,
                                       UserDefinedClassVariable(type(self.value)))
+        if isinstance(static, property) and static.fget is not None:
+            return tx.inline_user_function(static.fget, [self], {})
+        if self.fresh:
+            if not hasattr(type(self.value), name):
+                getattr_hook = inspect.getattr_static(type(self.value), "__getattr__", None)
+                if isinstance(getattr_hook, types.FunctionType):
+                    return tx.inline_user_function(getattr_hook, [self, ConstantVariable(
+                        name)], {})
+                raise Unsupported(f"AttributeError: {type(self.value).__name__} object has no "
+                                  f"attribute {name!r}")
+            return tx.wrap_nested(getattr(type(self.value), name), None)  # a class attribute
         if self.source is None:
             raise Unsupported(f"attribute {name} of an object created while tracing")
-        if isinstance(static, property):
-            return tx.inline_user_function(static.fget, [self], {})
         return tx.wrap_nested(getattr(self.value, name), AttrSource(self.source, name))
 
+    def guard_hasattr(self, tx, name: str) -> None:
+        """Code branched on whether the attribute exists: guard it (sourced objects)."""
+        if self.source is not None and name not in self.pending:
+            found = hasattr(self.value, name)
+            tx.guards.add("HASATTR", f"{'' if found else 'not '}hasattr({self.source.name()}, "
+                          f"{name!r})", self.source)
+
+    def has_attr(self, name: str) -> bool:
+        if name in self.pending:
+            return True
+        return hasattr(type(self.value) if self.fresh else self.value, name)
+
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        cls = type(self.value)
+        if inspect.getattr_static(cls, "__setattr__", None) is not object.__setattr__:
+            raise Unsupported(f"assignment to attribute {name!r} of a {cls.__name__} (a "
+                              "custom __setattr__)")
+        if not hasattr(self.value, "__dict__") or hasattr(inspect.getattr_static(
+                cls, name, None), "__set__"):
+            raise Unsupported(f"assignment to attribute {name!r} of a {cls.__name__} (a "
+                              "descriptor or __slots__)")
+        tx.record_side_effect(self)
+        self.pending[name] = value
+
     def call_function(self, tx, args, kwargs):
+        if isinstance(self.value, functools._lru_cache_wrapper):
+            # an lru_cache'd function: inline the function it wraps (as Dynamo does); the
+            # cache is only an optimisation of a pure function
+            wrapped = self.value.__wrapped__
+            src = AttrSource(self.source, "__wrapped__") if self.source is not None else None
+            return tx.wrap_nested(wrapped, src).call_function(tx, args, kwargs)
         call = inspect.getattr_static(type(self.value), "__call__", None)
         if isinstance(call, types.FunctionType):
             return tx.inline_user_function(call, [self, *args], kwargs)
         raise Unsupported(f"calling a {type(self.value).__name__} object")
 
+    def children(self):
+        return list(self.pending.values())
+
     def reconstruct(self, rc):
-        return self.value
+        if not self.fresh:
+            return self.value
+        obj = object.__new__(type(self.value))
+        rc.memo[id(self)] = obj  # before the attributes: they may refer back to it
+        obj.__dict__.update({k: rc(v) for k, v in self.pending.items()})
+        return obj
 
     def __repr__(self):
         return f"UserDefinedObjectVariable({type(self.value).__name__})"
+
+
+class PartialVariable(VariableTracker):
+    """``functools.partial(fn, *args, **kwargs)`` made while tracing."""
+
+    def __init__(self, fn: VariableTracker, args: list, kwargs: dict):
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+
+    def python_type(self):
+        return functools.partial
+
+    def call_function(self, tx, args, kwargs):
+        return tx.call(self.fn, [*self.args, *args], {**self.kwargs, **kwargs})
+
+    def var_getattr(self, tx, name):
+        if name == "func":
+            return self.fn
+        if name == "args":
+            return TupleVariable(self.args)
+        if name == "keywords":
+            return ConstDictVariable(self.kwargs)
+        raise Unsupported(f"partial.{name}")
+
+    def children(self):
+        return [self.fn, *self.args, *self.kwargs.values()]
+
+    def reconstruct(self, rc):
+        return functools.partial(rc(self.fn), *[rc(a) for a in self.args],
+                                 **{k: rc(v) for k, v in self.kwargs.items()})
+
+
+class SetVariable(VariableTracker):
+    """A ``set`` of constants built while tracing (literals, ``set()``, comprehensions)."""
+
+    def __init__(self, items: list[VariableTracker]):
+        if not all(i.is_python_constant() for i in items):
+            raise Unsupported("a set of non-constant values (tensors hash by identity)")
+        self.values = {i.as_python_constant(): None for i in items}  # insertion order
+        self.mutated = False
+
+    def python_type(self):
+        return set
+
+    def is_python_constant(self):
+        return True
+
+    def as_python_constant(self):
+        return set(self.values)
+
+    def unpack(self, tx):
+        return [ConstantVariable(v) for v in self.values]
+
+    def truth(self, tx):
+        return bool(self.values)
+
+    def var_getattr(self, tx, name):
+        if callable(getattr(set, name, None)):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"set.{name}")
+
+    def call_method(self, tx, name, args, kwargs):
+        consts = [set(a.as_python_constant()) if isinstance(a, SetVariable) else
+                  a.as_python_constant() if a.is_python_constant() else
+                  [i.as_python_constant() for i in tx.unpack(a)] for a in args]
+        if name in ("add", "update", "discard", "remove", "clear", "pop",
+                    "difference_update", "intersection_update", "symmetric_difference_update",
+                    "__ior__", "__iand__", "__isub__", "__ixor__"):
+            tx.record_mutation(self)
+            current = set(self.values)
+            result = getattr(current, name)(*consts)
+            # keep insertion order for what stays; new members at the end
+            self.values = {v: None for v in [*self.values, *current] if v in current}
+            return ConstantVariable(result) if name == "pop" else (
+                self if name.startswith("__i") else ConstantVariable(None))
+        result = getattr(set(self.values), name)(*consts)
+        if isinstance(result, (set, frozenset)) and not isinstance(result, frozenset):
+            return SetVariable([ConstantVariable(v) for v in result])
+        return wrap_constant_result(result)
+
+    def reconstruct(self, rc):
+        return set(self.values)
+
+    def __repr__(self):
+        return f"SetVariable({set(self.values)!r})"
+
+
+class DequeVariable(ListVariable):
+    """``collections.deque`` (no maxlen) built while tracing: a list with two open ends."""
+    python_cls = collections.deque
+
+    def python_type(self):
+        return collections.deque
+
+    def var_getattr(self, tx, name):
+        if callable(getattr(collections.deque, name, None)):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"deque.{name}")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in ("appendleft", "popleft", "extendleft", "rotate"):
+            tx.record_mutation(self)
+            if name == "appendleft":
+                self.items.insert(0, args[0])
+            elif name == "popleft":
+                if not self.items:
+                    raise Unsupported("pop from an empty deque")
+                return self.items.pop(0)
+            elif name == "extendleft":
+                for item in tx.unpack(args[0]):
+                    self.items.insert(0, item)
+            else:
+                n = args[0].as_python_constant() if args else 1
+                if self.items:
+                    n %= len(self.items)
+                    self.items = self.items[-n:] + self.items[:-n] if n else self.items
+            return ConstantVariable(None)
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, rc):
+        return collections.deque([rc(i) for i in self.items])
+
+
+class GradModeVariable(VariableTracker):
+    """``torch.no_grad()`` / ``torch.enable_grad()`` used as a context manager (or as the
+    decorator ``@torch.no_grad()``, which enters one): inside, captured ops are cut from
+    autograd (their tensor arguments are detached in the graph), as eager would run them."""
+
+    def __init__(self, cls: type):
+        self.cls = cls
+        self.enabled = cls is torch.enable_grad
+
+    def python_type(self):
+        return self.cls
+
+    def var_getattr(self, tx, name):
+        if name in ("__enter__", "__exit__", "clone"):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"{self.cls.__name__}.{name}")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__enter__":
+            tx.grad_stack.append(self.enabled)
+        elif name == "__exit__":
+            tx.grad_stack.pop()
+        elif name == "clone":
+            return GradModeVariable(self.cls)
+        else:
+            raise Unsupported(f"{self.cls.__name__}.{name}")
+        return ConstantVariable(None)
+
+    def reconstruct(self, rc):
+        return self.cls()
+
+    def __repr__(self):
+        return f"GradModeVariable({self.cls.__name__})"
+
+
+class EnvironVariable(VariableTracker):
+    """``os.environ``: reads of one variable fold to its value, guarded through the source
+    (``G_os['environ'].get('X') is None``); writes are a graph break."""
+
+    def __init__(self, value: Any, source: Source | None):
+        self.value, self.source = value, source
+
+    def python_type(self):
+        return type(self.value)
+
+    def var_getattr(self, tx, name):
+        if name in ("get", "__getitem__", "__contains__"):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"os.environ.{name}")
+
+    def read(self, tx, key: str) -> Any:
+        value = self.value.get(key)
+        if self.source is not None:
+            expr = f"{self.source.name()}.get({key!r})"
+            tx.guards.add("ENV", f"{expr} is None" if value is None else f"{expr} == "
+                          f"{value!r}", self.source, "environment variable")
+        return value
+
+    def call_method(self, tx, name, args, kwargs):
+        key = args[0].as_python_constant()
+        if not isinstance(key, str):
+            raise Unsupported("os.environ with a non-str key")
+        value = self.read(tx, key)
+        if name == "__contains__":
+            return ConstantVariable(value is not None)
+        if value is None:
+            if name == "get":
+                return args[1] if len(args) > 1 else ConstantVariable(None)
+            raise Unsupported(f"KeyError {key!r} (os.environ) while tracing")
+        return ConstantVariable(value)
+
+    def reconstruct(self, rc):
+        return self.value
+
+
+class DataclassVariable(VariableTracker):
+    """An instance of a dataclass made while tracing (``ModelOutput(last_hidden_state=h)``):
+    fields are read from the constructor's arguments; the real object is constructed after
+    the graph, with the values the graph computed. Writes to it are a graph break."""
+
+    def __init__(self, cls: type, args: list, kwargs: dict):
+        self.cls, self.args, self.kwargs = cls, list(args), dict(kwargs)
+        fields = [f for f in dataclasses.fields(cls) if f.init]
+        if len(args) > len(fields):
+            raise Unsupported(f"{cls.__qualname__}() given too many arguments")
+        self.values: dict[str, VariableTracker] = dict(zip([f.name for f in fields], args))
+        for f in fields[len(args):]:
+            if f.name in kwargs:
+                self.values[f.name] = kwargs[f.name]
+            elif f.default is not dataclasses.MISSING and is_constant_value(f.default):
+                self.values[f.name] = ConstantVariable(f.default)
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise Unsupported(f"{cls.__qualname__}() missing argument {f.name!r}")
+        post_init = getattr(cls, "__post_init__", None)
+        self.post_init = post_init is not None and not _is_model_output(cls)
+
+    def python_type(self):
+        return self.cls
+
+    def var_getattr(self, tx, name):
+        if self.post_init:
+            raise Unsupported(f"{self.cls.__qualname__} has a __post_init__: its fields may "
+                              "differ from the constructor's arguments")
+        if name in self.values:
+            return self.values[name]
+        static = inspect.getattr_static(self.cls, name, None)
+        if isinstance(static, property) and static.fget is not None:
+            return tx.inline_user_function(static.fget, [self], {})
+        raise Unsupported(f"attribute {name!r} of a {self.cls.__qualname__} made while tracing")
+
+    def children(self):
+        return [*self.args, *self.kwargs.values()]
+
+    def reconstruct(self, rc):
+        return self.cls(*[rc(a) for a in self.args], **{k: rc(v) for k, v in
+                                                         self.kwargs.items()})
+
+    def __repr__(self):
+        return f"DataclassVariable({self.cls.__qualname__})"
+
+
+def _is_model_output(cls: type) -> bool:
+    """transformers' ModelOutput: its __post_init__ only mirrors fields into dict keys."""
+    return any(k.__name__ == "ModelOutput" and k.__module__.startswith("transformers")
+               for k in cls.__mro__)
 
 
 class NNModuleVariable(VariableTracker):
@@ -304,7 +756,15 @@ class NNModuleVariable(VariableTracker):
                                                     torch.nn.ModuleDict)):
             key = args[0].as_python_constant()
             if isinstance(key, slice):
-                raise Unsupported("slicing a Sequential/ModuleList")
+                if isinstance(m, torch.nn.ModuleDict):
+                    raise Unsupported("slicing a ModuleDict")
+                # the sliced modules, each reached through its own source (a list of them
+                # iterates like the slice; only Sequential's call would differ)
+                if isinstance(m, torch.nn.Sequential):
+                    raise Unsupported("slicing a Sequential (a new module)")
+                names = list(m._modules)[key]
+                return ListVariable([tx.wrap_nested(m._modules[n], _child(self.source, n))
+                                     for n in names])
             if isinstance(m, torch.nn.ModuleDict):
                 return tx.wrap_nested(m[key], _child(self.source, key))
             names = list(m._modules)
@@ -351,6 +811,11 @@ class BuiltinVariable(VariableTracker):
     def __repr__(self):
         return f"BuiltinVariable({getattr(self.fn, '__name__', self.fn)})"
 
+    def var_getattr(self, tx, name):
+        if self.fn is dict and name == "fromkeys":
+            return BuiltinVariable(_fromkeys)
+        return super().var_getattr(tx, name)
+
     def call_function(self, tx, args, kwargs):
         fn = self.fn
         handler = _BUILTIN_HANDLERS.get(fn)
@@ -365,6 +830,9 @@ class BuiltinVariable(VariableTracker):
             return tx.binary_op(fn, args[0], args[1])
         if fn in _OPERATOR_UNARY and len(args) == 1 and not kwargs:
             return tx.unary_op(fn, args[0])
+        if isinstance(fn, type) and issubclass(fn, Exception) and all(
+                a.is_python_constant() for a in [*args, *kwargs.values()]):
+            return ConstantVariable(fn(*[a.as_python_constant() for a in args]))  # to raise
         if fn in _UNSUPPORTED_BUILTINS:
             raise Unsupported(_UNSUPPORTED_BUILTINS[fn])
         if all(a.is_python_constant() for a in [*args, *kwargs.values()]) \
@@ -414,11 +882,15 @@ def _len(tx, obj):
         return ConstantVariable(len(obj.value))
     if obj.is_python_constant():
         return ConstantVariable(len(obj.as_python_constant()))
+    dunder = tx.call_dunder(obj, "__len__", [])
+    if dunder is not None:
+        return dunder
     return ConstantVariable(len(_seq(tx, obj)))
 
 
 def _isinstance(tx, obj, cls):
-    c = cls.as_python_constant()
+    # a typing alias (typing.Mapping) or an ABC is a module-level constant: use the object
+    c = cls.value if isinstance(cls, UserDefinedObjectVariable) else cls.as_python_constant()
     if isinstance(obj, TensorVariable):
         return ConstantVariable(issubclass(type(obj.fake), c) if not isinstance(c, tuple)
                                 else any(issubclass(torch.Tensor, x) for x in c)
@@ -480,11 +952,138 @@ def _reversed(tx, seq):
     return ListVariable(list(reversed(_seq(tx, seq))))
 
 
+def _sort_key(tx, key: VariableTracker | None, item: VariableTracker):
+    """The Python value ``key(item)`` sorts by (the item itself without a key)."""
+    k = tx.call(key, [item], {}) if key is not None else item
+    if isinstance(k, SymIntVariable):
+        return k.specialize(tx)
+    if isinstance(k, BaseListVariable):
+        return tuple(_sort_key(tx, None, i) for i in k.items)
+    if not k.is_python_constant():
+        raise Unsupported(f"ordering by {k} (not a Python constant)")
+    return k.as_python_constant()
+
+
+def _sorted(tx, seq, key=None, reverse=None):
+    items = _seq(tx, seq)
+    keys = [_sort_key(tx, key, i) for i in items]
+    rev = reverse.as_python_constant() if reverse is not None else False
+    order = sorted(range(len(items)), key=keys.__getitem__, reverse=rev)  # stable, as sorted
+    return ListVariable([items[i] for i in order])
+
+
+def _replace(tx, obj, **changes):
+    if not isinstance(obj, DataclassVariable):
+        return None
+    return DataclassVariable(obj.cls, [], {**obj.values, **changes})
+
+
+def _fromkeys(*args):
+    """``dict.fromkeys`` (a stand-in the handler table knows)."""
+    return dict.fromkeys(*args)
+
+
+def _fromkeys_handler(tx, seq, value=None):
+    v = value if value is not None else ConstantVariable(None)
+    return ConstDictVariable({k.as_python_constant(): v for k in _seq(tx, seq)})
+
+
+def _map(tx, fn, *seqs):
+    return ListIteratorVariable([tx.call(fn, list(items), {})
+                                 for items in zip(*[_seq(tx, q) for q in seqs])])
+
+
+def _filter(tx, fn, seq):
+    keep = fn.is_python_constant() and fn.as_python_constant() is None
+    return ListIteratorVariable([i for i in _seq(tx, seq)
+                                 if (tx.truth(i) if keep else tx.truth(tx.call(fn, [i], {})))])
+
+
+def _reduce(tx, fn, seq, initial=None):
+    items = _seq(tx, seq)
+    if initial is None:
+        if not items:
+            raise Unsupported("reduce() of an empty sequence with no initial value")
+        initial, items = items[0], items[1:]
+    acc = initial
+    for item in items:
+        acc = tx.call(fn, [acc, item], {})
+    return acc
+
+
+def _partial(tx, fn, *args, **kwargs):
+    return PartialVariable(fn, list(args), kwargs)
+
+
+def _set(tx, seq=None):
+    return SetVariable([] if seq is None else _seq(tx, seq))
+
+
+def _frozenset(tx, seq=None):
+    items = [] if seq is None else _seq(tx, seq)
+    if not all(i.is_python_constant() for i in items):
+        raise Unsupported("a frozenset of non-constant values")
+    return ConstantVariable(frozenset(i.as_python_constant() for i in items))
+
+
+def _chain(tx, *seqs):
+    return ListIteratorVariable([i for q in seqs for i in _seq(tx, q)])
+
+
+def _product(tx, *seqs, repeat=None):
+    lists = [_seq(tx, q) for q in seqs] * (repeat.as_python_constant() if repeat else 1)
+    return ListIteratorVariable([TupleVariable(list(t)) for t in itertools.product(*lists)])
+
+
+def _zip_longest(tx, *seqs, fillvalue=None):
+    fill = fillvalue if fillvalue is not None else ConstantVariable(None)
+    lists = [_seq(tx, q) for q in seqs]
+    return ListIteratorVariable([TupleVariable(list(t)) for t in
+                                 itertools.zip_longest(*lists, fillvalue=fill)])
+
+
+def _accumulate(tx, seq, func=None, *, initial=None):
+    items = _seq(tx, seq)
+    out = [] if initial is None else [initial]
+    for item in items:
+        if not out:
+            out.append(item)
+            continue
+        prev = out[-1]
+        out.append(tx.binary_op(operator.add, prev, item) if func is None
+                   else tx.call(func, [prev, item], {}))
+    return ListIteratorVariable(out)
+
+
+def _islice(tx, seq, *bounds):
+    items = _seq(tx, seq)
+    return ListIteratorVariable(list(itertools.islice(items, *[b.as_python_constant()
+                                                                for b in bounds])))
+
+
+def _deque(tx, seq=None, maxlen=None):
+    if maxlen is not None and not (maxlen.is_python_constant() and
+                                   maxlen.as_python_constant() is None):
+        raise Unsupported("deque(maxlen=...)")
+    return DequeVariable([] if seq is None else _seq(tx, seq))
+
+
 def _minmax(fn):
     def handler(tx, *args, **kwargs):
         if all(a.is_python_constant() for a in args) and not kwargs:
             return None  # folded by the generic path
         items = _seq(tx, args[0]) if len(args) == 1 else list(args)
+        if "key" in kwargs or "default" in kwargs:
+            key = kwargs.get("key")
+            if key is not None and key.is_python_constant() and key.as_python_constant() \
+                    is None:
+                key = None
+            if not items:
+                if "default" not in kwargs:
+                    raise Unsupported(f"{fn.__name__}() of an empty sequence")
+                return kwargs["default"]
+            keys = [_sort_key(tx, key, i) for i in items]
+            return items[keys.index(fn(keys))]  # the first of equal keys, as min/max
         if any(isinstance(i, TensorVariable) for i in items):
             if len(items) != 2:
                 raise Unsupported(f"{fn.__name__}() over tensors")
@@ -507,8 +1106,13 @@ def _sum(tx, seq, start=None):
 
 
 def _getattr(tx, obj, name, default=None):
+    n = name.as_python_constant()
+    if default is not None and isinstance(obj, UserDefinedObjectVariable) and \
+            not obj.has_attr(n):
+        obj.guard_hasattr(tx, n)  # the default is used while the attribute stays absent
+        return default
     try:
-        return tx.load_attr(obj, name.as_python_constant())
+        return tx.load_attr(obj, n)
     except Unsupported:
         if default is None:
             raise
@@ -517,7 +1121,12 @@ def _getattr(tx, obj, name, default=None):
 
 def _hasattr(tx, obj, name):
     n = name.as_python_constant()
-    if isinstance(obj, (NNModuleVariable, UserDefinedObjectVariable, PythonModuleVariable)):
+    if isinstance(obj, UserDefinedObjectVariable):
+        obj.guard_hasattr(tx, n)
+        return ConstantVariable(obj.has_attr(n))
+    if isinstance(obj, UserDefinedClassVariable):
+        return ConstantVariable(hasattr(obj.value, n))  # the class is identity-guarded
+    if isinstance(obj, (NNModuleVariable, PythonModuleVariable)):
         return ConstantVariable(hasattr(obj.value, n))
     if isinstance(obj, TensorVariable):
         return ConstantVariable(hasattr(obj.fake, n))
@@ -526,11 +1135,53 @@ def _hasattr(tx, obj, name):
     raise Unsupported(f"hasattr on {obj}")
 
 
+def _str(tx, obj=None):
+    if isinstance(obj, UserDefinedClassVariable):
+        return ConstantVariable(str(obj.value))  # "<class 'transformers...GPT2Model'>"
+    return None
+
+
+def _signature(tx, obj, **kwargs):
+    """``inspect.signature(fn)`` of a function whose identity is known: a constant."""
+    if kwargs:
+        return None
+    if isinstance(obj, UserFunctionVariable):
+        return ConstantVariable(inspect.signature(obj.fn))
+    if isinstance(obj, UserMethodVariable):
+        sig = inspect.signature(obj.fn)
+        return ConstantVariable(sig.replace(parameters=list(sig.parameters.values())[1:]))
+    raise Unsupported(f"inspect.signature of {obj}")
+
+
+def _all_any(fn):
+    def handler(tx, seq):
+        results = [tx.truth(item) for item in _seq(tx, seq)]
+        return ConstantVariable(fn(results))
+    return handler
+
+
 def _type(tx, obj):
     if isinstance(obj, TensorVariable):
         return UserDefinedClassVariable(type(obj.fake) if type(obj.fake) in (
             torch.Tensor, torch.nn.Parameter) else torch.Tensor)
     return tx.wrap_nested(obj.python_type(), None)
+
+
+def _super(tx, *args):
+    if not args:
+        frame = tx.frames[-1]
+        cell = frame.locals.get("__class__")
+        first = frame.code.co_varnames[0] if frame.code.co_argcount else None
+        if cell is None or first is None:
+            raise Unsupported("super() without __class__ or a first argument")
+        cls = tx.cell_get(cell, "__class__")
+        obj = tx.realize(frame.locals[first])
+        if type(obj).__name__ in ("CellVariable", "ClosureCellVariable"):
+            obj = tx.cell_get(obj, first)
+        args = (cls, obj)
+    cls, obj = args
+    return SuperVariable(cls.as_python_constant(), obj)
+
 
 
 def _iter(tx, obj):
@@ -573,7 +1224,14 @@ _BUILTIN_HANDLERS: dict[Callable, Callable] = {
     tuple: _tuple, list: _list, dict: _dict, reversed: _reversed, min: _minmax(min),
     max: _minmax(max), sum: _sum, getattr: _getattr, hasattr: _hasattr, type: _type,
     iter: _iter, next: _next, bool: _bool, int: _int_float(int), float: _int_float(float),
-    callable: _callable,
+    callable: _callable, super: _super, str: _str, inspect.signature: _signature,
+    all: _all_any(all), any: _all_any(any), sorted: _sorted, map: _map, filter: _filter,
+    functools.reduce: _reduce, functools.partial: _partial, set: _set, frozenset: _frozenset,
+    itertools.chain: _chain, itertools.product: _product,
+    itertools.zip_longest: _zip_longest, itertools.accumulate: _accumulate,
+    itertools.islice: _islice, collections.deque: _deque, _fromkeys: _fromkeys_handler,
+    dataclasses.replace: _replace,
+    _object_init: lambda tx, *a, **k: ConstantVariable(None),
 }
 
 
@@ -586,17 +1244,27 @@ def is_torch_callable(value: Any) -> bool:
         return callable(value)
     if isinstance(value, (types.BuiltinFunctionType, types.MethodDescriptorType,
                           types.WrapperDescriptorType)):
-        owner = getattr(value, "__self__", None) or getattr(value, "__objclass__", None)
-        owner_mod = getattr(owner, "__module__", "") or getattr(owner, "__name__", "") or ""
-        return owner_mod.startswith("torch")
+        # never take the truth value of ``__self__``: for a method bound to a tensor (or a
+        # numpy array) that raises "Boolean value of Tensor ... is ambiguous"
+        owner = getattr(value, "__self__", None)
+        if owner is None:
+            owner = getattr(value, "__objclass__", None)
+        if owner is not None and not isinstance(owner, (type, types.ModuleType)):
+            owner = type(owner)  # a bound method: the owner's class says where it lives
+        owner_mod = getattr(owner, "__module__", None) or getattr(owner, "__name__", None)
+        return isinstance(owner_mod, str) and owner_mod.startswith("torch")
     return False
 
 
 BUILTIN_CALLABLES = {v for v in vars(builtins).values() if callable(v)}
+BUILTIN_HANDLERS = _BUILTIN_HANDLERS  # callables, from any module, with a tracing rule
 
 
 __all__ = [
-    'BUILTIN_CALLABLES', 'BuiltinVariable', 'NNModuleVariable',
+    'BUILTIN_CALLABLES', 'BUILTIN_HANDLERS', 'BuiltinVariable', 'DataclassVariable',
+    'EnvironVariable',
+    'DequeVariable', 'GradModeVariable', 'PartialVariable', 'SetVariable',
+    'NNModuleVariable', 'SuperVariable',
     'NestedUserFunctionVariable', 'PythonModuleVariable', 'TorchFunctionVariable',
     'UserDefinedClassVariable', 'UserDefinedObjectVariable', 'UserFunctionVariable',
     'UserMethodVariable', 'is_torch_callable',

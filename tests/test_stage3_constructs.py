@@ -1,0 +1,202 @@
+"""Stage 3: the everyday Python that real model code uses, captured whole.
+
+Every function here is captured by ``torch.compile`` as one graph with no break; we compile
+each with ``fullgraph=True`` (a break would raise) and compare with eager. ``tensor.item()``
+is the exception on both sides: a break with a reason.
+"""
+
+import collections
+import dataclasses
+import functools
+import itertools
+import math
+import operator
+import typing
+
+import pytest
+import torch
+
+import tutorcompile as tc
+from tutorcompile.dynamo import eval_frame
+
+pytestmark = pytest.mark.stage3
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    eval_frame.reset()
+    yield
+    eval_frame.reset()
+
+Pair = collections.namedtuple("Pair", "a b")
+
+@dataclasses.dataclass
+class Cfg:
+    scale: float = 2.0
+    shift: float = 1.0
+
+@functools.lru_cache(maxsize=8)
+def heads(n):
+    return n // 2
+
+class Base(torch.nn.Module):
+    def forward(self, x):
+        return x + 1
+class Child(Base):
+    def forward(self, x):
+        return super().forward(x) * 2
+
+class Holder:
+    pass
+
+def set_ops(x):
+    s = {1, 2, 3}
+    t = {2, 3, 4}
+    return x * len(s | t) + len(s & t) - len(s - t) + (2 in s)
+def dict_views(x):
+    d = {"a": 1, "b": 2}
+    return x * sum(d.values()) + len(list(d.keys())) + sum(v for _, v in d.items())
+def ordered_default(x):
+    o = collections.OrderedDict(a=x)
+    d = collections.defaultdict(list)
+    d["k"].append(x)
+    return o["a"] + d["k"][0]
+def named_tuple(x):
+    p = Pair(x, 2)
+    return p.a * p.b + p[0]
+def dataclass_use(x):
+    c = Cfg(scale=3.0)
+    c2 = dataclasses.replace(c, shift=5.0)
+    return x * c.scale + c2.shift
+def partial_use(x):
+    f = functools.partial(torch.add, alpha=2)
+    return f(x, x)
+def lru_use(x):
+    return x * heads(8)
+def reduce_use(x):
+    return functools.reduce(operator.add, [x, x, x])
+def itertools_use(x):
+    a = list(itertools.chain([1, 2], [3]))
+    b = list(itertools.product([1, 2], [3]))
+    c = list(itertools.zip_longest([1, 2], [3], fillvalue=0))
+    d = list(itertools.accumulate([1, 2, 3]))
+    e = list(itertools.islice(range(10), 2, 5))
+    return x * (sum(a) + len(b) + sum(p + q for p, q in c) + d[-1] + sum(e))
+def sorted_key(x):
+    xs = sorted([3, 1, 2], key=lambda v: -v)
+    return x * xs[0] + max([1, 5, 2], key=lambda v: -v) + min(["aa", "b"], key=len).count("b")
+def map_filter(x):
+    ys = list(map(lambda v: v * 2, [1, 2, 3]))
+    zs = list(filter(lambda v: v > 2, ys))
+    return x * sum(zs) + sum(i * v for i, v in enumerate(reversed(ys)))
+def deque_use(x):
+    q = collections.deque([1, 2])
+    q.append(3)
+    q.appendleft(0)
+    return x * (q.popleft() + q.pop() + len(q))
+def fromkeys(x):
+    d = dict.fromkeys(["a", "b"], 1)
+    return x * sum(d.values())
+def import_inside(x):
+    import math as m
+
+    from torch.nn import functional as F
+    return F.relu(x) * m.pi
+def attr_assign(x, h):
+    h.value = x * 2
+    h.count = 3
+    return h.value + 1
+def torch_misc(x):
+    s = torch.Size([2, 3])
+    return x * s.numel() + torch.finfo(torch.float32).eps + torch.iinfo(torch.int8).max + \
+        (x.device == torch.device("cpu")) + (x.dtype is torch.float32) + math.sqrt(16)
+def grad_ctx(x):
+    with torch.no_grad():
+        y = x * 2
+    with torch.enable_grad():
+        z = x + 1
+    return y + z
+def abc_isinstance(x):
+    return x * (isinstance([1], collections.abc.Sequence) + isinstance({}, typing.Mapping))
+def super_call(x, m):
+    return m(x)
+def kwargs_fwd(x):
+    def inner(a, *, scale=1, **kw):
+        return a * scale + kw.get("shift", 0)
+    def outer(a, **kwargs):
+        return inner(a, **kwargs)
+    return outer(x, scale=2, shift=3)
+def gen_comp(x):
+    rows = [r * 2 for r in x]
+    g = sum(r for r in rows)
+    return g + torch.stack([v for v in rows if True])
+def item_break(x):
+    return x * x.sum().item()
+def module_getattr(x, m):
+    return m.missing_attr(x)
+class WithGetattr(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Identity()
+    def __getattr__(self, name):
+        if name == "missing_attr":
+            return lambda t: t * 3
+        return super().__getattr__(name)
+
+
+
+CASES = [
+    (set_ops, ()), (dict_views, ()), (ordered_default, ()), (named_tuple, ()),
+    (dataclass_use, ()), (partial_use, ()), (lru_use, ()), (reduce_use, ()),
+    (itertools_use, ()), (sorted_key, ()), (map_filter, ()), (deque_use, ()), (fromkeys, ()),
+    (import_inside, ()), (attr_assign, (Holder,)), (torch_misc, ()), (grad_ctx, ()),
+    (abc_isinstance, ()), (super_call, (Child,)), (kwargs_fwd, ()), (gen_comp, ()),
+    (module_getattr, (WithGetattr,)),
+]
+
+
+@pytest.mark.parametrize("fn, makers", CASES, ids=[fn.__name__ for fn, _ in CASES])
+def test_captured_whole_and_matches_eager(fn, makers):
+    x = torch.randn(3)
+    extra = [make() for make in makers]
+    got = tc.compile(fn, backend="eager", fullgraph=True)(x, *extra)
+    torch.testing.assert_close(got, fn(x, *[make() for make in makers]))
+
+
+def test_item_is_a_break_with_a_reason():
+    out = tc.explain(item_break)(torch.randn(3))
+    assert (out.graph_count, out.graph_break_count) == (2, 1)
+    assert "tensor.item()" in out.break_reasons[0].reason
+    assert out.break_reasons[0].lineno is not None
+
+
+def test_min_max_honour_key():  # was silently wrong: the key was ignored
+    def f(x):
+        return x * max([1, 5, 2], key=lambda v: -v) + min([4, 9], key=lambda v: -v)
+    x = torch.ones(2)
+    torch.testing.assert_close(tc.compile(f, backend="eager", fullgraph=True)(x), f(x))
+
+
+def test_attribute_writes_are_replayed_on_the_object():
+    h = Holder()
+    x = torch.randn(3)
+    tc.compile(attr_assign, backend="eager", fullgraph=True)(x, h)
+    assert h.count == 3
+    torch.testing.assert_close(h.value, x * 2)
+
+
+def detaches_inside_no_grad(x, w):
+    with torch.no_grad():
+        scale = (w * 2).sum()
+    return x * w * scale
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_no_grad_block_cuts_the_gradient(backend):
+    x = torch.randn(3)
+    w = torch.randn(3, requires_grad=True)
+    compiled = tc.compile(detaches_inside_no_grad, backend=backend, fullgraph=True)
+    compiled(x, w).sum().backward()
+    got, w.grad = w.grad.clone(), None
+    detaches_inside_no_grad(x, w).sum().backward()
+    torch.testing.assert_close(got, w.grad)

@@ -1,0 +1,342 @@
+"""Stage 3: what real model code (transformers) needs -- regression tests for the root causes
+found by compiling tiny Hugging Face models, and guards that never go stale.
+
+Each test names the construct it covers; PyTorch eager is the oracle for every value.
+"""
+
+import enum
+import functools
+import types
+from collections import OrderedDict
+
+import pytest
+import torch
+
+import tutorcompile as tc
+from tutorcompile.dynamo import eval_frame
+from tutorcompile.dynamo.eval_frame import cache_entries
+
+pytestmark = pytest.mark.stage3
+
+compile_eager = functools.partial(eval_frame.compile, backend="eager")
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    eval_frame.reset()
+    yield
+    eval_frame.reset()
+
+
+# --- root cause 1: a bound method of a tensor is not a "torch callable" by truth value -------
+def calls_a_bound_tensor_method(x, method):
+    return method() + x
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_bound_tensor_method_argument_is_a_graph_input(backend):
+    x = torch.randn(3, 4)
+    c = compile_eager(calls_a_bound_tensor_method) if backend == "eager" else \
+        tc.compile(calls_a_bound_tensor_method, backend=backend)
+    for _ in range(2):  # a new tensor behind the method each call: never a stale constant
+        other = torch.randn(3, 4, requires_grad=True)
+        out = c(x, other.relu)
+        torch.testing.assert_close(out, other.relu() + x)
+        out.sum().backward()  # the gradient reaches the tensor the method is bound to
+        torch.testing.assert_close(other.grad, (other > 0).float())
+    assert len(cache_entries(calls_a_bound_tensor_method)) == 1
+
+
+def test_is_torch_callable_never_takes_a_tensors_truth_value():
+    from tutorcompile.dynamo.variables import is_torch_callable
+    t = torch.randn(3)
+    assert is_torch_callable(t.add)          # a method bound to a tensor lives in torch
+    assert is_torch_callable(torch.Tensor.add)
+    assert not is_torch_callable(len)
+
+
+# --- root cause 2: torch.cat skips a 1-d empty tensor (transformers' key/value cache) --------
+def cat_onto_empty_cache(k):
+    cache = torch.tensor([])
+    return torch.cat([cache, k], dim=-2) * 2
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_cat_with_legacy_empty_tensor(backend):
+    k = torch.randn(2, 4, 3, 8, requires_grad=True)
+    out = tc.compile(cat_onto_empty_cache, backend=backend)(k)
+    torch.testing.assert_close(out, cat_onto_empty_cache(k))
+    out.sum().backward()
+    torch.testing.assert_close(k.grad, torch.full_like(k, 2.0))
+
+
+# --- root cause 3: ``n = 0; n += tensor`` rebinds a Python number, mutates nothing ---------
+def int_iadd_tensor(x):
+    buckets = 0
+    buckets += (x > 0).to(torch.long) * 3
+    buckets += x.abs().to(torch.long)
+    return buckets
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_int_iadd_tensor_is_not_a_mutation(backend):
+    x = torch.randn(4, 5) * 4
+    torch.testing.assert_close(tc.compile(int_iadd_tensor, backend=backend)(x),
+                               int_iadd_tensor(x))
+
+
+# --- root cause 4: an extern call may return an int or a bool (from metadata) --------------
+def test_extern_int_and_bool_results_are_graph_constants():
+    from tutorcompile.aot.prim_graph import extern_call
+    from tutorcompile.ops import GraphHandler, set_handler
+    handler = GraphHandler()
+    with set_handler(handler):
+        x = handler.placeholder("x", torch.randn(3, 4))
+        assert extern_call(torch.numel, (x,), {}) == 12
+        assert extern_call(torch.Tensor.is_contiguous, (x,), {}) is True
+        with pytest.raises(NotImplementedError, match="depends on tensor data"):
+            extern_call(torch.Tensor.is_nonzero, (handler.placeholder("y", torch.ones(1)),),
+                        {})
+
+
+# --- root cause 5: the wrapper writes an empty tuple as ``()``, not the SyntaxError ``(,)`` --
+def zero_dim_shapes(x, w):
+    s = (x * w).sum()
+    return s.repeat(()) + x.new_full((), 2.0), w.new_zeros(()) * s
+
+
+def test_inductor_wrapper_empty_tuple():
+    x = torch.randn(3, 4)
+    w = torch.randn(3, 4, requires_grad=True)
+    got = tc.compile(zero_dim_shapes, backend="inductor")(x, w)
+    want = zero_dim_shapes(x, w)
+    torch.testing.assert_close(got, want)
+    got[0].backward()
+    torch.testing.assert_close(w.grad, x)
+
+
+# --- root cause 6: guards reach every value through its source, never through a repr -------
+class Mode(enum.Enum):
+    A = "a"
+    B = "b"
+
+
+class Action(str, enum.Enum):  # transformers' deprecation helpers use str-enums like this
+    NONE = "none"
+    WARN = "warn"
+
+
+MODE = Mode.A
+ACTION = Action.NONE
+NAME = "relu"
+SHAPE = (2, 3)
+OPTIONAL = None
+TABLE = {"scale": 2.0, Mode.A: 1.0}
+CONFIG = types.ModuleType("config")
+CONFIG.FACTOR = 3.0
+
+
+def reads_enum(x):
+    return x + 1 if MODE is Mode.A else x - 1
+
+
+def reads_str_enum(x):
+    return x * 2 if ACTION == Action.NONE else x * 3
+
+
+def reads_str(x):
+    return torch.relu(x) if NAME == "relu" else torch.tanh(x)
+
+
+def reads_tuple(x):
+    return x.reshape(SHAPE[1], SHAPE[0]) if SHAPE == (2, 3) else x.reshape(SHAPE)
+
+
+def reads_none(x):
+    return x if OPTIONAL is None else x * OPTIONAL
+
+
+def reads_dict_entry(x):
+    return x * TABLE["scale"] + TABLE[Mode.A]
+
+
+def reads_module_attribute(x):
+    return x * CONFIG.FACTOR
+
+
+def _with_cell():
+    factor = 2.0
+
+    def reads_cell(x):
+        return x * factor
+
+    def set_factor(v):
+        nonlocal factor
+        factor = v
+    return reads_cell, set_factor
+
+
+def _mutations():
+    g = globals()
+    reads_cell, set_factor = _with_cell()
+    return [
+        (reads_enum, lambda: g.__setitem__("MODE", Mode.B)),
+        (reads_str_enum, lambda: g.__setitem__("ACTION", Action.WARN)),
+        (reads_str, lambda: g.__setitem__("NAME", "tanh")),
+        (reads_tuple, lambda: g.__setitem__("SHAPE", (3, 2))),
+        (reads_none, lambda: g.__setitem__("OPTIONAL", 5.0)),
+        (reads_dict_entry, lambda: TABLE.__setitem__(Mode.A, -4.0)),
+        (reads_module_attribute, lambda: setattr(CONFIG, "FACTOR", -1.0)),
+        (reads_cell, lambda: set_factor(7.0)),
+    ]
+
+
+@pytest.mark.parametrize("index", range(8), ids=["enum", "str_enum", "str", "tuple", "none",
+                                                  "dict_entry", "module_attribute",
+                                                  "closure_cell"])
+def test_guards_notice_every_kind_of_mutation(index):
+    saved = dict(MODE=MODE, ACTION=ACTION, NAME=NAME, SHAPE=SHAPE, OPTIONAL=OPTIONAL)
+    saved_table, saved_factor = dict(TABLE), CONFIG.FACTOR
+    fn, mutate = _mutations()[index]
+    try:
+        x = torch.randn(2, 3)
+        c = compile_eager(fn)
+        torch.testing.assert_close(c(x), fn(x))
+        mutate()
+        torch.testing.assert_close(c(x), fn(x))  # the stale graph must not run
+        assert len(cache_entries(fn)) == 2
+        for entry in cache_entries(fn):
+            text = entry.check.source
+            assert "<" not in text and "Mode." not in text and "Action." not in text, text
+    finally:
+        globals().update(saved)
+        TABLE.clear()
+        TABLE.update(saved_table)
+        CONFIG.FACTOR = saved_factor
+
+
+# --- root cause 7: silently wrong answers --------------------------------------------------
+def dict_views_are_live(x):
+    d = {"a": x}
+    keys, values, items = d.keys(), d.values(), d.items()
+    d["b"] = x * 2
+    return len(keys), sum(values), [k for k, _ in items], "b" in keys
+
+
+def test_dict_views_see_later_changes():
+    x = torch.randn(3)
+    out = compile_eager(dict_views_are_live, fullgraph=True)(x)
+    want = dict_views_are_live(x)
+    assert out[0] == want[0] == 2 and out[2] == want[2] and out[3] is True
+    torch.testing.assert_close(out[1], want[1])
+
+
+def ordered_dict_across_a_break(x):
+    d = OrderedDict(a=x)
+    d["b"] = x + 1
+    print("graph break")
+    d.move_to_end("a")
+    return d
+
+
+def test_ordered_dict_survives_a_graph_break(capsys):
+    x = torch.randn(3)
+    out = compile_eager(ordered_dict_across_a_break)(x)
+    assert type(out) is OrderedDict and list(out) == ["b", "a"]
+    torch.testing.assert_close(out["b"], x + 1)
+
+
+def sums_unbound_rows(x):
+    return sum(x.unbind(0))
+
+
+def test_unbind_of_a_dynamic_dimension_is_never_unrolled():
+    c = compile_eager(sums_unbound_rows)
+    for n in (3, 4, 5, 6):  # the second size marks dim 0 dynamic
+        x = torch.randn(n, 2)
+        torch.testing.assert_close(c(x), sums_unbound_rows(x))
+    ex = tc.explain(sums_unbound_rows, dynamic=True)(torch.randn(5, 2))
+    assert any("number of results depends on a dynamic size" in r.reason
+               for r in ex.break_reasons)
+
+
+# --- issue 22 (capture side): torch.Size arguments and sparse inputs ------------------------
+def splits_by_size(x, sizes):
+    return x.split_with_sizes(sizes, 0)
+
+
+def unpools_to_size(x, indices, size):
+    return torch.nn.functional.max_unpool2d(x, indices, 2, output_size=size)
+
+
+def test_torch_size_arguments_are_captured():
+    x = torch.randn(5, 3)
+    sizes = torch.Size([2, 3])
+    out = tc.explain(splits_by_size)(x, sizes)
+    assert (out.graph_count, out.graph_break_count) == (1, 0)
+    for got, want in zip(tc.compile(splits_by_size, backend="aot_eager")(x, sizes),
+                         splits_by_size(x, sizes)):
+        torch.testing.assert_close(got, want)
+    pooled, indices = torch.nn.functional.max_pool2d(torch.randn(1, 2, 4, 4), 2,
+                                                     return_indices=True)
+    size = torch.Size([4, 4])
+    out = tc.explain(unpools_to_size)(pooled, indices, size)
+    assert (out.graph_count, out.graph_break_count) == (1, 0)
+    torch.testing.assert_close(compile_eager(unpools_to_size)(pooled, indices, size),
+                               unpools_to_size(pooled, indices, size))
+
+
+def densifies(x):
+    return x.to_dense() * 2
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+def test_sparse_input_breaks_the_graph_with_a_reason():
+    s = torch.randn(3, 3).relu().to_sparse_csr()
+    out = tc.explain(densifies)(s)
+    assert out.graph_count == 0
+    assert any("sparse_csr tensor" in r.reason for r in out.break_reasons)
+    torch.testing.assert_close(compile_eager(densifies)(s), densifies(s))
+
+
+# --- exceptions raised inside inlined code ----------------------------------------------------
+class _Rows:
+    """A Sequence whose iteration ends on the IndexError its __getitem__ raises."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __len__(self):
+        return self.t.shape[0]
+
+    def __getitem__(self, i):
+        if i >= self.t.shape[0]:
+            raise IndexError("row index out of range")
+        return self.t[i]
+
+    def __iter__(self):
+        i = 0
+        try:
+            while True:
+                yield self[i]
+                i += 1
+        except IndexError:
+            return
+
+
+def sums_rows(x):
+    return sum(row * 2 for row in _Rows(x))
+
+
+def raises_past_the_frame(x):
+    return _Rows(x)[5]
+
+
+def test_exception_caught_inside_inlined_code_stays_in_the_graph():
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(compile_eager(sums_rows, fullgraph=True)(x), sums_rows(x))
+
+
+def test_exception_leaving_the_frame_is_raised_for_real():
+    with pytest.raises(IndexError, match="row index out of range"):
+        compile_eager(raises_past_the_frame)(torch.randn(3, 4))
