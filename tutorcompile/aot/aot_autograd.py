@@ -40,7 +40,7 @@ import torch
 from .._logging import log_artifact
 from ..fx import Graph, GraphModule
 from .functionalize import FunctionalGraph, functionalize, inline_modules, lift_attributes
-from .joint import JointGraph, make_joint
+from .joint import JointGraph, is_differentiable, make_joint
 from .partitioners import Partition, PartitionReport, default_partition
 from .prim_graph import DecompositionReport, decompose
 from .tracing import trace_with_inputs
@@ -103,7 +103,7 @@ class AOTCompiled:
         log_artifact("aot_graphs", lambda: f"{GraphModule({}, prim_graph).code}\n{report}",
                      "decomposed to prims")
         grad_on = torch.is_grad_enabled()
-        requires_grad = [grad_on and x.requires_grad and x.is_floating_point()
+        requires_grad = [grad_on and x.requires_grad and is_differentiable(x.dtype)
                          for x in inputs if isinstance(x, torch.Tensor)]
         if not any(requires_grad):
             fw = GraphModule({}, prim_graph, "InferenceGraph")
@@ -196,7 +196,8 @@ class _AOTFunction(torch.autograd.Function):
             if g is None:
                 shape, dtype, device = ctx.out_meta[i]
                 g = torch.zeros(shape, dtype=dtype, device=device)
-            tangents.append(g.contiguous())
+            # (a sparse gradient has no memory format to ask for)
+            tangents.append(g.contiguous() if g.layout == torch.strided else g)
         grads = list(art.backward(*saved, *tangents))
         return (None, *[g if rg else None for g, rg in zip(grads, joint.requires_grad)])
 

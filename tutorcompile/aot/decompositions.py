@@ -571,6 +571,10 @@ def _conv(n: int):
     def rule(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         if isinstance(padding, str):
             raise NotImplementedError("string padding")  # extern
+        if len(x.shape) == n + 1:  # an unbatched input: a batch of one, then drop it again
+            out = ops.convolution(ops.unsqueeze(x, 0), weight, bias, stride, padding,
+                                  dilation, groups)
+            return ops.squeeze(out, (0,))
         return ops.convolution(x, weight, bias, stride, padding, dilation, groups)
     return rule
 
@@ -747,3 +751,4 @@ def dropout(x, p=0.5, training=True, inplace=False):
     mask = extern_call(dropout_mask, (tuple(x.shape), p, x.dtype, x.device), {},
                        meta=make_meta(x.shape, x.dtype, x.device))
     return ops.mul(ops.mul(x, mask), 1.0 / (1.0 - p))
+

@@ -98,8 +98,9 @@ class WrapperCodegen:
             return value.name
         if isinstance(value, (list, tuple)):
             inner = [self.value_expr(v, emit) for v in value]
-            return f"({', '.join(inner)},)" if isinstance(value, tuple) else \
-                f"[{', '.join(inner)}]"
+            if isinstance(value, tuple):  # (x,) needs its comma; () must not have one
+                return f"({', '.join(inner)},)" if inner else "()"
+            return f"[{', '.join(inner)}]"
         if isinstance(value, dict):
             items = [f"{k!r}: {self.value_expr(v, emit)}" for k, v in value.items()]
             return "{" + ", ".join(items) + "}"

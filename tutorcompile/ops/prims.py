@@ -176,7 +176,12 @@ def _abs_vjp(g, out, a):
     return (ops.where(ops.gt(a, 0), g, ops.where(ops.lt(a, 0), ops.neg(g), 0.0)),)
 
 
-register("abs", "pointwise", torch.abs, same_meta, vjp=_abs_vjp,
+def _abs_meta(a):
+    """abs keeps the dtype, except that the modulus of a complex number is real."""
+    return tuple(a.shape), a.dtype.to_real() if a.dtype.is_complex else a.dtype
+
+
+register("abs", "pointwise", torch.abs, _abs_meta, vjp=_abs_vjp,
          triton="tl.abs({0})", cpp="std::abs({0})")
 register("sin", "pointwise", torch.sin, float_meta,
          vjp=lambda g, out, a: (ops.mul(g, ops.cos(a)),),
