@@ -90,8 +90,12 @@ def sample(name: str, data) -> tuple[tuple, dict]:
             if name == "div":
                 b = b.sign() * (b.abs() + 0.5)
         return (a, b), {}
-    if name in ("exp", "sin", "cos", "tanh", "sigmoid", "neg", "erf", "abs", "relu"):
+    if name in ("exp", "sin", "cos", "tanh", "sigmoid", "neg", "erf", "abs", "relu", "floor",
+                "ceil"):
         return (_randn(shape, g),), {}
+    if name in ("logical_and", "logical_or", "logical_xor"):
+        other = _broadcast_partner(data, shape)
+        return (_randn(shape, g) > 0, _randn(other, g) > 0), {}
     if name in ("log", "sqrt", "rsqrt"):
         return (_randn(shape, g, positive=True),), {}
     if name == "where":

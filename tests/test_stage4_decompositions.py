@@ -96,6 +96,39 @@ CASES = {
               lambda: [r(5)]),
     "reflected": (lambda x: 2.0 / (1 + x.abs()) + 2 ** x - (3 - x) + abs(x),
                   lambda: [r(5)]),
+    # the long tail (decompositions_math.py)
+    "trig_hyperbolic": (lambda x: torch.tan(x) + torch.sinh(x) * torch.cosh(x)
+                        + torch.asinh(x) + torch.atanh(x * 0.3), lambda: [r(4, 5)]),
+    "logs": (lambda x: torch.log2(x) + torch.log10(x) + torch.logit(x / 4)
+             + torch.special.xlog1py(x, x), lambda: [r(6, positive=True)]),
+    "rounding": (lambda x: torch.floor(x) + torch.ceil(x) + torch.trunc(x) + torch.round(x)
+                 + torch.frac(x) * x + torch.sign(x) * x, lambda: [r(4, 6) * 3]),
+    "activations": (lambda x: F.hardswish(x) + F.hardsigmoid(x) + F.mish(x) + F.elu(x)
+                    + F.selu(x) + F.celu(x, 0.5) + F.softplus(x, 2.0) + F.logsigmoid(x)
+                    + F.softsign(x) + F.hardtanh(x) + F.relu6(x * 4) + F.tanhshrink(x)
+                    + F.softshrink(x) + F.hardshrink(x), lambda: [r(5, 6) * 3]),
+    "glu_prelu": (lambda x, w: F.glu(x, 1).sum() + F.prelu(x, w).sum(),
+                  lambda: [r(3, 4, 5), r(4)]),
+    "logical": (lambda x, y: torch.where(torch.logical_and(x > 0, y < 0) | torch.logical_not(
+        torch.isnan(x)), x, y) + torch.masked_fill(y, x > 0.5, 2.0), lambda: [r(4, 5), r(4, 5)]),
+    "reductions_more": (lambda x: torch.amin(x, 1).sum() + torch.var_mean(x, 0)[0].sum()
+                        + torch.linalg.vector_norm(x, 2) + torch.norm(x, 1)
+                        + torch.nansum(x) + x.any(1).double().sum(),
+                        lambda: [r(4, 5)]),
+    "losses": (lambda x, y, p, t: F.l1_loss(x, y) + F.smooth_l1_loss(x, y)
+               + F.huber_loss(x, y, delta=0.5) + F.binary_cross_entropy(p, t)
+               + F.soft_margin_loss(x, t) + F.binary_cross_entropy_with_logits(x, p)
+               + F.kl_div(x, p, reduction="sum"),
+               lambda: [r(4, 5), r(4, 5), torch.rand(4, 5, dtype=F64).requires_grad_(),
+                        torch.rand(4, 5, dtype=F64)]),
+    "norms": (lambda x, w, b: F.group_norm(x, 2, w, b) + F.rms_norm(x, (5,))
+              + F.instance_norm(x), lambda: [r(3, 4, 5), r(4), r(4)]),
+    "pooling": (lambda x: F.avg_pool2d(x, 2).sum() + F.max_pool2d(x, 3, 1).sum()
+                + F.adaptive_avg_pool2d(x, 3).sum(), lambda: [r(2, 3, 6, 6)]),
+    "products": (lambda a, v, b: torch.addmv(b, a, v, beta=0.5) + torch.dot(v, v)
+                 + torch.outer(b, b).sum(1), lambda: [r(4, 3), r(3), r(4)]),
+    "distances": (lambda a, b: F.pairwise_distance(a, b) + F.cosine_similarity(a, b)
+                  + torch.dist(a, b), lambda: [r(4, 6), r(4, 6)]),
 }
 
 
@@ -143,6 +176,21 @@ GRADIENT_CASES = {
 }
 
 
+def test_inverse_trigonometry_to_float32_accuracy():
+    """atan/asin/acos/atan2 are a polynomial with range reduction (float32 accurate)."""
+    x = torch.cat([torch.linspace(-30, 30, 4001), torch.tensor([0.0, float("inf"),
+                                                                float("-inf")])])
+    u = torch.linspace(-1, 1, 4001)
+    fn = lambda x, u, y: (torch.atan(x), torch.asin(u), torch.acos(u), torch.atan2(y, x))
+    y = torch.randn(x.shape)
+    got = aot_function(fn)(x, u, y)
+    for a, b in zip(got, fn(x, u, y)):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+    xs = torch.randn(50, requires_grad=True)
+    g = torch.autograd.grad(aot_function(lambda t: torch.atan(t * 3).sum())(xs), xs)[0]
+    torch.testing.assert_close(g, 3 / (1 + 9 * xs.detach() ** 2), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("name", sorted(GRADIENT_CASES))
 def test_gradients_through_extern_and_complex_values(name):
     fn, make = GRADIENT_CASES[name]
@@ -186,9 +234,10 @@ def test_rules_run_eagerly_on_tensors():
 
 
 def test_extern_fallback_and_report():
-    """cumsum and max_pool2d have no rule: extern nodes, with PyTorch's own gradients."""
+    """cumsum has no rule and max_pool2d's declines padding: extern nodes, with PyTorch's
+    own gradients."""
     def fn(x):
-        return F.max_pool2d(torch.cumsum(x, dim=-1), 2).softmax(-1)
+        return F.max_pool2d(torch.cumsum(x, dim=-1), 2, padding=1).softmax(-1)
     x = r(2, 3, 6, 6)
     compiled = aot_function(fn)
     out = compiled(x)
@@ -205,11 +254,11 @@ def test_extern_fallback_and_report():
 
 
 def test_rule_that_declines_becomes_extern_with_reason():
-    def fn(x):
-        return torch.div(x, 3.0, rounding_mode="floor") + x
-    x = r(5)
+    def fn(x, i):
+        return torch.div(i, 3, rounding_mode="floor") + x
+    x, i = r(5), ints(10, 5)
     compiled = aot_function(fn)
-    torch.testing.assert_close(compiled(x), fn(x), **TOL)
+    torch.testing.assert_close(compiled(x, i), fn(x, i), **TOL)
     assert "rounding_mode" in compiled.artifacts.decomposition_report.extern["torch.div"]
 
 

@@ -102,7 +102,8 @@ def mul(a, b):
                         "method:__truediv__")
 def div(a, b, *, rounding_mode=None):
     if rounding_mode is not None:
-        raise NotImplementedError("div with rounding_mode")  # stays extern
+        from .decompositions_math import rounding_div
+        return rounding_div(a, b, rounding_mode)
     return a / b if not _is_t(a) and not _is_t(b) else ops.div(a, b)
 
 
@@ -752,3 +753,7 @@ def dropout(x, p=0.5, training=True, inplace=False):
                        meta=make_meta(x.shape, x.dtype, x.device))
     return ops.mul(ops.mul(x, mask), 1.0 / (1.0 - p))
 
+
+# The long tail (math, activations, losses, reductions, normalisation layers) registers
+# itself into the same table.
+from . import decompositions_math  # noqa: E402,F401

@@ -260,6 +260,8 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
         except NotImplementedError as e:
             why = f"decomposition does not cover this call ({e})" if str(e) else \
                 "decomposition does not cover this call"
+        except TypeError as e:  # arguments the rule does not take (out=, a legacy spelling)
+            why = f"decomposition does not take these arguments ({e})"
     if fn is None:
         raise NotImplementedError(f"{name}: no such torch function or Tensor method")
     report.extern[name] = why

@@ -204,6 +204,16 @@ register("erf", "pointwise", torch.erf, float_meta,
          triton="tl.math.erf({0})", cpp="std::erf({0})")
 
 
+register("floor", "pointwise", torch.floor, same_meta,
+         vjp=lambda g, out, a: (zeros_like(a),),
+         triton="tl.math.floor({0})", cpp="std::floor({0})",
+         doc="Round down; piecewise constant, so its gradient is zero.")
+register("ceil", "pointwise", torch.ceil, same_meta,
+         vjp=lambda g, out, a: (zeros_like(a),),
+         triton="tl.math.ceil({0})", cpp="std::ceil({0})",
+         doc="Round up; piecewise constant, so its gradient is zero.")
+
+
 def _minmax_vjp(pick_a):
     """maximum/minimum: the gradient goes to the chosen input; ties split it in half."""
     def vjp(g, out, a, b):
@@ -230,6 +240,14 @@ for _name, _sym in (("eq", "=="), ("ne", "!="), ("lt", "<"), ("le", "<="), ("gt"
     register(_name, "pointwise", _with_scalars(getattr(torch, _name)), comparison_meta,
              vjp=_no_grad2,
              triton=f"({{0}} {_sym} {{1}})", cpp=f"({{0}} {_sym} {{1}})")
+
+
+for _name, _tsym, _csym in (("logical_and", "&", "&&"), ("logical_or", "|", "||"),
+                            ("logical_xor", "^", "!=")):
+    register(_name, "pointwise", _with_scalars(getattr(torch, _name)), comparison_meta,
+             vjp=_no_grad2, triton=f"({{0}} {_tsym} {{1}})", cpp=f"({{0}} {_csym} {{1}})",
+             doc=f"``torch.{_name}`` of two bool tensors (decompositions compare other "
+                 "dtypes with zero first).")
 
 
 def _cast_meta(a, dtype):

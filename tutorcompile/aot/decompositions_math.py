@@ -1,0 +1,1243 @@
+"""More decompositions: the math, activation, loss, reduction and normalisation families.
+
+``decompositions.py`` holds the rules the course walks through; this module holds the long
+tail that real models (and PyTorch's OpInfo database, see ``tests/test_opinfo_sweep.py``)
+need so that their ops become generated kernels instead of PyTorch calls: trigonometric and
+hyperbolic functions, rounding, activations (hardswish, mish, elu, ...), comparisons and
+logical ops, losses that are a pointwise op plus a reduction, reductions built from ``sum``
+and ``amax``, and the normalisation layers. Each rule is written against the virtualized
+``ops`` namespace like the others, and declines (``NotImplementedError``) what it does not
+cover, which then stays an extern PyTorch call.
+
+Accuracy: rules keep float32 math and are checked against PyTorch to 1e-4 by the sweep.
+Identities that lose precision badly somewhere (``atan`` by series, ``fmod`` by division)
+are left to PyTorch.
+
+Mirrors: torch/_decomp/decompositions.py and torch/_refs/__init__.py, torch/_refs/nn/.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import torch
+import torch.nn.functional as F
+
+from ..ops import ops
+from ..ops.table import normalize_dim
+from .decompositions import (
+    _both,
+    _cast,
+    _dims,
+    _float,
+    _is_t,
+    _reduce,
+    register_decomposition,
+    softmax,
+    var,
+)
+
+
+def _unary(*targets):
+    """Register a rule on float tensors (integers become the default float dtype)."""
+    def deco(rule):
+        def float_rule(a, *args, **kwargs):
+            if not _is_t(a):
+                raise NotImplementedError("a Python number")
+            return rule(_float(a), *args, **kwargs)
+        register_decomposition(*targets)(float_rule)
+        return rule
+    return deco
+
+
+def _is_float(a) -> bool:
+    return _is_t(a) and a.dtype.is_floating_point
+
+
+def _floating_only(a):
+    if not _is_float(a):
+        raise NotImplementedError("integer or complex input")
+    return a
+
+
+# =======================================================================================
+# Trigonometric, hyperbolic, exponential and logarithmic functions
+# =======================================================================================
+
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
+
+
+@_unary(*_both("tan"))
+def tan(a):
+    return ops.div(ops.sin(a), ops.cos(a))
+
+
+@_unary(*_both("sinh"))
+def sinh(a):
+    return ops.mul(ops.sub(ops.exp(a), ops.exp(ops.neg(a))), 0.5)
+
+
+@_unary(*_both("cosh"))
+def cosh(a):
+    return ops.mul(ops.add(ops.exp(a), ops.exp(ops.neg(a))), 0.5)
+
+
+@_unary(*_both("asinh"), *_both("arcsinh"))
+def asinh(a):
+    # odd function: compute on |a| so large negative inputs do not cancel
+    m = ops.abs(a)
+    r = ops.log(ops.add(m, ops.sqrt(ops.add(ops.mul(m, m), 1.0))))
+    return ops.where(ops.lt(a, 0), ops.neg(r), r)
+
+
+@_unary(*_both("acosh"), *_both("arccosh"))
+def acosh(a):
+    return ops.log(ops.add(a, ops.sqrt(ops.sub(ops.mul(a, a), 1.0))))
+
+
+@_unary(*_both("atanh"), *_both("arctanh"))
+def atanh(a):
+    return ops.mul(ops.log(ops.div(ops.add(a, 1.0), ops.sub(1.0, a))), 0.5)
+
+
+@_unary(*_both("log2"))
+def log2(a):
+    return ops.mul(ops.log(a), 1.0 / _LN2)
+
+
+@_unary(*_both("log10"))
+def log10(a):
+    return ops.mul(ops.log(a), 1.0 / _LN10)
+
+
+@_unary(*_both("erfc"), torch.special.erfc)
+def erfc(a):
+    return ops.sub(1.0, ops.erf(a))
+
+
+@_unary(*_both("logit"), torch.special.logit)
+def logit(a, eps=None):
+    if eps is not None:
+        a = ops.minimum(ops.maximum(a, eps), 1.0 - eps)
+    return ops.log(ops.div(a, ops.sub(1.0, a)))
+
+
+@_unary(*_both("rad2deg"))
+def rad2deg(a):
+    return ops.mul(a, 180.0 / math.pi)
+
+
+@_unary(*_both("deg2rad"))
+def deg2rad(a):
+    return ops.mul(a, math.pi / 180.0)
+
+
+@_unary(torch.special.expit)
+def expit(a):
+    return ops.sigmoid(a)
+
+
+@_unary(*_both("sinc"), torch.special.sinc)
+def sinc(a):
+    x = ops.mul(a, math.pi)
+    return ops.where(ops.eq(a, 0), 1.0, ops.div(ops.sin(x), x))
+
+
+@register_decomposition(*_both("xlogy"), torch.special.xlogy)
+def xlogy(a, b):
+    if not (_is_t(a) and _is_t(b)):
+        raise NotImplementedError("a Python number operand")
+    a, b = _float(a), _float(b)
+    return ops.where(ops.ne(b, b), b,  # NaN in y wins, even where x == 0
+                     ops.where(ops.eq(a, 0), 0.0, ops.mul(a, ops.log(b))))
+
+
+@register_decomposition(*_both("logaddexp"))
+def logaddexp(a, b):
+    a, b = _floating_only(a), _floating_only(b)
+    m = ops.maximum(a, b)
+    m_safe = ops.where(ops.eq(ops.abs(m), float("inf")), 0.0, m)
+    return ops.add(ops.log(ops.add(ops.exp(ops.sub(a, m_safe)), ops.exp(ops.sub(b, m_safe)))),
+                   m_safe)
+
+
+@register_decomposition(*_both("hypot"))
+def hypot(a, b):
+    a, b = _floating_only(a), _floating_only(b)
+    return ops.sqrt(ops.add(ops.mul(a, a), ops.mul(b, b)))
+
+
+# =======================================================================================
+# Rounding and sign
+# =======================================================================================
+
+def _integer_identity(rule):
+    def wrapped(a, *args, **kwargs):
+        if _is_t(a) and not a.dtype.is_floating_point and not a.dtype.is_complex:
+            if a.dtype == torch.bool:
+                raise NotImplementedError("bool input")
+            return a
+        return rule(_floating_only(a), *args, **kwargs)
+    return wrapped
+
+
+register_decomposition(*_both("floor"))(_integer_identity(lambda a: ops.floor(a)))
+register_decomposition(*_both("ceil"))(_integer_identity(lambda a: ops.ceil(a)))
+
+
+def _trunc(a):
+    return ops.where(ops.lt(a, 0), ops.ceil(a), ops.floor(a))
+
+
+register_decomposition(*_both("trunc"), *_both("fix"))(_integer_identity(_trunc))
+
+
+def _round(a, *, decimals=0):
+    if decimals != 0:
+        raise NotImplementedError("round(decimals=)")
+    # half to even, as torch.round: floor(a + 0.5), one less where that made an odd number
+    # from an exact half
+    r = ops.floor(ops.add(a, 0.5))
+    half = ops.eq(ops.sub(r, a), 0.5)
+    odd = ops.ne(ops.sub(r, ops.mul(ops.floor(ops.mul(r, 0.5)), 2.0)), 0.0)
+    return ops.where(ops.logical_and(half, odd), ops.sub(r, 1.0), r)
+
+
+register_decomposition(*_both("round"))(_integer_identity(_round))
+
+
+@register_decomposition(*_both("frac"))
+def frac(a):
+    a = _floating_only(a)
+    return ops.sub(a, _trunc(a))
+
+
+@register_decomposition(*_both("sign"), *_both("sgn"))
+def sign(a):
+    if not _is_float(a):
+        raise NotImplementedError("integer, bool or complex input")
+    return ops.where(ops.gt(a, 0), 1.0, ops.where(ops.lt(a, 0), -1.0, 0.0))
+
+
+@register_decomposition(*_both("heaviside"))
+def heaviside(a, values):
+    if not (_is_float(a) and _is_t(values)) or values.dtype != a.dtype:
+        raise NotImplementedError("mixed dtypes")
+    return ops.where(ops.eq(a, 0), values, ops.where(ops.gt(a, 0), 1.0, 0.0))
+
+
+# =======================================================================================
+# Comparisons, tests and logical ops
+# =======================================================================================
+
+def _as_bool(a):
+    return a if a.dtype == torch.bool else ops.ne(a, 0)
+
+
+def _logical(prim):
+    def rule(a, b):
+        if not (_is_t(a) and _is_t(b)) or a.dtype.is_complex or b.dtype.is_complex:
+            raise NotImplementedError("a Python number or complex operand")
+        return prim(_as_bool(a), _as_bool(b))
+    return rule
+
+
+register_decomposition(*_both("logical_and"))(_logical(ops.logical_and))
+register_decomposition(*_both("logical_or"))(_logical(ops.logical_or))
+register_decomposition(*_both("logical_xor"))(_logical(ops.logical_xor))
+
+
+@register_decomposition(*_both("logical_not"))
+def logical_not(a):
+    if not _is_t(a) or a.dtype.is_complex:
+        raise NotImplementedError("complex input")
+    return ops.eq(a, False) if a.dtype == torch.bool else ops.eq(a, 0)
+
+
+@register_decomposition(*_both("isnan"))
+def isnan(a):
+    return ops.ne(_floating_only(a), a)
+
+
+@register_decomposition(*_both("isinf"))
+def isinf(a):
+    return ops.eq(ops.abs(_floating_only(a)), float("inf"))
+
+
+@register_decomposition(*_both("isposinf"))
+def isposinf(a):
+    return ops.eq(_floating_only(a), float("inf"))
+
+
+@register_decomposition(*_both("isneginf"))
+def isneginf(a):
+    return ops.eq(_floating_only(a), float("-inf"))
+
+
+@register_decomposition(*_both("isfinite"))
+def isfinite(a):
+    return ops.lt(ops.abs(_floating_only(a)), float("inf"))  # NaN compares false
+
+
+@register_decomposition(*_both("nan_to_num"))
+def nan_to_num(a, nan=0.0, posinf=None, neginf=None):
+    a = _floating_only(a)
+    info = torch.finfo(a.dtype)
+    posinf = info.max if posinf is None else posinf
+    neginf = info.min if neginf is None else neginf
+    out = ops.where(ops.eq(a, float("inf")), posinf, a)
+    out = ops.where(ops.eq(a, float("-inf")), neginf, out)
+    return ops.where(ops.ne(a, a), nan, out)
+
+
+@register_decomposition(*_both("clamp_max"))
+def clamp_max(a, max):  # noqa: A002 - PyTorch's argument name
+    return ops.minimum(a, max)
+
+
+@register_decomposition(*_both("masked_fill"))
+def masked_fill(a, mask, value):
+    if _is_t(value) and len(value.shape) != 0:
+        raise NotImplementedError("a non-scalar fill value")
+    if not _is_t(value) and not a.dtype.is_floating_point and isinstance(value, float):
+        raise NotImplementedError("a float fill of an integer tensor")
+    out = ops.where(mask, value, a)
+    return out if out.dtype == a.dtype else _cast(out, a.dtype)
+
+
+@register_decomposition(*_both("positive"), *_both("resolve_neg"), *_both("resolve_conj"))
+def positive(a):
+    if a.dtype.is_complex:
+        raise NotImplementedError("complex input")
+    return a
+
+
+# =======================================================================================
+# Pointwise arithmetic with several operands
+# =======================================================================================
+
+@register_decomposition(*_both("lerp"))
+def lerp(a, b, weight):
+    a, b = _floating_only(a), _floating_only(b)
+    return ops.add(a, ops.mul(weight, ops.sub(b, a)))
+
+
+@register_decomposition(*_both("addcmul"))
+def addcmul(a, t1, t2, *, value=1):
+    prod = ops.mul(t1, t2)
+    return ops.add(a, prod if value == 1 else ops.mul(prod, value))
+
+
+@register_decomposition(*_both("addcdiv"))
+def addcdiv(a, t1, t2, *, value=1):
+    if not (_is_float(t1) and _is_float(t2)):
+        raise NotImplementedError("integer division")
+    q = ops.div(t1, t2)
+    return ops.add(a, q if value == 1 else ops.mul(q, value))
+
+
+@register_decomposition(*_both("outer"), *_both("ger"))
+def outer(a, b):
+    return ops.mul(ops.unsqueeze(a, 1), ops.unsqueeze(b, 0))
+
+
+@register_decomposition(*_both("dot"), *_both("inner"), *_both("vdot"))
+def dot(a, b):
+    if len(a.shape) != 1 or len(b.shape) != 1 or a.dtype.is_complex or a.dtype != b.dtype:
+        raise NotImplementedError("dot of other than two real 1-d tensors")
+    return ops.sum(ops.mul(a, b), None)
+
+
+# =======================================================================================
+# Activations
+# =======================================================================================
+
+def _act(*targets):
+    """An activation: a floating-point tensor in, ``inplace=`` accepted and ignored (the
+    graph is functional; functionalization handles in-place spellings)."""
+    def deco(rule):
+        def checked(a, *args, **kwargs):
+            kwargs.pop("inplace", None)
+            return rule(_floating_only(a), *args, **kwargs)
+        register_decomposition(*targets)(checked)
+        return rule
+    return deco
+
+
+def _softplus(a, beta=1.0, threshold=20.0):
+    scaled = ops.mul(a, beta) if beta != 1 else a
+    soft = ops.log(ops.add(ops.exp(scaled), 1.0))
+    if beta != 1:
+        soft = ops.div(soft, beta)
+    return ops.where(ops.gt(scaled, threshold), a, soft)
+
+
+_act(F.softplus)(_softplus)
+
+
+@_act(F.hardsigmoid)
+def hardsigmoid(a):
+    return ops.minimum(ops.maximum(ops.add(ops.div(a, 6.0), 0.5), 0.0), 1.0)
+
+
+@_act(F.hardswish)
+def hardswish(a):
+    return ops.mul(a, ops.div(ops.minimum(ops.maximum(ops.add(a, 3.0), 0.0), 6.0), 6.0))
+
+
+@_act(F.hardtanh, *_both("hardtanh"))
+def hardtanh(a, min_val=-1.0, max_val=1.0):
+    return ops.minimum(ops.maximum(a, min_val), max_val)
+
+
+@_act(F.relu6)
+def relu6(a):
+    return ops.minimum(ops.relu(a), 6.0)
+
+
+def _elu(a, alpha=1.0, scale=1.0, input_scale=1.0):
+    neg = ops.mul(ops.sub(ops.exp(ops.mul(a, input_scale)), 1.0), alpha)
+    out = ops.where(ops.gt(a, 0), a, neg)
+    return out if scale == 1.0 else ops.mul(out, scale)
+
+
+_act(F.elu)(lambda a, alpha=1.0: _elu(a, alpha))
+_act(F.celu, *_both("celu"))(lambda a, alpha=1.0: _elu(a, alpha, 1.0, 1.0 / alpha))
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+_act(F.selu, *_both("selu"))(lambda a: _elu(a, _SELU_ALPHA, _SELU_SCALE))
+
+
+@_act(F.mish)
+def mish(a):
+    return ops.mul(a, ops.tanh(_softplus(a)))
+
+
+@_act(F.softsign)
+def softsign(a):
+    return ops.div(a, ops.add(ops.abs(a), 1.0))
+
+
+@_act(F.tanhshrink)
+def tanhshrink(a):
+    return ops.sub(a, ops.tanh(a))
+
+
+@_act(F.hardshrink, *_both("hardshrink"))
+def hardshrink(a, lambd=0.5):
+    return ops.where(ops.gt(ops.abs(a), lambd), a, 0.0)
+
+
+@_act(F.softshrink)
+def softshrink(a, lambd=0.5):
+    return ops.where(ops.gt(a, lambd), ops.sub(a, lambd),
+                     ops.where(ops.lt(a, -lambd), ops.add(a, lambd), 0.0))
+
+
+@_act(F.threshold, *_both("threshold"))
+def threshold(a, threshold, value):
+    return ops.where(ops.gt(a, threshold), a, value)
+
+
+@_act(F.logsigmoid)
+def logsigmoid(a):
+    # log(sigmoid(a)) = min(a, 0) - log1p(exp(-|a|)), stable for large |a|
+    return ops.sub(ops.minimum(a, 0.0), ops.log(ops.add(ops.exp(ops.neg(ops.abs(a))), 1.0)))
+
+
+@_act(F.glu)
+def glu(a, dim=-1):
+    d = normalize_dim(dim, len(a.shape))
+    half = a.shape[d] // 2
+    if a.shape[d] % 2:
+        raise NotImplementedError("glu of an odd size")  # PyTorch raises the error
+    first = ops.slice(a, d, 0, half, 1)
+    second = ops.slice(a, d, half, 2 * half, 1)
+    return ops.mul(first, ops.sigmoid(second))
+
+
+@register_decomposition(F.prelu, *_both("prelu"))
+def prelu(a, weight):
+    a = _floating_only(a)
+    if len(weight.shape) != 1:
+        raise NotImplementedError("prelu weight of more than one dimension")
+    if weight.shape[0] != 1 and len(a.shape) >= 2:
+        weight = ops.reshape(weight, (weight.shape[0],) + (1,) * (len(a.shape) - 2))
+    elif weight.shape[0] == 1 and len(a.shape) != 1:
+        weight = ops.reshape(weight, ())
+    return ops.where(ops.gt(a, 0), a, ops.mul(weight, a))
+
+
+@register_decomposition(F.softmin)
+def softmin(a, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        raise NotImplementedError("softmin without dim")
+    return softmax(ops.neg(a if dtype is None else _cast(a, dtype)), dim)
+
+
+# =======================================================================================
+# Reductions built from sum and amax
+# =======================================================================================
+
+@register_decomposition(*_both("amin"))
+def amin(a, dim=(), keepdim=False):
+    return ops.neg(ops.amax(ops.neg(_floating_only(a)), _dims(a, dim) if dim != () else None,
+                            keepdim=keepdim))
+
+
+def _bool_reduce(a, dim, keepdim, want_all):
+    if not _is_t(a) or a.dtype.is_complex:
+        raise NotImplementedError("complex input")
+    truth = ops.convert_element_type(_as_bool(a), torch.float32)
+    if want_all:
+        truth = ops.sub(1.0, truth)
+    dims = _dims(a, dim) if dim is not None else None
+    found = ops.gt(ops.amax(truth, dims, keepdim=keepdim), 0.0) if len(a.shape) else \
+        ops.gt(truth, 0.0)
+    return ops.eq(found, False) if want_all else found
+
+
+@register_decomposition(*_both("any"))
+def any_(a, dim=None, keepdim=False):
+    return _bool_reduce(a, dim, keepdim, want_all=False)
+
+
+@register_decomposition(*_both("all"))
+def all_(a, dim=None, keepdim=False):
+    return _bool_reduce(a, dim, keepdim, want_all=True)
+
+
+@register_decomposition(*_both("nansum"))
+def nansum(a, dim=None, keepdim=False, *, dtype=None):
+    a = _floating_only(a if dtype is None else _cast(a, dtype))
+    return ops.sum(ops.where(ops.ne(a, a), 0.0, a), _dims(a, dim), keepdim=keepdim)
+
+
+@register_decomposition(*_both("var_mean"))
+def var_mean(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    v = var(_floating_only(a), dim, unbiased, keepdim, correction=correction)
+    return v, ops.mean(a, _dims(a, dim), keepdim=keepdim)
+
+
+@register_decomposition(*_both("std_mean"))
+def std_mean(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    v, m = var_mean(a, dim, unbiased, keepdim, correction=correction)
+    return ops.sqrt(v), m
+
+
+def _vector_norm(a, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002
+    a = _floating_only(a if dtype is None else _cast(a, dtype))
+    if len(a.shape) == 0 or any(s == 0 for s in a.shape):
+        raise NotImplementedError("the norm of a 0-d or empty tensor")
+    dims = _dims(a, dim) if dim is not None else None
+    m = ops.abs(a)
+    if ord == float("inf"):
+        return ops.amax(m, dims, keepdim=keepdim)
+    if ord == 1:
+        return ops.sum(m, dims, keepdim=keepdim)
+    if ord == 2:
+        return ops.sqrt(ops.sum(ops.mul(a, a), dims, keepdim=keepdim))
+    raise NotImplementedError(f"norm of order {ord}")
+
+
+@register_decomposition(torch.linalg.vector_norm)
+def vector_norm(a, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    return _vector_norm(a, ord, dim, keepdim, dtype)
+
+
+@register_decomposition(F.normalize)
+def normalize(a, p=2.0, dim=1, eps=1e-12, out=None):
+    if out is not None:
+        raise NotImplementedError("out=")
+    n = _vector_norm(a, p, dim, True)
+    return ops.div(a, ops.maximum(n, eps))
+
+
+# =======================================================================================
+# Losses: a pointwise op, then the reduction
+# =======================================================================================
+
+def _loss(*targets, positional: int = 0):
+    """A loss ``rule(input, target, **options)`` plus the reduction; ``positional`` says how
+    many options PyTorch's signature has before ``size_average`` (BCE's ``weight``)."""
+    def deco(rule):
+        def checked(input, target, *args, size_average=None, reduce=None,  # noqa: A002
+                    reduction="mean", **kwargs):
+            if len(args) > positional:
+                raise NotImplementedError("legacy positional arguments")
+            if size_average is not None or reduce is not None:
+                raise NotImplementedError("legacy size_average/reduce arguments")
+            if not (_is_float(input) and _is_float(target)) or input.dtype != target.dtype:
+                raise NotImplementedError("non-float or mixed dtypes")
+            if tuple(input.shape) != tuple(target.shape):
+                raise NotImplementedError("broadcasting input and target")
+            return _reduce(rule(input, target, *args, **kwargs), reduction)
+        register_decomposition(*targets)(checked)
+        return rule
+    return deco
+
+
+@_loss(F.l1_loss)
+def l1_loss(input, target):  # noqa: A002
+    return ops.abs(ops.sub(input, target))
+
+
+@_loss(F.smooth_l1_loss)
+def smooth_l1_loss(input, target, beta=1.0):  # noqa: A002
+    d = ops.abs(ops.sub(input, target))
+    if beta == 0:
+        return d
+    return ops.where(ops.lt(d, beta), ops.div(ops.mul(ops.mul(d, d), 0.5), beta),
+                     ops.sub(d, 0.5 * beta))
+
+
+@_loss(F.huber_loss)
+def huber_loss(input, target, delta=1.0, weight=None):  # noqa: A002
+    if weight is not None:
+        raise NotImplementedError("weight=")
+    d = ops.abs(ops.sub(input, target))
+    return ops.where(ops.lt(d, delta), ops.mul(ops.mul(d, d), 0.5),
+                     ops.mul(ops.sub(d, 0.5 * delta), delta))
+
+
+@_loss(F.soft_margin_loss)
+def soft_margin_loss(input, target):  # noqa: A002
+    return ops.log(ops.add(ops.exp(ops.neg(ops.mul(target, input))), 1.0))
+
+
+@_loss(F.binary_cross_entropy, positional=1)
+def binary_cross_entropy(input, target, weight=None):  # noqa: A002
+    # PyTorch clamps the logarithms at -100 so that log(0) stays finite
+    log_p = ops.maximum(ops.log(input), -100.0)
+    log_q = ops.maximum(ops.log(ops.sub(1.0, input)), -100.0)
+    loss = ops.neg(ops.add(ops.mul(target, log_p), ops.mul(ops.sub(1.0, target), log_q)))
+    return loss if weight is None else ops.mul(loss, weight)
+
+
+@_loss(F.binary_cross_entropy_with_logits, positional=1)
+def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None):  # noqa: A002
+    # (1 - t) x + (1 + (pw - 1) t) * log(1 + exp(-x)), with log(1 + exp(-x)) stable
+    log_sig_neg = ops.sub(ops.log(ops.add(ops.exp(ops.neg(ops.abs(input))), 1.0)),
+                          ops.minimum(input, 0.0))
+    if pos_weight is None:
+        loss = ops.add(ops.mul(ops.sub(1.0, target), input), log_sig_neg)
+    else:
+        coeff = ops.add(ops.mul(ops.sub(pos_weight, 1.0), target), 1.0)
+        loss = ops.add(ops.mul(ops.sub(1.0, target), input), ops.mul(coeff, log_sig_neg))
+    return loss if weight is None else ops.mul(loss, weight)
+
+
+def kl_div(input, target, log_target=False):  # noqa: A002
+    if log_target:
+        return ops.mul(ops.exp(target), ops.sub(target, input))
+    return ops.where(ops.gt(target, 0), ops.mul(target, ops.sub(ops.log(target), input)),
+                     ops.where(ops.ne(target, target), target, 0.0))
+
+
+@_loss(F.poisson_nll_loss)
+def poisson_nll_loss(input, target, log_input=True, full=False, eps=1e-8):  # noqa: A002
+    if full:
+        raise NotImplementedError("full=True (Stirling term)")
+    if log_input:
+        return ops.sub(ops.exp(input), ops.mul(target, input))
+    return ops.sub(input, ops.mul(target, ops.log(ops.add(input, eps))))
+
+
+@register_decomposition(F.kl_div)
+def _kl_div_reduction(input, target, size_average=None, reduce=None,  # noqa: A002
+                      reduction="mean", log_target=False):
+    if size_average is not None or reduce is not None or tuple(input.shape) != \
+            tuple(target.shape) or not (_is_float(input) and _is_float(target)):
+        raise NotImplementedError("legacy arguments, broadcasting or non-float dtypes")
+    loss = kl_div(input, target, log_target)
+    if reduction == "batchmean":
+        return ops.div(ops.sum(loss, None), float(input.shape[0]) if input.shape else 1.0)
+    return _reduce(loss, reduction)
+
+
+# =======================================================================================
+# Normalisation layers
+# =======================================================================================
+
+def _normalize(x, dims, eps):
+    mu = ops.mean(x, dims, keepdim=True)
+    centered = ops.sub(x, mu)
+    v = ops.mean(ops.mul(centered, centered), dims, keepdim=True)
+    return centered, mu, ops.rsqrt(ops.add(v, eps))
+
+
+@register_decomposition(F.group_norm)
+def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
+    x = _floating_only(x)
+    n, c = x.shape[0], x.shape[1]
+    rest = tuple(x.shape[2:])
+    grouped = ops.reshape(x, (n, num_groups, -1))
+    centered, _, rstd = _normalize(grouped, (2,), eps)
+    out = ops.reshape(ops.mul(centered, rstd), (n, c) + rest)
+    shape = (c,) + (1,) * len(rest)
+    if weight is not None:
+        out = ops.mul(out, ops.reshape(weight, shape))
+    if bias is not None:
+        out = ops.add(out, ops.reshape(bias, shape))
+    return out
+
+
+@register_decomposition(F.rms_norm)
+def rms_norm(x, normalized_shape, weight=None, eps=None):
+    x = _floating_only(x)
+    dims = tuple(range(len(x.shape) - len(tuple(normalized_shape)), len(x.shape)))
+    if eps is None:
+        eps = torch.finfo(x.dtype).eps
+    out = ops.mul(x, ops.rsqrt(ops.add(ops.mean(ops.mul(x, x), dims, keepdim=True), eps)))
+    return out if weight is None else ops.mul(out, weight)
+
+
+@register_decomposition(F.instance_norm)
+def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    if running_mean is not None or running_var is not None or not use_input_stats:
+        raise NotImplementedError("instance_norm with running statistics")
+    x = _floating_only(x)
+    centered, _, rstd = _normalize(x, tuple(range(2, len(x.shape))), eps)
+    out = ops.mul(centered, rstd)
+    shape = (x.shape[1],) + (1,) * (len(x.shape) - 2)
+    if weight is not None:
+        out = ops.mul(out, ops.reshape(weight, shape))
+    if bias is not None:
+        out = ops.add(out, ops.reshape(bias, shape))
+    return out
+
+
+@register_decomposition(torch.native_layer_norm)
+def native_layer_norm(x, normalized_shape, weight, bias, eps):
+    x = _floating_only(x)
+    dims = tuple(range(len(x.shape) - len(tuple(normalized_shape)), len(x.shape)))
+    centered, mu, rstd = _normalize(x, dims, eps)
+    out = ops.mul(centered, rstd)
+    if weight is not None:
+        out = ops.mul(out, weight)
+    if bias is not None:
+        out = ops.add(out, bias)
+    return out, mu, rstd
+
+
+# =======================================================================================
+# More pointwise functions: special functions built from exp/log/erf, sign bits, modulo
+# =======================================================================================
+
+@_unary(torch.special.ndtr)
+def ndtr(a):
+    return ops.mul(ops.add(ops.erf(ops.mul(a, 1.0 / math.sqrt(2.0))), 1.0), 0.5)
+
+
+@_unary(torch.special.entr)
+def entr(a):
+    return ops.where(ops.gt(a, 0), ops.neg(ops.mul(a, ops.log(a))),
+                     ops.where(ops.eq(a, 0), 0.0, ops.where(ops.ne(a, a), a, float("-inf"))))
+
+
+@register_decomposition(torch.special.xlog1py)
+def xlog1py(a, b):
+    if not (_is_float(a) and _is_float(b)):
+        raise NotImplementedError("a Python number or integer operand")
+    return ops.where(ops.ne(b, b), b,
+                     ops.where(ops.eq(a, 0), 0.0, ops.mul(a, ops.log(ops.add(b, 1.0)))))
+
+
+@_unary(*_both("angle"))
+def angle(a):
+    return ops.where(ops.ne(a, a), a, ops.where(ops.lt(a, 0), math.pi, 0.0))
+
+
+def _signbit(a):
+    # true for -0.0 too (1 / -0.0 is -inf); NaN counts as positive
+    return ops.logical_or(ops.lt(a, 0), ops.lt(ops.div(1.0, a), 0))
+
+
+@register_decomposition(*_both("signbit"))
+def signbit(a):
+    return _signbit(_floating_only(a))
+
+
+@register_decomposition(*_both("copysign"))
+def copysign(a, b):
+    if not _is_t(b):
+        raise NotImplementedError("a Python number sign")
+    a, b = _float(a), _floating_only(_float(b))
+    m = ops.abs(a)
+    return ops.where(_signbit(b), ops.neg(m), m)
+
+
+@register_decomposition(*_both("fmax"))
+def fmax(a, b):
+    a, b = _floating_only(a), _floating_only(b)
+    return ops.where(ops.ne(a, a), b, ops.where(ops.ne(b, b), a, ops.maximum(a, b)))
+
+
+@register_decomposition(*_both("fmin"))
+def fmin(a, b):
+    a, b = _floating_only(a), _floating_only(b)
+    return ops.where(ops.ne(a, a), b, ops.where(ops.ne(b, b), a, ops.minimum(a, b)))
+
+
+@register_decomposition(*_both("ldexp"))
+def ldexp(a, b):
+    if not _is_t(b):
+        raise NotImplementedError("a Python number exponent")
+    return ops.mul(_floating_only(_float(a)), ops.exp(ops.mul(_float(b), _LN2)))
+
+
+@register_decomposition(*_both("logaddexp2"))
+def logaddexp2(a, b):
+    return ops.mul(logaddexp(ops.mul(_floating_only(a), _LN2), ops.mul(_floating_only(b), _LN2)),
+                   1.0 / _LN2)
+
+
+# =======================================================================================
+# Matrix-vector products: the library call, then a pointwise kernel for the scaling
+# =======================================================================================
+
+def _scaled_sum(bias, prod, beta, alpha):
+    if alpha != 1:
+        prod = ops.mul(prod, alpha)
+    if beta == 0:
+        return prod
+    return ops.add(bias if beta == 1 else ops.mul(bias, beta), prod)
+
+
+@register_decomposition(*_both("mv"))
+def mv(a, v):
+    return ops.squeeze(ops.matmul(a, ops.unsqueeze(v, 1)), (1,))
+
+
+@register_decomposition(*_both("addmv"))
+def addmv(bias, a, v, *, beta=1, alpha=1):
+    return _scaled_sum(bias, mv(a, v), beta, alpha)
+
+
+@register_decomposition(*_both("addr"))
+def addr(bias, a, b, *, beta=1, alpha=1):
+    if not (_is_float(a) and _is_float(b)):
+        raise NotImplementedError("integer or bool operands")
+    return _scaled_sum(bias, outer(a, b), beta, alpha)
+
+
+@register_decomposition(*_both("baddbmm"))
+def baddbmm(bias, a, b, *, beta=1, alpha=1):
+    return _scaled_sum(bias, ops.matmul(a, b), beta, alpha)
+
+
+@register_decomposition(*_both("addbmm"))
+def addbmm(bias, a, b, *, beta=1, alpha=1):
+    return _scaled_sum(bias, ops.sum(ops.matmul(a, b), (0,)), beta, alpha)
+
+
+# =======================================================================================
+# Pooling without padding: the sum (or maximum) of the window's shifted strided slices,
+# one pointwise kernel
+# =======================================================================================
+
+def _window_terms(x, n, kernel, stride, dilation):
+    """Every offset of the window as a strided slice of ``x`` shaped like the output."""
+    import itertools
+    spatial = tuple(x.shape[-n:])
+    out = tuple((spatial[i] - dilation[i] * (kernel[i] - 1) - 1) // stride[i] + 1
+                for i in range(n))
+    if any(o <= 0 for o in out):
+        raise NotImplementedError("a window larger than the input")
+    lead = len(x.shape) - n
+    for offsets in itertools.product(*(range(k) for k in kernel)):
+        v = x
+        for i, k in enumerate(offsets):
+            start = k * dilation[i]
+            v = ops.slice(v, lead + i, start, start + (out[i] - 1) * stride[i] + 1, stride[i])
+        yield v
+
+
+def _pool_args(n, kernel_size, stride, padding, dilation, ceil_mode):
+    def tup(v):
+        return (v,) * n if isinstance(v, int) else tuple(v)
+    kernel = tup(kernel_size)
+    stride = kernel if stride is None or (not isinstance(stride, int) and len(stride) == 0) \
+        else tup(stride)
+    if any(p != 0 for p in tup(padding)) or ceil_mode:
+        raise NotImplementedError("padding or ceil_mode")
+    if len(kernel) != n or len(stride) != n:
+        raise NotImplementedError("window sizes of another rank")
+    if n * 4 < len(kernel) or _prod(kernel) > 64:
+        raise NotImplementedError("a large window")
+    return kernel, stride, tup(dilation)
+
+
+def _prod(xs):
+    return math.prod(xs)
+
+
+def _avg_pool(n):
+    def rule(x, kernel_size, stride=None, padding=0, ceil_mode=False,
+             count_include_pad=True, divisor_override=None):
+        x = _floating_only(x)
+        kernel, stride, dilation = _pool_args(n, kernel_size, stride, padding, 1, ceil_mode)
+        terms = list(_window_terms(x, n, kernel, stride, dilation))
+        total = terms[0]
+        for t in terms[1:]:
+            total = ops.add(total, t)
+        return ops.div(total, float(divisor_override or _prod(kernel)))
+    return rule
+
+
+def _max_pool(n):
+    def rule(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+             return_indices=False):
+        if return_indices:
+            raise NotImplementedError("return_indices=True")
+        x = _floating_only(x)
+        kernel, stride, dilation = _pool_args(n, kernel_size, stride, padding, dilation,
+                                              ceil_mode)
+        terms = list(_window_terms(x, n, kernel, stride, dilation))
+        best = terms[0]
+        for t in terms[1:]:
+            best = ops.maximum(best, t)
+        return best
+    return rule
+
+
+register_decomposition(F.avg_pool1d)(_avg_pool(1))
+register_decomposition(F.avg_pool2d)(_avg_pool(2))
+register_decomposition(F.avg_pool3d)(_avg_pool(3))
+register_decomposition(F.max_pool1d)(_max_pool(1))
+register_decomposition(F.max_pool2d)(_max_pool(2))
+register_decomposition(F.max_pool3d)(_max_pool(3))
+
+
+def _adaptive(n, pool):
+    def rule(x, output_size, *rest):
+        if rest and any(rest):
+            raise NotImplementedError("return_indices=True")
+        out = (output_size,) * n if isinstance(output_size, int) else tuple(output_size)
+        spatial = tuple(x.shape[-n:])
+        out = tuple(s if o is None else o for o, s in zip(out, spatial))
+        if any(o == 0 or s % o for o, s in zip(out, spatial)):
+            raise NotImplementedError("an output size that does not divide the input")
+        kernel = tuple(s // o for o, s in zip(out, spatial))
+        return pool(n)(x, kernel, kernel)
+    return rule
+
+
+for _n, _avg, _max in ((1, F.adaptive_avg_pool1d, F.adaptive_max_pool1d),
+                       (2, F.adaptive_avg_pool2d, F.adaptive_max_pool2d),
+                       (3, F.adaptive_avg_pool3d, F.adaptive_max_pool3d)):
+    register_decomposition(_avg)(_adaptive(_n, _avg_pool))
+    register_decomposition(_max)(_adaptive(_n, _max_pool))
+
+
+# =======================================================================================
+# Inverse trigonometric functions: Cephes' single-precision arctangent (range reduction to
+# |x| <= tan(pi/8), then an odd polynomial), and asin/acos/atan2 from it. Triton's core
+# language has no atan, and its libdevice one does not run under the interpreter.
+# =======================================================================================
+
+_TAN_3PI_8, _TAN_PI_8 = 2.414213562373095, 0.41421356237309503
+
+
+def _atan(a):
+    m = ops.abs(a)
+    big, mid = ops.gt(m, _TAN_3PI_8), ops.gt(m, _TAN_PI_8)
+    # feed each branch only inputs it is defined on, so no inf/NaN reaches a gradient
+    safe_big = ops.where(big, m, 1.0)
+    x = ops.where(big, ops.div(-1.0, safe_big),
+                  ops.where(mid, ops.div(ops.sub(m, 1.0), ops.add(m, 1.0)), m))
+    offset = ops.where(big, math.pi / 2, ops.where(mid, math.pi / 4, 0.0))
+    z = ops.mul(x, x)
+    poly = ops.sub(ops.mul(ops.add(ops.mul(ops.sub(ops.mul(z, 8.05374449538e-2),
+                                                   1.38776856032e-1), z),
+                                   1.99777106478e-1), z), 3.33329491539e-1)
+    r = ops.add(ops.add(ops.mul(ops.mul(poly, z), x), x), offset)
+    r = ops.where(ops.eq(m, float("inf")), math.pi / 2, r)
+    return ops.where(ops.lt(a, 0), ops.neg(r), ops.where(ops.ne(a, a), a, r))
+
+
+_unary(*_both("atan"), *_both("arctan"))(_atan)
+
+
+def _asin(a):
+    # asin(x) = atan(x / sqrt(1 - x^2)); |x| > 1 gives NaN through the sqrt, as PyTorch
+    inside = ops.sub(1.0, ops.mul(a, a))
+    edge = ops.eq(inside, 0)
+    r = _atan(ops.div(a, ops.sqrt(ops.where(edge, 1.0, inside))))
+    return ops.where(edge, ops.mul(a, math.pi / 2), r)
+
+
+_unary(*_both("asin"), *_both("arcsin"))(_asin)
+_unary(*_both("acos"), *_both("arccos"))(lambda a: ops.sub(math.pi / 2, _asin(a)))
+
+
+@register_decomposition(*_both("atan2"), *_both("arctan2"))
+def atan2(y, x):
+    if not (_is_float(y) and _is_float(x)):
+        raise NotImplementedError("a Python number or integer operand")
+    zero_x = ops.eq(x, 0)
+    base = _atan(ops.div(y, ops.where(zero_x, 1.0, x)))
+    # x < 0: add or subtract pi by the sign of y; x == 0: +-pi/2 (0 when y is 0 too)
+    flipped = ops.where(_signbit(y), ops.sub(base, math.pi), ops.add(base, math.pi))
+    upright = ops.where(ops.eq(y, 0), ops.where(_signbit(y), -0.0, 0.0),
+                        ops.where(ops.lt(y, 0), -math.pi / 2, math.pi / 2))
+    return ops.where(zero_x, upright, ops.where(ops.lt(x, 0), flipped, base))
+
+
+# =======================================================================================
+# Small things: max/min spellings, rounding division, closeness, differences, broadcasts
+# =======================================================================================
+
+def _max_or_min(binary, reduce):
+    def rule(a, other=None, *rest, **kwargs):
+        if other is None and not rest and not kwargs:
+            if len(a.shape) == 0 or any(s == 0 for s in a.shape):
+                raise NotImplementedError("a 0-d or empty tensor")
+            return reduce(a, None)
+        if _is_t(other) and not rest and not kwargs:
+            return binary(a, other)
+        raise NotImplementedError("max/min over a dim (values and indices)")
+    return rule
+
+
+for _t in _both("max"):
+    register_decomposition(_t)(_max_or_min(ops.maximum, lambda a, d: ops.amax(a, d)))
+for _t in _both("min"):
+    register_decomposition(_t)(_max_or_min(
+        ops.minimum, lambda a, d: ops.neg(ops.amax(ops.neg(_floating_only(a)), d))))
+
+
+@register_decomposition(*_both("aminmax"))
+def aminmax(a, *, dim=None, keepdim=False):
+    a = _floating_only(a)
+    dims = None if dim is None else (normalize_dim(dim, len(a.shape)),)
+    if len(a.shape) == 0:
+        raise NotImplementedError("0-d input")
+    return (ops.neg(ops.amax(ops.neg(a), dims, keepdim=keepdim)),
+            ops.amax(a, dims, keepdim=keepdim))
+
+
+@register_decomposition(*_both("isclose"))
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    a, b = _floating_only(a), _floating_only(b)
+    close = ops.logical_or(ops.eq(a, b), ops.le(ops.abs(ops.sub(a, b)),
+                                                 ops.add(ops.mul(ops.abs(b), rtol), atol)))
+    if equal_nan:
+        close = ops.logical_or(close, ops.logical_and(ops.ne(a, a), ops.ne(b, b)))
+    return close
+
+
+@register_decomposition(*_both("diff"))
+def diff(a, n=1, dim=-1, prepend=None, append=None):
+    if prepend is not None or append is not None or not _is_float(a):
+        raise NotImplementedError("prepend/append or a non-float input")
+    d = normalize_dim(dim, len(a.shape))
+    for _ in range(n):
+        size = a.shape[d]
+        if size == 0:
+            break
+        a = ops.sub(ops.slice(a, d, 1, size, 1), ops.slice(a, d, 0, size - 1, 1))
+    return a
+
+
+@register_decomposition(*_both("broadcast_to"))
+def broadcast_to(a, shape):
+    return ops.expand(a, tuple(shape))
+
+
+@register_decomposition(*_both("broadcast_tensors"))
+def broadcast_tensors(*tensors):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    from ..ops.table import broadcast_shapes
+    shape = broadcast_shapes(*(tuple(t.shape) for t in tensors))
+    return tuple(ops.expand(t, shape) for t in tensors)
+
+
+# =======================================================================================
+# Division with rounding, and the remainders built on it (floating point only)
+# =======================================================================================
+
+def rounding_div(a, b, rounding_mode):
+    """``torch.div(a, b, rounding_mode=...)`` on floats: the quotient, then trunc or floor."""
+    if not (_is_float(a) and (_is_float(b) or isinstance(b, float))):
+        raise NotImplementedError("div with rounding_mode on integers")  # stays extern
+    q = ops.div(a, b)
+    if rounding_mode == "trunc":
+        return _trunc(q)
+    if rounding_mode == "floor":
+        return ops.floor(q)
+    raise ValueError(f"div: rounding_mode must be 'trunc' or 'floor', got {rounding_mode!r}")
+
+
+register_decomposition(*_both("floor_divide"))(
+    lambda a, b: rounding_div(a, b, "floor"))
+
+
+@register_decomposition(*_both("fmod"))
+def fmod(a, b):
+    return ops.sub(a, ops.mul(rounding_div(a, b, "trunc"), b))
+
+
+@register_decomposition(*_both("remainder"))
+def remainder(a, b):
+    return ops.sub(a, ops.mul(rounding_div(a, b, "floor"), b))
+
+
+# =======================================================================================
+# Norms, distances and a few more losses
+# =======================================================================================
+
+def _p_norm(a, p, dims, keepdim):
+    m = ops.abs(a)
+    if p == float("inf"):
+        return ops.amax(m, dims, keepdim=keepdim)
+    if p == float("-inf"):
+        return ops.neg(ops.amax(ops.neg(m), dims, keepdim=keepdim))
+    if p == 1:
+        return ops.sum(m, dims, keepdim=keepdim)
+    if p == 2:
+        return ops.sqrt(ops.sum(ops.mul(a, a), dims, keepdim=keepdim))
+    if p == 0:
+        return ops.sum(ops.convert_element_type(ops.ne(a, 0), a.dtype), dims, keepdim=keepdim)
+    raise NotImplementedError(f"norm of order {p}")
+
+
+@register_decomposition(*_both("norm"))
+def norm(a, p="fro", dim=None, keepdim=False, out=None, dtype=None):
+    if out is not None:
+        raise NotImplementedError("out=")
+    a = _floating_only(a if dtype is None else _cast(a, dtype))
+    if p == "fro" and (dim is None or len(_dims(a, dim)) <= 2):
+        p = 2
+    if isinstance(p, str) or len(a.shape) == 0 or any(s == 0 for s in a.shape):
+        raise NotImplementedError(f"norm {p!r} or of a 0-d or empty tensor")
+    return _p_norm(a, float(p), _dims(a, dim) if dim is not None else None, keepdim)
+
+
+@register_decomposition(*_both("dist"))
+def dist(a, b, p=2):
+    d = ops.sub(_floating_only(a), _floating_only(b))
+    if len(d.shape) == 0:
+        raise NotImplementedError("0-d operands")
+    return _p_norm(d, float(p), None, False)
+
+
+@register_decomposition(F.pairwise_distance)
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    d = ops.add(ops.sub(_floating_only(x1), _floating_only(x2)), eps)
+    if len(d.shape) == 0:
+        raise NotImplementedError("0-d operands")
+    return _p_norm(d, float(p), (len(d.shape) - 1,), keepdim)
+
+
+@register_decomposition(F.cosine_similarity)
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    x1, x2 = _floating_only(x1), _floating_only(x2)
+    from ..ops.table import broadcast_shapes
+    shape = broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
+    if not shape:
+        raise NotImplementedError("0-d operands")
+    x1, x2 = ops.expand(x1, shape), ops.expand(x2, shape)
+    d = (normalize_dim(dim, len(shape)),)
+    n1 = ops.maximum(_p_norm(x1, 2.0, d, True), eps)
+    n2 = ops.maximum(_p_norm(x2, 2.0, d, True), eps)
+    return ops.sum(ops.mul(ops.div(x1, n1), ops.div(x2, n2)), d)
+
+
+@register_decomposition(*_both("count_nonzero"))
+def count_nonzero(a, dim=None):
+    if a.dtype.is_complex:
+        raise NotImplementedError("complex input")
+    return ops.sum(ops.convert_element_type(ops.ne(a, 0), torch.int64),
+                   _dims(a, dim) if dim is not None else None)
+
+
+@register_decomposition(*_both("nanmean"))
+def nanmean(a, dim=None, keepdim=False, *, dtype=None):
+    a = _floating_only(a if dtype is None else _cast(a, dtype))
+    dims = _dims(a, dim) if dim is not None else None
+    keep = ops.eq(a, a)
+    total = ops.sum(ops.where(keep, a, 0.0), dims, keepdim=keepdim)
+    return ops.div(total, ops.sum(ops.convert_element_type(keep, a.dtype), dims,
+                                  keepdim=keepdim))
+
+
+@register_decomposition(F.margin_ranking_loss)
+def margin_ranking_loss(x1, x2, target, margin=0.0, size_average=None, reduce=None,
+                        reduction="mean"):
+    if size_average is not None or reduce is not None:
+        raise NotImplementedError("legacy arguments")
+    loss = ops.relu(ops.add(ops.mul(ops.neg(target), ops.sub(x1, x2)), margin))
+    return _reduce(loss, reduction)
+
+
+@register_decomposition(F.hinge_embedding_loss)
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None,  # noqa: A002
+                         reduce=None, reduction="mean"):
+    if size_average is not None or reduce is not None or not _is_float(target):
+        raise NotImplementedError("legacy arguments or an integer target")
+    margin_part = ops.where(ops.ne(target, 1), ops.relu(ops.sub(margin, input)), 0.0)
+    self_part = ops.where(ops.ne(target, -1), input, 0.0)
+    return _reduce(ops.add(margin_part, self_part), reduction)
+
+
+@register_decomposition(F.rrelu)
+def rrelu(a, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    if training:
+        raise NotImplementedError("rrelu in training draws random slopes")
+    return ops.where(ops.ge(_floating_only(a), 0), a, ops.mul(a, (lower + upper) / 2))
+
+
+@register_decomposition(torch.native_group_norm)
+def native_group_norm(x, weight, bias, n, c, hw, group, eps):
+    x = _floating_only(x)
+    grouped = ops.reshape(x, (n, group, -1))
+    centered, mu, rstd = _normalize(grouped, (2,), eps)
+    out = ops.reshape(ops.mul(centered, rstd), tuple(x.shape))
+    shape = (c,) + (1,) * (len(x.shape) - 2)
+    if weight is not None:
+        out = ops.mul(out, ops.reshape(weight, shape))
+    if bias is not None:
+        out = ops.add(out, ops.reshape(bias, shape))
+    return out, ops.reshape(mu, (n, group)), ops.reshape(rstd, (n, group))
+
+
+def _alias_special() -> None:
+    """``torch.special.<f>`` is a function of its own for many ``torch.<f>``: same rule."""
+    from .decompositions import DECOMPOSITIONS
+    for name in ("expm1", "exp2", "log1p", "round", "erf", "logsumexp", "softmax",
+                 "log_softmax", "i0"):
+        special, plain = getattr(torch.special, name, None), getattr(torch, name, None)
+        if special is not None and plain in DECOMPOSITIONS:
+            DECOMPOSITIONS.setdefault(special, DECOMPOSITIONS[plain])
+
+
+_alias_special()
+
+
+def _bitwise_on_bools(prim):
+    def rule(a, b):
+        if not (_is_t(a) and _is_t(b)) or a.dtype != torch.bool or b.dtype != torch.bool:
+            raise NotImplementedError("bitwise ops on integers")
+        return prim(a, b)
+    return rule
+
+
+# On bool tensors the bitwise operators are the logical ones (masks: ``(x > 0) | m``).
+register_decomposition(*_both("bitwise_and"), "method:__and__", operator.and_)(
+    _bitwise_on_bools(ops.logical_and))
+register_decomposition(*_both("bitwise_or"), "method:__or__", operator.or_)(
+    _bitwise_on_bools(ops.logical_or))
+register_decomposition(*_both("bitwise_xor"), "method:__xor__", operator.xor)(
+    _bitwise_on_bools(ops.logical_xor))
+
+
+@register_decomposition(*_both("bitwise_not"), "method:__invert__", operator.invert)
+def bitwise_not(a):
+    if not _is_t(a) or a.dtype != torch.bool:
+        raise NotImplementedError("bitwise not of integers")
+    return ops.eq(a, False)
