@@ -182,6 +182,10 @@ def sample(name: str, data) -> tuple[tuple, dict]:
         return (gout, x, tuple(w.shape)), {}
     if name == "full":
         return (shape, data.draw(st.sampled_from([0.0, 1.5, 2, True]))), {}
+    if name == "iota":
+        return (data.draw(st.integers(0, 6), label="length"),
+                data.draw(st.integers(-3, 3), label="start"),
+                data.draw(st.integers(1, 3), label="step")), {"dtype": torch.int64}
     raise AssertionError(f"no sample inputs for prim {name!r}: add them to this test")
 
 

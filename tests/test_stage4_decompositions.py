@@ -127,6 +127,12 @@ CASES = {
                 + F.adaptive_avg_pool2d(x, 3).sum(), lambda: [r(2, 3, 6, 6)]),
     "products": (lambda a, v, b: torch.addmv(b, a, v, beta=0.5) + torch.dot(v, v)
                  + torch.outer(b, b).sum(1), lambda: [r(4, 3), r(3), r(4)]),
+    "positions": (lambda x: torch.max(x, 1)[0] * 2 + torch.argmax(x, 1).double()
+                  + torch.min(x, dim=0, keepdim=True).values.sum() + torch.argmin(x, 0)[:4]
+                  + torch.tril(x, -1).sum(1) + torch.triu(x, 1).sum(1), lambda: [r(4, 5)]),
+    "nll_loss": (lambda x, t, w: F.nll_loss(x.log_softmax(1), t, w)
+                 + F.cross_entropy(x, t, ignore_index=2, reduction="sum")
+                 + F.cross_entropy(x, t, w), lambda: [r(6, 5), ints(5, 6), r(5).abs().detach()]),
     "distances": (lambda a, b: F.pairwise_distance(a, b) + F.cosine_similarity(a, b)
                   + torch.dist(a, b), lambda: [r(4, 6), r(4, 6)]),
 }

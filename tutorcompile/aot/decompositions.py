@@ -706,22 +706,14 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
 @register_decomposition(F.cross_entropy)
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,  # noqa: A002
                   reduce=None, reduction="mean", label_smoothing=0.0):
-    """Class-index cross entropy: ``-log_softmax(input)[i, target[i]]``, averaged."""
-    if weight is not None or size_average is not None or reduce is not None \
-            or label_smoothing != 0.0 or target.dtype.is_floating_point:
-        raise NotImplementedError("cross_entropy with weights, probabilities or smoothing")
-    logp = log_softmax(input, 1)
-    classes = input.shape[1]
-    shape = (1, classes) + (1,) * (len(input.shape) - 2)
-    arange = torch.arange(classes, device=input.device).reshape(shape)
-    onehot = ops.eq(ops.unsqueeze(target, 1), arange)
-    picked = ops.sum(ops.where(onehot, logp, 0.0), (1,))
-    keep = ops.ne(target, ignore_index)
-    loss = ops.where(keep, ops.neg(picked), 0.0)
-    if reduction == "mean":
-        count = ops.sum(ops.convert_element_type(keep, loss.dtype), None)
-        return ops.div(ops.sum(loss, None), count)
-    return _reduce(loss, reduction)
+    """Class-index cross entropy: ``nll_loss(log_softmax(input, 1), target)``; the pick of
+    ``target``'s class is a comparison with the class positions, so it stays in a kernel."""
+    from .decompositions_math import nll_loss
+    if size_average is not None or reduce is not None or label_smoothing != 0.0 \
+            or target.dtype.is_floating_point or len(input.shape) < 2:
+        raise NotImplementedError("cross_entropy with probabilities or smoothing")
+    return nll_loss(log_softmax(input, 1), target, weight, ignore_index=ignore_index,
+                    reduction=reduction)
 
 
 # =======================================================================================

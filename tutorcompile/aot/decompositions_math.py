@@ -991,25 +991,6 @@ def atan2(y, x):
 # Small things: max/min spellings, rounding division, closeness, differences, broadcasts
 # =======================================================================================
 
-def _max_or_min(binary, reduce):
-    def rule(a, other=None, *rest, **kwargs):
-        if other is None and not rest and not kwargs:
-            if len(a.shape) == 0 or any(s == 0 for s in a.shape):
-                raise NotImplementedError("a 0-d or empty tensor")
-            return reduce(a, None)
-        if _is_t(other) and not rest and not kwargs:
-            return binary(a, other)
-        raise NotImplementedError("max/min over a dim (values and indices)")
-    return rule
-
-
-for _t in _both("max"):
-    register_decomposition(_t)(_max_or_min(ops.maximum, lambda a, d: ops.amax(a, d)))
-for _t in _both("min"):
-    register_decomposition(_t)(_max_or_min(
-        ops.minimum, lambda a, d: ops.neg(ops.amax(ops.neg(_floating_only(a)), d))))
-
-
 @register_decomposition(*_both("aminmax"))
 def aminmax(a, *, dim=None, keepdim=False):
     a = _floating_only(a)
@@ -1241,3 +1222,117 @@ def bitwise_not(a):
     if not _is_t(a) or a.dtype != torch.bool:
         raise NotImplementedError("bitwise not of integers")
     return ops.eq(a, False)
+
+
+# =======================================================================================
+# Positions: argmax/argmin, max/min over a dim, triangular masks, one-hot and the
+# class-index losses, all comparing against ``iota`` (computed from the loop index)
+# =======================================================================================
+
+def positions(a, dim):
+    """``0, 1, ..., n-1`` along ``dim`` of ``a``, shaped to broadcast against it."""
+    n = a.shape[dim]
+    shape = [1] * len(a.shape)
+    shape[dim] = n
+    return ops.reshape(ops.iota(n, dtype=torch.int64, device=a.device), tuple(shape))
+
+
+def _arg_extreme(a, dim, keepdim, largest):
+    a = _floating_only(a)
+    if dim is None:
+        a, dim, keepdim_shape = ops.reshape(a, (-1,)), 0, keepdim
+        if keepdim_shape:
+            raise NotImplementedError("argmax(dim=None, keepdim=True)")
+    if len(a.shape) == 0 or a.shape[normalize_dim(dim, len(a.shape))] == 0:
+        raise NotImplementedError("a 0-d or empty reduction")
+    d = normalize_dim(dim, len(a.shape))
+    best = ops.amax(a if largest else ops.neg(a), (d,), keepdim=True)
+    hit = ops.logical_or(ops.eq(a if largest else ops.neg(a), best), ops.ne(a, a))
+    # the first position that holds the extreme (or a NaN, which wins as in PyTorch)
+    cand = ops.where(hit, positions(a, d), a.shape[d])
+    return ops.neg(ops.amax(ops.neg(cand), (d,), keepdim=keepdim))
+
+
+@register_decomposition(*_both("argmax"))
+def argmax(a, dim=None, keepdim=False):
+    return _arg_extreme(a, dim, keepdim, largest=True)
+
+
+@register_decomposition(*_both("argmin"))
+def argmin(a, dim=None, keepdim=False):
+    return _arg_extreme(a, dim, keepdim, largest=False)
+
+
+def _max_or_min(binary, largest):
+    def rule(a, other=None, keepdim=False, *rest, **kwargs):
+        if other is None and not rest and not kwargs:
+            if len(a.shape) == 0 or any(s == 0 for s in a.shape):
+                raise NotImplementedError("a 0-d or empty tensor")
+            a = _floating_only(a)
+            return ops.amax(a, None) if largest else ops.neg(ops.amax(ops.neg(a), None))
+        if _is_t(other) and not rest and not kwargs:
+            return binary(a, other)
+        dim = kwargs.pop("dim", other)
+        keepdim = kwargs.pop("keepdim", keepdim)
+        if not isinstance(dim, int) or rest or kwargs or len(a.shape) == 0:
+            raise NotImplementedError("max/min with these arguments")
+        a = _floating_only(a)
+        d = normalize_dim(dim, len(a.shape))
+        values = ops.amax(a, (d,), keepdim=keepdim) if largest else \
+            ops.neg(ops.amax(ops.neg(a), (d,), keepdim=keepdim))
+        return values, _arg_extreme(a, d, keepdim, largest)
+    return rule
+
+
+for _t in _both("max"):
+    register_decomposition(_t)(_max_or_min(ops.maximum, True))
+for _t in _both("min"):
+    register_decomposition(_t)(_max_or_min(ops.minimum, False))
+
+
+def _triangle(a, diagonal, lower):
+    if len(a.shape) < 2:
+        raise NotImplementedError("a tensor of fewer than 2 dimensions")
+    rows = positions(a, len(a.shape) - 2)
+    cols = positions(a, len(a.shape) - 1)
+    offset = ops.sub(cols, rows)
+    keep = ops.le(offset, diagonal) if lower else ops.ge(offset, diagonal)
+    return ops.where(keep, a, False if a.dtype == torch.bool else 0)
+
+
+register_decomposition(*_both("tril"))(lambda a, diagonal=0: _triangle(a, diagonal, True))
+register_decomposition(*_both("triu"))(lambda a, diagonal=0: _triangle(a, diagonal, False))
+
+
+@register_decomposition(F.one_hot)
+def one_hot(target, num_classes=-1):
+    if num_classes < 0:
+        raise NotImplementedError("num_classes found from the data")
+    classes = ops.iota(num_classes, dtype=torch.int64, device=target.device)
+    return ops.convert_element_type(ops.eq(ops.unsqueeze(target, -1), classes), torch.int64)
+
+
+def class_mask(logits, target):
+    """``mask[n, c, ...] = (target[n, ...] == c)``: the class-index pick as a comparison."""
+    return ops.eq(ops.unsqueeze(target, 1), positions(logits, 1))
+
+
+@register_decomposition(F.nll_loss)
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100,  # noqa: A002
+             reduce=None, reduction="mean"):
+    if size_average is not None or reduce is not None or not _is_float(input) \
+            or len(input.shape) < 2 or target.dtype.is_floating_point:
+        raise NotImplementedError("legacy arguments, 1-d input or probabilities")
+    mask = class_mask(input, target)
+    picked = ops.sum(ops.where(mask, input, 0.0), (1,))
+    keep = ops.ne(target, ignore_index)
+    if weight is None:
+        w = ops.convert_element_type(keep, input.dtype)
+    else:
+        w_shape = (1, weight.shape[0]) + (1,) * (len(input.shape) - 2)
+        w = ops.where(keep, ops.sum(ops.where(mask, ops.reshape(weight, w_shape), 0.0), (1,)),
+                      0.0)
+    loss = ops.neg(ops.mul(picked, w))
+    if reduction == "mean":
+        return ops.div(ops.sum(loss, None), ops.sum(w, None))
+    return _reduce(loss, reduction)

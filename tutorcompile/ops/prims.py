@@ -515,6 +515,18 @@ register("full", "factory", _full_ref, _full_meta,
          vjp=lambda g, out, shape, fill_value, dtype=None, device=None: (None, None))
 
 
+def _iota_ref(length, start=0, step=1, dtype=torch.int64, device=None):
+    return torch.arange(start, start + step * length, step, dtype=dtype, device=device)
+
+
+register("iota", "factory", _iota_ref,
+         lambda length, start=0, step=1, dtype=torch.int64, device=None: ((length,), dtype),
+         vjp=lambda g, out, length, start=0, step=1, dtype=None, device=None: (None,),
+         doc="``start, start + step, ...`` (``length`` values): the positions that argmax, "
+             "one-hot masks and triangular masks compare against. A kernel computes it from "
+             "the loop index instead of reading memory.")
+
+
 # =======================================================================================
 # Extern ops: always run by PyTorch (a library call), even in generated code.
 # =======================================================================================
