@@ -133,6 +133,11 @@ CASES = {
     "nll_loss": (lambda x, t, w: F.nll_loss(x.log_softmax(1), t, w)
                  + F.cross_entropy(x, t, ignore_index=2, reduction="sum")
                  + F.cross_entropy(x, t, w), lambda: [r(6, 5), ints(5, 6), r(5).abs().detach()]),
+    "cumsum": (lambda x: torch.cumsum(x, 1) * torch.cumsum(x, -1), lambda: [r(3, 5, 4)]),
+    "losses_more": (lambda a, b, c, t: F.triplet_margin_loss(a, b, c)
+                    + F.cosine_embedding_loss(a, b, t.sign())
+                    + F.multilabel_soft_margin_loss(a, (b > 0).double()),
+                    lambda: [r(4, 6), r(4, 6), r(4, 6), torch.randn(4, dtype=F64)]),
     "distances": (lambda a, b: F.pairwise_distance(a, b) + F.cosine_similarity(a, b)
                   + torch.dist(a, b), lambda: [r(4, 6), r(4, 6)]),
 }

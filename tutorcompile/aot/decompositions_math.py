@@ -1336,3 +1336,81 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100,  
     if reduction == "mean":
         return ops.div(ops.sum(loss, None), ops.sum(w, None))
     return _reduce(loss, reduction)
+
+
+# =======================================================================================
+# A prefix sum as a masked reduction: out[i] = sum of x[j] for j <= i. Quadratic work, but
+# one generated kernel whose gradient (a suffix sum) comes out of the same rules.
+# =======================================================================================
+
+@register_decomposition(*_both("cumsum"))
+def cumsum(a, dim, *, dtype=None):
+    if dtype is not None:
+        a = _cast(a, dtype)
+    a = _floating_only(a)
+    if len(a.shape) == 0:
+        return a
+    d = normalize_dim(dim, len(a.shape))
+    n = a.shape[d]
+    if n > 1024:
+        raise NotImplementedError("a long scan (this rule does quadratic work)")
+    source = ops.unsqueeze(a, d)                    # [..., 1 (i), n (j), ...]
+    j = positions(source, d + 1)
+    i = ops.reshape(ops.iota(n, dtype=torch.int64, device=a.device),
+                    (1,) * d + (n, 1) + (1,) * (len(a.shape) - d - 1))
+    return ops.sum(ops.where(ops.le(j, i), source, 0.0), (d + 1,))
+
+
+# =======================================================================================
+# More losses
+# =======================================================================================
+
+@register_decomposition(F.multilabel_soft_margin_loss)
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None,  # noqa: A002
+                                reduce=None, reduction="mean"):
+    if size_average is not None or reduce is not None or len(input.shape) != 2 \
+            or not (_is_float(input) and _is_float(target)):
+        raise NotImplementedError("legacy arguments or other ranks")
+    loss = ops.neg(ops.add(ops.mul(target, logsigmoid(input)),
+                           ops.mul(ops.sub(1.0, target), logsigmoid(ops.neg(input)))))
+    if weight is not None:
+        loss = ops.mul(loss, weight)
+    return _reduce(ops.mean(loss, (1,)), reduction)
+
+
+@register_decomposition(F.triplet_margin_loss)
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6,
+                        swap=False, size_average=None, reduce=None, reduction="mean"):
+    if swap or size_average is not None or reduce is not None or len(anchor.shape) != 2:
+        raise NotImplementedError("swap, legacy arguments or other ranks")
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    return _reduce(ops.relu(ops.add(ops.sub(d_pos, d_neg), margin)), reduction)
+
+
+@register_decomposition(F.cosine_embedding_loss)
+def cosine_embedding_loss(x1, x2, target, margin=0.0, size_average=None, reduce=None,
+                          reduction="mean"):
+    if size_average is not None or reduce is not None or len(x1.shape) != 2:
+        raise NotImplementedError("legacy arguments or other ranks")
+    eps = 1e-12
+    prod = ops.sum(ops.mul(x1, x2), (1,))
+    mag = ops.sqrt(ops.mul(ops.add(ops.sum(ops.mul(x1, x1), (1,)), eps),
+                           ops.add(ops.sum(ops.mul(x2, x2), (1,)), eps)))
+    cos = ops.div(prod, mag)
+    loss = ops.where(ops.eq(target, 1), ops.sub(1.0, cos),
+                     ops.where(ops.eq(target, -1), ops.relu(ops.sub(cos, margin)), 0.0))
+    return _reduce(loss, reduction)
+
+
+def _reflected():
+    """``Tensor.__radd__`` & co. called as functions (``torch.Tensor.__radd__(x, 2)``)."""
+    from .decompositions import DECOMPOSITIONS
+    for name in ("__radd__", "__rmul__", "__rsub__", "__rtruediv__", "__rpow__"):
+        rule = DECOMPOSITIONS.get(f"method:{name}")
+        if rule is not None:
+            DECOMPOSITIONS.setdefault(getattr(torch.Tensor, name), rule)
+    DECOMPOSITIONS.setdefault(torch.Tensor.__rdiv__, DECOMPOSITIONS["method:__rtruediv__"])
+
+
+_reflected()
