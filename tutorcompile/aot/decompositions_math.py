@@ -1414,3 +1414,115 @@ def _reflected():
 
 
 _reflected()
+
+
+# =======================================================================================
+# Views: more spellings of reshape, permute and slice (no kernel of their own; as prims
+# they fuse into the kernels around them instead of running in PyTorch)
+# =======================================================================================
+
+@register_decomposition(*_both("ravel"))
+def ravel(a):
+    return ops.reshape(a, (-1,))
+
+
+@register_decomposition(*_both("unflatten"))
+def unflatten(a, dim, sizes):
+    d = normalize_dim(dim, len(a.shape))
+    return ops.reshape(a, tuple(a.shape[:d]) + tuple(sizes) + tuple(a.shape[d + 1:]))
+
+
+@register_decomposition(*_both("movedim"), *_both("moveaxis"))
+def movedim(a, source, destination):
+    n = len(a.shape)
+    src = [source] if isinstance(source, int) else list(source)
+    dst = [destination] if isinstance(destination, int) else list(destination)
+    src = [normalize_dim(s, n) for s in src]
+    dst = [normalize_dim(d, n) for d in dst]
+    order = [None] * n
+    for s, d in zip(src, dst):
+        order[d] = s
+    rest = iter(k for k in range(n) if k not in src)
+    return ops.permute(a, tuple(o if o is not None else next(rest) for o in order))
+
+
+def _split_sizes(a, d, split_size_or_sections):
+    n = a.shape[d]
+    if isinstance(split_size_or_sections, int):
+        step = split_size_or_sections
+        if step <= 0:
+            raise NotImplementedError("a split size of zero")
+        return [min(step, n - s) for s in range(0, n, step)] or [0]
+    return list(split_size_or_sections)
+
+
+def _pieces(a, d, sizes):
+    out, start = [], 0
+    for size in sizes:
+        out.append(ops.slice(a, d, start, start + size, 1))
+        start += size
+    return tuple(out)
+
+
+@register_decomposition(*_both("split"), *_both("unsafe_split"))
+def split(a, split_size_or_sections, dim=0):
+    d = normalize_dim(dim, len(a.shape))
+    return _pieces(a, d, _split_sizes(a, d, split_size_or_sections))
+
+
+@register_decomposition(*_both("chunk"), *_both("unsafe_chunk"))
+def chunk(a, chunks, dim=0):
+    d = normalize_dim(dim, len(a.shape))
+    n = a.shape[d]
+    step = -(-n // chunks) if n else 1
+    return _pieces(a, d, [min(step, n - s) for s in range(0, n, step)] or [0])
+
+
+@register_decomposition(*_both("unbind"))
+def unbind(a, dim=0):
+    d = normalize_dim(dim, len(a.shape))
+    return tuple(ops.squeeze(ops.slice(a, d, i, i + 1, 1), (d,)) for i in range(a.shape[d]))
+
+
+@register_decomposition(torch.atleast_1d)
+def atleast_1d(*tensors):
+    if len(tensors) != 1 or not _is_t(tensors[0]):
+        raise NotImplementedError("several tensors")
+    a = tensors[0]
+    return ops.reshape(a, (1,)) if len(a.shape) == 0 else a
+
+
+@register_decomposition(torch.atleast_2d)
+def atleast_2d(*tensors):
+    if len(tensors) != 1 or not _is_t(tensors[0]):
+        raise NotImplementedError("several tensors")
+    a = tensors[0]
+    return ops.reshape(a, (1,) * (2 - len(a.shape)) + tuple(a.shape)) if len(a.shape) < 2 \
+        else a
+
+
+@register_decomposition(torch.atleast_3d)
+def atleast_3d(*tensors):
+    if len(tensors) != 1 or not _is_t(tensors[0]):
+        raise NotImplementedError("several tensors")
+    a = tensors[0]
+    shape = tuple(a.shape)
+    new = {0: (1, 1, 1), 1: (1,) + shape + (1,), 2: shape + (1,)}.get(len(shape), shape)
+    return ops.reshape(a, new) if new != shape else a
+
+
+def _copy_aliases():
+    """``torch.<view>_copy`` computes the view as a new tensor: in a functional graph that
+    is the view itself."""
+    from .decompositions import DECOMPOSITIONS
+    for name in ("permute", "t", "transpose", "unsqueeze", "squeeze", "expand", "view",
+                 "narrow", "unbind", "split", "alias"):
+        copy = getattr(torch, f"{name}_copy", None)
+        plain = getattr(torch, name, None) if name not in ("view", "expand", "alias") \
+            else f"method:{name}" if name != "alias" else None
+        rule = DECOMPOSITIONS.get(plain) if plain is not None else (lambda a: a)
+        if copy is not None and rule is not None:
+            DECOMPOSITIONS.setdefault(copy, rule)
+
+
+_copy_aliases()
