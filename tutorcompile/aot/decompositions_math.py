@@ -194,8 +194,12 @@ register_decomposition(*_both("trunc"), *_both("fix"))(_integer_identity(_trunc)
 
 
 def _round(a, *, decimals=0):
-    if decimals != 0:
-        raise NotImplementedError("round(decimals=)")
+    if decimals > 0:
+        scale = 10.0 ** decimals
+        return ops.div(_round(ops.mul(a, scale)), scale)
+    if decimals < 0:
+        scale = 10.0 ** -decimals
+        return ops.mul(_round(ops.div(a, scale)), scale)
     # half to even, as torch.round: floor(a + 0.5), one less where that made an odd number
     # from an exact half
     r = ops.floor(ops.add(a, 0.5))
@@ -459,6 +463,8 @@ def glu(a, dim=-1):
 @register_decomposition(F.prelu, *_both("prelu"))
 def prelu(a, weight):
     a = _floating_only(a)
+    if len(weight.shape) == 0:
+        return ops.where(ops.gt(a, 0), a, ops.mul(weight, a))
     if len(weight.shape) != 1:
         raise NotImplementedError("prelu weight of more than one dimension")
     if weight.shape[0] != 1 and len(a.shape) >= 2:
@@ -862,29 +868,61 @@ def _pool_args(n, kernel_size, stride, padding, dilation, ceil_mode):
     kernel = tup(kernel_size)
     stride = kernel if stride is None or (not isinstance(stride, int) and len(stride) == 0) \
         else tup(stride)
-    if any(p != 0 for p in tup(padding)) or ceil_mode:
-        raise NotImplementedError("padding or ceil_mode")
-    if len(kernel) != n or len(stride) != n:
+    if ceil_mode:
+        raise NotImplementedError("ceil_mode")
+    if len(kernel) != n or len(stride) != n or len(tup(padding)) != n:
         raise NotImplementedError("window sizes of another rank")
-    if n * 4 < len(kernel) or _prod(kernel) > 64:
+    if _prod(kernel) > 64:
         raise NotImplementedError("a large window")
-    return kernel, stride, tup(dilation)
+    return kernel, stride, tup(dilation), tup(padding)
+
+
+def constant_pad(x, pads, value):
+    """Pad the trailing dimensions of ``x`` (``pads`` = (before, after) per dimension, first
+    dimension first) with ``value``: blocks of ``full`` concatenated on each side."""
+    for i, (before, after) in enumerate(pads):
+        d = len(x.shape) - len(pads) + i
+        if before < 0 or after < 0:
+            raise NotImplementedError("negative padding")
+        parts = []
+        for size in (before, after):
+            shape = list(x.shape)
+            shape[d] = size
+            parts.append(ops.full(tuple(shape), value, dtype=x.dtype, device=x.device)
+                         if size else None)
+        pieces = [p for p in (parts[0], x, parts[1]) if p is not None]
+        x = ops.cat(pieces, d) if len(pieces) > 1 else x
+    return x
 
 
 def _prod(xs):
     return math.prod(xs)
 
 
+def _sum_terms(terms):
+    terms = iter(terms)
+    total = next(terms)
+    for t in terms:
+        total = ops.add(total, t)
+    return total
+
+
 def _avg_pool(n):
     def rule(x, kernel_size, stride=None, padding=0, ceil_mode=False,
              count_include_pad=True, divisor_override=None):
         x = _floating_only(x)
-        kernel, stride, dilation = _pool_args(n, kernel_size, stride, padding, 1, ceil_mode)
-        terms = list(_window_terms(x, n, kernel, stride, dilation))
-        total = terms[0]
-        for t in terms[1:]:
-            total = ops.add(total, t)
-        return ops.div(total, float(divisor_override or _prod(kernel)))
+        kernel, stride, dilation, pad = _pool_args(n, kernel_size, stride, padding, 1,
+                                                   ceil_mode)
+        padded = constant_pad(x, [(p, p) for p in pad], 0.0) if any(pad) else x
+        total = _sum_terms(_window_terms(padded, n, kernel, stride, dilation))
+        if divisor_override:
+            return ops.div(total, float(divisor_override))
+        if count_include_pad or not any(pad):
+            return ops.div(total, float(_prod(kernel)))
+        ones = ops.full(tuple(x.shape[-n:]), 1.0, dtype=x.dtype, device=x.device)
+        count = _sum_terms(_window_terms(constant_pad(ones, [(p, p) for p in pad], 0.0), n,
+                                         kernel, stride, dilation))
+        return ops.div(total, count)
     return rule
 
 
@@ -894,8 +932,10 @@ def _max_pool(n):
         if return_indices:
             raise NotImplementedError("return_indices=True")
         x = _floating_only(x)
-        kernel, stride, dilation = _pool_args(n, kernel_size, stride, padding, dilation,
-                                              ceil_mode)
+        kernel, stride, dilation, pad = _pool_args(n, kernel_size, stride, padding, dilation,
+                                                   ceil_mode)
+        if any(pad):
+            x = constant_pad(x, [(p, p) for p in pad], float("-inf"))
         terms = list(_window_terms(x, n, kernel, stride, dilation))
         best = terms[0]
         for t in terms[1:]:
@@ -1368,14 +1408,14 @@ def cumsum(a, dim, *, dtype=None):
 @register_decomposition(F.multilabel_soft_margin_loss)
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None,  # noqa: A002
                                 reduce=None, reduction="mean"):
-    if size_average is not None or reduce is not None or len(input.shape) != 2 \
+    if size_average is not None or reduce is not None or len(input.shape) not in (1, 2) \
             or not (_is_float(input) and _is_float(target)):
         raise NotImplementedError("legacy arguments or other ranks")
     loss = ops.neg(ops.add(ops.mul(target, logsigmoid(input)),
                            ops.mul(ops.sub(1.0, target), logsigmoid(ops.neg(input)))))
     if weight is not None:
         loss = ops.mul(loss, weight)
-    return _reduce(ops.mean(loss, (1,)), reduction)
+    return _reduce(ops.mean(loss, (len(input.shape) - 1,)), reduction)
 
 
 @register_decomposition(F.triplet_margin_loss)
@@ -1526,3 +1566,13 @@ def _copy_aliases():
 
 
 _copy_aliases()
+
+
+@register_decomposition(F.pad, *_both("constant_pad_nd"))
+def pad(a, pad, mode="constant", value=None):
+    if mode != "constant" or len(pad) % 2 or len(pad) // 2 > len(a.shape):
+        raise NotImplementedError(f"{mode} padding")
+    pairs = [(pad[2 * k], pad[2 * k + 1]) for k in range(len(pad) // 2)][::-1]
+    if any(p < 0 for pair in pairs for p in pair):
+        raise NotImplementedError("negative padding (cropping)")
+    return constant_pad(a, pairs, 0.0 if value is None else value)
