@@ -708,7 +708,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                   reduce=None, reduction="mean", label_smoothing=0.0):
     """Class-index cross entropy: ``nll_loss(log_softmax(input, 1), target)``; the pick of
     ``target``'s class is a comparison with the class positions, so it stays in a kernel."""
-    from .decompositions_math import nll_loss
+    from .decompositions_nn import nll_loss
     if size_average is not None or reduce is not None or label_smoothing != 0.0 \
             or target.dtype.is_floating_point or len(input.shape) < 2:
         raise NotImplementedError("cross_entropy with probabilities or smoothing")
@@ -746,6 +746,6 @@ def dropout(x, p=0.5, training=True, inplace=False):
     return ops.mul(ops.mul(x, mask), 1.0 / (1.0 - p))
 
 
-# The long tail (math, activations, losses, reductions, normalisation layers) registers
-# itself into the same table.
-from . import decompositions_math  # noqa: E402,F401
+# The long tail registers itself into the same table: the math of tensors, then the
+# neural-network functions built on it.
+from . import decompositions_math, decompositions_nn  # noqa: E402,F401
