@@ -44,3 +44,14 @@ def device(request):
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The OpInfo sweep's counts per backend (forward right, kernels, gradients right)."""
+    from tests.opinfo_sweep import summary_lines
+    reports = [r for v in terminalreporter.stats.values() for r in v if hasattr(r, "when")]
+    lines = summary_lines(reports)
+    if lines:
+        terminalreporter.section("OpInfo sweep")
+        for line in lines:
+            terminalreporter.write_line(line)

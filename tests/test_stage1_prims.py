@@ -90,8 +90,12 @@ def sample(name: str, data) -> tuple[tuple, dict]:
             if name == "div":
                 b = b.sign() * (b.abs() + 0.5)
         return (a, b), {}
-    if name in ("exp", "sin", "cos", "tanh", "sigmoid", "neg", "erf", "abs", "relu"):
+    if name in ("exp", "sin", "cos", "tanh", "sigmoid", "neg", "erf", "abs", "relu", "floor",
+                "ceil"):
         return (_randn(shape, g),), {}
+    if name in ("logical_and", "logical_or", "logical_xor"):
+        other = _broadcast_partner(data, shape)
+        return (_randn(shape, g) > 0, _randn(other, g) > 0), {}
     if name in ("log", "sqrt", "rsqrt"):
         return (_randn(shape, g, positive=True),), {}
     if name == "where":
@@ -178,6 +182,10 @@ def sample(name: str, data) -> tuple[tuple, dict]:
         return (gout, x, tuple(w.shape)), {}
     if name == "full":
         return (shape, data.draw(st.sampled_from([0.0, 1.5, 2, True]))), {}
+    if name == "iota":
+        return (data.draw(st.integers(0, 6), label="length"),
+                data.draw(st.integers(-3, 3), label="start"),
+                data.draw(st.integers(1, 3), label="step")), {"dtype": torch.int64}
     raise AssertionError(f"no sample inputs for prim {name!r}: add them to this test")
 
 

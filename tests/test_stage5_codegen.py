@@ -52,8 +52,8 @@ def test_every_pointwise_prim(backend):
     got = compiled(*inputs)
     expected = GraphModule({}, graph)(*inputs)
     names = ([f"{n}" for n in examples.UNARY] + [f"{n}" for n in examples.BINARY]
-             + ["add scalar", "mul scalar", "maximum scalar", "where", "where scalar",
-                "convert", "int div"])
+             + list(examples.LOGICAL) + ["add scalar", "mul scalar", "maximum scalar", "where",
+                                         "where scalar", "convert", "int div"])
     for name, a, b in zip(names, got, expected):
         assert a.dtype == b.dtype, f"{name}: dtype {a.dtype} != {b.dtype}"
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5, equal_nan=True,

@@ -104,3 +104,24 @@ def test_index_simplification_joins_digits():
     for shape in [(3, 4, 5), (2, 7), (6,)]:
         flat = ir.flatten_index(ir.unflatten_index(i, shape), shape)
         assert ir.simplify_index(flat) == i, (shape, flat)
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_iota_is_computed_from_the_loop_index(backend):
+    """argmax and a triangular mask from ``iota``: generated kernels, no tensor constants."""
+    from tutorcompile.inductor import compile_fx
+
+    def f(x):
+        n, m = x.shape
+        cols = ops.reshape(ops.iota(m, dtype=torch.int64, device=x.device), (1, m))
+        rows = ops.reshape(ops.iota(n, start=1, step=2, dtype=torch.int64, device=x.device),
+                           (n, 1))
+        best = ops.amax(x, (1,), keepdim=True)
+        first = ops.neg(ops.amax(ops.neg(ops.where(ops.eq(x, best), cols, m)), (1,)))
+        return first, ops.where(ops.le(cols, rows), x, 0.0)
+    x = torch.randn(5, 7)
+    compiled = compile_fx(trace(f, x), [x], backend=backend)
+    first, lower = compiled(x)
+    assert compiled.num_kernels >= 1 and "runs in PyTorch" not in compiled.wrapper_code
+    torch.testing.assert_close(first, x.argmax(1))
+    torch.testing.assert_close(lower, x * (torch.arange(7) <= torch.arange(1, 10, 2)[:, None]))

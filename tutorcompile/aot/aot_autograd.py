@@ -52,7 +52,7 @@ from ..fx import Graph, GraphModule, Node, TensorMeta
 from ..ops import PRIMS
 from ..ops.table import contiguous_strides
 from .functionalize import FunctionalGraph, functionalize, inline_modules, lift_attributes
-from .joint import JointGraph, make_joint
+from .joint import JointGraph, is_differentiable, make_joint
 from .partitioners import Partition, PartitionReport, default_partition
 from .prim_graph import DecompositionReport, decompose
 from .tracing import trace_with_inputs
@@ -138,7 +138,7 @@ class AOTCompiled:
         tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
         all_tensors = len(tensors) == len(inputs)
         grad_on = torch.is_grad_enabled()
-        requires_grad = [grad_on and x.requires_grad and x.is_floating_point()
+        requires_grad = [grad_on and x.requires_grad and is_differentiable(x.dtype)
                          for x in inputs if isinstance(x, torch.Tensor)]
         if not any(requires_grad):
             fw = GraphModule({}, prim_graph, "InferenceGraph")
@@ -239,14 +239,17 @@ class _AOTFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grad_outputs):
         art = ctx.art
+        joint = art.joint
         if ctx.others is None:
             saved = ctx.saved_tensors
         else:
             it = iter(ctx.saved_tensors)
             saved = [next(it) if s is None else s for s in ctx.others]
-        tangents = [grad_outputs[i].contiguous() for i in art.joint.tangent_outputs]
+        # (a sparse gradient has no memory format to ask for)
+        tangents = [g.contiguous() if g.layout == torch.strided else g
+                    for g in (grad_outputs[i] for i in joint.tangent_outputs)]
         grads = art.backward(*saved, *tangents)
-        return (None, *[g if rg else None for g, rg in zip(grads, art.joint.requires_grad)])
+        return (None, *[g if rg else None for g, rg in zip(grads, joint.requires_grad)])
 
 
 # ---------------------------------------------------------------------------------------

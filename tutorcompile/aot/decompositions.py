@@ -102,7 +102,8 @@ def mul(a, b):
                         "method:__truediv__")
 def div(a, b, *, rounding_mode=None):
     if rounding_mode is not None:
-        raise NotImplementedError("div with rounding_mode")  # stays extern
+        from .decompositions_math import rounding_div
+        return rounding_div(a, b, rounding_mode)
     return a / b if not _is_t(a) and not _is_t(b) else ops.div(a, b)
 
 
@@ -571,6 +572,10 @@ def _conv(n: int):
     def rule(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         if isinstance(padding, str):
             raise NotImplementedError("string padding")  # extern
+        if len(x.shape) == n + 1:  # an unbatched input: a batch of one, then drop it again
+            out = ops.convolution(ops.unsqueeze(x, 0), weight, bias, stride, padding,
+                                  dilation, groups)
+            return ops.squeeze(out, (0,))
         return ops.convolution(x, weight, bias, stride, padding, dilation, groups)
     return rule
 
@@ -701,22 +706,14 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
 @register_decomposition(F.cross_entropy)
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,  # noqa: A002
                   reduce=None, reduction="mean", label_smoothing=0.0):
-    """Class-index cross entropy: ``-log_softmax(input)[i, target[i]]``, averaged."""
-    if weight is not None or size_average is not None or reduce is not None \
-            or label_smoothing != 0.0 or target.dtype.is_floating_point:
-        raise NotImplementedError("cross_entropy with weights, probabilities or smoothing")
-    logp = log_softmax(input, 1)
-    classes = input.shape[1]
-    shape = (1, classes) + (1,) * (len(input.shape) - 2)
-    arange = torch.arange(classes, device=input.device).reshape(shape)
-    onehot = ops.eq(ops.unsqueeze(target, 1), arange)
-    picked = ops.sum(ops.where(onehot, logp, 0.0), (1,))
-    keep = ops.ne(target, ignore_index)
-    loss = ops.where(keep, ops.neg(picked), 0.0)
-    if reduction == "mean":
-        count = ops.sum(ops.convert_element_type(keep, loss.dtype), None)
-        return ops.div(ops.sum(loss, None), count)
-    return _reduce(loss, reduction)
+    """Class-index cross entropy: ``nll_loss(log_softmax(input, 1), target)``; the pick of
+    ``target``'s class is a comparison with the class positions, so it stays in a kernel."""
+    from .decompositions_nn import nll_loss
+    if size_average is not None or reduce is not None or label_smoothing != 0.0 \
+            or target.dtype.is_floating_point or len(input.shape) < 2:
+        raise NotImplementedError("cross_entropy with probabilities or smoothing")
+    return nll_loss(log_softmax(input, 1), target, weight, ignore_index=ignore_index,
+                    reduction=reduction)
 
 
 # =======================================================================================
@@ -829,3 +826,8 @@ def _random_like_rule(factory):
 
 register_decomposition(torch.rand_like)(_random_like_rule(torch.rand))
 register_decomposition(torch.randn_like)(_random_like_rule(torch.randn))
+
+
+# The long tail registers itself into the same table: the math of tensors, then the
+# neural-network functions built on it.
+from . import decompositions_math, decompositions_nn  # noqa: E402,F401

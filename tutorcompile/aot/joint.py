@@ -58,36 +58,57 @@ class JointGraph:
         return [p for p in self.graph.placeholders if p.meta.get("partition_role") == "tangent"]
 
 
-def extern_backward(fn: Any, args: Any, kwargs: Any, grad_outputs: Any, *inputs: torch.Tensor
-                    ) -> tuple:
+def extern_backward(fn: Any, args: Any, kwargs: Any, grad_outputs: Any, *inputs: torch.Tensor,
+                    needs_grad: tuple[bool, ...] | None = None) -> tuple:
     """Gradients of ``fn(*args, **kwargs)`` w.r.t. ``inputs``, computed by PyTorch.
 
     ``args``/``kwargs`` hold the call's constants with ``_Slot(i)`` where the i-th tensor of
-    ``inputs`` goes. The call is re-run with grad-requiring copies of the inputs and
-    ``torch.autograd.grad`` gives the vector-Jacobian product (zeros where PyTorch says the
-    output does not depend on an input).
+    ``inputs`` goes. The call is re-run with grad-requiring copies of the inputs that
+    ``needs_grad`` names (all floating-point and complex ones when it is None) and
+    ``torch.autograd.grad`` gives the vector-Jacobian product: zeros where PyTorch says the
+    output does not depend on an input, ``None`` for the inputs that need no gradient. Only
+    those inputs require grad in the replay: ``batch_norm``'s running statistics, a loss's
+    target and weights, ``pinv``'s tolerance may have no derivative at all.
     """
+    if needs_grad is None:
+        needs_grad = tuple(is_differentiable(x.dtype) for x in inputs)
     with torch.enable_grad():
-        leaves = [x.detach().requires_grad_(x.is_floating_point()) for x in inputs]
+        leaves = [x.detach().requires_grad_(bool(want) and is_differentiable(x.dtype))
+                  for x, want in zip(inputs, needs_grad)]
 
         def fill(a):
             return leaves[a.index] if isinstance(a, _Slot) else a
         out = fn(*map_aggregate(args, fill), **map_aggregate(kwargs, fill))
-        outs = list(out) if isinstance(out, (tuple, list)) else [out]
-        grads = list(grad_outputs) if isinstance(grad_outputs, (tuple, list)) else [grad_outputs]
+        outs = _tensor_leaves(out)
+        grads = _tensor_leaves(grad_outputs) if isinstance(grad_outputs, (tuple, list)) \
+            else [grad_outputs]
         pairs = [(o, g if g is not None else torch.zeros_like(o)) for o, g in zip(outs, grads)
                  if isinstance(o, torch.Tensor) and o.requires_grad]
         wanted = [leaf for leaf in leaves if leaf.requires_grad]
-        if not pairs or not wanted:
-            return tuple(torch.zeros_like(x) for x in inputs)
         got = torch.autograd.grad([p[0] for p in pairs], wanted, [p[1] for p in pairs],
-                                  allow_unused=True)
+                                  allow_unused=True) if pairs and wanted else [None] * len(wanted)
     it = iter(got)
     result = []
     for leaf in leaves:
-        g = next(it) if leaf.requires_grad else None
+        if not leaf.requires_grad:
+            result.append(None)
+            continue
+        g = next(it)
         result.append(torch.zeros_like(leaf) if g is None else g)
     return tuple(result)
+
+
+def is_differentiable(dtype: torch.dtype) -> bool:
+    """Floating-point and complex values carry gradients; integers and bools do not."""
+    return dtype.is_floating_point or dtype.is_complex
+
+
+def _tensor_leaves(value: Any) -> list:
+    """The outputs of a call in order, nested tuples (a named tuple with a list inside, as
+    ``histogramdd`` returns) flattened; what is not a tensor stays, to keep positions."""
+    if isinstance(value, (tuple, list)):
+        return [leaf for v in value for leaf in _tensor_leaves(v)]
+    return [value]
 
 
 class _Slot:
@@ -120,7 +141,7 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
     """The joint graph of ``graph`` (a graph of prims and extern nodes with tensor_meta).
 
     ``requires_grad[i]`` says whether the i-th input gets a gradient. Forward outputs that
-    are floating point and depend on such an input get a tangent input; the rest (integer
+    are floating point or complex and depend on such an input get a tangent input; the rest (integer
     outputs, values not depending on any grad input, and the trailing outputs past
     ``num_user_outputs``, which are new values of mutated inputs) do not.
     """
@@ -143,7 +164,7 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
             value = handler.placeholder(f"primals_{p.name}", p.meta["tensor_meta"])
             value.node.meta.update(phase="forward", partition_role="primal", orig_name=p.name)
             env[p] = value
-            needs_grad[p] = bool(requires_grad[i]) and value.dtype.is_floating_point
+            needs_grad[p] = bool(requires_grad[i]) and is_differentiable(value.dtype)
         start = len(joint)
         for node in graph.nodes:
             if node.op in ("placeholder", "output"):
@@ -169,7 +190,7 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
         tangent_outputs = []
         for i, r in enumerate(results[:num_user_outputs]):
             if isinstance(r, Node) and needs_grad.get(r) and \
-                    fwd_values[i].dtype.is_floating_point:
+                    is_differentiable(fwd_values[i].dtype):
                 t = handler.placeholder(f"tangents_{r.name}", fwd_values[i].meta)
                 t.node.meta.update(phase="backward", partition_role="tangent")
                 tangent_outputs.append(i)
@@ -181,7 +202,8 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
             if node.op == "call_function" and node.target is operator.getitem \
                     and node.meta.get("extern"):
                 continue  # its gradient is collected by the multi-output extern node
-            if node.meta.get("extern") or not isinstance(node.target, Prim):
+            if node.meta.get("extern") or not isinstance(node.target, Prim) \
+                    or _touches_complex(node):
                 _extern_vjp(handler, node, env, grads, needs_grad)
                 continue
             propagate_vjp(node, env, grads, wants=lambda a: needs_grad.get(a, False))
@@ -195,6 +217,14 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
     joint.lint()
     return JointGraph(joint, len(results), num_user_outputs, list(requires_grad),
                       tangent_outputs)
+
+
+def _touches_complex(node: Node) -> bool:
+    """A prim on complex values: its VJP rule is written for real numbers (the conjugates
+    of Wirtinger calculus are missing), so PyTorch differentiates its reference instead."""
+    metas = [node.meta.get("tensor_meta")] + [a.meta.get("tensor_meta")
+                                               for a in node.all_input_nodes]
+    return any(getattr(m, "dtype", torch.float32).is_complex for m in metas)
 
 
 def _extern_vjp(handler: GraphHandler, node: Node, env: dict, grads: dict,
@@ -221,12 +251,14 @@ def _extern_vjp(handler: GraphHandler, node: Node, env: dict, grads: dict,
     args = map_arg(node.args, slot)
     kwargs = map_arg(node.kwargs, slot)
     inputs = [env[a].node if isinstance(env[a], GraphValue) else env[a] for a in tensors]
+    wants = tuple(bool(needs_grad.get(a)) for a in tensors)
     call = handler.graph.call_function(extern_backward,
-                                       (node.target, args, kwargs, grad_arg, *inputs))
+                                       (node.target, args, kwargs, grad_arg, *inputs),
+                                       {"needs_grad": wants})
     call.meta["extern"] = True
     call.meta["tensor_meta"] = tuple(a.meta["tensor_meta"] for a in tensors)
     for i, a in enumerate(tensors):
-        if not needs_grad.get(a):
+        if not wants[i] or not is_differentiable(a.meta["tensor_meta"].dtype):
             continue
         item = handler.graph.call_function(operator.getitem, (call, i))
         item.meta["extern"] = True

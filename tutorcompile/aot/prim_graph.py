@@ -243,6 +243,10 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
                 return (t(obj) if attr == "T" and len(obj.shape) <= 2 else
                         transpose(obj, -2, -1) if attr == "mT" else
                         permute(obj, tuple(reversed(range(len(obj.shape))))))
+            if attr in ("real", "imag"):  # views of a complex tensor: PyTorch takes them
+                fn = getattr(torch, attr)
+                report.extern[f"Tensor.{attr}"] = "no decomposition registered"
+                return extern_call(fn, (obj,), {})
             raise NotImplementedError(f"attribute {attr!r} of a tensor in a graph")
         return getattr(obj, attr)
     if node.op == "call_method" and target in ("size", "dim", "numel", "ndimension"):
@@ -264,6 +268,8 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
         except NotImplementedError as e:
             why = f"decomposition does not cover this call ({e})" if str(e) else \
                 "decomposition does not cover this call"
+        except TypeError as e:  # arguments the rule does not take (out=, a legacy spelling)
+            why = f"decomposition does not take these arguments ({e})"
     if fn is None:
         raise NotImplementedError(f"{name}: no such torch function or Tensor method")
     report.extern[name] = why

@@ -13,10 +13,11 @@ import torch
 from tutorcompile.ops import PRIMS, ops
 
 UNARY = ["neg", "exp", "log", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "sigmoid", "relu",
-         "erf"]
+         "erf", "floor", "ceil"]
 POSITIVE_ONLY = {"log", "sqrt", "rsqrt"}
 BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le",
           "gt", "ge"]
+LOGICAL = ["logical_and", "logical_or", "logical_xor"]  # on bools
 
 
 def all_pointwise(x, p, y, c):
@@ -27,6 +28,8 @@ def all_pointwise(x, p, y, c):
     for name in BINARY:
         a = p if name == "pow" else x
         outs.append(getattr(ops, name)(a, y))
+    for name in LOGICAL:
+        outs.append(getattr(ops, name)(c, ops.gt(x, 0)))
     outs.append(ops.add(x, 2.5))
     outs.append(ops.mul(3, x))
     outs.append(ops.maximum(x, 0.1))
@@ -38,7 +41,7 @@ def all_pointwise(x, p, y, c):
 
 
 def pointwise_names():
-    covered = set(UNARY) | set(BINARY) | {"where", "convert_element_type"}
+    covered = set(UNARY) | set(BINARY) | set(LOGICAL) | {"where", "convert_element_type"}
     missing = {n for n, p in PRIMS.items() if p.kind == "pointwise"} - covered
     return covered, missing
 

@@ -151,6 +151,12 @@ def constant(value: Any, dtype: torch.dtype) -> Any:
     return current_handler().constant(value, dtype)
 
 
+def index_expr(expr: Any, dtype: torch.dtype) -> Any:
+    """An index expression (``i0 * 2 + 1``) as a value of ``dtype``: what ``iota`` (and so
+    argmax, one-hot masks, triangular masks) computes from the loop indices."""
+    return current_handler().index_expr(expr, dtype)
+
+
 # ---------------------------------------------------------------------------------------
 # Layouts and nodes
 # ---------------------------------------------------------------------------------------
@@ -385,6 +391,9 @@ class _ReadRecorder(OpsHandler):
     def constant(self, value, dtype):
         return _Meta(dtype)
 
+    def index_expr(self, expr, dtype):
+        return _Meta(dtype)
+
     def call(self, prim, args, kwargs):
         _, dtype = prim.meta(*args, **kwargs)
         return _Meta(dtype)
@@ -442,6 +451,9 @@ class ReferenceHandler(OpsHandler):
 
     def constant(self, value, dtype):
         return torch.tensor(value, dtype=dtype)
+
+    def index_expr(self, expr, dtype):
+        return self.index_value(expr).to(dtype)
 
     def call(self, prim, args, kwargs):
         return prim.reference(*args, **kwargs)

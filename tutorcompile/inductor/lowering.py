@@ -284,6 +284,12 @@ def lower_full(lowering, node, shape, fill_value, dtype=None, device=None):
                               lambda index: constant(fill_value, dtype))
 
 
+@register_lowering(PRIMS["iota"])
+def lower_iota(lowering, node, length, start=0, step=1, dtype=torch.int64, device=None):
+    return lowering.pointwise(node, (length,), dtype,
+                              lambda index: ir.index_expr(start + step * index[0], dtype))
+
+
 # ---------------------------------------------------------------------------------------
 # Reductions
 # ---------------------------------------------------------------------------------------

@@ -176,7 +176,12 @@ def _abs_vjp(g, out, a):
     return (ops.where(ops.gt(a, 0), g, ops.where(ops.lt(a, 0), ops.neg(g), 0.0)),)
 
 
-register("abs", "pointwise", torch.abs, same_meta, vjp=_abs_vjp,
+def _abs_meta(a):
+    """abs keeps the dtype, except that the modulus of a complex number is real."""
+    return tuple(a.shape), a.dtype.to_real() if a.dtype.is_complex else a.dtype
+
+
+register("abs", "pointwise", torch.abs, _abs_meta, vjp=_abs_vjp,
          triton="tl.abs({0})", cpp="std::abs({0})")
 register("sin", "pointwise", torch.sin, float_meta,
          vjp=lambda g, out, a: (ops.mul(g, ops.cos(a)),),
@@ -197,6 +202,16 @@ register("erf", "pointwise", torch.erf, float_meta,
          vjp=lambda g, out, a: (ops.mul(g, ops.mul(ops.exp(ops.neg(ops.mul(a, a))),
                                                    2.0 / math.sqrt(math.pi))),),
          triton="tl.math.erf({0})", cpp="std::erf({0})")
+
+
+register("floor", "pointwise", torch.floor, same_meta,
+         vjp=lambda g, out, a: (zeros_like(a),),
+         triton="tl.math.floor({0})", cpp="std::floor({0})",
+         doc="Round down; piecewise constant, so its gradient is zero.")
+register("ceil", "pointwise", torch.ceil, same_meta,
+         vjp=lambda g, out, a: (zeros_like(a),),
+         triton="tl.math.ceil({0})", cpp="std::ceil({0})",
+         doc="Round up; piecewise constant, so its gradient is zero.")
 
 
 def _minmax_vjp(pick_a):
@@ -225,6 +240,14 @@ for _name, _sym in (("eq", "=="), ("ne", "!="), ("lt", "<"), ("le", "<="), ("gt"
     register(_name, "pointwise", _with_scalars(getattr(torch, _name)), comparison_meta,
              vjp=_no_grad2,
              triton=f"({{0}} {_sym} {{1}})", cpp=f"({{0}} {_sym} {{1}})")
+
+
+for _name, _tsym, _csym in (("logical_and", "&", "&&"), ("logical_or", "|", "||"),
+                            ("logical_xor", "^", "!=")):
+    register(_name, "pointwise", _with_scalars(getattr(torch, _name)), comparison_meta,
+             vjp=_no_grad2, triton=f"({{0}} {_tsym} {{1}})", cpp=f"({{0}} {_csym} {{1}})",
+             doc=f"``torch.{_name}`` of two bool tensors (decompositions compare other "
+                 "dtypes with zero first).")
 
 
 def _cast_meta(a, dtype):
@@ -502,6 +525,18 @@ def _full_meta(shape, fill_value, dtype=None, device=None):
 
 register("full", "factory", _full_ref, _full_meta,
          vjp=lambda g, out, shape, fill_value, dtype=None, device=None: (None, None))
+
+
+def _iota_ref(length, start=0, step=1, dtype=torch.int64, device=None):
+    return torch.arange(start, start + step * length, step, dtype=dtype, device=device)
+
+
+register("iota", "factory", _iota_ref,
+         lambda length, start=0, step=1, dtype=torch.int64, device=None: ((length,), dtype),
+         vjp=lambda g, out, length, start=0, step=1, dtype=None, device=None: (None,),
+         doc="``start, start + step, ...`` (``length`` values): the positions that argmax, "
+             "one-hot masks and triangular masks compare against. A kernel computes it from "
+             "the loop index instead of reading memory.")
 
 
 # =======================================================================================

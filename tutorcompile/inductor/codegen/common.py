@@ -309,6 +309,12 @@ class KernelWriter(OpsHandler):
     def constant(self, value, dtype):
         return self.wrap_constant(value, dtype)
 
+    def index_expr(self, expr, dtype):
+        expr = ir.simplify_index(expr)
+        if expr.is_Integer:
+            return self.constant(int(expr), dtype)
+        return self.cse(self.index_cast(print_index(expr, self.language), dtype), dtype)
+
     def load(self, buffer: ir.Buffer, index):
         name = buffer.name
         if name in self.plan.names:
@@ -353,6 +359,10 @@ class KernelWriter(OpsHandler):
         raise NotImplementedError
 
     def load_expr(self, arg: str, offset: str, index) -> str:
+        raise NotImplementedError
+
+    def index_cast(self, index: str, dtype: torch.dtype) -> str:
+        """An integer index expression converted to a value of ``dtype``."""
         raise NotImplementedError
 
 

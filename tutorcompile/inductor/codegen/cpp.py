@@ -96,6 +96,9 @@ class CppKernel(KernelWriter):
     def load_expr(self, arg: str, offset: str, index) -> str:
         return f"{arg}[{offset}]"
 
+    def index_cast(self, index: str, dtype: torch.dtype) -> str:
+        return f"static_cast<{CPP_TYPES[dtype]}>({index})"
+
     def assign(self, var: CSEVar, expr: str) -> str:
         return f"auto {var} = {expr};"
 

@@ -125,6 +125,9 @@ class TritonKernel(KernelWriter):
         text = f"tl.load({addr}, {mask}, other=0)" if mask else f"tl.load({addr})"
         return self.cse(text, buffer.get_dtype())
 
+    def index_cast(self, index: str, dtype: torch.dtype) -> str:
+        return f"({index}).to({TRITON_TYPES[dtype]})"
+
     def assign(self, var: CSEVar, expr: str) -> str:
         return f"{var} = {expr}"
 

@@ -1,0 +1,1026 @@
+"""More decompositions: the math of tensors -- pointwise functions, reductions, positions.
+
+``decompositions.py`` holds the rules the course walks through; this module holds the long
+tail that real models (and PyTorch's OpInfo database, see ``tests/test_opinfo_sweep.py``)
+need so that their ops become generated kernels instead of PyTorch calls: trigonometric and
+hyperbolic functions, rounding and modulo, comparisons and logical ops, reductions and norms
+built from ``sum`` and ``amax``, argmax and triangular masks built on ``iota``, a prefix
+sum, and more spellings of the views. The neural-network functions (activations, losses,
+normalisation, pooling) are in ``decompositions_nn.py``. Each rule is written against the
+virtualized ``ops`` like the others, and declines (``NotImplementedError``) what it does not
+cover, which then stays an extern PyTorch call.
+
+Accuracy: the rules keep float32 math and the sweep checks them against PyTorch to 1e-4
+(values) and 1e-3 (gradients). Two are approximations by design: ``atan`` (and ``asin``,
+``acos``, ``atan2`` built on it) is a range-reduced polynomial good to about 1 ulp of float32,
+and ``fmod``/``remainder``/rounding division go through a float quotient, which can round
+differently from PyTorch's exact ``fmod`` when the quotient is within an ulp of an integer.
+
+Mirrors: torch/_decomp/decompositions.py and torch/_refs/__init__.py.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import torch
+import torch.nn.functional as F
+
+from ..ops import ops
+from ..ops.table import normalize_dim
+from .decompositions import (
+    _both,
+    _cast,
+    _dims,
+    _float,
+    _is_t,
+    register_decomposition,
+    var,
+)
+
+
+def _unary(*targets):
+    """Register a rule on float tensors (integers become the default float dtype)."""
+    def deco(rule):
+        def float_rule(a, *args, **kwargs):
+            if not _is_t(a):
+                raise NotImplementedError("a Python number")
+            return rule(_float(a), *args, **kwargs)
+        register_decomposition(*targets)(float_rule)
+        return rule
+    return deco
+
+
+def _is_float(a) -> bool:
+    return _is_t(a) and a.dtype.is_floating_point
+
+
+def _floating_only(a):
+    if not _is_float(a):
+        raise NotImplementedError("integer or complex input")
+    return a
+
+
+# =======================================================================================
+# Trigonometric, hyperbolic, exponential and logarithmic functions
+# =======================================================================================
+
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
+
+
+@_unary(*_both("tan"))
+def tan(a):
+    return ops.div(ops.sin(a), ops.cos(a))
+
+
+@_unary(*_both("sinh"))
+def sinh(a):
+    return ops.mul(ops.sub(ops.exp(a), ops.exp(ops.neg(a))), 0.5)
+
+
+@_unary(*_both("cosh"))
+def cosh(a):
+    return ops.mul(ops.add(ops.exp(a), ops.exp(ops.neg(a))), 0.5)
+
+
+@_unary(*_both("asinh"), *_both("arcsinh"))
+def asinh(a):
+    # odd function: compute on |a| so large negative inputs do not cancel
+    m = ops.abs(a)
+    r = ops.log(ops.add(m, ops.sqrt(ops.add(ops.mul(m, m), 1.0))))
+    return ops.where(ops.lt(a, 0), ops.neg(r), r)
+
+
+@_unary(*_both("acosh"), *_both("arccosh"))
+def acosh(a):
+    return ops.log(ops.add(a, ops.sqrt(ops.sub(ops.mul(a, a), 1.0))))
+
+
+@_unary(*_both("atanh"), *_both("arctanh"))
+def atanh(a):
+    return ops.mul(ops.log(ops.div(ops.add(a, 1.0), ops.sub(1.0, a))), 0.5)
+
+
+@_unary(*_both("log2"))
+def log2(a):
+    return ops.mul(ops.log(a), 1.0 / _LN2)
+
+
+@_unary(*_both("log10"))
+def log10(a):
+    return ops.mul(ops.log(a), 1.0 / _LN10)
+
+
+@_unary(*_both("erfc"), torch.special.erfc)
+def erfc(a):
+    return ops.sub(1.0, ops.erf(a))
+
+
+@_unary(*_both("logit"), torch.special.logit)
+def logit(a, eps=None):
+    if eps is not None:
+        a = ops.minimum(ops.maximum(a, eps), 1.0 - eps)
+    return ops.log(ops.div(a, ops.sub(1.0, a)))
+
+
+@_unary(*_both("rad2deg"))
+def rad2deg(a):
+    return ops.mul(a, 180.0 / math.pi)
+
+
+@_unary(*_both("deg2rad"))
+def deg2rad(a):
+    return ops.mul(a, math.pi / 180.0)
+
+
+@_unary(torch.special.expit)
+def expit(a):
+    return ops.sigmoid(a)
+
+
+@_unary(*_both("sinc"), torch.special.sinc)
+def sinc(a):
+    x = ops.mul(a, math.pi)
+    return ops.where(ops.eq(a, 0), 1.0, ops.div(ops.sin(x), x))
+
+
+@register_decomposition(*_both("xlogy"), torch.special.xlogy)
+def xlogy(a, b):
+    if not (_is_t(a) and _is_t(b)):
+        raise NotImplementedError("a Python number operand")
+    a, b = _float(a), _float(b)
+    return ops.where(ops.ne(b, b), b,  # NaN in y wins, even where x == 0
+                     ops.where(ops.eq(a, 0), 0.0, ops.mul(a, ops.log(b))))
+
+
+@register_decomposition(*_both("logaddexp"))
+def logaddexp(a, b):
+    a, b = _floating_only(a), _floating_only(b)
+    m = ops.maximum(a, b)
+    m_safe = ops.where(ops.eq(ops.abs(m), float("inf")), 0.0, m)
+    return ops.add(ops.log(ops.add(ops.exp(ops.sub(a, m_safe)), ops.exp(ops.sub(b, m_safe)))),
+                   m_safe)
+
+
+@register_decomposition(*_both("hypot"))
+def hypot(a, b):
+    a, b = _floating_only(a), _floating_only(b)
+    return ops.sqrt(ops.add(ops.mul(a, a), ops.mul(b, b)))
+
+
+# =======================================================================================
+# Rounding and sign
+# =======================================================================================
+
+def _integer_identity(rule):
+    def wrapped(a, *args, **kwargs):
+        if _is_t(a) and not a.dtype.is_floating_point and not a.dtype.is_complex:
+            if a.dtype == torch.bool:
+                raise NotImplementedError("bool input")
+            return a
+        return rule(_floating_only(a), *args, **kwargs)
+    return wrapped
+
+
+register_decomposition(*_both("floor"))(_integer_identity(lambda a: ops.floor(a)))
+register_decomposition(*_both("ceil"))(_integer_identity(lambda a: ops.ceil(a)))
+
+
+def _trunc(a):
+    return ops.where(ops.lt(a, 0), ops.ceil(a), ops.floor(a))
+
+
+register_decomposition(*_both("trunc"), *_both("fix"))(_integer_identity(_trunc))
+
+
+def _round(a, *, decimals=0):
+    if decimals > 0:
+        scale = 10.0 ** decimals
+        return ops.div(_round(ops.mul(a, scale)), scale)
+    if decimals < 0:
+        scale = 10.0 ** -decimals
+        return ops.mul(_round(ops.div(a, scale)), scale)
+    # half to even, as torch.round: floor(a + 0.5), one less where that made an odd number
+    # from an exact half
+    r = ops.floor(ops.add(a, 0.5))
+    half = ops.eq(ops.sub(r, a), 0.5)
+    odd = ops.ne(ops.sub(r, ops.mul(ops.floor(ops.mul(r, 0.5)), 2.0)), 0.0)
+    return ops.where(ops.logical_and(half, odd), ops.sub(r, 1.0), r)
+
+
+register_decomposition(*_both("round"))(_integer_identity(_round))
+
+
+@register_decomposition(*_both("frac"))
+def frac(a):
+    a = _floating_only(a)
+    return ops.sub(a, _trunc(a))
+
+
+@register_decomposition(*_both("sign"), *_both("sgn"))
+def sign(a):
+    if not _is_float(a):
+        raise NotImplementedError("integer, bool or complex input")
+    return ops.where(ops.gt(a, 0), 1.0, ops.where(ops.lt(a, 0), -1.0, 0.0))
+
+
+@register_decomposition(*_both("heaviside"))
+def heaviside(a, values):
+    if not (_is_float(a) and _is_t(values)) or values.dtype != a.dtype:
+        raise NotImplementedError("mixed dtypes")
+    return ops.where(ops.eq(a, 0), values, ops.where(ops.gt(a, 0), 1.0, 0.0))
+
+
+# =======================================================================================
+# Comparisons, tests and logical ops
+# =======================================================================================
+
+def _as_bool(a):
+    return a if a.dtype == torch.bool else ops.ne(a, 0)
+
+
+def _logical(prim):
+    def rule(a, b):
+        if not (_is_t(a) and _is_t(b)) or a.dtype.is_complex or b.dtype.is_complex:
+            raise NotImplementedError("a Python number or complex operand")
+        return prim(_as_bool(a), _as_bool(b))
+    return rule
+
+
+register_decomposition(*_both("logical_and"))(_logical(ops.logical_and))
+register_decomposition(*_both("logical_or"))(_logical(ops.logical_or))
+register_decomposition(*_both("logical_xor"))(_logical(ops.logical_xor))
+
+
+@register_decomposition(*_both("logical_not"))
+def logical_not(a):
+    if not _is_t(a) or a.dtype.is_complex:
+        raise NotImplementedError("complex input")
+    return ops.eq(a, False) if a.dtype == torch.bool else ops.eq(a, 0)
+
+
+@register_decomposition(*_both("isnan"))
+def isnan(a):
+    return ops.ne(_floating_only(a), a)
+
+
+@register_decomposition(*_both("isinf"))
+def isinf(a):
+    return ops.eq(ops.abs(_floating_only(a)), float("inf"))
+
+
+@register_decomposition(*_both("isposinf"))
+def isposinf(a):
+    return ops.eq(_floating_only(a), float("inf"))
+
+
+@register_decomposition(*_both("isneginf"))
+def isneginf(a):
+    return ops.eq(_floating_only(a), float("-inf"))
+
+
+@register_decomposition(*_both("isfinite"))
+def isfinite(a):
+    return ops.lt(ops.abs(_floating_only(a)), float("inf"))  # NaN compares false
+
+
+@register_decomposition(*_both("nan_to_num"))
+def nan_to_num(a, nan=0.0, posinf=None, neginf=None):
+    a = _floating_only(a)
+    info = torch.finfo(a.dtype)
+    posinf = info.max if posinf is None else posinf
+    neginf = info.min if neginf is None else neginf
+    out = ops.where(ops.eq(a, float("inf")), posinf, a)
+    out = ops.where(ops.eq(a, float("-inf")), neginf, out)
+    return ops.where(ops.ne(a, a), nan, out)
+
+
+@register_decomposition(*_both("clamp_max"))
+def clamp_max(a, max):  # noqa: A002 - PyTorch's argument name
+    return ops.minimum(a, max)
+
+
+@register_decomposition(*_both("masked_fill"))
+def masked_fill(a, mask, value):
+    if _is_t(value) and len(value.shape) != 0:
+        raise NotImplementedError("a non-scalar fill value")
+    if not _is_t(value) and not a.dtype.is_floating_point and isinstance(value, float):
+        raise NotImplementedError("a float fill of an integer tensor")
+    out = ops.where(mask, value, a)
+    return out if out.dtype == a.dtype else _cast(out, a.dtype)
+
+
+@register_decomposition(*_both("positive"), *_both("resolve_neg"), *_both("resolve_conj"))
+def positive(a):
+    if a.dtype.is_complex:
+        raise NotImplementedError("complex input")
+    return a
+
+
+# =======================================================================================
+# Pointwise arithmetic with several operands
+# =======================================================================================
+
+@register_decomposition(*_both("lerp"))
+def lerp(a, b, weight):
+    a, b = _floating_only(a), _floating_only(b)
+    return ops.add(a, ops.mul(weight, ops.sub(b, a)))
+
+
+@register_decomposition(*_both("addcmul"))
+def addcmul(a, t1, t2, *, value=1):
+    prod = ops.mul(t1, t2)
+    return ops.add(a, prod if value == 1 else ops.mul(prod, value))
+
+
+@register_decomposition(*_both("addcdiv"))
+def addcdiv(a, t1, t2, *, value=1):
+    if not (_is_float(t1) and _is_float(t2)):
+        raise NotImplementedError("integer division")
+    q = ops.div(t1, t2)
+    return ops.add(a, q if value == 1 else ops.mul(q, value))
+
+
+@register_decomposition(*_both("outer"), *_both("ger"))
+def outer(a, b):
+    return ops.mul(ops.unsqueeze(a, 1), ops.unsqueeze(b, 0))
+
+
+@register_decomposition(*_both("dot"), *_both("inner"), *_both("vdot"))
+def dot(a, b):
+    if len(a.shape) != 1 or len(b.shape) != 1 or a.dtype.is_complex or a.dtype != b.dtype:
+        raise NotImplementedError("dot of other than two real 1-d tensors")
+    return ops.sum(ops.mul(a, b), None)
+
+
+# =======================================================================================
+# Reductions built from sum and amax
+# =======================================================================================
+
+@register_decomposition(*_both("amin"))
+def amin(a, dim=(), keepdim=False):
+    return ops.neg(ops.amax(ops.neg(_floating_only(a)), _dims(a, dim) if dim != () else None,
+                            keepdim=keepdim))
+
+
+def _bool_reduce(a, dim, keepdim, want_all):
+    if not _is_t(a) or a.dtype.is_complex:
+        raise NotImplementedError("complex input")
+    truth = ops.convert_element_type(_as_bool(a), torch.float32)
+    if want_all:
+        truth = ops.sub(1.0, truth)
+    dims = _dims(a, dim) if dim is not None else None
+    found = ops.gt(ops.amax(truth, dims, keepdim=keepdim), 0.0) if len(a.shape) else \
+        ops.gt(truth, 0.0)
+    return ops.eq(found, False) if want_all else found
+
+
+@register_decomposition(*_both("any"))
+def any_(a, dim=None, keepdim=False):
+    return _bool_reduce(a, dim, keepdim, want_all=False)
+
+
+@register_decomposition(*_both("all"))
+def all_(a, dim=None, keepdim=False):
+    return _bool_reduce(a, dim, keepdim, want_all=True)
+
+
+@register_decomposition(*_both("nansum"))
+def nansum(a, dim=None, keepdim=False, *, dtype=None):
+    a = _floating_only(a if dtype is None else _cast(a, dtype))
+    return ops.sum(ops.where(ops.ne(a, a), 0.0, a), _dims(a, dim), keepdim=keepdim)
+
+
+@register_decomposition(*_both("var_mean"))
+def var_mean(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    v = var(_floating_only(a), dim, unbiased, keepdim, correction=correction)
+    return v, ops.mean(a, _dims(a, dim), keepdim=keepdim)
+
+
+@register_decomposition(*_both("std_mean"))
+def std_mean(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    v, m = var_mean(a, dim, unbiased, keepdim, correction=correction)
+    return ops.sqrt(v), m
+
+
+def _vector_norm(a, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002
+    a = _floating_only(a if dtype is None else _cast(a, dtype))
+    if len(a.shape) == 0 or any(s == 0 for s in a.shape):
+        raise NotImplementedError("the norm of a 0-d or empty tensor")
+    dims = _dims(a, dim) if dim is not None else None
+    m = ops.abs(a)
+    if ord == float("inf"):
+        return ops.amax(m, dims, keepdim=keepdim)
+    if ord == 1:
+        return ops.sum(m, dims, keepdim=keepdim)
+    if ord == 2:
+        return ops.sqrt(ops.sum(ops.mul(a, a), dims, keepdim=keepdim))
+    raise NotImplementedError(f"norm of order {ord}")
+
+
+@register_decomposition(torch.linalg.vector_norm)
+def vector_norm(a, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    return _vector_norm(a, ord, dim, keepdim, dtype)
+
+
+@register_decomposition(F.normalize)
+def normalize(a, p=2.0, dim=1, eps=1e-12, out=None):
+    if out is not None:
+        raise NotImplementedError("out=")
+    n = _vector_norm(a, p, dim, True)
+    return ops.div(a, ops.maximum(n, eps))
+
+
+# =======================================================================================
+# More pointwise functions: special functions built from exp/log/erf, sign bits, modulo
+# =======================================================================================
+
+@_unary(torch.special.ndtr)
+def ndtr(a):
+    return ops.mul(ops.add(ops.erf(ops.mul(a, 1.0 / math.sqrt(2.0))), 1.0), 0.5)
+
+
+@_unary(torch.special.entr)
+def entr(a):
+    return ops.where(ops.gt(a, 0), ops.neg(ops.mul(a, ops.log(a))),
+                     ops.where(ops.eq(a, 0), 0.0, ops.where(ops.ne(a, a), a, float("-inf"))))
+
+
+@register_decomposition(torch.special.xlog1py)
+def xlog1py(a, b):
+    if not (_is_float(a) and _is_float(b)):
+        raise NotImplementedError("a Python number or integer operand")
+    return ops.where(ops.ne(b, b), b,
+                     ops.where(ops.eq(a, 0), 0.0, ops.mul(a, ops.log(ops.add(b, 1.0)))))
+
+
+@_unary(*_both("angle"))
+def angle(a):
+    return ops.where(ops.ne(a, a), a, ops.where(ops.lt(a, 0), math.pi, 0.0))
+
+
+def _signbit(a):
+    # true for -0.0 too (1 / -0.0 is -inf); NaN counts as positive
+    return ops.logical_or(ops.lt(a, 0), ops.lt(ops.div(1.0, a), 0))
+
+
+@register_decomposition(*_both("signbit"))
+def signbit(a):
+    return _signbit(_floating_only(a))
+
+
+@register_decomposition(*_both("copysign"))
+def copysign(a, b):
+    if not _is_t(b):
+        raise NotImplementedError("a Python number sign")
+    a, b = _float(a), _floating_only(_float(b))
+    m = ops.abs(a)
+    return ops.where(_signbit(b), ops.neg(m), m)
+
+
+@register_decomposition(*_both("fmax"))
+def fmax(a, b):
+    a, b = _floating_only(a), _floating_only(b)
+    return ops.where(ops.ne(a, a), b, ops.where(ops.ne(b, b), a, ops.maximum(a, b)))
+
+
+@register_decomposition(*_both("fmin"))
+def fmin(a, b):
+    a, b = _floating_only(a), _floating_only(b)
+    return ops.where(ops.ne(a, a), b, ops.where(ops.ne(b, b), a, ops.minimum(a, b)))
+
+
+@register_decomposition(*_both("ldexp"))
+def ldexp(a, b):
+    if not _is_t(b):
+        raise NotImplementedError("a Python number exponent")
+    return ops.mul(_floating_only(_float(a)), ops.exp(ops.mul(_float(b), _LN2)))
+
+
+@register_decomposition(*_both("logaddexp2"))
+def logaddexp2(a, b):
+    return ops.mul(logaddexp(ops.mul(_floating_only(a), _LN2), ops.mul(_floating_only(b), _LN2)),
+                   1.0 / _LN2)
+
+
+# =======================================================================================
+# Matrix-vector products: the library call, then a pointwise kernel for the scaling
+# =======================================================================================
+
+def _scaled_sum(bias, prod, beta, alpha):
+    if alpha != 1:
+        prod = ops.mul(prod, alpha)
+    if beta == 0:
+        return prod
+    return ops.add(bias if beta == 1 else ops.mul(bias, beta), prod)
+
+
+@register_decomposition(*_both("mv"))
+def mv(a, v):
+    return ops.squeeze(ops.matmul(a, ops.unsqueeze(v, 1)), (1,))
+
+
+@register_decomposition(*_both("addmv"))
+def addmv(bias, a, v, *, beta=1, alpha=1):
+    return _scaled_sum(bias, mv(a, v), beta, alpha)
+
+
+@register_decomposition(*_both("addr"))
+def addr(bias, a, b, *, beta=1, alpha=1):
+    if not (_is_float(a) and _is_float(b)):
+        raise NotImplementedError("integer or bool operands")
+    return _scaled_sum(bias, outer(a, b), beta, alpha)
+
+
+@register_decomposition(*_both("baddbmm"))
+def baddbmm(bias, a, b, *, beta=1, alpha=1):
+    return _scaled_sum(bias, ops.matmul(a, b), beta, alpha)
+
+
+@register_decomposition(*_both("addbmm"))
+def addbmm(bias, a, b, *, beta=1, alpha=1):
+    return _scaled_sum(bias, ops.sum(ops.matmul(a, b), (0,)), beta, alpha)
+
+
+# =======================================================================================
+# Inverse trigonometric functions: Cephes' single-precision arctangent (range reduction to
+# |x| <= tan(pi/8), then an odd polynomial), and asin/acos/atan2 from it. Triton's core
+# language has no atan, and its libdevice one does not run under the interpreter.
+# =======================================================================================
+
+_TAN_3PI_8, _TAN_PI_8 = 2.414213562373095, 0.41421356237309503
+
+
+def _atan(a):
+    m = ops.abs(a)
+    big, mid = ops.gt(m, _TAN_3PI_8), ops.gt(m, _TAN_PI_8)
+    # feed each branch only inputs it is defined on, so no inf/NaN reaches a gradient
+    safe_big = ops.where(big, m, 1.0)
+    x = ops.where(big, ops.div(-1.0, safe_big),
+                  ops.where(mid, ops.div(ops.sub(m, 1.0), ops.add(m, 1.0)), m))
+    offset = ops.where(big, math.pi / 2, ops.where(mid, math.pi / 4, 0.0))
+    z = ops.mul(x, x)
+    poly = ops.sub(ops.mul(ops.add(ops.mul(ops.sub(ops.mul(z, 8.05374449538e-2),
+                                                   1.38776856032e-1), z),
+                                   1.99777106478e-1), z), 3.33329491539e-1)
+    r = ops.add(ops.add(ops.mul(ops.mul(poly, z), x), x), offset)
+    r = ops.where(ops.eq(m, float("inf")), math.pi / 2, r)
+    return ops.where(ops.lt(a, 0), ops.neg(r), ops.where(ops.ne(a, a), a, r))
+
+
+_unary(*_both("atan"), *_both("arctan"))(_atan)
+
+
+def _asin(a):
+    # asin(x) = atan(x / sqrt(1 - x^2)); |x| > 1 gives NaN through the sqrt, as PyTorch
+    inside = ops.sub(1.0, ops.mul(a, a))
+    edge = ops.eq(inside, 0)
+    r = _atan(ops.div(a, ops.sqrt(ops.where(edge, 1.0, inside))))
+    return ops.where(edge, ops.mul(a, math.pi / 2), r)
+
+
+_unary(*_both("asin"), *_both("arcsin"))(_asin)
+_unary(*_both("acos"), *_both("arccos"))(lambda a: ops.sub(math.pi / 2, _asin(a)))
+
+
+@register_decomposition(*_both("atan2"), *_both("arctan2"))
+def atan2(y, x):
+    if not (_is_float(y) and _is_float(x)):
+        raise NotImplementedError("a Python number or integer operand")
+    zero_x = ops.eq(x, 0)
+    base = _atan(ops.div(y, ops.where(zero_x, 1.0, x)))
+    # x < 0: add or subtract pi by the sign of y; x == 0: +-pi/2 (0 when y is 0 too)
+    flipped = ops.where(_signbit(y), ops.sub(base, math.pi), ops.add(base, math.pi))
+    upright = ops.where(ops.eq(y, 0), ops.where(_signbit(y), -0.0, 0.0),
+                        ops.where(ops.lt(y, 0), -math.pi / 2, math.pi / 2))
+    return ops.where(zero_x, upright, ops.where(ops.lt(x, 0), flipped, base))
+
+
+# =======================================================================================
+# Small things: max/min spellings, rounding division, closeness, differences, broadcasts
+# =======================================================================================
+
+@register_decomposition(*_both("aminmax"))
+def aminmax(a, *, dim=None, keepdim=False):
+    a = _floating_only(a)
+    dims = None if dim is None else (normalize_dim(dim, len(a.shape)),)
+    if len(a.shape) == 0:
+        raise NotImplementedError("0-d input")
+    return (ops.neg(ops.amax(ops.neg(a), dims, keepdim=keepdim)),
+            ops.amax(a, dims, keepdim=keepdim))
+
+
+@register_decomposition(*_both("isclose"))
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    a, b = _floating_only(a), _floating_only(b)
+    close = ops.logical_or(ops.eq(a, b), ops.le(ops.abs(ops.sub(a, b)),
+                                                 ops.add(ops.mul(ops.abs(b), rtol), atol)))
+    if equal_nan:
+        close = ops.logical_or(close, ops.logical_and(ops.ne(a, a), ops.ne(b, b)))
+    return close
+
+
+@register_decomposition(*_both("diff"))
+def diff(a, n=1, dim=-1, prepend=None, append=None):
+    if prepend is not None or append is not None or not _is_float(a):
+        raise NotImplementedError("prepend/append or a non-float input")
+    d = normalize_dim(dim, len(a.shape))
+    for _ in range(n):
+        size = a.shape[d]
+        if size == 0:
+            break
+        a = ops.sub(ops.slice(a, d, 1, size, 1), ops.slice(a, d, 0, size - 1, 1))
+    return a
+
+
+@register_decomposition(*_both("broadcast_to"))
+def broadcast_to(a, shape):
+    return ops.expand(a, tuple(shape))
+
+
+@register_decomposition(*_both("broadcast_tensors"))
+def broadcast_tensors(*tensors):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    from ..ops.table import broadcast_shapes
+    shape = broadcast_shapes(*(tuple(t.shape) for t in tensors))
+    return tuple(ops.expand(t, shape) for t in tensors)
+
+
+# =======================================================================================
+# Division with rounding, and the remainders built on it (floating point only)
+# =======================================================================================
+
+def rounding_div(a, b, rounding_mode):
+    """``torch.div(a, b, rounding_mode=...)`` on floats: the quotient, then trunc or floor."""
+    if not (_is_float(a) and (_is_float(b) or isinstance(b, float))):
+        raise NotImplementedError("div with rounding_mode on integers")  # stays extern
+    q = ops.div(a, b)
+    if rounding_mode == "trunc":
+        return _trunc(q)
+    if rounding_mode == "floor":
+        return ops.floor(q)
+    raise ValueError(f"div: rounding_mode must be 'trunc' or 'floor', got {rounding_mode!r}")
+
+
+register_decomposition(*_both("floor_divide"))(
+    lambda a, b: rounding_div(a, b, "floor"))
+
+
+@register_decomposition(*_both("fmod"))
+def fmod(a, b):
+    return ops.sub(a, ops.mul(rounding_div(a, b, "trunc"), b))
+
+
+@register_decomposition(*_both("remainder"))
+def remainder(a, b):
+    return ops.sub(a, ops.mul(rounding_div(a, b, "floor"), b))
+
+
+# =======================================================================================
+# Norms, distances, counts
+# =======================================================================================
+
+def _p_norm(a, p, dims, keepdim):
+    m = ops.abs(a)
+    if p == float("inf"):
+        return ops.amax(m, dims, keepdim=keepdim)
+    if p == float("-inf"):
+        return ops.neg(ops.amax(ops.neg(m), dims, keepdim=keepdim))
+    if p == 1:
+        return ops.sum(m, dims, keepdim=keepdim)
+    if p == 2:
+        return ops.sqrt(ops.sum(ops.mul(a, a), dims, keepdim=keepdim))
+    if p == 0:
+        return ops.sum(ops.convert_element_type(ops.ne(a, 0), a.dtype), dims, keepdim=keepdim)
+    raise NotImplementedError(f"norm of order {p}")
+
+
+@register_decomposition(*_both("norm"))
+def norm(a, p="fro", dim=None, keepdim=False, out=None, dtype=None):
+    if out is not None:
+        raise NotImplementedError("out=")
+    a = _floating_only(a if dtype is None else _cast(a, dtype))
+    if p == "fro" and (dim is None or len(_dims(a, dim)) <= 2):
+        p = 2
+    if isinstance(p, str) or len(a.shape) == 0 or any(s == 0 for s in a.shape):
+        raise NotImplementedError(f"norm {p!r} or of a 0-d or empty tensor")
+    return _p_norm(a, float(p), _dims(a, dim) if dim is not None else None, keepdim)
+
+
+@register_decomposition(*_both("dist"))
+def dist(a, b, p=2):
+    d = ops.sub(_floating_only(a), _floating_only(b))
+    if len(d.shape) == 0:
+        raise NotImplementedError("0-d operands")
+    return _p_norm(d, float(p), None, False)
+
+
+@register_decomposition(F.pairwise_distance)
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    d = ops.add(ops.sub(_floating_only(x1), _floating_only(x2)), eps)
+    if len(d.shape) == 0:
+        raise NotImplementedError("0-d operands")
+    return _p_norm(d, float(p), (len(d.shape) - 1,), keepdim)
+
+
+@register_decomposition(F.cosine_similarity)
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    x1, x2 = _floating_only(x1), _floating_only(x2)
+    from ..ops.table import broadcast_shapes
+    shape = broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
+    if not shape:
+        raise NotImplementedError("0-d operands")
+    x1, x2 = ops.expand(x1, shape), ops.expand(x2, shape)
+    d = (normalize_dim(dim, len(shape)),)
+    n1 = ops.maximum(_p_norm(x1, 2.0, d, True), eps)
+    n2 = ops.maximum(_p_norm(x2, 2.0, d, True), eps)
+    return ops.sum(ops.mul(ops.div(x1, n1), ops.div(x2, n2)), d)
+
+
+@register_decomposition(*_both("count_nonzero"))
+def count_nonzero(a, dim=None):
+    if a.dtype.is_complex:
+        raise NotImplementedError("complex input")
+    return ops.sum(ops.convert_element_type(ops.ne(a, 0), torch.int64),
+                   _dims(a, dim) if dim is not None else None)
+
+
+@register_decomposition(*_both("nanmean"))
+def nanmean(a, dim=None, keepdim=False, *, dtype=None):
+    a = _floating_only(a if dtype is None else _cast(a, dtype))
+    dims = _dims(a, dim) if dim is not None else None
+    keep = ops.eq(a, a)
+    total = ops.sum(ops.where(keep, a, 0.0), dims, keepdim=keepdim)
+    return ops.div(total, ops.sum(ops.convert_element_type(keep, a.dtype), dims,
+                                  keepdim=keepdim))
+
+
+def _alias_special() -> None:
+    """``torch.special.<f>`` is a function of its own for many ``torch.<f>``: same rule."""
+    from .decompositions import DECOMPOSITIONS
+    for name in ("expm1", "exp2", "log1p", "round", "erf", "logsumexp", "softmax",
+                 "log_softmax", "i0"):
+        special, plain = getattr(torch.special, name, None), getattr(torch, name, None)
+        if special is not None and plain in DECOMPOSITIONS:
+            DECOMPOSITIONS.setdefault(special, DECOMPOSITIONS[plain])
+
+
+_alias_special()
+
+
+def _bitwise_on_bools(prim):
+    def rule(a, b):
+        if not (_is_t(a) and _is_t(b)) or a.dtype != torch.bool or b.dtype != torch.bool:
+            raise NotImplementedError("bitwise ops on integers")
+        return prim(a, b)
+    return rule
+
+
+# On bool tensors the bitwise operators are the logical ones (masks: ``(x > 0) | m``).
+register_decomposition(*_both("bitwise_and"), "method:__and__", operator.and_)(
+    _bitwise_on_bools(ops.logical_and))
+register_decomposition(*_both("bitwise_or"), "method:__or__", operator.or_)(
+    _bitwise_on_bools(ops.logical_or))
+register_decomposition(*_both("bitwise_xor"), "method:__xor__", operator.xor)(
+    _bitwise_on_bools(ops.logical_xor))
+
+
+@register_decomposition(*_both("bitwise_not"), "method:__invert__", operator.invert)
+def bitwise_not(a):
+    if not _is_t(a) or a.dtype != torch.bool:
+        raise NotImplementedError("bitwise not of integers")
+    return ops.eq(a, False)
+
+
+# =======================================================================================
+# Positions: argmax/argmin, max/min over a dim, triangular masks, all comparing against
+# ``iota`` (computed from the loop index)
+# =======================================================================================
+
+def positions(a, dim):
+    """``0, 1, ..., n-1`` along ``dim`` of ``a``, shaped to broadcast against it."""
+    n = a.shape[dim]
+    shape = [1] * len(a.shape)
+    shape[dim] = n
+    return ops.reshape(ops.iota(n, dtype=torch.int64, device=a.device), tuple(shape))
+
+
+def _arg_extreme(a, dim, keepdim, largest):
+    a = _floating_only(a)
+    if dim is None:
+        a, dim, keepdim_shape = ops.reshape(a, (-1,)), 0, keepdim
+        if keepdim_shape:
+            raise NotImplementedError("argmax(dim=None, keepdim=True)")
+    if len(a.shape) == 0 or a.shape[normalize_dim(dim, len(a.shape))] == 0:
+        raise NotImplementedError("a 0-d or empty reduction")
+    d = normalize_dim(dim, len(a.shape))
+    best = ops.amax(a if largest else ops.neg(a), (d,), keepdim=True)
+    hit = ops.logical_or(ops.eq(a if largest else ops.neg(a), best), ops.ne(a, a))
+    # the first position that holds the extreme (or a NaN, which wins as in PyTorch)
+    cand = ops.where(hit, positions(a, d), a.shape[d])
+    return ops.neg(ops.amax(ops.neg(cand), (d,), keepdim=keepdim))
+
+
+@register_decomposition(*_both("argmax"))
+def argmax(a, dim=None, keepdim=False):
+    return _arg_extreme(a, dim, keepdim, largest=True)
+
+
+@register_decomposition(*_both("argmin"))
+def argmin(a, dim=None, keepdim=False):
+    return _arg_extreme(a, dim, keepdim, largest=False)
+
+
+def _max_or_min(binary, largest):
+    def rule(a, other=None, keepdim=False, *rest, **kwargs):
+        if other is None and not rest and not kwargs:
+            if len(a.shape) == 0 or any(s == 0 for s in a.shape):
+                raise NotImplementedError("a 0-d or empty tensor")
+            a = _floating_only(a)
+            return ops.amax(a, None) if largest else ops.neg(ops.amax(ops.neg(a), None))
+        if _is_t(other) and not rest and not kwargs:
+            return binary(a, other)
+        dim = kwargs.pop("dim", other)
+        keepdim = kwargs.pop("keepdim", keepdim)
+        if not isinstance(dim, int) or rest or kwargs or len(a.shape) == 0:
+            raise NotImplementedError("max/min with these arguments")
+        a = _floating_only(a)
+        d = normalize_dim(dim, len(a.shape))
+        values = ops.amax(a, (d,), keepdim=keepdim) if largest else \
+            ops.neg(ops.amax(ops.neg(a), (d,), keepdim=keepdim))
+        return values, _arg_extreme(a, d, keepdim, largest)
+    return rule
+
+
+for _t in _both("max"):
+    register_decomposition(_t)(_max_or_min(ops.maximum, True))
+for _t in _both("min"):
+    register_decomposition(_t)(_max_or_min(ops.minimum, False))
+
+
+def _triangle(a, diagonal, lower):
+    if len(a.shape) < 2:
+        raise NotImplementedError("a tensor of fewer than 2 dimensions")
+    rows = positions(a, len(a.shape) - 2)
+    cols = positions(a, len(a.shape) - 1)
+    offset = ops.sub(cols, rows)
+    keep = ops.le(offset, diagonal) if lower else ops.ge(offset, diagonal)
+    return ops.where(keep, a, False if a.dtype == torch.bool else 0)
+
+
+register_decomposition(*_both("tril"))(lambda a, diagonal=0: _triangle(a, diagonal, True))
+register_decomposition(*_both("triu"))(lambda a, diagonal=0: _triangle(a, diagonal, False))
+
+
+# =======================================================================================
+# A prefix sum as a masked reduction: out[i] = sum of x[j] for j <= i. Quadratic work, but
+# one generated kernel whose gradient (a suffix sum) comes out of the same rules.
+# =======================================================================================
+
+@register_decomposition(*_both("cumsum"))
+def cumsum(a, dim, *, dtype=None):
+    if dtype is not None:
+        a = _cast(a, dtype)
+    a = _floating_only(a)
+    if len(a.shape) == 0:
+        return a
+    d = normalize_dim(dim, len(a.shape))
+    n = a.shape[d]
+    if n > 1024:
+        raise NotImplementedError("a long scan (this rule does quadratic work)")
+    source = ops.unsqueeze(a, d)                    # [..., 1 (i), n (j), ...]
+    j = positions(source, d + 1)
+    i = ops.reshape(ops.iota(n, dtype=torch.int64, device=a.device),
+                    (1,) * d + (n, 1) + (1,) * (len(a.shape) - d - 1))
+    return ops.sum(ops.where(ops.le(j, i), source, 0.0), (d + 1,))
+
+
+def _reflected():
+    """``Tensor.__radd__`` & co. called as functions (``torch.Tensor.__radd__(x, 2)``)."""
+    from .decompositions import DECOMPOSITIONS
+    for name in ("__radd__", "__rmul__", "__rsub__", "__rtruediv__", "__rpow__"):
+        rule = DECOMPOSITIONS.get(f"method:{name}")
+        if rule is not None:
+            DECOMPOSITIONS.setdefault(getattr(torch.Tensor, name), rule)
+    DECOMPOSITIONS.setdefault(torch.Tensor.__rdiv__, DECOMPOSITIONS["method:__rtruediv__"])
+
+
+_reflected()
+
+
+# =======================================================================================
+# Views: more spellings of reshape, permute and slice (no kernel of their own; as prims
+# they fuse into the kernels around them instead of running in PyTorch)
+# =======================================================================================
+
+@register_decomposition(*_both("ravel"))
+def ravel(a):
+    return ops.reshape(a, (-1,))
+
+
+@register_decomposition(*_both("unflatten"))
+def unflatten(a, dim, sizes):
+    d = normalize_dim(dim, len(a.shape))
+    return ops.reshape(a, tuple(a.shape[:d]) + tuple(sizes) + tuple(a.shape[d + 1:]))
+
+
+@register_decomposition(*_both("movedim"), *_both("moveaxis"))
+def movedim(a, source, destination):
+    n = len(a.shape)
+    src = [source] if isinstance(source, int) else list(source)
+    dst = [destination] if isinstance(destination, int) else list(destination)
+    src = [normalize_dim(s, n) for s in src]
+    dst = [normalize_dim(d, n) for d in dst]
+    order = [None] * n
+    for s, d in zip(src, dst):
+        order[d] = s
+    rest = iter(k for k in range(n) if k not in src)
+    return ops.permute(a, tuple(o if o is not None else next(rest) for o in order))
+
+
+def _split_sizes(a, d, split_size_or_sections):
+    n = a.shape[d]
+    if isinstance(split_size_or_sections, int):
+        step = split_size_or_sections
+        if step <= 0:
+            raise NotImplementedError("a split size of zero")
+        return [min(step, n - s) for s in range(0, n, step)] or [0]
+    return list(split_size_or_sections)
+
+
+def _pieces(a, d, sizes):
+    out, start = [], 0
+    for size in sizes:
+        out.append(ops.slice(a, d, start, start + size, 1))
+        start += size
+    return tuple(out)
+
+
+@register_decomposition(*_both("split"), *_both("unsafe_split"))
+def split(a, split_size_or_sections, dim=0):
+    d = normalize_dim(dim, len(a.shape))
+    return _pieces(a, d, _split_sizes(a, d, split_size_or_sections))
+
+
+@register_decomposition(*_both("chunk"), *_both("unsafe_chunk"))
+def chunk(a, chunks, dim=0):
+    d = normalize_dim(dim, len(a.shape))
+    n = a.shape[d]
+    step = -(-n // chunks) if n else 1
+    return _pieces(a, d, [min(step, n - s) for s in range(0, n, step)] or [0])
+
+
+@register_decomposition(*_both("unbind"))
+def unbind(a, dim=0):
+    d = normalize_dim(dim, len(a.shape))
+    return tuple(ops.squeeze(ops.slice(a, d, i, i + 1, 1), (d,)) for i in range(a.shape[d]))
+
+
+@register_decomposition(torch.atleast_1d)
+def atleast_1d(*tensors):
+    if len(tensors) != 1 or not _is_t(tensors[0]):
+        raise NotImplementedError("several tensors")
+    a = tensors[0]
+    return ops.reshape(a, (1,)) if len(a.shape) == 0 else a
+
+
+@register_decomposition(torch.atleast_2d)
+def atleast_2d(*tensors):
+    if len(tensors) != 1 or not _is_t(tensors[0]):
+        raise NotImplementedError("several tensors")
+    a = tensors[0]
+    return ops.reshape(a, (1,) * (2 - len(a.shape)) + tuple(a.shape)) if len(a.shape) < 2 \
+        else a
+
+
+@register_decomposition(torch.atleast_3d)
+def atleast_3d(*tensors):
+    if len(tensors) != 1 or not _is_t(tensors[0]):
+        raise NotImplementedError("several tensors")
+    a = tensors[0]
+    shape = tuple(a.shape)
+    new = {0: (1, 1, 1), 1: (1,) + shape + (1,), 2: shape + (1,)}.get(len(shape), shape)
+    return ops.reshape(a, new) if new != shape else a
+
+
+def _copy_aliases():
+    """``torch.<view>_copy`` computes the view as a new tensor: in a functional graph that
+    is the view itself."""
+    from .decompositions import DECOMPOSITIONS
+    for name in ("permute", "t", "transpose", "unsqueeze", "squeeze", "expand", "view",
+                 "narrow", "unbind", "split", "alias"):
+        copy = getattr(torch, f"{name}_copy", None)
+        plain = getattr(torch, name, None) if name not in ("view", "expand", "alias") \
+            else f"method:{name}" if name != "alias" else None
+        rule = DECOMPOSITIONS.get(plain) if plain is not None else (lambda a: a)
+        if copy is not None and rule is not None:
+            DECOMPOSITIONS.setdefault(copy, rule)
+
+
+_copy_aliases()
+
+

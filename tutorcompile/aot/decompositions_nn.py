@@ -1,0 +1,587 @@
+"""Decompositions of the neural-network functions: activations, losses, normalisation
+layers, pooling and padding (``torch.nn.functional``).
+
+Like ``decompositions_math.py`` (the math the rules here are built from), these rules are
+written against the virtualized ``ops`` and register into the one table of
+``decompositions.py``; each declines (``NotImplementedError``) what it does not cover,
+which then stays an extern PyTorch call named in the report. A loss is its pointwise part
+plus the reduction; a class-index loss picks the target's class by comparing with the
+class positions (``iota``); pooling is the sum or maximum of the window's strided slices,
+one pointwise kernel.
+
+Mirrors: torch/_decomp/decompositions.py and torch/_refs/nn/functional/__init__.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import torch
+import torch.nn.functional as F
+
+from ..ops import ops
+from ..ops.table import normalize_dim
+from .decompositions import _both, _cast, _reduce, register_decomposition, softmax
+from .decompositions_math import _floating_only, _is_float, pairwise_distance, positions
+
+# =======================================================================================
+# Activations
+# =======================================================================================
+
+def _act(*targets):
+    """An activation: a floating-point tensor in, ``inplace=`` accepted and ignored (the
+    graph is functional; functionalization handles in-place spellings)."""
+    def deco(rule):
+        def checked(a, *args, **kwargs):
+            kwargs.pop("inplace", None)
+            return rule(_floating_only(a), *args, **kwargs)
+        register_decomposition(*targets)(checked)
+        return rule
+    return deco
+
+
+def _softplus(a, beta=1.0, threshold=20.0):
+    scaled = ops.mul(a, beta) if beta != 1 else a
+    soft = ops.log(ops.add(ops.exp(scaled), 1.0))
+    if beta != 1:
+        soft = ops.div(soft, beta)
+    return ops.where(ops.gt(scaled, threshold), a, soft)
+
+
+_act(F.softplus)(_softplus)
+
+
+@_act(F.hardsigmoid)
+def hardsigmoid(a):
+    return ops.minimum(ops.maximum(ops.add(ops.div(a, 6.0), 0.5), 0.0), 1.0)
+
+
+@_act(F.hardswish)
+def hardswish(a):
+    return ops.mul(a, ops.div(ops.minimum(ops.maximum(ops.add(a, 3.0), 0.0), 6.0), 6.0))
+
+
+@_act(F.hardtanh, *_both("hardtanh"))
+def hardtanh(a, min_val=-1.0, max_val=1.0):
+    return ops.minimum(ops.maximum(a, min_val), max_val)
+
+
+@_act(F.relu6)
+def relu6(a):
+    return ops.minimum(ops.relu(a), 6.0)
+
+
+def _elu(a, alpha=1.0, scale=1.0, input_scale=1.0):
+    neg = ops.mul(ops.sub(ops.exp(ops.mul(a, input_scale)), 1.0), alpha)
+    out = ops.where(ops.gt(a, 0), a, neg)
+    return out if scale == 1.0 else ops.mul(out, scale)
+
+
+_act(F.elu)(lambda a, alpha=1.0: _elu(a, alpha))
+
+
+_act(F.celu, *_both("celu"))(lambda a, alpha=1.0: _elu(a, alpha, 1.0, 1.0 / alpha))
+
+
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+
+
+_act(F.selu, *_both("selu"))(lambda a: _elu(a, _SELU_ALPHA, _SELU_SCALE))
+
+
+@_act(F.mish)
+def mish(a):
+    return ops.mul(a, ops.tanh(_softplus(a)))
+
+
+@_act(F.softsign)
+def softsign(a):
+    return ops.div(a, ops.add(ops.abs(a), 1.0))
+
+
+@_act(F.tanhshrink)
+def tanhshrink(a):
+    return ops.sub(a, ops.tanh(a))
+
+
+@_act(F.hardshrink, *_both("hardshrink"))
+def hardshrink(a, lambd=0.5):
+    return ops.where(ops.gt(ops.abs(a), lambd), a, 0.0)
+
+
+@_act(F.softshrink)
+def softshrink(a, lambd=0.5):
+    return ops.where(ops.gt(a, lambd), ops.sub(a, lambd),
+                     ops.where(ops.lt(a, -lambd), ops.add(a, lambd), 0.0))
+
+
+@_act(F.threshold, *_both("threshold"))
+def threshold(a, threshold, value):
+    return ops.where(ops.gt(a, threshold), a, value)
+
+
+@_act(F.logsigmoid)
+def logsigmoid(a):
+    # log(sigmoid(a)) = min(a, 0) - log1p(exp(-|a|)), stable for large |a|
+    return ops.sub(ops.minimum(a, 0.0), ops.log(ops.add(ops.exp(ops.neg(ops.abs(a))), 1.0)))
+
+
+@_act(F.glu)
+def glu(a, dim=-1):
+    d = normalize_dim(dim, len(a.shape))
+    half = a.shape[d] // 2
+    if a.shape[d] % 2:
+        raise NotImplementedError("glu of an odd size")  # PyTorch raises the error
+    first = ops.slice(a, d, 0, half, 1)
+    second = ops.slice(a, d, half, 2 * half, 1)
+    return ops.mul(first, ops.sigmoid(second))
+
+
+@register_decomposition(F.prelu, *_both("prelu"))
+def prelu(a, weight):
+    a = _floating_only(a)
+    if len(weight.shape) == 0:
+        return ops.where(ops.gt(a, 0), a, ops.mul(weight, a))
+    if len(weight.shape) != 1:
+        raise NotImplementedError("prelu weight of more than one dimension")
+    if weight.shape[0] != 1 and len(a.shape) >= 2:
+        weight = ops.reshape(weight, (weight.shape[0],) + (1,) * (len(a.shape) - 2))
+    elif weight.shape[0] == 1 and len(a.shape) != 1:
+        weight = ops.reshape(weight, ())
+    return ops.where(ops.gt(a, 0), a, ops.mul(weight, a))
+
+
+@register_decomposition(F.softmin)
+def softmin(a, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        raise NotImplementedError("softmin without dim")
+    return softmax(ops.neg(a if dtype is None else _cast(a, dtype)), dim)
+
+
+@register_decomposition(F.rrelu)
+def rrelu(a, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    if training:
+        raise NotImplementedError("rrelu in training draws random slopes")
+    return ops.where(ops.ge(_floating_only(a), 0), a, ops.mul(a, (lower + upper) / 2))
+
+# =======================================================================================
+# Losses: a pointwise op, then the reduction
+# =======================================================================================
+
+def _loss(*targets, positional: int = 0):
+    """A loss ``rule(input, target, **options)`` plus the reduction; ``positional`` says how
+    many options PyTorch's signature has before ``size_average`` (BCE's ``weight``)."""
+    def deco(rule):
+        def checked(input, target, *args, size_average=None, reduce=None,  # noqa: A002
+                    reduction="mean", **kwargs):
+            if len(args) > positional:
+                raise NotImplementedError("legacy positional arguments")
+            if size_average is not None or reduce is not None:
+                raise NotImplementedError("legacy size_average/reduce arguments")
+            if not (_is_float(input) and _is_float(target)) or input.dtype != target.dtype:
+                raise NotImplementedError("non-float or mixed dtypes")
+            if tuple(input.shape) != tuple(target.shape):
+                raise NotImplementedError("broadcasting input and target")
+            return _reduce(rule(input, target, *args, **kwargs), reduction)
+        register_decomposition(*targets)(checked)
+        return rule
+    return deco
+
+
+@_loss(F.l1_loss)
+def l1_loss(input, target):  # noqa: A002
+    return ops.abs(ops.sub(input, target))
+
+
+@_loss(F.smooth_l1_loss)
+def smooth_l1_loss(input, target, beta=1.0):  # noqa: A002
+    d = ops.abs(ops.sub(input, target))
+    if beta == 0:
+        return d
+    return ops.where(ops.lt(d, beta), ops.div(ops.mul(ops.mul(d, d), 0.5), beta),
+                     ops.sub(d, 0.5 * beta))
+
+
+@_loss(F.huber_loss)
+def huber_loss(input, target, delta=1.0, weight=None):  # noqa: A002
+    if weight is not None:
+        raise NotImplementedError("weight=")
+    d = ops.abs(ops.sub(input, target))
+    return ops.where(ops.lt(d, delta), ops.mul(ops.mul(d, d), 0.5),
+                     ops.mul(ops.sub(d, 0.5 * delta), delta))
+
+
+@_loss(F.soft_margin_loss)
+def soft_margin_loss(input, target):  # noqa: A002
+    return ops.log(ops.add(ops.exp(ops.neg(ops.mul(target, input))), 1.0))
+
+
+@_loss(F.binary_cross_entropy, positional=1)
+def binary_cross_entropy(input, target, weight=None):  # noqa: A002
+    # PyTorch clamps the logarithms at -100 so that log(0) stays finite
+    log_p = ops.maximum(ops.log(input), -100.0)
+    log_q = ops.maximum(ops.log(ops.sub(1.0, input)), -100.0)
+    loss = ops.neg(ops.add(ops.mul(target, log_p), ops.mul(ops.sub(1.0, target), log_q)))
+    return loss if weight is None else ops.mul(loss, weight)
+
+
+@_loss(F.binary_cross_entropy_with_logits, positional=1)
+def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None):  # noqa: A002
+    # (1 - t) x + (1 + (pw - 1) t) * log(1 + exp(-x)), with log(1 + exp(-x)) stable
+    log_sig_neg = ops.sub(ops.log(ops.add(ops.exp(ops.neg(ops.abs(input))), 1.0)),
+                          ops.minimum(input, 0.0))
+    if pos_weight is None:
+        loss = ops.add(ops.mul(ops.sub(1.0, target), input), log_sig_neg)
+    else:
+        coeff = ops.add(ops.mul(ops.sub(pos_weight, 1.0), target), 1.0)
+        loss = ops.add(ops.mul(ops.sub(1.0, target), input), ops.mul(coeff, log_sig_neg))
+    return loss if weight is None else ops.mul(loss, weight)
+
+
+def kl_div(input, target, log_target=False):  # noqa: A002
+    if log_target:
+        return ops.mul(ops.exp(target), ops.sub(target, input))
+    return ops.where(ops.gt(target, 0), ops.mul(target, ops.sub(ops.log(target), input)),
+                     ops.where(ops.ne(target, target), target, 0.0))
+
+
+@_loss(F.poisson_nll_loss)
+def poisson_nll_loss(input, target, log_input=True, full=False, eps=1e-8):  # noqa: A002
+    if full:
+        raise NotImplementedError("full=True (Stirling term)")
+    if log_input:
+        return ops.sub(ops.exp(input), ops.mul(target, input))
+    return ops.sub(input, ops.mul(target, ops.log(ops.add(input, eps))))
+
+
+@register_decomposition(F.kl_div)
+def _kl_div_reduction(input, target, size_average=None, reduce=None,  # noqa: A002
+                      reduction="mean", log_target=False):
+    if size_average is not None or reduce is not None or tuple(input.shape) != \
+            tuple(target.shape) or not (_is_float(input) and _is_float(target)):
+        raise NotImplementedError("legacy arguments, broadcasting or non-float dtypes")
+    loss = kl_div(input, target, log_target)
+    if reduction == "batchmean":
+        return ops.div(ops.sum(loss, None), float(input.shape[0]) if input.shape else 1.0)
+    return _reduce(loss, reduction)
+
+
+@register_decomposition(F.margin_ranking_loss)
+def margin_ranking_loss(x1, x2, target, margin=0.0, size_average=None, reduce=None,
+                        reduction="mean"):
+    if size_average is not None or reduce is not None:
+        raise NotImplementedError("legacy arguments")
+    loss = ops.relu(ops.add(ops.mul(ops.neg(target), ops.sub(x1, x2)), margin))
+    return _reduce(loss, reduction)
+
+
+@register_decomposition(F.hinge_embedding_loss)
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None,  # noqa: A002
+                         reduce=None, reduction="mean"):
+    if size_average is not None or reduce is not None or not _is_float(target):
+        raise NotImplementedError("legacy arguments or an integer target")
+    margin_part = ops.where(ops.ne(target, 1), ops.relu(ops.sub(margin, input)), 0.0)
+    self_part = ops.where(ops.ne(target, -1), input, 0.0)
+    return _reduce(ops.add(margin_part, self_part), reduction)
+
+
+@register_decomposition(F.one_hot)
+def one_hot(target, num_classes=-1):
+    if num_classes < 0:
+        raise NotImplementedError("num_classes found from the data")
+    classes = ops.iota(num_classes, dtype=torch.int64, device=target.device)
+    return ops.convert_element_type(ops.eq(ops.unsqueeze(target, -1), classes), torch.int64)
+
+
+def class_mask(logits, target):
+    """``mask[n, c, ...] = (target[n, ...] == c)``: the class-index pick as a comparison."""
+    return ops.eq(ops.unsqueeze(target, 1), positions(logits, 1))
+
+
+@register_decomposition(F.nll_loss)
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100,  # noqa: A002
+             reduce=None, reduction="mean"):
+    if size_average is not None or reduce is not None or not _is_float(input) \
+            or len(input.shape) < 2 or target.dtype.is_floating_point:
+        raise NotImplementedError("legacy arguments, 1-d input or probabilities")
+    mask = class_mask(input, target)
+    picked = ops.sum(ops.where(mask, input, 0.0), (1,))
+    keep = ops.ne(target, ignore_index)
+    if weight is None:
+        w = ops.convert_element_type(keep, input.dtype)
+    else:
+        w_shape = (1, weight.shape[0]) + (1,) * (len(input.shape) - 2)
+        w = ops.where(keep, ops.sum(ops.where(mask, ops.reshape(weight, w_shape), 0.0), (1,)),
+                      0.0)
+    loss = ops.neg(ops.mul(picked, w))
+    if reduction == "mean":
+        return ops.div(ops.sum(loss, None), ops.sum(w, None))
+    return _reduce(loss, reduction)
+
+
+@register_decomposition(F.multilabel_soft_margin_loss)
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None,  # noqa: A002
+                                reduce=None, reduction="mean"):
+    if size_average is not None or reduce is not None or len(input.shape) not in (1, 2) \
+            or not (_is_float(input) and _is_float(target)):
+        raise NotImplementedError("legacy arguments or other ranks")
+    loss = ops.neg(ops.add(ops.mul(target, logsigmoid(input)),
+                           ops.mul(ops.sub(1.0, target), logsigmoid(ops.neg(input)))))
+    if weight is not None:
+        loss = ops.mul(loss, weight)
+    return _reduce(ops.mean(loss, (len(input.shape) - 1,)), reduction)
+
+
+@register_decomposition(F.triplet_margin_loss)
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6,
+                        swap=False, size_average=None, reduce=None, reduction="mean"):
+    if swap or size_average is not None or reduce is not None or len(anchor.shape) != 2:
+        raise NotImplementedError("swap, legacy arguments or other ranks")
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    return _reduce(ops.relu(ops.add(ops.sub(d_pos, d_neg), margin)), reduction)
+
+
+@register_decomposition(F.cosine_embedding_loss)
+def cosine_embedding_loss(x1, x2, target, margin=0.0, size_average=None, reduce=None,
+                          reduction="mean"):
+    if size_average is not None or reduce is not None or len(x1.shape) != 2:
+        raise NotImplementedError("legacy arguments or other ranks")
+    eps = 1e-12
+    prod = ops.sum(ops.mul(x1, x2), (1,))
+    mag = ops.sqrt(ops.mul(ops.add(ops.sum(ops.mul(x1, x1), (1,)), eps),
+                           ops.add(ops.sum(ops.mul(x2, x2), (1,)), eps)))
+    cos = ops.div(prod, mag)
+    loss = ops.where(ops.eq(target, 1), ops.sub(1.0, cos),
+                     ops.where(ops.eq(target, -1), ops.relu(ops.sub(cos, margin)), 0.0))
+    return _reduce(loss, reduction)
+
+# =======================================================================================
+# Normalisation layers
+# =======================================================================================
+
+def _normalize(x, dims, eps):
+    mu = ops.mean(x, dims, keepdim=True)
+    centered = ops.sub(x, mu)
+    v = ops.mean(ops.mul(centered, centered), dims, keepdim=True)
+    return centered, mu, ops.rsqrt(ops.add(v, eps))
+
+
+@register_decomposition(F.group_norm)
+def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
+    x = _floating_only(x)
+    n, c = x.shape[0], x.shape[1]
+    rest = tuple(x.shape[2:])
+    grouped = ops.reshape(x, (n, num_groups, -1))
+    centered, _, rstd = _normalize(grouped, (2,), eps)
+    out = ops.reshape(ops.mul(centered, rstd), (n, c) + rest)
+    shape = (c,) + (1,) * len(rest)
+    if weight is not None:
+        out = ops.mul(out, ops.reshape(weight, shape))
+    if bias is not None:
+        out = ops.add(out, ops.reshape(bias, shape))
+    return out
+
+
+@register_decomposition(F.rms_norm)
+def rms_norm(x, normalized_shape, weight=None, eps=None):
+    x = _floating_only(x)
+    dims = tuple(range(len(x.shape) - len(tuple(normalized_shape)), len(x.shape)))
+    if eps is None:
+        eps = torch.finfo(x.dtype).eps
+    out = ops.mul(x, ops.rsqrt(ops.add(ops.mean(ops.mul(x, x), dims, keepdim=True), eps)))
+    return out if weight is None else ops.mul(out, weight)
+
+
+@register_decomposition(F.instance_norm)
+def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    if running_mean is not None or running_var is not None or not use_input_stats:
+        raise NotImplementedError("instance_norm with running statistics")
+    x = _floating_only(x)
+    centered, _, rstd = _normalize(x, tuple(range(2, len(x.shape))), eps)
+    out = ops.mul(centered, rstd)
+    shape = (x.shape[1],) + (1,) * (len(x.shape) - 2)
+    if weight is not None:
+        out = ops.mul(out, ops.reshape(weight, shape))
+    if bias is not None:
+        out = ops.add(out, ops.reshape(bias, shape))
+    return out
+
+
+@register_decomposition(torch.native_layer_norm)
+def native_layer_norm(x, normalized_shape, weight, bias, eps):
+    x = _floating_only(x)
+    dims = tuple(range(len(x.shape) - len(tuple(normalized_shape)), len(x.shape)))
+    centered, mu, rstd = _normalize(x, dims, eps)
+    out = ops.mul(centered, rstd)
+    if weight is not None:
+        out = ops.mul(out, weight)
+    if bias is not None:
+        out = ops.add(out, bias)
+    return out, mu, rstd
+
+
+@register_decomposition(torch.native_group_norm)
+def native_group_norm(x, weight, bias, n, c, hw, group, eps):
+    x = _floating_only(x)
+    grouped = ops.reshape(x, (n, group, -1))
+    centered, mu, rstd = _normalize(grouped, (2,), eps)
+    out = ops.reshape(ops.mul(centered, rstd), tuple(x.shape))
+    shape = (c,) + (1,) * (len(x.shape) - 2)
+    if weight is not None:
+        out = ops.mul(out, ops.reshape(weight, shape))
+    if bias is not None:
+        out = ops.add(out, ops.reshape(bias, shape))
+    return out, ops.reshape(mu, (n, group)), ops.reshape(rstd, (n, group))
+
+# =======================================================================================
+# Pooling and padding: windows as strided slices, padding as blocks of full
+# =======================================================================================
+
+def _window_terms(x, n, kernel, stride, dilation):
+    """Every offset of the window as a strided slice of ``x`` shaped like the output."""
+    spatial = tuple(x.shape[-n:])
+    out = tuple((spatial[i] - dilation[i] * (kernel[i] - 1) - 1) // stride[i] + 1
+                for i in range(n))
+    if any(o <= 0 for o in out):
+        raise NotImplementedError("a window larger than the input")
+    lead = len(x.shape) - n
+    for offsets in itertools.product(*(range(k) for k in kernel)):
+        v = x
+        for i, k in enumerate(offsets):
+            start = k * dilation[i]
+            v = ops.slice(v, lead + i, start, start + (out[i] - 1) * stride[i] + 1, stride[i])
+        yield v
+
+
+def _pool_args(n, kernel_size, stride, padding, dilation, ceil_mode):
+    def tup(v):
+        return (v,) * n if isinstance(v, int) else tuple(v)
+    kernel = tup(kernel_size)
+    stride = kernel if stride is None or (not isinstance(stride, int) and len(stride) == 0) \
+        else tup(stride)
+    if ceil_mode:
+        raise NotImplementedError("ceil_mode")
+    if len(kernel) != n or len(stride) != n or len(tup(padding)) != n:
+        raise NotImplementedError("window sizes of another rank")
+    if _prod(kernel) > 64:
+        raise NotImplementedError("a large window")
+    return kernel, stride, tup(dilation), tup(padding)
+
+
+def constant_pad(x, pads, value):
+    """Pad the trailing dimensions of ``x`` (``pads`` = (before, after) per dimension, first
+    dimension first) with ``value``: blocks of ``full`` concatenated on each side."""
+    for i, (before, after) in enumerate(pads):
+        d = len(x.shape) - len(pads) + i
+        if before < 0 or after < 0:
+            raise NotImplementedError("negative padding")
+        parts = []
+        for size in (before, after):
+            shape = list(x.shape)
+            shape[d] = size
+            parts.append(ops.full(tuple(shape), value, dtype=x.dtype, device=x.device)
+                         if size else None)
+        pieces = [p for p in (parts[0], x, parts[1]) if p is not None]
+        x = ops.cat(pieces, d) if len(pieces) > 1 else x
+    return x
+
+
+def _prod(xs):
+    return math.prod(xs)
+
+
+def _sum_terms(terms):
+    terms = iter(terms)
+    total = next(terms)
+    for t in terms:
+        total = ops.add(total, t)
+    return total
+
+
+def _avg_pool(n):
+    def rule(x, kernel_size, stride=None, padding=0, ceil_mode=False,
+             count_include_pad=True, divisor_override=None):
+        x = _floating_only(x)
+        kernel, stride, dilation, pad = _pool_args(n, kernel_size, stride, padding, 1,
+                                                   ceil_mode)
+        padded = constant_pad(x, [(p, p) for p in pad], 0.0) if any(pad) else x
+        total = _sum_terms(_window_terms(padded, n, kernel, stride, dilation))
+        if divisor_override:
+            return ops.div(total, float(divisor_override))
+        if count_include_pad or not any(pad):
+            return ops.div(total, float(_prod(kernel)))
+        ones = ops.full(tuple(x.shape[-n:]), 1.0, dtype=x.dtype, device=x.device)
+        count = _sum_terms(_window_terms(constant_pad(ones, [(p, p) for p in pad], 0.0), n,
+                                         kernel, stride, dilation))
+        return ops.div(total, count)
+    return rule
+
+
+def _max_pool(n):
+    def rule(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+             return_indices=False):
+        if return_indices:
+            raise NotImplementedError("return_indices=True")
+        x = _floating_only(x)
+        kernel, stride, dilation, pad = _pool_args(n, kernel_size, stride, padding, dilation,
+                                                   ceil_mode)
+        if any(pad):
+            x = constant_pad(x, [(p, p) for p in pad], float("-inf"))
+        terms = list(_window_terms(x, n, kernel, stride, dilation))
+        best = terms[0]
+        for t in terms[1:]:
+            best = ops.maximum(best, t)
+        return best
+    return rule
+
+
+register_decomposition(F.avg_pool1d)(_avg_pool(1))
+
+
+register_decomposition(F.avg_pool2d)(_avg_pool(2))
+
+
+register_decomposition(F.avg_pool3d)(_avg_pool(3))
+
+
+register_decomposition(F.max_pool1d)(_max_pool(1))
+
+
+register_decomposition(F.max_pool2d)(_max_pool(2))
+
+
+register_decomposition(F.max_pool3d)(_max_pool(3))
+
+
+def _adaptive(n, pool):
+    def rule(x, output_size, *rest):
+        if rest and any(rest):
+            raise NotImplementedError("return_indices=True")
+        out = (output_size,) * n if isinstance(output_size, int) else tuple(output_size)
+        spatial = tuple(x.shape[-n:])
+        out = tuple(s if o is None else o for o, s in zip(out, spatial))
+        if any(o == 0 or s % o for o, s in zip(out, spatial)):
+            raise NotImplementedError("an output size that does not divide the input")
+        kernel = tuple(s // o for o, s in zip(out, spatial))
+        return pool(n)(x, kernel, kernel)
+    return rule
+
+
+for _n, _avg, _max in ((1, F.adaptive_avg_pool1d, F.adaptive_max_pool1d),
+                       (2, F.adaptive_avg_pool2d, F.adaptive_max_pool2d),
+                       (3, F.adaptive_avg_pool3d, F.adaptive_max_pool3d)):
+    register_decomposition(_avg)(_adaptive(_n, _avg_pool))
+    register_decomposition(_max)(_adaptive(_n, _max_pool))
+
+
+@register_decomposition(F.pad, *_both("constant_pad_nd"))
+def pad(a, pad, mode="constant", value=None):
+    if mode != "constant" or len(pad) % 2 or len(pad) // 2 > len(a.shape):
+        raise NotImplementedError(f"{mode} padding")
+    pairs = [(pad[2 * k], pad[2 * k + 1]) for k in range(len(pad) // 2)][::-1]
+    if any(p < 0 for pair in pairs for p in pair):
+        raise NotImplementedError("negative padding (cropping)")
+    return constant_pad(a, pairs, 0.0 if value is None else value)
