@@ -65,6 +65,9 @@ CHEATS = {
                         "AST transformer"),
     "event_hook": ("get_ipython().events.register('pre_run_cell', lambda info: None)\n",
                    "event callback"),
+    "shell_method": ("from IPython.core.interactiveshell import InteractiveShell\n"
+                     "InteractiveShell.showtraceback = lambda *a, **k: None\n",
+                     "replacement for a shell method"),
     "trace_hook": ("import sys\nsys.settrace(lambda *a: None)\n", "trace function"),
     "patched_builtin": ("import builtins\nbuiltins.len = lambda x: 2\n", "replaced builtins.len"),
     "rebound_helper": ("def reference_double(x):\n    return 5\n", "reference_double rebound"),

@@ -175,6 +175,12 @@ def main() -> None:  # noqa: C901 -- one closure on purpose: its locals are the 
         "an AST transformer": lambda: tuple(shell.ast_transformers),
         "an IPython event callback": lambda: tuple(
             (e, tuple(c)) for e, c in sorted(shell.events.callbacks.items())),
+        # the learner's cells run through these: replacing one on the shell or its class
+        # changes nothing for the checks (they do not go through the shell), but is an attempt
+        "a replacement for a shell method (run_cell, showtraceback, ...)": lambda: tuple(
+            (n, shell.__dict__.get(n), getattr(type(shell), n, None)) for n in (
+                "run_cell", "run_cell_async", "run_code", "run_ast_nodes", "transform_cell",
+                "should_run_async", "showtraceback", "_showtraceback", "showsyntaxerror")),
     }
     pristine_shell = {k: f() for k, f in shell_state.items()}
     threads_at_start = thread_count()
