@@ -57,6 +57,19 @@ def test_bad_mode_and_options_are_refused_clearly():
         tc.compile(mlp(), mode="fast")
     with pytest.raises(ValueError, match="backend 'eager' takes no options"):
         tc.compile(mlp(), backend="eager", options={"threads": 2})
+    # a misspelt option fails when compile() is called, not at the first call deep inside
+    with pytest.raises(ValueError, match="unknown option 'fusoin' for backend 'inductor'; "
+                                         "did you mean 'fusion'?"):
+        tc.compile(mlp(), options={"fusoin": False})
+
+
+def test_every_documented_inductor_option_is_accepted():
+    model, x = mlp(), torch.randn(4, 10)
+    with torch.no_grad():
+        expected = model(x)
+        for options in ({"fusion": False}, {"backend": "cpp"}, {"mode": "default"}):
+            torch.testing.assert_close(tc.compile(model, options=options)(x), expected,
+                                       msg=str(options))
 
 
 def test_options_reach_a_backend_that_takes_them():

@@ -17,6 +17,8 @@ Mirrors: torch/_dynamo/backends/registry.py.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -83,8 +85,34 @@ def inductor(gm, example_inputs: list[Any], mode: str = "default",
                      "inductor: graph not compiled")
         return gm
     opts = dict(options or {})
+    check_options("inductor", opts, inductor_options())
     if mode == "max-autotune":
         opts.setdefault("mode", "max-autotune")
     if mode == "reduce-overhead":
         opts["cudagraphs"] = True
     return inductor_backend(gm, example_inputs, **opts)
+
+
+def inductor_options() -> frozenset[str]:
+    """What ``options=`` may hold for ``"inductor"``: :func:`~tutorcompile.inductor.compile_fx`
+    's keyword arguments (read from its signature, so the two never drift apart), and
+    ``cudagraphs``."""
+    from ..inductor.compile_fx import compile_fx
+    names = [p.name for p in inspect.signature(compile_fx).parameters.values()
+             if p.default is not inspect.Parameter.empty]
+    return frozenset(names) | {"cudagraphs"}
+
+
+inductor.valid_options = inductor_options
+
+
+def check_options(backend: str, options: dict, valid: frozenset[str]) -> None:
+    """Fail at once on an option ``backend`` does not know, naming the close match.
+
+    Mirrors: ``_TorchCompileInductorWrapper.apply_options`` in torch/__init__.py."""
+    for key in options:
+        if key not in valid:
+            close = difflib.get_close_matches(key, valid, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"unknown option {key!r} for backend {backend!r}{hint} "
+                             f"(options: {', '.join(sorted(valid))})")

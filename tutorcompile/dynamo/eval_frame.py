@@ -50,7 +50,7 @@ import torch
 
 from .._logging import log_artifact, phase
 from ..fx import GraphModule
-from .backends import lookup_backend
+from .backends import check_options, lookup_backend
 from .exc import GraphBreakError, RecompileLimitWarning
 from .guards import CheckFunction
 from .symbolic_convert import CaptureResult, InstructionTranslator
@@ -208,6 +208,9 @@ def compile(model: Callable | None = None, *, backend: str | Callable = "inducto
         raise ValueError(f"backend {name!r} takes no options (got {sorted(config.options)}); "
                          "options are for backends with an `options` argument, such as "
                          "'inductor'")
+    valid_options = getattr(fn, "valid_options", None)
+    if config.options and valid_options is not None:
+        check_options(name, config.options, valid_options())
     if isinstance(model, torch.nn.Module):
         return OptimizedModule(model, config)
     return OptimizedCallable(model, config)
