@@ -48,7 +48,7 @@ from typing import Any
 import torch
 
 from .._logging import log_artifact, phase
-from ..fx import Graph, GraphModule, Node, TensorMeta
+from ..fx import Graph, GraphModule, Node, TensorMeta, exec_generated
 from ..ops import PRIMS
 from ..ops.table import contiguous_strides
 from .functionalize import FunctionalGraph, functionalize, inline_modules, lift_attributes
@@ -73,7 +73,7 @@ def eager_compiler(gm: GraphModule, example_inputs: list | None = None) -> Calla
     The returned function keeps the graph it runs as ``.graph_module``."""
     code = gm.graph.python_code("self")
     namespace = dict(code.globals, prims=PRIM_REFERENCES)
-    exec(compile(code.src, f"<tutorcompile aot_eager {type(gm).__name__}>", "exec"), namespace)
+    exec_generated(code.src, f"aot_eager {type(gm).__name__}", namespace)
     run = functools.partial(namespace["forward"], None)
     run.graph_module = gm
     return run

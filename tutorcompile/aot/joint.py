@@ -172,7 +172,8 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
             args = map_arg(node.args, env.__getitem__)
             kwargs = map_arg(node.kwargs, env.__getitem__)
             if node.op == "call_function" and isinstance(node.target, Prim):
-                env[node] = node.target(*args, **kwargs)
+                with joint.nodes_from(node):
+                    env[node] = node.target(*args, **kwargs)
             else:  # an extern call, or a getitem of one: copy it as it is
                 copy = joint.node_copy(node, lambda a: env[a].node
                                        if isinstance(env[a], GraphValue) else env[a])
@@ -202,11 +203,12 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
             if node.op == "call_function" and node.target is operator.getitem \
                     and node.meta.get("extern"):
                 continue  # its gradient is collected by the multi-output extern node
-            if node.meta.get("extern") or not isinstance(node.target, Prim) \
-                    or _touches_complex(node):
-                _extern_vjp(handler, node, env, grads, needs_grad)
-                continue
-            propagate_vjp(node, env, grads, wants=lambda a: needs_grad.get(a, False))
+            with joint.nodes_from(node):  # a gradient cites the line of its forward op
+                if node.meta.get("extern") or not isinstance(node.target, Prim) \
+                        or _touches_complex(node):
+                    _extern_vjp(handler, node, env, grads, needs_grad)
+                else:
+                    propagate_vjp(node, env, grads, wants=lambda a: needs_grad.get(a, False))
         _tag(joint, start, "backward")
         input_grads = [grads.get(p) if needs_grad[p] else None for p in placeholders]
 

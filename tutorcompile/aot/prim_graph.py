@@ -211,7 +211,8 @@ def decompose(graph: Graph, input_metas: list[Any], *, decompositions: dict | No
                                  "(tutorcompile.aot.functionalize.inline_modules)")
             args = map_aggregate(node.args, lambda a: env[a] if isinstance(a, Node) else a)
             kwargs = map_aggregate(node.kwargs, lambda a: env[a] if isinstance(a, Node) else a)
-            env[node] = _call(node, args, kwargs, table, report)
+            with handler.graph.nodes_from(node):
+                env[node] = _call(node, args, kwargs, table, report)
     if result is None:
         result = ()
     out = handler.output(result)

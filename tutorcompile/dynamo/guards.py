@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from ..fx import exec_generated
 from .source import KEYS, Source, is_literal
 
 _TENSOR_TYPES = {torch.Tensor: "torch.Tensor", torch.nn.Parameter: "torch.nn.Parameter"}
@@ -205,9 +206,7 @@ class CheckFunction:
         self.env = env
         body = " and\n        ".join(f"({g.expr})" for g in guards) or "True"
         self.source = f"def ___check(L, G, B, S):\n    return ({body})\n"
-        namespace = dict(env)
-        exec(compile(self.source, "<tutorcompile guards>", "exec"), namespace)
-        self._fn = namespace["___check"]
+        self._fn = exec_generated(self.source, "guards", dict(env))["___check"]
 
     def __call__(self, L: dict, G: dict, B: dict, S: list) -> bool:
         try:

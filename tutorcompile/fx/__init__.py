@@ -16,7 +16,7 @@ Mirrors: torch/fx (the design, the node kinds and most names are the same on pur
 
 from .codegen import PythonCode, register_module_alias
 from .graph import Graph, GraphLintError
-from .graph_module import GraphModule
+from .graph_module import GraphModule, exec_generated
 from .interop import from_torch_fx, to_torch_fx
 from .interpreter import Interpreter, ShapeProp, TensorMeta, tensor_meta
 from .node import Node, map_aggregate, map_arg
@@ -27,7 +27,8 @@ from .tracer import Tracer, symbolic_trace
 
 __all__ = [
     "Graph", "GraphLintError", "GraphModule", "Interpreter", "Node", "PythonCode", "ShapeProp",
-    "TensorMeta", "cse", "dce", "format_tabular", "from_torch_fx", "map_aggregate", "map_arg",
+    "TensorMeta", "cse", "dce", "exec_generated", "format_tabular", "from_torch_fx",
+    "map_aggregate", "map_arg",
     "register_module_alias",
     "tensor_meta", "to_torch_fx",
     "Proxy", "TraceError", "Tracer", "symbolic_trace",

@@ -10,6 +10,9 @@ enough to read in one sitting:
 * ``erase_node`` removes an unused node; ``Node.replace_all_uses_with`` rewires users.
 * ``lint`` checks the invariants every pass relies on and says which one broke.
 * ``provenance`` records which passes built the graph; printed code starts with it.
+* ``nodes_from(node)``: a pass that replaces one node by several (a decomposition, a
+  gradient) builds them inside it, so each new node keeps the user's line
+  (``meta["source"]``) and names the node it came from (``meta["from_node"]``).
 * ``python_code`` turns the graph into the source of a ``forward`` function (see codegen.py).
 
 Mirrors: torch/fx/graph.py.
@@ -37,6 +40,7 @@ class Graph:
         self._namespace = Namespace()
         self._insert_before: Node | None = None
         self._insert_after: Node | None = None
+        self._from: Node | None = None  # see nodes_from
         self.provenance: list[str] = [provenance] if provenance else []
         self.owning_module = None  # the GraphModule this graph belongs to, if any
 
@@ -95,6 +99,9 @@ class Graph:
                 raise ValueError(f"argument {a.name!r} was erased from the graph")
         node = Node(self, self._namespace.create_name(name or target_to_name(op, target)),
                     op, target, tuple(args), dict(kwargs or {}))
+        if self._from is not None:
+            node.meta["source"] = self._from.meta.get("source")
+            node.meta["from_node"] = self._from.meta.get("from_node", self._from.name)
         self._insert(node)
         return node
 
@@ -123,6 +130,19 @@ class Graph:
             yield
         finally:
             self._insert_before, self._insert_after = saved
+
+    @contextlib.contextmanager
+    def nodes_from(self, node: Node | None):
+        """Nodes created while the context is open come from ``node`` (of any graph): they
+        get its user line, ``meta["source"]``, and ``meta["from_node"]``, the name of the
+        node first captured (kept through a chain of passes).
+
+        Mirrors: ``torch.fx.traceback.preserve_node_meta`` / ``set_current_meta``."""
+        saved, self._from = self._from, node
+        try:
+            yield
+        finally:
+            self._from = saved
 
     @contextlib.contextmanager
     def inserting_after(self, node: Node):

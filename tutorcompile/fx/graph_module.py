@@ -27,6 +27,19 @@ from .graph import Graph
 _counter = itertools.count()
 
 
+def exec_generated(source: str, what: str, namespace: dict[str, Any]) -> dict[str, Any]:
+    """Run generated ``source`` in ``namespace`` (returned) under a file name of its own
+    (``<tutorcompile what #N>``) registered with ``linecache``: a traceback through generated
+    code -- a forward, a wrapper, a guard function -- shows the generated line, and
+    ``inspect.getsource`` finds it. Every stage that generates Python goes through here.
+
+    Mirrors: the ``linecache`` entry torch.fx's ``_exec_with_source`` makes."""
+    filename = f"<tutorcompile {what} #{next(_counter)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 (our own code)
+    return namespace
+
+
 class GraphModule(torch.nn.Module):
     """An ``nn.Module`` generated from a :class:`Graph`.
 
@@ -67,12 +80,9 @@ class GraphModule(torch.nn.Module):
         """Regenerate ``forward`` from the graph (call after editing the graph in place)."""
         code = self._graph.python_code("self")
         self._code = code.src
-        filename = f"<tutorcompile.fx generated {type(self).__name__} #{next(_counter)}>"
-        header = self._graph.provenance_header() + "\n"
-        full = header + code.src
-        linecache.cache[filename] = (len(full), None, full.splitlines(True), filename)
-        namespace = dict(code.globals)
-        exec(compile(full, filename, "exec"), namespace)
+        full = self._graph.provenance_header() + "\n" + code.src
+        namespace = exec_generated(full, f"fx generated {type(self).__name__}",
+                                   dict(code.globals))
         type(self).forward = namespace["forward"]
         return self._code
 

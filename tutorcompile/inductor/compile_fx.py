@@ -38,7 +38,7 @@ import torch
 
 from .._logging import log_artifact, phase
 from ..environment import probe
-from ..fx import Graph, GraphModule, Node, ShapeProp, TensorMeta
+from ..fx import Graph, GraphModule, Node, ShapeProp, TensorMeta, exec_generated
 from ..ops import PRIMS, Prim
 from ..ops.table import contiguous_strides
 from .codecache import wait_for_builds
@@ -169,8 +169,7 @@ class _Variant:
         self.wrapper_code = wrapper.generate()
         self.kernel_sources = wrapper.kernel_sources
         namespace = dict(wrapper.globals)
-        exec(compile(self.wrapper_code, f"<tutorcompile wrapper {id(self)}>", "exec"),
-             namespace)
+        exec_generated(self.wrapper_code, "inductor wrapper", namespace)
         # the wrapper returns the graph's outputs in their structure: it *is* the call
         self.run = namespace["call"]
         sections = [f"# tutorcompile output code (backend={backend!r}, "

@@ -374,8 +374,8 @@ def canonical_source(source: str, name: str, arg_names: Sequence[str]) -> str:
     (``in_ptr_buf12``) and cites the graph nodes it came from. None of that changes the
     machine code, but all of it changes the text: a transformer's N identical layers would
     build N identical kernels. Here the kernel is called ``kernel``, its arguments
-    ``in_ptr0, in_ptr1, ..., out_ptr0, ...`` in argument order, and the provenance comment is
-    dropped, so the code cache (keyed by this text) builds each distinct kernel once.
+    ``in_ptr0, in_ptr1, ..., out_ptr0, ...`` in argument order, and the comments (provenance)
+    are dropped, so the code cache (keyed by this text) builds each distinct kernel once.
 
     Mirrors: the placeholder kernel name Inductor hashes before naming a kernel
     (``Placeholder.KERNEL_NAME`` in torch/_inductor/codegen/triton.py).
@@ -388,8 +388,20 @@ def canonical_source(source: str, name: str, arg_names: Sequence[str]) -> str:
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, sorted(rename, key=len,
                                                                   reverse=True))) + r")\b")
     lines = [line for line in source.splitlines()
-             if not (line.lstrip().startswith(("//", "# ")) and "graph nodes" in line)]
+             if not line.lstrip().startswith(("//", "# "))]  # comments: provenance
     return pattern.sub(lambda m: rename[m.group(1)], "\n".join(lines))
+
+
+def origin_sources(nodes: Sequence[ir.Buffer]) -> list[str]:
+    """The user's lines a kernel's nodes came from (``meta["source"]``, kept by every pass
+    since capture; see ``Graph.nodes_from``), in order, each once."""
+    seen: list[str] = []
+    for n in nodes:
+        for o in n.origins:
+            source = o.meta.get("source")
+            if source and source not in seen:
+                seen.append(source)
+    return seen
 
 
 def origin_names(nodes: Sequence[ir.Buffer]) -> list[str]:
@@ -403,4 +415,4 @@ def origin_names(nodes: Sequence[ir.Buffer]) -> list[str]:
 
 
 __all__ = ["CSEVar", "FusionError", "KernelPlan", "KernelWriter", "canonical_source",
-           "origin_names", "print_index"]
+           "origin_names", "origin_sources", "print_index"]

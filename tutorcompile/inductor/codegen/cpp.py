@@ -46,6 +46,7 @@ from .common import (
     KernelWriter,
     canonical_source,
     origin_names,
+    origin_sources,
     print_index,
 )
 
@@ -298,6 +299,7 @@ class CppKernel(KernelWriter):
             params.append(f"{const}{CPP_TYPES[buf.get_dtype()]}* __restrict__ {arg}")
         nodes = ", ".join(origin_names(self.plan.nodes))
         header = [f"// {self.name}: graph nodes {nodes}",
+                  *(f"//   {line}" for line in origin_sources(self.plan.nodes)),
                   f'extern "C" void {self.name}(' + ",\n    ".join(params) + ")", "{"]
         return "\n".join(header + ["    " + line for line in body] + ["}"])
 

@@ -41,6 +41,7 @@ from .common import (
     KernelWriter,
     canonical_source,
     origin_names,
+    origin_sources,
     print_index,
 )
 
@@ -241,7 +242,8 @@ class TritonKernel(KernelWriter):
         kind = ("persistent reduction" if self.persistent else "looped reduction") \
             if self.plan.is_reduction else "pointwise"
         header = ["@triton.jit", f"def {self.name}({', '.join(params)}):",
-                  f"    # {kind}; graph nodes: {', '.join(origin_names(self.plan.nodes))}"]
+                  f"    # {kind}; graph nodes: {', '.join(origin_names(self.plan.nodes))}",
+                  *(f"    #   {line}" for line in origin_sources(self.plan.nodes))]
         return "\n".join(header + ["    " + line for line in self.lines])
 
 
