@@ -130,6 +130,23 @@ def test_breakdown_splits_a_compiled_call():
     assert b.graphs_per_call == 2
     assert "graph breaks split it into 2 graphs" in b.verdict()
     assert b.table().splitlines()[0].startswith("compile (first call)")
+    # the parts add up to the whole: the warm call's exactly, the cold call's phases never
+    # count more than the compile time (no phase counted twice or outside it)
+    assert b.guard_us + b.graph_us + b.overhead_us == pytest.approx(b.total_us)
+    assert b.compile_phases and sum(b.compile_phases.values()) <= b.compile_s
+
+
+def test_breakdown_of_a_cold_inductor_compile_names_its_phases(tmp_path, monkeypatch):
+    import tutorcompile as tc
+    monkeypatch.setenv("TUTORCOMPILE_CACHE_DIR", str(tmp_path))    # cold: kernels are built
+    tc.reset()
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.GELU())
+    x = torch.randn(4, 16, requires_grad=True)
+    b = breakdown(tc.compile(model), x, repeat=3, min_time=0.01)
+    assert {"capture", "aot", "lowering", "codegen"} <= set(b.compile_phases)
+    assert sum(b.compile_phases.values()) <= b.compile_s
+    assert b.guard_us + b.graph_us + b.overhead_us == pytest.approx(b.total_us)
+    assert "  other" in b.table()
 
 
 def test_report_tabulates_cases_and_plots_both_panels():

@@ -378,15 +378,25 @@ class Breakdown:
     graph_us: float           # running the compiled graph(s): kernels, extern calls, wrapper
     graphs_per_call: float    # > 1 when graph breaks split the function
     eager_us: float | None = None
+    compile_phases: dict[str, float] = field(default_factory=dict)  # seconds, by phase
 
     @property
     def overhead_us(self) -> float:
         """Python around the graphs: frame set-up, rebuilding locals, code between breaks."""
         return max(0.0, self.total_us - self.guard_us - self.graph_us)
 
+    @property
+    def compile_other_s(self) -> float:
+        """Compile time outside the named phases (guard building, bookkeeping)."""
+        return max(0.0, self.compile_s - sum(self.compile_phases.values()))
+
     def table(self) -> str:
-        rows = [("compile (first call)", f"{self.compile_s:.3f} s"),
-                ("one compiled call", format_ms(self.total_us / 1000)),
+        rows = [("compile (first call)", f"{self.compile_s:.3f} s")]
+        if self.compile_phases:
+            rows += [(f"  {phase}", f"{sec:.3f} s") for phase, sec in
+                     self.compile_phases.items() if sec > 0]
+            rows.append(("  other", f"{self.compile_other_s:.3f} s"))
+        rows += [("one compiled call", format_ms(self.total_us / 1000)),
                 ("  guard checks", format_ms(self.guard_us / 1000)),
                 ("  compiled graph(s)", format_ms(self.graph_us / 1000)
                  + f"  ({self.graphs_per_call:g} per call)"),
@@ -436,21 +446,31 @@ def breakdown(compiled: Callable, *args: Any, eager: Callable | None = None,
     """Split a ``tutorcompile.compile``-d callable's time into compile, guards, graphs, Python.
 
     The first call is timed for compile time (call ``tutorcompile.reset()`` first to include
-    it); the parts of a warm call are counted on separate calls, so counting does not slow
-    down the measured total.
+    it), split into the compile phases (``_logging.compile_times``) and the rest. A warm
+    call's total is the median of uncounted calls; its parts are the shares counted over
+    separate calls, applied to that total, so they add up to it.
     """
+    from ._logging import compile_times, reset_compile_times
     from .dynamo.eval_frame import profiling
+    reset_compile_times()
     with profiling() as prof:
         compiled(*args)
     compile_s = prof.compile_s
+    phases = {p: s for p, s in compile_times(as_dict=True).items() if s > 0}
     total = measure(compiled, *args, name=name, **measure_kwargs)
     calls = max(10, min(10_000, int(0.1 / max(total.median_ms / 1000, 1e-7))))
     with profiling() as prof:
+        start = time.perf_counter()
         for _ in range(calls):
             compiled(*args)
+        profiled_s = time.perf_counter() - start
+    # the shares of the profiled calls, applied to the unprofiled median: the parts add up to
+    # the whole (counting costs a little, so measured apart they would not)
+    scale = total.median_ms / 1000 * calls / profiled_s
     eager_us = measure(eager, *args, **measure_kwargs).median_ms * 1000 if eager else None
-    return Breakdown(name, compile_s, total.median_ms * 1000, prof.guard_s / calls * 1e6,
-                     prof.graph_s / calls * 1e6, prof.graph_calls / calls, eager_us)
+    return Breakdown(name, compile_s, total.median_ms * 1000,
+                     prof.guard_s * scale / calls * 1e6, prof.graph_s * scale / calls * 1e6,
+                     prof.graph_calls / calls, eager_us, phases)
 
 
 @dataclass

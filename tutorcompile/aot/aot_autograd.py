@@ -164,6 +164,16 @@ class AOTCompiled:
                                  mutated, all_tensors, no_grad,
                                  all(_is_tensor_value(v) for v in saved_values))
 
+    def compile_for(self, example_inputs: list) -> None:
+        """Compile now for a captured graph's example inputs (parameters follow them), so
+        that compile time is spent when the backend runs and the first call only runs the
+        graph. The backward is compiled at the first backward, as in PyTorch."""
+        inputs = [*example_inputs, *self.params]
+        key = (*_key(inputs), torch.is_grad_enabled(), None)   # as __call__ makes it
+        if key not in self.cache:
+            with phase("aot"):
+                self.cache[key] = self.compile(inputs, len(example_inputs))
+
     def __call__(self, *args: Any) -> Any:
         # The per-call path: pick the compilation for this input signature, run it. All
         # that can be decided once (which inputs are tensors, how outputs are rebuilt) was.
@@ -321,13 +331,18 @@ def _prepare(gm: GraphModule) -> tuple[GraphModule, list]:
 
 def aot_graph(gm: GraphModule, fw_compiler: Callable = _identity_compiler,
               bw_compiler: Callable | None = None, partition_fn: Callable = default_partition,
-              decompositions: dict | None = None) -> AOTCompiled:
+              decompositions: dict | None = None, example_inputs: list | None = None
+              ) -> AOTCompiled:
     """AOTAutograd for an already captured torch-level graph (``gm`` from our tracer or
     Dynamo). Parameters and buffers referenced by ``get_attr`` become trailing inputs, fed
-    from ``gm`` on every call."""
+    from ``gm`` on every call. With ``example_inputs`` (a backend's), the forward is compiled
+    for them at once (:meth:`AOTCompiled.compile_for`); else on the first call."""
     prepared, params = _prepare(gm)
-    return AOTCompiled(prepared, fw_compiler, bw_compiler, partition_fn, decompositions,
-                       params=params)
+    compiled = AOTCompiled(prepared, fw_compiler, bw_compiler, partition_fn, decompositions,
+                           params=params)
+    if example_inputs is not None:
+        compiled.compile_for(example_inputs)
+    return compiled
 
 
 def aot_function(fn: Callable, fw_compiler: Callable = _identity_compiler,
@@ -368,7 +383,7 @@ def aot_eager(gm: GraphModule, example_inputs: list, partition_fn: Callable = de
               ) -> AOTCompiled:
     """The ``"aot_eager"`` backend for ``tutorcompile.compile``: AOT, then run the graphs."""
     return aot_graph(gm, fw_compiler=eager_compiler, bw_compiler=eager_compiler,
-                     partition_fn=partition_fn)
+                     partition_fn=partition_fn, example_inputs=example_inputs)
 
 
 def aot_eager_backend(fx_gm: torch.fx.GraphModule, example_inputs: list) -> Callable:

@@ -37,6 +37,7 @@ from typing import Any
 import torch
 
 from .._logging import log_artifact, phase
+from ..aot import aot_graph
 from ..environment import probe
 from ..fx import Graph, GraphModule, Node, ShapeProp, TensorMeta, exec_generated
 from ..ops import PRIMS, Prim
@@ -404,26 +405,18 @@ def inductor_backend(gm: Any, example_inputs: Sequence[Any], **options: Any) -> 
     """A ``torch.compile``-style backend: ``torch.compile(fn, backend=inductor_backend)`` or,
     once registered as ``"inductor"``, ``tutorcompile.compile(fn)``.
 
-    With ``tutorcompile.aot`` (stage 4) the graph goes through AOTAutograd -- decomposed into
-    prims, forward and backward partitioned -- and each prim graph is compiled here, so
-    training works. Without it, calls with a one-to-one prim are mapped (``torch.add`` ->
-    ``prims.add``...) and everything else runs in PyTorch as extern calls (inference only).
-    Options go to :func:`compile_fx` (``backend=``, ``fusion=``, ``mode=``).
+    The graph goes through AOTAutograd (stage 4) -- decomposed into prims, forward and
+    backward partitioned -- and each prim graph is compiled here: the forward now, for
+    ``example_inputs``; the backward at the first backward. Options go to
+    :func:`compile_fx` (``backend=``, ``fusion=``, ``mode=``).
     """
     graph_module = gm
     if isinstance(gm, torch.fx.GraphModule) and not isinstance(gm, GraphModule):
         from ..fx import from_torch_fx
         graph_module = from_torch_fx(gm)
-    try:
-        from ..aot import aot_graph
-    except ImportError:
-        aot_graph = None
-    if aot_graph is not None:
-        compiler = inner_compiler(**options)
-        compiled = aot_graph(graph_module, fw_compiler=compiler, bw_compiler=compiler)
-    else:
-        options.pop("cudagraphs", None)  # inference-only fallback: no CUDA Graphs
-        compiled = compile_fx(_to_prims(_as_graph(graph_module)), example_inputs, **options)
+    compiler = inner_compiler(**options)
+    compiled = aot_graph(graph_module, fw_compiler=compiler, bw_compiler=compiler,
+                         example_inputs=list(example_inputs))
 
     def run(*args):
         return compiled(*args)
