@@ -31,9 +31,10 @@ if _torch is not None and not _torch.cuda.is_available():
     _os.environ.setdefault("TRITON_INTERPRET", "1")
 
 _SUBMODULES = {"fx", "viz", "environment", "grading", "bench", "ops", "autograd", "cudagraphs",
-               "dynamo", "aot", "inductor", "torch_backend"}
+               "dynamo", "aot", "inductor", "torch_backend", "errors"}
 _FROM_SUBMODULE = {"doctor": "environment", "set_logs": "_logging", "debug": "_logging",
-                   "compile": "dynamo", "explain": "dynamo", "reset": "dynamo"}
+                   "compile": "dynamo", "explain": "dynamo", "reset": "dynamo",
+                   "TutorcompileError": "errors", "FallbackWarning": "errors"}
 
 
 def __getattr__(name: str):
@@ -49,5 +50,6 @@ def __dir__():
     return sorted(set(globals()) | _SUBMODULES | set(_FROM_SUBMODULE))
 
 
-__all__ = ["__version__", "aot", "autograd", "bench", "compile", "cudagraphs", "debug", "doctor",
-           "dynamo", "explain", "fx", "inductor", "ops", "reset", "set_logs", "viz"]
+__all__ = ["FallbackWarning", "TutorcompileError", "__version__", "aot", "autograd", "bench",
+           "compile", "cudagraphs", "debug", "doctor", "dynamo", "errors", "explain", "fx",
+           "inductor", "ops", "reset", "set_logs", "viz"]

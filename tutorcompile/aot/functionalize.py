@@ -40,6 +40,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..errors import TutorcompileError
 from ..fx import Graph, GraphModule, Node
 from ..fx.node import map_arg
 from ..ops import ops
@@ -51,7 +52,7 @@ from .decompositions import (
 )
 
 
-class FunctionalizationError(RuntimeError):
+class FunctionalizationError(TutorcompileError):
     """A mutation this pass cannot express as pure ops (the message says which and why)."""
 
 

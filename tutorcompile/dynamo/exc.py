@@ -11,6 +11,8 @@ Mirrors: torch/_dynamo/exc.py.
 
 from __future__ import annotations
 
+from ..errors import TutorcompileError
+
 
 class Unsupported(BaseException):  # noqa: N818 (PyTorch's name)
     """Symbolic execution cannot continue here; ``reason`` says why (a graph break)."""
@@ -20,7 +22,7 @@ class Unsupported(BaseException):  # noqa: N818 (PyTorch's name)
         self.reason = reason
 
 
-class GraphBreakError(RuntimeError):
+class GraphBreakError(TutorcompileError):
     """Raised instead of breaking the graph when ``fullgraph=True``."""
 
     def __init__(self, reason: str, filename: str, lineno: int | None, source_line: str):

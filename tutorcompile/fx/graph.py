@@ -25,10 +25,11 @@ import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..errors import TutorcompileError
 from .node import Namespace, Node, map_arg, target_to_name
 
 
-class GraphLintError(RuntimeError):
+class GraphLintError(TutorcompileError):
     """A graph broke one of the IR's invariants; the message names the node and the rule."""
 
 

@@ -35,13 +35,14 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..errors import TutorcompileError
 from .node import Node
 
 if TYPE_CHECKING:  # pragma: no cover
     from .tracer import Tracer
 
 
-class TraceError(RuntimeError):
+class TraceError(TutorcompileError):
     """Symbolic tracing met a construct that needs a concrete value it does not have.
 
     ``construct`` names what was attempted (``"if"``, ``"len()"``, ...); ``source`` is the

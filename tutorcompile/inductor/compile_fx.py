@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import operator
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,6 +40,7 @@ import torch
 from .._logging import log_artifact, phase
 from ..aot import aot_graph
 from ..environment import probe
+from ..errors import FallbackWarning
 from ..fx import Graph, GraphModule, Node, ShapeProp, TensorMeta, exec_generated
 from ..ops import PRIMS, Prim
 from ..ops.table import contiguous_strides
@@ -59,11 +61,12 @@ def default_backend(example_inputs: Sequence[Any]) -> str:
     if not on_cuda and env.has_cxx:
         return "cpp"
     if env.has_triton:
-        print("tutorcompile.inductor: no C++ compiler found; using Triton kernels under the "
-              "interpreter (slow, but correct)")
+        warnings.warn("tutorcompile.inductor: no C++ compiler found (install g++); using "
+                      "Triton kernels under the interpreter (slow, but correct)",
+                      FallbackWarning, stacklevel=2)
         return "triton"
-    print("tutorcompile.inductor: no C++ compiler and no Triton; running the prim graph "
-          "eagerly")
+    warnings.warn("tutorcompile.inductor: no C++ compiler and no Triton (install g++); "
+                  "running the prim graph op by op", FallbackWarning, stacklevel=2)
     return "eager"
 
 
@@ -288,7 +291,8 @@ def compile_fx(gm: GraphModule | Graph | torch.fx.GraphModule, example_inputs: S
         backend = default_backend(example_inputs)
     if backend == "cpp" and not probe().has_cxx:
         fallback = "triton" if probe().has_triton else "eager"
-        print(f"tutorcompile.inductor: no C++ compiler found; using backend={fallback!r}")
+        warnings.warn(f"tutorcompile.inductor: no C++ compiler found (install g++); using "
+                      f"backend={fallback!r}", FallbackWarning, stacklevel=2)
         backend = fallback
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")

@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from ..errors import TutorcompileError
 from ..fx import Graph, Node
 from ..fx.node import map_aggregate, map_arg
 from ..ops import PRIMS, Prim, ops
@@ -66,7 +67,7 @@ def register_lowering(*prims: Prim):
     return wrap
 
 
-class LoweringError(RuntimeError):
+class LoweringError(TutorcompileError):
     pass
 
 
