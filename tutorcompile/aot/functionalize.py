@@ -273,8 +273,7 @@ class _Ref:
 
 def functionalize(graph: Graph) -> FunctionalGraph:
     """Rewrite mutations in ``graph`` (torch-level) as pure ops; see the module docstring."""
-    new = Graph()
-    new.provenance = list(graph.provenance) + ["functionalize"]
+    new = Graph.derived_from(graph, "functionalize")
     latest: dict[Node, Node] = {}       # base (old node) -> its current value (new node)
     version: dict[Node, int] = {}
     view_cache: dict[tuple, Node] = {}  # (old view node, base version) -> new node
@@ -502,8 +501,7 @@ def inline_modules(gm: GraphModule) -> GraphModule:
     graph = gm.graph
     if not any(n.op == "call_module" for n in graph.nodes):
         return gm
-    new = Graph()
-    new.provenance = list(graph.provenance) + ["inline_modules"]
+    new = Graph.derived_from(graph, "inline_modules")
     env: dict[Node, Any] = {}
     attrs: dict[str, Any] = {}
     for name, value in [*gm.named_parameters(), *gm.named_buffers()]:
@@ -535,8 +533,7 @@ def _fetch(root: Any, path: str) -> Any:
 def lift_attributes(gm: GraphModule) -> tuple[Graph, list[str], list[Any]]:
     """``get_attr`` tensors -> leading graph inputs. Returns (graph, their paths, values)."""
     graph = gm.graph
-    new = Graph()
-    new.provenance = list(graph.provenance) + ["lift_attributes"]
+    new = Graph.derived_from(graph, "lift_attributes")
     env: dict[Node, Any] = {}
     paths: list[str] = []
     values: list[Any] = []

@@ -154,7 +154,7 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
     if num_user_outputs is None:
         num_user_outputs = len(results)
 
-    handler = GraphHandler(provenance="make_joint")
+    handler = GraphHandler(Graph.derived_from(graph, "make_joint"))
     joint = handler.graph
     env: dict[Node, Any] = {}
     needs_grad: dict[Node, bool] = {}

@@ -172,8 +172,7 @@ def extract_graph(joint: Graph, inputs: list[Node], outputs: list[Any], provenan
     """A new graph computing ``outputs`` from ``inputs`` (nodes of ``joint``), copying only
     the nodes needed, in the joint graph's order."""
     needed = _ancestors(outputs, set(inputs))
-    graph = Graph()
-    graph.provenance = list(joint.provenance) + [provenance]
+    graph = Graph.derived_from(joint, provenance)
     env = {} if env is None else env
     for node in inputs:
         p = graph.placeholder(node.target if node.op == "placeholder" else node.name)

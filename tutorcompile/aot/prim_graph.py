@@ -180,7 +180,7 @@ def decompose(graph: Graph, input_metas: list[Any], *, decompositions: dict | No
     """
     table = DECOMPOSITIONS if decompositions is None else decompositions
     report = DecompositionReport()
-    handler = GraphHandler(provenance="decompose")
+    handler = GraphHandler(Graph.derived_from(graph, "decompose"))
     env: dict[Node, Any] = {}
     placeholders = graph.placeholders
     if len(placeholders) != len(input_metas):

@@ -213,12 +213,18 @@ class Graph:
             val_map[node] = self.node_copy(node, lambda n: val_map[n])
         return None
 
+    @classmethod
+    def derived_from(cls, graph: Graph, pass_name: str | None) -> Graph:
+        """An empty graph that a pass named ``pass_name`` builds from ``graph``: it inherits
+        ``graph``'s history (``provenance``) and adds the pass. Every pass that builds a new
+        graph starts here, so the printed code names the whole chain."""
+        new = cls()
+        new.provenance = [*graph.provenance, *([pass_name] if pass_name else [])]
+        return new
+
     def copy(self, provenance: str | None = None) -> Graph:
         """A deep copy of the graph (nodes are new; targets and constants are shared)."""
-        new = Graph()
-        new.provenance = list(self.provenance)
-        if provenance:
-            new.provenance.append(provenance)
+        new = Graph.derived_from(self, provenance)
         new.graph_copy(self, {}, return_output_node=True)
         return new
 

@@ -69,13 +69,12 @@ def dce(graph: Graph) -> Graph:
         if node in live or is_impure(node):
             live.add(node)
             live.update(node.all_input_nodes)
-    new = Graph()
-    new.provenance = list(graph.provenance)
+    new = Graph.derived_from(graph, "dce")
     val_map: dict[Node, Node] = {}
     for node in graph.nodes:
         if node in live:
             val_map[node] = new.node_copy(node, val_map.__getitem__)
-    return new.stamp("dce")
+    return new
 
 
 def _key(a: Any, canon: dict[Node, Node]) -> Any:
@@ -99,8 +98,7 @@ def _key(a: Any, canon: dict[Node, Node]) -> Any:
 
 def cse(graph: Graph) -> Graph:
     """A copy of ``graph`` where repeated computations of the same value are done once."""
-    new = Graph()
-    new.provenance = list(graph.provenance)
+    new = Graph.derived_from(graph, "cse")
     val_map: dict[Node, Node] = {}
     seen: dict[Any, Node] = {}
     for node in graph.nodes:
@@ -114,4 +112,4 @@ def cse(graph: Graph) -> Graph:
             val_map[node] = seen[key]
         else:
             val_map[node] = seen[key] = new.node_copy(node, val_map.__getitem__)
-    return new.stamp("cse")
+    return new
