@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from ..fx import Graph, Node, TensorMeta
-from ..fx.node import map_aggregate
+from ..fx.node import map_aggregate, tree_leaves
 from ..ops import GraphHandler, GraphValue, make_meta, set_handler
 from .decompositions import DECOMPOSITIONS, permute, t, transpose
 
@@ -116,8 +116,8 @@ def extern_call(fn: Callable, args: tuple, kwargs: dict, meta: TensorMeta | None
             return sample
         raise NotImplementedError(f"{target_name(fn)} returns a {type(sample).__name__} that "
                                   "depends on tensor data; it cannot be part of the graph")
-    device = next((v.device for v in _flat(args) + _flat(kwargs) if isinstance(v, GraphValue)),
-                  None)
+    device = next((v.device for v in tree_leaves((args, kwargs))
+                   if isinstance(v, GraphValue)), None)
     as_node = lambda v: v.node if isinstance(v, GraphValue) else v
     node = handler.graph.call_function(fn, map_aggregate(args, as_node),
                                        map_aggregate(kwargs, as_node))
@@ -143,17 +143,6 @@ def extern_call(fn: Callable, args: tuple, kwargs: dict, meta: TensorMeta | None
         return tuple(outs)
     raise NotImplementedError(f"{target_name(fn)} returns {type(sample).__name__}, not tensors; "
                               "only tensor results can be extern nodes")
-
-
-def _flat(a: Any) -> list:
-    """Every leaf of a nested tuple/list/dict structure (shapes included)."""
-    if isinstance(a, (tuple, list)):
-        return [x for v in a for x in _flat(v)]
-    if isinstance(a, dict):
-        return [x for v in a.values() for x in _flat(v)]
-    if isinstance(a, slice):
-        return _flat((a.start, a.stop, a.step))
-    return [a]
 
 
 def _current_graph_handler() -> GraphHandler:
@@ -230,7 +219,7 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
             return getattr(receiver, target)(*args[1:], **kwargs)
     else:
         key, fn = target, target
-    has_values = any(isinstance(v, GraphValue) for v in _flat((args, kwargs)))
+    has_values = any(isinstance(v, GraphValue) for v in tree_leaves((args, kwargs)))
     name = target_name(node)
     if target is getattr:
         obj, attr = args[0], args[1]

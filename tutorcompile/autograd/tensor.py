@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from ..fx.node import map_aggregate
+from ..fx.node import map_aggregate, tree_leaves
 from ..ops import prims
 from ..ops.autodiff import vjp
 from ..ops.table import PRIMS, Prim
@@ -67,7 +67,8 @@ class TapeNode:
         self.prim = prim
         self.args = args
         self.kwargs = kwargs
-        self.inputs: list[Tensor] = [v for v in _flat((args, kwargs)) if isinstance(v, Tensor)]
+        self.inputs: list[Tensor] = [v for v in tree_leaves((args, kwargs))
+                                     if isinstance(v, Tensor)]
         self.saved: tuple[Any, Any, torch.Tensor] | None = (
             map_aggregate(args, _unwrap), map_aggregate(kwargs, _unwrap), out)
 
@@ -288,12 +289,6 @@ def _unwrap(value: Any) -> Any:
     return value.data if isinstance(value, Tensor) else value
 
 
-def _flat(args: Any) -> list[Any]:
-    found: list[Any] = []
-    map_aggregate(args, found.append)
-    return found
-
-
 def apply(prim: Prim | str, args: tuple, kwargs: dict | None = None) -> Tensor:
     """Run ``prim`` on Tensors' data; record a TapeNode if the result needs a gradient."""
     prim = PRIMS[prim] if isinstance(prim, str) else prim
@@ -301,7 +296,7 @@ def apply(prim: Prim | str, args: tuple, kwargs: dict | None = None) -> Tensor:
     out = prim.reference(*map_aggregate(args, _unwrap), **map_aggregate(kwargs, _unwrap))
     needs_grad = (_grad_enabled and out.dtype.is_floating_point
                   and any(isinstance(v, Tensor) and v.requires_grad
-                          for v in _flat((args, kwargs))))
+                          for v in tree_leaves((args, kwargs))))
     node = TapeNode(prim, args, kwargs, out) if needs_grad else None
     return Tensor(out, requires_grad=needs_grad, _node=node)
 

@@ -175,6 +175,19 @@ def map_aggregate(a: Any, fn: Callable[[Any], Any]) -> Any:
     return fn(a)
 
 
+def tree_leaves(a: Any) -> list[Any]:
+    """Every leaf of a nested tuple/list/dict/slice structure, in order.
+
+    Mirrors: ``torch.utils._pytree.tree_leaves``."""
+    if isinstance(a, (tuple, list)):
+        return [leaf for v in a for leaf in tree_leaves(v)]
+    if isinstance(a, dict):
+        return [leaf for v in a.values() for leaf in tree_leaves(v)]
+    if isinstance(a, slice):
+        return tree_leaves((a.start, a.stop, a.step))
+    return [a]
+
+
 def map_arg(a: Any, fn: Callable[[Node], Any]) -> Any:
     """Apply ``fn`` to every :class:`Node` inside a nested argument structure."""
     return map_aggregate(a, lambda x: fn(x) if isinstance(x, Node) else x)

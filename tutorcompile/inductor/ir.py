@@ -38,6 +38,7 @@ import sympy
 import torch
 
 from ..ops import OpsHandler, current_handler, set_handler
+from ..ops.table import contiguous_strides
 
 # ---------------------------------------------------------------------------------------
 # Index expressions
@@ -78,12 +79,6 @@ def index_symbol(name: str) -> sympy.Symbol:
     return sympy.Symbol(name, integer=True, nonnegative=True)
 
 
-def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= max(int(size), 1)
-    return tuple(reversed(strides))
 
 
 def flatten_index(index: Sequence[Any], shape: Sequence[int]) -> sympy.Expr:

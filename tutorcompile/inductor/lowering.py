@@ -34,7 +34,7 @@ import torch
 
 from ..errors import TutorcompileError
 from ..fx import Graph, Node
-from ..fx.node import map_aggregate, map_arg
+from ..fx.node import map_aggregate, map_arg, tree_leaves
 from ..ops import PRIMS, Prim, ops
 from ..ops.table import normalize_dim, normalize_dims, promote_types
 from . import ir
@@ -128,7 +128,7 @@ class GraphLowering:
         return self.register(ext)
 
     def device_of_args(self, args) -> torch.device:
-        for v in _flat(args):
+        for v in tree_leaves(args):
             if isinstance(v, IRNode):
                 return v.get_device()
         return torch.device("cpu")
@@ -184,7 +184,7 @@ class GraphLowering:
             if rule is None:
                 return self.extern(node, target, args, kwargs,
                                    f"{target.name} has no lowering; it runs in PyTorch")
-            if any(isinstance(v, torch.Tensor) for v in _flat((args, kwargs))):
+            if any(isinstance(v, torch.Tensor) for v in tree_leaves((args, kwargs))):
                 # a tensor folded into the graph as a constant (torch.arange of a fixed
                 # size, say) is not a buffer of ours: the call runs in PyTorch on it
                 return self.extern(node, target, args, kwargs,
@@ -197,7 +197,7 @@ class GraphLowering:
 
     def unsupported_dtype(self, node: Node, args) -> str | None:
         ok = CPP_DTYPES if self.backend == "cpp" else TRITON_DTYPES
-        dtypes = [v.get_dtype() for v in _flat(args) if isinstance(v, IRNode)]
+        dtypes = [v.get_dtype() for v in tree_leaves(args) if isinstance(v, IRNode)]
         meta = node.meta.get("tensor_meta")
         if meta is not None and hasattr(meta, "dtype"):
             dtypes.append(meta.dtype)
@@ -205,12 +205,6 @@ class GraphLowering:
             if d not in ok:
                 return str(d).replace("torch.", "")
         return None
-
-
-def _flat(args) -> list:
-    found: list = []
-    map_aggregate(args, found.append)
-    return found
 
 
 def _meta_of(v: Any) -> Any:

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from ..fx import Graph, Node, TensorMeta
-from ..fx.node import map_aggregate
+from ..fx.node import map_aggregate, tree_leaves
 from .table import PRIMS, Prim, contiguous_strides, is_tensor_like
 
 
@@ -56,7 +56,7 @@ class EagerHandler(OpsHandler):
         self.check_meta = check_meta
 
     def call(self, prim: Prim, args: tuple, kwargs: dict) -> Any:
-        for value in _flat((args, kwargs)):
+        for value in tree_leaves((args, kwargs)):
             hook = getattr(type(value), "__tc_prim__", None)
             if hook is not None:
                 return hook(prim, args, kwargs)
@@ -155,7 +155,7 @@ class GraphValue:
     @classmethod
     def __tc_prim__(cls, prim: Prim, args: tuple, kwargs: dict) -> GraphValue:
         """A prim called on a GraphValue under the eager handler records into its graph."""
-        owner = next(v for v in _flat((args, kwargs)) if isinstance(v, GraphValue))
+        owner = next(v for v in tree_leaves((args, kwargs)) if isinstance(v, GraphValue))
         return owner.handler.call(prim, args, kwargs)
 
     def __add__(self, other): return self._op("add", self, other)
@@ -228,7 +228,7 @@ class GraphHandler(OpsHandler):
         shape, dtype = prim.meta(*map_aggregate(args, as_meta),
                                  **map_aggregate(kwargs, as_meta))
         device = kwargs.get("device") or next(
-            (v.device for v in _flat(args) if is_tensor_like(v)), torch.device("cpu"))
+            (v.device for v in tree_leaves(args) if is_tensor_like(v)), torch.device("cpu"))
         node = self.graph.call_function(prim, map_aggregate(args, as_arg),
                                         map_aggregate(kwargs, as_arg))
         node.meta["tensor_meta"] = make_meta(shape, dtype, device)
@@ -300,7 +300,3 @@ class KernelSpellingHandler(OpsHandler):
         return spelling.format(*operands, **named)
 
 
-def _flat(args: Any) -> list[Any]:
-    found: list[Any] = []
-    map_aggregate(args, found.append)
-    return found

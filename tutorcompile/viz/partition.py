@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 
+from ..aot.partitioners import nbytes
 from ..fx import TensorMeta
 from ..fx.printer import tensor_meta_columns
 from .drawing import draw, graphviz_available
@@ -57,11 +58,6 @@ def format_bytes(n: int) -> str:
         if n >= size:
             return f"{n / size:.1f} {unit}"
     return f"{n} B"
-
-
-def _nbytes(node) -> int:
-    tm = node.meta.get("tensor_meta")
-    return tm.shape.numel() * tm.dtype.itemsize if hasattr(tm, "shape") else 0
 
 
 def _default_is_tangent(node) -> bool:
@@ -87,7 +83,7 @@ class PartitionView:
         bw_inputs = [n for n in backward.graph.nodes if n.op == "placeholder"]
         self.tangents = [n.name for n in bw_inputs if is_tangent(n)]
         saved_nodes = [n for n in bw_inputs if not is_tangent(n)]
-        self.saved = [SavedTensor(n.name, *_shape_dtype(n), _nbytes(n)) for n in saved_nodes]
+        self.saved = [SavedTensor(n.name, *_shape_dtype(n), nbytes(n)) for n in saved_nodes]
         for n in bw_inputs:
             n.meta["partition"] = "tangent" if is_tangent(n) else "saved"
         self.recomputed = self._mark_backward(backward, {n for n in bw_inputs if is_tangent(n)})
