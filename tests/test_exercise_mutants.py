@@ -95,6 +95,16 @@ MUTANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
             ("replaces the pattern with itself", "return F.log_softmax(x, dim=-1)",
              "return torch.log(F.softmax(x, dim=-1))"),
         ],
+        "t4": [
+            ("does not look inside lists", "isinstance(value, (list, tuple))",
+             "isinstance(value, tuple)"),
+            ("reflected operators keep the operand order",
+             "args = (other, self) if reflected else (self, other)", "args = (self, other)"),
+            ("drops keyword arguments", "unwrap(dict(kwargs or {}))", "{}"),
+            ("a method call without its tensor", "(self, *args), kwargs)", "args, kwargs)"),
+            ("placeholders not named after the parameters",
+             "graph.placeholder(name)", "graph.placeholder(f\"arg_{name}\")"),
+        ],
     },
     "ex03_dynamo": {
         "t1": [
