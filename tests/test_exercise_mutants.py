@@ -105,6 +105,15 @@ MUTANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
             ("placeholders not named after the parameters",
              "graph.placeholder(name)", "graph.placeholder(f\"arg_{name}\")"),
         ],
+        "t5": [
+            ("a key without the keyword arguments",
+             "key = (node.op, node.target, node.args, tuple(sorted(node.kwargs.items())))",
+             "key = (node.op, node.target, node.args)"),
+            ("a key without the target", "key = (node.op, node.target, node.args,",
+             "key = (node.op, node.args,"),
+            ("merges random draws", " or node.target in RANDOM", ""),
+            ("returns the graph unoptimised", "    seen = {}\n", "    seen = {}\n    return gm\n"),
+        ],
     },
     "ex03_dynamo": {
         "t1": [
@@ -223,6 +232,14 @@ VARIANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
         "t2": [("sums one dimension at a time",
                 "    if dims:\n        grad = grad.sum(dim=dims, keepdim=True)\n",
                 "    for d in dims:\n        grad = grad.sum(dim=d, keepdim=True)\n")],
+    },
+    "ex02_fx": {
+        "t4": [("unwrap with torch's pytree", "    if isinstance(value, MyProxy):\n",
+                "    from torch.utils._pytree import tree_map\n"
+                "    return tree_map(lambda v: v.node if isinstance(v, MyProxy) else v, value)\n"
+                "    if isinstance(value, MyProxy):\n")],
+        "t5": [("returns a new GraphModule", "    gm.recompile()\n    return gm\n",
+                "    return torch.fx.GraphModule(gm, gm.graph)\n")],
     },
     "ex03_dynamo": {
         "t2": [("__class__ instead of type()",
