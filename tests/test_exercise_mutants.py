@@ -169,6 +169,22 @@ MUTANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
             ("saves the reductions too", "op_kind(n) == \"extern\"",
              "op_kind(n) in (\"extern\", \"reduction\")"),
         ],
+        "t4": [
+            ("nothing is banned from recomputation",
+             "if is_primal(node) or (node in forward and banned(node)):",
+             "if is_primal(node):"),
+            ("bans what only the backward needs",
+             "if is_primal(node) or (node in forward and banned(node)):",
+             "if is_primal(node) or banned(node):"),
+            ("reductions never banned", "    if kind == \"reduction\":\n",
+             "    if False:\n"),
+            ("the backward-only nodes are not tied to the sink",
+             "            flow.add_edge(node.name + \"_in\", \"sink\", capacity=math.inf)\n"
+             "            continue\n", "            continue\n"),
+            ("saves the nodes past the cut",
+             "if n.name + \"_in\" in reachable and n.name + \"_out\" not in reachable]",
+             "if n.name + \"_out\" in reachable]"),
+        ],
     },
     "ex05_fusion": {
         "t1": [
