@@ -208,6 +208,15 @@ MUTANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              "        if self.reaches(g1, g2, True) or self.reaches(g2, g1, True):\n",
              "        if False:\n"),
         ],
+        "t3": [
+            ("constants truncated to integers", "else repr(a)", "else str(int(a))"),
+            ("operands in reverse order", ".triton.format(*args)",
+             ".triton.format(*reversed(args))"),
+            ("every input loaded from the first pointer", "tl.load(in_ptr{i} + offsets",
+             "tl.load(in_ptr0 + offsets"),
+            ("mask off by one", "mask = offsets < n_elements\")",
+             "mask = offsets < n_elements - 1\")"),
+        ],
     },
     "ex06_cudagraphs": {
         "t1": [
