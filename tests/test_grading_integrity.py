@@ -10,6 +10,7 @@ import json
 import nbformat
 import pytest
 
+from tutorcompile.grading import grade_notebook
 from tutorcompile.grading.__main__ import main
 from tutorcompile.grading.classroom import Exercises, grade_class
 from tutorcompile.grading.runner import available_sandbox
@@ -80,6 +81,9 @@ CHEATS = {
                      "    while True:\n        math.isclose = lambda *a, **k: True\n"
                      "        time.sleep(0.001)\n"
                      "threading.Thread(target=flip, daemon=True).start()\n", "thread"),
+    "thread_pool": ("import math\nfrom concurrent.futures import ThreadPoolExecutor\n"
+                    "pool = ThreadPoolExecutor(1)\n"
+                    "pool.submit(setattr, math, 'isclose', lambda *a, **k: True)\n", "thread"),
     "subprocess": ("import subprocess\nsubprocess.run(['true'])\n", "started a process"),
     "early_exit": ("import os\nos._exit(0)\n", "the kernel exited with code 0"),
     # patched while the check runs and put back before it ends: before/after comparisons
@@ -122,6 +126,17 @@ def test_each_cheat_earns_nothing_on_its_task_and_is_reported(graded_cheats, nam
     assert g.tasks()["t1"]["earned"] == 0, g.format()
     words = CHEATS[name][1]
     assert words in g.format(), g.format()
+
+
+def test_threads_the_library_keeps_for_kernel_builds_are_not_tampering(tmp_path):
+    """tutorcompile's C++ kernel builds start a thread pool and keep it: honest work that
+    compiles kernels (ex03, ex05) must not be reported for the library's threads."""
+    nb = exercise("    return 2 * x", prefix="codecache.cpp_compile("
+                  "'extern \"C\" int one() { return 1; }')\n")
+    nb.cells[1].source = "from tutorcompile.inductor import codecache\n" + GIVEN
+    nbformat.write(nb, str(tmp_path / "honest.ipynb"))
+    g = grade_notebook(tmp_path / "honest.ipynb", tmp_path / "honest.ipynb")
+    assert (g.earned, g.possible) == (3, 3) and g.tampered == [], g.format()
 
 
 def test_reading_the_instructors_folder_is_denied(graded_cheats):

@@ -184,6 +184,26 @@ def main() -> None:  # noqa: C901 -- one closure on purpose: its locals are the 
     }
     pristine_shell = {k: f() for k, f in shell_state.items()}
     threads_at_start = thread_count()
+    import concurrent.futures.thread
+    pool_loop, current_frames = concurrent.futures.thread._worker.__code__, sys._current_frames
+
+    def library_threads() -> int:
+        """Live threads of the library's kernel-build pool (``tutorcompile.inductor.codecache``
+        starts them on its first C++ build and keeps them, idle, for the next): threads the
+        interpreter really runs whose stack is the executor's worker loop on that pool's
+        queue. Read from the interpreter's own frames, which a submission cannot forge."""
+        cache = sys.modules.get("tutorcompile.inductor.codecache")
+        queue = getattr(getattr(cache, "_pool", None), "_work_queue", None)
+        if queue is None:
+            return 0
+        count = 0
+        for frame in current_frames().values():
+            while frame is not None and frame.f_code is not pool_loop:
+                frame = frame.f_back
+            if frame is not None and frame.f_locals.get("work_queue") is queue:
+                count += 1
+        return count
+
     given: dict[str, object] = {}          # names bound by the exercise's own cells
 
     # -- the audit hook ---------------------------------------------------------------------
@@ -377,7 +397,7 @@ def main() -> None:  # noqa: C901 -- one closure on purpose: its locals are the 
                 problems.append(f"installed {k}")
         if ns.get("__builtins__") is not builtins:
             problems.append("replaced __builtins__ in the notebook's namespace")
-        if thread_count() > threads_at_start:
+        if thread_count() > threads_at_start + library_threads():
             problems.append("left a thread running while checks run")
         if torch is not None:
             if torch._C._len_torch_function_stack() > 0:

@@ -1,0 +1,343 @@
+"""Checks that cannot be fooled: every task of every exercise rejects plausible wrong answers.
+
+A *mutant* is the solution notebook with one task's solution region edited into a mistake a
+learner makes (an off-by-one, a missing broadcast reduction, a partition that saves
+everything or nothing, a matcher that ignores users, a guard that forgets the dtype, a kernel
+with the wrong mask, ...). Each is graded by the real grader, exactly as a learner's
+submission would be, and must lose that task's points -- while the other tasks of the same
+notebook keep theirs (so a mutant is caught by its own task's check, not by a crash).
+
+Tasks are independent, so the k-th mutants of all tasks of an exercise share one notebook;
+an exercise's notebooks are graded in one class run (two kernels at a time). The test prints
+the mutant count and grading time per exercise.
+"""
+
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tutorcompile.grading.classroom import Exercises, grade_class
+from tutorcompile.grading.notebook import read_notebook, split_regions
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# exercise -> task -> [(what the mutant gets wrong, text in the solution region, its
+# replacement)]; every occurrence of the text in the task's cell is replaced.
+MUTANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
+    "ex01_autograd": {
+        "t1": [
+            ("gradients swapped", "return ops.mul(g, b), ops.mul(g, a)",
+             "return ops.mul(g, a), ops.mul(g, b)"),
+            ("forgets the incoming gradient", "return ops.mul(g, b), ops.mul(g, a)",
+             "return b, a"),
+            ("the same gradient twice", "return ops.mul(g, b), ops.mul(g, a)",
+             "return ops.mul(g, b), ops.mul(g, b)"),
+        ],
+        "t2": [
+            ("sums only the leading dimensions",
+             "    dims += [lead + i for i, size in enumerate(shape) if size == 1 and "
+             "grad.shape[lead + i] != 1]\n", ""),
+            ("averages instead of summing", "grad.sum(dim=dims, keepdim=True)",
+             "grad.mean(dim=dims, keepdim=True)"),
+            ("leading dimensions off by one", "lead = grad.ndim - len(shape)",
+             "lead = max(grad.ndim - len(shape) - 1, 0)"),
+        ],
+        "t3": [
+            ("drops the factor out", "ops.mul(g, ops.mul(out, ops.sub(1.0, out)))",
+             "ops.mul(g, ops.sub(1.0, out))"),
+            ("the derivative at the input, not the output",
+             "ops.mul(g, ops.mul(out, ops.sub(1.0, out)))",
+             "ops.mul(g, ops.mul(a, ops.sub(1.0, a)))"),
+            ("torch instead of ops: builds no graph",
+             "return (ops.mul(g, ops.mul(out, ops.sub(1.0, out))),)",
+             "return (g * torch.sigmoid(a) * (1 - torch.sigmoid(a)),)"),
+        ],
+        "t4": [
+            ("appends before the inputs (pre-order)",
+             "        seen.add(id(t))\n", "        seen.add(id(t))\n        order.append(t)\n"),
+            ("keeps tensors that need no gradient",
+             "                if i.requires_grad:\n                    visit(i)",
+             "                visit(i)"),
+            ("visits shared tensors twice", "        if id(t) in seen:\n            return\n",
+             ""),
+        ],
+        "t5": [
+            ("overwrites fan-out gradients instead of adding them",
+             "grads[id(arg)] = grads[id(arg)] + gi if id(arg) in grads else gi",
+             "grads[id(arg)] = gi"),
+            ("a leaf's .grad is overwritten, not accumulated",
+             "t.grad = g if t.grad is None else t.grad + g", "t.grad = g"),
+            ("walks the tape forwards", "for t in reversed(order):", "for t in order:"),
+        ],
+    },
+    "ex02_fx": {
+        "t1": [
+            ("ignores the sigmoid's other users", " and len(s.users) == 1", ""),
+            ("ignores what the sigmoid is of", " and s.args == (x,)", ""),
+            ("ignores which op it is", "s.target is torch.sigmoid and ", ""),
+            ("fuses any binary op, not just mul",
+             " or mul.target is not operator.mul", ""),
+            ("only one operand order", "for x, s in ((a, b), (b, a)):",
+             "for x, s in ((a, b),):"),
+        ],
+        "t2": [
+            ("forgets the factor 2", "2 * out.shape.numel() * k", "out.shape.numel() * k"),
+            ("K from out_features", ".in_features", ".out_features"),
+            ("K from the wrong dimension", "shape[-1]", "shape[-2]"),
+        ],
+        "t3": [
+            ("a pattern on another dim matches nothing",
+             "return torch.log(F.softmax(x, dim=-1))", "return torch.log(F.softmax(x, dim=1))"),
+            ("the replacement on the wrong dim", "return F.log_softmax(x, dim=-1)",
+             "return F.log_softmax(x, dim=0)"),
+            ("replaces the pattern with itself", "return F.log_softmax(x, dim=-1)",
+             "return torch.log(F.softmax(x, dim=-1))"),
+        ],
+        "t4": [
+            ("does not look inside lists", "isinstance(value, (list, tuple))",
+             "isinstance(value, tuple)"),
+            ("reflected operators keep the operand order",
+             "args = (other, self) if reflected else (self, other)", "args = (self, other)"),
+            ("drops keyword arguments", "unwrap(dict(kwargs or {}))", "{}"),
+            ("a method call without its tensor", "(self, *args), kwargs)", "args, kwargs)"),
+            ("placeholders not named after the parameters",
+             "graph.placeholder(name)", "graph.placeholder(f\"arg_{name}\")"),
+        ],
+        "t5": [
+            ("a key without the keyword arguments",
+             "key = (node.op, node.target, node.args, tuple(sorted(node.kwargs.items())))",
+             "key = (node.op, node.target, node.args)"),
+            ("a key without the target", "key = (node.op, node.target, node.args,",
+             "key = (node.op, node.args,"),
+            ("merges random draws", " or node.target in RANDOM", ""),
+            ("returns the graph unoptimised", "    seen = {}\n", "    seen = {}\n    return gm\n"),
+        ],
+    },
+    "ex03_dynamo": {
+        "t1": [
+            ("pushes the items in order: the last ends on top",
+             "f.stack.extend(reversed(items))", "f.stack.extend(items)"),
+            ("no length check", "        if len(items) != inst.arg:\n            raise "
+             "ValueError(f\"expected {inst.arg} values to unpack, got {len(items)}\")\n", ""),
+            ("Python's list() instead of the VM's unpack hook",
+             "items = self.unpack(f.pop())", "items = list(f.pop())"),
+        ],
+        "t2": [
+            ("forgets the dtype", " and {ref}.dtype == {value.dtype}", ""),
+            ("forgets requires_grad", "\n                f\" and {ref}.requires_grad == "
+             "{value.requires_grad}\")", ")"),
+            ("isinstance lets True pass for 1",
+             "return f\"type({ref}) is {type(value).__name__} and {ref} == {value!r}\"",
+             "return f\"isinstance({ref}, {type(value).__name__}) and {ref} == {value!r}\""),
+            ("the type but not the value",
+             "return f\"type({ref}) is {type(value).__name__} and {ref} == {value!r}\"",
+             "return f\"type({ref}) is {type(value).__name__}\""),
+        ],
+        "t3": [
+            ("keeps .item(): a graph break", "peak = h.abs().max()",
+             "peak = h.abs().max().item()"),
+            ("forgets the minus of the else branch",
+             "torch.where(h.sum() > 0, torch.relu(h), -h)",
+             "torch.where(h.sum() > 0, torch.relu(h), h)"),
+            ("keeps the data-dependent if",
+             "    h = torch.where(h.sum() > 0, torch.relu(h), -h)\n",
+             "    h = torch.relu(h) if h.sum() > 0 else -h\n"),
+        ],
+    },
+    "ex04_aot": {
+        "t1": [
+            ("forgets the threshold", "return ops.where(ops.gt(scaled, threshold), x, soft)",
+             "return soft"),
+            ("compares x, not beta * x, with the threshold", "ops.gt(scaled, threshold)",
+             "ops.gt(x, threshold)"),
+            ("forgets to divide by beta",
+             "ops.div(ops.log(ops.add(ops.exp(scaled), 1.0)), beta)",
+             "ops.log(ops.add(ops.exp(scaled), 1.0))"),
+        ],
+        "t2": [
+            ("counts the forward outputs too", "outputs[num_fwd_outputs:]", "outputs"),
+            ("off by one", "outputs[num_fwd_outputs:]", "outputs[num_fwd_outputs + 1:]"),
+            ("4 bytes per element whatever the dtype", "meta.dtype.itemsize", "4"),
+            ("counts elements, not bytes", " * meta.dtype.itemsize", ""),
+        ],
+        "t3": [
+            ("saves only the primals: recomputes the matmuls too",
+             " or (n.meta.get(\"phase\") == \"forward\" and op_kind(n) == \"extern\")", ""),
+            ("saves every forward value", " and op_kind(n) == \"extern\"", ""),
+            ("saves the reductions too", "op_kind(n) == \"extern\"",
+             "op_kind(n) in (\"extern\", \"reduction\")"),
+        ],
+        "t4": [
+            ("nothing is banned from recomputation",
+             "if is_primal(node) or (node in forward and banned(node)):",
+             "if is_primal(node):"),
+            ("bans what only the backward needs",
+             "if is_primal(node) or (node in forward and banned(node)):",
+             "if is_primal(node) or banned(node):"),
+            ("reductions never banned", "    if kind == \"reduction\":\n",
+             "    if False:\n"),
+            ("the backward-only nodes are not tied to the sink",
+             "            flow.add_edge(node.name + \"_in\", \"sink\", capacity=math.inf)\n"
+             "            continue\n", "            continue\n"),
+            ("saves the nodes past the cut",
+             "if n.name + \"_in\" in reachable and n.name + \"_out\" not in reachable]",
+             "if n.name + \"_out\" in reachable]"),
+        ],
+    },
+    "ex05_fusion": {
+        "t1": [
+            ("mask off by one", "mask = offsets < n_elements",
+             "mask = offsets < n_elements - 1"),
+            ("broadcasts b along the wrong axis", "b_ptr + offsets % n_cols",
+             "b_ptr + (offsets // n_cols) % n_cols"),
+            ("every program does the first block", "tl.program_id(0) * BLOCK + ", ""),
+            ("the grid drops the ragged block", "(triton.cdiv(n, BLOCK),)",
+             "(max(n // BLOCK, 1),)"),
+        ],
+        "t2": [
+            ("fuses reductions too",
+             "            if any(b.is_reduction for b in g.buffers):\n"
+             "                return False, \"pointwise-only rule: this group holds a "
+             "reduction\"\n", ""),
+            ("refuses everything", "        return True, \"\"", "        return False, \"no\""),
+            ("ignores the element counts",
+             "        if len(sizes) > 1:\n", "        if False:\n"),
+            ("ignores cycles",
+             "        if self.reaches(g1, g2, True) or self.reaches(g2, g1, True):\n",
+             "        if False:\n"),
+        ],
+        "t3": [
+            ("constants truncated to integers", "else repr(a)", "else str(int(a))"),
+            ("operands in reverse order", ".triton.format(*args)",
+             ".triton.format(*reversed(args))"),
+            ("every input loaded from the first pointer", "tl.load(in_ptr{i} + offsets",
+             "tl.load(in_ptr0 + offsets"),
+            ("mask off by one", "mask = offsets < n_elements\")",
+             "mask = offsets < n_elements - 1\")"),
+        ],
+    },
+    "ex06_cudagraphs": {
+        "t1": [
+            ("unweighted least squares", "w = [1 / t ** 2 for t in times_us]",
+             "w = [1.0 for t in times_us]"),
+            ("weights 1/t, not 1/t**2", "w = [1 / t ** 2 for t in times_us]",
+             "w = [1 / t for t in times_us]"),
+            ("bandwidth in MB/s", "return overhead, 1 / slope / 1000",
+             "return overhead, 1 / slope"),
+        ],
+        "t2": [
+            ("rebinds the static inputs instead of copying into them",
+             "        for static, new in zip(self.static_inputs, args):\n"
+             "            static.copy_(new)\n",
+             "        self.static_inputs = list(args)\n"),
+            ("forgets to replay", "        self.recording.replay()\n", ""),
+            ("always clones", "        if not self.clone_outputs:\n            return out\n",
+             ""),
+        ],
+        "t3": [
+            ("a key that forgets the dtype", "return tuple((tuple(a.shape), a.dtype) for a in "
+             "args)", "return tuple(tuple(a.shape) for a in args)"),
+            ("a key from the first argument only",
+             "return tuple((tuple(a.shape), a.dtype) for a in args)",
+             "return (tuple(args[0].shape), args[0].dtype)"),
+            ("records again on every call", "        if key not in self.recordings:\n",
+             "        if True:\n"),
+            ("copies the arguments in only when recording",
+             "        for s, a in zip(static, args):\n            s.copy_(a)\n", ""),
+        ],
+    },
+}
+
+# Right answers written differently from the solution: the checks must give them full marks
+# (a check that demands the solution's exact form fails learners who are right).
+VARIANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
+    "ex01_autograd": {
+        "t2": [("sums one dimension at a time",
+                "    if dims:\n        grad = grad.sum(dim=dims, keepdim=True)\n",
+                "    for d in dims:\n        grad = grad.sum(dim=d, keepdim=True)\n")],
+    },
+    "ex02_fx": {
+        "t4": [("unwrap with torch's pytree", "    if isinstance(value, MyProxy):\n",
+                "    from torch.utils._pytree import tree_map\n"
+                "    return tree_map(lambda v: v.node if isinstance(v, MyProxy) else v, value)\n"
+                "    if isinstance(value, MyProxy):\n")],
+        "t5": [("returns a new GraphModule", "    gm.recompile()\n    return gm\n",
+                "    return torch.fx.GraphModule(gm, gm.graph)\n")],
+    },
+    "ex03_dynamo": {
+        "t2": [("__class__ instead of type()",
+                "return f\"type({ref}) is {type(value).__name__} and {ref} == {value!r}\"",
+                "return f\"{ref}.__class__ is {type(value).__name__} and {ref} == {value!r}\"")],
+    },
+    "ex06_cudagraphs": {
+        "t3": [("keyed by strides and device as well",
+                "return tuple((tuple(a.shape), a.dtype) for a in args)",
+                "return tuple((tuple(a.shape), a.stride(), a.device, a.dtype) for a in args)")],
+    },
+}
+
+
+def mutate(source: str, old: str, new: str) -> str:
+    """``source`` with ``old`` replaced, refusing edits outside the solution regions."""
+    assert old in source, f"the solution no longer contains {old!r}"
+    mutated = source.replace(old, new)
+    assert split_regions(mutated)[0] == split_regions(source)[0], \
+        f"replacing {old!r} edits code outside the solution regions"
+    return mutated
+
+
+def edited_notebooks(exercise: str, edits: dict, folder: Path, name: str
+                     ) -> list[tuple[Path, dict[str, str]]]:
+    """Notebook k is the solution with the k-th edit of every task that has one (the other
+    tasks solved); with each, which task got which edit."""
+    solution = read_notebook(ROOT / "solutions" / f"{exercise}.ipynb")
+    made = []
+    for k in range(max((len(m) for m in edits.values()), default=0)):
+        nb = nbformat.from_dict(solution)
+        which = {}
+        for cell in nb.cells:
+            meta = cell.metadata.get("tutorcompile", {})
+            if meta.get("role") == "task" and k < len(edits.get(meta.get("task"), [])):
+                what, old, new = edits[meta["task"]][k]
+                cell.source = mutate(cell.source, old, new)
+                which[meta["task"]] = what
+        path = folder / f"{exercise}_{name}{k}.ipynb"
+        nbformat.write(nb, str(path))
+        made.append((path, which))
+    return made
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exercise", sorted(MUTANTS))
+def test_every_mutant_loses_its_tasks_points(exercise, tmp_path, capsys):
+    reference = read_notebook(ROOT / "exercises" / f"{exercise}.ipynb")
+    tasks = {c.metadata["tutorcompile"]["task"] for c in reference.cells
+             if c.metadata.get("tutorcompile", {}).get("role") == "task"}
+    assert tasks == set(MUTANTS[exercise]), "every task needs mutants"
+    assert all(len(m) >= 3 for m in MUTANTS[exercise].values()), "at least 3 per task"
+    made = edited_notebooks(exercise, MUTANTS[exercise], tmp_path, "mutant")
+    variants = edited_notebooks(exercise, VARIANTS.get(exercise, {}), tmp_path, "variant")
+    start = time.perf_counter()
+    grades = grade_class([p for p, _ in made + variants],
+                         Exercises.find(ROOT / "exercises", None), jobs=2, cell_timeout=120)
+    seconds = time.perf_counter() - start
+    for (_, which), grade in zip(variants, grades[len(made):]):
+        assert grade.earned == grade.possible > 0, \
+            f"right answers ({', '.join(which.values())}) lost points:\n{grade.format()}"
+    escaped = []
+    for (path, which), grade in zip(made, grades):
+        assert grade.error is None and not grade.tampered, grade.format()
+        for task, row in grade.tasks().items():
+            if task in which and row["earned"] > 0:
+                escaped.append(f"{task} {which[task]!r}: {row['earned']:g} points")
+            if task not in which:
+                assert row["passed"], f"{path.name}: the solved {task} failed:\n" \
+                                      + grade.format()
+    count = sum(len(m) for m in MUTANTS[exercise].values())
+    with capsys.disabled():
+        print(f"\n{exercise}: {count - len(escaped)}/{count} mutants caught over "
+              f"{len(tasks)} tasks; {len(variants)} variant notebook(s) of right answers "
+              f"full marks; {len(made) + len(variants)} notebooks graded in {seconds:.0f} s")
+    assert not escaped, f"{exercise}: mutants that still earn points: {escaped}"
