@@ -340,3 +340,40 @@ def test_exception_caught_inside_inlined_code_stays_in_the_graph():
 def test_exception_leaving_the_frame_is_raised_for_real():
     with pytest.raises(IndexError, match="row index out of range"):
         compile_eager(raises_past_the_frame)(torch.randn(3, 4))
+
+
+# --- found by benchmarks/conformance.py: crashes and wrong results eager would not have -----
+def divides_or_falls_back(x, n):
+    try:
+        scale = 10 // n  # raises while tracing: a graph break, then the real run raises
+    except ZeroDivisionError:
+        scale = -1
+    return x * scale
+
+
+def test_exception_caught_by_the_compiled_frame_runs_its_handler():
+    # was: the handler resumed as a compiled entry matched the exception as a tracker
+    # (never an instance) and re-raised ZeroDivisionError out of the frame
+    c = compile_eager(divides_or_falls_back)
+    x = torch.randn(3)
+    for n in (2, 0, 5):
+        torch.testing.assert_close(c(x, n), divides_or_falls_back(x, n))
+
+
+def appends_through_two_names(x, log, holder):
+    log.append("direct")
+    holder.log.append("through the holder")
+    return x + len(log)
+
+
+def test_one_list_reached_through_two_sources_keeps_every_write():
+    # was: one tracker per source, so the second write-back replaced the first
+    c = compile_eager(appends_through_two_names, fullgraph=True)
+    x = torch.randn(3)
+    log = []
+    torch.testing.assert_close(c(x, log, types.SimpleNamespace(log=log)), x + 2)
+    assert log == ["direct", "through the holder"]
+    # not aliased any more: the identity guard fails and the writes go to two lists
+    log, other = [], []
+    torch.testing.assert_close(c(x, log, types.SimpleNamespace(log=other)), x + 1)
+    assert log == ["direct"] and other == ["through the holder"]

@@ -410,6 +410,11 @@ def run_frame(frame: Frame, config: Config) -> Any:
         runner = runner or ConcreteRunner(config)
         if runner.step(frame) is _RETURN:
             return frame.return_value
+        # the breaking instruction raised and this frame catches it: the handler runs
+        # uncompiled to its end, as no resume point can rebuild the exception being handled
+        while frame.exc_stack or frame.instructions[frame.ip].opname == "PUSH_EXC_INFO":
+            if runner.step(frame) is _RETURN:
+                return frame.return_value
 
 
 def _note_recompile(frame: Frame, cache: FrameCache, entries: list[CacheEntry]) -> None:

@@ -135,6 +135,8 @@ class InstructionTranslator(VM):
         self.dynamic_dims = dynamic_dims or (lambda source, value: frozenset())
         self.wrapped: dict[str, VariableTracker] = {}
         self._wrapped_order: list[str] = []
+        # lists and dicts from outside by id: one tracker per object, whatever the source
+        self._containers: dict[int, tuple[Any, VariableTracker, str]] = {}
         self.frames: list[Frame] = []
         self.journal: dict[int, tuple[VariableTracker, dict]] = {}
         self._scopes: dict[int, str] = {id(frame.globals): "G"}
@@ -209,6 +211,7 @@ class InstructionTranslator(VM):
         for key in self._wrapped_order[mark[1]:]:
             self.wrapped.pop(key, None)
         del self._wrapped_order[mark[1]:]
+        self._containers = {i: e for i, e in self._containers.items() if e[2] in self.wrapped}
 
     def record_mutation(self, vt: VariableTracker) -> None:
         """Remember ``vt``'s state before this instruction mutates it (for rollback).
@@ -347,6 +350,14 @@ class InstructionTranslator(VM):
             return SizeVariable([self.wrap_nested(v, GetItemSource(source, i) if source
                                                   else None) for i, v in enumerate(value)],
                                 source)
+        if source is not None and (type(value) is list or isinstance(value, dict)):
+            # one mutable object reached through two sources (``log`` and ``ctx.log``) is
+            # one tracker: two would replay their writes one over the other after the graph
+            seen = self._containers.get(id(value))
+            if seen is not None:
+                g.add("ID_MATCH", f"{source.name()} is {seen[2]}", source,
+                      f"same {type(value).__name__}")
+                return seen[1]
         if type(value) in (tuple, list) or (isinstance(value, tuple) and
                                              hasattr(value, "_fields")):
             if source is not None:
@@ -354,7 +365,7 @@ class InstructionTranslator(VM):
             items = [self.wrap_nested(v, GetItemSource(source, i) if source else None)
                      for i, v in enumerate(value)]
             if isinstance(value, list):
-                return ListVariable(items, source)
+                return self._one_per_object(value, ListVariable(items, source), source)
             if type(value) is tuple:
                 return TupleVariable(items, source)
             return NamedTupleVariable(items, type(value), source)
@@ -367,9 +378,10 @@ class InstructionTranslator(VM):
             if factory is not None:
                 factory = self.wrap_nested(factory, AttrSource(source, "default_factory")
                                            if source else None)
-            return ConstDictVariable({k: self.wrap_nested(v, GetItemSource(source, k)
-                                                          if source else None)
-                                      for k, v in value.items()}, source, type(value), factory)
+            vt = ConstDictVariable({k: self.wrap_nested(v, GetItemSource(source, k)
+                                                        if source else None)
+                                    for k, v in value.items()}, source, type(value), factory)
+            return self._one_per_object(value, vt, source)
         if isinstance(value, types.CellType):
             return ClosureCellVariable(value, source)
         if _has_handler(value):  # functools.partial, itertools.chain, deque, ...
@@ -415,6 +427,12 @@ class InstructionTranslator(VM):
             raise Unsupported(f"a {type(value).__name__} object without a source")
         g.TYPE_MATCH(source, value)
         return UserDefinedObjectVariable(value, source)
+
+    def _one_per_object(self, value: Any, vt: VariableTracker,
+                        source: Source | None) -> VariableTracker:
+        if source is not None:
+            self._containers[id(value)] = (value, vt, source.name())
+        return vt
 
     def realize(self, v: Any) -> Any:
         if isinstance(v, LazyVariable):
@@ -650,8 +668,9 @@ class InstructionTranslator(VM):
     def CHECK_EXC_MATCH(self, f, inst):
         typ = self.realize(f.pop()).as_python_constant()
         exc = f.stack[-1]
-        real = exc.exc if isinstance(exc, TracedException) else exc
-        f.push(ConstantVariable(isinstance(real, typ)))
+        if not isinstance(exc, TracedException):  # never match a tracker by its own type
+            raise Unsupported(f"an except clause matching {exc}")
+        f.push(ConstantVariable(isinstance(exc.exc, typ)))
 
     @property
     def grad_enabled(self) -> bool:
