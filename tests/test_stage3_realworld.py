@@ -377,3 +377,43 @@ def test_one_list_reached_through_two_sources_keeps_every_write():
     log, other = [], []
     torch.testing.assert_close(c(x, log, types.SimpleNamespace(log=other)), x + 1)
     assert log == ["direct"] and other == ["through the holder"]
+
+
+def looks_up_with_default(x, key):
+    table = {"a": 2.0}
+    try:
+        scale = table[key]  # KeyError is what CPython raises: traced, caught by the handler
+    except KeyError:
+        scale = -1.0
+    try:
+        if key == "b":
+            raise ValueError(key)
+        shift = 1.0
+    except ValueError:
+        shift = 3.0
+    return x * scale + shift
+
+
+@pytest.mark.parametrize("key", ["a", "b"])
+def test_exceptions_raised_and_caught_in_the_frame_stay_in_one_graph(key):
+    x = torch.randn(3)
+    got = compile_eager(looks_up_with_default, fullgraph=True)(x, key)
+    torch.testing.assert_close(got, looks_up_with_default(x, key))
+    out = tc.explain(looks_up_with_default)(x, key)
+    assert (out.graph_count, out.graph_break_count, out.skipped_frames) == (1, 0, [])
+
+
+def prints_in_a_handler(x, key):
+    try:
+        y = x * {"a": 2.0}[key]
+    except KeyError as e:
+        print("missing", e)  # a break inside the handler: no resume point can rebuild `e`
+        y = x - 1
+    return y + 1
+
+
+@pytest.mark.parametrize("key", ["a", "b"])
+def test_break_inside_a_handler_runs_the_handler_for_real(key, capsys):
+    x = torch.randn(3)
+    torch.testing.assert_close(compile_eager(prints_in_a_handler)(x, key),
+                               prints_in_a_handler(x, key))

@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 from .bytecode import JUMP_OPS
-from .exc import Unsupported
+from .exc import TracedException, Unsupported
 from .guards import GuardBuilder
 from .output_graph import OutputGraph, _as_vt
 from .source import (
@@ -170,7 +170,8 @@ class InstructionTranslator(VM):
         self.frames = [root]
         while True:
             mark = (len(self.output.created), len(self._wrapped_order))
-            saved = (root.ip, list(root.stack), dict(root.locals), list(self.grad_stack))
+            saved = (root.ip, list(root.stack), dict(root.locals), list(self.grad_stack),
+                     list(root.exc_stack))
             self.journal = {}
             try:
                 if self.step(root) is _RETURN:
@@ -178,8 +179,13 @@ class InstructionTranslator(VM):
                                                       return_value=root.return_value))
             except Unsupported as e:
                 self._rollback(mark)
-                root.ip, root.stack, root.locals, self.grad_stack = saved
+                root.ip, root.stack, root.locals, self.grad_stack, root.exc_stack = saved
                 self.frames = [root]
+                if root.exc_stack or any(isinstance(v, TracedException) for v in root.stack):
+                    # inside a handler of an exception the traced code raised: the real frame
+                    # has no such exception to resume with, so it runs uncompiled from here
+                    return CaptureResult("skip", reason=f"{e.reason} (inside an exception "
+                                         "handler)", location=getattr(e, "location", None))
                 if self.grad_stack:
                     # the break is inside a traced no_grad block that the real frame never
                     # entered: run this part of the frame uncompiled instead
@@ -261,8 +267,8 @@ class InstructionTranslator(VM):
             raise err from e
 
     def on_exception(self, frame: Frame, exc: BaseException) -> None:
-        if isinstance(exc, TracedException) and frame is not self.frames[0]:
-            return  # the traced code's own ``raise``, caught by an inlined function
+        if isinstance(exc, TracedException):
+            return  # the traced code's own exception, caught by the traced code
         err = Unsupported(f"exception handling while tracing ({type(exc).__name__}: {exc})")
         err.location = self.location_of(frame, frame.ip - 1)
         raise err
@@ -661,7 +667,7 @@ class InstructionTranslator(VM):
             exc, BuiltinVariable) else None
         if isinstance(value, type) and issubclass(value, Exception):
             value = value()
-        if not isinstance(value, Exception) or len(self.frames) < 2:
+        if not isinstance(value, Exception):
             raise Unsupported("raise statement")
         raise TracedException(value)
 
@@ -715,8 +721,8 @@ class InstructionTranslator(VM):
                 return wrap_constant_result(fn(a.as_python_constant(), b.as_python_constant()))
             except Unsupported:
                 raise
-            except Exception as e:
-                raise Unsupported(f"{type(e).__name__} folding {fn.__name__}: {e}") from None
+            except Exception as e:  # what CPython raises here: the traced code may catch it
+                raise TracedException(e) from None
         if isinstance(a, BaseListVariable) and fn in (operator.add, operator.iadd) and \
                 isinstance(b, BaseListVariable):
             if fn is operator.iadd and isinstance(a, ListVariable):
@@ -914,14 +920,6 @@ def _has_handler(value: Any) -> bool:
         return value in BUILTIN_HANDLERS
     except TypeError:  # unhashable
         return False
-
-
-class TracedException(Exception):  # noqa: N818 (it carries one)
-    """An exception the traced code raised (``exc``), propagating to its handler."""
-
-    def __init__(self, exc: Exception):
-        super().__init__(exc)
-        self.exc = exc
 
 
 def _unwrap_compiled(value: Any, source: Source | None) -> tuple[Any, Source | None] | None:

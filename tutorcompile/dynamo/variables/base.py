@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..exc import Unsupported
+from ..exc import TracedException, Unsupported
 from ..source import Source
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -547,7 +547,7 @@ class ConstDictVariable(VariableTracker):
                 value = self.default_factory.call_function(tx, [], {})
                 self.setitem(tx, key, value)
                 return value
-            raise Unsupported(f"KeyError {k!r} while tracing")
+            raise TracedException(KeyError(k))
         return self.items[k]
 
     def setitem(self, tx, key, value):
@@ -587,7 +587,7 @@ class ConstDictVariable(VariableTracker):
                     return self.items.pop(k)
                 if len(args) > 1:
                     return args[1]
-                raise Unsupported(f"KeyError {k!r} while tracing")
+                raise TracedException(KeyError(k))
             elif name == "setdefault":
                 k = args[0].as_python_constant()
                 return self.items.setdefault(k, args[1] if len(args) > 1
