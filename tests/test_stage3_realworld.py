@@ -391,6 +391,10 @@ def looks_up_with_default(x, key):
         shift = 1.0
     except ValueError:
         shift = 3.0
+    try:
+        shift += (0.5,)[1 if key == "b" else 0]
+    except IndexError:
+        shift -= 4.0
     return x * scale + shift
 
 

@@ -780,7 +780,11 @@ class InstructionTranslator(VM):
         if isinstance(a, NNModuleVariable):
             return a.call_method(self, "__getitem__", [b], {})
         if a.is_python_constant() and b.is_python_constant():
-            return wrap_constant_result(a.as_python_constant()[b.as_python_constant()])
+            try:
+                value = a.as_python_constant()[b.as_python_constant()]
+            except (IndexError, KeyError) as e:  # "abc"[5]: the traced code may catch it
+                raise TracedException(e) from None
+            return wrap_constant_result(value)
         raise Unsupported(f"indexing {a}")
 
     def _contains(self, container, item):

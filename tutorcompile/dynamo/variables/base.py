@@ -389,6 +389,8 @@ class BaseListVariable(VariableTracker):
         k = key.as_python_constant()
         if isinstance(k, slice):
             return type(self)(self.items[k])
+        if isinstance(k, int) and not -len(self.items) <= k < len(self.items):
+            raise TracedException(IndexError(f"{self.python_cls.__name__} index out of range"))
         return self.items[k]
 
     def __repr__(self):
