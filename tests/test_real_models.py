@@ -11,6 +11,8 @@ Checked against eager PyTorch:
 * capture: ``tc.explain`` counts 1 graph and 0 breaks, as ``torch.compile`` does.
 """
 
+import ast
+
 import pytest
 import torch
 
@@ -69,3 +71,8 @@ def test_captured_as_one_graph(name):
     model, ids = hf_model(name), hf_input_ids()
     out = tc.explain(model)(ids)
     assert (out.graph_count, out.graph_break_count) == (1, 0), str(out)
+    # every guard is Python that reaches its value through a source, never an object's repr
+    # (``<Action.NONE: 'none'>``, ``<object at 0x...>``); string keys are literals
+    for guard in (g for graph in out.guards for g in graph):
+        ast.parse(guard.split("  # ")[0], mode="eval")
+        assert " at 0x" not in guard, guard
