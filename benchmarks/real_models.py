@@ -16,9 +16,14 @@ measured side by side in one run:
   atol 1e-5) match eager PyTorch, and the compile seconds: the first inference call, then
   the first training step (forward + backward), each on a fresh cache.
 
-A failure is reported as ``ERR`` with the exception in the notes below the table, never as a
-crash of the script. Compile seconds depend on the disk caches (ours and Inductor's) and on
-the machine's load: read them as a comparison taken in one run.
+A failure is reported as ``FAIL`` with the exception in the notes below the table, never as
+a crash of the script. Compile seconds depend on the disk caches (ours and Inductor's) and on
+the machine's load: read them as a comparison taken in one run. For cold caches::
+
+    TUTORCOMPILE_CACHE_DIR=$(mktemp -d) TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) \
+        python benchmarks/real_models.py --backends inductor
+
+(cold at the start of the run: later models reuse kernels the earlier ones built, for both).
 """
 
 from __future__ import annotations

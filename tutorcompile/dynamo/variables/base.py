@@ -438,12 +438,25 @@ class NamedTupleVariable(TupleVariable):
     def python_type(self):
         return self.tuple_cls
 
-    def var_getattr(self, tx, name):
+    @property
+    def fields(self) -> tuple[str, ...]:
         cls = self.tuple_cls
-        fields = tuple(getattr(cls, "_fields", None) or getattr(cls, "__match_args__", ()))
-        if name in fields:
-            return self.items[fields.index(name)]
+        return tuple(getattr(cls, "_fields", None) or getattr(cls, "__match_args__", ()))
+
+    def var_getattr(self, tx, name):
+        if name in self.fields:
+            return self.items[self.fields.index(name)]
+        if name in ("_replace", "_asdict") and hasattr(self.tuple_cls, "_fields"):
+            return BoundMethodVariable(self, name)
         return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "_replace" and not args and set(kwargs) <= set(self.fields):
+            items = [kwargs.get(f, item) for f, item in zip(self.fields, self.items)]
+            return NamedTupleVariable(items, self.tuple_cls)
+        if name == "_asdict" and not args and not kwargs:
+            return ConstDictVariable(dict(zip(self.fields, self.items)))
+        return super().call_method(tx, name, args, kwargs)
 
     def getitem(self, tx, key):
         k = key.as_python_constant()
