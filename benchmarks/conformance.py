@@ -132,7 +132,8 @@ def right(case: Case, compiler: str, setting: str) -> tuple[bool, str]:
 
 
 def break_reasons(case: Case) -> list[str]:
-    """tutorcompile's graph-break reasons for one call (``tc.explain``, backend eager)."""
+    """tutorcompile's graph-break and skipped-frame reasons for one call (``tc.explain``,
+    backend eager)."""
     if case.raises is not None:
         return []
     try:
@@ -141,7 +142,8 @@ def break_reasons(case: Case) -> list[str]:
             out = tc.explain(case.fn)(*case.make_args(), **case.kwargs)
     except Exception as e:
         return [f"explain raised {type(e).__name__}"]
-    return [r.reason.split("\n")[0] for r in out.break_reasons]
+    skipped = [s.split(": ", 1)[-1] for s in out.skipped_frames]  # "frame: reason"
+    return [r.split("\n")[0] for r in [b.reason for b in out.break_reasons] + skipped]
 
 
 def _normalise(reason: str) -> str:
@@ -191,8 +193,9 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"\n{key[0]} {key[1]}: {len(items)} not right")
         for line in items if args.verbose else items[:40]:
             print("  " + line)
-    print(f"\nTop tutorcompile break reasons ({sum(map(len, reasons.values()))} functions "
-          "with a break):")
+    broken = {name for names in reasons.values() for name in names}
+    print(f"\nTop tutorcompile graph-break / skipped-frame reasons ({len(broken)} functions "
+          "with one):")
     for reason, names in sorted(reasons.items(), key=lambda kv: -len(kv[1]))[:args.top]:
         print(f"  {len(names):3d}  {reason}   [{', '.join(names[:4])}"
               f"{', …' if len(names) > 4 else ''}]")

@@ -421,3 +421,9 @@ def test_break_inside_a_handler_runs_the_handler_for_real(key, capsys):
     x = torch.randn(3)
     torch.testing.assert_close(compile_eager(prints_in_a_handler)(x, key),
                                prints_in_a_handler(x, key))
+
+
+def test_fullgraph_refuses_a_frame_it_would_run_uncompiled():
+    from tutorcompile.dynamo.exc import GraphBreakError
+    with pytest.raises(GraphBreakError, match="inside an exception handler"):
+        compile_eager(prints_in_a_handler, fullgraph=True)(torch.randn(3), "b")

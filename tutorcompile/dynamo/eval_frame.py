@@ -459,6 +459,10 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
     tx = InstructionTranslator(frame, dynamic_dims)
     result = tx.capture()
     if result.kind == "skip":
+        if config.fullgraph:  # running the frame uncompiled is a break as much as a break
+            filename, lineno, text = result.location or (
+                frame.code.co_filename, frame.code.co_firstlineno, "")
+            raise GraphBreakError(result.reason, filename, lineno, text)
         cache.skip_from.add(frame.ip)
         _notify("skip", frame, result, None)
         return None
