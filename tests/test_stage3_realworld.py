@@ -389,8 +389,8 @@ def looks_up_with_default(x, key):
         if key == "b":
             raise ValueError(key)
         shift = 1.0
-    except ValueError:
-        shift = 3.0
+    except ValueError as e:  # the exception object is a value the handler may use
+        shift = 3.0 + len(f"{e}") + len(e.args)
     try:
         shift += (0.5,)[1 if key == "b" else 0]
     except IndexError:

@@ -443,6 +443,8 @@ class InstructionTranslator(VM):
     def realize(self, v: Any) -> Any:
         if isinstance(v, LazyVariable):
             return self.wrap_nested(v.value, v.source)
+        if isinstance(v, TracedException):  # ``except E as e``: e is the exception, a value
+            return ConstantVariable(v.exc)
         return v
 
     def globals_scope(self, f_globals: dict) -> str:
