@@ -63,7 +63,8 @@ def ordered_default(x):
     return o["a"] + d["k"][0]
 def named_tuple(x):
     p = Pair(x, 2)
-    return p.a * p.b + p[0]
+    q = p._replace(b=5)
+    return p.a * p.b + p[0] + q.b * q._asdict()["a"]
 def dataclass_use(x):
     c = Cfg(scale=3.0)
     c2 = dataclasses.replace(c, shift=5.0)

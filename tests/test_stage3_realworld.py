@@ -340,3 +340,90 @@ def test_exception_caught_inside_inlined_code_stays_in_the_graph():
 def test_exception_leaving_the_frame_is_raised_for_real():
     with pytest.raises(IndexError, match="row index out of range"):
         compile_eager(raises_past_the_frame)(torch.randn(3, 4))
+
+
+# --- found by benchmarks/conformance.py: crashes and wrong results eager would not have -----
+def divides_or_falls_back(x, n):
+    try:
+        scale = 10 // n  # raises while tracing: a graph break, then the real run raises
+    except ZeroDivisionError:
+        scale = -1
+    return x * scale
+
+
+def test_exception_caught_by_the_compiled_frame_runs_its_handler():
+    # was: the handler resumed as a compiled entry matched the exception as a tracker
+    # (never an instance) and re-raised ZeroDivisionError out of the frame
+    c = compile_eager(divides_or_falls_back)
+    x = torch.randn(3)
+    for n in (2, 0, 5):
+        torch.testing.assert_close(c(x, n), divides_or_falls_back(x, n))
+
+
+def appends_through_two_names(x, log, holder):
+    log.append("direct")
+    holder.log.append("through the holder")
+    return x + len(log)
+
+
+def test_one_list_reached_through_two_sources_keeps_every_write():
+    # was: one tracker per source, so the second write-back replaced the first
+    c = compile_eager(appends_through_two_names, fullgraph=True)
+    x = torch.randn(3)
+    log = []
+    torch.testing.assert_close(c(x, log, types.SimpleNamespace(log=log)), x + 2)
+    assert log == ["direct", "through the holder"]
+    # not aliased any more: the identity guard fails and the writes go to two lists
+    log, other = [], []
+    torch.testing.assert_close(c(x, log, types.SimpleNamespace(log=other)), x + 1)
+    assert log == ["direct"] and other == ["through the holder"]
+
+
+def looks_up_with_default(x, key):
+    table = {"a": 2.0}
+    try:
+        scale = table[key]  # KeyError is what CPython raises: traced, caught by the handler
+    except KeyError:
+        scale = -1.0
+    try:
+        if key == "b":
+            raise ValueError(key)
+        shift = 1.0
+    except ValueError as e:  # the exception object is a value the handler may use
+        shift = 3.0 + len(f"{e}") + len(e.args)
+    try:
+        shift += (0.5,)[1 if key == "b" else 0]
+    except IndexError:
+        shift -= 4.0
+    return x * scale + shift
+
+
+@pytest.mark.parametrize("key", ["a", "b"])
+def test_exceptions_raised_and_caught_in_the_frame_stay_in_one_graph(key):
+    x = torch.randn(3)
+    got = compile_eager(looks_up_with_default, fullgraph=True)(x, key)
+    torch.testing.assert_close(got, looks_up_with_default(x, key))
+    out = tc.explain(looks_up_with_default)(x, key)
+    assert (out.graph_count, out.graph_break_count, out.skipped_frames) == (1, 0, [])
+
+
+def prints_in_a_handler(x, key):
+    try:
+        y = x * {"a": 2.0}[key]
+    except KeyError as e:
+        print("missing", e)  # a break inside the handler: no resume point can rebuild `e`
+        y = x - 1
+    return y + 1
+
+
+@pytest.mark.parametrize("key", ["a", "b"])
+def test_break_inside_a_handler_runs_the_handler_for_real(key, capsys):
+    x = torch.randn(3)
+    torch.testing.assert_close(compile_eager(prints_in_a_handler)(x, key),
+                               prints_in_a_handler(x, key))
+
+
+def test_fullgraph_refuses_a_frame_it_would_run_uncompiled():
+    from tutorcompile.dynamo.exc import GraphBreakError
+    with pytest.raises(GraphBreakError, match="inside an exception handler"):
+        compile_eager(prints_in_a_handler, fullgraph=True)(torch.randn(3), "b")

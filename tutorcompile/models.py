@@ -6,8 +6,13 @@
   pools, dropout and three linear layers) scaled down to 32×32 images.
 * :class:`MLP` -- the seed's ``Linear → ReLU → Linear → Softmax`` generalised to any widths.
 
+Beside them, models nobody here wrote: :func:`hf_model` builds tiny random-config Hugging Face
+``transformers`` models (GPT-2, BERT, Llama, Mistral, DistilBERT, OPT, T5 encoder; 2 layers,
+hidden size 64) from their config classes, and :func:`hf_input_ids` their 2×16 input ids --
+the one place the real-model tests and ``benchmarks/real_models.py`` build them.
+
 All weights are random (``torch.manual_seed`` makes them repeatable); nothing is downloaded.
-Each model has ``example_inputs(batch)`` and ``loss(output, target_batch)`` so the capstone
+Each capstone model has ``example_inputs(batch)`` and ``loss(output, target_batch)`` so the capstone
 notebook, the tests and the benchmarks can run inference and a training step the same way.
 """
 
@@ -165,3 +170,50 @@ class MLP(nn.Module):
     @staticmethod
     def loss(output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return F.mse_loss(output, targets)
+
+
+# --- tiny Hugging Face models ----------------------------------------------------------------
+HF_VOCAB = 1000
+HF_MODELS = ("gpt2", "bert", "llama", "mistral", "distilbert", "opt", "t5")
+
+
+def _hf_configs(t) -> dict:
+    small = dict(vocab_size=HF_VOCAB)
+    return {
+        "gpt2": lambda: t.GPT2Model(t.GPT2Config(
+            n_layer=2, n_embd=64, n_head=4, n_positions=64, bos_token_id=0, eos_token_id=0,
+            **small)),
+        "bert": lambda: t.BertModel(t.BertConfig(
+            num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
+            max_position_embeddings=64, **small)),
+        "llama": lambda: t.LlamaModel(t.LlamaConfig(
+            num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+            intermediate_size=128, max_position_embeddings=64, **small)),
+        "mistral": lambda: t.MistralModel(t.MistralConfig(
+            num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+            intermediate_size=128, max_position_embeddings=64, **small)),
+        "distilbert": lambda: t.DistilBertModel(t.DistilBertConfig(
+            n_layers=2, dim=64, n_heads=4, hidden_dim=128, max_position_embeddings=64,
+            **small)),
+        "opt": lambda: t.OPTModel(t.OPTConfig(
+            num_hidden_layers=2, hidden_size=64, num_attention_heads=4, ffn_dim=128,
+            max_position_embeddings=64, word_embed_proj_dim=64, **small)),
+        "t5": lambda: t.T5EncoderModel(t.T5Config(
+            num_layers=2, d_model=64, num_heads=4, d_kv=16, d_ff=128, **small)),
+    }
+
+
+def hf_model(name: str, seed: int = 0) -> nn.Module:
+    """The tiny random-config ``transformers`` model ``name`` (one of :data:`HF_MODELS`), in
+    eval mode (dropout off, so eager and compiled runs draw no random numbers), with the
+    attention implementation a user gets by default (``sdpa``). Nothing is downloaded."""
+    from tutorcompile.environment import make_torchvision_importable
+    make_torchvision_importable()
+    import transformers
+    torch.manual_seed(seed)
+    return _hf_configs(transformers)[name]().eval()
+
+
+def hf_input_ids(batch: int = 2, seq: int = 16, seed: int = 1) -> torch.Tensor:
+    """Random token ids in ``[0, HF_VOCAB)`` of shape ``batch × seq``."""
+    return torch.randint(0, HF_VOCAB, (batch, seq), generator=torch.Generator().manual_seed(seed))

@@ -413,6 +413,11 @@ def run_frame(frame: Frame, config: Config) -> Any:
         runner = runner or ConcreteRunner(config)
         if runner.step(frame) is _RETURN:
             return frame.return_value
+        # the breaking instruction raised and this frame catches it: the handler runs
+        # uncompiled to its end, as no resume point can rebuild the exception being handled
+        while frame.exc_stack or frame.instructions[frame.ip].opname == "PUSH_EXC_INFO":
+            if runner.step(frame) is _RETURN:
+                return frame.return_value
 
 
 def _note_recompile(frame: Frame, cache: FrameCache, entries: list[CacheEntry]) -> None:
@@ -457,6 +462,10 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
     tx = InstructionTranslator(frame, dynamic_dims)
     result = tx.capture()
     if result.kind == "skip":
+        if config.fullgraph:  # running the frame uncompiled is a break as much as a break
+            filename, lineno, text = result.location or (
+                frame.code.co_filename, frame.code.co_firstlineno, "")
+            raise GraphBreakError(result.reason, filename, lineno, text)
         cache.skip_from.add(frame.ip)
         _notify("skip", frame, result, None)
         return None

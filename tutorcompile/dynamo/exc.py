@@ -22,6 +22,17 @@ class Unsupported(BaseException):  # noqa: N818 (PyTorch's name)
         self.reason = reason
 
 
+class TracedException(Exception):  # noqa: N818 (it carries one)
+    """An exception the traced code raised (``exc``: a ``raise`` statement, or a Python
+    operation on constants such as ``10 // 0`` or ``{}[k]``), propagating to its handler in
+    the traced frames; one that leaves the compiled frame is a graph break, so the real run
+    raises it."""
+
+    def __init__(self, exc: Exception):
+        super().__init__(exc)
+        self.exc = exc
+
+
 class GraphBreakError(TutorcompileError):
     """Raised instead of breaking the graph when ``fullgraph=True``."""
 

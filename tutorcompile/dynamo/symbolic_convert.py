@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 from .bytecode import JUMP_OPS
-from .exc import Unsupported
+from .exc import TracedException, Unsupported
 from .guards import GuardBuilder
 from .output_graph import OutputGraph, _as_vt
 from .source import (
@@ -135,6 +135,8 @@ class InstructionTranslator(VM):
         self.dynamic_dims = dynamic_dims or (lambda source, value: frozenset())
         self.wrapped: dict[str, VariableTracker] = {}
         self._wrapped_order: list[str] = []
+        # lists and dicts from outside by id: one tracker per object, whatever the source
+        self._containers: dict[int, tuple[Any, VariableTracker, str]] = {}
         self.frames: list[Frame] = []
         self.journal: dict[int, tuple[VariableTracker, dict]] = {}
         self._scopes: dict[int, str] = {id(frame.globals): "G"}
@@ -168,7 +170,8 @@ class InstructionTranslator(VM):
         self.frames = [root]
         while True:
             mark = (len(self.output.created), len(self._wrapped_order))
-            saved = (root.ip, list(root.stack), dict(root.locals), list(self.grad_stack))
+            saved = (root.ip, list(root.stack), dict(root.locals), list(self.grad_stack),
+                     list(root.exc_stack))
             self.journal = {}
             try:
                 if self.step(root) is _RETURN:
@@ -176,8 +179,13 @@ class InstructionTranslator(VM):
                                                       return_value=root.return_value))
             except Unsupported as e:
                 self._rollback(mark)
-                root.ip, root.stack, root.locals, self.grad_stack = saved
+                root.ip, root.stack, root.locals, self.grad_stack, root.exc_stack = saved
                 self.frames = [root]
+                if root.exc_stack or any(isinstance(v, TracedException) for v in root.stack):
+                    # inside a handler of an exception the traced code raised: the real frame
+                    # has no such exception to resume with, so it runs uncompiled from here
+                    return CaptureResult("skip", reason=f"{e.reason} (inside an exception "
+                                         "handler)", location=getattr(e, "location", None))
                 if self.grad_stack:
                     # the break is inside a traced no_grad block that the real frame never
                     # entered: run this part of the frame uncompiled instead
@@ -209,6 +217,7 @@ class InstructionTranslator(VM):
         for key in self._wrapped_order[mark[1]:]:
             self.wrapped.pop(key, None)
         del self._wrapped_order[mark[1]:]
+        self._containers = {i: e for i, e in self._containers.items() if e[2] in self.wrapped}
 
     def record_mutation(self, vt: VariableTracker) -> None:
         """Remember ``vt``'s state before this instruction mutates it (for rollback).
@@ -258,8 +267,8 @@ class InstructionTranslator(VM):
             raise err from e
 
     def on_exception(self, frame: Frame, exc: BaseException) -> None:
-        if isinstance(exc, TracedException) and frame is not self.frames[0]:
-            return  # the traced code's own ``raise``, caught by an inlined function
+        if isinstance(exc, TracedException):
+            return  # the traced code's own exception, caught by the traced code
         err = Unsupported(f"exception handling while tracing ({type(exc).__name__}: {exc})")
         err.location = self.location_of(frame, frame.ip - 1)
         raise err
@@ -347,6 +356,14 @@ class InstructionTranslator(VM):
             return SizeVariable([self.wrap_nested(v, GetItemSource(source, i) if source
                                                   else None) for i, v in enumerate(value)],
                                 source)
+        if source is not None and (type(value) is list or isinstance(value, dict)):
+            # one mutable object reached through two sources (``log`` and ``ctx.log``) is
+            # one tracker: two would replay their writes one over the other after the graph
+            seen = self._containers.get(id(value))
+            if seen is not None:
+                g.add("ID_MATCH", f"{source.name()} is {seen[2]}", source,
+                      f"same {type(value).__name__}")
+                return seen[1]
         if type(value) in (tuple, list) or (isinstance(value, tuple) and
                                              hasattr(value, "_fields")):
             if source is not None:
@@ -354,7 +371,7 @@ class InstructionTranslator(VM):
             items = [self.wrap_nested(v, GetItemSource(source, i) if source else None)
                      for i, v in enumerate(value)]
             if isinstance(value, list):
-                return ListVariable(items, source)
+                return self._one_per_object(value, ListVariable(items, source), source)
             if type(value) is tuple:
                 return TupleVariable(items, source)
             return NamedTupleVariable(items, type(value), source)
@@ -367,9 +384,10 @@ class InstructionTranslator(VM):
             if factory is not None:
                 factory = self.wrap_nested(factory, AttrSource(source, "default_factory")
                                            if source else None)
-            return ConstDictVariable({k: self.wrap_nested(v, GetItemSource(source, k)
-                                                          if source else None)
-                                      for k, v in value.items()}, source, type(value), factory)
+            vt = ConstDictVariable({k: self.wrap_nested(v, GetItemSource(source, k)
+                                                        if source else None)
+                                    for k, v in value.items()}, source, type(value), factory)
+            return self._one_per_object(value, vt, source)
         if isinstance(value, types.CellType):
             return ClosureCellVariable(value, source)
         if _has_handler(value):  # functools.partial, itertools.chain, deque, ...
@@ -416,9 +434,17 @@ class InstructionTranslator(VM):
         g.TYPE_MATCH(source, value)
         return UserDefinedObjectVariable(value, source)
 
+    def _one_per_object(self, value: Any, vt: VariableTracker,
+                        source: Source | None) -> VariableTracker:
+        if source is not None:
+            self._containers[id(value)] = (value, vt, source.name())
+        return vt
+
     def realize(self, v: Any) -> Any:
         if isinstance(v, LazyVariable):
             return self.wrap_nested(v.value, v.source)
+        if isinstance(v, TracedException):  # ``except E as e``: e is the exception, a value
+            return ConstantVariable(v.exc)
         return v
 
     def globals_scope(self, f_globals: dict) -> str:
@@ -643,15 +669,16 @@ class InstructionTranslator(VM):
             exc, BuiltinVariable) else None
         if isinstance(value, type) and issubclass(value, Exception):
             value = value()
-        if not isinstance(value, Exception) or len(self.frames) < 2:
+        if not isinstance(value, Exception):
             raise Unsupported("raise statement")
         raise TracedException(value)
 
     def CHECK_EXC_MATCH(self, f, inst):
         typ = self.realize(f.pop()).as_python_constant()
         exc = f.stack[-1]
-        real = exc.exc if isinstance(exc, TracedException) else exc
-        f.push(ConstantVariable(isinstance(real, typ)))
+        if not isinstance(exc, TracedException):  # never match a tracker by its own type
+            raise Unsupported(f"an except clause matching {exc}")
+        f.push(ConstantVariable(isinstance(exc.exc, typ)))
 
     @property
     def grad_enabled(self) -> bool:
@@ -696,8 +723,8 @@ class InstructionTranslator(VM):
                 return wrap_constant_result(fn(a.as_python_constant(), b.as_python_constant()))
             except Unsupported:
                 raise
-            except Exception as e:
-                raise Unsupported(f"{type(e).__name__} folding {fn.__name__}: {e}") from None
+            except Exception as e:  # what CPython raises here: the traced code may catch it
+                raise TracedException(e) from None
         if isinstance(a, BaseListVariable) and fn in (operator.add, operator.iadd) and \
                 isinstance(b, BaseListVariable):
             if fn is operator.iadd and isinstance(a, ListVariable):
@@ -755,7 +782,11 @@ class InstructionTranslator(VM):
         if isinstance(a, NNModuleVariable):
             return a.call_method(self, "__getitem__", [b], {})
         if a.is_python_constant() and b.is_python_constant():
-            return wrap_constant_result(a.as_python_constant()[b.as_python_constant()])
+            try:
+                value = a.as_python_constant()[b.as_python_constant()]
+            except (IndexError, KeyError) as e:  # "abc"[5]: the traced code may catch it
+                raise TracedException(e) from None
+            return wrap_constant_result(value)
         raise Unsupported(f"indexing {a}")
 
     def _contains(self, container, item):
@@ -895,14 +926,6 @@ def _has_handler(value: Any) -> bool:
         return value in BUILTIN_HANDLERS
     except TypeError:  # unhashable
         return False
-
-
-class TracedException(Exception):  # noqa: N818 (it carries one)
-    """An exception the traced code raised (``exc``), propagating to its handler."""
-
-    def __init__(self, exc: Exception):
-        super().__init__(exc)
-        self.exc = exc
 
 
 def _unwrap_compiled(value: Any, source: Source | None) -> tuple[Any, Source | None] | None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..exc import Unsupported
+from ..exc import TracedException, Unsupported
 from ..source import Source
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -389,6 +389,8 @@ class BaseListVariable(VariableTracker):
         k = key.as_python_constant()
         if isinstance(k, slice):
             return type(self)(self.items[k])
+        if isinstance(k, int) and not -len(self.items) <= k < len(self.items):
+            raise TracedException(IndexError(f"{self.python_cls.__name__} index out of range"))
         return self.items[k]
 
     def __repr__(self):
@@ -436,12 +438,25 @@ class NamedTupleVariable(TupleVariable):
     def python_type(self):
         return self.tuple_cls
 
-    def var_getattr(self, tx, name):
+    @property
+    def fields(self) -> tuple[str, ...]:
         cls = self.tuple_cls
-        fields = tuple(getattr(cls, "_fields", None) or getattr(cls, "__match_args__", ()))
-        if name in fields:
-            return self.items[fields.index(name)]
+        return tuple(getattr(cls, "_fields", None) or getattr(cls, "__match_args__", ()))
+
+    def var_getattr(self, tx, name):
+        if name in self.fields:
+            return self.items[self.fields.index(name)]
+        if name in ("_replace", "_asdict") and hasattr(self.tuple_cls, "_fields"):
+            return BoundMethodVariable(self, name)
         return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "_replace" and not args and set(kwargs) <= set(self.fields):
+            items = [kwargs.get(f, item) for f, item in zip(self.fields, self.items)]
+            return NamedTupleVariable(items, self.tuple_cls)
+        if name == "_asdict" and not args and not kwargs:
+            return ConstDictVariable(dict(zip(self.fields, self.items)))
+        return super().call_method(tx, name, args, kwargs)
 
     def getitem(self, tx, key):
         k = key.as_python_constant()
@@ -547,7 +562,7 @@ class ConstDictVariable(VariableTracker):
                 value = self.default_factory.call_function(tx, [], {})
                 self.setitem(tx, key, value)
                 return value
-            raise Unsupported(f"KeyError {k!r} while tracing")
+            raise TracedException(KeyError(k))
         return self.items[k]
 
     def setitem(self, tx, key, value):
@@ -587,7 +602,7 @@ class ConstDictVariable(VariableTracker):
                     return self.items.pop(k)
                 if len(args) > 1:
                     return args[1]
-                raise Unsupported(f"KeyError {k!r} while tracing")
+                raise TracedException(KeyError(k))
             elif name == "setdefault":
                 k = args[0].as_python_constant()
                 return self.items.setdefault(k, args[1] if len(args) > 1
