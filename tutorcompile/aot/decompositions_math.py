@@ -1280,3 +1280,76 @@ def channel_shuffle(a, groups):
     n, c, *rest = a.shape
     x = ops.reshape(a, (n, groups, c // groups, *rest))
     return ops.reshape(_swap(x, 1, 2), (n, c, *rest))
+
+
+# =======================================================================================
+# Products spelled with pointwise math and sums: vecdot, cross, kron; float_power in
+# float64. (logcumsumexp as a masked reduction like cumsum was tried: its float32 gradient
+# drifts past 1e-3 from PyTorch's, so it stays an extern.)
+# =======================================================================================
+
+@register_decomposition(torch.linalg.vecdot)
+def vecdot(x, y, *, dim=-1):
+    if not (_is_float(x) and _is_float(y)) or x.dtype != y.dtype:
+        raise NotImplementedError("complex, integer or mixed inputs")
+    out = ops.mul(x, y)
+    return ops.sum(out, (normalize_dim(dim, len(out.shape)),))
+
+
+def _cross(a, b, d):
+    def at(t, i):
+        return ops.slice(t, d, i, i + 1, 1)
+
+    def term(i, j):
+        return ops.sub(ops.mul(at(a, i), at(b, j)), ops.mul(at(a, j), at(b, i)))
+    a, b = ops.expand(a, _broadcast(a, b)), ops.expand(b, _broadcast(a, b))
+    return ops.cat([term(1, 2), term(2, 0), term(0, 1)], d)
+
+
+def _broadcast(a, b):
+    return tuple(torch.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+
+
+@register_decomposition(torch.linalg.cross)
+def linalg_cross(a, b, *, dim=-1):
+    if not (_is_float(a) and _is_float(b)) or a.dtype != b.dtype:
+        raise NotImplementedError("complex, integer or mixed inputs")
+    shape = _broadcast(a, b)
+    d = normalize_dim(dim, len(shape))
+    if shape[d] != 3:
+        raise NotImplementedError("a dimension that is not of size 3")
+    return _cross(a, b, d)
+
+
+@register_decomposition(*_both("cross"))
+def cross(a, b, dim=None):
+    if dim is None:  # the first dimension of size 3 (PyTorch's deprecated default)
+        shape = _broadcast(a, b)
+        dim = next((k for k, s in enumerate(shape) if s == 3), None)
+        if dim is None:
+            raise NotImplementedError("no dimension of size 3")
+    return linalg_cross(a, b, dim=dim)
+
+
+@register_decomposition(*_both("kron"))
+def kron(a, b):
+    if not (_is_t(a) and _is_t(b)) or a.dtype != b.dtype:
+        raise NotImplementedError("mixed dtypes")
+    n = max(len(a.shape), len(b.shape))
+    sa = (1,) * (n - len(a.shape)) + tuple(a.shape)
+    sb = (1,) * (n - len(b.shape)) + tuple(b.shape)
+    a2 = ops.reshape(a, tuple(x for s in sa for x in (s, 1)))
+    b2 = ops.reshape(b, tuple(x for s in sb for x in (1, s)))
+    return ops.reshape(ops.mul(a2, b2), tuple(x * y for x, y in zip(sa, sb)))
+
+
+@register_decomposition(*_both("float_power"))
+def float_power(a, b):
+    if (_is_t(a) and a.dtype.is_complex) or (_is_t(b) and b.dtype.is_complex):
+        raise NotImplementedError("complex inputs")
+    a = _cast(a, torch.float64) if _is_t(a) else float(a)
+    b = _cast(b, torch.float64) if _is_t(b) else float(b)
+    if not _is_t(a):
+        raise NotImplementedError("a Python number as the base")
+    return ops.pow(a, b)
+

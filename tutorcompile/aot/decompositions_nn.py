@@ -577,11 +577,43 @@ for _n, _avg, _max in ((1, F.adaptive_avg_pool1d, F.adaptive_max_pool1d),
     register_decomposition(_max)(_adaptive(_n, _max_pool))
 
 
+def _edge_pad(a, d, before, after, mode):
+    """Pad (or, negative, crop) dimension ``d`` from the tensor's own values: ``cat`` of
+    slices -- the edge repeated (replicate), mirrored (reflect) or wrapped (circular)."""
+    n = a.shape[d]
+    if max(before, after) > 64 or (mode == "reflect" and max(before, after) >= n) \
+            or (mode == "circular" and max(before, after) > n):
+        raise NotImplementedError(f"{mode} padding wider than the rule covers")
+
+    def at(i):
+        return ops.slice(a, d, i, i + 1, 1)
+
+    def side(p, left):
+        if mode == "replicate":
+            return [at(0 if left else n - 1)] * p
+        if mode == "circular":
+            return [ops.slice(a, d, n - p, n, 1) if left else ops.slice(a, d, 0, p, 1)]
+        return [at(p - k) for k in range(p)] if left else [at(n - 2 - k) for k in range(p)]
+    middle = ops.slice(a, d, max(-before, 0), n - max(-after, 0), 1)
+    parts = (side(before, True) if before > 0 else []) + [middle] + \
+        (side(after, False) if after > 0 else [])
+    return ops.cat(parts, d) if len(parts) > 1 else middle
+
+
+_EDGE_PADS = ("replicate", "reflect", "circular")
+
+
 @register_decomposition(F.pad, *_both("constant_pad_nd"))
 def pad(a, pad, mode="constant", value=None):
-    if mode != "constant" or len(pad) % 2 or len(pad) // 2 > len(a.shape):
+    if mode not in ("constant", *_EDGE_PADS) or len(pad) % 2 \
+            or len(pad) // 2 > len(a.shape):
         raise NotImplementedError(f"{mode} padding")
     pairs = [(pad[2 * k], pad[2 * k + 1]) for k in range(len(pad) // 2)][::-1]
+    if mode != "constant":
+        first = len(a.shape) - len(pairs)
+        for k, (before, after) in enumerate(pairs):
+            a = _edge_pad(a, first + k, before, after, mode)
+        return a
     if any(p < 0 for pair in pairs for p in pair):
         raise NotImplementedError("negative padding (cropping)")
     return constant_pad(a, pairs, 0.0 if value is None else value)
