@@ -556,6 +556,28 @@ register_decomposition(F.max_pool2d)(_max_pool(2))
 register_decomposition(F.max_pool3d)(_max_pool(3))
 
 
+def _adaptive_windows(x, out, largest):
+    """Adaptive pooling whose windows differ in size: one dimension at a time (the windows
+    are boxes), output ``i`` reduces the inputs ``j`` with ``floor(i*n/o) <= j <
+    ceil((i+1)*n/o)``, a mask computed from ``iota`` -- one masked reduction per dimension."""
+    for k, o in enumerate(out):
+        d = len(x.shape) - len(out) + k
+        n = x.shape[d]
+        xu = ops.unsqueeze(x, d)                   # [..., 1 (i), n (j), ...]
+        i = ops.reshape(ops.iota(o, device=x.device),
+                        (1,) * d + (o, 1) + (1,) * (len(x.shape) - d - 1))
+        j = positions(xu, d + 1)
+        inside = ops.logical_and(ops.lt(ops.mul(i, n), ops.mul(ops.add(j, 1), o)),
+                                 ops.gt(ops.mul(ops.add(i, 1), n), ops.mul(j, o)))
+        if largest:
+            x = ops.amax(ops.where(inside, xu, float("-inf")), (d + 1,))
+        else:
+            total = ops.sum(ops.where(inside, xu, 0.0), (d + 1,))
+            count = ops.sum(ops.convert_element_type(inside, x.dtype), (d + 1,))
+            x = ops.div(total, count)
+    return x
+
+
 def _adaptive(n, pool):
     def rule(x, output_size, *rest):
         if rest and any(rest):
@@ -563,8 +585,12 @@ def _adaptive(n, pool):
         out = (output_size,) * n if isinstance(output_size, int) else tuple(output_size)
         spatial = tuple(x.shape[-n:])
         out = tuple(s if o is None else o for o, s in zip(out, spatial))
-        if any(o == 0 or s % o for o, s in zip(out, spatial)):
-            raise NotImplementedError("an output size that does not divide the input")
+        if any(o == 0 or s == 0 for o, s in zip(out, spatial)):
+            raise NotImplementedError("an empty input or output")
+        if any(s % o for o, s in zip(out, spatial)):
+            if 0 in tuple(x.shape):  # (an empty batch: a generated kernel over no elements)
+                raise NotImplementedError("an empty tensor")
+            return _adaptive_windows(_floating_only(x), out, pool is _max_pool)
         kernel = tuple(s // o for o, s in zip(out, spatial))
         return pool(n)(x, kernel, kernel)
     return rule
