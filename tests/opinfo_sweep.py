@@ -305,7 +305,11 @@ def summary_lines(reports: list[Any]) -> list[str]:
             r = OpResult(d["name"], d["backend"], d["forward"], d["backward"], d["kernels"],
                          dict.fromkeys(d.get("extern", ()), ""))
             summaries.setdefault(r.backend, Summary(r.backend)).add(r)
-    return [str(s) for _, s in sorted(summaries.items())]
+    total = len(sweep_ops()) if summaries else 0
+    # a run stopped early (-x) or selected (-k) counts only the ops that ran: say so, so
+    # that its figures are never read as the whole sweep's
+    return [str(s) + (f" [partial run: {s.ops} of {total} ops]" if s.ops < total else "")
+            for _, s in sorted(summaries.items())]
 
 
 def main(argv: list[str]) -> None:

@@ -239,10 +239,19 @@ def to(a, *args, **kwargs):
     return a if dtype is None else _cast(a, dtype)
 
 
-register_decomposition("method:float")(lambda a: _cast(a, torch.float32))
-register_decomposition("method:double")(lambda a: _cast(a, torch.float64))
-register_decomposition("method:half")(lambda a: _cast(a, torch.float16))
-register_decomposition("method:bfloat16")(lambda a: _cast(a, torch.bfloat16))
+def _cast_method(dtype):
+    """``t.float()``, ``t.long()``...: a cast (a memory format changes only strides, which a
+    functional graph does not fix)."""
+    def rule(a, memory_format=torch.preserve_format):
+        return _cast(a, dtype)
+    return rule
+
+
+for _name, _dtype in (("float", torch.float32), ("double", torch.float64),
+                      ("half", torch.float16), ("bfloat16", torch.bfloat16),
+                      ("bool", torch.bool), ("byte", torch.uint8), ("char", torch.int8),
+                      ("short", torch.int16), ("int", torch.int32), ("long", torch.int64)):
+    register_decomposition(f"method:{_name}")(_cast_method(_dtype))
 register_decomposition("method:type_as")(lambda a, other: _cast(a, other.dtype))
 
 

@@ -1024,3 +1024,332 @@ def _copy_aliases():
 _copy_aliases()
 
 
+
+
+# =======================================================================================
+# Indexing with computed positions: gather, take and scatter_add read or accumulate through
+# one flat index (``index_select`` / ``index_add`` on the flattened tensor); flip, roll and
+# rot90 reorder along a dim; diagonals are strided slices of the flattened matrix.
+# =======================================================================================
+
+def _flat_offsets(index, dim, shape):
+    """For every element of ``index``: its offset in a contiguous tensor of ``shape``, with
+    ``index`` giving the position along ``dim`` and its own position along the others."""
+    strides = [1] * len(shape)
+    for k in range(len(shape) - 2, -1, -1):
+        strides[k] = strides[k + 1] * shape[k + 1]
+    flat = None
+    for k in range(len(shape)):
+        term = ops.mul(index if k == dim else positions(index, k), strides[k])
+        flat = term if flat is None else ops.add(flat, term)
+    return ops.reshape(flat, (-1,))
+
+
+def _indexable(a, index, dim):
+    if not _is_t(index) or index.dtype != torch.int64 or len(a.shape) == 0 \
+            or len(index.shape) != len(a.shape) or 0 in tuple(index.shape):
+        raise NotImplementedError("a 0-d, empty or differently ranked index")
+    return normalize_dim(dim, len(a.shape))
+
+
+@register_decomposition(*_both("gather"))
+def gather(a, dim, index, *, sparse_grad=False):
+    d = _indexable(a, index, dim)
+    flat = ops.index_select(ops.reshape(a, (-1,)), 0, _flat_offsets(index, d, a.shape))
+    return ops.reshape(flat, tuple(index.shape))
+
+
+@register_decomposition(*_both("take_along_dim"))
+def take_along_dim(a, indices, dim=None):
+    if dim is None:
+        return take(a, indices)
+    d = normalize_dim(dim, len(a.shape))
+    if len(indices.shape) != len(a.shape) or any(
+            i != s for k, (i, s) in enumerate(zip(indices.shape, a.shape)) if k != d):
+        raise NotImplementedError("indices that broadcast against the tensor")
+    return gather(a, d, indices)
+
+
+@register_decomposition(*_both("take"))
+def take(a, index):
+    if not _is_t(index) or index.dtype != torch.int64 or 0 in tuple(a.shape):
+        raise NotImplementedError("an empty tensor or a non-int64 index")
+    numel = math.prod(a.shape)
+    flat = ops.reshape(index, (-1,))
+    flat = ops.where(ops.lt(flat, 0), ops.add(flat, numel), flat)
+    return ops.reshape(ops.index_select(ops.reshape(a, (-1,)), 0, flat), tuple(index.shape))
+
+
+@register_decomposition(*_both("scatter_add"))
+def scatter_add(a, dim, index, src):
+    d = _indexable(a, index, dim)
+    if not _is_t(src) or src.dtype != a.dtype:
+        raise NotImplementedError("a Python number or another dtype as the source")
+    for k, size in enumerate(index.shape):
+        if src.shape[k] != size:
+            src = ops.slice(src, k, 0, size, 1)
+    out = ops.index_add(ops.reshape(a, (-1,)), 0, _flat_offsets(index, d, a.shape),
+                        ops.reshape(src, (-1,)))
+    return ops.reshape(out, tuple(a.shape))
+
+
+def _reversed_along(a, d):
+    n = a.shape[d]
+    return ops.index_select(a, d, ops.iota(n, start=n - 1, step=-1, device=a.device))
+
+
+@register_decomposition(*_both("flip"))
+def flip(a, dims):
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    if len(a.shape) == 0 or 0 in tuple(a.shape):
+        raise NotImplementedError("a 0-d or empty tensor")
+    for d in {normalize_dim(d, len(a.shape)) for d in dims}:
+        a = _reversed_along(a, d)
+    return a
+
+
+register_decomposition(*_both("fliplr"))(lambda a: flip(a, (1,)))
+register_decomposition(*_both("flipud"))(lambda a: flip(a, (0,)))
+
+
+def _swap(a, d0, d1):
+    order = list(range(len(a.shape)))
+    order[d0], order[d1] = order[d1], order[d0]
+    return ops.permute(a, tuple(order))
+
+
+@register_decomposition(*_both("rot90"))
+def rot90(a, k=1, dims=(0, 1)):
+    if len(a.shape) < 2 or 0 in tuple(a.shape):
+        raise NotImplementedError("a tensor of fewer than 2 dimensions, or empty")
+    d0, d1 = (normalize_dim(d, len(a.shape)) for d in dims)
+    k %= 4
+    if k == 1:
+        return _swap(flip(a, (d1,)), d0, d1)
+    if k == 2:
+        return flip(a, (d0, d1))
+    if k == 3:
+        return _swap(flip(a, (d0,)), d0, d1)
+    return ops.mul(a, 1) if a.dtype != torch.bool else ops.logical_and(a, True)
+
+
+@register_decomposition(*_both("roll"))
+def roll(a, shifts, dims=None):
+    if dims is None or dims == ():
+        flat = roll(ops.reshape(a, (-1,)), shifts, 0)
+        return ops.reshape(flat, tuple(a.shape))
+    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    if len(shifts) != len(dims):
+        raise NotImplementedError("as many shifts as dims")
+    for s, d in zip(shifts, dims):
+        d = normalize_dim(d, len(a.shape))
+        n = a.shape[d]
+        s = s % n if n else 0
+        if s:
+            a = ops.cat([ops.slice(a, d, n - s, n, 1), ops.slice(a, d, 0, n - s, 1)], d)
+    return a
+
+
+@register_decomposition(*_both("diagonal"), torch.diagonal_copy)
+def diagonal(a, offset=0, dim1=0, dim2=1):
+    n = len(a.shape)
+    if n < 2:
+        raise NotImplementedError("a tensor of fewer than 2 dimensions")
+    d1, d2 = normalize_dim(dim1, n), normalize_dim(dim2, n)
+    rest = [k for k in range(n) if k not in (d1, d2)]
+    m = ops.permute(a, tuple(rest + [d1, d2]))
+    rows, cols = m.shape[-2], m.shape[-1]
+    if offset >= 0:
+        m, cols = ops.slice(m, n - 1, min(offset, cols), cols, 1), max(cols - offset, 0)
+    else:
+        m, rows = ops.slice(m, n - 2, min(-offset, rows), rows, 1), max(rows + offset, 0)
+    length = min(rows, cols)
+    if length == 0:
+        raise NotImplementedError("an empty diagonal")
+    flat = ops.reshape(m, tuple(m.shape[:-2]) + (rows * cols,))
+    return ops.slice(flat, n - 2, 0, (length - 1) * (cols + 1) + 1, cols + 1)
+
+
+def _linalg_diagonal(a, *, offset=0, dim1=-2, dim2=-1):
+    return diagonal(a, offset, dim1, dim2)
+
+
+register_decomposition(torch.linalg.diagonal)(_linalg_diagonal)
+
+
+@register_decomposition(*_both("trace"))
+def trace(a):
+    if len(a.shape) != 2 or not _is_float(a):
+        raise NotImplementedError("trace of a non-float or non-matrix tensor")
+    return ops.sum(diagonal(a), None)
+
+
+@register_decomposition(*_both("diag_embed"))
+def diag_embed(a, offset=0, dim1=-2, dim2=-1):
+    if len(a.shape) == 0 or 0 in tuple(a.shape):
+        raise NotImplementedError("a 0-d or empty tensor")
+    n = a.shape[-1]
+    size = n + abs(offset)
+    rows = ops.reshape(ops.iota(size, device=a.device), (size, 1))
+    cols = ops.reshape(ops.iota(size, device=a.device), (1, size))
+    if abs(offset):
+        zeros = ops.full(tuple(a.shape[:-1]) + (abs(offset),), 0, dtype=a.dtype,
+                         device=a.device)
+        a = ops.cat([a, zeros], len(a.shape) - 1)
+    # offset >= 0: row r holds a[r] (at column r + offset); below the diagonal, column c
+    along = ops.unsqueeze(a, len(a.shape) if offset >= 0 else len(a.shape) - 1)
+    out = ops.where(ops.eq(ops.sub(cols, rows), offset), along,
+                    False if a.dtype == torch.bool else 0)
+    ndim = len(out.shape)
+    d1, d2 = normalize_dim(dim1, ndim), normalize_dim(dim2, ndim)
+    return movedim(out, (ndim - 2, ndim - 1), (d1, d2))
+
+
+@register_decomposition(*_both("diagflat"))
+def diagflat(a, offset=0):
+    return diag_embed(ops.reshape(a, (-1,)), offset)
+
+
+@register_decomposition(*_both("diag"))
+def diag(a, diagonal_=0):
+    if len(a.shape) == 1:
+        return diag_embed(a, diagonal_)
+    if len(a.shape) == 2:
+        return diagonal(a, diagonal_)
+    raise NotImplementedError("diag of a tensor of more than 2 dimensions")
+
+
+# Stacking spellings: cat after making every tensor at least 1-, 2- or 3-d
+
+def _cat_same_dtype(tensors, dim):
+    tensors = list(tensors)
+    if not tensors or any(not _is_t(t) or t.dtype != tensors[0].dtype for t in tensors):
+        raise NotImplementedError("tensors of several dtypes")
+    return ops.cat(tensors, dim)
+
+
+@register_decomposition(*_both("hstack"))
+def hstack(tensors):
+    ts = [atleast_1d(t) for t in tensors]
+    return _cat_same_dtype(ts, 0 if ts and len(ts[0].shape) == 1 else 1)
+
+
+register_decomposition(*_both("vstack"), *_both("row_stack"))(
+    lambda tensors: _cat_same_dtype([atleast_2d(t) for t in tensors], 0))
+register_decomposition(*_both("dstack"))(
+    lambda tensors: _cat_same_dtype([atleast_3d(t) for t in tensors], 2))
+
+
+@register_decomposition(*_both("column_stack"))
+def column_stack(tensors):
+    cols = [ops.reshape(t, (-1, 1)) if len(t.shape) <= 1 else t for t in tensors]
+    return _cat_same_dtype(cols, 1)
+
+
+# Moving pixels between channels and space: reshape, permute, reshape
+
+@register_decomposition(*_both("pixel_shuffle"), F.pixel_shuffle)
+def pixel_shuffle(a, upscale_factor):
+    r, n = upscale_factor, len(a.shape)
+    if n < 3:
+        raise NotImplementedError("fewer than 3 dimensions")
+    *batch, c, h, w = a.shape
+    b = len(batch)
+    x = ops.reshape(a, (*batch, c // (r * r), r, r, h, w))
+    x = ops.permute(x, (*range(b), b, b + 3, b + 1, b + 4, b + 2))
+    return ops.reshape(x, (*batch, c // (r * r), h * r, w * r))
+
+
+@register_decomposition(*_both("pixel_unshuffle"), F.pixel_unshuffle)
+def pixel_unshuffle(a, downscale_factor):
+    r, n = downscale_factor, len(a.shape)
+    if n < 3:
+        raise NotImplementedError("fewer than 3 dimensions")
+    *batch, c, h, w = a.shape
+    b = len(batch)
+    x = ops.reshape(a, (*batch, c, h // r, r, w // r, r))
+    x = ops.permute(x, (*range(b), b, b + 2, b + 4, b + 1, b + 3))
+    return ops.reshape(x, (*batch, c * r * r, h // r, w // r))
+
+
+@register_decomposition(*_both("channel_shuffle"), F.channel_shuffle)
+def channel_shuffle(a, groups):
+    if len(a.shape) < 3:
+        raise NotImplementedError("fewer than 3 dimensions")
+    n, c, *rest = a.shape
+    x = ops.reshape(a, (n, groups, c // groups, *rest))
+    return ops.reshape(_swap(x, 1, 2), (n, c, *rest))
+
+
+# =======================================================================================
+# Products spelled with pointwise math and sums: vecdot, cross, kron; float_power in
+# float64. (logcumsumexp as a masked reduction like cumsum was tried: its float32 gradient
+# drifts past 1e-3 from PyTorch's, so it stays an extern.)
+# =======================================================================================
+
+@register_decomposition(torch.linalg.vecdot)
+def vecdot(x, y, *, dim=-1):
+    if not (_is_float(x) and _is_float(y)) or x.dtype != y.dtype:
+        raise NotImplementedError("complex, integer or mixed inputs")
+    out = ops.mul(x, y)
+    return ops.sum(out, (normalize_dim(dim, len(out.shape)),))
+
+
+def _cross(a, b, d):
+    def at(t, i):
+        return ops.slice(t, d, i, i + 1, 1)
+
+    def term(i, j):
+        return ops.sub(ops.mul(at(a, i), at(b, j)), ops.mul(at(a, j), at(b, i)))
+    a, b = ops.expand(a, _broadcast(a, b)), ops.expand(b, _broadcast(a, b))
+    return ops.cat([term(1, 2), term(2, 0), term(0, 1)], d)
+
+
+def _broadcast(a, b):
+    return tuple(torch.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+
+
+@register_decomposition(torch.linalg.cross)
+def linalg_cross(a, b, *, dim=-1):
+    if not (_is_float(a) and _is_float(b)) or a.dtype != b.dtype:
+        raise NotImplementedError("complex, integer or mixed inputs")
+    shape = _broadcast(a, b)
+    d = normalize_dim(dim, len(shape))
+    if shape[d] != 3:
+        raise NotImplementedError("a dimension that is not of size 3")
+    return _cross(a, b, d)
+
+
+@register_decomposition(*_both("cross"))
+def cross(a, b, dim=None):
+    if dim is None:  # the first dimension of size 3 (PyTorch's deprecated default)
+        shape = _broadcast(a, b)
+        dim = next((k for k, s in enumerate(shape) if s == 3), None)
+        if dim is None:
+            raise NotImplementedError("no dimension of size 3")
+    return linalg_cross(a, b, dim=dim)
+
+
+@register_decomposition(*_both("kron"))
+def kron(a, b):
+    if not (_is_t(a) and _is_t(b)) or a.dtype != b.dtype:
+        raise NotImplementedError("mixed dtypes")
+    n = max(len(a.shape), len(b.shape))
+    sa = (1,) * (n - len(a.shape)) + tuple(a.shape)
+    sb = (1,) * (n - len(b.shape)) + tuple(b.shape)
+    a2 = ops.reshape(a, tuple(x for s in sa for x in (s, 1)))
+    b2 = ops.reshape(b, tuple(x for s in sb for x in (1, s)))
+    return ops.reshape(ops.mul(a2, b2), tuple(x * y for x, y in zip(sa, sb)))
+
+
+@register_decomposition(*_both("float_power"))
+def float_power(a, b):
+    if (_is_t(a) and a.dtype.is_complex) or (_is_t(b) and b.dtype.is_complex):
+        raise NotImplementedError("complex inputs")
+    a = _cast(a, torch.float64) if _is_t(a) else float(a)
+    b = _cast(b, torch.float64) if _is_t(b) else float(b)
+    if not _is_t(a):
+        raise NotImplementedError("a Python number as the base")
+    return ops.pow(a, b)
+

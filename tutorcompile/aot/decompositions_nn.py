@@ -556,6 +556,28 @@ register_decomposition(F.max_pool2d)(_max_pool(2))
 register_decomposition(F.max_pool3d)(_max_pool(3))
 
 
+def _adaptive_windows(x, out, largest):
+    """Adaptive pooling whose windows differ in size: one dimension at a time (the windows
+    are boxes), output ``i`` reduces the inputs ``j`` with ``floor(i*n/o) <= j <
+    ceil((i+1)*n/o)``, a mask computed from ``iota`` -- one masked reduction per dimension."""
+    for k, o in enumerate(out):
+        d = len(x.shape) - len(out) + k
+        n = x.shape[d]
+        xu = ops.unsqueeze(x, d)                   # [..., 1 (i), n (j), ...]
+        i = ops.reshape(ops.iota(o, device=x.device),
+                        (1,) * d + (o, 1) + (1,) * (len(x.shape) - d - 1))
+        j = positions(xu, d + 1)
+        inside = ops.logical_and(ops.lt(ops.mul(i, n), ops.mul(ops.add(j, 1), o)),
+                                 ops.gt(ops.mul(ops.add(i, 1), n), ops.mul(j, o)))
+        if largest:
+            x = ops.amax(ops.where(inside, xu, float("-inf")), (d + 1,))
+        else:
+            total = ops.sum(ops.where(inside, xu, 0.0), (d + 1,))
+            count = ops.sum(ops.convert_element_type(inside, x.dtype), (d + 1,))
+            x = ops.div(total, count)
+    return x
+
+
 def _adaptive(n, pool):
     def rule(x, output_size, *rest):
         if rest and any(rest):
@@ -563,8 +585,12 @@ def _adaptive(n, pool):
         out = (output_size,) * n if isinstance(output_size, int) else tuple(output_size)
         spatial = tuple(x.shape[-n:])
         out = tuple(s if o is None else o for o, s in zip(out, spatial))
-        if any(o == 0 or s % o for o, s in zip(out, spatial)):
-            raise NotImplementedError("an output size that does not divide the input")
+        if any(o == 0 or s == 0 for o, s in zip(out, spatial)):
+            raise NotImplementedError("an empty input or output")
+        if any(s % o for o, s in zip(out, spatial)):
+            if 0 in tuple(x.shape):  # (an empty batch: a generated kernel over no elements)
+                raise NotImplementedError("an empty tensor")
+            return _adaptive_windows(_floating_only(x), out, pool is _max_pool)
         kernel = tuple(s // o for o, s in zip(out, spatial))
         return pool(n)(x, kernel, kernel)
     return rule
@@ -577,11 +603,43 @@ for _n, _avg, _max in ((1, F.adaptive_avg_pool1d, F.adaptive_max_pool1d),
     register_decomposition(_max)(_adaptive(_n, _max_pool))
 
 
+def _edge_pad(a, d, before, after, mode):
+    """Pad (or, negative, crop) dimension ``d`` from the tensor's own values: ``cat`` of
+    slices -- the edge repeated (replicate), mirrored (reflect) or wrapped (circular)."""
+    n = a.shape[d]
+    if max(before, after) > 64 or (mode == "reflect" and max(before, after) >= n) \
+            or (mode == "circular" and max(before, after) > n):
+        raise NotImplementedError(f"{mode} padding wider than the rule covers")
+
+    def at(i):
+        return ops.slice(a, d, i, i + 1, 1)
+
+    def side(p, left):
+        if mode == "replicate":
+            return [at(0 if left else n - 1)] * p
+        if mode == "circular":
+            return [ops.slice(a, d, n - p, n, 1) if left else ops.slice(a, d, 0, p, 1)]
+        return [at(p - k) for k in range(p)] if left else [at(n - 2 - k) for k in range(p)]
+    middle = ops.slice(a, d, max(-before, 0), n - max(-after, 0), 1)
+    parts = (side(before, True) if before > 0 else []) + [middle] + \
+        (side(after, False) if after > 0 else [])
+    return ops.cat(parts, d) if len(parts) > 1 else middle
+
+
+_EDGE_PADS = ("replicate", "reflect", "circular")
+
+
 @register_decomposition(F.pad, *_both("constant_pad_nd"))
 def pad(a, pad, mode="constant", value=None):
-    if mode != "constant" or len(pad) % 2 or len(pad) // 2 > len(a.shape):
+    if mode not in ("constant", *_EDGE_PADS) or len(pad) % 2 \
+            or len(pad) // 2 > len(a.shape):
         raise NotImplementedError(f"{mode} padding")
     pairs = [(pad[2 * k], pad[2 * k + 1]) for k in range(len(pad) // 2)][::-1]
+    if mode != "constant":
+        first = len(a.shape) - len(pairs)
+        for k, (before, after) in enumerate(pairs):
+            a = _edge_pad(a, first + k, before, after, mode)
+        return a
     if any(p < 0 for pair in pairs for p in pair):
         raise NotImplementedError("negative padding (cropping)")
     return constant_pad(a, pairs, 0.0 if value is None else value)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import operator
 from dataclasses import dataclass, field
 from typing import Any
@@ -140,10 +141,28 @@ def _setitem_rule(base, index, value):
     return scatter(base, 0)
 
 
+def zero_functional(x):
+    """``x.zero_()`` as a value: zeros that still depend on ``x`` for autograd, so that the
+    gradient flowing back through it is zero, as eager's (not missing)."""
+    return torch.where(torch.ones_like(x, dtype=torch.bool), 0, x)
+
+
+def resize_functional(x, *size):
+    """``x.resize_(size)`` to at most as many elements: the first ones, in the new shape
+    (growing it would expose uninitialised memory, which a graph cannot reproduce)."""
+    shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) \
+        else tuple(size)
+    if math.prod(shape) > x.numel():
+        raise FunctionalizationError("resize_ to more elements than the tensor holds exposes "
+                                     "uninitialised memory; it cannot be functionalized")
+    return x.reshape(-1)[:math.prod(shape)].reshape(shape)
+
+
 # In-place methods whose out-of-place twin is the same name without the underscore.
 _SPECIAL_INPLACE = {"copy_": copy_functional,
-                    "zero_": lambda x: torch.zeros_like(x),
-                    "fill_": lambda x, v: torch.full_like(x, v)}
+                    "zero_": zero_functional,
+                    "fill_": lambda x, v: torch.full_like(x, v),
+                    "resize_": resize_functional}
 _INPLACE_OPERATORS = {operator.iadd: operator.add, operator.isub: operator.sub,
                       operator.imul: operator.mul, operator.itruediv: operator.truediv}
 
@@ -195,6 +214,7 @@ def _in_place_twins() -> dict[Any, Any]:
 
 
 _OUT_OF_PLACE_FUNCTIONS = _in_place_twins()
+_OUT_OF_PLACE_FUNCTIONS[torch.zero_] = zero_functional  # no ``torch.zero`` to pair with
 
 
 def _holds_tensor(a: Any) -> bool:

@@ -228,6 +228,8 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
                 return torch.Size(obj.shape)
             if attr in ("dtype", "device", "ndim"):
                 return getattr(obj, attr)
+            if attr in ("H", "mH") and not obj.dtype.is_complex:  # real: the transposes
+                attr = attr.replace("H", "T")
             if attr in ("T", "mT"):
                 report.decomposed["Tensor." + attr] += 1
                 return (t(obj) if attr == "T" and len(obj.shape) <= 2 else

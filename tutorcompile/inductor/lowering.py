@@ -453,6 +453,44 @@ def lower_slice(lowering, node, a, dim, start=None, end=None, step=1):
     return _view(node, a, out_shape, reindex)
 
 
+@register_lowering(PRIMS["cat"])
+def lower_cat(lowering, node, tensors, dim=0):
+    """``cat`` as one generated kernel: each output element loads from every input at its
+    position taken modulo that input's size (always in bounds) and ``where`` keeps the load
+    of the input whose range along ``dim`` holds the element."""
+    metas = [_meta_of(t) for t in tensors]
+    if not all(isinstance(t, IRNode) for t in tensors):
+        return lowering.extern(node, node.target, (tensors, dim), {},
+                               "cat of values that are not tensors runs in PyTorch")
+    out_shape, dtype = PRIMS["cat"].meta(metas, dim)
+    d = normalize_dim(dim, len(out_shape))
+    pieces, offset = [], 0
+    for t in tensors:
+        size = tuple(t.get_size())
+        if len(size) != len(out_shape) or size[d] == 0:
+            continue  # empty: contributes nothing (a legacy 1-d empty tensor included)
+        pieces.append((offset, size[d], t.make_loader(), t.get_dtype()))
+        offset += size[d]
+
+    def inner_fn(index):
+        value = None
+        for start, size, load, in_dtype in reversed(pieces):
+            k = list(index)
+            shift = size * (-(-start // size)) - start  # makes the position non-negative
+            k[d] = ir.ModularIndexing(index[d] + shift, 1, size)
+            v = load(k)
+            if in_dtype != dtype:
+                v = ops.convert_element_type(v, dtype)
+            if value is None:
+                value = v
+            else:
+                inside = ops.lt(ir.index_expr(index[d], torch.int64),
+                                constant(start + size, torch.int64))
+                value = ops.where(inside, v, value)
+        return value if value is not None else constant(0, dtype)
+    return lowering.pointwise(node, tuple(out_shape), dtype, inner_fn)
+
+
 def _extern_rule(reason: str):
     def rule(lowering, node, *args, **kwargs):
         return lowering.extern(node, node.target, args, kwargs,
@@ -464,7 +502,6 @@ for _name, _why in (("matmul", "is a library call (BLAS), run by PyTorch"),
                     ("convolution", "is a library call, run by PyTorch"),
                     ("convolution_backward_input", "is a library call, run by PyTorch"),
                     ("convolution_backward_weight", "is a library call, run by PyTorch"),
-                    ("cat", "runs in PyTorch (no generated kernel for it yet)"),
                     ("slice_scatter", "runs in PyTorch (no generated kernel for it yet)"),
                     ("index_select", "runs in PyTorch (indirect loads are not generated)"),
                     ("index_add", "runs in PyTorch (scatter-adds are not generated)")):

@@ -1235,11 +1235,19 @@ _BUILTIN_HANDLERS: dict[Callable, Callable] = {
 }
 
 
+# Python functions of these torch packages are traced into like user code (Dynamo's
+# MOD_INLINELIST in torch/_dynamo/trace_rules.py): they are plain Python over torch ops, e.g.
+# the lambdas of torch.testing's OpInfo database (``lambda x, *a: x.expand(*a)``).
+_INLINED_TORCH_MODULES = ("torch.testing",)
+
+
 def is_torch_callable(value: Any) -> bool:
     """True for functions that live in torch (``torch.add``, ``F.relu``, ``Tensor.add``)."""
     if isinstance(value, (type, torch.nn.Module)):
         return False
     module = getattr(value, "__module__", None) or ""
+    if isinstance(value, types.FunctionType) and module.startswith(_INLINED_TORCH_MODULES):
+        return False
     if module.startswith("torch") and not module.startswith("torch._dynamo"):
         return callable(value)
     if isinstance(value, (types.BuiltinFunctionType, types.MethodDescriptorType,
