@@ -827,6 +827,31 @@ def _random_like_rule(factory):
 register_decomposition(torch.rand_like)(_random_like_rule(torch.rand))
 register_decomposition(torch.randn_like)(_random_like_rule(torch.randn))
 
+RANDOM_FILLS = ("uniform_", "normal_", "exponential_", "geometric_", "cauchy_", "log_normal_",
+                "random_")
+"""In-place methods that overwrite a tensor with random draws (and ``bernoulli_`` with a
+probability that is a number)."""
+
+
+def random_fill_like(x, method: str, *args, **kwargs):
+    """What ``x.<method>(*args)`` (an in-place random fill, ``x.uniform_(-1, 1)``) leaves in
+    ``x``: the same sampler on a new tensor of ``x``'s shape, dtype and device, so the same
+    draws as eager. Functionalization writes the fill as this."""
+    return random_fill(tuple(x.shape), x.dtype, x.device, method, *args, **kwargs)
+
+
+def random_fill(shape, dtype, device, method: str, *args, **kwargs):
+    """``torch.empty(shape).<method>(*args)``: the extern a random fill becomes. It has no
+    tensor input, so no backward re-runs it (that would draw again)."""
+    return getattr(torch.empty(shape, dtype=dtype, device=device), method)(*args, **kwargs)
+
+
+@register_decomposition(random_fill_like)
+def _random_fill_rule(x, method, *args, **kwargs):
+    from .prim_graph import extern_call  # (prim_graph imports this table)
+    return extern_call(random_fill, (tuple(x.shape), x.dtype, x.device, method, *args), kwargs,
+                       meta=make_meta(x.shape, x.dtype, x.device))
+
 
 # The long tail registers itself into the same table: the math of tensors, then the
 # neural-network functions built on it.

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 from ..fx import Graph, Node, TensorMeta
 from ..fx.node import map_aggregate
+from ..fx.passes.dce_cse import is_random
 from ..ops import GraphHandler, GraphValue, make_meta, set_handler
 from .decompositions import DECOMPOSITIONS, permute, t, transpose
 
@@ -164,9 +165,6 @@ def _current_graph_handler() -> GraphHandler:
     return handler
 
 
-_NO_FOLD = ("rand", "dropout", "normal", "bernoulli")
-
-
 def decompose(graph: Graph, input_metas: list[Any], *, decompositions: dict | None = None,
               input_names: list[str] | None = None,
               attrs: dict[str, Any] | None = None) -> tuple[Graph, DecompositionReport]:
@@ -225,7 +223,11 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
         key = f"method:{target}"
         fn = getattr(torch.Tensor, target, None)
         receiver = args[0] if args else None
-        if not isinstance(receiver, GraphValue):  # a method of a Python value (int, Size)
+        if not isinstance(receiver, GraphValue) and not (
+                isinstance(receiver, torch.Tensor) and is_random(node)):
+            # a method of a Python value (int, Size) or a deterministic method of a constant
+            # tensor: computed now. A random one (``torch.empty(n).bernoulli_(p)``, as
+            # torchvision's stochastic depth draws its mask) must draw on every call.
             return getattr(receiver, target)(*args[1:], **kwargs)
     else:
         key, fn = target, target
@@ -254,7 +256,7 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
         if target == "size":
             return torch.Size(v.shape) if len(args) == 1 else v.shape[args[1]]
         return len(v.shape) if target in ("dim", "ndimension") else math.prod(v.shape)
-    if not has_values and not any(w in name.lower() for w in _NO_FOLD):
+    if not has_values and not is_random(node):
         # Python arithmetic on shapes, or a deterministic factory (torch.arange): computed
         # now; a tensor becomes a constant of the graph
         return fn(*args, **kwargs)
