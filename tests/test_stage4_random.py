@@ -136,3 +136,42 @@ def test_in_place_random_fills_draw_every_call_like_eager(make, backend):
             torch.testing.assert_close(got[2], expected[2], rtol=0, atol=0)
     finally:
         tc.reset()
+
+
+def _rrelu(x, m, s):
+    return F.rrelu(x, 0.1, 0.4, training=True) * m
+
+
+def _normal(x, m, s):
+    return torch.normal(m, s) * x + torch.normal(m, s) * m   # two draws: not one merged
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [_rrelu, _normal], ids=["rrelu", "normal"])
+def test_random_calls_on_tensors_replay_their_draws_in_backward(fn, backend):
+    """PyTorch runs these calls (externs) and their backward: the replay for the gradient
+    starts from the generator state saved before the forward's call, so it draws the same
+    numbers, and leaves the generator where eager's backward leaves it."""
+    x = torch.randn(64, requires_grad=True)
+    m = torch.randn(64, requires_grad=True)
+    s = torch.rand(64, requires_grad=True)
+
+    def step(f, seed):
+        torch.manual_seed(seed)
+        out = f(x, m, s)
+        out.square().sum().backward()
+        grads = [t.grad.clone() for t in (x, m, s) if t.grad is not None]
+        for t in (x, m, s):
+            t.grad = None
+        return out, grads, torch.rand(4)
+    try:
+        compiled = tc.compile(fn, backend=backend, fullgraph=True)
+        for seed in (1, 2):
+            expected, got = step(fn, seed), step(compiled, seed)
+            torch.testing.assert_close(got[0], expected[0], rtol=1e-5, atol=1e-6)
+            assert len(got[1]) == len(expected[1])
+            for g, e in zip(got[1], expected[1]):
+                torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(got[2], expected[2], rtol=0, atol=0)
+    finally:
+        tc.reset()

@@ -29,7 +29,14 @@ from ..fx import Graph, Node, TensorMeta
 from ..fx.node import map_aggregate
 from ..fx.passes.dce_cse import is_random
 from ..ops import GraphHandler, GraphValue, make_meta, set_handler
-from .decompositions import DECOMPOSITIONS, permute, t, transpose
+from .decompositions import (
+    DECOMPOSITIONS,
+    permute,
+    random_state,
+    t,
+    transpose,
+    with_random_state,
+)
 
 # =======================================================================================
 
@@ -275,4 +282,20 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
     if fn is None:
         raise NotImplementedError(f"{name}: no such torch function or Tensor method")
     report.extern[name] = why
+    if is_random(node):
+        return _random_extern_call(fn, args, kwargs)
     return extern_call(fn, args, kwargs)
+
+
+def _random_extern_call(fn: Callable, args: tuple, kwargs: dict) -> Any:
+    """An extern that draws random numbers from tensor inputs (``F.rrelu`` in training):
+    the generator's state is saved just before it (a node of its own, in program order),
+    so that the backward, which runs the call again for its gradient, draws the same
+    numbers (:func:`~tutorcompile.aot.decompositions.with_random_state`)."""
+    device = next((v.device for v in _flat((args, kwargs)) if isinstance(v, GraphValue)), None)
+    if device is None:                     # no graph input: nothing runs it again
+        return extern_call(fn, args, kwargs)
+    now = random_state(device)
+    state = extern_call(random_state, (device,), {},
+                        meta=make_meta(now.shape, now.dtype, now.device))
+    return extern_call(with_random_state, (fn, state, *args), kwargs)
