@@ -68,3 +68,110 @@ def test_dropout_and_rand_like_follow_eager(backend):
     for g, e in zip(got[1], expected[1]):
         torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got[2], expected[2], rtol=0, atol=0)
+
+
+class Fills(nn.Module):
+    """Masks and noise drawn the way library code draws them: in place into a new tensor
+    (torchvision's stochastic depth: ``torch.empty(n, 1).bernoulli_(p)``; timm's DropPath:
+    ``x.new_empty(shape).bernoulli_(p)``; ``empty_like(x).uniform_()``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.fc(x)
+        h = h * torch.empty(x.shape[0], 1).bernoulli_(0.6).div_(0.6)   # no graph input
+        h = h * h.new_empty(h.shape).bernoulli_(0.7)
+        noise = (torch.empty_like(h).uniform_(-1, 1) + torch.empty_like(h).normal_(0, 2)
+                 + torch.empty_like(h).exponential_())
+        return h + 0.1 * noise * h
+
+
+class StochasticDepthBlocks(nn.Module):
+    """Residual blocks with torchvision's ``StochasticDepth`` (EfficientNet, ConvNeXt)."""
+
+    def __init__(self):
+        super().__init__()
+        from torchvision.ops import StochasticDepth
+        self.fc = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+        self.drop = nn.ModuleList([StochasticDepth(0.5, mode) for mode in
+                                   ("row", "batch", "row")])
+
+    def forward(self, x):
+        for fc, drop in zip(self.fc, self.drop):
+            x = x + drop(torch.tanh(fc(x)))
+        return x
+
+
+def _stochastic_depth_blocks():
+    pytest.importorskip("torchvision")
+    return StochasticDepthBlocks()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("make", [Fills, _stochastic_depth_blocks], ids=["fills", "sd"])
+def test_in_place_random_fills_draw_every_call_like_eager(make, backend):
+    """A random fill of a tensor with no graph input must not be computed once at compile
+    time (a frozen mask), and a library function that draws must not be one opaque call
+    (its backward would run it again and draw a different mask)."""
+    torch.manual_seed(0)
+    model = make()
+    x = torch.randn(16, 4)
+
+    def step(fn, seed):
+        torch.manual_seed(seed)
+        out = fn(x)
+        out.square().sum().backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        return out, grads, torch.rand(4)
+    try:
+        compiled = tc.compile(model, backend=backend, fullgraph=True)
+        for seed in (1, 2):                 # a different seed, different masks
+            expected, got = step(model, seed), step(compiled, seed)
+            torch.testing.assert_close(got[0], expected[0], rtol=1e-5, atol=1e-6)
+            for g, e in zip(got[1], expected[1]):
+                torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(got[2], expected[2], rtol=0, atol=0)
+    finally:
+        tc.reset()
+
+
+def _rrelu(x, m, s):
+    return F.rrelu(x, 0.1, 0.4, training=True) * m
+
+
+def _normal(x, m, s):
+    return torch.normal(m, s) * x + torch.normal(m, s) * m   # two draws: not one merged
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [_rrelu, _normal], ids=["rrelu", "normal"])
+def test_random_calls_on_tensors_replay_their_draws_in_backward(fn, backend):
+    """PyTorch runs these calls (externs) and their backward: the replay for the gradient
+    starts from the generator state saved before the forward's call, so it draws the same
+    numbers, and leaves the generator where eager's backward leaves it."""
+    x = torch.randn(64, requires_grad=True)
+    m = torch.randn(64, requires_grad=True)
+    s = torch.rand(64, requires_grad=True)
+
+    def step(f, seed):
+        torch.manual_seed(seed)
+        out = f(x, m, s)
+        out.square().sum().backward()
+        grads = [t.grad.clone() for t in (x, m, s) if t.grad is not None]
+        for t in (x, m, s):
+            t.grad = None
+        return out, grads, torch.rand(4)
+    try:
+        compiled = tc.compile(fn, backend=backend, fullgraph=True)
+        for seed in (1, 2):
+            expected, got = step(fn, seed), step(compiled, seed)
+            torch.testing.assert_close(got[0], expected[0], rtol=1e-5, atol=1e-6)
+            assert len(got[1]) == len(expected[1])
+            for g, e in zip(got[1], expected[1]):
+                torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(got[2], expected[2], rtol=0, atol=0)
+    finally:
+        tc.reset()

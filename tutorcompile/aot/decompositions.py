@@ -836,6 +836,62 @@ def _random_like_rule(factory):
 register_decomposition(torch.rand_like)(_random_like_rule(torch.rand))
 register_decomposition(torch.randn_like)(_random_like_rule(torch.randn))
 
+def random_state(device) -> torch.Tensor:
+    """The state of ``device``'s default generator now (a uint8 tensor), saved so that a
+    random call can be run again, drawing the same numbers (see :func:`with_random_state`)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_rng_state(device)
+    return torch.get_rng_state()
+
+
+def with_random_state(fn, state, *args, replay: bool = False, **kwargs):
+    """``fn(*args, **kwargs)``, a PyTorch call that draws random numbers and has tensor
+    inputs (``F.rrelu`` in training, ``torch.normal(mean, std)``), with the generator state
+    ``random_state`` saved just before it.
+
+    In the forward ``state`` is the generator's state anyway: this is the call. The
+    backward of an extern runs the call again to ask PyTorch for its gradient
+    (``extern_backward``, ``replay=True``): that replay starts from ``state``, so it draws
+    what the forward drew, and leaves the generator where it was, as eager's backward
+    (which draws nothing) does -- what activation checkpointing's ``preserve_rng_state``
+    does in PyTorch."""
+    if not replay:
+        return fn(*args, **kwargs)
+    cuda = next((a.device for a in args if isinstance(a, torch.Tensor) and a.is_cuda), None)
+    with torch.random.fork_rng(devices=[cuda] if cuda is not None else []):
+        if cuda is not None:
+            torch.cuda.set_rng_state(state, cuda)
+        else:
+            torch.set_rng_state(state)
+        return fn(*args, **kwargs)
+
+
+RANDOM_FILLS = ("uniform_", "normal_", "exponential_", "geometric_", "cauchy_", "log_normal_",
+                "random_")
+"""In-place methods that overwrite a tensor with random draws (and ``bernoulli_`` with a
+probability that is a number)."""
+
+
+def random_fill_like(x, method: str, *args, **kwargs):
+    """What ``x.<method>(*args)`` (an in-place random fill, ``x.uniform_(-1, 1)``) leaves in
+    ``x``: the same sampler on a new tensor of ``x``'s shape, dtype and device, so the same
+    draws as eager. Functionalization writes the fill as this."""
+    return random_fill(tuple(x.shape), x.dtype, x.device, method, *args, **kwargs)
+
+
+def random_fill(shape, dtype, device, method: str, *args, **kwargs):
+    """``torch.empty(shape).<method>(*args)``: the extern a random fill becomes. It has no
+    tensor input, so no backward re-runs it (that would draw again)."""
+    return getattr(torch.empty(shape, dtype=dtype, device=device), method)(*args, **kwargs)
+
+
+@register_decomposition(random_fill_like)
+def _random_fill_rule(x, method, *args, **kwargs):
+    from .prim_graph import extern_call  # (prim_graph imports this table)
+    return extern_call(random_fill, (tuple(x.shape), x.dtype, x.device, method, *args), kwargs,
+                       meta=make_meta(x.shape, x.dtype, x.device))
+
 
 # The long tail registers itself into the same table: the math of tensors, then the
 # neural-network functions built on it.

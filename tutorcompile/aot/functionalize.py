@@ -46,9 +46,11 @@ from ..fx import Graph, GraphModule, Node
 from ..fx.node import map_arg
 from ..ops import ops
 from .decompositions import (
+    RANDOM_FILLS,
     _is_t,
     basic_index,
     batch_norm_functional,
+    random_fill_like,
     register_decomposition,
 )
 
@@ -239,10 +241,16 @@ def _is_mutation(node: Node) -> tuple[int, Any] | None:
             and not name.endswith("__"):
         if name in _SPECIAL_INPLACE:
             return 0, ("call_function", _SPECIAL_INPLACE[name], None)
+        if name in RANDOM_FILLS or (name == "bernoulli_" and not any(
+                _holds_tensor(a) for a in (*node.args[1:], *node.kwargs.values()))):
+            # x.uniform_(a, b), x.bernoulli_(0.5): the same draws into a new tensor, which
+            # depends on x's shape only (so no gradient flows back into a draw)
+            return 0, ("call_function", random_fill_like, None,
+                       (node.args[0], name, *node.args[1:]))
         base_name = name[:-1]
         if not hasattr(torch.Tensor, base_name):
             raise FunctionalizationError(f"in-place method {name!r} has no out-of-place twin "
-                                         "Tensor.{base_name}; it cannot be functionalized")
+                                         f"Tensor.{base_name}; it cannot be functionalized")
         return 0, ("call_method", base_name, None)
     if node.op != "call_function":
         return None

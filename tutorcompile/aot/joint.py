@@ -38,6 +38,7 @@ from ..fx import Graph, Node
 from ..fx.node import map_aggregate, map_arg
 from ..ops import GraphHandler, GraphValue, Prim, make_meta, set_handler
 from ..ops.autodiff import accumulate_grad, propagate_vjp
+from .decompositions import with_random_state
 
 
 @dataclass
@@ -72,6 +73,8 @@ def extern_backward(fn: Any, args: Any, kwargs: Any, grad_outputs: Any, *inputs:
     """
     if needs_grad is None:
         needs_grad = tuple(is_differentiable(x.dtype) for x in inputs)
+    if fn is with_random_state:     # a random call: replay the forward's draws
+        kwargs = {**kwargs, "replay": True}
     with torch.enable_grad():
         leaves = [x.detach().requires_grad_(bool(want) and is_differentiable(x.dtype))
                   for x, want in zip(inputs, needs_grad)]

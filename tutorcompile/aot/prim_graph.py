@@ -27,8 +27,16 @@ import torch.nn.functional as F
 
 from ..fx import Graph, Node, TensorMeta
 from ..fx.node import map_aggregate, tree_leaves
+from ..fx.passes.dce_cse import is_random
 from ..ops import GraphHandler, GraphValue, make_meta, set_handler
-from .decompositions import DECOMPOSITIONS, permute, t, transpose
+from .decompositions import (
+    DECOMPOSITIONS,
+    permute,
+    random_state,
+    t,
+    transpose,
+    with_random_state,
+)
 
 # =======================================================================================
 
@@ -153,9 +161,6 @@ def _current_graph_handler() -> GraphHandler:
     return handler
 
 
-_NO_FOLD = ("rand", "dropout", "normal", "bernoulli")
-
-
 def decompose(graph: Graph, input_metas: list[Any], *, decompositions: dict | None = None,
               input_names: list[str] | None = None,
               attrs: dict[str, Any] | None = None) -> tuple[Graph, DecompositionReport]:
@@ -215,7 +220,11 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
         key = f"method:{target}"
         fn = getattr(torch.Tensor, target, None)
         receiver = args[0] if args else None
-        if not isinstance(receiver, GraphValue):  # a method of a Python value (int, Size)
+        if not isinstance(receiver, GraphValue) and not (
+                isinstance(receiver, torch.Tensor) and is_random(node)):
+            # a method of a Python value (int, Size) or a deterministic method of a constant
+            # tensor: computed now. A random one (``torch.empty(n).bernoulli_(p)``, as
+            # torchvision's stochastic depth draws its mask) must draw on every call.
             return getattr(receiver, target)(*args[1:], **kwargs)
     else:
         key, fn = target, target
@@ -246,7 +255,7 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
         if target == "size":
             return torch.Size(v.shape) if len(args) == 1 else v.shape[args[1]]
         return len(v.shape) if target in ("dim", "ndimension") else math.prod(v.shape)
-    if not has_values and not any(w in name.lower() for w in _NO_FOLD):
+    if not has_values and not is_random(node):
         # Python arithmetic on shapes, or a deterministic factory (torch.arange): computed
         # now; a tensor becomes a constant of the graph
         return fn(*args, **kwargs)
@@ -265,4 +274,20 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
     if fn is None:
         raise NotImplementedError(f"{name}: no such torch function or Tensor method")
     report.extern[name] = why
+    if is_random(node):
+        return _random_extern_call(fn, args, kwargs)
     return extern_call(fn, args, kwargs)
+
+
+def _random_extern_call(fn: Callable, args: tuple, kwargs: dict) -> Any:
+    """An extern that draws random numbers from tensor inputs (``F.rrelu`` in training):
+    the generator's state is saved just before it (a node of its own, in program order),
+    so that the backward, which runs the call again for its gradient, draws the same
+    numbers (:func:`~tutorcompile.aot.decompositions.with_random_state`)."""
+    device = next((v.device for v in _flat((args, kwargs)) if isinstance(v, GraphValue)), None)
+    if device is None:                     # no graph input: nothing runs it again
+        return extern_call(fn, args, kwargs)
+    now = random_state(device)
+    state = extern_call(random_state, (device,), {},
+                        meta=make_meta(now.shape, now.dtype, now.device))
+    return extern_call(with_random_state, (fn, state, *args), kwargs)

@@ -55,6 +55,7 @@ from .exc import GraphBreakError, RecompileLimitWarning
 from .guards import CheckFunction
 from .symbolic_convert import CaptureResult, InstructionTranslator
 from .variables import Reconstructor, SymIntVariable, TensorVariable, VariableTracker
+from .variables.callables import in_torch
 from .vm import _RETURN, CO_VARARGS, CO_VARKEYWORDS, VM, Frame, can_interpret
 
 RECOMPILE_LIMIT = 8
@@ -263,7 +264,7 @@ def should_compile(fn: Any) -> bool:
     if not can_interpret(fn):
         return False
     module = getattr(fn, "__module__", "") or ""
-    if module.startswith(("torch", "tutorcompile.", "typing", "functools")):
+    if in_torch(module) or module.startswith(("tutorcompile.", "typing", "functools")):
         return False
     filename = fn.__code__.co_filename
     return not filename.startswith(_STDLIB)

@@ -64,6 +64,8 @@ class UserFunctionVariable(VariableTracker):
     def var_getattr(self, tx, name):
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return ConstantVariable(getattr(self.fn, name))
+        if name == "__class__":
+            return tx.wrap_nested(types.FunctionType, None)
         if name in ("__code__", "__defaults__", "__kwdefaults__", "__wrapped__", "__dict__"):
             # fixed by the function's identity (ID_MATCH) or reached through its source
             source = AttrSource(self.source, name) if self.source is not None else None
@@ -348,7 +350,7 @@ def _plain_python_class(cls: type) -> bool:
     ``object.__new__``, attributes in ``__dict__``, no custom ``__setattr__``, not torch."""
     if not isinstance(cls, type) or type(cls) not in (type, abc.ABCMeta):
         return False
-    if cls.__module__ in ("builtins",) or cls.__module__.startswith(("torch", "collections")):
+    if cls.__module__ in ("builtins", "collections") or in_torch(cls.__module__):
         return False
     if issubclass(cls, (torch.nn.Module, torch.Tensor, BaseException, tuple, list, dict)):
         return False
@@ -1241,6 +1243,14 @@ _BUILTIN_HANDLERS: dict[Callable, Callable] = {
 _INLINED_TORCH_MODULES = ("torch.testing",)
 
 
+def in_torch(module: str | None) -> bool:
+    """Is ``module`` torch or one of its submodules? Not ``torchvision``, ``torchaudio``,
+    ``torchmetrics``...: those are Python libraries built on torch, traced like user code
+    (recording ``torchvision.ops.stochastic_depth`` as one opaque call would hide the random
+    draw inside it from AOT, and its backward would draw again)."""
+    return isinstance(module, str) and (module == "torch" or module.startswith("torch."))
+
+
 def is_torch_callable(value: Any) -> bool:
     """True for functions that live in torch (``torch.add``, ``F.relu``, ``Tensor.add``)."""
     if isinstance(value, (type, torch.nn.Module)):
@@ -1248,7 +1258,7 @@ def is_torch_callable(value: Any) -> bool:
     module = getattr(value, "__module__", None) or ""
     if isinstance(value, types.FunctionType) and module.startswith(_INLINED_TORCH_MODULES):
         return False
-    if module.startswith("torch") and not module.startswith("torch._dynamo"):
+    if in_torch(module) and not module.startswith("torch._dynamo"):
         return callable(value)
     if isinstance(value, (types.BuiltinFunctionType, types.MethodDescriptorType,
                           types.WrapperDescriptorType)):
@@ -1260,7 +1270,7 @@ def is_torch_callable(value: Any) -> bool:
         if owner is not None and not isinstance(owner, (type, types.ModuleType)):
             owner = type(owner)  # a bound method: the owner's class says where it lives
         owner_mod = getattr(owner, "__module__", None) or getattr(owner, "__name__", None)
-        return isinstance(owner_mod, str) and owner_mod.startswith("torch")
+        return in_torch(owner_mod)
     return False
 
 
@@ -1275,5 +1285,5 @@ __all__ = [
     'NNModuleVariable', 'SuperVariable',
     'NestedUserFunctionVariable', 'PythonModuleVariable', 'TorchFunctionVariable',
     'UserDefinedClassVariable', 'UserDefinedObjectVariable', 'UserFunctionVariable',
-    'UserMethodVariable', 'is_torch_callable',
+    'UserMethodVariable', 'in_torch', 'is_torch_callable',
 ]

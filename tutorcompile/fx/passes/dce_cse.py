@@ -26,7 +26,8 @@ from ..node import Node
 _EFFECTFUL_FUNCTIONS = {print, operator.setitem, operator.delitem, torch.manual_seed,
                         setattr, delattr}
 _RANDOM_WORDS = ("rand", "dropout", "bernoulli", "normal", "multinomial", "uniform",
-                 "poisson", "exponential", "geometric", "cauchy", "log_normal")
+                 "poisson", "exponential", "geometric", "cauchy", "log_normal",
+                 "rrelu", "gumbel", "fractional_max_pool")
 
 
 def _target_name(node: Node) -> str:
