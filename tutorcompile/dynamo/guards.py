@@ -101,7 +101,8 @@ class GuardBuilder:
         self._exprs: set[str] = set()
         self.env: dict[str, Any] = {"torch": torch, "check_tensor": check_tensor, "math": math,
                                     "K": KEYS}
-        self._bound: dict[Any, str] = {}  # id(obj), or ("device", name)
+        self._bound: dict[int, str] = {}
+        self._devices: dict[str, str] = {}
 
     def add(self, kind: str, expr: str, source: Source | None = None, comment: str = "",
             tensor_args: tuple | None = None, fast: str | None = None) -> None:
@@ -120,10 +121,11 @@ class GuardBuilder:
 
     def literal_device(self, device: torch.device) -> str:
         """One bound name per distinct device (``t.device`` is a new object per read)."""
-        key = ("device", str(device))
-        if key not in self._bound:
-            self._bound[key] = self.bind(torch.device(str(device)), "device")
-        return self._bound[key]
+        name = self._devices.get(str(device))
+        if name is None:  # its own numbering: the names of other bound objects stay put
+            name = self._devices[str(device)] = f"___device_{len(self._devices)}"
+            self.env[name] = torch.device(str(device))
+        return name
 
     # --- guard kinds --------------------------------------------------------------------
     def TENSOR_MATCH(self, source: Source, value: torch.Tensor,
