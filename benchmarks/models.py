@@ -3,7 +3,8 @@
     python benchmarks/models.py             # GPT, CNN, MLP; infer + train; batch 1, 8, 32
     python benchmarks/models.py --quick     # batch 8 only, fewer samples (CI)
     python benchmarks/models.py --quick --no-torch-compile --models mlp,cnn
-    python benchmarks/models.py --overhead  # per-call overhead on a tiny MLP, every backend
+    python benchmarks/models.py --overhead  # per-call overhead on a tiny MLP, every backend,
+                                            # and what one guard check costs
     python benchmarks/models.py --launch    # what launching one C++ kernel costs
 
 For every case (model × inference/training × batch), measured side by side in one run:
@@ -38,6 +39,7 @@ import torch  # noqa: E402
 import tutorcompile as tc  # noqa: E402
 from tutorcompile import models  # noqa: E402
 from tutorcompile.bench import breakdown, format_ms, measure  # noqa: E402
+from tutorcompile.dynamo.eval_frame import cache_entries  # noqa: E402
 
 MODELS = {
     "gpt": lambda: models.GPT(),
@@ -117,6 +119,12 @@ def tiny_mlp_overhead(timing: dict, torch_compile: bool) -> list[dict]:
             ours(x)
             row = {"backend": backend, "eager_us": eager,
                    "tutorcompile_us": measure(ours, x, **timing).median_ms * 1000}
+            (entry,) = cache_entries(model)
+            env = ({"self": model, "input": x}, type(model).forward.__globals__, {}, [])
+            assert entry.check(*env)
+            row["guards"] = len(entry.check)
+            row["guard_us"] = measure(entry.check, *env, name="guards", **timing
+                                      ).median_ms * 1000
             if torch_compile:
                 torch._dynamo.reset()
                 theirs = torch.compile(model, backend=backend)
@@ -210,7 +218,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         return rows
     if args.overhead:
         rows = tiny_mlp_overhead(timing, torch_compile)
-        header = ["backend", "eager µs", "tutorcompile µs", "torch.compile µs", "tc / torch"]
+        header = ["backend", "eager µs", "tutorcompile µs", "torch.compile µs", "tc / torch",
+                  "guards", "µs / guard"]
         print("Per-call time of a cache hit, 2-layer MLP (10→16→4), batch 4, inference, "
               f"{args.threads} thread(s), medians")
         print(_table(header, [[r["backend"], f"{r['eager_us']:.1f}",
@@ -218,7 +227,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
                                f"{r['torch.compile_us']:.1f}" if "torch.compile_us" in r
                                else "—",
                                f"{r['tutorcompile_us'] / r['torch.compile_us']:.2f}"
-                               if "torch.compile_us" in r else "—"] for r in rows]))
+                               if "torch.compile_us" in r else "—",
+                               f"{r['guard_us']:.1f} µs ({r['guards']})",
+                               f"{r['guard_us'] / r['guards']:.2f}"] for r in rows]))
         return rows
     batches = [int(b) for b in (args.batches or ("8" if args.quick else "1,8,32")).split(",")]
     devices = ["cpu", "cuda"] if args.device == "both" else [args.device]

@@ -235,3 +235,41 @@ def test_closure_of_an_inlined_global_function_is_guarded():
     finally:
         SCALER.__closure__[0].cell_contents = 2.0
     assert "__closure__[0].cell_contents" in RECOMPILE_LOG[0]
+
+
+def test_check_function_is_cheapest_first_and_agrees_with_each_guard():
+    """The generated check reads shared sources once, tests identity/constant guards before
+    tensors, inlines static tensor checks, and answers exactly what the guards say one by
+    one -- on the hit and on each kind of miss."""
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU()).eval()
+    x = torch.randn(2, 3)
+    compile_eager(model)(x)
+    (entry,) = cache_entries(model)
+    check = entry.check
+    source = check.source
+    assert "check_tensor(" not in source  # static tensors: inline attribute reads
+    assert source.count("._modules") == 1  # L['self']._modules read once, into a local
+    lines = [ln.strip() for ln in source.splitlines() if ln.strip().startswith("if not")]
+    first_tensor = next(i for i, ln in enumerate(lines) if ".stride()" in ln)
+    assert all(".stride()" in ln for ln in lines[first_tensor:])
+
+    def one_by_one(L):
+        return check.failure(L, type(model).forward.__globals__, {}, []) is None
+
+    def both(L):
+        answer = check(L, type(model).forward.__globals__, {}, [])
+        assert answer == one_by_one(L), L
+        return answer
+
+    assert both({"self": model, "input": x})
+    assert not both({"self": model, "input": x.t().contiguous().t()})       # stride
+    assert not both({"self": model, "input": x.double()})                   # dtype
+    assert not both({"self": model, "input": x.requires_grad_(True)})       # requires_grad
+    x.requires_grad_(False)
+    assert not both({"self": model, "input": torch.nn.Parameter(x)})        # type
+    assert not both({"self": model, "input": torch.randn(3, 3)})            # size
+    model[1].train()                                                        # a bool attr
+    assert not both({"self": model, "input": x})
+    model[1].eval()
+    del model[0]._parameters["bias"]                                        # a missing source
+    assert not both({"self": model, "input": x})

@@ -6,6 +6,8 @@ large programs: the launcher picks big blocks). Tolerances: float32 sums are rea
 (vectorised / blocked), so reductions get 1e-4; pointwise results 1e-5.
 """
 
+import platform
+
 import pytest
 import torch
 
@@ -171,3 +173,29 @@ def test_max_reductions_keep_nans(backend, monkeypatch):
     rows[1, 7] = cols[7, 3] = float("nan")
     run(lambda r, c: (ops.amax(r, (1,)), ops.amax(c, (0,)), ops.amax(r, (1,), keepdim=True)),
         rows, cols, backend=backend)
+
+
+@pytest.mark.skipif(not probe().has_cxx or platform.machine() != "x86_64"
+                    or not platform.libc_ver()[0] == "glibc",
+                    reason="needs g++ on x86-64 glibc (libmvec)")
+def test_masked_softmax_kernel_calls_a_vector_exp():
+    """A causal-masked softmax (a bool mask selecting -inf, then exp) compiles to a loop the
+    compiler really vectorises: the built library calls glibc's vector expf (``_ZGV...``),
+    not only the scalar one, and the values match PyTorch."""
+    from tutorcompile.inductor import codecache
+    from tutorcompile.inductor.codegen.cpp import CPP_PRELUDE
+
+    def masked_softmax(x, mask):
+        x = ops.where(mask, float("-inf"), ops.mul(x, 0.25))
+        e = ops.exp(ops.sub(x, ops.amax(x, [1], True)))
+        return ops.div(e, ops.sum(e, [1], True))
+    x = torch.randn(64, 32)
+    mask = torch.ones(64, 32, dtype=torch.bool).triu(1)
+    compiled = compile_fx(trace(masked_softmax, x, mask), [x, mask], backend="cpp")
+    out = compiled(x, mask)
+    out = out[0] if isinstance(out, tuple) else out
+    torch.testing.assert_close(out, torch.softmax((x * 0.25).masked_fill(mask, float("-inf")),
+                                                  1))
+    (source,) = compiled.kernel_sources.values()
+    _, path = codecache.cpp_compile(source, prelude=CPP_PRELUDE)
+    assert b"_ZGV" in path.read_bytes() and b"expf" in path.read_bytes(), source

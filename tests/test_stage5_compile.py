@@ -190,6 +190,23 @@ def test_torch_level_calls_become_externs():
 
 
 @needs_cxx
+def test_detach_inside_the_graph_is_the_value_itself():
+    """The compiled graph runs without autograd, so a detach between ops is no call at all
+    (Inductor's ``nop``); a detached graph output is still a tensor of its own."""
+    from tutorcompile.fx.tracer import symbolic_trace
+
+    def f(x, w):
+        return torch.relu(x @ torch.detach(w)), torch.detach(w)
+    x, w = torch.randn(4, 8), torch.randn(8, 3, requires_grad=True)
+    graph = compile_fx_module._to_prims(symbolic_trace(f).graph)
+    compiled = compile_fx(graph, [x, w], backend="cpp")
+    out, w_out = compiled(x, w)
+    torch.testing.assert_close(out, f(x, w)[0])
+    assert w_out is not w and not w_out.requires_grad and torch.equal(w_out, w)
+    assert compiled.wrapper_code.count("= torch.detach(") == 1, compiled.wrapper_code
+
+
+@needs_cxx
 def test_wrapper_with_externs_calls_pytorch_and_kernels_directly():
     """The wrapper of a model with extern calls does only the work: PyTorch functions and
     loaded kernels bound once as globals, no op-table dispatch, no graph at run time."""

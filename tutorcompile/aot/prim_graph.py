@@ -284,7 +284,8 @@ def _random_extern_call(fn: Callable, args: tuple, kwargs: dict) -> Any:
     the generator's state is saved just before it (a node of its own, in program order),
     so that the backward, which runs the call again for its gradient, draws the same
     numbers (:func:`~tutorcompile.aot.decompositions.with_random_state`)."""
-    device = next((v.device for v in _flat((args, kwargs)) if isinstance(v, GraphValue)), None)
+    device = next((v.device for v in tree_leaves((args, kwargs)) if isinstance(v, GraphValue)),
+                  None)
     if device is None:                     # no graph input: nothing runs it again
         return extern_call(fn, args, kwargs)
     now = random_state(device)

@@ -22,6 +22,7 @@ Mirrors: torch/_dynamo/guards.py (``GuardBuilder``, ``CheckFunctionManager``).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,6 +87,8 @@ class Guard:
     comment: str = ""
     # TENSOR_MATCH keeps its arguments so a failure can say *which* property changed
     tensor_args: tuple | None = None
+    # the same test, cheaper, for the compiled check function ({v}: the source's value)
+    fast: str | None = None
 
     def __str__(self) -> str:
         return f"{self.expr}  # {self.comment}" if self.comment else self.expr
@@ -100,12 +103,13 @@ class GuardBuilder:
         self.env: dict[str, Any] = {"torch": torch, "check_tensor": check_tensor, "math": math,
                                     "K": KEYS}
         self._bound: dict[int, str] = {}
+        self._devices: dict[str, str] = {}
 
     def add(self, kind: str, expr: str, source: Source | None = None, comment: str = "",
-            tensor_args: tuple | None = None) -> None:
+            tensor_args: tuple | None = None, fast: str | None = None) -> None:
         if expr not in self._exprs:
             self._exprs.add(expr)
-            self.guards.append(Guard(kind, expr, source, comment, tensor_args))
+            self.guards.append(Guard(kind, expr, source, comment, tensor_args, fast))
 
     def bind(self, obj: Any, hint: str) -> str:
         """A stable name for ``obj`` inside guard expressions (``___obj_0``)."""
@@ -115,6 +119,14 @@ class GuardBuilder:
             self.env[name] = obj
             self._bound[id(obj)] = name
         return self._bound[id(obj)]
+
+    def literal_device(self, device: torch.device) -> str:
+        """One bound name per distinct device (``t.device`` is a new object per read)."""
+        name = self._devices.get(str(device))
+        if name is None:  # its own numbering: the names of other bound objects stay put
+            name = self._devices[str(device)] = f"___device_{len(self._devices)}"
+            self.env[name] = torch.device(str(device))
+        return name
 
     # --- guard kinds --------------------------------------------------------------------
     def TENSOR_MATCH(self, source: Source, value: torch.Tensor,
@@ -132,9 +144,15 @@ class GuardBuilder:
                 f"requires_grad={value.requires_grad}{extra})")
         comment = ("dims " + ", ".join(map(str, sorted(dynamic_dims))) + " dynamic (>= 2)"
                    if dynamic_dims else "")
+        fast = None
+        if stride is not None:  # inline: attribute reads, no Python call per tensor
+            fast = (f"type({{v}}) is {tname} and {{v}}.dtype is {value.dtype} and "
+                    f"{{v}}.requires_grad is {value.requires_grad} and {{v}}.size() == {size} "
+                    f"and {{v}}.stride() == {stride} and "
+                    f"{{v}}.device == {self.literal_device(value.device)}")
         self.add("TENSOR_MATCH", expr, source, comment,
                  (ttype, value.dtype, str(value.device), size, stride, value.requires_grad,
-                  contiguous))
+                  contiguous), fast)
 
     def literal(self, value: Any) -> str:
         """``value`` written into guard source: a Python literal only for the exact builtin
@@ -162,8 +180,10 @@ class GuardBuilder:
             tname = type(value).__name__
             if type(value) not in (bool, int, float, str, bytes, complex):
                 tname = self.bind(type(value), tname)
+            # True and False are singletons: one identity test says both type and value
+            fast = f"{{v}} is {value}" if type(value) is bool else None
             self.add("CONSTANT_MATCH", f"type({name}) is {tname} and "
-                     f"{name} == {self.literal(value)}", source)
+                     f"{name} == {self.literal(value)}", source, fast=fast)
 
     def TYPE_MATCH(self, source: Source, value: Any) -> None:
         t = type(value)
@@ -198,14 +218,23 @@ class GuardBuilder:
         return CheckFunction(list(self.guards), dict(self.env))
 
 
+_COST = {"TENSOR_MATCH": 2, "SHAPE_ENV": 3}
+"""Order of guards in the check function: identity, type, constant and global-state tests
+(one comparison each) first, then tensors, then symbolic sizes; a miss usually fails early."""
+
+
 class CheckFunction:
-    """All guards of one cache entry compiled into a single Python function."""
+    """All guards of one cache entry compiled into a single Python function.
+
+    The function tests the cheapest guards first, reads each source that several guards
+    share (``L['self']._modules['0']``) once into a local, and tests a tensor with inline
+    attribute reads (``Guard.fast``) rather than a call -- the spirit of PyTorch's guard
+    manager tree, in Python. ``str(check)`` still lists the guards as written."""
 
     def __init__(self, guards: list[Guard], env: dict[str, Any]):
         self.guards = guards
         self.env = env
-        body = " and\n        ".join(f"({g.expr})" for g in guards) or "True"
-        self.source = f"def ___check(L, G, B, S):\n    return ({body})\n"
+        self.source = _check_source(guards)
         self._fn = exec_generated(self.source, "guards", dict(env))["___check"]
 
     def __call__(self, L: dict, G: dict, B: dict, S: list) -> bool:
@@ -249,6 +278,46 @@ class CheckFunction:
 
     def __len__(self) -> int:
         return len(self.guards)
+
+
+def _check_source(guards: list[Guard]) -> str:
+    """``def ___check(L, G, B, S)``: one ``if not (...): return False`` per guard, cheapest
+    first, each shared source bound to a local just before its first use."""
+    ordered = sorted(guards, key=lambda g: _COST.get(g.kind, 0))
+    uses: dict[str, int] = {}
+    chains = []
+    for g in ordered:
+        chain = []
+        source = g.source
+        while source is not None:
+            chain.append(source.name())
+            source = getattr(source, "base", None)
+        chains.append(chain[::-1])  # outermost base first
+        for name in chain:
+            uses[name] = uses.get(name, 0) + 1
+    local: dict[str, str] = {}
+    lines = ["def ___check(L, G, B, S):"]
+    for g, chain in zip(ordered, chains):
+        for name in chain:
+            if name not in local and (uses[name] > 1 or (
+                    g.kind == "TENSOR_MATCH" and g.fast and name == chain[-1])):
+                lines.append(f"    ___v{len(local)} = {_substitute(name, local)}")
+                local[name] = f"___v{len(local)}"
+        if g.fast and chain:
+            expr = g.fast.format(v=_substitute(chain[-1], local))
+        else:
+            expr = _substitute(g.expr, local)
+        lines.append(f"    if not ({expr}):")
+        lines.append("        return False")
+    lines.append("    return True")
+    return "\n".join(lines) + "\n"
+
+
+def _substitute(expr: str, local: dict[str, str]) -> str:
+    """``expr`` with each bound source name (longest first) replaced by its local."""
+    for name in sorted(local, key=len, reverse=True):
+        expr = re.sub(re.escape(name) + r"(?![\w])", local[name], expr)
+    return expr
 
 
 def _hint(value: Any) -> str:

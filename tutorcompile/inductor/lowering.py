@@ -191,6 +191,12 @@ class GraphLowering:
                                    f"{target.name} reads a tensor constant; it runs in "
                                    "PyTorch")
             return rule(self, node, *args, **kwargs)
+        if (target in _DETACH and len(args) == 1 and not kwargs
+                and isinstance(args[0], IRNode)
+                and all(user.op != "output" for user in node.users)):
+            # the compiled graph runs without autograd: detach is the value itself (as
+            # Inductor's ``nop`` lowering); a graph output keeps its own detached tensor
+            return args[0]
         name = getattr(target, "__name__", str(target))
         return self.extern(node, target, args, kwargs,
                            f"{name} is not a prim; it runs in PyTorch")
@@ -205,6 +211,9 @@ class GraphLowering:
             if d not in ok:
                 return str(d).replace("torch.", "")
         return None
+
+
+_DETACH = (torch.Tensor.detach, torch.detach)
 
 
 def _meta_of(v: Any) -> Any:

@@ -95,6 +95,12 @@ class CppKernel(KernelWriter):
         return CSEVar(self.literal(value, dtype), dtype)
 
     def load_expr(self, arg: str, offset: str, index) -> str:
+        if any(self.arg_name(n) == arg and b.get_dtype() == torch.bool
+               for n, b in self.inputs.items()):
+            # read a bool as its byte: g++ does not vectorise a loop that selects on a
+            # loaded ``bool`` and calls a vector math function (a masked softmax's exp);
+            # the byte load, cast back to bool, vectorises
+            return f"static_cast<bool>(reinterpret_cast<const uint8_t*>({arg})[{offset}])"
         return f"{arg}[{offset}]"
 
     def index_cast(self, index: str, dtype: torch.dtype) -> str:
