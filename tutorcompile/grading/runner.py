@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,6 +186,12 @@ class _Kernel:
         return returncode
 
 
+# CPython 3.11 keeps the AST constructor's recursion depth in interpreter-wide state, so two
+# threads parsing at once can fail with "SystemError: AST constructor recursion depth
+# mismatch" (python/cpython#106905); a class is graded on a thread pool.
+_AST_LOCK = threading.Lock()
+
+
 def preload_of(cells: list[Cell]) -> list[str]:
     """The modules the exercise's own cells import: imported (and snapshotted) before any
     learner code runs, so the pristine copies are the real ones."""
@@ -193,7 +200,8 @@ def preload_of(cells: list[Cell]) -> list[str]:
         if cell.role == "learner":
             continue
         try:
-            tree = ast.parse(cell.source)
+            with _AST_LOCK:
+                tree = ast.parse(cell.source)
         except SyntaxError:
             continue
         for node in ast.walk(tree):
