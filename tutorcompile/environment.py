@@ -211,7 +211,7 @@ def _stage_plan(env: Environment) -> list[tuple[str, str]]:
         fusion = "Triton kernels under the interpreter (slow): install g++ for fast CPU code"
     else:
         fusion = "no kernel compiler: graphs run op by op (install g++ or triton)"
-    plan = [
+    return [
         ("1 autograd", "eager tape autograd on torch tensors"),
         ("2 fx tracing", "symbolic tracing with proxies"),
         ("3 dynamo", dynamo),
@@ -223,21 +223,6 @@ def _stage_plan(env: Environment) -> list[tuple[str, str]]:
         ("drawings", "graphviz SVG" if env.tools["graphviz"].available else
          "text rendering (graphviz's dot binary is missing)"),
     ]
-    # Say so plainly where a stage's module is not part of this version yet.
-    modules = {"1": "autograd", "2": "fx.tracer", "3": "dynamo", "4": "aot",
-               "5": "inductor", "6": "cudagraphs"}
-    return [(stage, what if _has_module(modules.get(stage[:1])) else f"{what} [not built yet]")
-            for stage, what in plan]
-
-
-def _has_module(name: str | None) -> bool:
-    if name is None:
-        return True
-    import importlib.util
-    try:
-        return importlib.util.find_spec(f"tutorcompile.{name}") is not None
-    except ModuleNotFoundError:
-        return False
 
 
 def doctor() -> None:

@@ -37,6 +37,7 @@ from ..ops import prims
 from ..ops.autodiff import vjp
 from ..ops.table import PRIMS, Prim
 from ..ops.virtualized import EagerHandler, set_handler
+from .value import postorder
 
 _grad_enabled = True
 
@@ -302,28 +303,9 @@ def apply(prim: Prim | str, args: tuple, kwargs: dict | None = None) -> Tensor:
 
 
 def topological_order(root: Tensor) -> list[Tensor]:
-    """Every Tensor ``root`` depends on through the tape, each after all of its inputs.
-
-    Depth-first search, appending a tensor once all its inputs are done (post-order); an
-    explicit stack instead of recursion keeps deep graphs (long RNN loops) from overflowing.
-    """
-    order: list[Tensor] = []
-    visited: set[int] = set()
-    stack: list[tuple[Tensor, bool]] = [(root, False)]
-    while stack:
-        tensor, inputs_done = stack.pop()
-        if inputs_done:
-            order.append(tensor)
-            continue
-        if id(tensor) in visited:
-            continue
-        visited.add(id(tensor))
-        stack.append((tensor, True))
-        if tensor.grad_fn is not None:
-            for t in reversed(tensor.grad_fn.inputs):
-                if t.requires_grad and id(t) not in visited:
-                    stack.append((t, False))
-    return order
+    """Every Tensor ``root`` depends on through the tape, each after all of its inputs."""
+    return postorder(root, lambda t: [] if t.grad_fn is None else
+                     [i for i in t.grad_fn.inputs if i.requires_grad])
 
 
 def backward(root: Tensor, gradient: torch.Tensor | None = None, retain_graph: bool = False

@@ -14,7 +14,10 @@ Mirrors: the design of karpathy/micrograd (engine.py), in the course's own words
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 class Value:
@@ -129,18 +132,7 @@ class Value:
 
     def topological_order(self) -> list[Value]:
         """Every Value this one depends on, each after the values it was computed from."""
-        order: list[Value] = []
-        seen: set[int] = set()
-        stack: list[tuple[Value, bool]] = [(self, False)]
-        while stack:
-            v, done = stack.pop()
-            if done:
-                order.append(v)
-            elif id(v) not in seen:
-                seen.add(id(v))
-                stack.append((v, True))
-                stack.extend((p, False) for p in reversed(v._prev) if id(p) not in seen)
-        return order
+        return postorder(self, lambda v: v._prev)
 
     def backward(self) -> None:
         """Set ``.grad`` of every value in the graph to d(self)/d(value)."""
@@ -154,3 +146,24 @@ class Value:
     def __repr__(self) -> str:
         label = f"{self.label}: " if self.label else ""
         return f"Value({label}data={self.data:.4f}, grad={self.grad:.4f})"
+
+
+def postorder(root: T, inputs: Callable[[T], Iterable[T]]) -> list[T]:
+    """Every node ``root`` depends on through ``inputs``, each after all of its inputs: the
+    order a backward sweep reverses (for :class:`Value` and for the tape's ``Tensor``).
+
+    Depth-first search, appending a node once all its inputs are done (post-order); an
+    explicit stack instead of recursion keeps deep graphs (long RNN loops) from overflowing.
+    """
+    order: list[T] = []
+    seen: set[int] = set()
+    stack: list[tuple[T, bool]] = [(root, False)]
+    while stack:
+        node, inputs_done = stack.pop()
+        if inputs_done:
+            order.append(node)
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((i, False) for i in reversed(list(inputs(node))) if id(i) not in seen)
+    return order
