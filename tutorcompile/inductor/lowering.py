@@ -37,6 +37,7 @@ from ..fx import Graph, Node
 from ..fx.node import map_aggregate, map_arg, tree_leaves
 from ..ops import PRIMS, Prim, ops
 from ..ops.table import normalize_dim, normalize_dims, promote_types
+from ..ops.virtualized import CPP_DTYPES, TRITON_DTYPES
 from . import ir
 from .ir import (
     ComputedBuffer,
@@ -50,10 +51,10 @@ from .ir import (
     constant,
 )
 
-# dtypes the C++ code generator can spell with plain C++ types (no ATen headers).
-CPP_DTYPES = (torch.float32, torch.float64, torch.int8, torch.int16, torch.int32,
-              torch.int64, torch.uint8, torch.bool)
-TRITON_DTYPES = CPP_DTYPES + (torch.float16, torch.bfloat16)
+# dtypes a kernel can hold: the spelling tables of ops/virtualized.py, less the C++ half
+# types (at::Half and at::BFloat16 need ATen headers the C++ kernels do not include).
+KERNEL_DTYPES = {"cpp": frozenset(CPP_DTYPES) - {torch.float16, torch.bfloat16},
+                 "triton": frozenset(TRITON_DTYPES)}
 
 lowerings: dict[Prim, Callable] = {}
 
@@ -202,7 +203,7 @@ class GraphLowering:
                            f"{name} is not a prim; it runs in PyTorch")
 
     def unsupported_dtype(self, node: Node, args) -> str | None:
-        ok = CPP_DTYPES if self.backend == "cpp" else TRITON_DTYPES
+        ok = KERNEL_DTYPES[self.backend]
         dtypes = [v.get_dtype() for v in tree_leaves(args) if isinstance(v, IRNode)]
         meta = node.meta.get("tensor_meta")
         if meta is not None and hasattr(meta, "dtype"):
