@@ -17,6 +17,7 @@ from __future__ import annotations
 import keyword
 import math
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -93,31 +94,14 @@ class _CodeWriter:
         return self.bind_global(fn, getattr(fn, "__name__", "fn"))
 
     def arg(self, a: Any) -> str:
-        torch = _torch()
         if isinstance(a, Node):
             return a.name
-        if isinstance(a, torch.Size):
-            return f"torch.Size({list(a)!r})"
-        if isinstance(a, tuple) and not hasattr(a, "_fields"):
-            inner = ", ".join(self.arg(x) for x in a)
-            return f"({inner},)" if len(a) == 1 else f"({inner})"
-        if isinstance(a, list):
-            return "[" + ", ".join(self.arg(x) for x in a) + "]"
-        if isinstance(a, dict) and all(isinstance(k, (str, int)) for k in a):
-            return "{" + ", ".join(f"{k!r}: {self.arg(v)}" for k, v in a.items()) + "}"
-        if isinstance(a, slice):
-            return f"slice({self.arg(a.start)}, {self.arg(a.stop)}, {self.arg(a.step)})"
-        if isinstance(a, float) and not math.isfinite(a):
-            return f"float('{a}')"
-        if a is None or isinstance(a, (bool, int, float, complex, str, bytes)) or a is ...:
-            return repr(a)
-        if isinstance(a, (torch.dtype, torch.layout, torch.memory_format)):
-            return str(a)
-        if isinstance(a, torch.device):
-            return f"torch.device({str(a)!r})"
+        text = literal(a, self.arg)
+        if text is not None:
+            return text
         if callable(a) and qualified_name(a) is not None:
             return qualified_name(a)
-        hint = "_tensor_constant" if isinstance(a, torch.Tensor) else "_const"
+        hint = "_tensor_constant" if isinstance(a, _torch().Tensor) else "_const"
         return self.bind_global(a, hint)
 
     def index(self, a: Any) -> str:
@@ -216,6 +200,42 @@ def python_code(graph: Graph, root_module: str = "self") -> PythonCode:
     src = f"def forward({', '.join(params)}):\n"
     src += "".join(f"    {line}\n" for line in body or ["pass"])
     return PythonCode(src, w.globals)
+
+
+def literal(value: Any, inner: Callable[[Any], str | None] | None = None) -> str | None:
+    """Python source that rebuilds ``value`` if it is a constant written as a literal (None,
+    numbers, strings, dtypes, devices, slices, ``torch.Size`` and tuples/lists/dicts of
+    them); else None. ``inner`` spells the items of a container (default: ``literal``
+    itself), so a code generator can put its own names (graph nodes, buffers) inside."""
+    torch = _torch()
+    inner = inner or literal
+    if isinstance(value, torch.Size):
+        return f"torch.Size({list(value)!r})"
+    if isinstance(value, (tuple, list)) and not hasattr(value, "_fields"):
+        items = [inner(v) for v in value]
+        if any(i is None for i in items):
+            return None
+        if isinstance(value, list):
+            return "[" + ", ".join(items) + "]"
+        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+    if isinstance(value, dict) and all(isinstance(k, (str, int)) for k in value):
+        items = [inner(v) for v in value.values()]
+        if any(i is None for i in items):
+            return None
+        return "{" + ", ".join(f"{k!r}: {i}" for k, i in zip(value, items)) + "}"
+    if isinstance(value, slice):
+        parts = [inner(v) for v in (value.start, value.stop, value.step)]
+        return None if None in parts else f"slice({', '.join(parts)})"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float('{value}')"
+    if value is None or value is ... or isinstance(value, (bool, int, float, complex, str,
+                                                          bytes)):
+        return repr(value)
+    if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)):
+        return str(value)
+    if isinstance(value, torch.device):
+        return f"torch.device({str(value)!r})"
+    return None
 
 
 def describe_target(node: Node) -> str:

@@ -38,36 +38,11 @@ from typing import Any
 
 import torch
 
+from ..fx.codegen import literal
 from ..fx.node import qualified_name
 from ..ops import Prim
 from . import ir
 from .scheduler import Scheduler
-
-
-def _pyrepr(value: Any) -> str:
-    if isinstance(value, torch.device):
-        return f"torch.device({str(value)!r})"
-    if isinstance(value, (list, tuple)):
-        inner = ", ".join(_pyrepr(v) for v in value)
-        if isinstance(value, tuple):
-            return f"({inner},)" if len(value) == 1 else f"({inner})"
-        return f"[{inner}]"
-    if isinstance(value, float) and value != value:
-        return "float('nan')"
-    if isinstance(value, float) and value in (float("inf"), float("-inf")):
-        return "float('inf')" if value > 0 else "float('-inf')"
-    return repr(value)
-
-
-def _is_literal(value: Any) -> bool:
-    """Values whose repr is valid Python that rebuilds them."""
-    if value is None or value is Ellipsis or isinstance(value, (bool, int, float, str,
-                                                                  torch.dtype, torch.device,
-                                                                  slice)):
-        return True
-    if isinstance(value, (list, tuple)):
-        return all(_is_literal(v) for v in value)
-    return False
 
 
 def _layout_key(buffer: ir.Buffer) -> tuple:
@@ -120,8 +95,8 @@ class AllocateLine(WrapperLine):
 
     def codegen(self) -> str:
         layout = self.buffer.layout
-        return (f"{self.buffer.name} = empty_strided({_pyrepr(layout.size)}, "
-                f"{_pyrepr(layout.stride)}, dtype={layout.dtype}, device={self.device})")
+        return (f"{self.buffer.name} = empty_strided({literal(layout.size)}, "
+                f"{literal(layout.stride)}, dtype={layout.dtype}, device={self.device})")
 
 
 @dataclass
@@ -244,16 +219,9 @@ class WrapperCodegen:
             return self.view_names[key]
         if isinstance(value, ir.Buffer):
             return value.name
-        if isinstance(value, (list, tuple)):
-            inner = [self.value_expr(v, lines) for v in value]
-            if isinstance(value, list):
-                return f"[{', '.join(inner)}]"
-            return f"({inner[0]},)" if len(inner) == 1 else f"({', '.join(inner)})"
-        if isinstance(value, dict):
-            items = [f"{k!r}: {self.value_expr(v, lines)}" for k, v in value.items()]
-            return "{" + ", ".join(items) + "}"
-        if _is_literal(value):
-            return _pyrepr(value)
+        text = literal(value, lambda v: self.value_expr(v, lines))
+        if text is not None:
+            return text
         # any other object (a helper object of stage 4) is passed by name
         return self.bind("const", value)
 
