@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -290,13 +290,23 @@ class KernelSpellingHandler(OpsHandler):
                                       "have kernel spellings (reductions and views are "
                                       "written by the stage 5 code generators)")
         table = TRITON_DTYPES if self.language == "triton" else CPP_DTYPES
-        named = {k: table[v] if isinstance(v, torch.dtype) else v for k, v in kwargs.items()}
-        operands = []
-        for a in args:
-            if isinstance(a, torch.dtype):  # convert_element_type(x, torch.float16)
-                named["dtype"] = table[a]
-            else:
-                operands.append(a if isinstance(a, str) else self.literal(a))
-        return spelling.format(*operands, **named)
+        return spell(spelling, args, kwargs,
+                     lambda a: a if isinstance(a, str) else self.literal(a), table.__getitem__)
+
+
+def spell(spelling: str, args: tuple, kwargs: dict, operand: Callable[[Any], str],
+          dtype_name: Callable[[torch.dtype], str]) -> str:
+    """A pointwise prim's kernel expression: its ``spelling`` template (``"({0} + {1})"``,
+    ``"{0}.to({dtype})"``) filled with the operands in order, arguments then keyword
+    values, each written by ``operand``; a dtype argument fills ``{dtype}``. The one path
+    from a prim call to kernel text, shared by :class:`KernelSpellingHandler` and stage 5's
+    kernel writers."""
+    named, operands = {}, []
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, torch.dtype):  # convert_element_type(x, torch.float16)
+            named["dtype"] = dtype_name(a)
+        else:
+            operands.append(operand(a))
+    return spelling.format(*operands, **named)
 
 

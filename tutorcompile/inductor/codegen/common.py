@@ -36,6 +36,7 @@ import sympy
 import torch
 
 from ...ops import OpsHandler
+from ...ops.virtualized import spell
 from .. import ir
 from ..ir import ComputedBuffer, FloorDiv, ModularIndexing
 
@@ -295,16 +296,10 @@ class KernelWriter(OpsHandler):
             raise FusionError(f"{prim.name} cannot appear inside a kernel")
         metas = [ir._Meta(a.dtype) if isinstance(a, CSEVar) else a for a in args]
         _, dtype = prim.meta(*metas, **kwargs)
-        spelling = getattr(prim, self.language)
-        named, operands = {}, []
-        for a in list(args) + list(kwargs.values()):
-            if isinstance(a, torch.dtype):
-                named["dtype"] = self.dtype_name(a)
-            elif isinstance(a, CSEVar):
-                operands.append(a.name)
-            else:
-                operands.append(self.literal(a, dtype))
-        return self.cse(spelling.format(*operands, **named), dtype)
+        text = spell(getattr(prim, self.language), args, kwargs,
+                     lambda a: a.name if isinstance(a, CSEVar) else self.literal(a, dtype),
+                     self.dtype_name)
+        return self.cse(text, dtype)
 
     def constant(self, value, dtype):
         return self.wrap_constant(value, dtype)
