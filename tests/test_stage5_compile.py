@@ -2,6 +2,7 @@
 backend (real Dynamo -> our AOTAutograd -> our kernels), and the fallbacks."""
 
 import importlib
+import operator
 
 import pytest
 import torch
@@ -10,7 +11,7 @@ import tutorcompile as tc
 from tutorcompile.environment import probe
 from tutorcompile.inductor import codecache, examples
 from tutorcompile.inductor.compile_fx import compile_fx, inductor_backend
-from tutorcompile.ops import ops, trace
+from tutorcompile.ops import PRIMS, ops, trace
 
 pytestmark = pytest.mark.stage5
 # the module (the package re-exports the function under the same name)
@@ -182,7 +183,7 @@ def test_torch_level_calls_become_externs():
     def f(x, b):
         return torch.softmax(torch.relu(x + b) * 2, -1).exp()
     x, b = torch.randn(4, 8), torch.randn(8)
-    graph = compile_fx_module._to_prims(symbolic_trace(f).graph)
+    graph = to_prims(symbolic_trace(f).graph)
     compiled = compile_fx(graph, [x, b], backend="cpp")
     torch.testing.assert_close(compiled(x, b), f(x, b))
     assert "torch.softmax(buf2, -1)" in compiled.wrapper_code
@@ -198,7 +199,7 @@ def test_detach_inside_the_graph_is_the_value_itself():
     def f(x, w):
         return torch.relu(x @ torch.detach(w)), torch.detach(w)
     x, w = torch.randn(4, 8), torch.randn(8, 3, requires_grad=True)
-    graph = compile_fx_module._to_prims(symbolic_trace(f).graph)
+    graph = to_prims(symbolic_trace(f).graph)
     compiled = compile_fx(graph, [x, w], backend="cpp")
     out, w_out = compiled(x, w)
     torch.testing.assert_close(out, f(x, w)[0])
@@ -247,7 +248,7 @@ def test_matmul_bias_add_becomes_addmm():
         return torch.relu(torch.matmul(x, w) + b)
     for x in (torch.randn(4, 8), torch.randn(2, 3, 8)):
         w, b = torch.randn(8, 5), torch.randn(5)
-        graph = compile_fx_module._to_prims(symbolic_trace(f).graph)
+        graph = to_prims(symbolic_trace(f).graph)
         compiled = compile_fx(graph, [x, w, b], backend="cpp")
         assert "torch.addmm(" in compiled.wrapper_code, compiled.wrapper_code
         torch.testing.assert_close(compiled(x, w, b), f(x, w, b))
@@ -267,7 +268,47 @@ def test_views_from_pytorch_calls_keep_their_buffer_alive():
         z = torch.sin(torch.softmax(x, -1))  # a kernel after the split, same layout as y
         return torch.cat([b, a], 1), z
     x = torch.randn(4, 8)
-    graph = compile_fx_module._to_prims(symbolic_trace(f).graph)
+    graph = to_prims(symbolic_trace(f).graph)
     compiled = compile_fx(graph, [x], backend="cpp")
     for got, expected in zip(compiled(x), f(x)):
         torch.testing.assert_close(got, expected)
+
+
+_TORCH_TO_PRIM = {
+    operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "div",
+    operator.neg: "neg", torch.add: "add", torch.sub: "sub", torch.mul: "mul",
+    torch.div: "div", torch.neg: "neg", torch.exp: "exp", torch.log: "log",
+    torch.sqrt: "sqrt", torch.rsqrt: "rsqrt", torch.abs: "abs", torch.sin: "sin",
+    torch.cos: "cos", torch.tanh: "tanh", torch.sigmoid: "sigmoid", torch.relu: "relu",
+    torch.nn.functional.relu: "relu", torch.erf: "erf", torch.maximum: "maximum",
+    torch.minimum: "minimum", torch.where: "where", torch.matmul: "matmul",
+}
+_METHOD_TO_PRIM = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "exp": "exp",
+                   "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "abs": "abs",
+                   "sin": "sin", "cos": "cos", "tanh": "tanh", "sigmoid": "sigmoid",
+                   "relu": "relu", "neg": "neg"}
+
+
+def to_prims(graph):
+    """A graph mixing prims and torch-level calls, as stage 5 receives when a call has no
+    decomposition: calls with a one-to-one prim (positional args, no kwargs) become that
+    prim; everything else stays and runs in PyTorch."""
+    graph = graph.copy()
+    for node in graph.nodes:
+        name = None
+        if node.op == "call_function":
+            try:
+                name = _TORCH_TO_PRIM.get(node.target)
+            except TypeError:
+                name = None
+        elif node.op == "call_method":
+            name = _METHOD_TO_PRIM.get(node.target)
+        if name is None or node.kwargs or name not in PRIMS:
+            continue
+        prim = PRIMS[name]
+        with graph.inserting_before(node):
+            new = graph.call_function(prim, node.args, {})
+        new.meta = dict(node.meta)
+        node.replace_all_uses_with(new)
+        graph.erase_node(node)
+    return graph

@@ -18,10 +18,9 @@ else Triton under its interpreter; else the prim graph runs eagerly. Each step d
 announced on one line.
 
 ``inductor_backend(gm, example_inputs)`` has the ``torch.compile`` backend contract (graph in,
-callable out). It accepts graphs of prims, and graphs of torch-level calls: with
-``tutorcompile.aot`` importable it hands them to AOT to decompose into prims; otherwise it
-maps the calls it knows (``torch.add``, ``torch.exp``, ``operator.mul``, ...) to prims and
-lets everything else run as PyTorch extern calls.
+callable out). It accepts graphs of prims, and graphs of torch-level calls, which AOT
+(stage 4) decomposes into prims first; a call with no decomposition stays a PyTorch extern
+call in the wrapper.
 
 Mirrors: torch/_inductor/compile_fx.py (``compile_fx``, ``compile_fx_inner``) and
 torch/_inductor/graph.py (``GraphLowering.compile_to_module``).
@@ -29,7 +28,6 @@ torch/_inductor/graph.py (``GraphLowering.compile_to_module``).
 
 from __future__ import annotations
 
-import operator
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -42,7 +40,7 @@ from ..aot import aot_graph
 from ..environment import probe
 from ..errors import FallbackWarning
 from ..fx import Graph, GraphModule, Node, ShapeProp, TensorMeta, exec_generated
-from ..ops import PRIMS, Prim
+from ..ops import PRIMS
 from ..ops.table import contiguous_strides
 from .codecache import wait_for_builds
 from .lowering import lower_graph
@@ -328,45 +326,6 @@ def _as_graph(gm: Any) -> Graph:
 # ---------------------------------------------------------------------------------------
 # The torch.compile backend
 # ---------------------------------------------------------------------------------------
-
-_TORCH_TO_PRIM: dict[Any, str] = {
-    operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "div",
-    operator.neg: "neg", torch.add: "add", torch.sub: "sub", torch.mul: "mul",
-    torch.div: "div", torch.neg: "neg", torch.exp: "exp", torch.log: "log",
-    torch.sqrt: "sqrt", torch.rsqrt: "rsqrt", torch.abs: "abs", torch.sin: "sin",
-    torch.cos: "cos", torch.tanh: "tanh", torch.sigmoid: "sigmoid", torch.relu: "relu",
-    torch.nn.functional.relu: "relu", torch.erf: "erf", torch.maximum: "maximum",
-    torch.minimum: "minimum", torch.where: "where", torch.matmul: "matmul",
-}
-_METHOD_TO_PRIM = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "exp": "exp",
-                   "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "abs": "abs",
-                   "sin": "sin", "cos": "cos", "tanh": "tanh", "sigmoid": "sigmoid",
-                   "relu": "relu", "neg": "neg"}
-
-
-def _to_prims(graph: Graph) -> Graph:
-    """Map torch-level calls with a one-to-one prim (plain positional tensor/number args,
-    no kwargs) to that prim; everything else stays and later runs in PyTorch."""
-    graph = graph.copy()
-    for node in graph.nodes:
-        name = None
-        if node.op == "call_function":
-            try:
-                name = _TORCH_TO_PRIM.get(node.target)
-            except TypeError:
-                name = None
-        elif node.op == "call_method":
-            name = _METHOD_TO_PRIM.get(node.target)
-        if name is None or node.kwargs or name not in PRIMS:
-            continue
-        prim: Prim = PRIMS[name]
-        with graph.inserting_before(node):
-            new = graph.call_function(prim, node.args, {})
-        new.meta = dict(node.meta)
-        node.replace_all_uses_with(new)
-        graph.erase_node(node)
-    return graph
-
 
 class LazyCompiledGraph:
     """``compile_fx`` now when example inputs are given, else on the first call with that
