@@ -52,6 +52,7 @@ from .source import (
 from .variables import (
     BUILTIN_CALLABLES,
     BUILTIN_HANDLERS,
+    DELETED,
     BaseListVariable,
     BuiltinVariable,
     CellVariable,
@@ -59,6 +60,7 @@ from .variables import (
     ConstantVariable,
     ConstDictVariable,
     EnvironVariable,
+    GlobalsVariable,
     GradModeVariable,
     ListIteratorVariable,
     ListVariable,
@@ -84,6 +86,7 @@ from .variables import (
     is_torch_callable,
     wrap_constant_result,
 )
+from .variables.callables import reads_like_dict
 from .vm import _RETURN, CO_GENERATOR_LIKE, NULL, VM, Frame, bind_arguments
 
 MAX_INLINE_DEPTH = 48
@@ -142,6 +145,7 @@ class InstructionTranslator(VM):
         self._scopes: dict[int, str] = {id(frame.globals): "G"}
         self.side_effect_objects: list[VariableTracker] = []  # outside objects written to
         self.grad_stack: list[bool] = []  # grad mode of traced no_grad/enable_grad blocks
+        self._globals_written: dict[str, GlobalsVariable] = {}  # by scope label
 
     # --- the capture loop -------------------------------------------------------------------
     def capture(self) -> CaptureResult:
@@ -191,6 +195,11 @@ class InstructionTranslator(VM):
                     # entered: run this part of the frame uncompiled instead
                     return CaptureResult("skip", reason=f"{e.reason} (inside a torch.no_grad"
                                          "/enable_grad block)")
+                if any(_is_with_exit(v) for v in root.stack):
+                    # likewise inside a with-block whose __enter__ was traced: the real frame
+                    # runs the whole block, __enter__ to __exit__
+                    return CaptureResult("skip", reason=f"{e.reason} (inside a with-block)",
+                                         location=getattr(e, "location", None))
                 loc = getattr(e, "location", None) or self.location_of(root, root.ip)
                 return self._finish(CaptureResult(
                     "break", stack=root.stack, locals=root.locals, break_ip=root.ip,
@@ -375,7 +384,7 @@ class InstructionTranslator(VM):
             if type(value) is tuple:
                 return TupleVariable(items, source)
             return NamedTupleVariable(items, type(value), source)
-        if isinstance(value, dict) and _reads_like_dict(type(value)):
+        if isinstance(value, dict) and reads_like_dict(type(value)):
             if not all(is_constant_value(k) or isinstance(k, enum.Enum) for k in value):
                 raise Unsupported("a dict with non-constant keys")
             if source is not None:
@@ -463,13 +472,21 @@ class InstructionTranslator(VM):
         return ConstantVariable(value)
 
     def read_local(self, f, name):
-        v = super().read_local(f, name)
+        try:
+            v = super().read_local(f, name)
+        except UnboundLocalError as e:  # ``del y; y``: the traced code may catch it
+            raise TracedException(e) from None
         if isinstance(v, LazyVariable):
             v = f.locals[name] = self.realize(v)
         return v
 
     def load_global(self, frame, name):
         scope = self.globals_scope(frame.globals)
+        written = self._globals_written.get(scope)
+        if written is not None and name in written.pending:  # assigned earlier in the frame
+            if written.pending[name] is DELETED:
+                raise TracedException(NameError(f"name {name!r} is not defined"))
+            return written.pending[name]
         if name in frame.globals:
             return self.wrap_nested(frame.globals[name], GlobalSource(name, scope))
         if name in frame.builtins:
@@ -479,7 +496,24 @@ class InstructionTranslator(VM):
         raise Unsupported(f"NameError: name {name!r} is not defined")
 
     def store_global(self, frame, name, value):
-        raise Unsupported(f"assignment to global {name!r} (mutation of module state)")
+        # a side effect on the module, replayed after the graph (torch.compile does the same)
+        scope = self.globals_scope(frame.globals)
+        written = self._globals_written.setdefault(scope, GlobalsVariable(scope))
+        self.record_side_effect(written)
+        written.pending[name] = self.realize(value) if value is not DELETED else DELETED
+
+    def delete_global(self, frame, name):
+        scope = self.globals_scope(frame.globals)
+        written = self._globals_written.get(scope)
+        if written is not None and name in written.pending:
+            exists = written.pending[name] is not DELETED
+        else:
+            exists = name in frame.globals
+            self.guards.add("GLOBAL_EXISTS", f"{name!r} {'' if exists else 'not '}in {scope}",
+                            comment=f"global {name} {'exists' if exists else 'is absent'}")
+        if not exists:
+            raise TracedException(NameError(f"name {name!r} is not defined"))
+        self.store_global(frame, name, DELETED)
 
     def load_attr(self, obj, name):
         return self.realize(obj).var_getattr(self, name)
@@ -491,7 +525,10 @@ class InstructionTranslator(VM):
         raise Unsupported(f"assignment to attribute {name!r} of {obj} (mutation of an object)")
 
     def delete_attr(self, obj, name):
-        raise Unsupported(f"deleting attribute {name!r}")
+        obj = self.realize(obj)
+        if isinstance(obj, UserDefinedObjectVariable):
+            return obj.delete_attr(self, name)
+        raise Unsupported(f"deleting attribute {name!r} of {obj}")
 
     def store_subscr(self, obj, key, value):
         if isinstance(obj, TensorVariable):
@@ -673,6 +710,9 @@ class InstructionTranslator(VM):
             raise Unsupported("raise statement")
         raise TracedException(value)
 
+    def LOAD_ASSERTION_ERROR(self, f, inst):
+        f.push(self._wrap(AssertionError, None))  # a class to call, not a folded constant
+
     def CHECK_EXC_MATCH(self, f, inst):
         typ = self.realize(f.pop()).as_python_constant()
         exc = f.stack[-1]
@@ -685,11 +725,25 @@ class InstructionTranslator(VM):
         return self.grad_stack[-1] if self.grad_stack else torch.is_grad_enabled()
 
     def BEFORE_WITH(self, f, inst):
+        # torch.no_grad/enable_grad change the grad mode of the graph's ops; a context
+        # manager written in Python has its __enter__ inlined here, and its __exit__ inlined
+        # where the block ends (the normal exit's call, or WITH_EXCEPT_START below)
         mgr = self.realize(f.stack[-1])
-        if not isinstance(mgr, GradModeVariable):
-            raise Unsupported(f"with-block on {mgr} (only torch.no_grad/enable_grad are "
+        if not (isinstance(mgr, GradModeVariable) or _python_context_manager(mgr)):
+            raise Unsupported(f"with-block on {mgr} (only torch.no_grad/enable_grad and "
+                              "context managers whose __enter__/__exit__ are Python are "
                               "traced)")
         super().BEFORE_WITH(f, inst)
+
+    def WITH_EXCEPT_START(self, f, inst):
+        # an exception the traced code raised inside the block: __exit__(type, value, tb)
+        # decides whether it is suppressed (no traceback exists while tracing: None)
+        exc = f.stack[-1]
+        if not isinstance(exc, TracedException):
+            raise Unsupported(f"with-block exit on {exc}")
+        args = [self._wrap(type(exc.exc), None), ConstantVariable(exc.exc),
+                ConstantVariable(None)]
+        f.push(self.call(f.stack[-4], args, {}))
 
     def call(self, fn, args, kwargs):
         fn = self.realize(fn) if isinstance(fn, VariableTracker) else self._wrap(fn, None)
@@ -913,12 +967,16 @@ class InstructionTranslator(VM):
         f.push(ConstantVariable(None))  # the value of the yield expression
 
 
-def _reads_like_dict(cls: type) -> bool:
-    """A dict subclass whose reads are dict's own (its items are its contents): tracked as a
-    dict that keeps its class; methods it adds in Python are inlined."""
-    return all(inspect.getattr_static(cls, m) is getattr(dict, m) for m in (
-        "__getitem__", "__contains__", "__iter__", "__len__", "keys", "values", "items")) \
-        or cls.__module__ == "collections"
+def _python_context_manager(mgr: VariableTracker) -> bool:
+    """An object whose class defines __enter__ and __exit__ in Python (traced by inlining)."""
+    return isinstance(mgr, UserDefinedObjectVariable) and all(
+        isinstance(inspect.getattr_static(type(mgr.value), name, None), types.FunctionType)
+        for name in ("__enter__", "__exit__"))
+
+
+def _is_with_exit(vt: Any) -> bool:
+    """The bound __exit__ that BEFORE_WITH left on the stack for a Python context manager."""
+    return isinstance(vt, UserMethodVariable) and vt.fn.__name__ == "__exit__"
 
 
 def _has_handler(value: Any) -> bool:

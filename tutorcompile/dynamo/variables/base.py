@@ -141,9 +141,12 @@ class ConstantVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         if all(a.is_python_constant() for a in [*args, *kwargs.values()]):
             method = getattr(self.value, name)
-            return wrap_constant_result(method(*[a.as_python_constant() for a in args],
-                                               **{k: v.as_python_constant()
-                                                  for k, v in kwargs.items()}))
+            try:
+                value = method(*[a.as_python_constant() for a in args],
+                               **{k: v.as_python_constant() for k, v in kwargs.items()})
+            except Exception as e:  # ``"ab".index("z")``: the traced code may catch it
+                raise TracedException(e) from None
+            return wrap_constant_result(value)
         if isinstance(self.value, (int, float)) and name.startswith("__"):
             op = getattr(operator, name.strip("_"), None)
             if op is not None and len(args) == 1:
@@ -777,6 +780,35 @@ class CellVariable(VariableTracker):
         return cell
 
 
+class _Deleted:
+    def __repr__(self):
+        return "DELETED"
+
+
+DELETED = _Deleted()  # a pending write that deletes (``del obj.attr``, ``del GLOBAL``)
+
+
+class GlobalsVariable(VariableTracker):
+    """A module's globals that the traced code assigns to (``global N; N = v``). Like an
+    object's attribute writes, the assignments wait in ``pending`` (reads in the frame see
+    them) and are replayed into the module's dict after the graph ran, in order with the
+    other side effects. ``scope`` names the dict in the guard environment (``G``, ``G_mod``)."""
+    fresh = False
+
+    def __init__(self, scope: str):
+        self.scope = scope
+        self.pending: dict[str, Any] = {}
+
+    def children(self):
+        return [v for v in self.pending.values() if isinstance(v, VariableTracker)]
+
+    def reconstruct(self, rc):
+        return rc.env[self.scope]
+
+    def __repr__(self):
+        return f"GlobalsVariable({self.scope})"
+
+
 class ClosureCellVariable(VariableTracker):
     """A real cell from outside (a free variable of the compiled function)."""
 
@@ -787,8 +819,8 @@ class ClosureCellVariable(VariableTracker):
 
 __all__ = [
     'BaseListVariable', 'BoundMethodVariable', 'CONSTANT_TYPES', 'CellVariable',
-    'ClosureCellVariable', 'ConstDictVariable', 'ConstantVariable', 'DictViewVariable',
-    'ListIteratorVariable',
+    'ClosureCellVariable', 'ConstDictVariable', 'ConstantVariable', 'DELETED',
+    'DictViewVariable', 'GlobalsVariable', 'ListIteratorVariable',
     'ListVariable', 'NamedTupleVariable', 'Reconstructor', 'ResumeIterator', 'SizeVariable',
     'SliceVariable', 'SymIntVariable', 'TensorMethodVariable', 'TensorVariable',
     'TupleVariable', 'VariableTracker', 'is_constant_value', 't_metadata_method',

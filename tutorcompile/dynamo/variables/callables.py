@@ -25,13 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..exc import Unsupported
+from ..exc import TracedException, Unsupported
 from ..source import AttrSource, GetItemSource, Source
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
 
 from .base import (
+    DELETED,
     BaseListVariable,
     BoundMethodVariable,
     ConstantVariable,
@@ -336,6 +337,11 @@ class UserDefinedClassVariable(VariableTracker):
                     factory = None
             d = _dict(tx, *args, **kwargs)
             return ConstDictVariable(d.items, dict_cls=cls, default_factory=factory)
+        if issubclass(cls, dict) and reads_like_dict(cls) and cls.__new__ is dict.__new__ \
+                and inspect.getattr_static(cls, "__init__") is dict.__init__:
+            # ``Registry(...)`` of a dict subclass that adds methods (transformers' configs
+            # and registries): built as dict(...) that keeps its class
+            return ConstDictVariable(_dict(tx, *args, **kwargs).items, dict_cls=cls)
         raise Unsupported(f"constructing an instance of {cls.__qualname__}")
 
     def reconstruct(self, rc):
@@ -343,6 +349,14 @@ class UserDefinedClassVariable(VariableTracker):
 
     def __repr__(self):
         return f"UserDefinedClassVariable({self.value.__qualname__})"
+
+
+def reads_like_dict(cls: type) -> bool:
+    """A dict subclass whose reads are dict's own (its items are its contents): tracked as a
+    dict that keeps its class; methods it adds in Python are inlined."""
+    return all(inspect.getattr_static(cls, m) is getattr(dict, m) for m in (
+        "__getitem__", "__contains__", "__iter__", "__len__", "keys", "values", "items")) \
+        or cls.__module__ == "collections"
 
 
 def _plain_python_class(cls: type) -> bool:
@@ -377,6 +391,11 @@ class UserDefinedObjectVariable(VariableTracker):
         return type(self.value)
 
     def var_getattr(self, tx, name):
+        if self.pending.get(name) is DELETED:
+            if self.fresh and not hasattr(type(self.value), name):
+                raise TracedException(AttributeError(
+                    f"{type(self.value).__name__!r} object has no attribute {name!r}"))
+            raise Unsupported(f"reading attribute {name!r} after deleting it")
         if name in self.pending:
             return self.pending[name]
         if name in getattr(self.value, "__dict__", {}) and not self.fresh:
@@ -415,20 +434,41 @@ class UserDefinedObjectVariable(VariableTracker):
 
     def has_attr(self, name: str) -> bool:
         if name in self.pending:
-            return True
+            return self.pending[name] is not DELETED or hasattr(type(self.value), name)
         return hasattr(type(self.value) if self.fresh else self.value, name)
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        self._check_writable(name)
+        tx.record_side_effect(self)
+        self.pending[name] = value
+
+    def delete_attr(self, tx, name: str) -> None:
+        """``del obj.name``: a pending deletion, replayed after the graph (an object made
+        while tracing just drops the attribute)."""
+        self._check_writable(name)
+        self.guard_hasattr(tx, name)
+        current = self.pending.get(name)
+        if current is DELETED or current is None and (
+                self.fresh or name not in getattr(self.value, "__dict__", {})):
+            raise TracedException(AttributeError(  # CPython raises it here too
+                f"{type(self.value).__name__!r} object has no attribute {name!r}"))
+        tx.record_side_effect(self)
+        if self.fresh:
+            del self.pending[name]
+        else:
+            self.pending[name] = DELETED
+
+    def _check_writable(self, name: str) -> None:
+        """Writes we can replay: plain instance ``__dict__`` entries."""
         cls = type(self.value)
-        if inspect.getattr_static(cls, "__setattr__", None) is not object.__setattr__:
+        if inspect.getattr_static(cls, "__setattr__", None) is not object.__setattr__ or \
+                inspect.getattr_static(cls, "__delattr__", None) is not object.__delattr__:
             raise Unsupported(f"assignment to attribute {name!r} of a {cls.__name__} (a "
-                              "custom __setattr__)")
+                              "custom __setattr__/__delattr__)")
         if not hasattr(self.value, "__dict__") or hasattr(inspect.getattr_static(
                 cls, name, None), "__set__"):
             raise Unsupported(f"assignment to attribute {name!r} of a {cls.__name__} (a "
                               "descriptor or __slots__)")
-        tx.record_side_effect(self)
-        self.pending[name] = value
 
     def call_function(self, tx, args, kwargs):
         if isinstance(self.value, functools._lru_cache_wrapper):
@@ -685,6 +725,10 @@ class DataclassVariable(VariableTracker):
         static = inspect.getattr_static(self.cls, name, None)
         if isinstance(static, property) and static.fget is not None:
             return tx.inline_user_function(static.fget, [self], {})
+        if isinstance(static, types.FunctionType):
+            return UserMethodVariable(static, self)
+        if name not in self.cls.__dataclass_fields__ and hasattr(self.cls, name):
+            return tx.wrap_nested(getattr(self.cls, name), None)  # a class attribute
         raise Unsupported(f"attribute {name!r} of a {self.cls.__qualname__} made while tracing")
 
     def children(self):
@@ -816,6 +860,8 @@ class BuiltinVariable(VariableTracker):
     def var_getattr(self, tx, name):
         if self.fn is dict and name == "fromkeys":
             return BuiltinVariable(_fromkeys)
+        if name in ("__name__", "__qualname__", "__module__") and hasattr(self.fn, name):
+            return ConstantVariable(getattr(self.fn, name))  # ``typ.__name__``: fixed
         return super().var_getattr(tx, name)
 
     def call_function(self, tx, args, kwargs):
@@ -825,6 +871,8 @@ class BuiltinVariable(VariableTracker):
             result = handler(tx, *args, **kwargs)
             if result is not None:
                 return result
+            if fn in _INLINED_WHEN_UNHANDLED:  # e.g. asdict of an object from outside
+                return tx.inline_user_function(fn, args, kwargs)
         if getattr(fn, "__module__", None) == "math" and len(args) == 1 and not kwargs \
                 and isinstance(args[0], SymIntVariable):
             return tx._symint_op(fn, args[0], None)
@@ -839,9 +887,12 @@ class BuiltinVariable(VariableTracker):
             raise Unsupported(_UNSUPPORTED_BUILTINS[fn])
         if all(a.is_python_constant() for a in [*args, *kwargs.values()]) \
                 and fn in _PURE_BUILTINS:
-            return wrap_constant_result(fn(*[a.as_python_constant() for a in args],
-                                           **{k: v.as_python_constant()
-                                              for k, v in kwargs.items()}))
+            try:
+                value = fn(*[a.as_python_constant() for a in args],
+                           **{k: v.as_python_constant() for k, v in kwargs.items()})
+            except Exception as e:  # ``int("x")``: what CPython raises, the traced code
+                raise TracedException(e) from None  # may catch (else it is a break)
+            return wrap_constant_result(value)
         name = getattr(fn, "__qualname__", repr(fn))
         raise Unsupported(f"call to a C function we cannot trace: {name}")
 
@@ -978,6 +1029,41 @@ def _replace(tx, obj, **changes):
     if not isinstance(obj, DataclassVariable):
         return None
     return DataclassVariable(obj.cls, [], {**obj.values, **changes})
+
+
+def _dataclass_type(obj: VariableTracker) -> type | None:
+    cls = obj.cls if isinstance(obj, DataclassVariable) else \
+        obj.value if isinstance(obj, UserDefinedClassVariable) else \
+        type(obj.value) if isinstance(obj, UserDefinedObjectVariable) else None
+    return cls if cls is not None and dataclasses.is_dataclass(cls) else None
+
+
+def _fields(tx, obj):
+    """``dataclasses.fields``: the class's Field objects (fixed once the class is made)."""
+    cls = _dataclass_type(obj)
+    if cls is None:
+        return None
+    return TupleVariable([ConstantVariable(f) for f in dataclasses.fields(cls)])
+
+
+def _asdict(tx, obj, **kwargs):
+    """``dataclasses.asdict`` of a dataclass made while tracing: a dict of its fields,
+    recursing into dataclasses, lists, tuples and dicts as asdict does."""
+    if kwargs or not isinstance(obj, DataclassVariable):
+        return None
+
+    def inner(v):
+        if isinstance(v, DataclassVariable):
+            return ConstDictVariable({f.name: inner(v.var_getattr(tx, f.name))
+                                      for f in dataclasses.fields(v.cls)})
+        if isinstance(v, ConstantVariable) and is_constant_value(v.value):
+            return v  # asdict deep-copies: an immutable constant is its own copy
+        if type(v) in (ListVariable, TupleVariable):
+            return type(v)([inner(i) for i in v.items])
+        if isinstance(v, ConstDictVariable) and v.dict_cls is dict:
+            return ConstDictVariable({k: inner(i) for k, i in v.items.items()})
+        raise Unsupported(f"dataclasses.asdict deep-copies {v}: not traced")
+    return inner(obj)
 
 
 def _fromkeys(*args):
@@ -1232,9 +1318,12 @@ _BUILTIN_HANDLERS: dict[Callable, Callable] = {
     itertools.chain: _chain, itertools.product: _product,
     itertools.zip_longest: _zip_longest, itertools.accumulate: _accumulate,
     itertools.islice: _islice, collections.deque: _deque, _fromkeys: _fromkeys_handler,
-    dataclasses.replace: _replace,
+    dataclasses.replace: _replace, dataclasses.fields: _fields, dataclasses.asdict: _asdict,
     _object_init: lambda tx, *a, **k: ConstantVariable(None),
 }
+
+# Python functions with a handler for what was made while tracing, inlined for the rest
+_INLINED_WHEN_UNHANDLED = {dataclasses.replace, dataclasses.fields, dataclasses.asdict}
 
 
 # Python functions of these torch packages are traced into like user code (Dynamo's
