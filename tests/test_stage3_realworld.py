@@ -427,3 +427,51 @@ def test_fullgraph_refuses_a_frame_it_would_run_uncompiled():
     from tutorcompile.dynamo.exc import GraphBreakError
     with pytest.raises(GraphBreakError, match="inside an exception handler"):
         compile_eager(prints_in_a_handler, fullgraph=True)(torch.randn(3), "b")
+
+
+# --- a dict from outside is guarded only on what the frame read of it ------------------------
+REGISTRY = {"gpt2": 2.0}
+
+
+def reads_one_registry_entry(x):
+    return x * REGISTRY.get("gpt2", 1.0) + ("bert" in REGISTRY)
+
+
+def sums_registry(x):
+    return x * sum(REGISTRY.values())
+
+
+def test_new_keys_of_a_registry_do_not_recompile_what_read_one_key():
+    # transformers' _CAN_RECORD_REGISTRY gains a key per model class built: a guard on the
+    # full key list would recompile every compiled model each time another is built
+    saved = dict(REGISTRY)
+    try:
+        x = torch.randn(3)
+        c = compile_eager(reads_one_registry_entry)
+        torch.testing.assert_close(c(x), reads_one_registry_entry(x))
+        REGISTRY["llama"] = 5.0                      # a key the frame never read
+        torch.testing.assert_close(c(x), reads_one_registry_entry(x))
+        assert len(cache_entries(reads_one_registry_entry)) == 1
+        for change in (lambda: REGISTRY.__setitem__("bert", 0.0),   # a key it tested
+                       lambda: REGISTRY.__setitem__("gpt2", -3.0),  # the entry it read
+                       lambda: REGISTRY.pop("gpt2")):
+            change()
+            torch.testing.assert_close(c(x), reads_one_registry_entry(x))
+        assert len(cache_entries(reads_one_registry_entry)) == 4
+    finally:
+        REGISTRY.clear()
+        REGISTRY.update(saved)
+
+
+def test_a_dict_read_whole_is_guarded_on_every_key():
+    saved = dict(REGISTRY)
+    try:
+        x = torch.randn(3)
+        c = compile_eager(sums_registry)
+        torch.testing.assert_close(c(x), sums_registry(x))
+        REGISTRY["llama"] = 5.0
+        torch.testing.assert_close(c(x), sums_registry(x))
+        assert len(cache_entries(sums_registry)) == 2
+    finally:
+        REGISTRY.clear()
+        REGISTRY.update(saved)

@@ -56,6 +56,7 @@ from .guards import CheckFunction
 from .symbolic_convert import CaptureResult, InstructionTranslator
 from .variables import (
     DELETED,
+    ConstDictVariable,
     GlobalsVariable,
     Reconstructor,
     SymIntVariable,
@@ -548,8 +549,9 @@ def _graph_outputs(live: list[Any]) -> list:
             return
         for child in vt.children():
             visit(child)
-        for attr in ("items",):
-            value = getattr(vt, attr, None)
+        for attr in ("items",):  # a dict's entries are its children (unread ones of a
+            # dict from outside stay unwrapped: reading ``items`` would wrap them now)
+            value = None if isinstance(vt, ConstDictVariable) else getattr(vt, attr, None)
             if isinstance(value, list):
                 for item in value:
                     visit(item)

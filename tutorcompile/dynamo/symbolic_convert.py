@@ -387,15 +387,16 @@ class InstructionTranslator(VM):
         if isinstance(value, dict) and reads_like_dict(type(value)):
             if not all(is_constant_value(k) or isinstance(k, enum.Enum) for k in value):
                 raise Unsupported("a dict with non-constant keys")
-            if source is not None:
-                g.DICT_KEYS(source, value)
             factory = getattr(value, "default_factory", None)
             if factory is not None:
                 factory = self.wrap_nested(factory, AttrSource(source, "default_factory")
                                            if source else None)
-            vt = ConstDictVariable({k: self.wrap_nested(v, GetItemSource(source, k)
-                                                        if source else None)
-                                    for k, v in value.items()}, source, type(value), factory)
+            if source is not None:  # lazy: entries are wrapped (and guarded) as read
+                g.TYPE_MATCH(source, value)
+                vt = ConstDictVariable({}, source, type(value), factory, lazy=(self, value))
+            else:
+                vt = ConstDictVariable({k: self.wrap_nested(v, None) for k, v in value.items()},
+                                       None, type(value), factory)
             return self._one_per_object(value, vt, source)
         if isinstance(value, types.CellType):
             return ClosureCellVariable(value, source)
@@ -848,7 +849,7 @@ class InstructionTranslator(VM):
         if dunder is not None:
             return ConstantVariable(dunder.truth(self))
         if isinstance(container, ConstDictVariable):
-            return ConstantVariable(item.as_python_constant() in container.items)
+            return ConstantVariable(container.lookup(item) is not None)
         if isinstance(container, BaseListVariable):
             if isinstance(item, TensorVariable) or any(isinstance(i, TensorVariable)
                                                       for i in container.items):
