@@ -475,3 +475,30 @@ def test_a_dict_read_whole_is_guarded_on_every_key():
     finally:
         REGISTRY.clear()
         REGISTRY.update(saved)
+
+
+# --- a class attribute reached through an object made while tracing ------------------------
+class SharedLog:
+    entries = []   # one list for every instance: a write through one reaches the class
+    scale = 3.0
+
+    def __init__(self):
+        self.local = 1
+
+
+def appends_to_a_class_list(x):
+    s = SharedLog()
+    s.entries.append("called")
+    return x * s.scale
+
+
+def test_write_to_a_mutable_class_attribute_is_never_lost():
+    SharedLog.entries.clear()
+    x = torch.randn(3)
+    try:
+        torch.testing.assert_close(compile_eager(appends_to_a_class_list)(x), x * 3.0)
+        assert SharedLog.entries == ["called"]  # no source to replay it through: a break
+        reasons = [b.reason for b in tc.explain(appends_to_a_class_list)(x).break_reasons]
+        assert any("mutable class attribute SharedLog.entries" in r for r in reasons)
+    finally:
+        SharedLog.entries.clear()

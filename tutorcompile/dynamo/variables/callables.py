@@ -14,6 +14,7 @@ import abc
 import builtins
 import collections
 import dataclasses
+import enum
 import functools
 import inspect
 import itertools
@@ -420,7 +421,7 @@ class UserDefinedObjectVariable(VariableTracker):
                         name)], {})
                 raise Unsupported(f"AttributeError: {type(self.value).__name__} object has no "
                                   f"attribute {name!r}")
-            return tx.wrap_nested(getattr(type(self.value), name), None)  # a class attribute
+            return _class_attribute(tx, type(self.value), name)
         if self.source is None:
             raise Unsupported(f"attribute {name} of an object created while tracing")
         return tx.wrap_nested(getattr(self.value, name), AttrSource(self.source, name))
@@ -495,6 +496,18 @@ class UserDefinedObjectVariable(VariableTracker):
 
     def __repr__(self):
         return f"UserDefinedObjectVariable({type(self.value).__name__})"
+
+
+def _class_attribute(tx, cls: type, name: str) -> VariableTracker:
+    """A class attribute read through an instance made while tracing (no source to guard it
+    by, nor to replay a write through: a mutable container is a break, not a lost write)."""
+    value = getattr(cls, name)
+    if isinstance(value, (list, dict, set, bytearray)) or not (
+            is_constant_value(value) or callable(value)
+            or isinstance(value, (enum.Enum, types.ModuleType, property))):
+        raise Unsupported(f"the mutable class attribute {cls.__qualname__}.{name} read "
+                          "through an object made while tracing")
+    return tx.wrap_nested(value, None)
 
 
 class PartialVariable(VariableTracker):
@@ -728,7 +741,7 @@ class DataclassVariable(VariableTracker):
         if isinstance(static, types.FunctionType):
             return UserMethodVariable(static, self)
         if name not in self.cls.__dataclass_fields__ and hasattr(self.cls, name):
-            return tx.wrap_nested(getattr(self.cls, name), None)  # a class attribute
+            return _class_attribute(tx, self.cls, name)
         raise Unsupported(f"attribute {name!r} of a {self.cls.__qualname__} made while tracing")
 
     def children(self):
