@@ -11,6 +11,7 @@ effect itself, not only the return value. Run with the repository root on ``PYTH
     python -m unittest tests.dynamo_conformance.test_fullgraph_conformance
 """
 
+import contextlib
 import copy
 import dataclasses
 import unittest
@@ -124,6 +125,27 @@ def with_a_break_inside(x, rec):
     return y * 2
 
 
+@contextlib.contextmanager
+def pure_scope(k):
+    yield k * 2  # changes nothing: contextlib's generator may run ahead, captured whole
+
+
+@contextlib.contextmanager
+def logged_scope(log):
+    log.append("in")
+    yield 3
+    log.append("out")  # must come after the block's own writes
+
+
+def with_contextmanagers(x, log):
+    with pure_scope(3) as k:
+        y = x * k
+    with logged_scope(log) as j:
+        log.append("body")
+        y = y + j
+    return y
+
+
 @dataclasses.dataclass
 class Scaled:
     t: object
@@ -206,6 +228,17 @@ class TestReplayedSideEffects(unittest.TestCase):
         torch.testing.assert_close(tc.compile(with_a_break_inside, backend="eager")(x, rec),
                                    (x + 1) * 2)
         self.assertEqual(rec.log, ["enter", "exit None"])
+
+    def test_generator_context_managers_keep_the_order_of_writes(self):
+        x = torch.randn(3)
+        log = []
+        torch.testing.assert_close(tc.compile(with_contextmanagers, backend="eager")(x, log),
+                                   x * 6 + 3)
+        self.assertEqual(log, ["in", "body", "out"])
+        tc.reset()
+        reasons = [b.reason for b in tc.explain(with_contextmanagers)(x, []).break_reasons]
+        self.assertTrue(any("generator logged_scope writes" in r for r in reasons), reasons)
+        self.assertFalse(any("pure_scope" in r for r in reasons), reasons)
 
     def test_asdict_of_a_tensor_field_breaks(self):
         x = torch.randn(3)

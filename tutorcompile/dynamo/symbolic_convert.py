@@ -146,6 +146,7 @@ class InstructionTranslator(VM):
         self.side_effect_objects: list[VariableTracker] = []  # outside objects written to
         self.grad_stack: list[bool] = []  # grad mode of traced no_grad/enable_grad blocks
         self._globals_written: dict[str, GlobalsVariable] = {}  # by scope label
+        self._writes = 0  # see writes_recorded
 
     # --- the capture loop -------------------------------------------------------------------
     def capture(self) -> CaptureResult:
@@ -228,6 +229,11 @@ class InstructionTranslator(VM):
         del self._wrapped_order[mark[1]:]
         self._containers = {i: e for i, e in self._containers.items() if e[2] in self.wrapped}
 
+    @property
+    def writes_recorded(self) -> int:
+        """How many writes (mutations, side effects) tracing has recorded so far."""
+        return self._writes
+
     def record_mutation(self, vt: VariableTracker) -> None:
         """Remember ``vt``'s state before this instruction mutates it (for rollback).
 
@@ -241,6 +247,8 @@ class InstructionTranslator(VM):
             if vt not in self.side_effect_objects:
                 self.side_effect_objects.append(vt)
         self._journal(vt)
+        if not isinstance(vt, ListIteratorVariable):  # an iterator's position is no write
+            self._writes += 1
         if hasattr(vt, "mutated"):
             vt.mutated = True
 
@@ -248,6 +256,7 @@ class InstructionTranslator(VM):
         """``vt`` (maybe from outside) gets a pending attribute write, replayed after the
         graph; journaled like any mutation so a breaking instruction leaves no trace."""
         self._journal(vt)
+        self._writes += 1
         if vt not in self.side_effect_objects:
             self.side_effect_objects.append(vt)
 
@@ -563,6 +572,9 @@ class InstructionTranslator(VM):
         dunder = self.call_dunder(v, "__iter__", [])
         if dunder is not None:  # a class with __iter__ in Python (a generator, say)
             return self.get_iter(dunder)
+        if isinstance(v, UserDefinedObjectVariable):  # (unpack would come back here)
+            raise Unsupported(f"iteration over a {type(v.value).__name__} object (no "
+                              "__iter__ written in Python)")
         return ListIteratorVariable(self.unpack(v))
 
     def iter_next(self, it):
@@ -947,13 +959,20 @@ class InstructionTranslator(VM):
 
     def _run_inlined(self, frame: Frame):
         self.frames.append(frame)
+        writes, nodes = self.writes_recorded, len(self.output.created)
         try:
             result = self.run(frame)
         finally:
             self.frames.pop()
         if frame.code.co_flags & inspect.CO_GENERATOR:
             # a generator (say a generator expression) is run to completion while tracing;
-            # the caller iterates over what it yielded
+            # the caller iterates over what it yielded. That runs its body ahead of the
+            # consumer's: only right when the body changes nothing the consumer could see
+            # (contextlib's ``yield`` between __enter__ and __exit__ is the common case)
+            if self.writes_recorded != writes or any(
+                    _mutates_in_place(n) for n in self.output.created[nodes:]):
+                raise Unsupported(f"generator {frame.code.co_qualname} writes to objects or "
+                                  "tensors: run ahead of its consumer, the order would change")
             return ListIteratorVariable(getattr(frame, "yielded", []))
         return result
 
@@ -966,6 +985,13 @@ class InstructionTranslator(VM):
             raise Unsupported("yield outside an inlined generator")
         f.yielded.append(f.pop())
         f.push(ConstantVariable(None))  # the value of the yield expression
+
+
+def _mutates_in_place(node: Any) -> bool:
+    """A graph node that writes into a tensor (``t.add_(1)``, ``t[i] = v``)."""
+    name = getattr(node.target, "__name__", node.target)
+    return node.op in ("call_method", "call_function") and isinstance(name, str) and (
+        name == "setitem" or name.endswith("_") and not name.endswith("__"))
 
 
 def _python_context_manager(mgr: VariableTracker) -> bool:

@@ -1293,8 +1293,8 @@ def _next(tx, it, default=None):
     try:
         return tx.iter_next(it)
     except StopIteration:
-        if default is None:
-            raise Unsupported("next() on an exhausted iterator") from None
+        if default is None:  # what CPython raises: contextlib's __exit__ catches it
+            raise TracedException(StopIteration()) from None
         return default
 
 
