@@ -502,3 +502,35 @@ def test_write_to_a_mutable_class_attribute_is_never_lost():
         assert any("mutable class attribute SharedLog.entries" in r for r in reasons)
     finally:
         SharedLog.entries.clear()
+
+
+# --- autocast: a disabled region captured whole, global state never baked in -----------------
+def matmul_without_autocast(x):
+    with torch.autocast("cpu", enabled=False):   # transformers' rotary embeddings do this
+        y = x @ x
+    return y + 1
+
+
+def branches_on_autocast(x):
+    return x * 2 if torch.is_autocast_enabled("cpu") else x - 1
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_disabled_autocast_region_is_one_graph_and_stays_right_under_autocast(backend):
+    x = torch.randn(4, 4)
+    c = tc.compile(matmul_without_autocast, backend=backend, fullgraph=True)
+    torch.testing.assert_close(c(x), matmul_without_autocast(x))
+    lenient = tc.compile(matmul_without_autocast, backend=backend)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # its __exit__ must not be a graph node
+        got, want = lenient(x), matmul_without_autocast(x)
+    assert got.dtype == want.dtype == torch.float32
+    torch.testing.assert_close(got, want)
+
+
+def test_autocast_state_read_by_the_frame_is_guarded():
+    x = torch.randn(3)
+    c = compile_eager(branches_on_autocast)
+    torch.testing.assert_close(c(x), x - 1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        torch.testing.assert_close(c(x), x * 2)
+    assert len(cache_entries(branches_on_autocast)) == 2

@@ -67,6 +67,7 @@ from .variables import (
     NamedTupleVariable,
     NestedUserFunctionVariable,
     NNModuleVariable,
+    NullContextVariable,
     PythonModuleVariable,
     ResumeIterator,
     SetVariable,
@@ -742,10 +743,11 @@ class InstructionTranslator(VM):
         # manager written in Python has its __enter__ inlined here, and its __exit__ inlined
         # where the block ends (the normal exit's call, or WITH_EXCEPT_START below)
         mgr = self.realize(f.stack[-1])
-        if not (isinstance(mgr, GradModeVariable) or _python_context_manager(mgr)):
-            raise Unsupported(f"with-block on {mgr} (only torch.no_grad/enable_grad and "
-                              "context managers whose __enter__/__exit__ are Python are "
-                              "traced)")
+        if not (isinstance(mgr, (GradModeVariable, NullContextVariable))
+                or _python_context_manager(mgr)):
+            raise Unsupported(f"with-block on {mgr} (only torch.no_grad/enable_grad, "
+                              "autocast(enabled=False) and context managers whose "
+                              "__enter__/__exit__ are Python are traced)")
         super().BEFORE_WITH(f, inst)
 
     def WITH_EXCEPT_START(self, f, inst):

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..exc import TracedException, Unsupported
-from ..source import AttrSource, GetItemSource, Source
+from ..source import AttrSource, GetItemSource, Source, is_literal
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
@@ -152,6 +152,14 @@ class TorchFunctionVariable(VariableTracker):
         if fn is torch.is_grad_enabled:
             tx.guards.GRAD_MODE()
             return ConstantVariable(tx.grad_enabled)  # inside a traced no_grad block: False
+        if fn is torch.is_autocast_enabled and all(
+                a.is_python_constant() and is_literal(a.as_python_constant()) for a in args) \
+                and not kwargs:
+            device = ", ".join(repr(a.as_python_constant()) for a in args)
+            enabled = fn(*[a.as_python_constant() for a in args])
+            tx.guards.add("AUTOCAST", f"torch.is_autocast_enabled({device}) == {enabled}",
+                          comment="global state")
+            return ConstantVariable(enabled)
         if fn in self.FOLDABLE:
             return wrap_constant_result(fn(*[a.example() for a in args],
                                            **{k: v.example() for k, v in kwargs.items()}))
@@ -161,9 +169,13 @@ class TorchFunctionVariable(VariableTracker):
                 fn, torch.Tensor):
             values = [a.as_python_constant() for a in args]
             return wrap_constant_result(fn(*values))
-        if getattr(fn, "__name__", "") in ("_set_grad_enabled", "set_grad_enabled",
-                                           "manual_seed", "set_default_dtype"):
-            raise Unsupported(f"torch.{fn.__name__} changes global state")
+        name = getattr(fn, "__name__", "")
+        if name.startswith(("set_", "_set_")) or name in (
+                "manual_seed", "autocast_increment_nesting", "autocast_decrement_nesting",
+                "clear_autocast_cache"):
+            # a graph node would run it at another time than the program does (when the
+            # graph runs, or never, once AOT traces it away): torch.autocast's own __exit__
+            raise Unsupported(f"torch.{name} changes global state")
         return tx.output.create_node("call_function", fn, tuple(args), kwargs)
 
     def var_getattr(self, tx, name):
@@ -303,6 +315,8 @@ class UserDefinedClassVariable(VariableTracker):
         cls = self.value
         if cls in (torch.no_grad, torch.enable_grad) and not args and not kwargs:
             return GradModeVariable(cls)
+        if cls is torch.autocast:
+            return _autocast(tx, args, kwargs)
         if cls is torch.device and all(
                 a.is_python_constant() for a in [*args, *kwargs.values()]):
             return ConstantVariable(torch.device(*[a.as_python_constant() for a in args],
@@ -663,6 +677,51 @@ class GradModeVariable(VariableTracker):
 
     def __repr__(self):
         return f"GradModeVariable({self.cls.__name__})"
+
+
+def _autocast(tx, args: list, kwargs: dict) -> VariableTracker:
+    """``torch.autocast(device, enabled=False)`` where autocast is off already (transformers'
+    rotary embeddings): nothing changes inside, guarded on autocast staying off. Turning
+    mixed precision on inside a graph is not modelled: a break."""
+    if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+        raise Unsupported("torch.autocast with arguments that are not constants")
+    bound = inspect.signature(torch.autocast.__init__).bind(
+        None, *[a.as_python_constant() for a in args],
+        **{k: v.as_python_constant() for k, v in kwargs.items()})
+    bound.apply_defaults()
+    device, enabled = bound.arguments["device_type"], bound.arguments["enabled"]
+    if enabled or not isinstance(device, str) or torch.is_autocast_enabled(device):
+        raise Unsupported("torch.autocast that enables or changes mixed precision inside the "
+                          "graph (not modelled)")
+    tx.guards.add("AUTOCAST", f"torch.is_autocast_enabled({device!r}) == False",
+                  comment="global state")
+    return NullContextVariable(torch.autocast)
+
+
+class NullContextVariable(VariableTracker):
+    """A context manager that changes nothing the graph sees (``autocast(enabled=False)``
+    with autocast already off): entering and leaving it are no-ops."""
+
+    def __init__(self, cls: type):
+        self.cls = cls
+
+    def python_type(self):
+        return self.cls
+
+    def var_getattr(self, tx, name):
+        if name in ("__enter__", "__exit__"):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"{self.cls.__name__}.{name}")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__enter__":
+            return self
+        if name == "__exit__":
+            return ConstantVariable(None)
+        raise Unsupported(f"{self.cls.__name__}.{name}")
+
+    def __repr__(self):
+        return f"NullContextVariable({self.cls.__name__})"
 
 
 class EnvironVariable(VariableTracker):
@@ -1382,6 +1441,7 @@ BUILTIN_HANDLERS = _BUILTIN_HANDLERS  # callables, from any module, with a traci
 
 __all__ = [
     'BUILTIN_CALLABLES', 'BUILTIN_HANDLERS', 'BuiltinVariable', 'DataclassVariable',
+    'NullContextVariable',
     'EnvironVariable',
     'DequeVariable', 'GradModeVariable', 'PartialVariable', 'SetVariable',
     'NNModuleVariable', 'SuperVariable',
