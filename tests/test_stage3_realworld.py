@@ -534,3 +534,17 @@ def test_autocast_state_read_by_the_frame_is_guarded():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         torch.testing.assert_close(c(x), x * 2)
     assert len(cache_entries(branches_on_autocast)) == 2
+
+
+def prints_inside_disabled_autocast(x):
+    with torch.autocast("cpu", enabled=False):
+        y = x @ x
+        print("a break inside the region")
+    return y + 1
+
+
+def test_break_inside_a_disabled_autocast_region_runs_it_uncompiled(capsys):
+    x = torch.randn(4, 4)
+    torch.testing.assert_close(compile_eager(prints_inside_disabled_autocast)(x),
+                               prints_inside_disabled_autocast(x))
+    assert capsys.readouterr().out.count("a break inside the region") == 2

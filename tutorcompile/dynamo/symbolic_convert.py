@@ -54,6 +54,7 @@ from .variables import (
     BUILTIN_HANDLERS,
     DELETED,
     BaseListVariable,
+    BoundMethodVariable,
     BuiltinVariable,
     CellVariable,
     ClosureCellVariable,
@@ -1004,7 +1005,10 @@ def _python_context_manager(mgr: VariableTracker) -> bool:
 
 
 def _is_with_exit(vt: Any) -> bool:
-    """The bound __exit__ that BEFORE_WITH left on the stack for a Python context manager."""
+    """The bound __exit__ that BEFORE_WITH left on the stack for a Python context manager
+    (or a no-op one such as ``autocast(enabled=False)``)."""
+    if isinstance(vt, BoundMethodVariable):
+        return vt.name == "__exit__" and isinstance(vt.obj, NullContextVariable)
     return isinstance(vt, UserMethodVariable) and vt.fn.__name__ == "__exit__"
 
 
