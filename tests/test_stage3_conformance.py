@@ -1,5 +1,6 @@
-"""Runs the torch-free VM conformance suite (tests/dynamo_conformance, stdlib unittest) under
-pytest, so the default interpreter's run covers it; CI runs the same suite on 3.12/3.13."""
+"""Runs the conformance suite (tests/dynamo_conformance, stdlib unittest) under pytest, so the
+default interpreter's run covers it: the torch-free VM tests (CI also runs them on 3.12/3.13)
+and the corpus through tutorcompile.compile(fullgraph=True), which needs torch."""
 
 import os
 import sys
@@ -17,8 +18,9 @@ pytestmark = pytest.mark.stage3
 
 def _suite_tests():
     loader = unittest.TestLoader()
-    from tests.dynamo_conformance import test_vm_conformance
-    suite = loader.loadTestsFromModule(test_vm_conformance)
+    from tests.dynamo_conformance import test_fullgraph_conformance, test_vm_conformance
+    suite = unittest.TestSuite([loader.loadTestsFromModule(test_vm_conformance),
+                                loader.loadTestsFromModule(test_fullgraph_conformance)])
     out = []
 
     def flatten(s):

@@ -427,3 +427,124 @@ def test_fullgraph_refuses_a_frame_it_would_run_uncompiled():
     from tutorcompile.dynamo.exc import GraphBreakError
     with pytest.raises(GraphBreakError, match="inside an exception handler"):
         compile_eager(prints_in_a_handler, fullgraph=True)(torch.randn(3), "b")
+
+
+# --- a dict from outside is guarded only on what the frame read of it ------------------------
+REGISTRY = {"gpt2": 2.0}
+
+
+def reads_one_registry_entry(x):
+    return x * REGISTRY.get("gpt2", 1.0) + ("bert" in REGISTRY)
+
+
+def sums_registry(x):
+    return x * sum(REGISTRY.values())
+
+
+def test_new_keys_of_a_registry_do_not_recompile_what_read_one_key():
+    # transformers' _CAN_RECORD_REGISTRY gains a key per model class built: a guard on the
+    # full key list would recompile every compiled model each time another is built
+    saved = dict(REGISTRY)
+    try:
+        x = torch.randn(3)
+        c = compile_eager(reads_one_registry_entry)
+        torch.testing.assert_close(c(x), reads_one_registry_entry(x))
+        REGISTRY["llama"] = 5.0                      # a key the frame never read
+        torch.testing.assert_close(c(x), reads_one_registry_entry(x))
+        assert len(cache_entries(reads_one_registry_entry)) == 1
+        for change in (lambda: REGISTRY.__setitem__("bert", 0.0),   # a key it tested
+                       lambda: REGISTRY.__setitem__("gpt2", -3.0),  # the entry it read
+                       lambda: REGISTRY.pop("gpt2")):
+            change()
+            torch.testing.assert_close(c(x), reads_one_registry_entry(x))
+        assert len(cache_entries(reads_one_registry_entry)) == 4
+    finally:
+        REGISTRY.clear()
+        REGISTRY.update(saved)
+
+
+def test_a_dict_read_whole_is_guarded_on_every_key():
+    saved = dict(REGISTRY)
+    try:
+        x = torch.randn(3)
+        c = compile_eager(sums_registry)
+        torch.testing.assert_close(c(x), sums_registry(x))
+        REGISTRY["llama"] = 5.0
+        torch.testing.assert_close(c(x), sums_registry(x))
+        assert len(cache_entries(sums_registry)) == 2
+    finally:
+        REGISTRY.clear()
+        REGISTRY.update(saved)
+
+
+# --- a class attribute reached through an object made while tracing ------------------------
+class SharedLog:
+    entries = []   # one list for every instance: a write through one reaches the class
+    scale = 3.0
+
+    def __init__(self):
+        self.local = 1
+
+
+def appends_to_a_class_list(x):
+    s = SharedLog()
+    s.entries.append("called")
+    return x * s.scale
+
+
+def test_write_to_a_mutable_class_attribute_is_never_lost():
+    SharedLog.entries.clear()
+    x = torch.randn(3)
+    try:
+        torch.testing.assert_close(compile_eager(appends_to_a_class_list)(x), x * 3.0)
+        assert SharedLog.entries == ["called"]  # no source to replay it through: a break
+        reasons = [b.reason for b in tc.explain(appends_to_a_class_list)(x).break_reasons]
+        assert any("mutable class attribute SharedLog.entries" in r for r in reasons)
+    finally:
+        SharedLog.entries.clear()
+
+
+# --- autocast: a disabled region captured whole, global state never baked in -----------------
+def matmul_without_autocast(x):
+    with torch.autocast("cpu", enabled=False):   # transformers' rotary embeddings do this
+        y = x @ x
+    return y + 1
+
+
+def branches_on_autocast(x):
+    return x * 2 if torch.is_autocast_enabled("cpu") else x - 1
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_disabled_autocast_region_is_one_graph_and_stays_right_under_autocast(backend):
+    x = torch.randn(4, 4)
+    c = tc.compile(matmul_without_autocast, backend=backend, fullgraph=True)
+    torch.testing.assert_close(c(x), matmul_without_autocast(x))
+    lenient = tc.compile(matmul_without_autocast, backend=backend)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # its __exit__ must not be a graph node
+        got, want = lenient(x), matmul_without_autocast(x)
+    assert got.dtype == want.dtype == torch.float32
+    torch.testing.assert_close(got, want)
+
+
+def test_autocast_state_read_by_the_frame_is_guarded():
+    x = torch.randn(3)
+    c = compile_eager(branches_on_autocast)
+    torch.testing.assert_close(c(x), x - 1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        torch.testing.assert_close(c(x), x * 2)
+    assert len(cache_entries(branches_on_autocast)) == 2
+
+
+def prints_inside_disabled_autocast(x):
+    with torch.autocast("cpu", enabled=False):
+        y = x @ x
+        print("a break inside the region")
+    return y + 1
+
+
+def test_break_inside_a_disabled_autocast_region_runs_it_uncompiled(capsys):
+    x = torch.randn(4, 4)
+    torch.testing.assert_close(compile_eager(prints_inside_disabled_autocast)(x),
+                               prints_inside_disabled_autocast(x))
+    assert capsys.readouterr().out.count("a break inside the region") == 2

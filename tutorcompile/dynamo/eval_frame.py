@@ -54,7 +54,15 @@ from .backends import check_options, lookup_backend
 from .exc import GraphBreakError, RecompileLimitWarning
 from .guards import CheckFunction
 from .symbolic_convert import CaptureResult, InstructionTranslator
-from .variables import Reconstructor, SymIntVariable, TensorVariable, VariableTracker
+from .variables import (
+    DELETED,
+    ConstDictVariable,
+    GlobalsVariable,
+    Reconstructor,
+    SymIntVariable,
+    TensorVariable,
+    VariableTracker,
+)
 from .variables.callables import in_torch
 from .vm import _RETURN, CO_VARARGS, CO_VARKEYWORDS, VM, Frame, can_interpret
 
@@ -140,11 +148,12 @@ class FrameCache:
 
     @property
     def returns_at_once(self) -> bool:
-        """Every entry at the frame's start runs to its return (no graph break): the
+        """Every entry at the frame's start runs to its return (no graph break) and has no
+        side effect to replay (writes to globals, attributes, outside lists and dicts): the
         cache-hit path needs no VM frame."""
         entries = self.entries.get(0)
         return bool(entries) and 0 not in self.skip_from and \
-            all(e.kind == "return" for e in entries)
+            all(e.kind == "return" and not e.result.side_effects for e in entries)
 
 
 @dataclass
@@ -540,8 +549,9 @@ def _graph_outputs(live: list[Any]) -> list:
             return
         for child in vt.children():
             visit(child)
-        for attr in ("items",):
-            value = getattr(vt, attr, None)
+        for attr in ("items",):  # a dict's entries are its children (unread ones of a
+            # dict from outside stay unwrapped: reading ``items`` would wrap them now)
+            value = None if isinstance(vt, ConstDictVariable) else getattr(vt, attr, None)
             if isinstance(value, list):
                 for item in value:
                     visit(item)
@@ -564,11 +574,19 @@ def execute_entry(entry: CacheEntry, frame: Frame) -> Any:
     rc = Reconstructor(env, outputs)
     result = entry.result
     if result.side_effects:  # writes the traced code made to outside objects, in order
-        writes = [(rc(obj), name, rc(value) if name is not None else value.rebuild_items(rc))
-                  for obj, name, value in result.side_effects]
-        for obj, name, value in writes:
-            if name is not None:
-                setattr(obj, name, value)
+        writes = [(vt, rc(vt), name, rc(value) if name is not None
+                   else value.rebuild_items(rc)) for vt, name, value in result.side_effects]
+        for vt, obj, name, value in writes:
+            if isinstance(vt, GlobalsVariable):  # ``global N; N = v`` / ``del N``
+                if value is DELETED:
+                    del obj[name]
+                else:
+                    obj[name] = value
+            elif name is not None:
+                if value is DELETED:
+                    delattr(obj, name)
+                else:
+                    setattr(obj, name, value)
             elif isinstance(obj, dict):
                 obj.clear()
                 obj.update(value)

@@ -14,7 +14,8 @@ are, in the spirit of ``TORCH_LOGS=guards`` and depyf::
     torch.is_grad_enabled() == True
 
 Guard kinds (PyTorch's names): TENSOR_MATCH, CONSTANT_MATCH, TYPE_MATCH, ID_MATCH,
-SEQUENCE_LENGTH, DICT_KEYS, GRAD_MODE, SHAPE_ENV (symbolic sizes), NOT_SHADOWED.
+SEQUENCE_LENGTH, DICT_KEYS (a dict read whole), DICT_CONTAINS (one key of a dict from outside
+read: ``'k' in G['REGISTRY']``), GRAD_MODE, SHAPE_ENV (symbolic sizes), NOT_SHADOWED.
 
 Mirrors: torch/_dynamo/guards.py (``GuardBuilder``, ``CheckFunctionManager``).
 """

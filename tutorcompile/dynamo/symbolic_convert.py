@@ -52,19 +52,23 @@ from .source import (
 from .variables import (
     BUILTIN_CALLABLES,
     BUILTIN_HANDLERS,
+    DELETED,
     BaseListVariable,
+    BoundMethodVariable,
     BuiltinVariable,
     CellVariable,
     ClosureCellVariable,
     ConstantVariable,
     ConstDictVariable,
     EnvironVariable,
+    GlobalsVariable,
     GradModeVariable,
     ListIteratorVariable,
     ListVariable,
     NamedTupleVariable,
     NestedUserFunctionVariable,
     NNModuleVariable,
+    NullContextVariable,
     PythonModuleVariable,
     ResumeIterator,
     SetVariable,
@@ -84,6 +88,7 @@ from .variables import (
     is_torch_callable,
     wrap_constant_result,
 )
+from .variables.callables import reads_like_dict
 from .vm import _RETURN, CO_GENERATOR_LIKE, NULL, VM, Frame, bind_arguments
 
 MAX_INLINE_DEPTH = 48
@@ -142,6 +147,8 @@ class InstructionTranslator(VM):
         self._scopes: dict[int, str] = {id(frame.globals): "G"}
         self.side_effect_objects: list[VariableTracker] = []  # outside objects written to
         self.grad_stack: list[bool] = []  # grad mode of traced no_grad/enable_grad blocks
+        self._globals_written: dict[str, GlobalsVariable] = {}  # by scope label
+        self._writes = 0  # see writes_recorded
 
     # --- the capture loop -------------------------------------------------------------------
     def capture(self) -> CaptureResult:
@@ -191,6 +198,11 @@ class InstructionTranslator(VM):
                     # entered: run this part of the frame uncompiled instead
                     return CaptureResult("skip", reason=f"{e.reason} (inside a torch.no_grad"
                                          "/enable_grad block)")
+                if any(_is_with_exit(v) for v in root.stack):
+                    # likewise inside a with-block whose __enter__ was traced: the real frame
+                    # runs the whole block, __enter__ to __exit__
+                    return CaptureResult("skip", reason=f"{e.reason} (inside a with-block)",
+                                         location=getattr(e, "location", None))
                 loc = getattr(e, "location", None) or self.location_of(root, root.ip)
                 return self._finish(CaptureResult(
                     "break", stack=root.stack, locals=root.locals, break_ip=root.ip,
@@ -219,6 +231,11 @@ class InstructionTranslator(VM):
         del self._wrapped_order[mark[1]:]
         self._containers = {i: e for i, e in self._containers.items() if e[2] in self.wrapped}
 
+    @property
+    def writes_recorded(self) -> int:
+        """How many writes (mutations, side effects) tracing has recorded so far."""
+        return self._writes
+
     def record_mutation(self, vt: VariableTracker) -> None:
         """Remember ``vt``'s state before this instruction mutates it (for rollback).
 
@@ -232,6 +249,8 @@ class InstructionTranslator(VM):
             if vt not in self.side_effect_objects:
                 self.side_effect_objects.append(vt)
         self._journal(vt)
+        if not isinstance(vt, ListIteratorVariable):  # an iterator's position is no write
+            self._writes += 1
         if hasattr(vt, "mutated"):
             vt.mutated = True
 
@@ -239,6 +258,7 @@ class InstructionTranslator(VM):
         """``vt`` (maybe from outside) gets a pending attribute write, replayed after the
         graph; journaled like any mutation so a breaking instruction leaves no trace."""
         self._journal(vt)
+        self._writes += 1
         if vt not in self.side_effect_objects:
             self.side_effect_objects.append(vt)
 
@@ -375,18 +395,19 @@ class InstructionTranslator(VM):
             if type(value) is tuple:
                 return TupleVariable(items, source)
             return NamedTupleVariable(items, type(value), source)
-        if isinstance(value, dict) and _reads_like_dict(type(value)):
+        if isinstance(value, dict) and reads_like_dict(type(value)):
             if not all(is_constant_value(k) or isinstance(k, enum.Enum) for k in value):
                 raise Unsupported("a dict with non-constant keys")
-            if source is not None:
-                g.DICT_KEYS(source, value)
             factory = getattr(value, "default_factory", None)
             if factory is not None:
                 factory = self.wrap_nested(factory, AttrSource(source, "default_factory")
                                            if source else None)
-            vt = ConstDictVariable({k: self.wrap_nested(v, GetItemSource(source, k)
-                                                        if source else None)
-                                    for k, v in value.items()}, source, type(value), factory)
+            if source is not None:  # lazy: entries are wrapped (and guarded) as read
+                g.TYPE_MATCH(source, value)
+                vt = ConstDictVariable({}, source, type(value), factory, lazy=(self, value))
+            else:
+                vt = ConstDictVariable({k: self.wrap_nested(v, None) for k, v in value.items()},
+                                       None, type(value), factory)
             return self._one_per_object(value, vt, source)
         if isinstance(value, types.CellType):
             return ClosureCellVariable(value, source)
@@ -463,13 +484,21 @@ class InstructionTranslator(VM):
         return ConstantVariable(value)
 
     def read_local(self, f, name):
-        v = super().read_local(f, name)
+        try:
+            v = super().read_local(f, name)
+        except UnboundLocalError as e:  # ``del y; y``: the traced code may catch it
+            raise TracedException(e) from None
         if isinstance(v, LazyVariable):
             v = f.locals[name] = self.realize(v)
         return v
 
     def load_global(self, frame, name):
         scope = self.globals_scope(frame.globals)
+        written = self._globals_written.get(scope)
+        if written is not None and name in written.pending:  # assigned earlier in the frame
+            if written.pending[name] is DELETED:
+                raise TracedException(NameError(f"name {name!r} is not defined"))
+            return written.pending[name]
         if name in frame.globals:
             return self.wrap_nested(frame.globals[name], GlobalSource(name, scope))
         if name in frame.builtins:
@@ -479,7 +508,24 @@ class InstructionTranslator(VM):
         raise Unsupported(f"NameError: name {name!r} is not defined")
 
     def store_global(self, frame, name, value):
-        raise Unsupported(f"assignment to global {name!r} (mutation of module state)")
+        # a side effect on the module, replayed after the graph (torch.compile does the same)
+        scope = self.globals_scope(frame.globals)
+        written = self._globals_written.setdefault(scope, GlobalsVariable(scope))
+        self.record_side_effect(written)
+        written.pending[name] = self.realize(value) if value is not DELETED else DELETED
+
+    def delete_global(self, frame, name):
+        scope = self.globals_scope(frame.globals)
+        written = self._globals_written.get(scope)
+        if written is not None and name in written.pending:
+            exists = written.pending[name] is not DELETED
+        else:
+            exists = name in frame.globals
+            self.guards.add("GLOBAL_EXISTS", f"{name!r} {'' if exists else 'not '}in {scope}",
+                            comment=f"global {name} {'exists' if exists else 'is absent'}")
+        if not exists:
+            raise TracedException(NameError(f"name {name!r} is not defined"))
+        self.store_global(frame, name, DELETED)
 
     def load_attr(self, obj, name):
         return self.realize(obj).var_getattr(self, name)
@@ -491,7 +537,10 @@ class InstructionTranslator(VM):
         raise Unsupported(f"assignment to attribute {name!r} of {obj} (mutation of an object)")
 
     def delete_attr(self, obj, name):
-        raise Unsupported(f"deleting attribute {name!r}")
+        obj = self.realize(obj)
+        if isinstance(obj, UserDefinedObjectVariable):
+            return obj.delete_attr(self, name)
+        raise Unsupported(f"deleting attribute {name!r} of {obj}")
 
     def store_subscr(self, obj, key, value):
         if isinstance(obj, TensorVariable):
@@ -525,6 +574,9 @@ class InstructionTranslator(VM):
         dunder = self.call_dunder(v, "__iter__", [])
         if dunder is not None:  # a class with __iter__ in Python (a generator, say)
             return self.get_iter(dunder)
+        if isinstance(v, UserDefinedObjectVariable):  # (unpack would come back here)
+            raise Unsupported(f"iteration over a {type(v.value).__name__} object (no "
+                              "__iter__ written in Python)")
         return ListIteratorVariable(self.unpack(v))
 
     def iter_next(self, it):
@@ -673,6 +725,9 @@ class InstructionTranslator(VM):
             raise Unsupported("raise statement")
         raise TracedException(value)
 
+    def LOAD_ASSERTION_ERROR(self, f, inst):
+        f.push(self._wrap(AssertionError, None))  # a class to call, not a folded constant
+
     def CHECK_EXC_MATCH(self, f, inst):
         typ = self.realize(f.pop()).as_python_constant()
         exc = f.stack[-1]
@@ -685,11 +740,26 @@ class InstructionTranslator(VM):
         return self.grad_stack[-1] if self.grad_stack else torch.is_grad_enabled()
 
     def BEFORE_WITH(self, f, inst):
+        # torch.no_grad/enable_grad change the grad mode of the graph's ops; a context
+        # manager written in Python has its __enter__ inlined here, and its __exit__ inlined
+        # where the block ends (the normal exit's call, or WITH_EXCEPT_START below)
         mgr = self.realize(f.stack[-1])
-        if not isinstance(mgr, GradModeVariable):
-            raise Unsupported(f"with-block on {mgr} (only torch.no_grad/enable_grad are "
-                              "traced)")
+        if not (isinstance(mgr, (GradModeVariable, NullContextVariable))
+                or _python_context_manager(mgr)):
+            raise Unsupported(f"with-block on {mgr} (only torch.no_grad/enable_grad, "
+                              "autocast(enabled=False) and context managers whose "
+                              "__enter__/__exit__ are Python are traced)")
         super().BEFORE_WITH(f, inst)
+
+    def WITH_EXCEPT_START(self, f, inst):
+        # an exception the traced code raised inside the block: __exit__(type, value, tb)
+        # decides whether it is suppressed (no traceback exists while tracing: None)
+        exc = f.stack[-1]
+        if not isinstance(exc, TracedException):
+            raise Unsupported(f"with-block exit on {exc}")
+        args = [self._wrap(type(exc.exc), None), ConstantVariable(exc.exc),
+                ConstantVariable(None)]
+        f.push(self.call(f.stack[-4], args, {}))
 
     def call(self, fn, args, kwargs):
         fn = self.realize(fn) if isinstance(fn, VariableTracker) else self._wrap(fn, None)
@@ -794,7 +864,7 @@ class InstructionTranslator(VM):
         if dunder is not None:
             return ConstantVariable(dunder.truth(self))
         if isinstance(container, ConstDictVariable):
-            return ConstantVariable(item.as_python_constant() in container.items)
+            return ConstantVariable(container.lookup(item) is not None)
         if isinstance(container, BaseListVariable):
             if isinstance(item, TensorVariable) or any(isinstance(i, TensorVariable)
                                                       for i in container.items):
@@ -892,13 +962,20 @@ class InstructionTranslator(VM):
 
     def _run_inlined(self, frame: Frame):
         self.frames.append(frame)
+        writes, nodes = self.writes_recorded, len(self.output.created)
         try:
             result = self.run(frame)
         finally:
             self.frames.pop()
         if frame.code.co_flags & inspect.CO_GENERATOR:
             # a generator (say a generator expression) is run to completion while tracing;
-            # the caller iterates over what it yielded
+            # the caller iterates over what it yielded. That runs its body ahead of the
+            # consumer's: only right when the body changes nothing the consumer could see
+            # (contextlib's ``yield`` between __enter__ and __exit__ is the common case)
+            if self.writes_recorded != writes or any(
+                    _mutates_in_place(n) for n in self.output.created[nodes:]):
+                raise Unsupported(f"generator {frame.code.co_qualname} writes to objects or "
+                                  "tensors: run ahead of its consumer, the order would change")
             return ListIteratorVariable(getattr(frame, "yielded", []))
         return result
 
@@ -913,12 +990,26 @@ class InstructionTranslator(VM):
         f.push(ConstantVariable(None))  # the value of the yield expression
 
 
-def _reads_like_dict(cls: type) -> bool:
-    """A dict subclass whose reads are dict's own (its items are its contents): tracked as a
-    dict that keeps its class; methods it adds in Python are inlined."""
-    return all(inspect.getattr_static(cls, m) is getattr(dict, m) for m in (
-        "__getitem__", "__contains__", "__iter__", "__len__", "keys", "values", "items")) \
-        or cls.__module__ == "collections"
+def _mutates_in_place(node: Any) -> bool:
+    """A graph node that writes into a tensor (``t.add_(1)``, ``t[i] = v``)."""
+    name = getattr(node.target, "__name__", node.target)
+    return node.op in ("call_method", "call_function") and isinstance(name, str) and (
+        name == "setitem" or name.endswith("_") and not name.endswith("__"))
+
+
+def _python_context_manager(mgr: VariableTracker) -> bool:
+    """An object whose class defines __enter__ and __exit__ in Python (traced by inlining)."""
+    return isinstance(mgr, UserDefinedObjectVariable) and all(
+        isinstance(inspect.getattr_static(type(mgr.value), name, None), types.FunctionType)
+        for name in ("__enter__", "__exit__"))
+
+
+def _is_with_exit(vt: Any) -> bool:
+    """The bound __exit__ that BEFORE_WITH left on the stack for a Python context manager
+    (or a no-op one such as ``autocast(enabled=False)``)."""
+    if isinstance(vt, BoundMethodVariable):
+        return vt.name == "__exit__" and isinstance(vt.obj, NullContextVariable)
+    return isinstance(vt, UserMethodVariable) and vt.fn.__name__ == "__exit__"
 
 
 def _has_handler(value: Any) -> bool:

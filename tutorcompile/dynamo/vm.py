@@ -287,6 +287,11 @@ class VM:
     def store_global(self, frame: Frame, name: str, value: Any) -> None:
         frame.globals[name] = value
 
+    def delete_global(self, frame: Frame, name: str) -> None:
+        if name not in frame.globals:
+            raise NameError(f"name {name!r} is not defined")
+        del frame.globals[name]
+
     def get_iter(self, v: Any) -> Any:
         return iter(v)
 
@@ -478,6 +483,9 @@ class VM:
 
     def STORE_GLOBAL(self, f, inst):
         self.store_global(f, inst.argval, f.pop())
+
+    def DELETE_GLOBAL(self, f, inst):
+        self.delete_global(f, inst.argval)
 
     def LOAD_ATTR(self, f, inst):
         f.push(self.load_attr(f.pop(), inst.argval))

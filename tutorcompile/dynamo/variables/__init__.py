@@ -18,7 +18,10 @@ NNModuleVariable            an nn.Module: ``__call__`` inlines ``forward``; para
                             buffers become graph inputs (like ``inline_inbuilt_nn_modules``)
 TorchFunctionVariable       ``torch.*``, ``torch.nn.functional.*``: one graph node per call
 BuiltinVariable             ``len``, ``isinstance``, ``range``, ``print`` ... handled one by one
-UserDefinedObjectVariable   any other object: attributes read (and guarded), never written
+UserDefinedObjectVariable   any other object: attributes read (and guarded); writes and
+                            ``del`` wait in ``pending``, replayed on it after the graph
+GlobalsVariable             a module's globals the frame assigns to (``global N; N = v``),
+                            replayed into the module after the graph
 ==========================  ================================================================
 
 Values that come from outside the traced code carry a *source* (``source.py``); wrapping

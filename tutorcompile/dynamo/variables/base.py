@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..exc import TracedException, Unsupported
-from ..source import Source
+from ..source import GetItemSource, Source, key_expr
 
 if TYPE_CHECKING:  # pragma: no cover
     from .symbolic_convert import InstructionTranslator
@@ -141,9 +141,12 @@ class ConstantVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         if all(a.is_python_constant() for a in [*args, *kwargs.values()]):
             method = getattr(self.value, name)
-            return wrap_constant_result(method(*[a.as_python_constant() for a in args],
-                                               **{k: v.as_python_constant()
-                                                  for k, v in kwargs.items()}))
+            try:
+                value = method(*[a.as_python_constant() for a in args],
+                               **{k: v.as_python_constant() for k, v in kwargs.items()})
+            except Exception as e:  # ``"ab".index("z")``: the traced code may catch it
+                raise TracedException(e) from None
+            return wrap_constant_result(value)
         if isinstance(self.value, (int, float)) and name.startswith("__"):
             op = getattr(operator, name.strip("_"), None)
             if op is not None and len(args) == 1:
@@ -523,13 +526,56 @@ class ListVariable(BaseListVariable):
 
 class ConstDictVariable(VariableTracker):
     """A dict with constant keys; ``dict_cls`` keeps ``OrderedDict``/``defaultdict`` apart
-    from ``dict`` (the rebuilt value has the same class, and ``default_factory``)."""
+    from ``dict`` (the rebuilt value has the same class, and ``default_factory``).
+
+    A dict from outside starts *lazy* (``lazy = (tx, the real dict)``): a read of one key
+    (``d[k]``, ``d.get(k)``, ``k in d``) wraps that entry alone and guards only that the key
+    is (or is not) there, as Dynamo does -- a registry that other code adds keys to
+    (transformers' ``_CAN_RECORD_REGISTRY``) does not invalidate the graph. Anything that
+    depends on every key (``items``: iteration, ``len``, a write...) wraps them all and
+    guards the full key list."""
 
     def __init__(self, items: dict[Any, VariableTracker], source: Source | None = None,
-                 dict_cls: type = dict, default_factory: VariableTracker | None = None):
+                 dict_cls: type = dict, default_factory: VariableTracker | None = None,
+                 lazy: tuple[Any, dict] | None = None):
         self.items, self.source = dict(items), source
         self.mutated = False
         self.dict_cls, self.default_factory = dict_cls, default_factory
+        self.lazy = lazy
+
+    @property
+    def items(self) -> dict[Any, VariableTracker]:
+        if self.lazy is not None:
+            self._realize_all()
+        return self._items
+
+    @items.setter
+    def items(self, value: dict[Any, VariableTracker]) -> None:
+        self._items = value
+
+    def _realize_all(self) -> None:
+        tx, value = self.lazy
+        tx._journal(self)  # an instruction rolled back leaves the dict lazy again
+        self.lazy = None
+        tx.guards.DICT_KEYS(self.source, value)
+        self._items = {k: self._items[k] if k in self._items else
+                       tx.wrap_nested(v, GetItemSource(self.source, k))
+                       for k, v in value.items()}
+
+    def lookup(self, key: VariableTracker) -> VariableTracker | None:
+        """The entry for ``key``, or None when there is none (guarding only that key)."""
+        k = key.as_python_constant()
+        if self.lazy is None or k in self._items:
+            return self._items.get(k)
+        tx, value = self.lazy
+        present = k in value
+        tx.guards.add("DICT_CONTAINS", f"{key_expr(k)} {'in' if present else 'not in'} "
+                      f"{self.source.name()}", self.source)
+        if not present:
+            return None
+        tx._journal(self)
+        self._items[k] = tx.wrap_nested(value[k], GetItemSource(self.source, k))
+        return self._items[k]
 
     def python_type(self):
         return self.dict_cls
@@ -553,17 +599,18 @@ class ConstDictVariable(VariableTracker):
         return {k: v.as_python_constant() for k, v in self.items.items()}
 
     def children(self):
-        return list(self.items.values())
+        return list(self._items.values())  # entries never read are the outside dict's
 
     def getitem(self, tx, key):
-        k = key.as_python_constant()
-        if k not in self.items:
+        found = self.lookup(key)
+        if found is None:
+            k = key.as_python_constant()
             if self.default_factory is not None:  # defaultdict: d[k] inserts factory()
                 value = self.default_factory.call_function(tx, [], {})
                 self.setitem(tx, key, value)
                 return value
             raise TracedException(KeyError(k))
-        return self.items[k]
+        return found
 
     def setitem(self, tx, key, value):
         tx.record_mutation(self)
@@ -582,8 +629,10 @@ class ConstDictVariable(VariableTracker):
         if name == "__getitem__":
             return self.getitem(tx, args[0])
         if name == "get":
-            k = args[0].as_python_constant()
-            return self.items.get(k, args[1] if len(args) > 1 else ConstantVariable(None))
+            found = self.lookup(args[0])
+            if found is not None:
+                return found
+            return args[1] if len(args) > 1 else ConstantVariable(None)
         if name in ("keys", "values", "items"):
             return DictViewVariable(self, name)  # live: sees later changes to the dict
         if name in ("__setitem__", "update", "pop", "setdefault", "clear", "__delitem__"):
@@ -616,7 +665,7 @@ class ConstDictVariable(VariableTracker):
             return ConstDictVariable(self.items, dict_cls=self.dict_cls,
                                      default_factory=self.default_factory)
         if name == "__contains__":
-            return ConstantVariable(args[0].as_python_constant() in self.items)
+            return ConstantVariable(self.lookup(args[0]) is not None)
         if name == "move_to_end" and self.dict_cls is not dict:
             tx.record_mutation(self)
             k = args[0].as_python_constant()
@@ -640,7 +689,7 @@ class ConstDictVariable(VariableTracker):
         return items if self.dict_cls is dict else self.dict_cls(items)
 
     def __repr__(self):
-        return f"ConstDictVariable({self.items!r})"
+        return f"ConstDictVariable({self._items!r}{', lazy' if self.lazy else ''})"
 
 
 class DictViewVariable(VariableTracker):
@@ -777,6 +826,35 @@ class CellVariable(VariableTracker):
         return cell
 
 
+class _Deleted:
+    def __repr__(self):
+        return "DELETED"
+
+
+DELETED = _Deleted()  # a pending write that deletes (``del obj.attr``, ``del GLOBAL``)
+
+
+class GlobalsVariable(VariableTracker):
+    """A module's globals that the traced code assigns to (``global N; N = v``). Like an
+    object's attribute writes, the assignments wait in ``pending`` (reads in the frame see
+    them) and are replayed into the module's dict after the graph ran, in order with the
+    other side effects. ``scope`` names the dict in the guard environment (``G``, ``G_mod``)."""
+    fresh = False
+
+    def __init__(self, scope: str):
+        self.scope = scope
+        self.pending: dict[str, Any] = {}
+
+    def children(self):
+        return [v for v in self.pending.values() if isinstance(v, VariableTracker)]
+
+    def reconstruct(self, rc):
+        return rc.env[self.scope]
+
+    def __repr__(self):
+        return f"GlobalsVariable({self.scope})"
+
+
 class ClosureCellVariable(VariableTracker):
     """A real cell from outside (a free variable of the compiled function)."""
 
@@ -787,8 +865,8 @@ class ClosureCellVariable(VariableTracker):
 
 __all__ = [
     'BaseListVariable', 'BoundMethodVariable', 'CONSTANT_TYPES', 'CellVariable',
-    'ClosureCellVariable', 'ConstDictVariable', 'ConstantVariable', 'DictViewVariable',
-    'ListIteratorVariable',
+    'ClosureCellVariable', 'ConstDictVariable', 'ConstantVariable', 'DELETED',
+    'DictViewVariable', 'GlobalsVariable', 'ListIteratorVariable',
     'ListVariable', 'NamedTupleVariable', 'Reconstructor', 'ResumeIterator', 'SizeVariable',
     'SliceVariable', 'SymIntVariable', 'TensorMethodVariable', 'TensorVariable',
     'TupleVariable', 'VariableTracker', 'is_constant_value', 't_metadata_method',

@@ -14,6 +14,7 @@ import abc
 import builtins
 import collections
 import dataclasses
+import enum
 import functools
 import inspect
 import itertools
@@ -25,13 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..exc import Unsupported
-from ..source import AttrSource, GetItemSource, Source
+from ..exc import TracedException, Unsupported
+from ..source import AttrSource, GetItemSource, Source, is_literal
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
 
 from .base import (
+    DELETED,
     BaseListVariable,
     BoundMethodVariable,
     ConstantVariable,
@@ -150,6 +152,14 @@ class TorchFunctionVariable(VariableTracker):
         if fn is torch.is_grad_enabled:
             tx.guards.GRAD_MODE()
             return ConstantVariable(tx.grad_enabled)  # inside a traced no_grad block: False
+        if fn is torch.is_autocast_enabled and all(
+                a.is_python_constant() and is_literal(a.as_python_constant()) for a in args) \
+                and not kwargs:
+            device = ", ".join(repr(a.as_python_constant()) for a in args)
+            enabled = fn(*[a.as_python_constant() for a in args])
+            tx.guards.add("AUTOCAST", f"torch.is_autocast_enabled({device}) == {enabled}",
+                          comment="global state")
+            return ConstantVariable(enabled)
         if fn in self.FOLDABLE:
             return wrap_constant_result(fn(*[a.example() for a in args],
                                            **{k: v.example() for k, v in kwargs.items()}))
@@ -159,9 +169,13 @@ class TorchFunctionVariable(VariableTracker):
                 fn, torch.Tensor):
             values = [a.as_python_constant() for a in args]
             return wrap_constant_result(fn(*values))
-        if getattr(fn, "__name__", "") in ("_set_grad_enabled", "set_grad_enabled",
-                                           "manual_seed", "set_default_dtype"):
-            raise Unsupported(f"torch.{fn.__name__} changes global state")
+        name = getattr(fn, "__name__", "")
+        if name.startswith(("set_", "_set_")) or name in (
+                "manual_seed", "autocast_increment_nesting", "autocast_decrement_nesting",
+                "clear_autocast_cache"):
+            # a graph node would run it at another time than the program does (when the
+            # graph runs, or never, once AOT traces it away): torch.autocast's own __exit__
+            raise Unsupported(f"torch.{name} changes global state")
         return tx.output.create_node("call_function", fn, tuple(args), kwargs)
 
     def var_getattr(self, tx, name):
@@ -301,6 +315,8 @@ class UserDefinedClassVariable(VariableTracker):
         cls = self.value
         if cls in (torch.no_grad, torch.enable_grad) and not args and not kwargs:
             return GradModeVariable(cls)
+        if cls is torch.autocast:
+            return _autocast(tx, args, kwargs)
         if cls is torch.device and all(
                 a.is_python_constant() for a in [*args, *kwargs.values()]):
             return ConstantVariable(torch.device(*[a.as_python_constant() for a in args],
@@ -336,6 +352,11 @@ class UserDefinedClassVariable(VariableTracker):
                     factory = None
             d = _dict(tx, *args, **kwargs)
             return ConstDictVariable(d.items, dict_cls=cls, default_factory=factory)
+        if issubclass(cls, dict) and reads_like_dict(cls) and cls.__new__ is dict.__new__ \
+                and inspect.getattr_static(cls, "__init__") is dict.__init__:
+            # ``Registry(...)`` of a dict subclass that adds methods (transformers' configs
+            # and registries): built as dict(...) that keeps its class
+            return ConstDictVariable(_dict(tx, *args, **kwargs).items, dict_cls=cls)
         raise Unsupported(f"constructing an instance of {cls.__qualname__}")
 
     def reconstruct(self, rc):
@@ -343,6 +364,14 @@ class UserDefinedClassVariable(VariableTracker):
 
     def __repr__(self):
         return f"UserDefinedClassVariable({self.value.__qualname__})"
+
+
+def reads_like_dict(cls: type) -> bool:
+    """A dict subclass whose reads are dict's own (its items are its contents): tracked as a
+    dict that keeps its class; methods it adds in Python are inlined."""
+    return all(inspect.getattr_static(cls, m) is getattr(dict, m) for m in (
+        "__getitem__", "__contains__", "__iter__", "__len__", "keys", "values", "items")) \
+        or cls.__module__ == "collections"
 
 
 def _plain_python_class(cls: type) -> bool:
@@ -377,6 +406,11 @@ class UserDefinedObjectVariable(VariableTracker):
         return type(self.value)
 
     def var_getattr(self, tx, name):
+        if self.pending.get(name) is DELETED:
+            if self.fresh and not hasattr(type(self.value), name):
+                raise TracedException(AttributeError(
+                    f"{type(self.value).__name__!r} object has no attribute {name!r}"))
+            raise Unsupported(f"reading attribute {name!r} after deleting it")
         if name in self.pending:
             return self.pending[name]
         if name in getattr(self.value, "__dict__", {}) and not self.fresh:
@@ -401,7 +435,7 @@ class UserDefinedObjectVariable(VariableTracker):
                         name)], {})
                 raise Unsupported(f"AttributeError: {type(self.value).__name__} object has no "
                                   f"attribute {name!r}")
-            return tx.wrap_nested(getattr(type(self.value), name), None)  # a class attribute
+            return _class_attribute(tx, type(self.value), name)
         if self.source is None:
             raise Unsupported(f"attribute {name} of an object created while tracing")
         return tx.wrap_nested(getattr(self.value, name), AttrSource(self.source, name))
@@ -415,20 +449,41 @@ class UserDefinedObjectVariable(VariableTracker):
 
     def has_attr(self, name: str) -> bool:
         if name in self.pending:
-            return True
+            return self.pending[name] is not DELETED or hasattr(type(self.value), name)
         return hasattr(type(self.value) if self.fresh else self.value, name)
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        self._check_writable(name)
+        tx.record_side_effect(self)
+        self.pending[name] = value
+
+    def delete_attr(self, tx, name: str) -> None:
+        """``del obj.name``: a pending deletion, replayed after the graph (an object made
+        while tracing just drops the attribute)."""
+        self._check_writable(name)
+        self.guard_hasattr(tx, name)
+        current = self.pending.get(name)
+        if current is DELETED or current is None and (
+                self.fresh or name not in getattr(self.value, "__dict__", {})):
+            raise TracedException(AttributeError(  # CPython raises it here too
+                f"{type(self.value).__name__!r} object has no attribute {name!r}"))
+        tx.record_side_effect(self)
+        if self.fresh:
+            del self.pending[name]
+        else:
+            self.pending[name] = DELETED
+
+    def _check_writable(self, name: str) -> None:
+        """Writes we can replay: plain instance ``__dict__`` entries."""
         cls = type(self.value)
-        if inspect.getattr_static(cls, "__setattr__", None) is not object.__setattr__:
+        if inspect.getattr_static(cls, "__setattr__", None) is not object.__setattr__ or \
+                inspect.getattr_static(cls, "__delattr__", None) is not object.__delattr__:
             raise Unsupported(f"assignment to attribute {name!r} of a {cls.__name__} (a "
-                              "custom __setattr__)")
+                              "custom __setattr__/__delattr__)")
         if not hasattr(self.value, "__dict__") or hasattr(inspect.getattr_static(
                 cls, name, None), "__set__"):
             raise Unsupported(f"assignment to attribute {name!r} of a {cls.__name__} (a "
                               "descriptor or __slots__)")
-        tx.record_side_effect(self)
-        self.pending[name] = value
 
     def call_function(self, tx, args, kwargs):
         if isinstance(self.value, functools._lru_cache_wrapper):
@@ -455,6 +510,18 @@ class UserDefinedObjectVariable(VariableTracker):
 
     def __repr__(self):
         return f"UserDefinedObjectVariable({type(self.value).__name__})"
+
+
+def _class_attribute(tx, cls: type, name: str) -> VariableTracker:
+    """A class attribute read through an instance made while tracing (no source to guard it
+    by, nor to replay a write through: a mutable container is a break, not a lost write)."""
+    value = getattr(cls, name)
+    if isinstance(value, (list, dict, set, bytearray)) or not (
+            is_constant_value(value) or callable(value)
+            or isinstance(value, (enum.Enum, types.ModuleType, property))):
+        raise Unsupported(f"the mutable class attribute {cls.__qualname__}.{name} read "
+                          "through an object made while tracing")
+    return tx.wrap_nested(value, None)
 
 
 class PartialVariable(VariableTracker):
@@ -612,6 +679,51 @@ class GradModeVariable(VariableTracker):
         return f"GradModeVariable({self.cls.__name__})"
 
 
+def _autocast(tx, args: list, kwargs: dict) -> VariableTracker:
+    """``torch.autocast(device, enabled=False)`` where autocast is off already (transformers'
+    rotary embeddings): nothing changes inside, guarded on autocast staying off. Turning
+    mixed precision on inside a graph is not modelled: a break."""
+    if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+        raise Unsupported("torch.autocast with arguments that are not constants")
+    bound = inspect.signature(torch.autocast.__init__).bind(
+        None, *[a.as_python_constant() for a in args],
+        **{k: v.as_python_constant() for k, v in kwargs.items()})
+    bound.apply_defaults()
+    device, enabled = bound.arguments["device_type"], bound.arguments["enabled"]
+    if enabled or not isinstance(device, str) or torch.is_autocast_enabled(device):
+        raise Unsupported("torch.autocast that enables or changes mixed precision inside the "
+                          "graph (not modelled)")
+    tx.guards.add("AUTOCAST", f"torch.is_autocast_enabled({device!r}) == False",
+                  comment="global state")
+    return NullContextVariable(torch.autocast)
+
+
+class NullContextVariable(VariableTracker):
+    """A context manager that changes nothing the graph sees (``autocast(enabled=False)``
+    with autocast already off): entering and leaving it are no-ops."""
+
+    def __init__(self, cls: type):
+        self.cls = cls
+
+    def python_type(self):
+        return self.cls
+
+    def var_getattr(self, tx, name):
+        if name in ("__enter__", "__exit__"):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"{self.cls.__name__}.{name}")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__enter__":
+            return self
+        if name == "__exit__":
+            return ConstantVariable(None)
+        raise Unsupported(f"{self.cls.__name__}.{name}")
+
+    def __repr__(self):
+        return f"NullContextVariable({self.cls.__name__})"
+
+
 class EnvironVariable(VariableTracker):
     """``os.environ``: reads of one variable fold to its value, guarded through the source
     (``G_os['environ'].get('X') is None``); writes are a graph break."""
@@ -685,6 +797,10 @@ class DataclassVariable(VariableTracker):
         static = inspect.getattr_static(self.cls, name, None)
         if isinstance(static, property) and static.fget is not None:
             return tx.inline_user_function(static.fget, [self], {})
+        if isinstance(static, types.FunctionType):
+            return UserMethodVariable(static, self)
+        if name not in self.cls.__dataclass_fields__ and hasattr(self.cls, name):
+            return _class_attribute(tx, self.cls, name)
         raise Unsupported(f"attribute {name!r} of a {self.cls.__qualname__} made while tracing")
 
     def children(self):
@@ -816,6 +932,8 @@ class BuiltinVariable(VariableTracker):
     def var_getattr(self, tx, name):
         if self.fn is dict and name == "fromkeys":
             return BuiltinVariable(_fromkeys)
+        if name in ("__name__", "__qualname__", "__module__") and hasattr(self.fn, name):
+            return ConstantVariable(getattr(self.fn, name))  # ``typ.__name__``: fixed
         return super().var_getattr(tx, name)
 
     def call_function(self, tx, args, kwargs):
@@ -825,6 +943,8 @@ class BuiltinVariable(VariableTracker):
             result = handler(tx, *args, **kwargs)
             if result is not None:
                 return result
+            if fn in _INLINED_WHEN_UNHANDLED:  # e.g. asdict of an object from outside
+                return tx.inline_user_function(fn, args, kwargs)
         if getattr(fn, "__module__", None) == "math" and len(args) == 1 and not kwargs \
                 and isinstance(args[0], SymIntVariable):
             return tx._symint_op(fn, args[0], None)
@@ -839,9 +959,12 @@ class BuiltinVariable(VariableTracker):
             raise Unsupported(_UNSUPPORTED_BUILTINS[fn])
         if all(a.is_python_constant() for a in [*args, *kwargs.values()]) \
                 and fn in _PURE_BUILTINS:
-            return wrap_constant_result(fn(*[a.as_python_constant() for a in args],
-                                           **{k: v.as_python_constant()
-                                              for k, v in kwargs.items()}))
+            try:
+                value = fn(*[a.as_python_constant() for a in args],
+                           **{k: v.as_python_constant() for k, v in kwargs.items()})
+            except Exception as e:  # ``int("x")``: what CPython raises, the traced code
+                raise TracedException(e) from None  # may catch (else it is a break)
+            return wrap_constant_result(value)
         name = getattr(fn, "__qualname__", repr(fn))
         raise Unsupported(f"call to a C function we cannot trace: {name}")
 
@@ -978,6 +1101,41 @@ def _replace(tx, obj, **changes):
     if not isinstance(obj, DataclassVariable):
         return None
     return DataclassVariable(obj.cls, [], {**obj.values, **changes})
+
+
+def _dataclass_type(obj: VariableTracker) -> type | None:
+    cls = obj.cls if isinstance(obj, DataclassVariable) else \
+        obj.value if isinstance(obj, UserDefinedClassVariable) else \
+        type(obj.value) if isinstance(obj, UserDefinedObjectVariable) else None
+    return cls if cls is not None and dataclasses.is_dataclass(cls) else None
+
+
+def _fields(tx, obj):
+    """``dataclasses.fields``: the class's Field objects (fixed once the class is made)."""
+    cls = _dataclass_type(obj)
+    if cls is None:
+        return None
+    return TupleVariable([ConstantVariable(f) for f in dataclasses.fields(cls)])
+
+
+def _asdict(tx, obj, **kwargs):
+    """``dataclasses.asdict`` of a dataclass made while tracing: a dict of its fields,
+    recursing into dataclasses, lists, tuples and dicts as asdict does."""
+    if kwargs or not isinstance(obj, DataclassVariable):
+        return None
+
+    def inner(v):
+        if isinstance(v, DataclassVariable):
+            return ConstDictVariable({f.name: inner(v.var_getattr(tx, f.name))
+                                      for f in dataclasses.fields(v.cls)})
+        if isinstance(v, ConstantVariable) and is_constant_value(v.value):
+            return v  # asdict deep-copies: an immutable constant is its own copy
+        if type(v) in (ListVariable, TupleVariable):
+            return type(v)([inner(i) for i in v.items])
+        if isinstance(v, ConstDictVariable) and v.dict_cls is dict:
+            return ConstDictVariable({k: inner(i) for k, i in v.items.items()})
+        raise Unsupported(f"dataclasses.asdict deep-copies {v}: not traced")
+    return inner(obj)
 
 
 def _fromkeys(*args):
@@ -1194,8 +1352,8 @@ def _next(tx, it, default=None):
     try:
         return tx.iter_next(it)
     except StopIteration:
-        if default is None:
-            raise Unsupported("next() on an exhausted iterator") from None
+        if default is None:  # what CPython raises: contextlib's __exit__ catches it
+            raise TracedException(StopIteration()) from None
         return default
 
 
@@ -1232,9 +1390,12 @@ _BUILTIN_HANDLERS: dict[Callable, Callable] = {
     itertools.chain: _chain, itertools.product: _product,
     itertools.zip_longest: _zip_longest, itertools.accumulate: _accumulate,
     itertools.islice: _islice, collections.deque: _deque, _fromkeys: _fromkeys_handler,
-    dataclasses.replace: _replace,
+    dataclasses.replace: _replace, dataclasses.fields: _fields, dataclasses.asdict: _asdict,
     _object_init: lambda tx, *a, **k: ConstantVariable(None),
 }
+
+# Python functions with a handler for what was made while tracing, inlined for the rest
+_INLINED_WHEN_UNHANDLED = {dataclasses.replace, dataclasses.fields, dataclasses.asdict}
 
 
 # Python functions of these torch packages are traced into like user code (Dynamo's
@@ -1280,6 +1441,7 @@ BUILTIN_HANDLERS = _BUILTIN_HANDLERS  # callables, from any module, with a traci
 
 __all__ = [
     'BUILTIN_CALLABLES', 'BUILTIN_HANDLERS', 'BuiltinVariable', 'DataclassVariable',
+    'NullContextVariable',
     'EnvironVariable',
     'DequeVariable', 'GradModeVariable', 'PartialVariable', 'SetVariable',
     'NNModuleVariable', 'SuperVariable',
