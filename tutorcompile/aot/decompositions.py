@@ -468,6 +468,8 @@ def getitem(a, index):
         return a[index]
     if _is_t(index) and len(index.shape) == 1 and index.dtype in (torch.int64, torch.int32) \
             and len(a.shape) >= 1:
+        # Python indexing counts a negative index from the end; index_select does not
+        index = ops.where(ops.lt(index, 0), ops.add(index, a.shape[0]), index)
         return ops.index_select(a, 0, index)
     return apply_index(a, basic_index(a, index))
 

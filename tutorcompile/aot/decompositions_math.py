@@ -1042,7 +1042,11 @@ def _flat_offsets(index, dim, shape):
     for k in range(len(shape)):
         term = ops.mul(index if k == dim else positions(index, k), strides[k])
         flat = term if flat is None else ops.add(flat, term)
-    return ops.reshape(flat, (-1,))
+    # An index outside ``[0, shape[dim])`` may still land inside the flat tensor (in the
+    # next row): give it the offset -1, which index_select / index_add reject as PyTorch's
+    # gather / scatter_add reject the index itself.
+    inside = ops.logical_and(ops.ge(index, 0), ops.lt(index, shape[dim]))
+    return ops.reshape(ops.where(inside, flat, -1), (-1,))
 
 
 def _indexable(a, index, dim):
