@@ -306,6 +306,8 @@ def std(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
 def logsumexp(a, dim, keepdim=False):
     dims = _dims(a, dim)
     m = ops.amax(a, dims, keepdim=True)
+    # an infinite max (a row of -inf, or a +inf) shifts by 0: -inf - -inf would be NaN
+    m = ops.where(ops.eq(ops.abs(m), math.inf), 0.0, m)
     out = ops.add(ops.log(ops.sum(ops.exp(ops.sub(a, m)), dims, keepdim=True)), m)
     return out if keepdim else ops.squeeze(out, dims)
 
@@ -897,4 +899,4 @@ def _random_fill_rule(x, method, *args, **kwargs):
 
 # The long tail registers itself into the same table: the math of tensors, then the
 # neural-network functions built on it.
-from . import decompositions_math, decompositions_nn  # noqa: E402,F401
+from . import decompositions_masked, decompositions_math, decompositions_nn  # noqa: E402,F401
