@@ -112,10 +112,13 @@ def rtruediv(a, b):
     return ops.div(b, a)
 
 
-@register_decomposition("method:__rpow__")
+@register_decomposition("method:__rpow__", torch.Tensor.__rpow__)
 def rpow(a, b):
-    """``b ** a`` for a number ``b > 0``: ``exp(a log b)`` (the pow prim wants a tensor base)."""
-    if _is_t(b) or b <= 0:
+    """``b ** a``; for a number ``b > 0``: ``exp(a log b)`` (the pow prim wants a tensor
+    base)."""
+    if _is_t(b):
+        return pow_(b, a)
+    if b <= 0:
         raise NotImplementedError("number ** tensor needs a positive base")
     return ops.exp(ops.mul(_float(a), math.log(b)))
 
@@ -124,6 +127,8 @@ def rpow(a, b):
 def pow_(a, b):
     if not _is_t(a) and not _is_t(b):
         return a ** b
+    if not _is_t(a):
+        return rpow(b, a)
     if not _is_t(b) and b == 2:
         return ops.mul(a, a)
     return ops.pow(a, b)

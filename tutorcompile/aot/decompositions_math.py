@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from ..ops import ops
 from ..ops.table import normalize_dim
 from .decompositions import (
+    DECOMPOSITIONS,
     _both,
     _cast,
     _dims,
@@ -761,7 +762,6 @@ def nanmean(a, dim=None, keepdim=False, *, dtype=None):
 
 def _alias_special() -> None:
     """``torch.special.<f>`` is a function of its own for many ``torch.<f>``: same rule."""
-    from .decompositions import DECOMPOSITIONS
     for name in ("expm1", "exp2", "log1p", "round", "erf", "logsumexp", "softmax",
                  "log_softmax", "i0"):
         special, plain = getattr(torch.special, name, None), getattr(torch, name, None)
@@ -901,7 +901,6 @@ def cumsum(a, dim, *, dtype=None):
 
 def _reflected():
     """``Tensor.__radd__`` & co. called as functions (``torch.Tensor.__radd__(x, 2)``)."""
-    from .decompositions import DECOMPOSITIONS
     for name in ("__radd__", "__rmul__", "__rsub__", "__rtruediv__", "__rpow__"):
         rule = DECOMPOSITIONS.get(f"method:{name}")
         if rule is not None:
@@ -1010,7 +1009,6 @@ def atleast_3d(*tensors):
 def _copy_aliases():
     """``torch.<view>_copy`` computes the view as a new tensor: in a functional graph that
     is the view itself."""
-    from .decompositions import DECOMPOSITIONS
     for name in ("permute", "t", "transpose", "unsqueeze", "squeeze", "expand", "view",
                  "narrow", "unbind", "split", "alias"):
         copy = getattr(torch, f"{name}_copy", None)
@@ -1357,3 +1355,241 @@ def float_power(a, b):
         raise NotImplementedError("a Python number as the base")
     return ops.pow(a, b)
 
+
+
+# =======================================================================================
+# Scatters, searches and small constructions: what the indirect loads of the inductor
+# (``index_select``), its index_add and slice_scatter kernels, and ``cat`` make kernels of
+# =======================================================================================
+
+@register_decomposition(*_both("slice_scatter"))
+def slice_scatter(a, src, dim=0, start=None, end=None, step=1):
+    if not (_is_t(src) and src.dtype == a.dtype) or len(a.shape) == 0 or step < 1:
+        raise NotImplementedError("a source of another dtype, a 0-d tensor, or a step < 1")
+    return ops.slice_scatter(a, src, normalize_dim(dim, len(a.shape)), start, end, step)
+
+
+@register_decomposition(*_both("select_scatter"))
+def select_scatter(a, src, dim, index):
+    if not (_is_t(src) and src.dtype == a.dtype) or len(a.shape) == 0:
+        raise NotImplementedError("a source of another dtype, or a 0-d tensor")
+    d = normalize_dim(dim, len(a.shape))
+    i = index % a.shape[d]
+    return ops.slice_scatter(a, ops.unsqueeze(src, d), d, i, i + 1, 1)
+
+
+@register_decomposition(*_both("index_add"))
+def index_add(a, dim, index, source, *, alpha=1):
+    if not _is_t(index) or len(index.shape) != 1 or source.dtype != a.dtype:
+        raise NotImplementedError("a 0-d index, or a source of another dtype")
+    if alpha != 1:
+        source = ops.mul(source, alpha)
+    if len(a.shape) == 0:   # a 0-d tensor indexes like one of shape (1,)
+        out = ops.index_add(ops.reshape(a, (1,)), 0, index,
+                            ops.reshape(source, (index.shape[0],)))
+        return ops.reshape(out, ())
+    return ops.index_add(a, normalize_dim(dim, len(a.shape)), index, source)
+
+
+def _checked_positions(index, n, device):
+    """``index`` with negative entries counted from the end, read through index_select so
+    that an index outside ``[-n, n)`` raises (as PyTorch's ``index_fill`` does)."""
+    index = ops.where(ops.lt(index, 0), ops.add(index, n), index)
+    return ops.index_select(ops.iota(n, dtype=torch.int64, device=device), 0, index)
+
+
+@register_decomposition(*_both("index_fill"))
+def index_fill(a, dim, index, value):
+    if (_is_t(value) and len(value.shape) != 0) or not _is_t(index) \
+            or len(index.shape) != 1 or 0 in tuple(index.shape):
+        raise NotImplementedError("a tensor value that is not 0-d, or an empty index")
+    if len(a.shape) == 0:   # a 0-d tensor indexes like one of shape (1,)
+        return ops.reshape(index_fill(ops.reshape(a, (1,)), 0, index, value), ())
+    d = normalize_dim(dim, len(a.shape))
+    n = a.shape[d]
+    picked = _checked_positions(index, n, a.device)                 # (k,)
+    hits = ops.eq(ops.reshape(ops.iota(n, dtype=torch.int64, device=a.device), (n, 1)),
+                  ops.reshape(picked, (1, -1)))                       # (n, k)
+    filled = ops.gt(ops.sum(ops.convert_element_type(hits, torch.int32), (1,)), 0)
+    shape = [1] * len(a.shape)
+    shape[d] = n
+    return ops.where(ops.reshape(filled, tuple(shape)), value, a)
+
+
+def _trapezoid_parts(y, x, dx, dim):
+    d = normalize_dim(dim, len(y.shape))
+    n = y.shape[d]
+    if n == 0 or (x is not None and not _is_t(x)):
+        raise NotImplementedError("an empty dimension, or a number as x")
+    pairs = ops.add(ops.slice(y, d, 0, n - 1, 1), ops.slice(y, d, 1, n, 1))
+    if x is None:
+        return ops.mul(pairs, (1.0 if dx is None else dx) / 2), d
+    if len(x.shape) == 1:
+        steps = ops.sub(ops.slice(x, 0, 1, n, 1), ops.slice(x, 0, 0, n - 1, 1))
+        shape = [1] * len(y.shape)
+        shape[d] = n - 1
+        steps = ops.reshape(steps, tuple(shape))
+    else:
+        xd = normalize_dim(dim, len(x.shape))
+        steps = ops.sub(ops.slice(x, xd, 1, n, 1), ops.slice(x, xd, 0, n - 1, 1))
+    return ops.mul(ops.mul(steps, pairs), 0.5), d
+
+
+@register_decomposition(*_both("trapezoid"))
+def trapezoid(y, x=None, *, dx=None, dim=-1):
+    parts, d = _trapezoid_parts(_floating_only(y), x, dx, dim)
+    return ops.sum(parts, (d,))
+
+
+@register_decomposition(*_both("trapz"))
+def trapz(y, x=None, *, dx=None, dim=-1):
+    return trapezoid(y, x, dx=dx, dim=dim)
+
+
+@register_decomposition(*_both("cumulative_trapezoid"))
+def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
+    parts, d = _trapezoid_parts(_floating_only(y), x, dx, dim)
+    return DECOMPOSITIONS[torch.cumsum](parts, d)
+
+
+def _count_below(sorted_seq, values, right):
+    """For each value, how many entries of ``sorted_seq`` (last dim) come before it: those
+    ``< value`` (``<=`` when ``right``). Counted as all minus those ``>=`` (``>``) so that a
+    NaN value comes after every entry, as PyTorch's binary search puts it."""
+    seq = ops.unsqueeze(sorted_seq, len(sorted_seq.shape) - 1)     # (..., 1, M)
+    vals = ops.unsqueeze(values, len(values.shape))                 # (..., K, 1)
+    after = ops.gt(seq, vals) if right else ops.ge(seq, vals)
+    return ops.sub(sorted_seq.shape[-1],
+                   ops.sum(ops.convert_element_type(after, torch.int64), (-1,)))
+
+
+@register_decomposition(*_both("searchsorted"))
+def searchsorted(sorted_seq, values, *, out_int32=False, right=False, side=None,
+                 sorter=None):
+    if sorter is not None or not _is_t(values) or not _is_t(sorted_seq) \
+            or not sorted_seq.dtype.is_floating_point or values.dtype != sorted_seq.dtype \
+            or (len(sorted_seq.shape) > 1
+                and tuple(sorted_seq.shape[:-1]) != tuple(values.shape[:-1])):
+        raise NotImplementedError("a sorter, a number, mixed dtypes or mismatched batches")
+    right = side == "right" if side is not None else right
+    out = _count_below(sorted_seq, values, right)
+    return _cast(out, torch.int32) if out_int32 else out
+
+
+@register_decomposition(*_both("bucketize"))
+def bucketize(values, boundaries, *, out_int32=False, right=False):
+    if not _is_t(values) or len(boundaries.shape) != 1 \
+            or not boundaries.dtype.is_floating_point or values.dtype != boundaries.dtype:
+        raise NotImplementedError("a number, or boundaries that are not 1-d floats")
+    flat = ops.reshape(values, (-1,))
+    out = ops.reshape(_count_below(boundaries, flat, right), tuple(values.shape))
+    return _cast(out, torch.int32) if out_int32 else out
+
+
+@register_decomposition(*_both("isin"))
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    if not (_is_t(elements) and _is_t(test_elements)) \
+            or elements.dtype != test_elements.dtype:
+        raise NotImplementedError("a number, or mixed dtypes")
+    tests = ops.reshape(test_elements, (1, -1))
+    flat = ops.reshape(elements, (-1, 1))
+    count = ops.sum(ops.convert_element_type(ops.eq(flat, tests), torch.int32), (1,))
+    found = ops.eq(count, 0) if invert else ops.gt(count, 0)
+    return ops.reshape(found, tuple(elements.shape))
+
+
+@register_decomposition(*_both("block_diag"))
+def block_diag(*tensors):
+    if not tensors or not all(_is_t(t) for t in tensors) \
+            or len({t.dtype for t in tensors}) != 1:
+        raise NotImplementedError("numbers, or mixed dtypes")
+    mats = []
+    for t in tensors:
+        if len(t.shape) == 0:
+            t = ops.reshape(t, (1, 1))
+        elif len(t.shape) == 1:
+            t = ops.reshape(t, (1, t.shape[0]))
+        elif len(t.shape) != 2:
+            raise NotImplementedError("a tensor of more than 2 dimensions")
+        mats.append(t)
+    width = 0
+    for m in mats:
+        width += m.shape[1]
+    rows, left = [], 0
+    dtype, device = mats[0].dtype, mats[0].device
+    for m in mats:
+        r, c = m.shape
+        parts = [ops.full((r, left), 0, dtype=dtype, device=device), m,
+                 ops.full((r, width - left - c), 0, dtype=dtype, device=device)]
+        rows.append(ops.cat(parts, 1))
+        left += c
+    return ops.cat(rows, 0)
+
+
+@register_decomposition(torch.cartesian_prod)
+def cartesian_prod(*tensors):
+    if not all(_is_t(t) and len(t.shape) == 1 for t in tensors) \
+            or len({t.dtype for t in tensors}) != 1:
+        raise NotImplementedError("tensors that are not 1-d, or mixed dtypes")
+    if len(tensors) == 1:
+        return tensors[0]
+    sizes = tuple(t.shape[0] for t in tensors)
+    columns = []
+    for k, t in enumerate(tensors):
+        shape = [1] * len(tensors)
+        shape[k] = sizes[k]
+        grid = ops.expand(ops.reshape(t, tuple(shape)), sizes)
+        columns.append(ops.reshape(grid, (-1, 1)))
+    return ops.cat(columns, 1)
+
+
+@register_decomposition(torch.cdist)
+def cdist(x1, x2, p=2.0, compute_mode=None):
+    if not (_is_float(x1) and _is_float(x2)) or len(x1.shape) < 2 or x1.dtype != x2.dtype \
+            or 0 in tuple(x1.shape) + tuple(x2.shape) or p < 0:
+        raise NotImplementedError("empty, integer or mixed inputs, or p < 0")
+    diff = ops.sub(ops.unsqueeze(x1, len(x1.shape) - 1), ops.unsqueeze(x2, len(x2.shape) - 2))
+    return DECOMPOSITIONS[torch.linalg.vector_norm](diff, p, (-1,))
+
+
+@register_decomposition("method:__rmod__", torch.Tensor.__rmod__)
+def rmod(a, other):
+    return remainder(other, a)
+
+
+@register_decomposition("method:sum_to_size")
+def sum_to_size(a, *size):
+    size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) \
+        else tuple(size)
+    lead = len(a.shape) - len(size)
+    dims = tuple(range(lead)) + tuple(lead + k for k, s in enumerate(size)
+                                      if s == 1 and a.shape[lead + k] != 1)
+    if not dims:
+        return a
+    out = ops.sum(a, dims, keepdim=True)
+    return ops.reshape(out, size)
+
+
+@register_decomposition("method:new_full")
+def new_full(a, size, fill_value, *, dtype=None, device=None, layout=None,
+             pin_memory=False, requires_grad=False):
+    if _is_t(fill_value) or (device is not None and torch.device(device) != a.device):
+        raise NotImplementedError("a tensor fill value, or another device")
+    return ops.full(tuple(size), fill_value, dtype=dtype or a.dtype, device=a.device)
+
+
+@register_decomposition(*_both("fill"))
+def fill(a, value):
+    if _is_t(value):
+        raise NotImplementedError("a tensor fill value")
+    # a where, not a bare full: the result still depends on ``a`` (a zero gradient)
+    keep = ops.full(tuple(a.shape), True, dtype=torch.bool, device=a.device)
+    return ops.where(keep, _cast(ops.full((), value, dtype=a.dtype, device=a.device),
+                                 a.dtype), a)
+
+
+@register_decomposition(*_both("isreal"))
+def isreal(a):
+    if not _is_t(a) or a.dtype.is_complex:
+        raise NotImplementedError("a complex tensor")
+    return ops.full(tuple(a.shape), True, dtype=torch.bool, device=a.device)
