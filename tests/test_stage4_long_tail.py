@@ -2,13 +2,15 @@
 
 slice/select_scatter and index_add become the inductor's slice_scatter / index_add kernels,
 index_fill checks its index through an indirect load, searchsorted/bucketize/isin count
-comparisons, trapezoid sums neighbours, block_diag and cartesian_prod are ``cat``\\ s. Each
-is compiled with the inductor (C++) and compared with eager, values and gradients, with no
-PyTorch call left in the forward graph.
+comparisons, trapezoid sums neighbours, block_diag and cartesian_prod are ``cat``\\ s,
+F.interpolate reads computed source positions through index_select and weights them. Each
+is compiled with the inductor (C++) and compared with eager, values and gradients (the
+OpInfo sweep counts the kernels they become).
 """
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import tutorcompile as tc
 from tutorcompile.aot.decompositions import DECOMPOSITIONS
@@ -17,6 +19,7 @@ pytestmark = pytest.mark.stage4
 
 torch.manual_seed(0)
 X, Y, S = torch.randn(4, 6), torch.randn(4, 6), torch.randn(4, 2)
+IMG = torch.randn(2, 3, 5, 6)
 SORTED = torch.sort(torch.randn(7)).values
 
 CASES = {
@@ -41,6 +44,17 @@ CASES = {
     "rpow": (lambda x: 2.0 ** x, (X,)),
     "sum_to_size": (lambda x: x.sum_to_size(1, 6), (X,)),
     "fill": (lambda x: torch.fill(x, 3.0) * x, (X,)),
+    "interpolate nearest": (lambda x: F.interpolate(x, scale_factor=1.7), (IMG,)),
+    "interpolate nearest-exact": (lambda x: F.interpolate(x, size=(3, 7), mode="nearest-exact"),
+                                  (IMG,)),
+    "interpolate bilinear": (lambda x: F.interpolate(x, scale_factor=(1.5, 0.7),
+                                                     mode="bilinear"), (IMG,)),
+    "interpolate bilinear corners": (lambda x: F.interpolate(x, size=(7, 3), mode="bilinear",
+                                                             align_corners=True), (IMG,)),
+    "interpolate bicubic": (lambda x: F.interpolate(x, size=(9, 4), mode="bicubic"), (IMG,)),
+    "interpolate linear": (lambda x: F.interpolate(x[0], scale_factor=2.5, mode="linear",
+                                                   recompute_scale_factor=True), (IMG,)),
+    "interpolate area": (lambda x: F.interpolate(x, size=(2, 3), mode="area"), (IMG,)),
 }
 
 
