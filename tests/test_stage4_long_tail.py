@@ -44,6 +44,14 @@ CASES = {
     "rpow": (lambda x: 2.0 ** x, (X,)),
     "sum_to_size": (lambda x: x.sum_to_size(1, 6), (X,)),
     "fill": (lambda x: torch.fill(x, 3.0) * x, (X,)),
+    "scatter_reduce mean": (lambda x, i, s: x.scatter_reduce(1, i, s, "mean",
+                                                            include_self=False),
+                            (X, torch.tensor([[0, 5, 5], [1, 1, 1], [2, 3, 2], [4, 4, 0]]),
+                             torch.randn(4, 3))),
+    "scatter_reduce sum": (lambda x, i, s: x.scatter_reduce(0, i, s, "sum"),
+                           (X, torch.tensor([[3, 0, 3, 1, 1, 2]]), torch.randn(1, 6))),
+    "index_reduce mean": (lambda x, i, s: x.index_reduce(0, i, s, "mean"),
+                          (X, torch.tensor([2, 0, 2]), torch.randn(3, 6))),
     "interpolate nearest": (lambda x: F.interpolate(x, scale_factor=1.7), (IMG,)),
     "interpolate nearest-exact": (lambda x: F.interpolate(x, size=(3, 7), mode="nearest-exact"),
                                   (IMG,)),
@@ -78,11 +86,19 @@ def test_compiles_to_kernels_like_eager(name):
                                        torch.zeros_like(g) if e is None else e)
 
 
+def test_empty_like_is_a_tensor_of_the_shape():
+    tc.reset()
+    got = tc.compile(lambda x: torch.empty_like(x, dtype=torch.float64) + 1,
+                     backend="inductor")(X)
+    assert got.shape == X.shape and got.dtype == torch.float64
+
+
 def test_rules_are_registered():
     for fn in (torch.slice_scatter, torch.select_scatter, torch.index_add, torch.index_fill,
                torch.trapezoid, torch.trapz, torch.cumulative_trapezoid, torch.searchsorted,
                torch.bucketize, torch.isin, torch.block_diag, torch.cartesian_prod,
-               torch.cdist, torch.Tensor.__rpow__, torch.fill):
+               torch.cdist, torch.Tensor.__rpow__, torch.fill, torch.scatter_reduce,
+               torch.index_reduce, torch.empty_like, F.interpolate):
         assert fn in DECOMPOSITIONS, fn
 
 

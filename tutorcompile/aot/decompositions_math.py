@@ -1593,3 +1593,72 @@ def isreal(a):
     if not _is_t(a) or a.dtype.is_complex:
         raise NotImplementedError("a complex tensor")
     return ops.full(tuple(a.shape), True, dtype=torch.bool, device=a.device)
+
+
+def _scatter_sum_and_count(a, scatter, include_self):
+    """``scatter(values) -> a-shaped sums`` applied to the source and to ones: the reduced
+    total and the number of values each element combines (``include_self`` adds ``a``)."""
+    total, hits = scatter(True), scatter(False)
+    hit = ops.gt(hits, 0)
+    base = a if include_self else ops.where(hit, 0.0, a)
+    count = ops.add(hits, 1.0) if include_self else hits
+    return ops.add(base, total), count, hit
+
+
+def _scatter_reduce(a, reduce, include_self, scatter):
+    if not _is_float(a) or reduce not in ("sum", "mean"):
+        raise NotImplementedError(f"reduce={reduce!r} or an integer tensor (prod, amax and "
+                                  "amin have no generated scatter)")
+    total, count, hit = _scatter_sum_and_count(a, scatter, include_self)
+    if reduce == "sum":
+        return total
+    kept = ops.gt(count, 0) if include_self else hit
+    return ops.where(kept, ops.div(total, ops.maximum(count, 1.0)), a)
+
+
+@register_decomposition(*_both("scatter_reduce"))
+def scatter_reduce(a, dim, index, src, reduce, *, include_self=True):
+    d = _indexable(a, index, dim)
+    if not _is_t(src) or src.dtype != a.dtype:
+        raise NotImplementedError("a Python number or another dtype as the source")
+    for k, size in enumerate(index.shape):
+        if src.shape[k] != size:
+            src = ops.slice(src, k, 0, size, 1)
+    offsets = _flat_offsets(index, d, a.shape)
+    zeros = ops.full((math.prod(a.shape),), 0.0, dtype=a.dtype, device=a.device)
+
+    def scatter(values):
+        v = ops.reshape(src, (-1,)) if values else \
+            ops.full((math.prod(index.shape),), 1.0, dtype=a.dtype, device=a.device)
+        return ops.reshape(ops.index_add(zeros, 0, offsets, v), tuple(a.shape))
+    return _scatter_reduce(a, reduce, include_self, scatter)
+
+
+@register_decomposition(*_both("index_reduce"))
+def index_reduce(a, dim, index, source, reduce, *, include_self=True):
+    if len(a.shape) == 0 or not _is_t(index) or len(index.shape) != 1 \
+            or source.dtype != a.dtype:
+        raise NotImplementedError("a 0-d tensor or index, or a source of another dtype")
+    d = normalize_dim(dim, len(a.shape))
+    zeros = ops.full(tuple(a.shape), 0.0, dtype=a.dtype, device=a.device)
+
+    def scatter(values):
+        v = source if values else ops.full(tuple(source.shape), 1.0, dtype=a.dtype,
+                                           device=a.device)
+        return ops.index_add(zeros, d, index, v)
+    return _scatter_reduce(a, reduce, include_self, scatter)
+
+
+@register_decomposition(*_both("empty_like"), "method:new_empty", "method:new_empty_strided",
+                        torch.Tensor.new_empty, torch.Tensor.new_empty_strided)
+def empty_like(a, *size, dtype=None, device=None, layout=None, pin_memory=False,
+               requires_grad=False, memory_format=None):
+    """Uninitialised memory may hold anything: zeros are one such value (strides are the
+    graph's to choose)."""
+    if size:   # new_empty(size) / new_empty_strided(size, stride)
+        shape = tuple(size[0])
+    else:
+        shape = tuple(a.shape)
+    if device is not None and torch.device(device) != a.device:
+        raise NotImplementedError("another device")
+    return ops.full(shape, 0, dtype=dtype or a.dtype, device=a.device)
