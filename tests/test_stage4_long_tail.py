@@ -20,6 +20,7 @@ pytestmark = pytest.mark.stage4
 torch.manual_seed(0)
 X, Y, S = torch.randn(4, 6), torch.randn(4, 6), torch.randn(4, 2)
 IMG = torch.randn(2, 3, 5, 6)
+SPECIAL = torch.tensor([-7.3, -2.5, -0.4, 1e-3, 0.3, 1.0, 2.0, 3.7, 9.9, 10.0, 42.0, 1e4])
 SORTED = torch.sort(torch.randn(7)).values
 
 CASES = {
@@ -52,6 +53,10 @@ CASES = {
                            (X, torch.tensor([[3, 0, 3, 1, 1, 2]]), torch.randn(1, 6))),
     "index_reduce mean": (lambda x, i, s: x.index_reduce(0, i, s, "mean"),
                           (X, torch.tensor([2, 0, 2]), torch.randn(3, 6))),
+    "lgamma": (torch.lgamma, (SPECIAL,)),
+    "digamma": (torch.digamma, (SPECIAL,)),
+    "erfinv": (torch.erfinv, (torch.tensor([-0.999, -0.71, -0.3, 0.0, 0.2, 0.69, 0.95]),)),
+    "spherical_bessel_j0": (torch.special.spherical_bessel_j0, (SPECIAL,)),
     "interpolate nearest": (lambda x: F.interpolate(x, scale_factor=1.7), (IMG,)),
     "interpolate nearest-exact": (lambda x: F.interpolate(x, size=(3, 7), mode="nearest-exact"),
                                   (IMG,)),
@@ -86,6 +91,18 @@ def test_compiles_to_kernels_like_eager(name):
                                        torch.zeros_like(g) if e is None else e)
 
 
+def test_special_functions_at_their_edges():
+    """Poles, zeros of each sign, |y| = 1 and beyond, infinities and NaN: values as eager."""
+    x = torch.tensor([0.0, -0.0, -1.0, -3.0, 1.0, 2.0, float("inf"), float("-inf"),
+                      float("nan"), 1e30, -1e-30, 0.5])
+    y = torch.tensor([-1.0, 1.0, 1.5, -2.0, 0.0, -0.0, float("nan"), 1e-8, 0.7, 0.70001])
+    for fn, arg in ((torch.lgamma, x), (torch.digamma, x), (torch.erfinv, y),
+                    (torch.special.spherical_bessel_j0, x)):
+        tc.reset()
+        got = tc.compile(fn, backend="inductor")(arg)
+        torch.testing.assert_close(got, fn(arg), equal_nan=True, msg=fn.__name__)
+
+
 def test_empty_like_is_a_tensor_of_the_shape():
     tc.reset()
     got = tc.compile(lambda x: torch.empty_like(x, dtype=torch.float64) + 1,
@@ -98,7 +115,8 @@ def test_rules_are_registered():
                torch.trapezoid, torch.trapz, torch.cumulative_trapezoid, torch.searchsorted,
                torch.bucketize, torch.isin, torch.block_diag, torch.cartesian_prod,
                torch.cdist, torch.Tensor.__rpow__, torch.fill, torch.scatter_reduce,
-               torch.index_reduce, torch.empty_like, F.interpolate):
+               torch.index_reduce, torch.empty_like, F.interpolate, torch.lgamma,
+               torch.digamma, torch.erfinv, torch.special.spherical_bessel_j0):
         assert fn in DECOMPOSITIONS, fn
 
 

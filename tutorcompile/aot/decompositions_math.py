@@ -1662,3 +1662,143 @@ def empty_like(a, *size, dtype=None, device=None, layout=None, pin_memory=False,
     if device is not None and torch.device(device) != a.device:
         raise NotImplementedError("another device")
     return ops.full(shape, 0, dtype=dtype or a.dtype, device=a.device)
+
+
+# =======================================================================================
+# Special functions: lgamma, digamma (polygamma of order 0), erfinv, spherical_bessel_j0.
+# The argument is shifted up by a fixed number of steps (a recurrence), the asymptotic
+# series takes over there, and a reflection formula covers negative arguments -- branch
+# free, so each is one pointwise kernel. Branches that ``where`` discards are fed safe
+# arguments, so their (zero-weighted) gradients hold no NaN.
+# =======================================================================================
+
+_SHIFT = 10
+
+
+def _sinpi(r):
+    """``sin(pi * r)`` for the reduced argument ``r`` in [-1/2, 1/2] (exact reduction)."""
+    return ops.sin(ops.mul(r, math.pi))
+
+
+def _reduced(x):
+    """``x - round(x)``: exact in floating point, keeps ``sin(pi x)`` accurate near integers."""
+    return ops.sub(x, ops.floor(ops.add(x, 0.5)))
+
+
+def _lgamma_positive(z):
+    """``log Gamma(z)`` for ``z >= 0``: shift to ``z + 10`` when small, then Stirling."""
+    small = ops.lt(z, _SHIFT)
+    y = ops.where(small, ops.add(z, _SHIFT), z)
+    shift = None
+    for k in range(_SHIFT):
+        term = ops.log(ops.add(z, float(k)))
+        shift = term if shift is None else ops.add(shift, term)
+    inv = ops.div(1.0, y)
+    inv2 = ops.mul(inv, inv)
+    series = ops.mul(inv, ops.add(1 / 12, ops.mul(inv2, ops.add(-1 / 360,
+                                                                 ops.mul(inv2, 1 / 1260)))))
+    stirling = ops.add(ops.sub(ops.mul(ops.sub(y, 0.5), ops.log(y)), y),
+                       ops.add(0.5 * math.log(2 * math.pi), series))
+    return ops.sub(stirling, ops.where(small, shift, 0.0))
+
+
+@_unary(*_both("lgamma"), torch.special.gammaln)
+def lgamma(a):
+    """``lgamma(x) = log(pi / |sin(pi x)|) - lgamma(1 - x)`` for ``x < 0`` (reflection)."""
+    negative = ops.lt(a, 0)
+    z = ops.where(negative, ops.sub(1.0, a), a)
+    body = _lgamma_positive(z)
+    r = ops.where(negative, _reduced(a), 0.5)
+    reflected = ops.sub(ops.log(ops.div(math.pi, ops.abs(_sinpi(r)))), body)
+    return ops.where(negative, reflected, body)
+
+
+_PSI_SERIES = (8.33333333333333333333E-2, -2.10927960927960927961E-2,
+               7.57575757575757575758E-3, -4.16666666666666666667E-3,
+               3.96825396825396825397E-3, -8.33333333333333333333E-3,
+               8.33333333333333333333E-2)   # Cephes' psi asymptotic coefficients, as ATen
+
+
+def _digamma_positive(z):
+    small = ops.lt(z, _SHIFT)
+    y = ops.where(small, ops.add(z, _SHIFT), z)
+    shift = None
+    for k in range(_SHIFT):
+        term = ops.div(1.0, ops.add(z, float(k)))
+        shift = term if shift is None else ops.add(shift, term)
+    w = ops.div(1.0, ops.mul(y, y))
+    poly = None
+    for c in _PSI_SERIES:   # Horner, highest power first
+        poly = c if poly is None else ops.add(ops.mul(poly, w), c)
+    asymptotic = ops.sub(ops.sub(ops.log(y), ops.div(0.5, y)), ops.mul(w, poly))
+    return ops.sub(asymptotic, ops.where(small, shift, 0.0))
+
+
+@_unary(*_both("digamma"), torch.special.digamma, torch.special.psi)
+def digamma(a):
+    """``digamma(x) = digamma(1 - x) - pi / tan(pi x)`` for ``x < 0``; ``-inf`` at 0 (as
+    ``copysign(inf, -x)``) and NaN at the negative integers, as PyTorch."""
+    negative = ops.lt(a, 0)
+    z = ops.where(negative, ops.sub(1.0, a), ops.where(ops.eq(a, 0), 1.0, a))
+    body = _digamma_positive(z)
+    r = ops.where(negative, ops.sub(a, _trunc(a)), 0.25)
+    cot = ops.div(math.pi, ops.div(_sinpi(r), ops.cos(ops.mul(r, math.pi))))
+    out = ops.where(negative, ops.sub(body, cot), body)
+    out = ops.where(ops.logical_and(negative, ops.eq(r, 0)), math.nan, out)
+    zero = ops.eq(a, 0)
+    at_zero = ops.where(ops.lt(ops.div(1.0, a), 0), math.inf, -math.inf)   # sign of zero
+    return ops.where(zero, at_zero, out)
+
+
+@register_decomposition(*_both("polygamma"), torch.special.polygamma)
+def polygamma(n, a):
+    if n != 0 or not _is_t(a):
+        raise NotImplementedError("polygamma of order > 0")
+    return digamma(_float(a))
+
+
+_ERFINV_A = (0.886226899, -1.645349621, 0.914624893, -0.140543331)
+_ERFINV_B = (-2.118377725, 1.442710462, -0.329097515, 0.012229801)
+_ERFINV_C = (-1.970840454, -1.624906493, 3.429567803, 1.641345311)
+_ERFINV_D = (3.543889200, 1.637067800)
+
+
+def _horner(z, coefficients, leading_one=False):
+    out = None
+    for c in reversed(coefficients):
+        out = c if out is None else ops.add(ops.mul(out, z), c)
+    return ops.add(ops.mul(out, z), 1.0) if leading_one else out
+
+
+@_unary(*_both("erfinv"), torch.special.erfinv)
+def erfinv(y):
+    """ATen's: a rational first guess (central range or tail), then two Newton steps."""
+    y_abs = ops.abs(y)
+    central = ops.le(y_abs, 0.7)
+    z = ops.mul(y, y)
+    guess_central = ops.div(ops.mul(y, _horner(z, _ERFINV_A)),
+                            _horner(z, _ERFINV_B, leading_one=True))
+    tail_abs = ops.where(ops.lt(y_abs, 1.0), ops.where(central, 0.9, y_abs), 0.9)  # safe
+    t = ops.sqrt(ops.neg(ops.log(ops.div(ops.sub(1.0, tail_abs), 2.0))))
+    tail = ops.div(_horner(t, _ERFINV_C), _horner(t, _ERFINV_D, leading_one=True))
+    guess_tail = ops.where(ops.lt(y, 0), ops.neg(tail), tail)
+    x = ops.where(central, guess_central, guess_tail)
+    for _ in range(2):
+        slope = ops.mul(ops.exp(ops.neg(ops.mul(x, x))), 2.0 / math.sqrt(math.pi))
+        x = ops.sub(x, ops.div(ops.sub(ops.erf(x), y), slope))
+    edge = ops.where(ops.lt(y, 0), -math.inf, math.inf)
+    x = ops.where(ops.eq(y_abs, 1.0), edge, x)
+    return ops.where(ops.gt(y_abs, 1.0), math.nan, x)
+
+
+@_unary(torch.special.spherical_bessel_j0)
+def spherical_bessel_j0(x):
+    """``sin(x) / x``; its Taylor series below 0.5 (as ATen); 0 at infinity."""
+    z = ops.mul(x, x)
+    series = None
+    for c in (1 / 6227020800, -1 / 39916800, 1 / 362880, -1 / 5040, 1 / 120, -1 / 6, 1.0):
+        series = c if series is None else ops.add(ops.mul(series, z), c)
+    small = ops.lt(ops.abs(x), 0.5)
+    safe = ops.where(small, 1.0, x)
+    out = ops.where(small, series, ops.div(ops.sin(safe), safe))
+    return ops.where(ops.eq(ops.abs(x), math.inf), 0.0, out)
