@@ -57,6 +57,8 @@ CASES = {
     "digamma": (torch.digamma, (SPECIAL,)),
     "erfinv": (torch.erfinv, (torch.tensor([-0.999, -0.71, -0.3, 0.0, 0.2, 0.69, 0.95]),)),
     "spherical_bessel_j0": (torch.special.spherical_bessel_j0, (SPECIAL,)),
+    "i0": (torch.i0, (SPECIAL,)),
+    "i1e": (torch.special.i1e, (torch.tensor([-9.0, -8.0, -0.5, 0.0, 0.5, 8.0, 9.0, 50.0]),)),
     "interpolate nearest": (lambda x: F.interpolate(x, scale_factor=1.7), (IMG,)),
     "interpolate nearest-exact": (lambda x: F.interpolate(x, size=(3, 7), mode="nearest-exact"),
                                   (IMG,)),
@@ -97,7 +99,9 @@ def test_special_functions_at_their_edges():
                       float("nan"), 1e30, -1e-30, 0.5])
     y = torch.tensor([-1.0, 1.0, 1.5, -2.0, 0.0, -0.0, float("nan"), 1e-8, 0.7, 0.70001])
     for fn, arg in ((torch.lgamma, x), (torch.digamma, x), (torch.erfinv, y),
-                    (torch.special.spherical_bessel_j0, x)):
+                    (torch.special.spherical_bessel_j0, x), (torch.i0, x),
+                    (torch.special.i0e, x), (torch.special.i1, x), (torch.special.i1e, x),
+                    (torch.special.i1, torch.tensor([8.0, -8.0, 7.99, 8.01, 80.0]))):
         tc.reset()
         got = tc.compile(fn, backend="inductor")(arg)
         torch.testing.assert_close(got, fn(arg), equal_nan=True, msg=fn.__name__)
