@@ -157,3 +157,17 @@ def test_gather_checks_the_index_along_its_dimension(index):
     tc.reset()
     with pytest.raises(IndexError):
         tc.compile(lambda a, i: torch.gather(a, 1, i), backend="inductor")(x, index)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_empty_tensor_kernel_writes_nothing(backend):
+    """A pointwise kernel over a shape with a 0 in an outer dimension: the C++ loops used to
+    treat the outer dimensions as one row and write past the (empty) buffer."""
+    args = on(backend, torch.zeros(0, 3, 13), torch.randn(0, 3, 3))
+    graph = trace(scatter_strided_wide, *args)
+    compiled = compile_fx(graph, args, backend=backend)
+    assert compiled(*args).shape == (0, 3, 13)
+
+
+def scatter_strided_wide(base, src):
+    return ops.add(ops.slice_scatter(base, src, 2, 5, 12, 3), 1.0)

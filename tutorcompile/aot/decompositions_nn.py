@@ -469,13 +469,25 @@ def _pool_args(n, kernel_size, stride, padding, dilation, ceil_mode):
     kernel = tup(kernel_size)
     stride = kernel if stride is None or (not isinstance(stride, int) and len(stride) == 0) \
         else tup(stride)
-    if ceil_mode:
-        raise NotImplementedError("ceil_mode")
     if len(kernel) != n or len(stride) != n or len(tup(padding)) != n:
         raise NotImplementedError("window sizes of another rank")
     if _prod(kernel) > 64:
         raise NotImplementedError("a large window")
     return kernel, stride, tup(dilation), tup(padding)
+
+
+def _ceil_extra(x, n, kernel, stride, dilation, pad, ceil_mode):
+    """Per spatial dimension, the padding past the end that ``ceil_mode`` adds: the last
+    window may start inside the (left-padded) input and run past it; a window that would
+    start in the right padding is dropped, as PyTorch's output-size rule says."""
+    extras = []
+    for k, size in enumerate(x.shape[-n:]):
+        span = size + 2 * pad[k] - dilation[k] * (kernel[k] - 1) - 1
+        out = -(-span // stride[k]) + 1 if ceil_mode else span // stride[k] + 1
+        if ceil_mode and (out - 1) * stride[k] >= size + pad[k]:
+            out -= 1
+        extras.append(max(0, (out - 1) * stride[k] - span))
+    return extras
 
 
 def constant_pad(x, pads, value):
@@ -514,15 +526,22 @@ def _avg_pool(n):
         x = _floating_only(x)
         kernel, stride, dilation, pad = _pool_args(n, kernel_size, stride, padding, 1,
                                                    ceil_mode)
-        padded = constant_pad(x, [(p, p) for p in pad], 0.0) if any(pad) else x
+        extra = _ceil_extra(x, n, kernel, stride, dilation, pad, ceil_mode)
+        sides = [(p, p + e) for p, e in zip(pad, extra)]
+        padded = constant_pad(x, sides, 0.0) if any(pad) or any(extra) else x
         total = _sum_terms(_window_terms(padded, n, kernel, stride, dilation))
         if divisor_override:
             return ops.div(total, float(divisor_override))
-        if count_include_pad or not any(pad):
+        if (count_include_pad or not any(pad)) and not any(extra):
             return ops.div(total, float(_prod(kernel)))
+        # the divisor counts the window's elements inside the input (and, with
+        # count_include_pad, its padding), never the ceil_mode extra past the end
         ones = ops.full(tuple(x.shape[-n:]), 1.0, dtype=x.dtype, device=x.device)
-        count = _sum_terms(_window_terms(constant_pad(ones, [(p, p) for p in pad], 0.0), n,
-                                         kernel, stride, dilation))
+        counted = constant_pad(ones, [(p, p) for p in pad], 1.0 if count_include_pad
+                               else 0.0) if any(pad) else ones
+        counted = constant_pad(counted, [(0, e) for e in extra], 0.0) if any(extra) \
+            else counted
+        count = _sum_terms(_window_terms(counted, n, kernel, stride, dilation))
         return ops.div(total, count)
     return rule
 
@@ -535,8 +554,9 @@ def _max_pool(n):
         x = _floating_only(x)
         kernel, stride, dilation, pad = _pool_args(n, kernel_size, stride, padding, dilation,
                                                    ceil_mode)
-        if any(pad):
-            x = constant_pad(x, [(p, p) for p in pad], float("-inf"))
+        extra = _ceil_extra(x, n, kernel, stride, dilation, pad, ceil_mode)
+        if any(pad) or any(extra):
+            x = constant_pad(x, [(p, p + e) for p, e in zip(pad, extra)], float("-inf"))
         terms = list(_window_terms(x, n, kernel, stride, dilation))
         best = terms[0]
         for t in terms[1:]:

@@ -162,7 +162,7 @@ class CppKernel(KernelWriter):
             self.emit_nodes([], [])
             return
         outer, inner = math.prod(shape[:-1]), shape[-1]
-        if inner < 8:
+        if inner < 8 or outer == 0:   # (an empty tensor: the flat loop runs 0 times)
             # A short last dimension gives the vectoriser nothing to work with: run one
             # flat loop over all elements instead (indices come from div/mod by constants).
             numel = math.prod(shape)
