@@ -469,7 +469,7 @@ def apply_index(a, steps):
     return a
 
 
-@register_decomposition(operator.getitem, "method:__getitem__")
+@register_decomposition(operator.getitem, "method:__getitem__", torch.Tensor.__getitem__)
 def getitem(a, index):
     if isinstance(a, (tuple, list)):  # a value of a multi-output node
         return a[index]

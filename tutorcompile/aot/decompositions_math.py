@@ -1636,9 +1636,13 @@ def scatter_reduce(a, dim, index, src, reduce, *, include_self=True):
 
 @register_decomposition(*_both("index_reduce"))
 def index_reduce(a, dim, index, source, reduce, *, include_self=True):
-    if len(a.shape) == 0 or not _is_t(index) or len(index.shape) != 1 \
-            or source.dtype != a.dtype:
-        raise NotImplementedError("a 0-d tensor or index, or a source of another dtype")
+    if not _is_t(index) or len(index.shape) != 1 or source.dtype != a.dtype:
+        raise NotImplementedError("a 0-d index, or a source of another dtype")
+    if len(a.shape) == 0:   # a 0-d tensor indexes like one of shape (1,)
+        out = index_reduce(ops.reshape(a, (1,)), 0, index,
+                           ops.reshape(source, (index.shape[0],)), reduce,
+                           include_self=include_self)
+        return ops.reshape(out, ())
     d = normalize_dim(dim, len(a.shape))
     zeros = ops.full(tuple(a.shape), 0.0, dtype=a.dtype, device=a.device)
 
@@ -1884,3 +1888,17 @@ _unary(torch.special.i0e)(lambda x: _bessel_i(x, 0, scaled=True))
 _unary(torch.special.i1, torch.special.modified_bessel_i1)(
     lambda x: _bessel_i(x, 1, scaled=False))
 _unary(torch.special.i1e)(lambda x: _bessel_i(x, 1, scaled=True))
+
+
+@register_decomposition(*_both("renorm"))
+def renorm(a, p, dim, maxnorm):
+    """Each slice along ``dim`` whose p-norm exceeds ``maxnorm`` is scaled down to it (with
+    PyTorch's 1e-7 in the denominator)."""
+    a = _floating_only(a)
+    d = normalize_dim(dim, len(a.shape))
+    dims = tuple(k for k in range(len(a.shape)) if k != d)
+    if not dims:
+        raise NotImplementedError("a 1-d tensor")
+    norm = DECOMPOSITIONS[torch.linalg.vector_norm](a, p, dims, True)
+    factor = ops.where(ops.gt(norm, maxnorm), ops.div(maxnorm, ops.add(norm, 1e-7)), 1.0)
+    return ops.mul(a, factor)
