@@ -247,10 +247,11 @@ def test_rules_run_eagerly_on_tensors():
 
 
 def test_extern_fallback_and_report():
-    """logcumsumexp has no rule and max_pool2d's declines ceil_mode: extern nodes, with
+    """logcumsumexp has no rule and interpolate's declines antialias: extern nodes, with
     PyTorch's own gradients."""
     def fn(x):
-        return F.max_pool2d(torch.logcumsumexp(x, dim=-1), 2, ceil_mode=True).softmax(-1)
+        return F.interpolate(torch.logcumsumexp(x, dim=-1), scale_factor=0.5,
+                             mode="bilinear", antialias=True).softmax(-1)
     x = r(2, 3, 6, 6)
     compiled = aot_function(fn)
     out = compiled(x)
@@ -259,9 +260,9 @@ def test_extern_fallback_and_report():
     torch.testing.assert_close(torch.autograd.grad(out, x, g)[0],
                                torch.autograd.grad(fn(x), x, g)[0], **TOL)
     report = compiled.artifacts.decomposition_report
-    assert set(report.extern) == {"torch.logcumsumexp", "F.max_pool2d"}, str(report)
+    assert set(report.extern) == {"torch.logcumsumexp", "F.interpolate"}, str(report)
     assert "no decomposition registered" in report.extern["torch.logcumsumexp"]
-    assert "ceil_mode" in report.extern["F.max_pool2d"]
+    assert "antialias" in report.extern["F.interpolate"]
     assert report.decomposed["Tensor.softmax"] == 1
     text = str(report)
     assert "extern (PyTorch runs them" in text and "torch.logcumsumexp" in text

@@ -112,10 +112,13 @@ def rtruediv(a, b):
     return ops.div(b, a)
 
 
-@register_decomposition("method:__rpow__")
+@register_decomposition("method:__rpow__", torch.Tensor.__rpow__)
 def rpow(a, b):
-    """``b ** a`` for a number ``b > 0``: ``exp(a log b)`` (the pow prim wants a tensor base)."""
-    if _is_t(b) or b <= 0:
+    """``b ** a``; for a number ``b > 0``: ``exp(a log b)`` (the pow prim wants a tensor
+    base)."""
+    if _is_t(b):
+        return pow_(b, a)
+    if b <= 0:
         raise NotImplementedError("number ** tensor needs a positive base")
     return ops.exp(ops.mul(_float(a), math.log(b)))
 
@@ -124,6 +127,8 @@ def rpow(a, b):
 def pow_(a, b):
     if not _is_t(a) and not _is_t(b):
         return a ** b
+    if not _is_t(a):
+        return rpow(b, a)
     if not _is_t(b) and b == 2:
         return ops.mul(a, a)
     return ops.pow(a, b)
@@ -306,6 +311,8 @@ def std(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
 def logsumexp(a, dim, keepdim=False):
     dims = _dims(a, dim)
     m = ops.amax(a, dims, keepdim=True)
+    # an infinite max (a row of -inf, or a +inf) shifts by 0: -inf - -inf would be NaN
+    m = ops.where(ops.eq(ops.abs(m), math.inf), 0.0, m)
     out = ops.add(ops.log(ops.sum(ops.exp(ops.sub(a, m)), dims, keepdim=True)), m)
     return out if keepdim else ops.squeeze(out, dims)
 
@@ -462,12 +469,14 @@ def apply_index(a, steps):
     return a
 
 
-@register_decomposition(operator.getitem, "method:__getitem__")
+@register_decomposition(operator.getitem, "method:__getitem__", torch.Tensor.__getitem__)
 def getitem(a, index):
     if isinstance(a, (tuple, list)):  # a value of a multi-output node
         return a[index]
     if _is_t(index) and len(index.shape) == 1 and index.dtype in (torch.int64, torch.int32) \
             and len(a.shape) >= 1:
+        # Python indexing counts a negative index from the end; index_select does not
+        index = ops.where(ops.lt(index, 0), ops.add(index, a.shape[0]), index)
         return ops.index_select(a, 0, index)
     return apply_index(a, basic_index(a, index))
 
@@ -895,4 +904,4 @@ def _random_fill_rule(x, method, *args, **kwargs):
 
 # The long tail registers itself into the same table: the math of tensors, then the
 # neural-network functions built on it.
-from . import decompositions_math, decompositions_nn  # noqa: E402,F401
+from . import decompositions_masked, decompositions_math, decompositions_nn  # noqa: E402,F401

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from ..ops import ops
 from ..ops.table import normalize_dim
 from .decompositions import (
+    DECOMPOSITIONS,
     _both,
     _cast,
     _dims,
@@ -761,7 +762,6 @@ def nanmean(a, dim=None, keepdim=False, *, dtype=None):
 
 def _alias_special() -> None:
     """``torch.special.<f>`` is a function of its own for many ``torch.<f>``: same rule."""
-    from .decompositions import DECOMPOSITIONS
     for name in ("expm1", "exp2", "log1p", "round", "erf", "logsumexp", "softmax",
                  "log_softmax", "i0"):
         special, plain = getattr(torch.special, name, None), getattr(torch, name, None)
@@ -901,7 +901,6 @@ def cumsum(a, dim, *, dtype=None):
 
 def _reflected():
     """``Tensor.__radd__`` & co. called as functions (``torch.Tensor.__radd__(x, 2)``)."""
-    from .decompositions import DECOMPOSITIONS
     for name in ("__radd__", "__rmul__", "__rsub__", "__rtruediv__", "__rpow__"):
         rule = DECOMPOSITIONS.get(f"method:{name}")
         if rule is not None:
@@ -1010,7 +1009,6 @@ def atleast_3d(*tensors):
 def _copy_aliases():
     """``torch.<view>_copy`` computes the view as a new tensor: in a functional graph that
     is the view itself."""
-    from .decompositions import DECOMPOSITIONS
     for name in ("permute", "t", "transpose", "unsqueeze", "squeeze", "expand", "view",
                  "narrow", "unbind", "split", "alias"):
         copy = getattr(torch, f"{name}_copy", None)
@@ -1042,7 +1040,11 @@ def _flat_offsets(index, dim, shape):
     for k in range(len(shape)):
         term = ops.mul(index if k == dim else positions(index, k), strides[k])
         flat = term if flat is None else ops.add(flat, term)
-    return ops.reshape(flat, (-1,))
+    # An index outside ``[0, shape[dim])`` may still land inside the flat tensor (in the
+    # next row): give it the offset -1, which index_select / index_add reject as PyTorch's
+    # gather / scatter_add reject the index itself.
+    inside = ops.logical_and(ops.ge(index, 0), ops.lt(index, shape[dim]))
+    return ops.reshape(ops.where(inside, flat, -1), (-1,))
 
 
 def _indexable(a, index, dim):
@@ -1353,3 +1355,550 @@ def float_power(a, b):
         raise NotImplementedError("a Python number as the base")
     return ops.pow(a, b)
 
+
+
+# =======================================================================================
+# Scatters, searches and small constructions: what the indirect loads of the inductor
+# (``index_select``), its index_add and slice_scatter kernels, and ``cat`` make kernels of
+# =======================================================================================
+
+@register_decomposition(*_both("slice_scatter"))
+def slice_scatter(a, src, dim=0, start=None, end=None, step=1):
+    if not (_is_t(src) and src.dtype == a.dtype) or len(a.shape) == 0 or step < 1:
+        raise NotImplementedError("a source of another dtype, a 0-d tensor, or a step < 1")
+    return ops.slice_scatter(a, src, normalize_dim(dim, len(a.shape)), start, end, step)
+
+
+@register_decomposition(*_both("select_scatter"))
+def select_scatter(a, src, dim, index):
+    if not (_is_t(src) and src.dtype == a.dtype) or len(a.shape) == 0:
+        raise NotImplementedError("a source of another dtype, or a 0-d tensor")
+    d = normalize_dim(dim, len(a.shape))
+    i = index % a.shape[d]
+    return ops.slice_scatter(a, ops.unsqueeze(src, d), d, i, i + 1, 1)
+
+
+@register_decomposition(*_both("index_add"))
+def index_add(a, dim, index, source, *, alpha=1):
+    if not _is_t(index) or len(index.shape) != 1 or source.dtype != a.dtype:
+        raise NotImplementedError("a 0-d index, or a source of another dtype")
+    if alpha != 1:
+        source = ops.mul(source, alpha)
+    if len(a.shape) == 0:   # a 0-d tensor indexes like one of shape (1,)
+        out = ops.index_add(ops.reshape(a, (1,)), 0, index,
+                            ops.reshape(source, (index.shape[0],)))
+        return ops.reshape(out, ())
+    return ops.index_add(a, normalize_dim(dim, len(a.shape)), index, source)
+
+
+def _checked_positions(index, n, device):
+    """``index`` with negative entries counted from the end, read through index_select so
+    that an index outside ``[-n, n)`` raises (as PyTorch's ``index_fill`` does)."""
+    index = ops.where(ops.lt(index, 0), ops.add(index, n), index)
+    return ops.index_select(ops.iota(n, dtype=torch.int64, device=device), 0, index)
+
+
+@register_decomposition(*_both("index_fill"))
+def index_fill(a, dim, index, value):
+    if (_is_t(value) and len(value.shape) != 0) or not _is_t(index) \
+            or len(index.shape) != 1 or 0 in tuple(index.shape):
+        raise NotImplementedError("a tensor value that is not 0-d, or an empty index")
+    if len(a.shape) == 0:   # a 0-d tensor indexes like one of shape (1,)
+        return ops.reshape(index_fill(ops.reshape(a, (1,)), 0, index, value), ())
+    d = normalize_dim(dim, len(a.shape))
+    n = a.shape[d]
+    picked = _checked_positions(index, n, a.device)                 # (k,)
+    hits = ops.eq(ops.reshape(ops.iota(n, dtype=torch.int64, device=a.device), (n, 1)),
+                  ops.reshape(picked, (1, -1)))                       # (n, k)
+    filled = ops.gt(ops.sum(ops.convert_element_type(hits, torch.int32), (1,)), 0)
+    shape = [1] * len(a.shape)
+    shape[d] = n
+    return ops.where(ops.reshape(filled, tuple(shape)), value, a)
+
+
+def _trapezoid_parts(y, x, dx, dim):
+    d = normalize_dim(dim, len(y.shape))
+    n = y.shape[d]
+    if n == 0 or (x is not None and not _is_t(x)):
+        raise NotImplementedError("an empty dimension, or a number as x")
+    pairs = ops.add(ops.slice(y, d, 0, n - 1, 1), ops.slice(y, d, 1, n, 1))
+    if x is None:
+        return ops.mul(pairs, (1.0 if dx is None else dx) / 2), d
+    if len(x.shape) == 1:
+        steps = ops.sub(ops.slice(x, 0, 1, n, 1), ops.slice(x, 0, 0, n - 1, 1))
+        shape = [1] * len(y.shape)
+        shape[d] = n - 1
+        steps = ops.reshape(steps, tuple(shape))
+    else:
+        xd = normalize_dim(dim, len(x.shape))
+        steps = ops.sub(ops.slice(x, xd, 1, n, 1), ops.slice(x, xd, 0, n - 1, 1))
+    return ops.mul(ops.mul(steps, pairs), 0.5), d
+
+
+@register_decomposition(*_both("trapezoid"))
+def trapezoid(y, x=None, *, dx=None, dim=-1):
+    parts, d = _trapezoid_parts(_floating_only(y), x, dx, dim)
+    return ops.sum(parts, (d,))
+
+
+@register_decomposition(*_both("trapz"))
+def trapz(y, x=None, *, dx=None, dim=-1):
+    return trapezoid(y, x, dx=dx, dim=dim)
+
+
+@register_decomposition(*_both("cumulative_trapezoid"))
+def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
+    parts, d = _trapezoid_parts(_floating_only(y), x, dx, dim)
+    return DECOMPOSITIONS[torch.cumsum](parts, d)
+
+
+def _count_below(sorted_seq, values, right):
+    """For each value, how many entries of ``sorted_seq`` (last dim) come before it: those
+    ``< value`` (``<=`` when ``right``). Counted as all minus those ``>=`` (``>``) so that a
+    NaN value comes after every entry, as PyTorch's binary search puts it."""
+    seq = ops.unsqueeze(sorted_seq, len(sorted_seq.shape) - 1)     # (..., 1, M)
+    vals = ops.unsqueeze(values, len(values.shape))                 # (..., K, 1)
+    after = ops.gt(seq, vals) if right else ops.ge(seq, vals)
+    return ops.sub(sorted_seq.shape[-1],
+                   ops.sum(ops.convert_element_type(after, torch.int64), (-1,)))
+
+
+@register_decomposition(*_both("searchsorted"))
+def searchsorted(sorted_seq, values, *, out_int32=False, right=False, side=None,
+                 sorter=None):
+    if sorter is not None or not _is_t(values) or not _is_t(sorted_seq) \
+            or not sorted_seq.dtype.is_floating_point or values.dtype != sorted_seq.dtype \
+            or (len(sorted_seq.shape) > 1
+                and tuple(sorted_seq.shape[:-1]) != tuple(values.shape[:-1])):
+        raise NotImplementedError("a sorter, a number, mixed dtypes or mismatched batches")
+    right = side == "right" if side is not None else right
+    out = _count_below(sorted_seq, values, right)
+    return _cast(out, torch.int32) if out_int32 else out
+
+
+@register_decomposition(*_both("bucketize"))
+def bucketize(values, boundaries, *, out_int32=False, right=False):
+    if not _is_t(values) or len(boundaries.shape) != 1 \
+            or not boundaries.dtype.is_floating_point or values.dtype != boundaries.dtype:
+        raise NotImplementedError("a number, or boundaries that are not 1-d floats")
+    flat = ops.reshape(values, (-1,))
+    out = ops.reshape(_count_below(boundaries, flat, right), tuple(values.shape))
+    return _cast(out, torch.int32) if out_int32 else out
+
+
+@register_decomposition(*_both("isin"))
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    if not (_is_t(elements) and _is_t(test_elements)) \
+            or elements.dtype != test_elements.dtype:
+        raise NotImplementedError("a number, or mixed dtypes")
+    tests = ops.reshape(test_elements, (1, -1))
+    flat = ops.reshape(elements, (-1, 1))
+    count = ops.sum(ops.convert_element_type(ops.eq(flat, tests), torch.int32), (1,))
+    found = ops.eq(count, 0) if invert else ops.gt(count, 0)
+    return ops.reshape(found, tuple(elements.shape))
+
+
+@register_decomposition(*_both("block_diag"))
+def block_diag(*tensors):
+    if not tensors or not all(_is_t(t) for t in tensors) \
+            or len({t.dtype for t in tensors}) != 1:
+        raise NotImplementedError("numbers, or mixed dtypes")
+    mats = []
+    for t in tensors:
+        if len(t.shape) == 0:
+            t = ops.reshape(t, (1, 1))
+        elif len(t.shape) == 1:
+            t = ops.reshape(t, (1, t.shape[0]))
+        elif len(t.shape) != 2:
+            raise NotImplementedError("a tensor of more than 2 dimensions")
+        mats.append(t)
+    width = 0
+    for m in mats:
+        width += m.shape[1]
+    rows, left = [], 0
+    dtype, device = mats[0].dtype, mats[0].device
+    for m in mats:
+        r, c = m.shape
+        parts = [ops.full((r, left), 0, dtype=dtype, device=device), m,
+                 ops.full((r, width - left - c), 0, dtype=dtype, device=device)]
+        rows.append(ops.cat(parts, 1))
+        left += c
+    return ops.cat(rows, 0)
+
+
+@register_decomposition(torch.cartesian_prod)
+def cartesian_prod(*tensors):
+    if not all(_is_t(t) and len(t.shape) == 1 for t in tensors) \
+            or len({t.dtype for t in tensors}) != 1:
+        raise NotImplementedError("tensors that are not 1-d, or mixed dtypes")
+    if len(tensors) == 1:
+        return tensors[0]
+    sizes = tuple(t.shape[0] for t in tensors)
+    columns = []
+    for k, t in enumerate(tensors):
+        shape = [1] * len(tensors)
+        shape[k] = sizes[k]
+        grid = ops.expand(ops.reshape(t, tuple(shape)), sizes)
+        columns.append(ops.reshape(grid, (-1, 1)))
+    return ops.cat(columns, 1)
+
+
+@register_decomposition(torch.cdist)
+def cdist(x1, x2, p=2.0, compute_mode=None):
+    if not (_is_float(x1) and _is_float(x2)) or len(x1.shape) < 2 or x1.dtype != x2.dtype \
+            or 0 in tuple(x1.shape) + tuple(x2.shape) or p < 0:
+        raise NotImplementedError("empty, integer or mixed inputs, or p < 0")
+    diff = ops.sub(ops.unsqueeze(x1, len(x1.shape) - 1), ops.unsqueeze(x2, len(x2.shape) - 2))
+    return DECOMPOSITIONS[torch.linalg.vector_norm](diff, p, (-1,))
+
+
+@register_decomposition("method:__rmod__", torch.Tensor.__rmod__)
+def rmod(a, other):
+    return remainder(other, a)
+
+
+@register_decomposition("method:sum_to_size")
+def sum_to_size(a, *size):
+    size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) \
+        else tuple(size)
+    lead = len(a.shape) - len(size)
+    dims = tuple(range(lead)) + tuple(lead + k for k, s in enumerate(size)
+                                      if s == 1 and a.shape[lead + k] != 1)
+    if not dims:
+        return a
+    out = ops.sum(a, dims, keepdim=True)
+    return ops.reshape(out, size)
+
+
+@register_decomposition("method:new_full")
+def new_full(a, size, fill_value, *, dtype=None, device=None, layout=None,
+             pin_memory=False, requires_grad=False):
+    if _is_t(fill_value) or (device is not None and torch.device(device) != a.device):
+        raise NotImplementedError("a tensor fill value, or another device")
+    return ops.full(tuple(size), fill_value, dtype=dtype or a.dtype, device=a.device)
+
+
+@register_decomposition(*_both("fill"))
+def fill(a, value):
+    if _is_t(value):
+        raise NotImplementedError("a tensor fill value")
+    # a where, not a bare full: the result still depends on ``a`` (a zero gradient)
+    keep = ops.full(tuple(a.shape), True, dtype=torch.bool, device=a.device)
+    return ops.where(keep, _cast(ops.full((), value, dtype=a.dtype, device=a.device),
+                                 a.dtype), a)
+
+
+@register_decomposition(*_both("isreal"))
+def isreal(a):
+    if not _is_t(a) or a.dtype.is_complex:
+        raise NotImplementedError("a complex tensor")
+    return ops.full(tuple(a.shape), True, dtype=torch.bool, device=a.device)
+
+
+def _scatter_sum_and_count(a, scatter, include_self):
+    """``scatter(values) -> a-shaped sums`` applied to the source and to ones: the reduced
+    total and the number of values each element combines (``include_self`` adds ``a``)."""
+    total, hits = scatter(True), scatter(False)
+    hit = ops.gt(hits, 0)
+    base = a if include_self else ops.where(hit, 0.0, a)
+    count = ops.add(hits, 1.0) if include_self else hits
+    return ops.add(base, total), count, hit
+
+
+def _scatter_reduce(a, reduce, include_self, scatter):
+    if not _is_float(a) or reduce not in ("sum", "mean"):
+        raise NotImplementedError(f"reduce={reduce!r} or an integer tensor (prod, amax and "
+                                  "amin have no generated scatter)")
+    total, count, hit = _scatter_sum_and_count(a, scatter, include_self)
+    if reduce == "sum":
+        return total
+    kept = ops.gt(count, 0) if include_self else hit
+    return ops.where(kept, ops.div(total, ops.maximum(count, 1.0)), a)
+
+
+@register_decomposition(*_both("scatter_reduce"))
+def scatter_reduce(a, dim, index, src, reduce, *, include_self=True):
+    d = _indexable(a, index, dim)
+    if not _is_t(src) or src.dtype != a.dtype:
+        raise NotImplementedError("a Python number or another dtype as the source")
+    for k, size in enumerate(index.shape):
+        if src.shape[k] != size:
+            src = ops.slice(src, k, 0, size, 1)
+    offsets = _flat_offsets(index, d, a.shape)
+    zeros = ops.full((math.prod(a.shape),), 0.0, dtype=a.dtype, device=a.device)
+
+    def scatter(values):
+        v = ops.reshape(src, (-1,)) if values else \
+            ops.full((math.prod(index.shape),), 1.0, dtype=a.dtype, device=a.device)
+        return ops.reshape(ops.index_add(zeros, 0, offsets, v), tuple(a.shape))
+    return _scatter_reduce(a, reduce, include_self, scatter)
+
+
+@register_decomposition(*_both("index_reduce"))
+def index_reduce(a, dim, index, source, reduce, *, include_self=True):
+    if not _is_t(index) or len(index.shape) != 1 or source.dtype != a.dtype:
+        raise NotImplementedError("a 0-d index, or a source of another dtype")
+    if len(a.shape) == 0:   # a 0-d tensor indexes like one of shape (1,)
+        out = index_reduce(ops.reshape(a, (1,)), 0, index,
+                           ops.reshape(source, (index.shape[0],)), reduce,
+                           include_self=include_self)
+        return ops.reshape(out, ())
+    d = normalize_dim(dim, len(a.shape))
+    zeros = ops.full(tuple(a.shape), 0.0, dtype=a.dtype, device=a.device)
+
+    def scatter(values):
+        v = source if values else ops.full(tuple(source.shape), 1.0, dtype=a.dtype,
+                                           device=a.device)
+        return ops.index_add(zeros, d, index, v)
+    return _scatter_reduce(a, reduce, include_self, scatter)
+
+
+@register_decomposition(*_both("empty_like"), "method:new_empty", "method:new_empty_strided",
+                        torch.Tensor.new_empty, torch.Tensor.new_empty_strided)
+def empty_like(a, *size, dtype=None, device=None, layout=None, pin_memory=False,
+               requires_grad=False, memory_format=None):
+    """Uninitialised memory may hold anything: zeros are one such value (strides are the
+    graph's to choose)."""
+    if size:   # new_empty(size) / new_empty_strided(size, stride)
+        shape = tuple(size[0])
+    else:
+        shape = tuple(a.shape)
+    if device is not None and torch.device(device) != a.device:
+        raise NotImplementedError("another device")
+    return ops.full(shape, 0, dtype=dtype or a.dtype, device=a.device)
+
+
+# =======================================================================================
+# Special functions: lgamma, digamma (polygamma of order 0), erfinv, spherical_bessel_j0.
+# The argument is shifted up by a fixed number of steps (a recurrence), the asymptotic
+# series takes over there, and a reflection formula covers negative arguments -- branch
+# free, so each is one pointwise kernel. Branches that ``where`` discards are fed safe
+# arguments, so their (zero-weighted) gradients hold no NaN.
+# =======================================================================================
+
+_SHIFT = 10
+
+
+def _sinpi(r):
+    """``sin(pi * r)`` for the reduced argument ``r`` in [-1/2, 1/2] (exact reduction)."""
+    return ops.sin(ops.mul(r, math.pi))
+
+
+def _reduced(x):
+    """``x - round(x)``: exact in floating point, keeps ``sin(pi x)`` accurate near integers."""
+    return ops.sub(x, ops.floor(ops.add(x, 0.5)))
+
+
+def _lgamma_positive(z):
+    """``log Gamma(z)`` for ``z >= 0``: shift to ``z + 10`` when small, then Stirling."""
+    small = ops.lt(z, _SHIFT)
+    y = ops.where(small, ops.add(z, _SHIFT), z)
+    shift = None
+    for k in range(_SHIFT):
+        term = ops.log(ops.add(z, float(k)))
+        shift = term if shift is None else ops.add(shift, term)
+    inv = ops.div(1.0, y)
+    inv2 = ops.mul(inv, inv)
+    series = ops.mul(inv, ops.add(1 / 12, ops.mul(inv2, ops.add(-1 / 360,
+                                                                 ops.mul(inv2, 1 / 1260)))))
+    stirling = ops.add(ops.sub(ops.mul(ops.sub(y, 0.5), ops.log(y)), y),
+                       ops.add(0.5 * math.log(2 * math.pi), series))
+    return ops.sub(stirling, ops.where(small, shift, 0.0))
+
+
+@_unary(*_both("lgamma"), torch.special.gammaln)
+def lgamma(a):
+    """``lgamma(x) = log(pi / |sin(pi x)|) - lgamma(1 - x)`` for ``x < 0`` (reflection)."""
+    negative = ops.lt(a, 0)
+    z = ops.where(negative, ops.sub(1.0, a), a)
+    body = _lgamma_positive(z)
+    r = ops.where(negative, _reduced(a), 0.5)
+    reflected = ops.sub(ops.log(ops.div(math.pi, ops.abs(_sinpi(r)))), body)
+    return ops.where(negative, reflected, body)
+
+
+_PSI_SERIES = (8.33333333333333333333E-2, -2.10927960927960927961E-2,
+               7.57575757575757575758E-3, -4.16666666666666666667E-3,
+               3.96825396825396825397E-3, -8.33333333333333333333E-3,
+               8.33333333333333333333E-2)   # Cephes' psi asymptotic coefficients, as ATen
+
+
+def _digamma_positive(z):
+    small = ops.lt(z, _SHIFT)
+    y = ops.where(small, ops.add(z, _SHIFT), z)
+    shift = None
+    for k in range(_SHIFT):
+        term = ops.div(1.0, ops.add(z, float(k)))
+        shift = term if shift is None else ops.add(shift, term)
+    w = ops.div(1.0, ops.mul(y, y))
+    poly = None
+    for c in _PSI_SERIES:   # Horner, highest power first
+        poly = c if poly is None else ops.add(ops.mul(poly, w), c)
+    asymptotic = ops.sub(ops.sub(ops.log(y), ops.div(0.5, y)), ops.mul(w, poly))
+    return ops.sub(asymptotic, ops.where(small, shift, 0.0))
+
+
+@_unary(*_both("digamma"), torch.special.digamma, torch.special.psi)
+def digamma(a):
+    """``digamma(x) = digamma(1 - x) - pi / tan(pi x)`` for ``x < 0``; ``-inf`` at 0 (as
+    ``copysign(inf, -x)``) and NaN at the negative integers, as PyTorch."""
+    negative = ops.lt(a, 0)
+    z = ops.where(negative, ops.sub(1.0, a), ops.where(ops.eq(a, 0), 1.0, a))
+    body = _digamma_positive(z)
+    r = ops.where(negative, ops.sub(a, _trunc(a)), 0.25)
+    cot = ops.div(math.pi, ops.div(_sinpi(r), ops.cos(ops.mul(r, math.pi))))
+    out = ops.where(negative, ops.sub(body, cot), body)
+    out = ops.where(ops.logical_and(negative, ops.eq(r, 0)), math.nan, out)
+    zero = ops.eq(a, 0)
+    at_zero = ops.where(ops.lt(ops.div(1.0, a), 0), math.inf, -math.inf)   # sign of zero
+    return ops.where(zero, at_zero, out)
+
+
+@register_decomposition(*_both("polygamma"), torch.special.polygamma)
+def polygamma(n, a):
+    if n != 0 or not _is_t(a):
+        raise NotImplementedError("polygamma of order > 0")
+    return digamma(_float(a))
+
+
+_ERFINV_A = (0.886226899, -1.645349621, 0.914624893, -0.140543331)
+_ERFINV_B = (-2.118377725, 1.442710462, -0.329097515, 0.012229801)
+_ERFINV_C = (-1.970840454, -1.624906493, 3.429567803, 1.641345311)
+_ERFINV_D = (3.543889200, 1.637067800)
+
+
+def _horner(z, coefficients, leading_one=False):
+    out = None
+    for c in reversed(coefficients):
+        out = c if out is None else ops.add(ops.mul(out, z), c)
+    return ops.add(ops.mul(out, z), 1.0) if leading_one else out
+
+
+@_unary(*_both("erfinv"), torch.special.erfinv)
+def erfinv(y):
+    """ATen's: a rational first guess (central range or tail), then two Newton steps."""
+    y_abs = ops.abs(y)
+    central = ops.le(y_abs, 0.7)
+    z = ops.mul(y, y)
+    guess_central = ops.div(ops.mul(y, _horner(z, _ERFINV_A)),
+                            _horner(z, _ERFINV_B, leading_one=True))
+    tail_abs = ops.where(ops.lt(y_abs, 1.0), ops.where(central, 0.9, y_abs), 0.9)  # safe
+    t = ops.sqrt(ops.neg(ops.log(ops.div(ops.sub(1.0, tail_abs), 2.0))))
+    tail = ops.div(_horner(t, _ERFINV_C), _horner(t, _ERFINV_D, leading_one=True))
+    guess_tail = ops.where(ops.lt(y, 0), ops.neg(tail), tail)
+    x = ops.where(central, guess_central, guess_tail)
+    for _ in range(2):
+        slope = ops.mul(ops.exp(ops.neg(ops.mul(x, x))), 2.0 / math.sqrt(math.pi))
+        x = ops.sub(x, ops.div(ops.sub(ops.erf(x), y), slope))
+    edge = ops.where(ops.lt(y, 0), -math.inf, math.inf)
+    x = ops.where(ops.eq(y_abs, 1.0), edge, x)
+    return ops.where(ops.gt(y_abs, 1.0), math.nan, x)
+
+
+@_unary(torch.special.spherical_bessel_j0)
+def spherical_bessel_j0(x):
+    """``sin(x) / x``; its Taylor series below 0.5 (as ATen); 0 at infinity."""
+    z = ops.mul(x, x)
+    series = None
+    for c in (1 / 6227020800, -1 / 39916800, 1 / 362880, -1 / 5040, 1 / 120, -1 / 6, 1.0):
+        series = c if series is None else ops.add(ops.mul(series, z), c)
+    small = ops.lt(ops.abs(x), 0.5)
+    safe = ops.where(small, 1.0, x)
+    out = ops.where(small, series, ops.div(ops.sin(safe), safe))
+    return ops.where(ops.eq(ops.abs(x), math.inf), 0.0, out)
+
+
+# Modified Bessel functions of the first kind (orders 0 and 1, plain and exponentially
+# scaled): Cephes' Chebyshev expansions, as ATen evaluates them, over [0, 8] and (8, inf).
+
+_I0E_A = (
+    -4.41534164647933937950E-18, 3.33079451882223809783E-17, -2.43127984654795469359E-16,
+    1.71539128555513303061E-15, -1.16853328779934516808E-14, 7.67618549860493561688E-14,
+    -4.85644678311192946090E-13, 2.95505266312963983461E-12, -1.72682629144155570723E-11,
+    9.67580903537323691224E-11, -5.18979560163526290666E-10, 2.65982372468238665035E-9,
+    -1.30002500998624804212E-8, 6.04699502254191894932E-8, -2.67079385394061173391E-7,
+    1.11738753912010371815E-6, -4.41673835845875056359E-6, 1.64484480707288970893E-5,
+    -5.75419501008210370398E-5, 1.88502885095841655729E-4, -5.76375574538582365885E-4,
+    1.63947561694133579842E-3, -4.32430999505057594430E-3, 1.05464603945949983183E-2,
+    -2.37374148058994688156E-2, 4.93052842396707084878E-2, -9.49010970480476444210E-2,
+    1.71620901522208775349E-1, -3.04682672343198398683E-1, 6.76795274409476084995E-1,)
+_I0E_B = (
+    -7.23318048787475395456E-18, -4.83050448594418207126E-18, 4.46562142029675999901E-17,
+    3.46122286769746109310E-17, -2.82762398051658348494E-16, -3.42548561967721913462E-16,
+    1.77256013305652638360E-15, 3.81168066935262242075E-15, -9.55484669882830764870E-15,
+    -4.15056934728722208663E-14, 1.54008621752140982691E-14, 3.85277838274214270114E-13,
+    7.18012445138366623367E-13, -1.79417853150680611778E-12, -1.32158118404477131188E-11,
+    -3.14991652796324136454E-11, 1.18891471078464383424E-11, 4.94060238822496958910E-10,
+    3.39623202570838634515E-9, 2.26666899049817806459E-8, 2.04891858946906374183E-7,
+    2.89137052083475648297E-6, 6.88975834691682398426E-5, 3.36911647825569408990E-3,
+    8.04490411014108831608E-1,)
+_I1E_A = (
+    2.77791411276104639959E-18, -2.11142121435816608115E-17, 1.55363195773620046921E-16,
+    -1.10559694773538630805E-15, 7.60068429473540693410E-15, -5.04218550472791168711E-14,
+    3.22379336594557470981E-13, -1.98397439776494371520E-12, 1.17361862988909016308E-11,
+    -6.66348972350202774223E-11, 3.62559028155211703701E-10, -1.88724975172282928790E-9,
+    9.38153738649577178388E-9, -4.44505912879632808065E-8, 2.00329475355213526229E-7,
+    -8.56872026469545474066E-7, 3.47025130813767847674E-6, -1.32731636560394358279E-5,
+    4.78156510755005422638E-5, -1.61760815825896745588E-4, 5.12285956168575772895E-4,
+    -1.51357245063125314899E-3, 4.15642294431288815669E-3, -1.05640848946261981558E-2,
+    2.47264490306265168283E-2, -5.29459812080949914269E-2, 1.02643658689847095384E-1,
+    -1.76416518357834055153E-1, 2.52587186443633654823E-1,)
+_I1E_B = (
+    7.51729631084210481353E-18, 4.41434832307170791151E-18, -4.65030536848935832153E-17,
+    -3.20952592199342395980E-17, 2.96262899764595013876E-16, 3.30820231092092828324E-16,
+    -1.88035477551078244854E-15, -3.81440307243700780478E-15, 1.04202769841288027642E-14,
+    4.27244001671195135429E-14, -2.10154184277266431302E-14, -4.08355111109219731823E-13,
+    -7.19855177624590851209E-13, 2.03562854414708950722E-12, 1.41258074366137813316E-11,
+    3.25260358301548823856E-11, -1.89749581235054123450E-11, -5.58974346219658380687E-10,
+    -3.83538038596423702205E-9, -2.63146884688951950684E-8, -2.51223623787020892529E-7,
+    -3.88256480887769039346E-6, -1.10588938762623716291E-4, -9.76109749136146840777E-3,
+    7.78576235018280120474E-1,)
+
+
+def _chbevl(x, coefficients):
+    """Clenshaw's recurrence for a Chebyshev series (Cephes' ``chbevl``)."""
+    b0, b1, b2 = coefficients[0], 0.0, 0.0
+    for c in coefficients[1:]:
+        b2, b1 = b1, b0
+        b0 = ops.add(ops.sub(ops.mul(x, b1), b2), c)
+    return ops.mul(ops.sub(b0, b2), 0.5)
+
+
+def _bessel_i(x, order, scaled):
+    """I0 / I1 of ``x`` (times ``exp(-|x|)`` when ``scaled``): the [0, 8] series on
+    ``|x|/2 - 2``, the (8, inf) one on ``32/|x| - 2`` over ``sqrt(|x|)``; each branch is fed
+    an argument in its own range, so neither makes a NaN the other's gradient would see."""
+    ax = ops.abs(x)
+    small = ops.le(ax, 8.0)
+    near = _chbevl(ops.sub(ops.div(ops.where(small, ax, 8.0), 2.0), 2.0),
+                   _I0E_A if order == 0 else _I1E_A)
+    far_x = ops.where(small, 8.0, ax)
+    far = ops.div(_chbevl(ops.sub(ops.div(32.0, far_x), 2.0), _I0E_B if order == 0 else _I1E_B),
+                  ops.sqrt(far_x))
+    if order == 1:
+        near = ops.mul(near, x)                             # odd: x, not |x|
+        far = ops.where(ops.lt(x, 0), ops.neg(far), far)
+    out = ops.where(small, near, far)
+    return out if scaled else ops.mul(ops.exp(ax), out)
+
+
+_unary(*_both("i0"), torch.special.i0, torch.special.modified_bessel_i0)(
+    lambda x: _bessel_i(x, 0, scaled=False))
+_unary(torch.special.i0e)(lambda x: _bessel_i(x, 0, scaled=True))
+_unary(torch.special.i1, torch.special.modified_bessel_i1)(
+    lambda x: _bessel_i(x, 1, scaled=False))
+_unary(torch.special.i1e)(lambda x: _bessel_i(x, 1, scaled=True))
+
+
+@register_decomposition(*_both("renorm"))
+def renorm(a, p, dim, maxnorm):
+    """Each slice along ``dim`` whose p-norm exceeds ``maxnorm`` is scaled down to it (with
+    PyTorch's 1e-7 in the denominator)."""
+    a = _floating_only(a)
+    d = normalize_dim(dim, len(a.shape))
+    dims = tuple(k for k in range(len(a.shape)) if k != d)
+    if not dims:
+        raise NotImplementedError("a 1-d tensor")
+    norm = DECOMPOSITIONS[torch.linalg.vector_norm](a, p, dims, True)
+    factor = ops.where(ops.gt(norm, maxnorm), ops.div(maxnorm, ops.add(norm, 1e-7)), 1.0)
+    return ops.mul(a, factor)

@@ -22,7 +22,14 @@ import torch.nn.functional as F
 
 from ..ops import ops
 from ..ops.table import normalize_dim
-from .decompositions import _both, _cast, _reduce, register_decomposition, softmax
+from .decompositions import (
+    DECOMPOSITIONS,
+    _both,
+    _cast,
+    _reduce,
+    register_decomposition,
+    softmax,
+)
 from .decompositions_math import _floating_only, _is_float, pairwise_distance, positions
 
 # =======================================================================================
@@ -462,13 +469,25 @@ def _pool_args(n, kernel_size, stride, padding, dilation, ceil_mode):
     kernel = tup(kernel_size)
     stride = kernel if stride is None or (not isinstance(stride, int) and len(stride) == 0) \
         else tup(stride)
-    if ceil_mode:
-        raise NotImplementedError("ceil_mode")
     if len(kernel) != n or len(stride) != n or len(tup(padding)) != n:
         raise NotImplementedError("window sizes of another rank")
     if _prod(kernel) > 64:
         raise NotImplementedError("a large window")
     return kernel, stride, tup(dilation), tup(padding)
+
+
+def _ceil_extra(x, n, kernel, stride, dilation, pad, ceil_mode):
+    """Per spatial dimension, the padding past the end that ``ceil_mode`` adds: the last
+    window may start inside the (left-padded) input and run past it; a window that would
+    start in the right padding is dropped, as PyTorch's output-size rule says."""
+    extras = []
+    for k, size in enumerate(x.shape[-n:]):
+        span = size + 2 * pad[k] - dilation[k] * (kernel[k] - 1) - 1
+        out = -(-span // stride[k]) + 1 if ceil_mode else span // stride[k] + 1
+        if ceil_mode and (out - 1) * stride[k] >= size + pad[k]:
+            out -= 1
+        extras.append(max(0, (out - 1) * stride[k] - span))
+    return extras
 
 
 def constant_pad(x, pads, value):
@@ -507,15 +526,22 @@ def _avg_pool(n):
         x = _floating_only(x)
         kernel, stride, dilation, pad = _pool_args(n, kernel_size, stride, padding, 1,
                                                    ceil_mode)
-        padded = constant_pad(x, [(p, p) for p in pad], 0.0) if any(pad) else x
+        extra = _ceil_extra(x, n, kernel, stride, dilation, pad, ceil_mode)
+        sides = [(p, p + e) for p, e in zip(pad, extra)]
+        padded = constant_pad(x, sides, 0.0) if any(pad) or any(extra) else x
         total = _sum_terms(_window_terms(padded, n, kernel, stride, dilation))
         if divisor_override:
             return ops.div(total, float(divisor_override))
-        if count_include_pad or not any(pad):
+        if (count_include_pad or not any(pad)) and not any(extra):
             return ops.div(total, float(_prod(kernel)))
+        # the divisor counts the window's elements inside the input (and, with
+        # count_include_pad, its padding), never the ceil_mode extra past the end
         ones = ops.full(tuple(x.shape[-n:]), 1.0, dtype=x.dtype, device=x.device)
-        count = _sum_terms(_window_terms(constant_pad(ones, [(p, p) for p in pad], 0.0), n,
-                                         kernel, stride, dilation))
+        counted = constant_pad(ones, [(p, p) for p in pad], 1.0 if count_include_pad
+                               else 0.0) if any(pad) else ones
+        counted = constant_pad(counted, [(0, e) for e in extra], 0.0) if any(extra) \
+            else counted
+        count = _sum_terms(_window_terms(counted, n, kernel, stride, dilation))
         return ops.div(total, count)
     return rule
 
@@ -528,8 +554,9 @@ def _max_pool(n):
         x = _floating_only(x)
         kernel, stride, dilation, pad = _pool_args(n, kernel_size, stride, padding, dilation,
                                                    ceil_mode)
-        if any(pad):
-            x = constant_pad(x, [(p, p) for p in pad], float("-inf"))
+        extra = _ceil_extra(x, n, kernel, stride, dilation, pad, ceil_mode)
+        if any(pad) or any(extra):
+            x = constant_pad(x, [(p, p + e) for p, e in zip(pad, extra)], float("-inf"))
         terms = list(_window_terms(x, n, kernel, stride, dilation))
         best = terms[0]
         for t in terms[1:]:
@@ -643,3 +670,133 @@ def pad(a, pad, mode="constant", value=None):
     if any(p < 0 for pair in pairs for p in pair):
         raise NotImplementedError("negative padding (cropping)")
     return constant_pad(a, pairs, 0.0 if value is None else value)
+
+
+# =======================================================================================
+# Resampling: F.interpolate one spatial dimension at a time. Each output position reads
+# input positions computed from its own index (``iota``) -- as PyTorch's upsample kernels
+# compute them, in the input's float type -- through ``index_select``, which the inductor
+# generates as an indirect load; linear and cubic modes weight two or four such reads.
+# =======================================================================================
+
+_CUBIC_A = -0.75   # PyTorch's (and OpenCV's) bicubic convolution constant
+
+
+def _source_positions(x, d, out, mode, align_corners, scale_factor):
+    """The float source position of each output index along ``d`` (PyTorch's
+    ``area_pixel_compute_source_index``; nearest modes: the floor taken later)."""
+    n = x.shape[d]
+    if align_corners:
+        scale = (n - 1) / (out - 1) if out > 1 else 0.0
+    else:
+        scale = 1.0 / scale_factor if scale_factor else n / out
+    dst = ops.convert_element_type(ops.iota(out, dtype=torch.int64, device=x.device), x.dtype)
+    if mode == "nearest":
+        return ops.mul(dst, scale)
+    if mode == "nearest-exact":
+        return ops.mul(ops.add(dst, 0.5), scale)
+    if align_corners:
+        return ops.mul(dst, scale)
+    src = ops.sub(ops.mul(ops.add(dst, 0.5), scale), 0.5)
+    return src if mode == "cubic" else ops.maximum(src, 0.0)
+
+
+def _along(values, x, d):
+    """A 1-d tensor of one value per output position, shaped to broadcast along ``d``."""
+    shape = [1] * len(x.shape)
+    shape[d] = values.shape[0]
+    return ops.reshape(values, tuple(shape))
+
+
+def _take(x, d, index, n):
+    """``x`` read along ``d`` at ``index`` clamped into ``[0, n)``."""
+    index = ops.minimum(ops.maximum(index, 0), n - 1)
+    return ops.index_select(x, d, index)
+
+
+def _cubic_weights(t):
+    a = _CUBIC_A
+
+    def near(s):    # |s| <= 1
+        return ops.add(ops.mul(ops.mul(ops.sub(ops.mul(s, a + 2), a + 3), s), s), 1.0)
+
+    def far(s):     # 1 < |s| < 2
+        return ops.sub(ops.mul(ops.add(ops.mul(ops.sub(ops.mul(s, a), 5 * a), s), 8 * a), s),
+                       4 * a)
+    rest = ops.sub(1.0, t)
+    return [far(ops.add(t, 1.0)), near(t), near(rest), far(ops.add(rest, 1.0))]
+
+
+def _resample(x, d, out, mode, align_corners, scale_factor):
+    n = x.shape[d]
+    if mode in ("nearest", "nearest-exact"):
+        if out == n:
+            return x
+        src = ops.convert_element_type(
+            ops.floor(_source_positions(x, d, out, mode, False, scale_factor)), torch.int64)
+        return _take(x, d, src, n)
+    real = _source_positions(x, d, out, mode, align_corners, scale_factor)
+    low = ops.convert_element_type(ops.floor(real), torch.int64)
+    t = ops.sub(real, ops.convert_element_type(low, x.dtype))
+    if mode == "linear":
+        if out == n:
+            return x
+        w1 = _along(ops.minimum(ops.maximum(t, 0.0), 1.0), x, d)
+        w0 = ops.sub(1.0, w1)
+        return ops.add(ops.mul(w0, _take(x, d, low, n)),
+                       ops.mul(w1, _take(x, d, ops.add(low, 1), n)))
+    total = None
+    for k, w in enumerate(_cubic_weights(t)):
+        term = ops.mul(_along(w, x, d), _take(x, d, ops.add(low, k - 1), n))
+        total = term if total is None else ops.add(total, term)
+    return total
+
+
+_LINEAR_MODES = {"linear": 1, "bilinear": 2, "trilinear": 3, "bicubic": 2}
+
+
+@register_decomposition(F.interpolate)
+def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    spatial = len(x.shape) - 2
+    if mode == "area" and size is not None and 1 <= spatial <= 3:   # adaptive average
+        pool = (F.adaptive_avg_pool1d, F.adaptive_avg_pool2d, F.adaptive_avg_pool3d)
+        return DECOMPOSITIONS[pool[spatial - 1]](x, size)
+    if antialias or spatial < 1 or not _is_float(x) or 0 in tuple(x.shape) \
+            or mode not in ("nearest", "nearest-exact", *_LINEAR_MODES) \
+            or (mode in _LINEAR_MODES and _LINEAR_MODES[mode] != spatial):
+        raise NotImplementedError(f"interpolate mode {mode!r} here (area, antialias, "
+                                  "integer or empty inputs run in PyTorch)")
+    if (size is None) == (scale_factor is None):
+        raise NotImplementedError("exactly one of size and scale_factor")
+    scales = [None] * spatial
+    if size is not None:
+        sizes = list(size) if isinstance(size, (list, tuple)) else [size] * spatial
+    else:
+        factors = list(scale_factor) if isinstance(scale_factor, (list, tuple)) \
+            else [scale_factor] * spatial
+        sizes = [math.floor(float(x.shape[2 + k]) * factors[k]) for k in range(spatial)]
+        if not recompute_scale_factor:
+            scales = [float(f) for f in factors]
+    if len(sizes) != spatial:
+        raise NotImplementedError("a size per spatial dimension")
+    kind = mode if mode.startswith("nearest") else \
+        ("cubic" if mode == "bicubic" else "linear")
+    for k in range(spatial):
+        x = _resample(x, 2 + k, int(sizes[k]), kind, bool(align_corners), scales[k])
+    return x
+
+
+@register_decomposition(F.upsample_nearest)
+def upsample_nearest(x, size=None, scale_factor=None):
+    return interpolate(x, size, scale_factor, mode="nearest")
+
+
+@register_decomposition(F.upsample_bilinear)
+def upsample_bilinear(x, size=None, scale_factor=None):
+    return interpolate(x, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+@register_decomposition(F.upsample)
+def upsample(x, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    return interpolate(x, size, scale_factor, mode, align_corners)

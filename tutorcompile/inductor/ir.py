@@ -21,10 +21,16 @@ the C++ and Triton kernel writers print code. That is Inductor's ``V.ops`` idea:
 definition of a value, many interpretations.
 
 Indices are sympy expressions over loop variables. :class:`FloorDiv` and
-:class:`ModularIndexing` are the two integer operations a reshape needs.
+:class:`ModularIndexing` are the two integer operations a reshape needs. An index may also
+come from *data*: :func:`indirect_indexing` turns a loaded integer (a row of an embedding
+table, the position ``gather`` reads) into a symbol that the next load's index uses -- an
+*indirect load*. Every handler checks such an index against the size it indexes: the
+reference handler raises, the kernels report the bad index instead of reading outside the
+buffer.
 
 Mirrors: torch/_inductor/ir.py (Pointwise, Reduction, View, ComputedBuffer, ExternKernel,
-FixedLayout) and torch/_inductor/utils.py / sizevars.py (index expressions).
+FixedLayout), torch/_inductor/utils.py / sizevars.py (index expressions) and
+``ops.indirect_indexing`` (torch/_inductor/ops_handler.py).
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from typing import Any
 import sympy
 import torch
 
-from ..ops import OpsHandler, current_handler, set_handler
+from ..ops import OpsHandler, current_handler, ops, set_handler
 from ..ops.table import contiguous_strides
 
 # ---------------------------------------------------------------------------------------
@@ -144,6 +150,18 @@ def load(buffer: Buffer, index: Sequence[Any]) -> Any:
 def constant(value: Any, dtype: torch.dtype) -> Any:
     """A number as a value of ``dtype`` under the current handler."""
     return current_handler().constant(value, dtype)
+
+
+def indirect_indexing(value: Any, size: int, wrap_negative: bool = False) -> sympy.Symbol:
+    """An integer *value* (from a load) as an index symbol over ``range(size)``, for use in
+    another load's index: ``table[index[i]]`` is ``load(table, [indirect_indexing(
+    load(index, [i]), n)])``. With ``wrap_negative`` a negative value counts from the end
+    (``take``, Python indexing); every value outside ``[0, size)`` after that is an error
+    the handler reports (an ``IndexError``), never a read outside the buffer."""
+    if wrap_negative:
+        value = ops.where(ops.lt(value, constant(0, torch.int64)),
+                          ops.add(value, constant(size, torch.int64)), value)
+    return current_handler().indirect_indexing(value, int(size))
 
 
 def index_expr(expr: Any, dtype: torch.dtype) -> Any:
@@ -389,6 +407,9 @@ class _ReadRecorder(OpsHandler):
     def index_expr(self, expr, dtype):
         return _Meta(dtype)
 
+    def indirect_indexing(self, value, size):
+        return index_symbol("indirect")
+
     def call(self, prim, args, kwargs):
         _, dtype = prim.meta(*args, **kwargs)
         return _Meta(dtype)
@@ -449,6 +470,16 @@ class ReferenceHandler(OpsHandler):
 
     def index_expr(self, expr, dtype):
         return self.index_value(expr).to(dtype)
+
+    def indirect_indexing(self, value, size):
+        value = torch.as_tensor(value)
+        bad = (value < 0) | (value >= size)
+        if bool(bad.any()):
+            raise IndexError(f"index {int(value[bad].flatten()[0])} is out of bounds for a "
+                             f"dimension of size {size}")
+        symbol = index_symbol(f"indirect{len(self.env)}")
+        self.env[symbol] = value.long()
+        return symbol
 
     def call(self, prim, args, kwargs):
         return prim.reference(*args, **kwargs)

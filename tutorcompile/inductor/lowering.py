@@ -11,10 +11,13 @@ each call becomes:
   ``sum`` plus a pointwise division (the scheduler fuses them back into one kernel);
 * views (``reshape``, ``permute``, ``expand``, ``squeeze``, ``unsqueeze``, ``slice``) become
   :class:`~.ir.View` -- new indices for old, no copy;
-* ``matmul``, ``convolution`` and the data-movement prims the code generators do not handle
-  (``cat``, ``index_select``...) become :class:`~.ir.ExternKernel` calls into PyTorch, and so
-  does any node whose target is not a prim at all (a torch function left in the graph): the
-  compiler never refuses a graph, it calls PyTorch and says so.
+* ``index_select`` (and so embedding, gather, take, flip) is an *indirect load*: the
+  position it reads is a value loaded from another tensor (``ir.indirect_indexing``);
+  ``index_add`` (scatter_add, the gradient of index_select) is a reduction over the
+  indices, ``slice_scatter`` (the gradient of a slice) a ``where`` over positions;
+* ``matmul`` and ``convolution`` become :class:`~.ir.ExternKernel` calls into PyTorch, and
+  so does any node whose target is not a prim at all (a torch function left in the graph):
+  the compiler never refuses a graph, it calls PyTorch and says so.
 
 Each non-view prim gets its own :class:`~.ir.ComputedBuffer` -- "one kernel per op", the
 naive starting point. Deciding which of them share a kernel is the scheduler's job.
@@ -99,9 +102,11 @@ class GraphLowering:
         data = Pointwise(tuple(ranges), dtype, layout.device, inner_fn)
         return self.register(ComputedBuffer(self.new_name(), layout, data, [node]))
 
-    def reduction(self, node: Node, src: IRNode, dims, keepdim, reduction_type, dtype,
-                  inner_fn) -> ComputedBuffer:
-        src_shape = tuple(src.get_size())
+    def reduction(self, node: Node, src: IRNode | tuple[int, ...], dims, keepdim,
+                  reduction_type, dtype, inner_fn) -> ComputedBuffer:
+        """A reduction over ``src`` (a value, or the shape iterated when that is no value's,
+        e.g. index_add's rows-by-indices)."""
+        src_shape = tuple(src) if isinstance(src, tuple) else tuple(src.get_size())
         dims = tuple(sorted(dims))
         out_shape = tuple(1 if d in dims else s for d, s in enumerate(src_shape)) if keepdim \
             else tuple(s for d, s in enumerate(src_shape) if d not in dims)
@@ -501,6 +506,110 @@ def lower_cat(lowering, node, tensors, dim=0):
     return lowering.pointwise(node, tuple(out_shape), dtype, inner_fn)
 
 
+@register_lowering(PRIMS["index_select"])
+def lower_index_select(lowering, node, a, dim, index):
+    """``out[..., i, ...] = a[..., index[i], ...]``: an *indirect load* -- the position along
+    ``dim`` is a value loaded from ``index`` (:func:`ir.indirect_indexing`, checked against
+    the size, as ``torch.index_select`` raises for an index out of range). Embedding, gather,
+    take and flip decompose to it, and become kernels that fuse with what is around them."""
+    shape = tuple(a.get_size())
+    if not shape or 0 in shape or not isinstance(index, IRNode):
+        return lowering.extern(node, node.target, (a, dim, index), {},
+                               "index_select on a 0-d or empty tensor runs in PyTorch")
+    d = normalize_dim(dim, len(shape))
+    out_shape = shape[:d] + tuple(index.get_size()) + shape[d + 1:]
+    load_a, load_index = a.make_loader(), index.make_loader()
+
+    def inner_fn(idx):
+        position = ir.indirect_indexing(load_index([idx[d]]), shape[d])
+        return load_a(list(idx[:d]) + [position] + list(idx[d + 1:]))
+    return lowering.pointwise(node, out_shape, a.get_dtype(), inner_fn)
+
+
+@register_lowering(PRIMS["slice_scatter"])
+def lower_slice_scatter(lowering, node, base, src, dim, start=None, end=None, step=1):
+    """``base`` with ``base[start:end:step]`` (along ``dim``) replaced by ``src``: each output
+    element picks ``src`` when its position is in the slice, else ``base`` -- the gradient of
+    a slice or a split, one pointwise kernel. The position in ``src`` is taken modulo its
+    size so the load stays in bounds for the elements that do not use it."""
+    shape = tuple(base.get_size())
+    d = normalize_dim(dim, len(shape))
+    positions = range(*slice(start, end, step).indices(shape[d]))
+    first, n = positions.start, len(positions)
+    dtype = base.get_dtype()
+    load_base = base.make_loader()
+    if n == 0:
+        return _copy(lowering, node, base, dtype)
+    load_src = src.make_loader()
+    # a multiple of n * step at least ``first``: keeps the modular index non-negative
+    shift = step * n * -(-first // (step * n)) - first
+
+    def inner_fn(index):
+        k = index[d]
+        position = ir.index_expr(k, torch.int64)
+        inside = ops.logical_and(ops.ge(position, constant(first, torch.int64)),
+                                 ops.le(position, constant(first + step * (n - 1),
+                                                           torch.int64)))
+        if step != 1:
+            on_step = ops.eq(ir.index_expr(ir.ModularIndexing(k + shift, 1, step),
+                                           torch.int64), constant(0, torch.int64))
+            inside = ops.logical_and(inside, on_step)
+        at = list(index)
+        at[d] = ir.ModularIndexing(k + shift, step, n)
+        v = load_src(at)
+        if src.get_dtype() != dtype:
+            v = ops.convert_element_type(v, dtype)
+        return ops.where(inside, v, load_base(index))
+    return lowering.pointwise(node, shape, dtype, inner_fn)
+
+
+INDEX_ADD_DENSE_LIMIT = 1 << 22
+"""``index_add`` becomes a kernel when (output elements) x (indices) is at most this: it is
+generated as a reduction that compares every output row with every index (deterministic, no
+atomics), which pays only while that product is small. Larger ones (an embedding gradient
+over a big vocabulary) run in PyTorch, whose scatter is linear in the indices."""
+
+
+@register_lowering(PRIMS["index_add"])
+def lower_index_add(lowering, node, base, dim, index, src):
+    """``out = base; out[..., index[i], ...] += src[..., i, ...]`` -- a scatter, with
+    repeated indices adding up. Written as a gather instead: output row ``j`` sums the
+    ``src`` rows whose index is ``j`` (a reduction over the indices), plus ``base``. Each
+    index is checked against the rows (``torch.index_add`` raises for a bad one)."""
+    shape = tuple(base.get_size())
+    _, dtype = PRIMS["index_add"].meta(_meta_of(base), dim, _meta_of(index), _meta_of(src))
+    if not shape or not isinstance(index, IRNode):
+        return lowering.extern(node, node.target, (base, dim, index, src), {},
+                               "index_add into a 0-d tensor runs in PyTorch")
+    d = normalize_dim(dim, len(shape))
+    n = math.prod(index.get_size())
+    if n == 0 or 0 in shape or math.prod(shape) * n > INDEX_ADD_DENSE_LIMIT:
+        return lowering.extern(node, node.target, (base, dim, index, src), {},
+                               f"index_add of {n} rows into {math.prod(shape)} elements "
+                               "runs in PyTorch (a scatter: the generated kernel compares "
+                               "every row with every index, which pays only when small)")
+    load_index, load_src, ndim = index.make_loader(), src.make_loader(), len(shape)
+
+    def contribution(full):   # full = output index + (i,)
+        i = full[ndim]
+        row = ir.indirect_indexing(load_index([i]), shape[d])
+        hit = ops.eq(ir.index_expr(row, torch.int64), ir.index_expr(full[d], torch.int64))
+        v = load_src(list(full[:d]) + [i] + list(full[d + 1:ndim]))
+        if src.get_dtype() != dtype:
+            v = ops.convert_element_type(v, dtype)
+        return ops.where(hit, v, constant(0, dtype))
+    added = lowering.reduction(node, shape + (n,), (ndim,), False, "sum", dtype,
+                               contribution)
+    load_base, load_added = base.make_loader(), added.make_loader()
+
+    def inner_fn(index):
+        b = load_base(index)
+        if base.get_dtype() != dtype:
+            b = ops.convert_element_type(b, dtype)
+        return ops.add(b, load_added(index))
+    return lowering.pointwise(node, shape, dtype, inner_fn)
+
+
 def _extern_rule(reason: str):
     def rule(lowering, node, *args, **kwargs):
         return lowering.extern(node, node.target, args, kwargs,
@@ -511,10 +620,7 @@ def _extern_rule(reason: str):
 for _name, _why in (("matmul", "is a library call (BLAS), run by PyTorch"),
                     ("convolution", "is a library call, run by PyTorch"),
                     ("convolution_backward_input", "is a library call, run by PyTorch"),
-                    ("convolution_backward_weight", "is a library call, run by PyTorch"),
-                    ("slice_scatter", "runs in PyTorch (no generated kernel for it yet)"),
-                    ("index_select", "runs in PyTorch (indirect loads are not generated)"),
-                    ("index_add", "runs in PyTorch (scatter-adds are not generated)")):
+                    ("convolution_backward_weight", "is a library call, run by PyTorch")):
     if _name in PRIMS:
         lowerings[PRIMS[_name]] = _extern_rule(_why)
 

@@ -16,6 +16,10 @@ such a pointwise buffer is replaced by its inner function evaluated at the loade
 variable that holds it -- allowed only at the row being computed; anything else is a
 :class:`FusionError`, which the scheduler reports as the reason not to fuse.
 
+An *indirect* index (``ir.indirect_indexing``: a loaded integer used as a position) is a
+temporary of the kernel; the writer checks it against the size it indexes and hands out a
+variable that is always in bounds, so a bad index is reported, never read from memory.
+
 :class:`KernelWriter` is an ops handler (``tutorcompile.ops``): prims become expression
 strings from the op table's spellings, ``load``/``constant`` become the language's loads and
 literals, and common subexpressions get one temporary (``tmp3``).
@@ -225,12 +229,16 @@ def print_index(expr: Any, language: str) -> str:
 # ---------------------------------------------------------------------------------------
 
 class CSEVar:
-    """A value inside a kernel: the name of a temporary (or a literal) and its dtype."""
+    """A value inside a kernel: the name of a temporary (or a literal) and its dtype.
 
-    def __init__(self, name: str, dtype: torch.dtype):
+    ``deps`` names the loop indices the value varies with (``xindex``/``rindex`` in Triton,
+    where they decide a load's mask and a block's shape)."""
+
+    def __init__(self, name: str, dtype: torch.dtype, deps: frozenset[str] = frozenset()):
         self.name = name
         self.dtype = dtype
         self.shape = ()
+        self.deps = deps
 
     def __str__(self) -> str:
         return self.name
@@ -256,6 +264,9 @@ class KernelWriter(OpsHandler):
         self.inputs: dict[str, ir.Buffer] = {}    # buffer name -> buffer, in first-use order
         self.outputs: dict[str, ir.Buffer] = {}
         self.reduction_values: dict[str, tuple[CSEVar, list]] = {}
+        # indirect indices: symbol name -> the loop indices its value varies with
+        self.indirect: dict[str, frozenset[str]] = {}
+        self.index_checks: list[str] = []   # what each bounds check guards, for its error
 
     # -- emitting ------------------------------------------------------------------------
     def store_at(self, node: ComputedBuffer, xvars: Sequence[Any], rvars: Sequence[Any]
@@ -278,11 +289,13 @@ class KernelWriter(OpsHandler):
         self.counter += 1
         return var
 
-    def cse(self, expr: str, dtype: torch.dtype) -> CSEVar:
+    def cse(self, expr: str, dtype: torch.dtype, deps: frozenset[str] = frozenset()
+            ) -> CSEVar:
         for scope in reversed(self.scopes):
             if expr in scope:
                 return scope[expr]
         var = self.newvar(dtype)
+        var.deps = deps
         self.writeline(self.assign(var, expr))
         self.scopes[-1][expr] = var
         return var
@@ -296,10 +309,12 @@ class KernelWriter(OpsHandler):
             raise FusionError(f"{prim.name} cannot appear inside a kernel")
         metas = [ir._Meta(a.dtype) if isinstance(a, CSEVar) else a for a in args]
         _, dtype = prim.meta(*metas, **kwargs)
+        deps = frozenset().union(*(a.deps for a in [*args, *kwargs.values()]
+                                   if isinstance(a, CSEVar)))
         text = spell(getattr(prim, self.language), args, kwargs,
                      lambda a: a.name if isinstance(a, CSEVar) else self.literal(a, dtype),
                      self.dtype_name)
-        return self.cse(text, dtype)
+        return self.cse(text, dtype, deps)
 
     def constant(self, value, dtype):
         return self.wrap_constant(value, dtype)
@@ -308,7 +323,28 @@ class KernelWriter(OpsHandler):
         expr = ir.simplify_index(expr)
         if expr.is_Integer:
             return self.constant(int(expr), dtype)
-        return self.cse(self.index_cast(print_index(expr, self.language), dtype), dtype)
+        return self.cse(self.index_cast(print_index(expr, self.language), dtype), dtype,
+                        self.index_deps(expr))
+
+    def index_deps(self, expr: Any) -> frozenset[str]:
+        """The loop indices an index expression varies with, through indirect indices too."""
+        deps: set[str] = set()
+        for s in getattr(sympy.sympify(expr), "free_symbols", ()):
+            deps |= self.indirect.get(s.name, {s.name})
+        return frozenset(deps)
+
+    def indirect_indexing(self, value: CSEVar, size: int) -> sympy.Symbol:
+        """Check ``value`` against ``[0, size)`` and name it as an index symbol: the
+        language's check (:meth:`check_index`) gives the variable a load may use."""
+        key = f"indirect_indexing({value}, {size})"   # checked once per scope
+        var = next((scope[key] for scope in reversed(self.scopes) if key in scope), None)
+        if var is None:
+            what = f"index out of bounds: 0 <= {value} < {size}"
+            self.index_checks.append(what)
+            var = self.check_index(value, size, len(self.index_checks), what)
+            self.scopes[-1][key] = var
+            self.indirect[var.name] = value.deps
+        return sympy.Symbol(var.name, integer=True, nonnegative=True)
 
     def load(self, buffer: ir.Buffer, index):
         name = buffer.name
@@ -317,8 +353,10 @@ class KernelWriter(OpsHandler):
                 return self.reduction_value(buffer, index)
             return buffer.data.inner_fn(index)  # inline the producer at this index
         self.inputs.setdefault(name, buffer)
-        offset = print_index(buffer.layout.offset_of(index), self.language)
-        return self.cse(self.load_expr(self.arg_name(name), offset, index), buffer.get_dtype())
+        expr = buffer.layout.offset_of(index)
+        offset = print_index(expr, self.language)
+        return self.cse(self.load_expr(self.arg_name(name), offset, index), buffer.get_dtype(),
+                        self.index_deps(expr))
 
     def reduction_value(self, buffer: ComputedBuffer, index) -> CSEVar:
         if buffer.name not in self.reduction_values:
@@ -358,6 +396,11 @@ class KernelWriter(OpsHandler):
 
     def index_cast(self, index: str, dtype: torch.dtype) -> str:
         """An integer index expression converted to a value of ``dtype``."""
+        raise NotImplementedError
+
+    def check_index(self, value: CSEVar, size: int, check: int, what: str) -> CSEVar:
+        """Emit the bounds check number ``check`` of ``value`` (``what`` says it in words)
+        and return a variable that holds an in-bounds index whatever the data."""
         raise NotImplementedError
 
 

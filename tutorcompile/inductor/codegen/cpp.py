@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -56,6 +57,10 @@ CPP_TYPES = {torch.float32: "float", torch.float64: "double", torch.int8: "int8_
 
 TILE = 32
 """Outputs per tile in reductions over an outer dimension (two AVX-512 vectors of floats)."""
+
+STATUS = "status"
+"""A kernel that checks indirect indices returns this: 0, or the number of the (last)
+check that failed; :class:`CppKernelCall` turns it into an ``IndexError``."""
 
 PARALLEL_MIN_ELEMENTS = 32768
 """Below this many elements a kernel runs on one thread: starting a parallel region costs
@@ -109,6 +114,15 @@ class CppKernel(KernelWriter):
     def assign(self, var: CSEVar, expr: str) -> str:
         return f"auto {var} = {expr};"
 
+    def check_index(self, value: CSEVar, size: int, check: int, what: str) -> CSEVar:
+        # A bad index sets the kernel's status (the highest check number that failed: a
+        # max-reduction over the threads) and reads element 0 instead; the caller raises.
+        var = self.newvar(torch.int64)
+        self.writeline(f"auto {var} = static_cast<int64_t>({value});")
+        self.writeline(f"if ({var} < 0 || {var} >= {size}) {{ {STATUS} = std::max({STATUS}, "
+                       f"{check}); {var} = 0; }}  // {what}")
+        return var
+
     def store(self, node: ir.ComputedBuffer, index, value: CSEVar) -> None:
         self.outputs.setdefault(node.name, node)
         offset = print_index(node.layout.offset_of(index), "cpp")
@@ -148,7 +162,7 @@ class CppKernel(KernelWriter):
             self.emit_nodes([], [])
             return
         outer, inner = math.prod(shape[:-1]), shape[-1]
-        if inner < 8:
+        if inner < 8 or outer == 0:   # (an empty tensor: the flat loop runs 0 times)
             # A short last dimension gives the vectoriser nothing to work with: run one
             # flat loop over all elements instead (indices come from div/mod by constants).
             numel = math.prod(shape)
@@ -299,6 +313,13 @@ class CppKernel(KernelWriter):
     def generate(self) -> str:
         self.generate_body()
         body = self.lines
+        result = "void"
+        if self.index_checks:
+            # every loop combines the status of its iterations (threads, vector lanes)
+            body = [f"{line} reduction(max:{STATUS})" if line.lstrip().startswith(
+                "#pragma omp") else line for line in body]
+            body = [f"int {STATUS} = 0;"] + body + [f"return {STATUS};"]
+            result = "int"
         params = []
         for arg, buf, is_out in self.signature_buffers():
             const = "" if is_out else "const "
@@ -306,7 +327,7 @@ class CppKernel(KernelWriter):
         nodes = ", ".join(origin_names(self.plan.nodes))
         header = [f"// {self.name}: graph nodes {nodes}",
                   *(f"//   {line}" for line in origin_sources(self.plan.nodes)),
-                  f'extern "C" void {self.name}(' + ",\n    ".join(params) + ")", "{"]
+                  f'extern "C" {result} {self.name}(' + ",\n    ".join(params) + ")", "{"]
         return "\n".join(header + ["    " + line for line in body] + ["}"])
 
 
@@ -332,13 +353,18 @@ class CppKernelCall:
     called ``kernel`` -- when one is given, else from ``source`` itself. The build runs in
     the background (``codecache.cpp_compile_async``); the first call, or :meth:`wait`,
     waits for it.
+
+    ``index_checks`` lists the kernel's bounds checks of indirect indices, if any: the
+    kernel then returns a status, and a call whose status names a failed check raises an
+    ``IndexError`` saying which (as PyTorch's own op would have raised).
     """
 
     def __init__(self, name: str, source: str, arg_names: list[str],
-                 build_source: str | None = None):
+                 build_source: str | None = None, index_checks: Sequence[str] = ()):
         self.name = name
         self.source = source
         self.arg_names = arg_names
+        self.index_checks = list(index_checks)
         self.symbol = name if build_source is None else "kernel"
         self._build = cpp_compile_async("\n" + (build_source or source) + "\n",
                                         prelude=CPP_PRELUDE)
@@ -350,10 +376,20 @@ class CppKernelCall:
         if self.lib is None:
             self.lib, self.path = self._build.result()
             fn = getattr(self.lib, self.symbol)
-            fn.restype = None
+            fn.restype = ctypes.c_int if self.index_checks else None
             fn.argtypes = [ctypes.c_void_p] * len(self.arg_names)
-            self.fn = fn
+            self.fn = fn if not self.index_checks else self._checked(fn)
         return self
+
+    def _checked(self, fn):
+        checks, name = self.index_checks, self.name
+
+        def call(*pointers: int) -> None:
+            status = fn(*pointers)
+            if status:
+                raise IndexError(f"{name}: {checks[status - 1]} (an index read from a "
+                                 "tensor is out of range)")
+        return call
 
     def _first_call(self, *pointers: int) -> None:
         self.wait().fn(*pointers)
@@ -376,7 +412,7 @@ class CppKernelCall:
 def generate_cpp_kernel(plan: KernelPlan, name: str, **choices
                         ) -> tuple[str, list[ir.Buffer], list[ir.Buffer]]:
     """Source of one kernel, and the buffers it reads and writes (in argument order)."""
-    source, _, ins, outs = _generate(plan, name, **choices)
+    source, _, ins, outs, _ = _generate(plan, name, **choices)
     return source, ins, outs
 
 
@@ -384,12 +420,14 @@ def _generate(plan: KernelPlan, name: str, **choices):
     kernel = CppKernel(plan, name, **choices)
     source = kernel.generate()
     canonical = canonical_source(source, name, [a for a, _, _ in kernel.signature_buffers()])
-    return source, canonical, list(kernel.inputs.values()), list(kernel.outputs.values())
+    return source, canonical, list(kernel.inputs.values()), list(kernel.outputs.values()), \
+        kernel.index_checks
 
 
 def compile_cpp_kernel(plan: KernelPlan, name: str, **choices):
-    source, canonical, ins, outs = _generate(plan, name, **choices)
-    return CppKernelCall(name, source, [b.name for b in ins + outs], canonical), ins, outs
+    source, canonical, ins, outs, checks = _generate(plan, name, **choices)
+    return CppKernelCall(name, source, [b.name for b in ins + outs], canonical,
+                         checks), ins, outs
 
 
 __all__ = ["CppKernel", "CppKernelCall", "compile_cpp_kernel", "cpp_flags",

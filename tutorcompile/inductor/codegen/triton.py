@@ -26,6 +26,7 @@ torch/_inductor/runtime/triton_heuristics.py (block sizes, persistent reductions
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from typing import Any
@@ -108,12 +109,24 @@ class TritonKernel(KernelWriter):
                         dtype)
 
     def mask_for(self, offset_expr) -> str | None:
-        names = {s.name for s in getattr(offset_expr, "free_symbols", ())}
-        if "rindex" in names:
+        return self.mask_of(self.index_deps(offset_expr))
+
+    @staticmethod
+    def mask_of(deps) -> str | None:
+        if "rindex" in deps:
             return "xmask & rmask"
-        if "xindex" in names:
+        if "xindex" in deps:
             return "xmask"
         return None
+
+    def check_index(self, value: CSEVar, size: int, check: int, what: str) -> CSEVar:
+        # A device-side assert (live: kernels that check are built with debug=True), and
+        # an address that stays inside the buffer whatever the data.
+        inside = f"(0 <= {value}) & ({value} < {size})"
+        mask = self.mask_of(value.deps)
+        cond = f"({inside}) | ~({mask})" if mask else inside
+        self.writeline(f'tl.device_assert({cond}, "{what}")')
+        return self.cse(f"tl.where({inside}, {value}, 0)", torch.int64, value.deps)
 
     def load(self, buffer, index):
         # like KernelWriter.load, but the mask depends on which indices the address uses
@@ -124,7 +137,7 @@ class TritonKernel(KernelWriter):
         mask = self.mask_for(expr)
         addr = f"{self.arg_name(buffer.name)} + {print_index(expr, 'triton')}"
         text = f"tl.load({addr}, {mask}, other=0)" if mask else f"tl.load({addr})"
-        return self.cse(text, buffer.get_dtype())
+        return self.cse(text, buffer.get_dtype(), self.index_deps(expr))
 
     def index_cast(self, index: str, dtype: torch.dtype) -> str:
         return f"({index}).to({TRITON_TYPES[dtype]})"
@@ -241,7 +254,9 @@ class TritonKernel(KernelWriter):
             params += ["XBLOCK: tl.constexpr"]
         kind = ("persistent reduction" if self.persistent else "looped reduction") \
             if self.plan.is_reduction else "pointwise"
-        header = ["@triton.jit", f"def {self.name}({', '.join(params)}):",
+        # device asserts (bounds checks of indirect indices) only run in debug builds
+        jit = "@triton.jit(debug=True)" if self.index_checks else "@triton.jit"
+        header = [jit, f"def {self.name}({', '.join(params)}):",
                   f"    # {kind}; graph nodes: {', '.join(origin_names(self.plan.nodes))}",
                   *(f"    #   {line}" for line in origin_sources(self.plan.nodes))]
         return "\n".join(header + ["    " + line for line in self.lines])
@@ -294,7 +309,31 @@ class TritonKernelCall:
 
     @property
     def launcher(self):
+        if self.checks_indices and interpreted():
+            return lambda *args, **kwargs: self._launch_checked(self.fn[self.grid], args,
+                                                                kwargs)
         return self.fn[self.grid]
+
+    @property
+    def checks_indices(self) -> bool:
+        return "tl.device_assert" in self.source
+
+    def _launch_checked(self, launch, args, kwargs) -> None:
+        """Launch under the interpreter with device asserts on: its builder ignores a
+        kernel's ``debug=True`` (a GPU honours it), so a bad index would otherwise go
+        unreported. A failed assert becomes the ``IndexError`` PyTorch would raise."""
+        from triton.runtime import interpreter
+        builder = interpreter.interpreter_builder
+        options = builder.options
+        builder.options = dataclasses.replace(options, debug=True)
+        try:
+            launch(*args, **kwargs)
+        except Exception as e:
+            if "index out of bounds" not in str(e):
+                raise
+            raise IndexError(f"{self.name}: {e.__cause__ or e}") from None
+        finally:
+            builder.options = options
 
     def call_source(self, name: str, args: list[str]) -> str:
         sizes = f"{self.xnumel}, {self.rnumel}, " if self.is_reduction else f"{self.xnumel}, "
@@ -304,10 +343,10 @@ class TritonKernelCall:
 
     def __call__(self, *tensors: torch.Tensor) -> None:
         if self.is_reduction:
-            self.fn[self.grid](*tensors, self.xnumel, self.rnumel, XBLOCK=self.xblock,
-                               RBLOCK=self.rblock)
+            self.launcher(*tensors, self.xnumel, self.rnumel, XBLOCK=self.xblock,
+                          RBLOCK=self.rblock)
         else:
-            self.fn[self.grid](*tensors, self.xnumel, XBLOCK=self.xblock)
+            self.launcher(*tensors, self.xnumel, XBLOCK=self.xblock)
 
 
 def generate_triton_kernel(plan: KernelPlan, name: str, persistent: bool | None = None):
