@@ -199,3 +199,42 @@ def test_masked_softmax_kernel_calls_a_vector_exp():
     (source,) = compiled.kernel_sources.values()
     _, path = codecache.cpp_compile(source, prelude=CPP_PRELUDE)
     assert b"_ZGV" in path.read_bytes() and b"expf" in path.read_bytes(), source
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_conv_bias_gradient_reductions_are_split(backend):
+    """``sum``/``amax`` over ``(0, 2, 3)`` of an ``(N, C, H, W)`` tensor (a conv's bias
+    gradient) becomes a reduction over the contiguous ``(2, 3)`` and then one over ``0``."""
+    x = torch.randn(4, 6, 8, 16)
+    compiled = run(lambda x: (ops.sum(ops.relu(x), (0, 2, 3)), ops.amax(x, (0, 2, 3), True),
+                              ops.sum(x, (0, 3))),
+                   x, backend=backend, rtol=1e-4, atol=1e-4)
+    reductions = [g for g in compiled.scheduler.groups
+                  if any(b.is_reduction for b in g.buffers)]
+    assert len(reductions) >= 4, compiled.fusion_report   # two per split reduction
+
+
+def test_reduction_over_dims_that_do_not_collapse_nests_its_loop():
+    """C++: a flat loop over reduced dims that are apart in memory would divide its index
+    (``r0 / 32``) and run scalar; the kernel nests an inner loop over the last reduced dim."""
+    if not probe().has_cxx:
+        pytest.skip("no C++ compiler")
+    x = torch.randn(8, 4, 32)
+    compiled = run(lambda x: (ops.mul(x, 2.0), ops.sum(ops.mul(x, 2.0), (0, 2))), x,
+                   backend="cpp", rtol=1e-4, atol=1e-4, fusion=False)
+    source = next(s for s in compiled.kernel_sources.values() if "acc" in s)
+    assert "r1 < 32" in source and "r0 /" not in source, source
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("base,src,dim,start,end,step", [
+    ((4, 7, 9), (4, 3, 9), 1, 1, 7, 2), ((4, 7, 9), (4, 7, 4), 2, 0, 8, 2),
+    ((4, 7, 9), (4, 7, 2), -1, -5, -1, 3), ((6, 5), (0, 5), 0, 3, 3, 1),
+    ((6, 5), (6, 5), 0, None, None, 1), ((10,), (3,), 0, 5, 100, 2)])
+def test_slice_scatter_is_a_kernel(backend, base, src, dim, start, end, step):
+    """``slice_scatter`` (max pooling's backward) is generated, fused with its neighbours:
+    strided, negative and empty slices, one past the end."""
+    b, s = torch.randn(base), torch.randn(src)
+    compiled = run(lambda b, s: ops.add(ops.slice_scatter(b, s, dim, start, end, step), 1.0),
+                   b, s, backend=backend)
+    assert compiled.num_kernels == 1 and "_ref_fn(" not in compiled.wrapper_code
