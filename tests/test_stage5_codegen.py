@@ -225,16 +225,3 @@ def test_reduction_over_dims_that_do_not_collapse_nests_its_loop():
     source = next(s for s in compiled.kernel_sources.values() if "acc" in s)
     assert "r1 < 32" in source and "r0 /" not in source, source
 
-
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("base,src,dim,start,end,step", [
-    ((4, 7, 9), (4, 3, 9), 1, 1, 7, 2), ((4, 7, 9), (4, 7, 4), 2, 0, 8, 2),
-    ((4, 7, 9), (4, 7, 2), -1, -5, -1, 3), ((6, 5), (0, 5), 0, 3, 3, 1),
-    ((6, 5), (6, 5), 0, None, None, 1), ((10,), (3,), 0, 5, 100, 2)])
-def test_slice_scatter_is_a_kernel(backend, base, src, dim, start, end, step):
-    """``slice_scatter`` (max pooling's backward) is generated, fused with its neighbours:
-    strided, negative and empty slices, one past the end."""
-    b, s = torch.randn(base), torch.randn(src)
-    compiled = run(lambda b, s: ops.add(ops.slice_scatter(b, s, dim, start, end, step), 1.0),
-                   b, s, backend=backend)
-    assert compiled.num_kernels == 1 and "_ref_fn(" not in compiled.wrapper_code

@@ -500,46 +500,6 @@ def lower_cat(lowering, node, tensors, dim=0):
     return lowering.pointwise(node, tuple(out_shape), dtype, inner_fn)
 
 
-@register_lowering(PRIMS["slice_scatter"])
-def lower_slice_scatter(lowering, node, base, src, dim, start=None, end=None, step=1):
-    """``slice_scatter`` (the gradient of a strided ``slice``, as in max pooling's backward)
-    as a pointwise kernel: an element inside the slice -- in range along ``dim`` and on the
-    step -- loads ``src`` at ``(i - first) // step``, every other one loads ``base``. The
-    ``src`` index is taken modulo its size so the load is in bounds wherever ``where``
-    discards it. Fused with its neighbours, the ``zeros`` base and the ``add`` of several
-    scatters cost no memory traffic."""
-    out_shape, dtype = PRIMS["slice_scatter"].meta(_meta_of(base), _meta_of(src), dim, start,
-                                                   end, step)
-    out_shape = tuple(out_shape)
-    d = normalize_dim(dim, len(out_shape))
-    positions = range(*slice(start, end, step).indices(out_shape[d]))
-    n = len(positions)
-    load_base, load_src = base.make_loader(), src.make_loader()
-    # a multiple of step * n at least ``first``: keeps the modulo's argument non-negative
-    shift = step * n * -(-positions.start // (step * n)) if n else 0
-
-    def inner_fn(index):
-        outside = load_base(index)          # base has the result's dtype
-        if n == 0:
-            return outside
-        k = list(index)
-        k[d] = ir.ModularIndexing(index[d] + shift - positions.start, step, n)
-        inside = load_src(k)
-        if src.get_dtype() != dtype:
-            inside = ops.convert_element_type(inside, dtype)
-        i = ir.index_expr(index[d], torch.int64)
-        keep = ops.lt(i, constant(positions.start, torch.int64))
-        keep_after = ops.gt(i, constant(positions[-1], torch.int64))
-        value = ops.where(keep, outside, ops.where(keep_after, outside, inside))
-        if step > 1:
-            off_step = ops.ne(ir.index_expr(ir.ModularIndexing(index[d] + shift
-                                                               - positions.start, 1, step),
-                                            torch.int64), constant(0, torch.int64))
-            value = ops.where(off_step, outside, value)
-        return value
-    return lowering.pointwise(node, out_shape, dtype, inner_fn)
-
-
 def _extern_rule(reason: str):
     def rule(lowering, node, *args, **kwargs):
         return lowering.extern(node, node.target, args, kwargs,
@@ -551,6 +511,7 @@ for _name, _why in (("matmul", "is a library call (BLAS), run by PyTorch"),
                     ("convolution", "is a library call, run by PyTorch"),
                     ("convolution_backward_input", "is a library call, run by PyTorch"),
                     ("convolution_backward_weight", "is a library call, run by PyTorch"),
+                    ("slice_scatter", "runs in PyTorch (no generated kernel for it yet)"),
                     ("index_select", "runs in PyTorch (indirect loads are not generated)"),
                     ("index_add", "runs in PyTorch (scatter-adds are not generated)")):
     if _name in PRIMS:
