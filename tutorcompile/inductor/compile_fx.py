@@ -453,6 +453,14 @@ class LazyCompiledGraph:
             self.compiled = compile_fx(self.gm, args, **self.options)
         return self.compiled(*args)
 
+    def direct(self) -> Callable:
+        """What to call for inputs laid out as the ones compiled for: the wrapper itself,
+        with no per-call key of shapes and strides. For a caller that has already matched
+        the layout (AOT's cache is keyed on it); ``self`` until compiled."""
+        if self.compiled is None or len(self.compiled._variants) != 1:
+            return self
+        return self.compiled._current.run
+
 
 def inner_compiler(cudagraphs: bool = False, **options: Any) -> Callable:
     """A ``fw_compiler``/``bw_compiler`` for ``tutorcompile.aot``: prim graph -> kernels.
