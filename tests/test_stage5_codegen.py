@@ -225,3 +225,17 @@ def test_reduction_over_dims_that_do_not_collapse_nests_its_loop():
     source = next(s for s in compiled.kernel_sources.values() if "acc" in s)
     assert "r1 < 32" in source and "r0 /" not in source, source
 
+
+
+def test_a_stored_value_is_read_back_not_recomputed():
+    """C++: a reduction kernel that stores a full-size value (a softmax's exp, saved for the
+    backward) reads it back in the loops after the one that wrote it: one exp per element."""
+    if not probe().has_cxx:
+        pytest.skip("no C++ compiler")
+
+    def softmax_keeping_exp(x):
+        e = ops.exp(ops.sub(x, ops.amax(x, [1], True)))
+        return ops.div(e, ops.sum(e, [1], True)), e
+    compiled = run(softmax_keeping_exp, torch.randn(16, 40), backend="cpp", rtol=1e-5)
+    (source,) = compiled.kernel_sources.values()
+    assert source.count("std::exp(") == 1, source
