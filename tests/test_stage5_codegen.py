@@ -199,3 +199,43 @@ def test_masked_softmax_kernel_calls_a_vector_exp():
     (source,) = compiled.kernel_sources.values()
     _, path = codecache.cpp_compile(source, prelude=CPP_PRELUDE)
     assert b"_ZGV" in path.read_bytes() and b"expf" in path.read_bytes(), source
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_conv_bias_gradient_reductions_are_split(backend):
+    """``sum``/``amax`` over ``(0, 2, 3)`` of an ``(N, C, H, W)`` tensor (a conv's bias
+    gradient) becomes a reduction over the contiguous ``(2, 3)`` and then one over ``0``."""
+    x = torch.randn(4, 6, 8, 16)
+    compiled = run(lambda x: (ops.sum(ops.relu(x), (0, 2, 3)), ops.amax(x, (0, 2, 3), True),
+                              ops.sum(x, (0, 3))),
+                   x, backend=backend, rtol=1e-4, atol=1e-4)
+    reductions = [g for g in compiled.scheduler.groups
+                  if any(b.is_reduction for b in g.buffers)]
+    assert len(reductions) >= 4, compiled.fusion_report   # two per split reduction
+
+
+def test_reduction_over_dims_that_do_not_collapse_nests_its_loop():
+    """C++: a flat loop over reduced dims that are apart in memory would divide its index
+    (``r0 / 32``) and run scalar; the kernel nests an inner loop over the last reduced dim."""
+    if not probe().has_cxx:
+        pytest.skip("no C++ compiler")
+    x = torch.randn(8, 4, 32)
+    compiled = run(lambda x: (ops.mul(x, 2.0), ops.sum(ops.mul(x, 2.0), (0, 2))), x,
+                   backend="cpp", rtol=1e-4, atol=1e-4, fusion=False)
+    source = next(s for s in compiled.kernel_sources.values() if "acc" in s)
+    assert "r1 < 32" in source and "r0 /" not in source, source
+
+
+
+def test_a_stored_value_is_read_back_not_recomputed():
+    """C++: a reduction kernel that stores a full-size value (a softmax's exp, saved for the
+    backward) reads it back in the loops after the one that wrote it: one exp per element."""
+    if not probe().has_cxx:
+        pytest.skip("no C++ compiler")
+
+    def softmax_keeping_exp(x):
+        e = ops.exp(ops.sub(x, ops.amax(x, [1], True)))
+        return ops.div(e, ops.sum(e, [1], True)), e
+    compiled = run(softmax_keeping_exp, torch.randn(16, 40), backend="cpp", rtol=1e-5)
+    (source,) = compiled.kernel_sources.values()
+    assert source.count("std::exp(") == 1, source

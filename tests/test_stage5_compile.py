@@ -312,3 +312,22 @@ def to_prims(graph):
         node.replace_all_uses_with(new)
         graph.erase_node(node)
     return graph
+
+
+@needs_cxx
+def test_a_permute_of_a_permute_is_one_call_or_none():
+    """A PyTorch call's operand that is a transpose of a transpose is passed as the tensor
+    itself; a chain of permutes becomes one permute of the first base."""
+    a, b, c, d = torch.randn(4, 6), torch.randn(6, 5), torch.randn(2, 3, 4), torch.randn(3, 2, 5)
+
+    def f(a, b, c, d):
+        twice = ops.permute(ops.permute(a, (1, 0)), (1, 0))
+        chain = ops.permute(ops.permute(ops.permute(c, (2, 0, 1)), (0, 2, 1)), (1, 0, 2))
+        return ops.matmul(twice, b), ops.matmul(chain, d)
+    compiled = compile_fx(trace(f, a, b, c, d), [a, b, c, d], backend="cpp")
+    got = compiled(a, b, c, d)
+    torch.testing.assert_close(got[0], a @ b)
+    torch.testing.assert_close(got[1], c.permute(2, 0, 1).permute(0, 2, 1).permute(1, 0, 2) @ d)
+    code = compiled.wrapper_code
+    assert "torch.matmul(a, b)" in code, code
+    assert code.count("torch.permute(") == 1, code   # the chain, as one call

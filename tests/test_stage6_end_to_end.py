@@ -89,3 +89,30 @@ def test_cache_hit_path_fetches_inputs_with_one_generated_function():
         assert entry.returns_output is not None
         model.net[0].weight.mul_(2)
         torch.testing.assert_close(compiled(x), model(x))
+
+
+def test_a_cache_hit_keys_its_inputs_once(monkeypatch):
+    """AOT's cache entry is keyed on shapes, strides and dtypes, so its forward and backward
+    call the generated wrappers directly, with no second key of the same inputs; an input
+    with other strides still compiles anew and gets eager's values and gradients."""
+    from tutorcompile.inductor.compile_fx import CompiledGraph
+    model = MLP((10, 5, 2))
+    compiled = tc.compile(model)
+    x = torch.randn(3, 10)
+    compiled(x).sum().backward()
+
+    def no_second_key(inputs):
+        raise AssertionError("a compiled graph keyed inputs AOT's cache had matched")
+    monkeypatch.setattr(CompiledGraph, "_key", staticmethod(no_second_key))
+    for p in model.parameters():
+        p.grad = None
+    compiled(x).sum().backward()
+    grads = [p.grad for p in model.parameters()]
+    monkeypatch.undo()
+    for p in model.parameters():
+        p.grad = None
+    model(x).sum().backward()
+    for got, p in zip(grads, model.parameters()):
+        torch.testing.assert_close(got, p.grad)
+    xt = torch.randn(10, 3).t()                       # the same shape, other strides
+    torch.testing.assert_close(compiled(xt), model(xt))

@@ -94,6 +94,26 @@ class CompiledArtifacts:
     all_tensors: bool = True         # every input is a tensor (no filtering per call)
     no_grad_outputs: tuple = ()      # forward outputs with no tangent
     saved_all_tensors: bool = True   # every saved value is a tensor
+    # what the per-call path calls: a compiled graph's own per-layout function when its
+    # compiler offers one (``direct()``): this entry's key (shapes, strides, dtypes) has
+    # already picked the layout, so the compiled graph need not key its inputs again
+    forward_run: Callable | None = None
+    backward_run: Callable | None = None
+
+    def __post_init__(self):
+        self.forward_run = _direct(self.forward)
+
+    def run_backward(self, *args: Any) -> Any:
+        """The backward graph, compiled at its first call; later calls go to its direct
+        function. Its inputs' layouts follow from this entry's: saved values come from the
+        forward, tangents are made contiguous and autograd checks their shapes and dtypes
+        against the forward's outputs (a size-1 dim's stride may differ; no index ever
+        multiplies it)."""
+        if self.backward_run is not None:
+            return self.backward_run(*args)
+        out = self.backward(*args)
+        self.backward_run = _direct(self.backward)
+        return out
 
     @property
     def partition_report(self) -> PartitionReport | None:
@@ -101,8 +121,15 @@ class CompiledArtifacts:
 
 
 def _key(inputs: list) -> tuple:
-    return tuple((x.shape, x.dtype, x.device, x.requires_grad) if isinstance(x, torch.Tensor)
-                 else ("const", repr(x)) for x in inputs)
+    return tuple((x.shape, x.stride(), x.dtype, x.device, x.requires_grad)
+                 if isinstance(x, torch.Tensor) else ("const", repr(x)) for x in inputs)
+
+
+def _direct(compiled: Any) -> Any:
+    """``compiled.direct()`` if the compiler's result has one (see
+    :meth:`tutorcompile.inductor.LazyCompiledGraph.direct`), else ``compiled``."""
+    direct = getattr(compiled, "direct", None)
+    return compiled if direct is None else direct()
 
 
 class AOTCompiled:
@@ -192,7 +219,7 @@ class AOTCompiled:
         tensors = inputs if art.all_tensors else [x for x in inputs
                                                   if isinstance(x, torch.Tensor)]
         if art.joint is None:
-            outs = art.forward(*tensors)
+            outs = art.forward_run(*tensors)
         else:
             outs = _AOTFunction.apply(art, *tensors)
         functional = art.functional
@@ -217,7 +244,7 @@ class _AOTFunction(torch.autograd.Function):
     def forward(ctx, art: CompiledArtifacts, *inputs: torch.Tensor):
         joint = art.joint
         n_fwd = joint.num_fwd_outputs
-        outs = art.forward(*inputs)
+        outs = art.forward_run(*inputs)
         fwd, saved = outs[:n_fwd], outs[n_fwd:]
         ctx.art = art
         if art.mutated_tensor_positions:
@@ -258,7 +285,7 @@ class _AOTFunction(torch.autograd.Function):
         # (a sparse gradient has no memory format to ask for)
         tangents = [g.contiguous() if g.layout == torch.strided else g
                     for g in (grad_outputs[i] for i in joint.tangent_outputs)]
-        grads = art.backward(*saved, *tangents)
+        grads = art.run_backward(*saved, *tangents)
         return (None, *[g if rg else None for g, rg in zip(grads, joint.requires_grad)])
 
 

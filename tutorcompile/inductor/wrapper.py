@@ -40,7 +40,7 @@ import torch
 
 from ..fx.codegen import literal
 from ..fx.node import qualified_name
-from ..ops import Prim
+from ..ops import PRIMS, Prim
 from . import ir
 from .scheduler import Scheduler
 
@@ -57,6 +57,23 @@ FRESH_RESULTS = frozenset([
     torch.nn.functional.softmax, torch.nn.functional.log_softmax, torch.index_select,
     torch.Tensor.masked_fill, torch.cat, torch.nn.functional.embedding,
 ])
+
+
+def _permute_of_permute(view: ir.View) -> tuple[Any, tuple[int, ...]] | None:
+    """A ``permute`` of a ``permute`` as one: ``(base, dims)``. A matmul's VJP transposes
+    an operand the forward already transposed (``(xᵀ)ᵀ``): the wrapper then passes ``x``
+    itself (``dims`` is the identity), one PyTorch call fewer per view."""
+    permute = PRIMS["permute"]
+    if view.node is None or view.node.target is not permute:
+        return None
+    dims, base = None, view
+    while isinstance(base, ir.View) and base.node is not None and base.node.target is permute:
+        own = tuple(int(d) % len(base.size) for d in base.node.args[1])
+        dims = own if dims is None else tuple(own[d] for d in dims)
+        base = base.base
+    if base is view.base:
+        return None             # a single permute: written as it is
+    return base, dims
 
 
 # ---------------------------------------------------------------------------------------
@@ -207,6 +224,15 @@ class WrapperCodegen:
     def value_expr(self, value: Any, lines: list[WrapperLine]) -> str:
         if isinstance(value, ir.View):
             key = id(value)
+            composed = _permute_of_permute(value)
+            if composed is not None and key not in self.view_names:
+                base, dims = composed
+                if dims == tuple(range(len(dims))):
+                    return self.value_expr(base, lines)
+                name = f"view_{value.node.name}"
+                lines.append(ExprLine(f"{name} = {self.callee(value.node.target)}("
+                                      f"{self.value_expr(base, lines)}, {literal(dims)})"))
+                self.view_names[key] = name
             if key not in self.view_names:
                 base = self.value_expr(value.base, lines)
                 name = f"view_{value.node.name}" if value.node is not None else f"view{key}"
