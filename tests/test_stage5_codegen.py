@@ -226,7 +226,6 @@ def test_reduction_over_dims_that_do_not_collapse_nests_its_loop():
     assert "r1 < 32" in source and "r0 /" not in source, source
 
 
-
 def test_a_stored_value_is_read_back_not_recomputed():
     """C++: a reduction kernel that stores a full-size value (a softmax's exp, saved for the
     backward) reads it back in the loops after the one that wrote it: one exp per element."""
@@ -239,3 +238,16 @@ def test_a_stored_value_is_read_back_not_recomputed():
     compiled = run(softmax_keeping_exp, torch.randn(16, 40), backend="cpp", rtol=1e-5)
     (source,) = compiled.kernel_sources.values()
     assert source.count("std::exp(") == 1, source
+
+
+def test_a_transposed_read_of_a_stored_value_is_not_read_back():
+    """C++: only the element the earlier loop stored in this row may be read back; a
+    transposed read reaches rows not written yet, so it computes the value again."""
+    if not probe().has_cxx:
+        pytest.skip("no C++ compiler")
+
+    def f(x, y):
+        m = ops.maximum(y, x)
+        return m, ops.sum(ops.mul(m, m), (1,), keepdim=True), ops.add(ops.permute(m, (1, 0)), y)
+    compiled = run(f, torch.randn(12, 12), torch.randn(12, 1), backend="cpp", rtol=1e-5)
+    assert len(compiled.kernel_sources) == 1, compiled.kernel_sources

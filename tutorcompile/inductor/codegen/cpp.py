@@ -90,6 +90,7 @@ class CppKernel(KernelWriter):
         self.watch_r = False
         self.wants_nesting = False
         self.written: set[str] = set()   # stored by a loop already closed (a full phase)
+        self.stored_at: dict[str, Any] = {}   # buffer -> the offset its store wrote
 
     def note_index(self, expr) -> None:
         """Flag a flat reduction loop that would compute a divided index: ``r0 / 32`` in a
@@ -102,14 +103,17 @@ class CppKernel(KernelWriter):
                 for e in sympy.preorder_traversal(ir.simplify_index(expr)))
 
     def load(self, buffer: ir.Buffer, index):
-        if buffer.name in self.written:
-            # stored by an earlier loop over this row: read it back (from L1) rather than
-            # compute it again -- a softmax's exp once, not once per phase (300 -> 137 us
-            # for GPT's attention softmax in training, which stores its exp)
-            offset = print_index(buffer.layout.offset_of(index), "cpp")
+        expr = buffer.layout.offset_of(index)
+        if buffer.name in self.written and \
+                ir.simplify_index(expr) == ir.simplify_index(self.stored_at[buffer.name]):
+            # stored at this very element by an earlier loop over this row: read it back
+            # (from L1) rather than compute it again -- a softmax's exp once, not once per
+            # phase (300 -> 137 us for GPT's attention softmax in training, which stores its
+            # exp). Any other element (a transposed read) may not be written yet.
+            offset = print_index(expr, "cpp")
             return self.cse(f"{self.out_name(buffer.name)}[{offset}]", buffer.get_dtype())
         if buffer.name not in self.plan.names:
-            self.note_index(buffer.layout.offset_of(index))
+            self.note_index(expr)
         return super().load(buffer, index)
 
     def index_expr(self, expr, dtype):
@@ -161,8 +165,9 @@ class CppKernel(KernelWriter):
 
     def store(self, node: ir.ComputedBuffer, index, value: CSEVar) -> None:
         self.outputs.setdefault(node.name, node)
-        self.note_index(node.layout.offset_of(index))
-        offset = print_index(node.layout.offset_of(index), "cpp")
+        self.stored_at[node.name] = node.layout.offset_of(index)
+        self.note_index(self.stored_at[node.name])
+        offset = print_index(self.stored_at[node.name], "cpp")
         self.writeline(f"{self.out_name(node.name)}[{offset}] = {value};")
 
     # -- loops ---------------------------------------------------------------------------
