@@ -563,11 +563,12 @@ def lower_slice_scatter(lowering, node, base, src, dim, start=None, end=None, st
     return lowering.pointwise(node, shape, dtype, inner_fn)
 
 
-INDEX_ADD_DENSE_LIMIT = 1 << 22
+INDEX_ADD_DENSE_LIMIT = 1 << 16
 """``index_add`` becomes a kernel when (output elements) x (indices) is at most this: it is
 generated as a reduction that compares every output row with every index (deterministic, no
-atomics), which pays only while that product is small. Larger ones (an embedding gradient
-over a big vocabulary) run in PyTorch, whose scatter is linear in the indices."""
+atomics), which pays only while that product is small. Larger ones run in PyTorch, whose
+scatter is linear in the indices: the token-embedding gradient of notebook 07's GPT (128 x 64
+elements, 256 indices, 2M compares) takes 2.9 ms as a kernel and 17 us in PyTorch (1 thread)."""
 
 
 @register_lowering(PRIMS["index_add"])
