@@ -7,7 +7,10 @@ stage 1).
 """
 
 import pytest
+import sympy
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tutorcompile.fx import GraphModule
 from tutorcompile.inductor import examples, ir
@@ -104,6 +107,63 @@ def test_index_simplification_joins_digits():
     for shape in [(3, 4, 5), (2, 7), (6,)]:
         flat = ir.flatten_index(ir.unflatten_index(i, shape), shape)
         assert ir.simplify_index(flat) == i, (shape, flat)
+
+
+def test_whole_multiples_come_out_of_a_floor():
+    """The index of a split reduction read through a reshape: ``x0 % 64`` never carries
+    into ``64 * r0``, so the floors and digits collapse to plain loop indices."""
+    r0, x0 = ir.index_symbol("r0"), ir.index_symbol("x0")
+    e = 64 * r0 + ir.ModularIndexing(x0, 1, 64)
+    assert ir.FloorDiv(e, 64) == r0
+    assert ir.FloorDiv(e, 2048) == ir.FloorDiv(r0, 32)
+    assert ir.ModularIndexing(e, 64, 32) == ir.ModularIndexing(r0, 1, 32)
+    assert ir.ModularIndexing(e, 16, 4) == ir.ModularIndexing(x0, 16, 4)
+    assert ir.ModularIndexing(e, 1, 16) == ir.ModularIndexing(x0, 1, 16)
+    assert ir.FloorDiv(64 * r0 + x0, 64) != r0   # x0 may carry: nothing to peel
+    assert ir.FloorDiv(e + 1, 64) != r0          # nor may 63 + 1
+
+
+SIZES = {"a": 7, "b": 12, "c": 64}
+"""Each index symbol's range in the property test below."""
+
+_leaves = st.one_of(st.sampled_from(sorted(SIZES)).map(lambda n: ("sym", n)),
+                    st.integers(0, 70).map(lambda v: ("const", v)),
+                    st.sampled_from(sorted(SIZES)).map(lambda n: ("flip", n)))
+_exprs = st.recursive(_leaves, lambda inner: st.one_of(
+    st.tuples(st.just("lin"), st.sampled_from([1, 2, 4, 8, 16, 64, 96]), inner, inner),
+    st.tuples(st.just("floor"), inner, st.sampled_from([2, 4, 8, 16, 64, 2048])),
+    st.tuples(st.just("digit"), inner, st.sampled_from([1, 2, 4, 16, 64]),
+              st.sampled_from([2, 4, 8, 32, 64]))), max_leaves=8)
+
+
+def _build(tree, values):
+    """The tree as an IR expression (simplified as it is built) and as a Python integer."""
+    kind = tree[0]
+    if kind == "sym":
+        return ir.index_symbol(tree[1]), values[tree[1]]
+    if kind == "const":
+        return sympy.Integer(tree[1]), tree[1]
+    if kind == "flip":   # size - 1 - i: a negative coefficient, never a negative value
+        n = SIZES[tree[1]]
+        return n - 1 - ir.index_symbol(tree[1]), n - 1 - values[tree[1]]
+    if kind == "lin":
+        (e1, v1), (e2, v2) = _build(tree[2], values), _build(tree[3], values)
+        return tree[1] * e1 + e2, tree[1] * v1 + v2
+    e, v = _build(tree[1], values)
+    if kind == "floor":
+        return ir.FloorDiv(e, tree[2]), v // tree[2]
+    return ir.ModularIndexing(e, tree[2], tree[3]), (v // tree[2]) % tree[3]
+
+
+@settings(max_examples=300, deadline=None)
+@given(tree=_exprs, values=st.fixed_dictionaries(
+    {n: st.integers(0, size - 1) for n, size in SIZES.items()}))
+def test_index_simplification_keeps_every_value(tree, values):
+    """Whatever the rules fold while an index expression is built, substituting the loop
+    indices afterwards gives what Python's ``//`` and ``%`` give on the unsimplified one."""
+    expr, expected = _build(tree, values)
+    got = expr.subs({ir.index_symbol(n): v for n, v in values.items()})
+    assert got == expected, (tree, values, expr)
 
 
 @pytest.mark.parametrize("backend", ["cpp", "triton"])

@@ -52,7 +52,11 @@ from ..ops.table import contiguous_strides
 
 
 class FloorDiv(sympy.Function):
-    """``base // divisor`` for non-negative integers (C's ``/`` and Python's ``//`` agree)."""
+    """``base // divisor`` for non-negative integers (C's ``/`` and Python's ``//`` agree).
+
+    Whole multiples come out of the floor: ``FloorDiv(64*r0 + x0%64, 64)`` is ``r0``, and
+    ``FloorDiv(64*r0 + x0%64, 2048)`` is ``FloorDiv(r0, 32)`` (see :func:`_peel`), so a
+    reshape's index after a scatter or a split reduction reads memory in order."""
     is_integer = True
     nargs = 2
 
@@ -64,11 +68,18 @@ class FloorDiv(sympy.Function):
             return sympy.Integer(0)
         if base.is_Integer and divisor.is_Integer:
             return sympy.Integer(int(base) // int(divisor))
+        peeled = _peel(base, divisor)
+        if peeled is not None:
+            quotient, g = peeled
+            return FloorDiv(quotient, divisor // g)
         return None
 
 
 class ModularIndexing(sympy.Function):
-    """``(base // divisor) % modulus``: one digit of a mixed-radix number (reshape's index)."""
+    """``(base // divisor) % modulus``: one digit of a mixed-radix number (reshape's index).
+
+    Simplified as :class:`FloorDiv` is: multiples of ``divisor * modulus`` vanish, a floor
+    that peels away leaves ``quotient % modulus``, and a digit of a digit is one digit."""
     is_integer = True
     nargs = 3
 
@@ -78,7 +89,59 @@ class ModularIndexing(sympy.Function):
             return sympy.Integer(0)
         if base.is_Integer and divisor.is_Integer and modulus.is_Integer:
             return sympy.Integer((int(base) // int(divisor)) % int(modulus))
+        if not divisor.is_Integer or not modulus.is_Integer or divisor * modulus <= 0:
+            return None   # (a zero divisor only indexes an empty loop, which never runs)
+        if isinstance(base, ModularIndexing) and base.args[1] == 1 and \
+                base.args[2] % (divisor * modulus) == 0:   # (x % 64 // 16) % 4 = x // 16 % 4
+            return ModularIndexing(base.args[0], divisor, modulus)
+        terms = sympy.Add.make_args(base)
+        kept = [t for t in terms if t.as_coeff_Mul()[0] % (divisor * modulus) != 0]
+        if len(kept) < len(terms) and _bound(kept) is not None:
+            return ModularIndexing(sympy.Add(*kept), divisor, modulus)
+        peeled = _peel(base, divisor)
+        if peeled is not None:
+            quotient, g = peeled
+            return ModularIndexing(quotient, divisor // g, modulus)
         return None
+
+
+def _bound(terms) -> int | float | None:
+    """The largest value the sum of ``terms`` can take, when every term is a non-negative
+    integer (a constant, an index symbol, a floor or a digit, times a positive integer):
+    ``inf`` when some term is unbounded; None when a term might be negative."""
+    total = 0
+    for term in terms:
+        coeff, atom = term.as_coeff_Mul()
+        if not coeff.is_Integer or coeff < 0:
+            return None
+        if atom == 1:
+            total += int(coeff)
+        elif isinstance(atom, ModularIndexing) and atom.args[2].is_Integer:
+            total += int(coeff) * (int(atom.args[2]) - 1)
+        elif isinstance(atom, FloorDiv) or (atom.is_Symbol and atom.is_nonnegative):
+            total = math.inf
+        else:
+            return None
+    return total
+
+
+def _peel(base, divisor) -> tuple[sympy.Expr, int] | None:
+    """``base = g*quotient + rest`` with ``g`` dividing ``divisor`` and ``0 <= rest < g``,
+    for the largest such ``g`` > 1: then ``base // divisor == quotient // (divisor / g)``
+    (the rest never carries into the quotient). None when no ``g`` works."""
+    if not divisor.is_Integer or divisor <= 1:
+        return None
+    d, terms = int(divisor), sympy.Add.make_args(base)
+    coeffs = [t.as_coeff_Mul()[0] for t in terms]
+    if not all(c.is_Integer for c in coeffs):
+        return None
+    for g in sorted({math.gcd(d, int(c)) for c in coeffs} - {1}, reverse=True):
+        whole = [t for t, c in zip(terms, coeffs) if int(c) % g == 0]
+        rest = [t for t, c in zip(terms, coeffs) if int(c) % g != 0]
+        bound = _bound(rest)
+        if whole and bound is not None and bound < g:
+            return sympy.Add(*whole) / g, g
+    return None
 
 
 def index_symbol(name: str) -> sympy.Symbol:
