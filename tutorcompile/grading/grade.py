@@ -26,11 +26,13 @@ from __future__ import annotations
 import copy
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-
-import nbformat
+from typing import TYPE_CHECKING
 
 from .notebook import HiddenCheck, exercise_id, read_hidden_checks, read_notebook
 from .runner import Cell, run_cells
+
+if TYPE_CHECKING:  # pragma: no cover
+    import nbformat
 
 
 @dataclass

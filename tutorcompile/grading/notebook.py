@@ -17,8 +17,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import nbformat
+if TYPE_CHECKING:  # pragma: no cover
+    import nbformat
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 
@@ -34,6 +36,8 @@ class CellRole:
 
 def read_notebook(path: str | Path) -> nbformat.NotebookNode:
     """Read and validate a notebook; raises ValueError with a readable reason if malformed."""
+    import nbformat  # here, not at import time: see __main__.py on its start-up cost
+
     try:
         nb = nbformat.read(str(path), as_version=4)
         nbformat.validate(nb)
