@@ -29,7 +29,8 @@ them (:class:`VariableBuilder`) installs the guards that make reuse safe. Every 
 ``reconstruct`` the real value it stands for after the graph has run -- that is how the
 frame's stack and locals are rebuilt at a graph break.
 
-Split in two modules: ``base`` (constants, tensors, containers) and ``callables``
+Modules: ``base`` (the tracker base class, constants, containers), ``tensor`` (tensors,
+dynamic sizes, tensor methods), ``misc`` (cells, globals, ``DELETED``) and ``callables``
 (functions, modules, torch ops, builtins).
 
 Mirrors: torch/_dynamo/variables/ (builder.py, tensor.py, constant.py, lists.py, dicts.py,
@@ -40,5 +41,9 @@ from .base import *  # noqa: F403
 from .base import __all__ as _base_all
 from .callables import *  # noqa: F403
 from .callables import __all__ as _callables_all
+from .misc import *  # noqa: F403
+from .misc import __all__ as _misc_all
+from .tensor import *  # noqa: F403
+from .tensor import __all__ as _tensor_all
 
-__all__ = _base_all + _callables_all
+__all__ = _base_all + _tensor_all + _misc_all + _callables_all

@@ -33,7 +33,6 @@ if TYPE_CHECKING:  # pragma: no cover
     pass
 
 from .base import (
-    DELETED,
     BaseListVariable,
     BoundMethodVariable,
     ConstantVariable,
@@ -42,14 +41,13 @@ from .base import (
     ListVariable,
     NamedTupleVariable,
     SizeVariable,
-    SymIntVariable,
-    TensorMethodVariable,
-    TensorVariable,
     TupleVariable,
     VariableTracker,
     is_constant_value,
     wrap_constant_result,
 )
+from .misc import DELETED
+from .tensor import SymIntVariable, TensorMethodVariable, TensorVariable
 
 
 # --- functions ---------------------------------------------------------------------------------
