@@ -1,15 +1,16 @@
-"""Variable trackers, part 1: the base class, constants and containers.
+"""Variable trackers: the base class, constants and containers.
 
 See ``variables/__init__.py`` for the whole family. Every tracker can ``reconstruct`` the real
 value it stands for after the graph ran (``Reconstructor`` memoises, so aliasing survives).
+Constants and containers live here with the base class because they build one another (a
+folded constant can be a list; a list method's result is a constant).
 
-Tensors live in ``tensor.py``, cells and globals in ``misc.py``.
-
-Mirrors: torch/_dynamo/variables/base.py, constant.py, lists.py, dicts.py.
+Mirrors: torch/_dynamo/variables/base.py, constant.py, lists.py, dicts.py, sets.py.
 """
 
 from __future__ import annotations
 
+import collections
 import inspect
 import operator
 import types
@@ -175,7 +176,6 @@ def wrap_constant_result(value: Any) -> VariableTracker:
     if isinstance(value, list) and all(is_constant_value(v) for v in value):
         return ListVariable([ConstantVariable(v) for v in value])
     if isinstance(value, set) and all(is_constant_value(v) for v in value):
-        from .callables import SetVariable
         return SetVariable([ConstantVariable(v) for v in value])
     if isinstance(value, dict) and all(is_constant_value(v) for v in value.values()):
         return ConstDictVariable({k: ConstantVariable(v) for k, v in value.items()})
@@ -472,7 +472,7 @@ class ConstDictVariable(VariableTracker):
     def var_getattr(self, tx, name):
         static = inspect.getattr_static(self.dict_cls, name, None)
         if isinstance(static, types.FunctionType) and self.dict_cls.__module__ != "collections":
-            from .callables import UserMethodVariable  # a method a dict subclass adds
+            from .functions import UserMethodVariable  # a method a dict subclass adds
             return UserMethodVariable(static, self)
         if callable(static):
             return BoundMethodVariable(self, name)
@@ -660,9 +660,101 @@ class ListIteratorVariable(VariableTracker):
         return ResumeIterator([rc(i) for i in self.items[self.index:]])
 
 
+class SetVariable(VariableTracker):
+    """A ``set`` of constants built while tracing (literals, ``set()``, comprehensions)."""
+
+    def __init__(self, items: list[VariableTracker]):
+        if not all(i.is_python_constant() for i in items):
+            raise Unsupported("a set of non-constant values (tensors hash by identity)")
+        self.values = {i.as_python_constant(): None for i in items}  # insertion order
+        self.mutated = False
+
+    def python_type(self):
+        return set
+
+    def is_python_constant(self):
+        return True
+
+    def as_python_constant(self):
+        return set(self.values)
+
+    def unpack(self, tx):
+        return [ConstantVariable(v) for v in self.values]
+
+    def truth(self, tx):
+        return bool(self.values)
+
+    def var_getattr(self, tx, name):
+        if callable(getattr(set, name, None)):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"set.{name}")
+
+    def call_method(self, tx, name, args, kwargs):
+        consts = [set(a.as_python_constant()) if isinstance(a, SetVariable) else
+                  a.as_python_constant() if a.is_python_constant() else
+                  [i.as_python_constant() for i in tx.unpack(a)] for a in args]
+        if name in ("add", "update", "discard", "remove", "clear", "pop",
+                    "difference_update", "intersection_update", "symmetric_difference_update",
+                    "__ior__", "__iand__", "__isub__", "__ixor__"):
+            tx.record_mutation(self)
+            current = set(self.values)
+            result = getattr(current, name)(*consts)
+            # keep insertion order for what stays; new members at the end
+            self.values = {v: None for v in [*self.values, *current] if v in current}
+            return ConstantVariable(result) if name == "pop" else (
+                self if name.startswith("__i") else ConstantVariable(None))
+        result = getattr(set(self.values), name)(*consts)
+        if isinstance(result, (set, frozenset)) and not isinstance(result, frozenset):
+            return SetVariable([ConstantVariable(v) for v in result])
+        return wrap_constant_result(result)
+
+    def reconstruct(self, rc):
+        return set(self.values)
+
+    def __repr__(self):
+        return f"SetVariable({set(self.values)!r})"
+
+
+class DequeVariable(ListVariable):
+    """``collections.deque`` (no maxlen) built while tracing: a list with two open ends."""
+    python_cls = collections.deque
+
+    def python_type(self):
+        return collections.deque
+
+    def var_getattr(self, tx, name):
+        if callable(getattr(collections.deque, name, None)):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"deque.{name}")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in ("appendleft", "popleft", "extendleft", "rotate"):
+            tx.record_mutation(self)
+            if name == "appendleft":
+                self.items.insert(0, args[0])
+            elif name == "popleft":
+                if not self.items:
+                    raise Unsupported("pop from an empty deque")
+                return self.items.pop(0)
+            elif name == "extendleft":
+                for item in tx.unpack(args[0]):
+                    self.items.insert(0, item)
+            else:
+                n = args[0].as_python_constant() if args else 1
+                if self.items:
+                    n %= len(self.items)
+                    self.items = self.items[-n:] + self.items[:-n] if n else self.items
+            return ConstantVariable(None)
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, rc):
+        return collections.deque([rc(i) for i in self.items])
+
+
 __all__ = [
     'BaseListVariable', 'BoundMethodVariable', 'CONSTANT_TYPES', 'ConstDictVariable',
-    'ConstantVariable', 'DictViewVariable', 'ListIteratorVariable', 'ListVariable',
-    'NamedTupleVariable', 'Reconstructor', 'ResumeIterator', 'SizeVariable', 'SliceVariable',
-    'TupleVariable', 'VariableTracker', 'is_constant_value', 'wrap_constant_result',
+    'ConstantVariable', 'DequeVariable', 'DictViewVariable', 'ListIteratorVariable',
+    'ListVariable', 'NamedTupleVariable', 'Reconstructor', 'ResumeIterator', 'SetVariable',
+    'SizeVariable', 'SliceVariable', 'TupleVariable', 'VariableTracker', 'is_constant_value',
+    'wrap_constant_result',
 ]
