@@ -169,6 +169,12 @@ class ConstantVariable(VariableTracker):
         return f"ConstantVariable({self.value!r})"
 
 
+# Trackers defined in modules that import this one (``functions``, ``callables``), registered
+# there when they are imported -- the package ``__init__`` imports them all. Late binding keeps
+# the module graph acyclic where a constant or a dict must build one of them.
+LATE_BOUND: dict[str, type[VariableTracker]] = {}
+
+
 def wrap_constant_result(value: Any) -> VariableTracker:
     """Wrap the result of folding an operation on constants."""
     if is_constant_value(value):
@@ -180,8 +186,7 @@ def wrap_constant_result(value: Any) -> VariableTracker:
     if isinstance(value, dict) and all(is_constant_value(v) for v in value.values()):
         return ConstDictVariable({k: ConstantVariable(v) for k, v in value.items()})
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
-        from .callables import BuiltinVariable
-        return BuiltinVariable(value)
+        return LATE_BOUND["BuiltinVariable"](value)
     raise Unsupported(f"folding produced a non-constant {type(value).__name__}")
 
 
@@ -472,8 +477,7 @@ class ConstDictVariable(VariableTracker):
     def var_getattr(self, tx, name):
         static = inspect.getattr_static(self.dict_cls, name, None)
         if isinstance(static, types.FunctionType) and self.dict_cls.__module__ != "collections":
-            from .functions import UserMethodVariable  # a method a dict subclass adds
-            return UserMethodVariable(static, self)
+            return LATE_BOUND["UserMethodVariable"](static, self)  # a dict subclass's method
         if callable(static):
             return BoundMethodVariable(self, name)
         raise Unsupported(f"attribute {name!r} of a {self.dict_cls.__name__}")

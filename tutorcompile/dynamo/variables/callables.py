@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
     pass
 
 from .base import (
+    LATE_BOUND,
     BaseListVariable,
     ConstantVariable,
     ConstDictVariable,
@@ -59,7 +60,6 @@ from .misc import DELETED, PythonModuleVariable
 from .nn_module import NNModuleVariable
 from .tensor import SymIntVariable, TensorMethodVariable, TensorVariable
 from .torch import TorchFunctionVariable, in_torch
-
 
 # --- user-defined classes and objects ----------------------------------------------------------
 
@@ -918,6 +918,7 @@ _INLINED_WHEN_UNHANDLED = {dataclasses.replace, dataclasses.fields, dataclasses.
 
 BUILTIN_CALLABLES = {v for v in vars(builtins).values() if callable(v)}
 BUILTIN_HANDLERS = _BUILTIN_HANDLERS  # callables, from any module, with a tracing rule
+LATE_BOUND["BuiltinVariable"] = BuiltinVariable
 
 
 __all__ = [

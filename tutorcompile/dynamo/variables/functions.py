@@ -10,7 +10,7 @@ import types
 
 from ..exc import Unsupported
 from ..source import AttrSource, Source
-from .base import ConstantVariable, ConstDictVariable, TupleVariable, VariableTracker
+from .base import LATE_BOUND, ConstantVariable, ConstDictVariable, TupleVariable, VariableTracker
 
 
 class UserFunctionVariable(VariableTracker):
@@ -109,6 +109,9 @@ class PartialVariable(VariableTracker):
     def reconstruct(self, rc):
         return functools.partial(rc(self.fn), *[rc(a) for a in self.args],
                                  **{k: rc(v) for k, v in self.kwargs.items()})
+
+
+LATE_BOUND["UserMethodVariable"] = UserMethodVariable
 
 
 __all__ = [
