@@ -46,7 +46,8 @@ callables       user-defined classes and objects, ``super()``, dataclasses, and 
                 builtin handlers and the user-defined trackers call each other)
 ==============  ==========================================================================
 
-Mirrors: torch/_dynamo/variables/ (builder.py is ``..builder``).
+Mirrors: torch/_dynamo/variables/ (its builder.py is ``InstructionTranslator.wrap_nested`` in
+``..symbolic_convert``).
 """
 
 from .base import *  # noqa: F403
