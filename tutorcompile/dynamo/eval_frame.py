@@ -63,7 +63,7 @@ from .variables import (
     TensorVariable,
     VariableTracker,
 )
-from .variables.callables import in_torch
+from .variables.torch import in_torch
 from .vm import _RETURN, CO_VARARGS, CO_VARKEYWORDS, VM, Frame, can_interpret
 
 RECOMPILE_LIMIT = 8

@@ -29,16 +29,43 @@ them (:class:`VariableBuilder`) installs the guards that make reuse safe. Every 
 ``reconstruct`` the real value it stands for after the graph has run -- that is how the
 frame's stack and locals are rebuilt at a graph break.
 
-Split in two modules: ``base`` (constants, tensors, containers) and ``callables``
-(functions, modules, torch ops, builtins).
+Modules, by kind (each mirrors the torch/_dynamo/variables/ file of the same name):
 
-Mirrors: torch/_dynamo/variables/ (builder.py, tensor.py, constant.py, lists.py, dicts.py,
-functions.py, nn_module.py, torch.py, builtin.py, user_defined.py).
+==============  ==========================================================================
+base            ``VariableTracker``, ``Reconstructor``, constants and containers (tuples,
+                lists, dicts, sets, deques, slices, iterators; mirrors base.py,
+                constant.py, lists.py, dicts.py, sets.py)
+tensor          tensors, dynamic sizes, tensor methods
+functions       user functions and methods, closures, ``functools.partial``
+torch           ``torch.*`` callables and the compile-time state seen while tracing
+nn_module       ``nn.Module``
+ctx_manager     grad mode, autocast, ``nullcontext``
+misc            cells, globals, Python modules, ``os.environ``, ``DELETED``
+callables       user-defined classes and objects, ``super()``, dataclasses, and builtins
+                (mirrors user_defined.py and builtin.py: kept together because the
+                builtin handlers and the user-defined trackers call each other)
+==============  ==========================================================================
+
+Mirrors: torch/_dynamo/variables/ (its builder.py is ``InstructionTranslator.wrap_nested`` in
+``..symbolic_convert``).
 """
 
 from .base import *  # noqa: F403
 from .base import __all__ as _base_all
 from .callables import *  # noqa: F403
 from .callables import __all__ as _callables_all
+from .ctx_manager import *  # noqa: F403
+from .ctx_manager import __all__ as _ctx_manager_all
+from .functions import *  # noqa: F403
+from .functions import __all__ as _functions_all
+from .misc import *  # noqa: F403
+from .misc import __all__ as _misc_all
+from .nn_module import *  # noqa: F403
+from .nn_module import __all__ as _nn_module_all
+from .tensor import *  # noqa: F403
+from .tensor import __all__ as _tensor_all
+from .torch import *  # noqa: F403
+from .torch import __all__ as _torch_all
 
-__all__ = _base_all + _callables_all
+__all__ = (_base_all + _tensor_all + _functions_all + _torch_all
+           + _nn_module_all + _ctx_manager_all + _misc_all + _callables_all)

@@ -1,13 +1,16 @@
-"""Variable trackers, part 1: the base class, constants, tensors and containers.
+"""Variable trackers: the base class, constants and containers.
 
 See ``variables/__init__.py`` for the whole family. Every tracker can ``reconstruct`` the real
 value it stands for after the graph ran (``Reconstructor`` memoises, so aliasing survives).
+Constants and containers live here with the base class because they build one another (a
+folded constant can be a list; a list method's result is a constant).
 
-Mirrors: torch/_dynamo/variables/base.py, constant.py, tensor.py, lists.py, dicts.py.
+Mirrors: torch/_dynamo/variables/base.py, constant.py, lists.py, dicts.py, sets.py.
 """
 
 from __future__ import annotations
 
+import collections
 import inspect
 import operator
 import types
@@ -166,6 +169,12 @@ class ConstantVariable(VariableTracker):
         return f"ConstantVariable({self.value!r})"
 
 
+# Trackers defined in modules that import this one (``functions``, ``callables``), registered
+# there when they are imported -- the package ``__init__`` imports them all. Late binding keeps
+# the module graph acyclic where a constant or a dict must build one of them.
+LATE_BOUND: dict[str, type[VariableTracker]] = {}
+
+
 def wrap_constant_result(value: Any) -> VariableTracker:
     """Wrap the result of folding an operation on constants."""
     if is_constant_value(value):
@@ -173,117 +182,12 @@ def wrap_constant_result(value: Any) -> VariableTracker:
     if isinstance(value, list) and all(is_constant_value(v) for v in value):
         return ListVariable([ConstantVariable(v) for v in value])
     if isinstance(value, set) and all(is_constant_value(v) for v in value):
-        from .callables import SetVariable
         return SetVariable([ConstantVariable(v) for v in value])
     if isinstance(value, dict) and all(is_constant_value(v) for v in value.values()):
         return ConstDictVariable({k: ConstantVariable(v) for k, v in value.items()})
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
-        from .callables import BuiltinVariable
-        return BuiltinVariable(value)
+        return LATE_BOUND["BuiltinVariable"](value)
     raise Unsupported(f"folding produced a non-constant {type(value).__name__}")
-
-
-# --- tensors and sizes ------------------------------------------------------------------------
-class TensorVariable(VariableTracker):
-    """A tensor in the graph: ``node`` computes it, ``fake`` says its shape/dtype/device."""
-
-    def __init__(self, node: Any, fake: torch.Tensor, source: Source | None = None,
-                 dynamic_dims: frozenset[int] = frozenset()):
-        self.node, self.fake, self.source = node, fake, source
-        self.dynamic_dims = dynamic_dims  # for graph inputs: which dims are symbolic
-
-    def python_type(self):
-        return type(self.fake) if not isinstance(self.fake, torch.Tensor) else torch.Tensor
-
-    def as_proxy(self):
-        return self.node
-
-    def example(self):
-        return self.fake
-
-    def truth(self, tx):
-        raise Unsupported("data-dependent control flow: the truth value of a tensor "
-                          "(`if tensor:` / `while tensor:` / `and`/`or` on a tensor)")
-
-    def size_vars(self, tx) -> list[VariableTracker]:
-        return [self.size_var(tx, d) for d in range(self.fake.dim())]
-
-    def size_var(self, tx, dim: int) -> VariableTracker:
-        if tx.output.is_dynamic_tensor(self) and (self.source is None or
-                                                  dim in self.dynamic_dims):
-            return tx.output.size_symint(self, dim)
-        return ConstantVariable(int(self.fake.shape[dim]))
-
-    def var_getattr(self, tx, name):
-        f = self.fake
-        if name in ("shape",):
-            return SizeVariable(self.size_vars(tx))
-        if name in ("dtype", "device", "layout", "requires_grad", "is_cuda", "is_sparse",
-                    "is_leaf", "is_quantized", "is_meta"):
-            return ConstantVariable(getattr(f, name))
-        if name == "ndim":
-            return ConstantVariable(f.dim())
-        if name in ("T", "mT", "H", "mH", "real", "imag"):
-            return tx.output.create_node("call_function", getattr, (self, ConstantVariable(
-                name)), {})
-        if name in ("grad", "data", "_version", "grad_fn", "_base"):
-            raise Unsupported(f"reading tensor.{name} (autograd state is not captured)")
-        attr = getattr(torch.Tensor, name, None)
-        if callable(attr):
-            return TensorMethodVariable(self, name)
-        raise Unsupported(f"tensor attribute {name!r}")
-
-    def call_method(self, tx, name, args, kwargs):
-        return TensorMethodVariable(self, name).call_function(tx, args, kwargs)
-
-    def unpack(self, tx):
-        n = self.size_var(tx, 0)
-        if not n.is_python_constant():
-            raise Unsupported("iterating over a tensor with a dynamic first dimension")
-        return [tx.output.create_node("call_function", operator.getitem,
-                                      (self, ConstantVariable(i)), {})
-                for i in range(n.as_python_constant())]
-
-    def reconstruct(self, rc):
-        if self.node in rc.outputs:
-            return rc.outputs[self.node]
-        return super().reconstruct(rc)
-
-    def __repr__(self):
-        return f"TensorVariable({self.node.name}: {str(self.fake.dtype)[6:]}" \
-               f"{list(self.fake.shape)})"
-
-
-class SymIntVariable(VariableTracker):
-    """An int computed from dynamic sizes; ``expr`` is its guard expression (if known)."""
-
-    def __init__(self, node: Any, value: int, expr: str | None):
-        self.node, self.value, self.expr = node, value, expr
-
-    def python_type(self):
-        return type(self.value)
-
-    def as_proxy(self):
-        return self.node
-
-    def example(self):
-        return self.value
-
-    def specialize(self, tx) -> int:
-        """Use the concrete value; guard that the expression keeps it."""
-        if self.expr is None:
-            raise Unsupported("a size computed inside the graph is needed as a Python int")
-        tx.guards.SHAPE_ENV(f"{self.expr} == {self.value}", "specialised")
-        return self.value
-
-    def truth(self, tx):
-        return bool(self.specialize(tx))
-
-    def reconstruct(self, rc):
-        return rc.outputs[self.node] if self.node in rc.outputs else self.value
-
-    def __repr__(self):
-        return f"SymIntVariable({self.expr or self.node.name}={self.value})"
 
 
 class BoundMethodVariable(VariableTracker):
@@ -300,52 +204,6 @@ class BoundMethodVariable(VariableTracker):
 
     def reconstruct(self, rc):
         return getattr(rc(self.obj), self.name)
-
-
-class TensorMethodVariable(VariableTracker):
-    """``tensor.method`` before it is called."""
-
-    def __init__(self, tensor: TensorVariable, name: str):
-        self.tensor, self.name = tensor, name
-
-    def call_function(self, tx, args, kwargs):
-        t, name = self.tensor, self.name
-        if name in ("item", "tolist", "numpy", "__bool__", "__int__", "__float__",
-                    "data_ptr", "storage"):
-            raise Unsupported(f"tensor.{name}() needs the tensor's data (data-dependent)")
-        if name in ("size", "stride", "dim", "numel", "nelement", "ndimension", "is_contiguous",
-                    "element_size", "get_device", "is_floating_point", "is_complex",
-                    "dtype"):
-            return t_metadata_method(tx, t, name, args, kwargs)
-        if name == "type" and not args and not kwargs:
-            return ConstantVariable(t.fake.type())
-        return tx.output.create_node("call_method", name, (t, *args), kwargs)
-
-    def reconstruct(self, rc):
-        return getattr(rc(self.tensor), self.name)
-
-    def children(self):
-        return [self.tensor]
-
-
-def t_metadata_method(tx, t: TensorVariable, name: str, args, kwargs) -> VariableTracker:
-    consts = [a.as_python_constant() for a in args]
-    if name == "size":
-        sizes = t.size_vars(tx)
-        if "dim" in kwargs:
-            consts = [kwargs["dim"].as_python_constant()]
-        return sizes[consts[0]] if consts else SizeVariable(sizes)
-    if name in ("numel", "nelement"):
-        sizes = t.size_vars(tx)
-        result: VariableTracker = ConstantVariable(1)
-        for s in sizes:
-            result = tx.binary_op(operator.mul, result, s)
-        return result
-    if name in ("dim", "ndimension"):
-        return ConstantVariable(t.fake.dim())
-    if tx.output.is_dynamic_tensor(t) and name in ("stride",):
-        raise Unsupported("strides of a dynamically shaped tensor")
-    return ConstantVariable(getattr(t.fake, name)(*consts))
 
 
 # --- containers ---------------------------------------------------------------------------------
@@ -619,8 +477,7 @@ class ConstDictVariable(VariableTracker):
     def var_getattr(self, tx, name):
         static = inspect.getattr_static(self.dict_cls, name, None)
         if isinstance(static, types.FunctionType) and self.dict_cls.__module__ != "collections":
-            from .callables import UserMethodVariable  # a method a dict subclass adds
-            return UserMethodVariable(static, self)
+            return LATE_BOUND["UserMethodVariable"](static, self)  # a dict subclass's method
         if callable(static):
             return BoundMethodVariable(self, name)
         raise Unsupported(f"attribute {name!r} of a {self.dict_cls.__name__}")
@@ -807,68 +664,101 @@ class ListIteratorVariable(VariableTracker):
         return ResumeIterator([rc(i) for i in self.items[self.index:]])
 
 
-class CellVariable(VariableTracker):
-    """A closure cell made while tracing (MAKE_CELL)."""
-    EMPTY = object()
+class SetVariable(VariableTracker):
+    """A ``set`` of constants built while tracing (literals, ``set()``, comprehensions)."""
 
-    def __init__(self, contents: Any = EMPTY):
-        self.contents = contents
+    def __init__(self, items: list[VariableTracker]):
+        if not all(i.is_python_constant() for i in items):
+            raise Unsupported("a set of non-constant values (tensors hash by identity)")
+        self.values = {i.as_python_constant(): None for i in items}  # insertion order
+        self.mutated = False
 
-    def children(self):
-        return [] if self.contents is self.EMPTY else [self.contents]
+    def python_type(self):
+        return set
+
+    def is_python_constant(self):
+        return True
+
+    def as_python_constant(self):
+        return set(self.values)
+
+    def unpack(self, tx):
+        return [ConstantVariable(v) for v in self.values]
+
+    def truth(self, tx):
+        return bool(self.values)
+
+    def var_getattr(self, tx, name):
+        if callable(getattr(set, name, None)):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"set.{name}")
+
+    def call_method(self, tx, name, args, kwargs):
+        consts = [set(a.as_python_constant()) if isinstance(a, SetVariable) else
+                  a.as_python_constant() if a.is_python_constant() else
+                  [i.as_python_constant() for i in tx.unpack(a)] for a in args]
+        if name in ("add", "update", "discard", "remove", "clear", "pop",
+                    "difference_update", "intersection_update", "symmetric_difference_update",
+                    "__ior__", "__iand__", "__isub__", "__ixor__"):
+            tx.record_mutation(self)
+            current = set(self.values)
+            result = getattr(current, name)(*consts)
+            # keep insertion order for what stays; new members at the end
+            self.values = {v: None for v in [*self.values, *current] if v in current}
+            return ConstantVariable(result) if name == "pop" else (
+                self if name.startswith("__i") else ConstantVariable(None))
+        result = getattr(set(self.values), name)(*consts)
+        if isinstance(result, (set, frozenset)) and not isinstance(result, frozenset):
+            return SetVariable([ConstantVariable(v) for v in result])
+        return wrap_constant_result(result)
 
     def reconstruct(self, rc):
-        if self.contents is self.EMPTY:
-            return types.CellType()
-        cell = types.CellType()
-        rc.memo[id(self)] = cell  # before the contents: a closure may refer to itself
-        cell.cell_contents = rc(self.contents)
-        return cell
+        return set(self.values)
 
-
-class _Deleted:
     def __repr__(self):
-        return "DELETED"
+        return f"SetVariable({set(self.values)!r})"
 
 
-DELETED = _Deleted()  # a pending write that deletes (``del obj.attr``, ``del GLOBAL``)
+class DequeVariable(ListVariable):
+    """``collections.deque`` (no maxlen) built while tracing: a list with two open ends."""
+    python_cls = collections.deque
 
+    def python_type(self):
+        return collections.deque
 
-class GlobalsVariable(VariableTracker):
-    """A module's globals that the traced code assigns to (``global N; N = v``). Like an
-    object's attribute writes, the assignments wait in ``pending`` (reads in the frame see
-    them) and are replayed into the module's dict after the graph ran, in order with the
-    other side effects. ``scope`` names the dict in the guard environment (``G``, ``G_mod``)."""
-    fresh = False
+    def var_getattr(self, tx, name):
+        if callable(getattr(collections.deque, name, None)):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"deque.{name}")
 
-    def __init__(self, scope: str):
-        self.scope = scope
-        self.pending: dict[str, Any] = {}
-
-    def children(self):
-        return [v for v in self.pending.values() if isinstance(v, VariableTracker)]
+    def call_method(self, tx, name, args, kwargs):
+        if name in ("appendleft", "popleft", "extendleft", "rotate"):
+            tx.record_mutation(self)
+            if name == "appendleft":
+                self.items.insert(0, args[0])
+            elif name == "popleft":
+                if not self.items:
+                    raise Unsupported("pop from an empty deque")
+                return self.items.pop(0)
+            elif name == "extendleft":
+                for item in tx.unpack(args[0]):
+                    self.items.insert(0, item)
+            else:
+                n = args[0].as_python_constant() if args else 1
+                if self.items:
+                    n %= len(self.items)
+                    self.items = self.items[-n:] + self.items[:-n] if n else self.items
+            return ConstantVariable(None)
+        return super().call_method(tx, name, args, kwargs)
 
     def reconstruct(self, rc):
-        return rc.env[self.scope]
-
-    def __repr__(self):
-        return f"GlobalsVariable({self.scope})"
-
-
-class ClosureCellVariable(VariableTracker):
-    """A real cell from outside (a free variable of the compiled function)."""
-
-    def __init__(self, cell: types.CellType, source: Source):
-        self.cell, self.source = cell, source
-
+        return collections.deque([rc(i) for i in self.items])
 
 
 __all__ = [
-    'BaseListVariable', 'BoundMethodVariable', 'CONSTANT_TYPES', 'CellVariable',
-    'ClosureCellVariable', 'ConstDictVariable', 'ConstantVariable', 'DELETED',
-    'DictViewVariable', 'GlobalsVariable', 'ListIteratorVariable',
-    'ListVariable', 'NamedTupleVariable', 'Reconstructor', 'ResumeIterator', 'SizeVariable',
-    'SliceVariable', 'SymIntVariable', 'TensorMethodVariable', 'TensorVariable',
-    'TupleVariable', 'VariableTracker', 'is_constant_value', 't_metadata_method',
+    'BaseListVariable', 'BoundMethodVariable', 'CONSTANT_TYPES', 'ConstDictVariable',
+    'ConstantVariable', 'DequeVariable', 'DictViewVariable', 'ListIteratorVariable',
+    'ListVariable', 'NamedTupleVariable', 'Reconstructor', 'ResumeIterator', 'SetVariable',
+    'SizeVariable', 'SliceVariable', 'TupleVariable', 'VariableTracker', 'is_constant_value',
     'wrap_constant_result',
 ]

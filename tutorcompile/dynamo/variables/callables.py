@@ -1,11 +1,12 @@
-"""Variable trackers, part 2: things you call -- functions, modules, torch ops, builtins.
+"""Variable trackers for user-defined classes and objects, and for Python builtins.
 
-User functions and ``nn.Module.forward`` are inlined (traced through); ``torch.*`` and
-``torch.nn.functional.*`` calls become single graph nodes; Python builtins are handled one
-by one (``len``, ``isinstance``, ``range``, ...), and the rest become graph breaks.
+User classes and objects are read attribute by attribute (and guarded); writes wait in
+``pending``. Python builtins are handled one by one (``len``, ``isinstance``, ``range``, ...),
+and the rest become graph breaks. The two live together because they call each other: the
+builtin handlers inspect user objects, and user classes construct through builtins
+(``dict(...)``, ``object.__init__``).
 
-Mirrors: torch/_dynamo/variables/functions.py, nn_module.py, torch.py, builtin.py,
-user_defined.py.
+Mirrors: torch/_dynamo/variables/user_defined.py, builtin.py.
 """
 
 from __future__ import annotations
@@ -27,197 +28,40 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..exc import TracedException, Unsupported
-from ..source import AttrSource, GetItemSource, Source, is_literal
+from ..source import AttrSource, Source
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
 
 from .base import (
-    DELETED,
+    LATE_BOUND,
     BaseListVariable,
-    BoundMethodVariable,
     ConstantVariable,
     ConstDictVariable,
+    DequeVariable,
     ListIteratorVariable,
     ListVariable,
     NamedTupleVariable,
+    SetVariable,
     SizeVariable,
-    SymIntVariable,
-    TensorMethodVariable,
-    TensorVariable,
     TupleVariable,
     VariableTracker,
     is_constant_value,
     wrap_constant_result,
 )
+from .ctx_manager import GradModeVariable, _autocast
+from .functions import (
+    NestedUserFunctionVariable,
+    PartialVariable,
+    UserFunctionVariable,
+    UserMethodVariable,
+)
+from .misc import DELETED, PythonModuleVariable
+from .nn_module import NNModuleVariable
+from .tensor import SymIntVariable, TensorMethodVariable, TensorVariable
+from .torch import TorchFunctionVariable, in_torch
 
-
-# --- functions ---------------------------------------------------------------------------------
-class UserFunctionVariable(VariableTracker):
-    def __init__(self, fn: types.FunctionType, source: Source | None = None):
-        self.fn, self.source = fn, source
-
-    def python_type(self):
-        return types.FunctionType
-
-    def call_function(self, tx, args, kwargs):
-        return tx.inline_user_function(self.fn, args, kwargs, fn_source=self.source)
-
-    def var_getattr(self, tx, name):
-        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
-            return ConstantVariable(getattr(self.fn, name))
-        if name == "__class__":
-            return tx.wrap_nested(types.FunctionType, None)
-        if name in ("__code__", "__defaults__", "__kwdefaults__", "__wrapped__", "__dict__"):
-            # fixed by the function's identity (ID_MATCH) or reached through its source
-            source = AttrSource(self.source, name) if self.source is not None else None
-            return tx.wrap_nested(getattr(self.fn, name), source)
-        raise Unsupported(f"attribute {name} of function {self.fn.__qualname__}")
-
-    def reconstruct(self, rc):
-        return self.fn
-
-    def __repr__(self):
-        return f"UserFunctionVariable({self.fn.__qualname__})"
-
-
-class UserMethodVariable(VariableTracker):
-    def __init__(self, fn: types.FunctionType, obj: VariableTracker):
-        self.fn, self.obj = fn, obj
-
-    def call_function(self, tx, args, kwargs):
-        return tx.inline_user_function(self.fn, [self.obj, *args], kwargs)
-
-    def children(self):
-        return [self.obj]
-
-    def reconstruct(self, rc):
-        return types.MethodType(self.fn, rc(self.obj))
-
-
-class NestedUserFunctionVariable(VariableTracker):
-    """A function object created by MAKE_FUNCTION during tracing (a closure or lambda)."""
-
-    def __init__(self, code, f_globals, defaults, kwdefaults, closure, qualname):
-        self.code, self.f_globals = code, f_globals
-        self.defaults, self.kwdefaults, self.closure = defaults, kwdefaults, closure
-        self.qualname = qualname
-
-    def python_type(self):
-        return types.FunctionType
-
-    def call_function(self, tx, args, kwargs):
-        return tx.inline_nested_function(self, args, kwargs)
-
-    def children(self):
-        return [v for v in (self.defaults, self.kwdefaults, self.closure) if v is not None]
-
-    def reconstruct(self, rc):
-        closure = tuple(rc(c) for c in self.closure.items) if self.closure else None
-        defaults = rc(self.defaults) if self.defaults is not None else None
-        fn = types.FunctionType(self.code, self.f_globals, self.code.co_name, defaults,
-                                closure)
-        fn.__kwdefaults__ = rc(self.kwdefaults) if self.kwdefaults is not None else None
-        fn.__qualname__ = self.qualname
-        return fn
-
-
-class TorchFunctionVariable(VariableTracker):
-    """A callable from torch: each call becomes one graph node."""
-
-    # queries that read global state (guarded) or metadata, safe to evaluate while tracing
-    FOLDABLE = {torch.is_grad_enabled, torch.get_default_dtype, torch.is_tensor,
-                torch.is_floating_point, torch.is_complex, torch.numel,
-                torch.is_autocast_enabled, torch.cuda.is_available}
-
-    def __init__(self, fn: Callable, source: Source | None = None):
-        self.fn, self.source = fn, source
-
-    def python_type(self):
-        return type(self.fn)
-
-    def as_python_constant(self):
-        return self.fn
-
-    def is_python_constant(self):
-        return False
-
-    def as_proxy(self):
-        return self.fn
-
-    def call_function(self, tx, args, kwargs):
-        fn = self.fn
-        if fn in _TRACING_STATE:  # "am I being compiled?" -- yes, by us (as under Dynamo)
-            return ConstantVariable(_TRACING_STATE[fn])
-        if fn is torch.is_grad_enabled:
-            tx.guards.GRAD_MODE()
-            return ConstantVariable(tx.grad_enabled)  # inside a traced no_grad block: False
-        if fn is torch.is_autocast_enabled and all(
-                a.is_python_constant() and is_literal(a.as_python_constant()) for a in args) \
-                and not kwargs:
-            device = ", ".join(repr(a.as_python_constant()) for a in args)
-            enabled = fn(*[a.as_python_constant() for a in args])
-            tx.guards.add("AUTOCAST", f"torch.is_autocast_enabled({device}) == {enabled}",
-                          comment="global state")
-            return ConstantVariable(enabled)
-        if fn in self.FOLDABLE:
-            return wrap_constant_result(fn(*[a.example() for a in args],
-                                           **{k: v.example() for k, v in kwargs.items()}))
-        if fn in (torch.Size,):
-            return SizeVariable(tx.unpack(args[0]) if args else [])
-        if fn in (torch.device, torch.dtype) or isinstance(fn, type) and not issubclass(
-                fn, torch.Tensor):
-            values = [a.as_python_constant() for a in args]
-            return wrap_constant_result(fn(*values))
-        name = getattr(fn, "__name__", "")
-        if name.startswith(("set_", "_set_")) or name in (
-                "manual_seed", "autocast_increment_nesting", "autocast_decrement_nesting",
-                "clear_autocast_cache"):
-            # a graph node would run it at another time than the program does (when the
-            # graph runs, or never, once AOT traces it away): torch.autocast's own __exit__
-            raise Unsupported(f"torch.{name} changes global state")
-        return tx.output.create_node("call_function", fn, tuple(args), kwargs)
-
-    def var_getattr(self, tx, name):
-        return tx.wrap_nested(getattr(self.fn, name), None)
-
-    def reconstruct(self, rc):
-        return self.fn
-
-    def __repr__(self):
-        return f"TorchFunctionVariable({getattr(self.fn, '__name__', self.fn)})"
-
-
-def _tracing_state() -> dict:
-    """What code asking about compilation sees while we trace it: compiling, not exporting,
-    not TorchScript (so libraries take their compile-friendly paths, as under Dynamo)."""
-    state = {torch.compiler.is_compiling: True, torch.compiler.is_dynamo_compiling: True,
-             torch.compiler.is_exporting: False, torch.jit.is_tracing: False,
-             torch.jit.is_scripting: False, torch._C._get_tracing_state: None}
-    dynamo = getattr(torch, "_dynamo", None)  # already imported by torch itself
-    if dynamo is not None and hasattr(dynamo, "is_compiling"):
-        state[dynamo.is_compiling] = True
-    return state
-
-
-_TRACING_STATE = _tracing_state()
-
-
-class PythonModuleVariable(VariableTracker):
-    """A Python module (``torch``, ``math``, a user's helper module)."""
-
-    def __init__(self, module: types.ModuleType, source: Source | None = None):
-        self.value, self.source = module, source
-
-    def var_getattr(self, tx, name):
-        value = getattr(self.value, name)
-        trusted = self.value.__name__.split(".")[0] in ("torch", "math", "operator",
-                                                        "builtins", "functools")
-        source = None if trusted or self.source is None else AttrSource(self.source, name)
-        return tx.wrap_nested(value, source)
-
-    def reconstruct(self, rc):
-        return self.value
+# --- user-defined classes and objects ----------------------------------------------------------
 
 
 class SuperVariable(VariableTracker):
@@ -524,246 +368,6 @@ def _class_attribute(tx, cls: type, name: str) -> VariableTracker:
     return tx.wrap_nested(value, None)
 
 
-class PartialVariable(VariableTracker):
-    """``functools.partial(fn, *args, **kwargs)`` made while tracing."""
-
-    def __init__(self, fn: VariableTracker, args: list, kwargs: dict):
-        self.fn, self.args, self.kwargs = fn, args, kwargs
-
-    def python_type(self):
-        return functools.partial
-
-    def call_function(self, tx, args, kwargs):
-        return tx.call(self.fn, [*self.args, *args], {**self.kwargs, **kwargs})
-
-    def var_getattr(self, tx, name):
-        if name == "func":
-            return self.fn
-        if name == "args":
-            return TupleVariable(self.args)
-        if name == "keywords":
-            return ConstDictVariable(self.kwargs)
-        raise Unsupported(f"partial.{name}")
-
-    def children(self):
-        return [self.fn, *self.args, *self.kwargs.values()]
-
-    def reconstruct(self, rc):
-        return functools.partial(rc(self.fn), *[rc(a) for a in self.args],
-                                 **{k: rc(v) for k, v in self.kwargs.items()})
-
-
-class SetVariable(VariableTracker):
-    """A ``set`` of constants built while tracing (literals, ``set()``, comprehensions)."""
-
-    def __init__(self, items: list[VariableTracker]):
-        if not all(i.is_python_constant() for i in items):
-            raise Unsupported("a set of non-constant values (tensors hash by identity)")
-        self.values = {i.as_python_constant(): None for i in items}  # insertion order
-        self.mutated = False
-
-    def python_type(self):
-        return set
-
-    def is_python_constant(self):
-        return True
-
-    def as_python_constant(self):
-        return set(self.values)
-
-    def unpack(self, tx):
-        return [ConstantVariable(v) for v in self.values]
-
-    def truth(self, tx):
-        return bool(self.values)
-
-    def var_getattr(self, tx, name):
-        if callable(getattr(set, name, None)):
-            return BoundMethodVariable(self, name)
-        raise Unsupported(f"set.{name}")
-
-    def call_method(self, tx, name, args, kwargs):
-        consts = [set(a.as_python_constant()) if isinstance(a, SetVariable) else
-                  a.as_python_constant() if a.is_python_constant() else
-                  [i.as_python_constant() for i in tx.unpack(a)] for a in args]
-        if name in ("add", "update", "discard", "remove", "clear", "pop",
-                    "difference_update", "intersection_update", "symmetric_difference_update",
-                    "__ior__", "__iand__", "__isub__", "__ixor__"):
-            tx.record_mutation(self)
-            current = set(self.values)
-            result = getattr(current, name)(*consts)
-            # keep insertion order for what stays; new members at the end
-            self.values = {v: None for v in [*self.values, *current] if v in current}
-            return ConstantVariable(result) if name == "pop" else (
-                self if name.startswith("__i") else ConstantVariable(None))
-        result = getattr(set(self.values), name)(*consts)
-        if isinstance(result, (set, frozenset)) and not isinstance(result, frozenset):
-            return SetVariable([ConstantVariable(v) for v in result])
-        return wrap_constant_result(result)
-
-    def reconstruct(self, rc):
-        return set(self.values)
-
-    def __repr__(self):
-        return f"SetVariable({set(self.values)!r})"
-
-
-class DequeVariable(ListVariable):
-    """``collections.deque`` (no maxlen) built while tracing: a list with two open ends."""
-    python_cls = collections.deque
-
-    def python_type(self):
-        return collections.deque
-
-    def var_getattr(self, tx, name):
-        if callable(getattr(collections.deque, name, None)):
-            return BoundMethodVariable(self, name)
-        raise Unsupported(f"deque.{name}")
-
-    def call_method(self, tx, name, args, kwargs):
-        if name in ("appendleft", "popleft", "extendleft", "rotate"):
-            tx.record_mutation(self)
-            if name == "appendleft":
-                self.items.insert(0, args[0])
-            elif name == "popleft":
-                if not self.items:
-                    raise Unsupported("pop from an empty deque")
-                return self.items.pop(0)
-            elif name == "extendleft":
-                for item in tx.unpack(args[0]):
-                    self.items.insert(0, item)
-            else:
-                n = args[0].as_python_constant() if args else 1
-                if self.items:
-                    n %= len(self.items)
-                    self.items = self.items[-n:] + self.items[:-n] if n else self.items
-            return ConstantVariable(None)
-        return super().call_method(tx, name, args, kwargs)
-
-    def reconstruct(self, rc):
-        return collections.deque([rc(i) for i in self.items])
-
-
-class GradModeVariable(VariableTracker):
-    """``torch.no_grad()`` / ``torch.enable_grad()`` used as a context manager (or as the
-    decorator ``@torch.no_grad()``, which enters one): inside, captured ops are cut from
-    autograd (their tensor arguments are detached in the graph), as eager would run them."""
-
-    def __init__(self, cls: type):
-        self.cls = cls
-        self.enabled = cls is torch.enable_grad
-
-    def python_type(self):
-        return self.cls
-
-    def var_getattr(self, tx, name):
-        if name in ("__enter__", "__exit__", "clone"):
-            return BoundMethodVariable(self, name)
-        raise Unsupported(f"{self.cls.__name__}.{name}")
-
-    def call_method(self, tx, name, args, kwargs):
-        if name == "__enter__":
-            tx.grad_stack.append(self.enabled)
-        elif name == "__exit__":
-            tx.grad_stack.pop()
-        elif name == "clone":
-            return GradModeVariable(self.cls)
-        else:
-            raise Unsupported(f"{self.cls.__name__}.{name}")
-        return ConstantVariable(None)
-
-    def reconstruct(self, rc):
-        return self.cls()
-
-    def __repr__(self):
-        return f"GradModeVariable({self.cls.__name__})"
-
-
-def _autocast(tx, args: list, kwargs: dict) -> VariableTracker:
-    """``torch.autocast(device, enabled=False)`` where autocast is off already (transformers'
-    rotary embeddings): nothing changes inside, guarded on autocast staying off. Turning
-    mixed precision on inside a graph is not modelled: a break."""
-    if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
-        raise Unsupported("torch.autocast with arguments that are not constants")
-    bound = inspect.signature(torch.autocast.__init__).bind(
-        None, *[a.as_python_constant() for a in args],
-        **{k: v.as_python_constant() for k, v in kwargs.items()})
-    bound.apply_defaults()
-    device, enabled = bound.arguments["device_type"], bound.arguments["enabled"]
-    if enabled or not isinstance(device, str) or torch.is_autocast_enabled(device):
-        raise Unsupported("torch.autocast that enables or changes mixed precision inside the "
-                          "graph (not modelled)")
-    tx.guards.add("AUTOCAST", f"torch.is_autocast_enabled({device!r}) == False",
-                  comment="global state")
-    return NullContextVariable(torch.autocast)
-
-
-class NullContextVariable(VariableTracker):
-    """A context manager that changes nothing the graph sees (``autocast(enabled=False)``
-    with autocast already off): entering and leaving it are no-ops."""
-
-    def __init__(self, cls: type):
-        self.cls = cls
-
-    def python_type(self):
-        return self.cls
-
-    def var_getattr(self, tx, name):
-        if name in ("__enter__", "__exit__"):
-            return BoundMethodVariable(self, name)
-        raise Unsupported(f"{self.cls.__name__}.{name}")
-
-    def call_method(self, tx, name, args, kwargs):
-        if name == "__enter__":
-            return self
-        if name == "__exit__":
-            return ConstantVariable(None)
-        raise Unsupported(f"{self.cls.__name__}.{name}")
-
-    def __repr__(self):
-        return f"NullContextVariable({self.cls.__name__})"
-
-
-class EnvironVariable(VariableTracker):
-    """``os.environ``: reads of one variable fold to its value, guarded through the source
-    (``G_os['environ'].get('X') is None``); writes are a graph break."""
-
-    def __init__(self, value: Any, source: Source | None):
-        self.value, self.source = value, source
-
-    def python_type(self):
-        return type(self.value)
-
-    def var_getattr(self, tx, name):
-        if name in ("get", "__getitem__", "__contains__"):
-            return BoundMethodVariable(self, name)
-        raise Unsupported(f"os.environ.{name}")
-
-    def read(self, tx, key: str) -> Any:
-        value = self.value.get(key)
-        if self.source is not None:
-            expr = f"{self.source.name()}.get({key!r})"
-            tx.guards.add("ENV", f"{expr} is None" if value is None else f"{expr} == "
-                          f"{value!r}", self.source, "environment variable")
-        return value
-
-    def call_method(self, tx, name, args, kwargs):
-        key = args[0].as_python_constant()
-        if not isinstance(key, str):
-            raise Unsupported("os.environ with a non-str key")
-        value = self.read(tx, key)
-        if name == "__contains__":
-            return ConstantVariable(value is not None)
-        if value is None:
-            if name == "get":
-                return args[1] if len(args) > 1 else ConstantVariable(None)
-            raise Unsupported(f"KeyError {key!r} (os.environ) while tracing")
-        return ConstantVariable(value)
-
-    def reconstruct(self, rc):
-        return self.value
-
-
 class DataclassVariable(VariableTracker):
     """An instance of a dataclass made while tracing (``ModelOutput(last_hidden_state=h)``):
     fields are read from the constructor's arguments; the real object is constructed after
@@ -818,96 +422,6 @@ def _is_model_output(cls: type) -> bool:
     """transformers' ModelOutput: its __post_init__ only mirrors fields into dict keys."""
     return any(k.__name__ == "ModelOutput" and k.__module__.startswith("transformers")
                for k in cls.__mro__)
-
-
-class NNModuleVariable(VariableTracker):
-    """An nn.Module: calls inline ``forward``; parameters/buffers become graph inputs."""
-
-    def __init__(self, module: torch.nn.Module, source: Source):
-        self.value, self.source = module, source
-
-    def python_type(self):
-        return type(self.value)
-
-    def var_getattr(self, tx, name):
-        m = self.value
-        for table in ("_parameters", "_buffers", "_modules"):
-            if name in m.__dict__.get(table, {}):
-                # PyTorch's spelling: L['self']._modules['fc']._parameters['weight']
-                src = GetItemSource(AttrSource(self.source, table), name)
-                return tx.wrap_nested(m.__dict__[table][name], src)
-        src = AttrSource(self.source, name)
-        static = inspect.getattr_static(m, name, None)
-        if isinstance(static, types.FunctionType):
-            return UserMethodVariable(static, self)
-        if isinstance(static, staticmethod):
-            return tx.wrap_nested(static.__func__, None)
-        if isinstance(static, property):
-            return tx.inline_user_function(static.fget, [self], {})
-        return tx.wrap_nested(getattr(m, name), src)
-
-    def call_function(self, tx, args, kwargs):
-        m = self.value
-        if (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks
-                or torch.nn.modules.module._global_forward_hooks
-                or torch.nn.modules.module._global_forward_pre_hooks):
-            raise Unsupported(f"module {type(m).__name__} has hooks")
-        forward = inspect.getattr_static(m, "forward")
-        if not isinstance(forward, types.FunctionType):
-            raise Unsupported(f"{type(m).__name__}.forward is not a Python function")
-        return tx.inline_user_function(forward, [self, *args], kwargs)
-
-    def unpack(self, tx):
-        m = self.value
-        if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList)):
-            return [tx.wrap_nested(sub, _child(self.source, name))
-                    for name, sub in m._modules.items()]
-        if isinstance(m, torch.nn.ModuleDict):
-            return [ConstantVariable(k) for k in m._modules]
-        raise Unsupported(f"iterating over {type(m).__name__}")
-
-    def call_method(self, tx, name, args, kwargs):
-        m = self.value
-        if name in ("__len__",):
-            return ConstantVariable(len(m))
-        if name == "__getitem__" and isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList,
-                                                    torch.nn.ModuleDict)):
-            key = args[0].as_python_constant()
-            if isinstance(key, slice):
-                if isinstance(m, torch.nn.ModuleDict):
-                    raise Unsupported("slicing a ModuleDict")
-                # the sliced modules, each reached through its own source (a list of them
-                # iterates like the slice; only Sequential's call would differ)
-                if isinstance(m, torch.nn.Sequential):
-                    raise Unsupported("slicing a Sequential (a new module)")
-                names = list(m._modules)[key]
-                return ListVariable([tx.wrap_nested(m._modules[n], _child(self.source, n))
-                                     for n in names])
-            if isinstance(m, torch.nn.ModuleDict):
-                return tx.wrap_nested(m[key], _child(self.source, key))
-            names = list(m._modules)
-            return tx.wrap_nested(m[key], _child(self.source, names[key]))
-        if name in ("items", "keys", "values") and isinstance(m, torch.nn.ModuleDict):
-            entries = [(k, tx.wrap_nested(v, _child(self.source, k)))
-                       for k, v in m._modules.items()]
-            if name == "keys":
-                return TupleVariable([ConstantVariable(k) for k, _ in entries])
-            if name == "values":
-                return TupleVariable([v for _, v in entries])
-            return TupleVariable([TupleVariable([ConstantVariable(k), v]) for k, v in entries])
-        if name in ("parameters", "buffers", "children", "modules", "named_parameters"):
-            raise Unsupported(f"module.{name}() while tracing")
-        return super().call_method(tx, name, args, kwargs)
-
-    def reconstruct(self, rc):
-        return self.value
-
-    def __repr__(self):
-        return f"NNModuleVariable({type(self.value).__name__})"
-
-
-def _child(source: Source, name: str) -> Source:
-    return GetItemSource(AttrSource(source, "_modules"), name)
 
 
 # --- builtins -------------------------------------------------------------------------------
@@ -1343,7 +857,6 @@ def _super(tx, *args):
     return SuperVariable(cls.as_python_constant(), obj)
 
 
-
 def _iter(tx, obj):
     return tx.get_iter(obj)
 
@@ -1401,51 +914,14 @@ _INLINED_WHEN_UNHANDLED = {dataclasses.replace, dataclasses.fields, dataclasses.
 # Python functions of these torch packages are traced into like user code (Dynamo's
 # MOD_INLINELIST in torch/_dynamo/trace_rules.py): they are plain Python over torch ops, e.g.
 # the lambdas of torch.testing's OpInfo database (``lambda x, *a: x.expand(*a)``).
-_INLINED_TORCH_MODULES = ("torch.testing",)
-
-
-def in_torch(module: str | None) -> bool:
-    """Is ``module`` torch or one of its submodules? Not ``torchvision``, ``torchaudio``,
-    ``torchmetrics``...: those are Python libraries built on torch, traced like user code
-    (recording ``torchvision.ops.stochastic_depth`` as one opaque call would hide the random
-    draw inside it from AOT, and its backward would draw again)."""
-    return isinstance(module, str) and (module == "torch" or module.startswith("torch."))
-
-
-def is_torch_callable(value: Any) -> bool:
-    """True for functions that live in torch (``torch.add``, ``F.relu``, ``Tensor.add``)."""
-    if isinstance(value, (type, torch.nn.Module)):
-        return False
-    module = getattr(value, "__module__", None) or ""
-    if isinstance(value, types.FunctionType) and module.startswith(_INLINED_TORCH_MODULES):
-        return False
-    if in_torch(module) and not module.startswith("torch._dynamo"):
-        return callable(value)
-    if isinstance(value, (types.BuiltinFunctionType, types.MethodDescriptorType,
-                          types.WrapperDescriptorType)):
-        # never take the truth value of ``__self__``: for a method bound to a tensor (or a
-        # numpy array) that raises "Boolean value of Tensor ... is ambiguous"
-        owner = getattr(value, "__self__", None)
-        if owner is None:
-            owner = getattr(value, "__objclass__", None)
-        if owner is not None and not isinstance(owner, (type, types.ModuleType)):
-            owner = type(owner)  # a bound method: the owner's class says where it lives
-        owner_mod = getattr(owner, "__module__", None) or getattr(owner, "__name__", None)
-        return in_torch(owner_mod)
-    return False
 
 
 BUILTIN_CALLABLES = {v for v in vars(builtins).values() if callable(v)}
 BUILTIN_HANDLERS = _BUILTIN_HANDLERS  # callables, from any module, with a tracing rule
+LATE_BOUND["BuiltinVariable"] = BuiltinVariable
 
 
 __all__ = [
     'BUILTIN_CALLABLES', 'BUILTIN_HANDLERS', 'BuiltinVariable', 'DataclassVariable',
-    'NullContextVariable',
-    'EnvironVariable',
-    'DequeVariable', 'GradModeVariable', 'PartialVariable', 'SetVariable',
-    'NNModuleVariable', 'SuperVariable',
-    'NestedUserFunctionVariable', 'PythonModuleVariable', 'TorchFunctionVariable',
-    'UserDefinedClassVariable', 'UserDefinedObjectVariable', 'UserFunctionVariable',
-    'UserMethodVariable', 'in_torch', 'is_torch_callable',
+    'SuperVariable', 'UserDefinedClassVariable', 'UserDefinedObjectVariable',
 ]

@@ -1,0 +1,132 @@
+"""Small trackers: closure cells, module globals written by the frame, ``DELETED``, Python
+modules and ``os.environ``.
+
+Mirrors: torch/_dynamo/variables/misc.py.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+from ..exc import Unsupported
+from ..source import AttrSource, Source
+from .base import BoundMethodVariable, ConstantVariable, VariableTracker
+
+
+class CellVariable(VariableTracker):
+    """A closure cell made while tracing (MAKE_CELL)."""
+    EMPTY = object()
+
+    def __init__(self, contents: Any = EMPTY):
+        self.contents = contents
+
+    def children(self):
+        return [] if self.contents is self.EMPTY else [self.contents]
+
+    def reconstruct(self, rc):
+        if self.contents is self.EMPTY:
+            return types.CellType()
+        cell = types.CellType()
+        rc.memo[id(self)] = cell  # before the contents: a closure may refer to itself
+        cell.cell_contents = rc(self.contents)
+        return cell
+
+
+class _Deleted:
+    def __repr__(self):
+        return "DELETED"
+
+
+DELETED = _Deleted()  # a pending write that deletes (``del obj.attr``, ``del GLOBAL``)
+
+
+class GlobalsVariable(VariableTracker):
+    """A module's globals that the traced code assigns to (``global N; N = v``). Like an
+    object's attribute writes, the assignments wait in ``pending`` (reads in the frame see
+    them) and are replayed into the module's dict after the graph ran, in order with the
+    other side effects. ``scope`` names the dict in the guard environment (``G``, ``G_mod``)."""
+    fresh = False
+
+    def __init__(self, scope: str):
+        self.scope = scope
+        self.pending: dict[str, Any] = {}
+
+    def children(self):
+        return [v for v in self.pending.values() if isinstance(v, VariableTracker)]
+
+    def reconstruct(self, rc):
+        return rc.env[self.scope]
+
+    def __repr__(self):
+        return f"GlobalsVariable({self.scope})"
+
+
+class ClosureCellVariable(VariableTracker):
+    """A real cell from outside (a free variable of the compiled function)."""
+
+    def __init__(self, cell: types.CellType, source: Source):
+        self.cell, self.source = cell, source
+
+
+class PythonModuleVariable(VariableTracker):
+    """A Python module (``torch``, ``math``, a user's helper module)."""
+
+    def __init__(self, module: types.ModuleType, source: Source | None = None):
+        self.value, self.source = module, source
+
+    def var_getattr(self, tx, name):
+        value = getattr(self.value, name)
+        trusted = self.value.__name__.split(".")[0] in ("torch", "math", "operator",
+                                                        "builtins", "functools")
+        source = None if trusted or self.source is None else AttrSource(self.source, name)
+        return tx.wrap_nested(value, source)
+
+    def reconstruct(self, rc):
+        return self.value
+
+
+class EnvironVariable(VariableTracker):
+    """``os.environ``: reads of one variable fold to its value, guarded through the source
+    (``G_os['environ'].get('X') is None``); writes are a graph break."""
+
+    def __init__(self, value: Any, source: Source | None):
+        self.value, self.source = value, source
+
+    def python_type(self):
+        return type(self.value)
+
+    def var_getattr(self, tx, name):
+        if name in ("get", "__getitem__", "__contains__"):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"os.environ.{name}")
+
+    def read(self, tx, key: str) -> Any:
+        value = self.value.get(key)
+        if self.source is not None:
+            expr = f"{self.source.name()}.get({key!r})"
+            tx.guards.add("ENV", f"{expr} is None" if value is None else f"{expr} == "
+                          f"{value!r}", self.source, "environment variable")
+        return value
+
+    def call_method(self, tx, name, args, kwargs):
+        key = args[0].as_python_constant()
+        if not isinstance(key, str):
+            raise Unsupported("os.environ with a non-str key")
+        value = self.read(tx, key)
+        if name == "__contains__":
+            return ConstantVariable(value is not None)
+        if value is None:
+            if name == "get":
+                return args[1] if len(args) > 1 else ConstantVariable(None)
+            raise Unsupported(f"KeyError {key!r} (os.environ) while tracing")
+        return ConstantVariable(value)
+
+    def reconstruct(self, rc):
+        return self.value
+
+
+__all__ = [
+    'CellVariable', 'ClosureCellVariable', 'DELETED', 'EnvironVariable', 'GlobalsVariable',
+    'PythonModuleVariable',
+]

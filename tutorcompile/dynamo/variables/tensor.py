@@ -1,0 +1,167 @@
+"""Tensor trackers: tensors (graph nodes with a fake example value), dynamic sizes and
+tensor methods.
+
+Mirrors: torch/_dynamo/variables/tensor.py.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+
+from ..exc import Unsupported
+from ..source import Source
+from .base import ConstantVariable, SizeVariable, VariableTracker
+
+
+class TensorVariable(VariableTracker):
+    """A tensor in the graph: ``node`` computes it, ``fake`` says its shape/dtype/device."""
+
+    def __init__(self, node: Any, fake: torch.Tensor, source: Source | None = None,
+                 dynamic_dims: frozenset[int] = frozenset()):
+        self.node, self.fake, self.source = node, fake, source
+        self.dynamic_dims = dynamic_dims  # for graph inputs: which dims are symbolic
+
+    def python_type(self):
+        return type(self.fake) if not isinstance(self.fake, torch.Tensor) else torch.Tensor
+
+    def as_proxy(self):
+        return self.node
+
+    def example(self):
+        return self.fake
+
+    def truth(self, tx):
+        raise Unsupported("data-dependent control flow: the truth value of a tensor "
+                          "(`if tensor:` / `while tensor:` / `and`/`or` on a tensor)")
+
+    def size_vars(self, tx) -> list[VariableTracker]:
+        return [self.size_var(tx, d) for d in range(self.fake.dim())]
+
+    def size_var(self, tx, dim: int) -> VariableTracker:
+        if tx.output.is_dynamic_tensor(self) and (self.source is None or
+                                                  dim in self.dynamic_dims):
+            return tx.output.size_symint(self, dim)
+        return ConstantVariable(int(self.fake.shape[dim]))
+
+    def var_getattr(self, tx, name):
+        f = self.fake
+        if name in ("shape",):
+            return SizeVariable(self.size_vars(tx))
+        if name in ("dtype", "device", "layout", "requires_grad", "is_cuda", "is_sparse",
+                    "is_leaf", "is_quantized", "is_meta"):
+            return ConstantVariable(getattr(f, name))
+        if name == "ndim":
+            return ConstantVariable(f.dim())
+        if name in ("T", "mT", "H", "mH", "real", "imag"):
+            return tx.output.create_node("call_function", getattr, (self, ConstantVariable(
+                name)), {})
+        if name in ("grad", "data", "_version", "grad_fn", "_base"):
+            raise Unsupported(f"reading tensor.{name} (autograd state is not captured)")
+        attr = getattr(torch.Tensor, name, None)
+        if callable(attr):
+            return TensorMethodVariable(self, name)
+        raise Unsupported(f"tensor attribute {name!r}")
+
+    def call_method(self, tx, name, args, kwargs):
+        return TensorMethodVariable(self, name).call_function(tx, args, kwargs)
+
+    def unpack(self, tx):
+        n = self.size_var(tx, 0)
+        if not n.is_python_constant():
+            raise Unsupported("iterating over a tensor with a dynamic first dimension")
+        return [tx.output.create_node("call_function", operator.getitem,
+                                      (self, ConstantVariable(i)), {})
+                for i in range(n.as_python_constant())]
+
+    def reconstruct(self, rc):
+        if self.node in rc.outputs:
+            return rc.outputs[self.node]
+        return super().reconstruct(rc)
+
+    def __repr__(self):
+        return f"TensorVariable({self.node.name}: {str(self.fake.dtype)[6:]}" \
+               f"{list(self.fake.shape)})"
+
+
+class SymIntVariable(VariableTracker):
+    """An int computed from dynamic sizes; ``expr`` is its guard expression (if known)."""
+
+    def __init__(self, node: Any, value: int, expr: str | None):
+        self.node, self.value, self.expr = node, value, expr
+
+    def python_type(self):
+        return type(self.value)
+
+    def as_proxy(self):
+        return self.node
+
+    def example(self):
+        return self.value
+
+    def specialize(self, tx) -> int:
+        """Use the concrete value; guard that the expression keeps it."""
+        if self.expr is None:
+            raise Unsupported("a size computed inside the graph is needed as a Python int")
+        tx.guards.SHAPE_ENV(f"{self.expr} == {self.value}", "specialised")
+        return self.value
+
+    def truth(self, tx):
+        return bool(self.specialize(tx))
+
+    def reconstruct(self, rc):
+        return rc.outputs[self.node] if self.node in rc.outputs else self.value
+
+    def __repr__(self):
+        return f"SymIntVariable({self.expr or self.node.name}={self.value})"
+
+
+class TensorMethodVariable(VariableTracker):
+    """``tensor.method`` before it is called."""
+
+    def __init__(self, tensor: TensorVariable, name: str):
+        self.tensor, self.name = tensor, name
+
+    def call_function(self, tx, args, kwargs):
+        t, name = self.tensor, self.name
+        if name in ("item", "tolist", "numpy", "__bool__", "__int__", "__float__",
+                    "data_ptr", "storage"):
+            raise Unsupported(f"tensor.{name}() needs the tensor's data (data-dependent)")
+        if name in ("size", "stride", "dim", "numel", "nelement", "ndimension", "is_contiguous",
+                    "element_size", "get_device", "is_floating_point", "is_complex",
+                    "dtype"):
+            return t_metadata_method(tx, t, name, args, kwargs)
+        if name == "type" and not args and not kwargs:
+            return ConstantVariable(t.fake.type())
+        return tx.output.create_node("call_method", name, (t, *args), kwargs)
+
+    def reconstruct(self, rc):
+        return getattr(rc(self.tensor), self.name)
+
+    def children(self):
+        return [self.tensor]
+
+
+def t_metadata_method(tx, t: TensorVariable, name: str, args, kwargs) -> VariableTracker:
+    consts = [a.as_python_constant() for a in args]
+    if name == "size":
+        sizes = t.size_vars(tx)
+        if "dim" in kwargs:
+            consts = [kwargs["dim"].as_python_constant()]
+        return sizes[consts[0]] if consts else SizeVariable(sizes)
+    if name in ("numel", "nelement"):
+        sizes = t.size_vars(tx)
+        result: VariableTracker = ConstantVariable(1)
+        for s in sizes:
+            result = tx.binary_op(operator.mul, result, s)
+        return result
+    if name in ("dim", "ndimension"):
+        return ConstantVariable(t.fake.dim())
+    if tx.output.is_dynamic_tensor(t) and name in ("stride",):
+        raise Unsupported("strides of a dynamically shaped tensor")
+    return ConstantVariable(getattr(t.fake, name)(*consts))
+
+
+__all__ = ['SymIntVariable', 'TensorMethodVariable', 'TensorVariable', 't_metadata_method']

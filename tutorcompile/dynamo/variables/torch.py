@@ -1,0 +1,135 @@
+"""Torch function trackers: ``torch.*`` and ``torch.nn.functional.*`` callables, each call one
+graph node, and the compile-time state (``torch.compiler.is_compiling()`` ...) that code asking
+about compilation sees while we trace it.
+
+Mirrors: torch/_dynamo/variables/torch.py.
+"""
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..exc import Unsupported
+from ..source import Source, is_literal
+from .base import ConstantVariable, SizeVariable, VariableTracker, wrap_constant_result
+
+
+class TorchFunctionVariable(VariableTracker):
+    """A callable from torch: each call becomes one graph node."""
+
+    # queries that read global state (guarded) or metadata, safe to evaluate while tracing
+    FOLDABLE = {torch.is_grad_enabled, torch.get_default_dtype, torch.is_tensor,
+                torch.is_floating_point, torch.is_complex, torch.numel,
+                torch.is_autocast_enabled, torch.cuda.is_available}
+
+    def __init__(self, fn: Callable, source: Source | None = None):
+        self.fn, self.source = fn, source
+
+    def python_type(self):
+        return type(self.fn)
+
+    def as_python_constant(self):
+        return self.fn
+
+    def is_python_constant(self):
+        return False
+
+    def as_proxy(self):
+        return self.fn
+
+    def call_function(self, tx, args, kwargs):
+        fn = self.fn
+        if fn in _TRACING_STATE:  # "am I being compiled?" -- yes, by us (as under Dynamo)
+            return ConstantVariable(_TRACING_STATE[fn])
+        if fn is torch.is_grad_enabled:
+            tx.guards.GRAD_MODE()
+            return ConstantVariable(tx.grad_enabled)  # inside a traced no_grad block: False
+        if fn is torch.is_autocast_enabled and all(
+                a.is_python_constant() and is_literal(a.as_python_constant()) for a in args) \
+                and not kwargs:
+            device = ", ".join(repr(a.as_python_constant()) for a in args)
+            enabled = fn(*[a.as_python_constant() for a in args])
+            tx.guards.add("AUTOCAST", f"torch.is_autocast_enabled({device}) == {enabled}",
+                          comment="global state")
+            return ConstantVariable(enabled)
+        if fn in self.FOLDABLE:
+            return wrap_constant_result(fn(*[a.example() for a in args],
+                                           **{k: v.example() for k, v in kwargs.items()}))
+        if fn in (torch.Size,):
+            return SizeVariable(tx.unpack(args[0]) if args else [])
+        if fn in (torch.device, torch.dtype) or isinstance(fn, type) and not issubclass(
+                fn, torch.Tensor):
+            values = [a.as_python_constant() for a in args]
+            return wrap_constant_result(fn(*values))
+        name = getattr(fn, "__name__", "")
+        if name.startswith(("set_", "_set_")) or name in (
+                "manual_seed", "autocast_increment_nesting", "autocast_decrement_nesting",
+                "clear_autocast_cache"):
+            # a graph node would run it at another time than the program does (when the
+            # graph runs, or never, once AOT traces it away): torch.autocast's own __exit__
+            raise Unsupported(f"torch.{name} changes global state")
+        return tx.output.create_node("call_function", fn, tuple(args), kwargs)
+
+    def var_getattr(self, tx, name):
+        return tx.wrap_nested(getattr(self.fn, name), None)
+
+    def reconstruct(self, rc):
+        return self.fn
+
+    def __repr__(self):
+        return f"TorchFunctionVariable({getattr(self.fn, '__name__', self.fn)})"
+
+
+def _tracing_state() -> dict:
+    """What code asking about compilation sees while we trace it: compiling, not exporting,
+    not TorchScript (so libraries take their compile-friendly paths, as under Dynamo)."""
+    state = {torch.compiler.is_compiling: True, torch.compiler.is_dynamo_compiling: True,
+             torch.compiler.is_exporting: False, torch.jit.is_tracing: False,
+             torch.jit.is_scripting: False, torch._C._get_tracing_state: None}
+    dynamo = getattr(torch, "_dynamo", None)  # already imported by torch itself
+    if dynamo is not None and hasattr(dynamo, "is_compiling"):
+        state[dynamo.is_compiling] = True
+    return state
+
+
+_TRACING_STATE = _tracing_state()
+
+
+_INLINED_TORCH_MODULES = ("torch.testing",)
+
+
+def in_torch(module: str | None) -> bool:
+    """Is ``module`` torch or one of its submodules? Not ``torchvision``, ``torchaudio``,
+    ``torchmetrics``...: those are Python libraries built on torch, traced like user code
+    (recording ``torchvision.ops.stochastic_depth`` as one opaque call would hide the random
+    draw inside it from AOT, and its backward would draw again)."""
+    return isinstance(module, str) and (module == "torch" or module.startswith("torch."))
+
+
+def is_torch_callable(value: Any) -> bool:
+    """True for functions that live in torch (``torch.add``, ``F.relu``, ``Tensor.add``)."""
+    if isinstance(value, (type, torch.nn.Module)):
+        return False
+    module = getattr(value, "__module__", None) or ""
+    if isinstance(value, types.FunctionType) and module.startswith(_INLINED_TORCH_MODULES):
+        return False
+    if in_torch(module) and not module.startswith("torch._dynamo"):
+        return callable(value)
+    if isinstance(value, (types.BuiltinFunctionType, types.MethodDescriptorType,
+                          types.WrapperDescriptorType)):
+        # never take the truth value of ``__self__``: for a method bound to a tensor (or a
+        # numpy array) that raises "Boolean value of Tensor ... is ambiguous"
+        owner = getattr(value, "__self__", None)
+        if owner is None:
+            owner = getattr(value, "__objclass__", None)
+        if owner is not None and not isinstance(owner, (type, types.ModuleType)):
+            owner = type(owner)  # a bound method: the owner's class says where it lives
+        owner_mod = getattr(owner, "__module__", None) or getattr(owner, "__name__", None)
+        return in_torch(owner_mod)
+    return False
+
+
+__all__ = ['TorchFunctionVariable', 'in_torch', 'is_torch_callable']
