@@ -107,6 +107,9 @@ def test_index_simplification_joins_digits():
     for shape in [(3, 4, 5), (2, 7), (6,)]:
         flat = ir.flatten_index(ir.unflatten_index(i, shape), shape)
         assert ir.simplify_index(flat) == i, (shape, flat)
+    x0, r0 = ir.index_symbol("x0"), ir.index_symbol("r0")   # a reduction's row and column
+    flat = ir.flatten_index(ir.unflatten_index(64 * x0 + r0, (8, 64)), (8, 64))
+    assert ir.simplify_index(flat) == 64 * x0 + r0, flat
 
 
 def test_whole_multiples_come_out_of_a_floor():

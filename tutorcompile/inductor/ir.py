@@ -96,7 +96,10 @@ class ModularIndexing(sympy.Function):
             return ModularIndexing(base.args[0], divisor, modulus)
         terms = sympy.Add.make_args(base)
         kept = [t for t in terms if t.as_coeff_Mul()[0] % (divisor * modulus) != 0]
-        if len(kept) < len(terms) and _bound(kept) is not None:
+        bound = _bound(kept)
+        # only when what is kept is bounded: ``(64*x0 + r0) % 64`` stays whole, the digit
+        # simplify_index joins with its ``FloorDiv(64*x0 + r0, 64)`` back into the flat index
+        if len(kept) < len(terms) and bound is not None and bound < math.inf:
             return ModularIndexing(sympy.Add(*kept), divisor, modulus)
         peeled = _peel(base, divisor)
         if peeled is not None:
