@@ -500,8 +500,10 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
         if node.op == "call_method" and node.target == "size" and not node.users:
             output.graph.erase_node(node)
     gm = compiled = None
+    where = f"{frame.code.co_name}" + (f" (resume point {frame.ip})" if frame.ip else "")
     if output.op_count:
         gm = GraphModule(torch.nn.Module(), output.graph, class_name="GraphModule")
+        log_artifact("graph_code", lambda: gm.code, where)   # before the backend's artifacts
         compiled = config.compile_graph(gm, list(output.input_values))
     check = result.guards.build()
     scopes = {k: v for k, v in check.env.items() if k.startswith("G_")}
@@ -515,9 +517,6 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
             and ret.node in output_nodes):
         entry.returns_output = output_nodes.index(ret.node)
     _notify("graph", frame, result, entry)
-    where = f"{frame.code.co_name}" + (f" (resume point {frame.ip})" if frame.ip else "")
-    if gm is not None:
-        log_artifact("graph_code", lambda: gm.code, where)
     log_artifact("guards", lambda: str(entry.check), where)
     _log_break(frame, result)
     return entry
