@@ -11,6 +11,7 @@ import platform
 import pytest
 import torch
 
+from tests.kernel_backends import BACKENDS, on
 from tutorcompile.environment import probe
 from tutorcompile.fx import GraphModule
 from tutorcompile.inductor import examples
@@ -20,18 +21,6 @@ from tutorcompile.ops import ops, trace
 
 pytestmark = [pytest.mark.stage5,
               pytest.mark.filterwarnings("ignore::RuntimeWarning")]  # masked lanes, interpreter
-
-BACKENDS = [pytest.param("cpp", marks=pytest.mark.skipif(not probe().has_cxx,
-                                                         reason="no C++ compiler")),
-            pytest.param("triton", marks=pytest.mark.skipif(not probe().has_triton,
-                                                            reason="no triton"))]
-
-
-def on(backend, *tensors):
-    """Triton runs CUDA tensors on a GPU machine and CPU tensors under the interpreter."""
-    if backend == "triton" and torch.cuda.is_available():
-        return tuple(t.cuda() for t in tensors)
-    return tensors
 
 
 def run(fn, *inputs, backend, rtol=1e-5, atol=1e-5, **options):

@@ -13,24 +13,13 @@ import torch
 import torch.nn.functional as F
 
 import tutorcompile as tc
-from tutorcompile.environment import probe
+from tests.kernel_backends import BACKENDS, on
 from tutorcompile.fx import GraphModule
 from tutorcompile.inductor.compile_fx import compile_fx
 from tutorcompile.inductor.lowering import evaluate_lowering, lower_graph
 from tutorcompile.ops import ops, trace
 
 pytestmark = pytest.mark.stage5
-
-BACKENDS = [pytest.param("cpp", marks=pytest.mark.skipif(not probe().has_cxx,
-                                                         reason="no C++ compiler")),
-            pytest.param("triton", marks=pytest.mark.skipif(not probe().has_triton,
-                                                            reason="no triton"))]
-
-
-def on(backend, *tensors):
-    if backend == "triton" and torch.cuda.is_available():
-        return tuple(t.cuda() for t in tensors)
-    return tensors
 
 
 def embed_relu_sum(w, idx, b):
