@@ -78,8 +78,9 @@ class FloorDiv(sympy.Function):
 class ModularIndexing(sympy.Function):
     """``(base // divisor) % modulus``: one digit of a mixed-radix number (reshape's index).
 
-    Simplified as :class:`FloorDiv` is: multiples of ``divisor * modulus`` vanish, a floor
-    that peels away leaves ``quotient % modulus``, and a digit of a digit is one digit."""
+    Simplified as :class:`FloorDiv` is: multiples of ``divisor * modulus`` vanish beside a
+    bounded rest, a floor that peels away leaves ``quotient % modulus``, and a digit of a
+    digit is one digit."""
     is_integer = True
     nargs = 3
 
