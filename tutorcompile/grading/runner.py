@@ -77,6 +77,13 @@ def available_sandbox() -> str | None:
     return "bwrap" if probe.returncode == 0 else None
 
 
+def _runtime_paths() -> list[str]:
+    """What a grading kernel needs to start: the interpreter's prefixes (a virtual
+    environment's included) and the folder this package is imported from."""
+    return sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                                 PACKAGE_DIR.parent)})
+
+
 def _last_words(log: Path) -> str:
     """The kernel's last line of output, which usually says why it died."""
     lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
@@ -110,6 +117,9 @@ class _Kernel:
         if sandbox == "bwrap":
             wrap = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                     "--tmpfs", "/tmp"]
+            for path in _runtime_paths():   # a clone or venv under /tmp: shown again, read-only
+                if Path(path).is_relative_to("/tmp"):
+                    wrap += ["--ro-bind", path, path]
             for path in forbidden:
                 if Path(path).is_dir():
                     wrap += ["--tmpfs", path]
