@@ -25,16 +25,18 @@ GlobalsVariable             a module's globals the frame assigns to (``global N;
 ==========================  ================================================================
 
 Values that come from outside the traced code carry a *source* (``source.py``); wrapping
-them (:class:`VariableBuilder`) installs the guards that make reuse safe. Every tracker can
-``reconstruct`` the real value it stands for after the graph has run -- that is how the
-frame's stack and locals are rebuilt at a graph break.
+them (``InstructionTranslator.wrap_nested``) installs the guards that make reuse safe. Every
+tracker can ``reconstruct`` the real value it stands for after the graph has run -- that is
+how the frame's stack and locals are rebuilt at a graph break.
 
 Modules, by kind (each mirrors the torch/_dynamo/variables/ file of the same name):
 
 ==============  ==========================================================================
-base            ``VariableTracker``, ``Reconstructor``, constants and containers (tuples,
-                lists, dicts, sets, deques, slices, iterators; mirrors base.py,
-                constant.py, lists.py, dicts.py, sets.py)
+base            ``VariableTracker``, ``Reconstructor``, a container method before its call
+containers      constants and containers -- tuples, lists, ``torch.Size``, dicts, sets,
+                deques, slices, iterators -- together, because folding a constant can give
+                a container and a container's method a constant (mirrors constant.py,
+                lists.py, dicts.py, sets.py)
 tensor          tensors, dynamic sizes, tensor methods
 functions       user functions and methods, closures, ``functools.partial``
 torch           ``torch.*`` callables and the compile-time state seen while tracing
@@ -54,6 +56,8 @@ from .base import *  # noqa: F403
 from .base import __all__ as _base_all
 from .callables import *  # noqa: F403
 from .callables import __all__ as _callables_all
+from .containers import *  # noqa: F403
+from .containers import __all__ as _containers_all
 from .ctx_manager import *  # noqa: F403
 from .ctx_manager import __all__ as _ctx_manager_all
 from .functions import *  # noqa: F403
@@ -67,5 +71,5 @@ from .tensor import __all__ as _tensor_all
 from .torch import *  # noqa: F403
 from .torch import __all__ as _torch_all
 
-__all__ = (_base_all + _tensor_all + _functions_all + _torch_all
+__all__ = (_base_all + _containers_all + _tensor_all + _functions_all + _torch_all
            + _nn_module_all + _ctx_manager_all + _misc_all + _callables_all)

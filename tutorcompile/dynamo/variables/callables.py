@@ -33,8 +33,8 @@ from ..source import AttrSource, Source
 if TYPE_CHECKING:  # pragma: no cover
     pass
 
-from .base import (
-    LATE_BOUND,
+from .base import LATE_BOUND, VariableTracker, is_constant_value
+from .containers import (
     BaseListVariable,
     ConstantVariable,
     ConstDictVariable,
@@ -45,8 +45,6 @@ from .base import (
     SetVariable,
     SizeVariable,
     TupleVariable,
-    VariableTracker,
-    is_constant_value,
     wrap_constant_result,
 )
 from .ctx_manager import GradModeVariable, _autocast

@@ -10,7 +10,8 @@ import inspect
 import torch
 
 from ..exc import Unsupported
-from .base import BoundMethodVariable, ConstantVariable, VariableTracker
+from .base import BoundMethodVariable, VariableTracker
+from .containers import ConstantVariable
 
 
 class GradModeVariable(VariableTracker):

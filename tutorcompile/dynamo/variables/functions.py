@@ -10,7 +10,8 @@ import types
 
 from ..exc import Unsupported
 from ..source import AttrSource, Source
-from .base import LATE_BOUND, ConstantVariable, ConstDictVariable, TupleVariable, VariableTracker
+from .base import LATE_BOUND, VariableTracker
+from .containers import ConstantVariable, ConstDictVariable, TupleVariable
 
 
 class UserFunctionVariable(VariableTracker):

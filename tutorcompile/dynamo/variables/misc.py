@@ -11,7 +11,8 @@ from typing import Any
 
 from ..exc import Unsupported
 from ..source import AttrSource, Source
-from .base import BoundMethodVariable, ConstantVariable, VariableTracker
+from .base import BoundMethodVariable, VariableTracker
+from .containers import ConstantVariable
 
 
 class CellVariable(VariableTracker):

@@ -12,7 +12,8 @@ import torch
 
 from ..exc import Unsupported
 from ..source import AttrSource, GetItemSource, Source
-from .base import ConstantVariable, ListVariable, TupleVariable, VariableTracker
+from .base import VariableTracker
+from .containers import ConstantVariable, ListVariable, TupleVariable
 from .functions import UserMethodVariable
 
 

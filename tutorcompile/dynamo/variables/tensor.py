@@ -13,7 +13,8 @@ import torch
 
 from ..exc import Unsupported
 from ..source import Source
-from .base import ConstantVariable, SizeVariable, VariableTracker
+from .base import VariableTracker
+from .containers import ConstantVariable, SizeVariable
 
 
 class TensorVariable(VariableTracker):

@@ -14,7 +14,8 @@ import torch
 
 from ..exc import Unsupported
 from ..source import Source, is_literal
-from .base import ConstantVariable, SizeVariable, VariableTracker, wrap_constant_result
+from .base import VariableTracker
+from .containers import ConstantVariable, SizeVariable, wrap_constant_result
 
 
 class TorchFunctionVariable(VariableTracker):

@@ -1,0 +1,657 @@
+"""Variable trackers for constants and containers: numbers and strings, tuples, lists,
+``torch.Size``, named tuples, dicts and their views, slices, iterators, sets, deques.
+
+Constants and containers share a module because they build one another: folding an operation
+on constants can give a list or a dict (``"a b".split()``), and a container's method can give a
+constant. See ``variables/__init__.py`` for the whole family.
+
+Mirrors: torch/_dynamo/variables/constant.py, lists.py, dicts.py, sets.py, iter.py.
+"""
+
+from __future__ import annotations
+
+import collections
+import inspect
+import operator
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..exc import TracedException, Unsupported
+from ..source import GetItemSource, Source, key_expr
+from .base import (
+    LATE_BOUND,
+    BoundMethodVariable,
+    VariableTracker,
+    is_constant_value,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    pass
+
+class ConstantVariable(VariableTracker):
+    def __init__(self, value: Any, source: Source | None = None):
+        self.value, self.source = value, source
+
+    def python_type(self):
+        return type(self.value)
+
+    def is_python_constant(self):
+        return True
+
+    def as_python_constant(self):
+        return self.value
+
+    def as_proxy(self):
+        return self.value
+
+    def truth(self, tx):
+        return bool(self.value)
+
+    def var_getattr(self, tx, name):
+        attr = getattr(self.value, name)
+        if isinstance(attr, (types.BuiltinMethodType, types.MethodWrapperType)):
+            return BoundMethodVariable(self, name)  # "Relu".lower: folded when called
+        if isinstance(attr, type):  # (3).__class__, an enum member's class
+            return tx.wrap_nested(attr, None)
+        return wrap_constant_result(attr)
+
+    def call_method(self, tx, name, args, kwargs):
+        if all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+            method = getattr(self.value, name)
+            try:
+                value = method(*[a.as_python_constant() for a in args],
+                               **{k: v.as_python_constant() for k, v in kwargs.items()})
+            except Exception as e:  # ``"ab".index("z")``: the traced code may catch it
+                raise TracedException(e) from None
+            return wrap_constant_result(value)
+        if isinstance(self.value, (int, float)) and name.startswith("__"):
+            op = getattr(operator, name.strip("_"), None)
+            if op is not None and len(args) == 1:
+                return tx.binary_op(op, self, args[0])
+        raise Unsupported(f"method {name} of constant {self.value!r} on non-constant args")
+
+    def unpack(self, tx):
+        if isinstance(self.value, (tuple, range, str, bytes, frozenset,
+                                   types.MappingProxyType)):
+            return [ConstantVariable(v) for v in self.value]
+        raise Unsupported(f"iteration over constant {self.value!r}")
+
+    def reconstruct(self, rc):
+        return self.value
+
+    def __repr__(self):
+        return f"ConstantVariable({self.value!r})"
+
+
+def wrap_constant_result(value: Any) -> VariableTracker:
+    """Wrap the result of folding an operation on constants."""
+    if is_constant_value(value):
+        return ConstantVariable(value)
+    if isinstance(value, list) and all(is_constant_value(v) for v in value):
+        return ListVariable([ConstantVariable(v) for v in value])
+    if isinstance(value, set) and all(is_constant_value(v) for v in value):
+        return SetVariable([ConstantVariable(v) for v in value])
+    if isinstance(value, dict) and all(is_constant_value(v) for v in value.values()):
+        return ConstDictVariable({k: ConstantVariable(v) for k, v in value.items()})
+    if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+        return LATE_BOUND["BuiltinVariable"](value)
+    raise Unsupported(f"folding produced a non-constant {type(value).__name__}")
+
+
+# --- containers ---------------------------------------------------------------------------------
+class BaseListVariable(VariableTracker):
+    mutable = False
+
+    def __init__(self, items: list[VariableTracker], source: Source | None = None):
+        self.items, self.source = list(items), source
+        self.mutated = False
+
+    def python_type(self):
+        return self.python_cls
+
+    def is_python_constant(self):
+        return all(i.is_python_constant() for i in self.items)
+
+    def as_python_constant(self):
+        return self.python_cls([i.as_python_constant() for i in self.items])
+
+    def as_proxy(self):
+        return self.python_cls([i.as_proxy() for i in self.items])
+
+    def example(self):
+        return self.python_cls([i.example() for i in self.items])
+
+    def unpack(self, tx):
+        return list(self.items)
+
+    def truth(self, tx):
+        return bool(self.items)
+
+    def children(self):
+        return list(self.items)
+
+    def reconstruct(self, rc):
+        if self.source is not None and not getattr(self, "mutated", False):
+            return self.source.get(rc.env)
+        return self.python_cls(self.rebuild_items(rc))
+
+    def rebuild_items(self, rc) -> list:
+        return [rc(i) for i in self.items]
+
+    def getitem(self, tx, key: VariableTracker) -> VariableTracker:
+        k = key.as_python_constant()
+        if isinstance(k, slice):
+            return type(self)(self.items[k])
+        if isinstance(k, int) and not -len(self.items) <= k < len(self.items):
+            raise TracedException(IndexError(f"{self.python_cls.__name__} index out of range"))
+        return self.items[k]
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.items!r})"
+
+
+class TupleVariable(BaseListVariable):
+    python_cls = tuple
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in ("index", "count"):
+            return wrap_constant_result(getattr(self.as_python_constant(), name)(
+                *[a.as_python_constant() for a in args]))
+        if name == "__getitem__":
+            return self.getitem(tx, args[0])
+        raise Unsupported(f"tuple.{name}")
+
+
+class SizeVariable(TupleVariable):
+    """``tensor.shape``: a tuple of ints, some maybe symbolic."""
+    python_cls = torch.Size
+
+    def as_proxy(self):
+        return tuple(i.as_proxy() for i in self.items)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "numel":
+            result: VariableTracker = ConstantVariable(1)
+            for s in self.items:
+                result = tx.binary_op(operator.mul, result, s)
+            return result
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, rc):
+        return torch.Size([rc(i) for i in self.items])
+
+
+class NamedTupleVariable(TupleVariable):
+    """A namedtuple (user records, ``torch.return_types.max``): fields by name too."""
+
+    def __init__(self, items, tuple_cls: type, source=None):
+        super().__init__(items, source)
+        self.tuple_cls = tuple_cls
+
+    def python_type(self):
+        return self.tuple_cls
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        cls = self.tuple_cls
+        return tuple(getattr(cls, "_fields", None) or getattr(cls, "__match_args__", ()))
+
+    def var_getattr(self, tx, name):
+        if name in self.fields:
+            return self.items[self.fields.index(name)]
+        if name in ("_replace", "_asdict") and hasattr(self.tuple_cls, "_fields"):
+            return BoundMethodVariable(self, name)
+        return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "_replace" and not args and set(kwargs) <= set(self.fields):
+            items = [kwargs.get(f, item) for f, item in zip(self.fields, self.items)]
+            return NamedTupleVariable(items, self.tuple_cls)
+        if name == "_asdict" and not args and not kwargs:
+            return ConstDictVariable(dict(zip(self.fields, self.items)))
+        return super().call_method(tx, name, args, kwargs)
+
+    def getitem(self, tx, key):
+        k = key.as_python_constant()
+        return TupleVariable(self.items[k]) if isinstance(k, slice) else self.items[k]
+
+    def reconstruct(self, rc):
+        if self.source is not None:
+            return self.source.get(rc.env)
+        items = [rc(i) for i in self.items]
+        if self.tuple_cls.__module__ == "torch.return_types":
+            return self.tuple_cls(items)
+        return self.tuple_cls(*items)
+
+
+class ListVariable(BaseListVariable):
+    python_cls = list
+    mutable = True
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in ("append", "extend", "insert", "pop", "clear", "reverse", "remove",
+                    "sort", "__setitem__", "__delitem__"):
+            tx.record_mutation(self)
+            if name == "append":
+                self.items.append(args[0])
+            elif name == "extend":
+                self.items.extend(tx.unpack(args[0]))
+            elif name == "insert":
+                self.items.insert(args[0].as_python_constant(), args[1])
+            elif name == "pop":
+                return self.items.pop(*[a.as_python_constant() for a in args])
+            elif name == "clear":
+                self.items.clear()
+            elif name == "reverse":
+                self.items.reverse()
+            elif name == "__setitem__":
+                self.setitem(tx, args[0], args[1])
+            elif name == "__delitem__":
+                del self.items[args[0].as_python_constant()]
+            else:
+                if not self.is_python_constant():
+                    raise Unsupported(f"list.{name} on non-constant items")
+                values = self.as_python_constant()
+                getattr(values, name)(*[a.as_python_constant() for a in args],
+                                      **{k: v.as_python_constant() for k, v in kwargs.items()})
+                self.items = [ConstantVariable(v) for v in values]
+            return ConstantVariable(None)
+        if name in ("index", "count"):
+            return wrap_constant_result(getattr(self.as_python_constant(), name)(
+                *[a.as_python_constant() for a in args]))
+        if name == "copy":
+            return ListVariable(self.items)
+        if name == "__getitem__":
+            return self.getitem(tx, args[0])
+        raise Unsupported(f"list.{name}")
+
+    def setitem(self, tx, key, value):
+        tx.record_mutation(self)
+        k = key.as_python_constant()
+        if isinstance(k, slice):
+            self.items[k] = tx.unpack(value)
+        else:
+            self.items[k] = value
+
+
+class ConstDictVariable(VariableTracker):
+    """A dict with constant keys; ``dict_cls`` keeps ``OrderedDict``/``defaultdict`` apart
+    from ``dict`` (the rebuilt value has the same class, and ``default_factory``).
+
+    A dict from outside starts *lazy* (``lazy = (tx, the real dict)``): a read of one key
+    (``d[k]``, ``d.get(k)``, ``k in d``) wraps that entry alone and guards only that the key
+    is (or is not) there, as Dynamo does -- a registry that other code adds keys to
+    (transformers' ``_CAN_RECORD_REGISTRY``) does not invalidate the graph. Anything that
+    depends on every key (``items``: iteration, ``len``, a write...) wraps them all and
+    guards the full key list."""
+
+    def __init__(self, items: dict[Any, VariableTracker], source: Source | None = None,
+                 dict_cls: type = dict, default_factory: VariableTracker | None = None,
+                 lazy: tuple[Any, dict] | None = None):
+        self.items, self.source = dict(items), source
+        self.mutated = False
+        self.dict_cls, self.default_factory = dict_cls, default_factory
+        self.lazy = lazy
+
+    @property
+    def items(self) -> dict[Any, VariableTracker]:
+        if self.lazy is not None:
+            self._realize_all()
+        return self._items
+
+    @items.setter
+    def items(self, value: dict[Any, VariableTracker]) -> None:
+        self._items = value
+
+    def _realize_all(self) -> None:
+        tx, value = self.lazy
+        tx._journal(self)  # an instruction rolled back leaves the dict lazy again
+        self.lazy = None
+        tx.guards.DICT_KEYS(self.source, value)
+        self._items = {k: self._items[k] if k in self._items else
+                       tx.wrap_nested(v, GetItemSource(self.source, k))
+                       for k, v in value.items()}
+
+    def lookup(self, key: VariableTracker) -> VariableTracker | None:
+        """The entry for ``key``, or None when there is none (guarding only that key)."""
+        k = key.as_python_constant()
+        if self.lazy is None or k in self._items:
+            return self._items.get(k)
+        tx, value = self.lazy
+        present = k in value
+        tx.guards.add("DICT_CONTAINS", f"{key_expr(k)} {'in' if present else 'not in'} "
+                      f"{self.source.name()}", self.source)
+        if not present:
+            return None
+        tx._journal(self)
+        self._items[k] = tx.wrap_nested(value[k], GetItemSource(self.source, k))
+        return self._items[k]
+
+    def python_type(self):
+        return self.dict_cls
+
+    def truth(self, tx):
+        return bool(self.items)
+
+    def unpack(self, tx):
+        return [ConstantVariable(k) for k in self.items]
+
+    def as_proxy(self):
+        return {k: v.as_proxy() for k, v in self.items.items()}
+
+    def example(self):
+        return {k: v.example() for k, v in self.items.items()}
+
+    def is_python_constant(self):
+        return all(v.is_python_constant() for v in self.items.values())
+
+    def as_python_constant(self):
+        return {k: v.as_python_constant() for k, v in self.items.items()}
+
+    def children(self):
+        return list(self._items.values())  # entries never read are the outside dict's
+
+    def getitem(self, tx, key):
+        found = self.lookup(key)
+        if found is None:
+            k = key.as_python_constant()
+            if self.default_factory is not None:  # defaultdict: d[k] inserts factory()
+                value = self.default_factory.call_function(tx, [], {})
+                self.setitem(tx, key, value)
+                return value
+            raise TracedException(KeyError(k))
+        return found
+
+    def setitem(self, tx, key, value):
+        tx.record_mutation(self)
+        self.items[key.as_python_constant()] = value
+
+    def var_getattr(self, tx, name):
+        static = inspect.getattr_static(self.dict_cls, name, None)
+        if isinstance(static, types.FunctionType) and self.dict_cls.__module__ != "collections":
+            return LATE_BOUND["UserMethodVariable"](static, self)  # a dict subclass's method
+        if callable(static):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"attribute {name!r} of a {self.dict_cls.__name__}")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__getitem__":
+            return self.getitem(tx, args[0])
+        if name == "get":
+            found = self.lookup(args[0])
+            if found is not None:
+                return found
+            return args[1] if len(args) > 1 else ConstantVariable(None)
+        if name in ("keys", "values", "items"):
+            return DictViewVariable(self, name)  # live: sees later changes to the dict
+        if name in ("__setitem__", "update", "pop", "setdefault", "clear", "__delitem__"):
+            tx.record_mutation(self)
+            if name == "__setitem__":
+                self.items[args[0].as_python_constant()] = args[1]
+            elif name == "update":
+                other = args[0] if args else ConstDictVariable(kwargs)
+                if not isinstance(other, ConstDictVariable):
+                    raise Unsupported("dict.update with a non-dict")
+                self.items.update(other.items)
+                self.items.update(kwargs if args else {})
+            elif name == "pop":
+                k = args[0].as_python_constant()
+                if k in self.items:
+                    return self.items.pop(k)
+                if len(args) > 1:
+                    return args[1]
+                raise TracedException(KeyError(k))
+            elif name == "setdefault":
+                k = args[0].as_python_constant()
+                return self.items.setdefault(k, args[1] if len(args) > 1
+                                             else ConstantVariable(None))
+            elif name == "__delitem__":
+                del self.items[args[0].as_python_constant()]
+            else:
+                self.items.clear()
+            return ConstantVariable(None)
+        if name == "copy":
+            return ConstDictVariable(self.items, dict_cls=self.dict_cls,
+                                     default_factory=self.default_factory)
+        if name == "__contains__":
+            return ConstantVariable(self.lookup(args[0]) is not None)
+        if name == "move_to_end" and self.dict_cls is not dict:
+            tx.record_mutation(self)
+            k = args[0].as_python_constant()
+            last = kwargs["last"].as_python_constant() if "last" in kwargs else \
+                (args[1].as_python_constant() if len(args) > 1 else True)
+            value = self.items.pop(k)
+            self.items = {k: value, **self.items} if not last else {**self.items, k: value}
+            return ConstantVariable(None)
+        raise Unsupported(f"dict.{name}")
+
+    def rebuild_items(self, rc) -> dict:
+        return {k: rc(v) for k, v in self.items.items()}
+
+    def reconstruct(self, rc):
+        if self.source is not None and not self.mutated:
+            return self.source.get(rc.env)
+        items = self.rebuild_items(rc)
+        if hasattr(self.dict_cls, "default_factory"):  # a defaultdict
+            factory = self.default_factory
+            return self.dict_cls(rc(factory) if factory is not None else None, items)
+        return items if self.dict_cls is dict else self.dict_cls(items)
+
+    def __repr__(self):
+        return f"ConstDictVariable({self._items!r}{', lazy' if self.lazy else ''})"
+
+
+class DictViewVariable(VariableTracker):
+    """``d.keys()`` / ``d.values()`` / ``d.items()``: a live view of a dict tracker."""
+
+    def __init__(self, dict_vt: ConstDictVariable, kind: str):
+        self.dict_vt, self.kind = dict_vt, kind
+
+    def python_type(self):
+        return type(getattr({}, self.kind)())
+
+    def unpack(self, tx):
+        d = self.dict_vt.items
+        if self.kind == "keys":
+            return [ConstantVariable(k) for k in d]
+        if self.kind == "values":
+            return list(d.values())
+        return [TupleVariable([ConstantVariable(k), v]) for k, v in d.items()]
+
+    def is_python_constant(self):
+        return self.kind == "keys" or self.dict_vt.is_python_constant()
+
+    def as_python_constant(self):
+        if self.kind == "keys":
+            return dict.fromkeys(self.dict_vt.items).keys()
+        return getattr(self.dict_vt.as_python_constant(), self.kind)()
+
+    def truth(self, tx):
+        return bool(self.dict_vt.items)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__len__":
+            return ConstantVariable(len(self.dict_vt.items))
+        if name == "__contains__" and self.kind == "keys":
+            return ConstantVariable(args[0].as_python_constant() in self.dict_vt.items)
+        if name == "isdisjoint" and self.kind == "keys":
+            other = {a.as_python_constant() for a in tx.unpack(args[0])}
+            return ConstantVariable(not (set(self.dict_vt.items) & other))
+        raise Unsupported(f"dict_{self.kind}.{name}")
+
+    def children(self):
+        return [self.dict_vt]
+
+    def reconstruct(self, rc):
+        return getattr(rc(self.dict_vt), self.kind)()
+
+    def __repr__(self):
+        return f"DictViewVariable({self.kind})"
+
+
+class SliceVariable(VariableTracker):
+    def __init__(self, parts: list[VariableTracker]):
+        self.parts = parts
+
+    def is_python_constant(self):
+        return all(p.is_python_constant() for p in self.parts)
+
+    def as_python_constant(self):
+        return slice(*[p.as_python_constant() for p in self.parts])
+
+    def as_proxy(self):
+        return slice(*[p.as_proxy() for p in self.parts])
+
+    def example(self):
+        return slice(*[p.example() for p in self.parts])
+
+    def children(self):
+        return list(self.parts)
+
+    def reconstruct(self, rc):
+        return slice(*[rc(p) for p in self.parts])
+
+
+class ResumeIterator:
+    """A real iterator over a known list, put on a rebuilt stack at a graph break.
+
+    ``items`` is what is left, so the next capture can see (and guard) the rest of the loop.
+    """
+
+    def __init__(self, items: list):
+        self.items = list(items)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if not self.items:
+            raise StopIteration
+        return self.items.pop(0)
+
+    def __repr__(self):
+        return f"ResumeIterator({self.items!r})"
+
+
+class ListIteratorVariable(VariableTracker):
+    def __init__(self, items: list[VariableTracker]):
+        self.items, self.index = list(items), 0
+
+    def next(self, tx) -> VariableTracker:
+        if self.index >= len(self.items):
+            raise StopIteration
+        tx.record_mutation(self)
+        self.index += 1
+        return self.items[self.index - 1]
+
+    def unpack(self, tx):
+        tx.record_mutation(self)
+        rest, self.index = self.items[self.index:], len(self.items)
+        return rest
+
+    def children(self):
+        return self.items[self.index:]
+
+    def reconstruct(self, rc):
+        return ResumeIterator([rc(i) for i in self.items[self.index:]])
+
+
+class SetVariable(VariableTracker):
+    """A ``set`` of constants built while tracing (literals, ``set()``, comprehensions)."""
+
+    def __init__(self, items: list[VariableTracker]):
+        if not all(i.is_python_constant() for i in items):
+            raise Unsupported("a set of non-constant values (tensors hash by identity)")
+        self.values = {i.as_python_constant(): None for i in items}  # insertion order
+        self.mutated = False
+
+    def python_type(self):
+        return set
+
+    def is_python_constant(self):
+        return True
+
+    def as_python_constant(self):
+        return set(self.values)
+
+    def unpack(self, tx):
+        return [ConstantVariable(v) for v in self.values]
+
+    def truth(self, tx):
+        return bool(self.values)
+
+    def var_getattr(self, tx, name):
+        if callable(getattr(set, name, None)):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"set.{name}")
+
+    def call_method(self, tx, name, args, kwargs):
+        consts = [set(a.as_python_constant()) if isinstance(a, SetVariable) else
+                  a.as_python_constant() if a.is_python_constant() else
+                  [i.as_python_constant() for i in tx.unpack(a)] for a in args]
+        if name in ("add", "update", "discard", "remove", "clear", "pop",
+                    "difference_update", "intersection_update", "symmetric_difference_update",
+                    "__ior__", "__iand__", "__isub__", "__ixor__"):
+            tx.record_mutation(self)
+            current = set(self.values)
+            result = getattr(current, name)(*consts)
+            # keep insertion order for what stays; new members at the end
+            self.values = {v: None for v in [*self.values, *current] if v in current}
+            return ConstantVariable(result) if name == "pop" else (
+                self if name.startswith("__i") else ConstantVariable(None))
+        result = getattr(set(self.values), name)(*consts)
+        if isinstance(result, (set, frozenset)) and not isinstance(result, frozenset):
+            return SetVariable([ConstantVariable(v) for v in result])
+        return wrap_constant_result(result)
+
+    def reconstruct(self, rc):
+        return set(self.values)
+
+    def __repr__(self):
+        return f"SetVariable({set(self.values)!r})"
+
+
+class DequeVariable(ListVariable):
+    """``collections.deque`` (no maxlen) built while tracing: a list with two open ends."""
+    python_cls = collections.deque
+
+    def python_type(self):
+        return collections.deque
+
+    def var_getattr(self, tx, name):
+        if callable(getattr(collections.deque, name, None)):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"deque.{name}")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in ("appendleft", "popleft", "extendleft", "rotate"):
+            tx.record_mutation(self)
+            if name == "appendleft":
+                self.items.insert(0, args[0])
+            elif name == "popleft":
+                if not self.items:
+                    raise Unsupported("pop from an empty deque")
+                return self.items.pop(0)
+            elif name == "extendleft":
+                for item in tx.unpack(args[0]):
+                    self.items.insert(0, item)
+            else:
+                n = args[0].as_python_constant() if args else 1
+                if self.items:
+                    n %= len(self.items)
+                    self.items = self.items[-n:] + self.items[:-n] if n else self.items
+            return ConstantVariable(None)
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, rc):
+        return collections.deque([rc(i) for i in self.items])
+
+
+__all__ = [
+    'BaseListVariable', 'ConstDictVariable', 'ConstantVariable', 'DequeVariable',
+    'DictViewVariable', 'ListIteratorVariable', 'ListVariable', 'NamedTupleVariable',
+    'ResumeIterator', 'SetVariable', 'SizeVariable', 'SliceVariable', 'TupleVariable',
+    'wrap_constant_result',
+]
