@@ -150,17 +150,22 @@ def test_aot_matches_eager_values_and_grads(name):
     fn, make = CASES[name]
     inputs = make()
     for partition in (default_partition, min_cut_partition):
-        compiled = aot_function(fn, partition_fn=partition)
-        ours = [x.detach().clone().requires_grad_(x.requires_grad) for x in inputs]
-        theirs = [x.detach().clone().requires_grad_(x.requires_grad) for x in inputs]
-        out, expected = compiled(*ours), fn(*theirs)
-        torch.testing.assert_close(out, expected, **TOL)
-        grad = torch.randn_like(expected)
-        wanted = [i for i, x in enumerate(inputs) if x.requires_grad]
-        got = torch.autograd.grad(out, [ours[i] for i in wanted], grad)
-        want = torch.autograd.grad(expected, [theirs[i] for i in wanted], grad)
-        for i, a, b in zip(wanted, got, want):
-            torch.testing.assert_close(a, b, **TOL, msg=f"{name}: grad of input {i}")
+        check_values_and_grads(aot_function(fn, partition_fn=partition), fn, inputs, name)
+
+
+def check_values_and_grads(compiled, fn, inputs, what):
+    """``compiled`` computes what ``fn`` does on fresh copies of ``inputs``, and so do the
+    gradients of every input that requires one, for the same random output gradient."""
+    ours = [x.detach().clone().requires_grad_(x.requires_grad) for x in inputs]
+    theirs = [x.detach().clone().requires_grad_(x.requires_grad) for x in inputs]
+    out, expected = compiled(*ours), fn(*theirs)
+    torch.testing.assert_close(out, expected, **TOL)
+    grad = torch.randn_like(expected)
+    wanted = [i for i, x in enumerate(inputs) if x.requires_grad]
+    got = torch.autograd.grad(out, [ours[i] for i in wanted], grad)
+    want = torch.autograd.grad(expected, [theirs[i] for i in wanted], grad)
+    for i, a, b in zip(wanted, got, want):
+        torch.testing.assert_close(a, b, **TOL, msg=f"{what}: grad of input {i}")
 
 
 # Regression cases of the OpInfo sweep (issue 22): calls that stay extern, or partly so,
@@ -337,14 +342,5 @@ def test_kernel_writers_match_eager_values_and_grads(name, backend):
     fn, make = CASES[name]
     inputs = make()
     compiler = inner_compiler(backend=backend)
-    compiled = aot_function(fn, fw_compiler=compiler, bw_compiler=compiler)
-    ours = [x.detach().clone().requires_grad_(x.requires_grad) for x in inputs]
-    theirs = [x.detach().clone().requires_grad_(x.requires_grad) for x in inputs]
-    out, expected = compiled(*ours), fn(*theirs)
-    torch.testing.assert_close(out, expected, **TOL)
-    grad = torch.randn_like(expected)
-    wanted = [i for i, x in enumerate(inputs) if x.requires_grad]
-    got = torch.autograd.grad(out, [ours[i] for i in wanted], grad)
-    want = torch.autograd.grad(expected, [theirs[i] for i in wanted], grad)
-    for i, a, b in zip(wanted, got, want):
-        torch.testing.assert_close(a, b, **TOL, msg=f"{name} ({backend}): grad of input {i}")
+    check_values_and_grads(aot_function(fn, fw_compiler=compiler, bw_compiler=compiler), fn,
+                           inputs, f"{name} ({backend})")
