@@ -160,6 +160,7 @@ def check_values_and_grads(compiled, fn, inputs, what):
     theirs = [x.detach().clone().requires_grad_(x.requires_grad) for x in inputs]
     out, expected = compiled(*ours), fn(*theirs)
     torch.testing.assert_close(out, expected, **TOL)
+    assert out.requires_grad, f"{what}: the compiled output has no gradient"
     grad = torch.randn_like(expected)
     wanted = [i for i, x in enumerate(inputs) if x.requires_grad]
     got = torch.autograd.grad(out, [ours[i] for i in wanted], grad)
@@ -212,19 +213,7 @@ def test_inverse_trigonometry_to_float32_accuracy():
 @pytest.mark.parametrize("name", sorted(GRADIENT_CASES))
 def test_gradients_through_extern_and_complex_values(name):
     fn, make = GRADIENT_CASES[name]
-    inputs = make()
-    compiled = aot_function(fn)
-    ours = [x.detach().clone().requires_grad_(x.requires_grad) for x in inputs]
-    theirs = [x.detach().clone().requires_grad_(x.requires_grad) for x in inputs]
-    out, expected = compiled(*ours), fn(*theirs)
-    torch.testing.assert_close(out, expected, **TOL)
-    assert out.requires_grad, f"{name}: the compiled output has no gradient"
-    grad = torch.randn_like(expected)
-    wanted = [i for i, x in enumerate(inputs) if x.requires_grad]
-    got = torch.autograd.grad(out, [ours[i] for i in wanted], grad)
-    want = torch.autograd.grad(expected, [theirs[i] for i in wanted], grad)
-    for i, a, b in zip(wanted, got, want):
-        torch.testing.assert_close(a, b, **TOL, msg=f"{name}: grad of input {i}")
+    check_values_and_grads(aot_function(fn), fn, make(), name)
 
 
 @pytest.mark.parametrize("name", [n for n in sorted(CASES) if n not in ("cat_stack",)])

@@ -35,7 +35,7 @@ import torch
 from ..fx import Graph, Node, TensorMeta
 from ..fx.node import map_aggregate
 from .tensor import Tensor
-from .value import Value
+from .value import Value, postorder
 
 
 class BackwardFunction:
@@ -175,18 +175,7 @@ def _saved_tensor_nodes(graph: Graph, fn: Any) -> tuple[Node, ...]:
 
 def _tape_order(output: Tensor) -> list[Tensor]:
     """Every Tensor reachable through the tape (requiring grad or not), inputs first."""
-    order, seen = [], set()
-    stack: list[tuple[Tensor, bool]] = [(output, False)]
-    while stack:
-        t, done = stack.pop()
-        if done:
-            order.append(t)
-        elif id(t) not in seen:
-            seen.add(id(t))
-            stack.append((t, True))
-            if t.grad_fn is not None:
-                stack.extend((i, False) for i in reversed(t.grad_fn.inputs))
-    return order
+    return postorder(output, lambda t: t.grad_fn.inputs if t.grad_fn is not None else ())
 
 
 def tape_graph(output: Tensor, names: dict[str, Tensor] | None = None) -> Graph:
