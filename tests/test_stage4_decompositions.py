@@ -10,6 +10,7 @@ unless stated.
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -19,6 +20,7 @@ import torch.nn.functional as F
 from tutorcompile.aot import (
     DECOMPOSITIONS,
     aot_function,
+    aot_module,
     default_partition,
     dropout_reference,
     min_cut_partition,
@@ -269,6 +271,33 @@ def test_rule_that_declines_becomes_extern_with_reason():
     compiled = aot_function(fn)
     torch.testing.assert_close(compiled(x, i), fn(x, i), **TOL)
     assert "rounding_mode" in compiled.artifacts.decomposition_report.extern["torch.div"]
+
+
+def test_an_empty_table_leaves_every_call_to_pytorch_with_eager_gradients():
+    """``decompositions={}``: every torch call is an extern, gradients from PyTorch. Picking
+    an output of a multi-output call (training batch norm returns the output and the new
+    running statistics) is not a table entry: before, without ``getitem`` in the table, the
+    pick became an extern whose backward never reached the call, and every parameter
+    upstream silently got no gradient. With all of PyTorch's kernels the step is eager's to
+    the last bit."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4),
+                                torch.nn.ReLU(), torch.nn.Conv2d(4, 2, 3))
+    x = torch.randn(2, 3, 8, 8)
+    reference = copy.deepcopy(model)
+    expected = reference(x)
+    expected.square().sum().backward()
+    compiled = aot_module(model, decompositions={})
+    out = compiled(x)
+    out.square().sum().backward()
+    assert torch.equal(out, expected)
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        assert p.grad is not None, name
+        assert torch.equal(p.grad, q.grad), name
+    for b, c in zip(model.buffers(), reference.buffers()):
+        assert torch.equal(b, c)
+    report = compiled.artifacts.decomposition_report
+    assert not report.decomposed and "batch_norm_functional" in str(report)
 
 
 def test_dropout_is_seeded_checkable_and_saved_not_recomputed():

@@ -471,8 +471,6 @@ def apply_index(a, steps):
 
 @register_decomposition(operator.getitem, "method:__getitem__", torch.Tensor.__getitem__)
 def getitem(a, index):
-    if isinstance(a, (tuple, list)):  # a value of a multi-output node
-        return a[index]
     if _is_t(index) and len(index.shape) == 1 and index.dtype in (torch.int64, torch.int32) \
             and len(a.shape) >= 1:
         # Python indexing counts a negative index from the end; index_select does not

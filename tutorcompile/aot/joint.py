@@ -204,7 +204,8 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
             if not needs_grad.get(node):
                 continue
             if node.op == "call_function" and node.target is operator.getitem \
-                    and node.meta.get("extern"):
+                    and isinstance(node.args[0], Node) \
+                    and isinstance(node.args[0].meta.get("tensor_meta"), tuple):
                 continue  # its gradient is collected by the multi-output extern node
             with joint.nodes_from(node):  # a gradient cites the line of its forward op
                 if node.meta.get("extern") or not isinstance(node.target, Prim) \

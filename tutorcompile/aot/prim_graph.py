@@ -228,6 +228,11 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
             return getattr(receiver, target)(*args[1:], **kwargs)
     else:
         key, fn = target, target
+    if target is operator.getitem and isinstance(args[0], (tuple, list)):
+        # an output of a multi-output call (or a Python container): picked out here, not by
+        # the decomposition table -- a table without getitem must not turn the pick into an
+        # extern, whose backward would not reach the call that made the value
+        return args[0][args[1]]
     has_values = any(isinstance(v, GraphValue) for v in tree_leaves((args, kwargs)))
     name = target_name(node)
     if target is getattr:
