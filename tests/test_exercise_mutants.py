@@ -145,6 +145,43 @@ MUTANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              "    h = torch.where(h.sum() > 0, torch.relu(h), -h)\n",
              "    h = torch.relu(h) if h.sum() > 0 else -h\n"),
         ],
+        "t4": [
+            ("forgets to guard the dtype",
+             "\n                                   f\" and {ref}.dtype == {value.dtype}\"", ""),
+            ("pops a binary operator's operands in the wrong order",
+             "        b, a = self.stack.pop(), self.stack.pop()\n"
+             "        self.stack.append(self.apply(BINARY_OPS",
+             "        a, b = self.stack.pop(), self.stack.pop()\n"
+             "        self.stack.append(self.apply(BINARY_OPS"),
+            ("treats an unsupported opcode as a no-op",
+             "                if handler is None:\n                    raise Unsupported(f\"the "
+             "opcode {inst.opname} is not supported\")\n",
+             "                if handler is None:\n                    self.ip += 1\n"
+             "                    continue\n"),
+            ("ignores the jump target", "        if not self.condition():\n"
+             "            self.ip = inst.target", "        self.condition()"),
+            ("guards no global it read",
+             "                self.guards.append(self.constant_guard(f\"G[{name!r}]\", value))\n",
+             "                pass\n"),
+            ("guards every global, read or not", "        if name in self.fn.__globals__:\n",
+             "        for other, v in self.fn.__globals__.items():\n"
+             "            if not other.startswith(\"__\"):\n"
+             "                self.guards.append(self.constant_guard(f\"G[{other!r}]\", v))\n"
+             "        if name in self.fn.__globals__:\n"),
+            ("no constant folding: Python arithmetic becomes nodes",
+             "        if any(isinstance(a, Node) for a in args):\n", "        if True:\n"),
+            ("saves the state after the breaking instruction, not before",
+             "str(e), stack,\n                                 local_vars)",
+             "str(e), self.stack,\n                                 self.locals)"),
+            ("stack[-n:] takes the whole stack for n == 0",
+             "        items = self.stack[len(self.stack) - n:]\n"
+             "        del self.stack[len(self.stack) - n:]\n",
+             "        items = self.stack[-n:]\n        del self.stack[-n:]\n"),
+            ("records any call in the graph, print and helpers too",
+             "        elif (getattr(fn, \"__module__\", None) or \"\").split(\".\")[0] == "
+             "\"torch\":",
+             "        elif True:"),
+        ],
     },
     "ex04_aot": {
         "t1": [
@@ -267,6 +304,9 @@ VARIANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
                 "    return torch.fx.GraphModule(gm, gm.graph)\n")],
     },
     "ex03_dynamo": {
+        "t4": [("LOAD_METHOD pushes the callable first, then NULL (3.13's order)",
+                "        self.stack += [NULL, method]\n",
+                "        self.stack += [method, NULL]\n")],
         "t2": [("__class__ instead of type()",
                 "return f\"type({ref}) is {type(value).__name__} and {ref} == {value!r}\"",
                 "return f\"{ref}.__class__ is {type(value).__name__} and {ref} == {value!r}\"")],
