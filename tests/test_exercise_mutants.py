@@ -284,6 +284,32 @@ MUTANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
             ("copies the arguments in only when recording",
              "        for s, a in zip(static, args):\n            s.copy_(a)\n", ""),
         ],
+        "t4": [
+            ("replay runs the Python function again (the CPU stand-in)",
+             "    return Recording(lambda: replay_tape(recorder.tape), static_outputs)",
+             "    return record_on_cpu(fn, static_inputs)"),
+            ("replay does not write into the recorded outputs",
+             "        copy_into(out, func(*args, **kwargs))", "        func(*args, **kwargs)"),
+            ("replays the tape backwards", "    for func, args, kwargs, out in tape:",
+             "    for func, args, kwargs, out in reversed(tape):"),
+            ("misses .item(): looks for aten.item, which never reaches dispatch",
+             "        if func is aten._local_scalar_dense.default:",
+             "        if func is aten.item.default:"),
+            ("refuses every in-place op, on intermediates too",
+             "        if any(t.untyped_storage().data_ptr() in inputs\n"
+             "               for t in written_tensors(func, args, kwargs)):",
+             "        if written_tensors(func, args, kwargs):"),
+            ("replays functions that write into their inputs",
+             "        if any(t.untyped_storage().data_ptr() in inputs\n"
+             "               for t in written_tensors(func, args, kwargs)):",
+             "        if False:"),
+            ("a skipped call returns nothing instead of running fn",
+             "        if key in self.skipped:\n            return self.fn(*args)",
+             "        if key in self.skipped:\n            return None"),
+            ("rebinds the static inputs instead of copying into them",
+             "        for s, a in zip(static, args):\n            s.copy_(a)\n",
+             "        static[:] = list(args)\n"),
+        ],
     },
 }
 
@@ -315,6 +341,10 @@ VARIANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
         "t3": [("keyed by strides and device as well",
                 "return tuple((tuple(a.shape), a.dtype) for a in args)",
                 "return tuple((tuple(a.shape), a.stride(), a.device, a.dtype) for a in args)")],
+        "t4": [("the first call of a key runs fn eagerly, later ones replay",
+                "            self.recordings[key] = (static, recording)\n",
+                "            self.recordings[key] = (static, recording)\n"
+                "            return self.fn(*args)\n")],
     },
 }
 
