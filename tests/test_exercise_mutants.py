@@ -145,6 +145,43 @@ MUTANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              "    h = torch.where(h.sum() > 0, torch.relu(h), -h)\n",
              "    h = torch.relu(h) if h.sum() > 0 else -h\n"),
         ],
+        "t4": [
+            ("forgets to guard the dtype",
+             "\n                                   f\" and {ref}.dtype == {value.dtype}\"", ""),
+            ("pops a binary operator's operands in the wrong order",
+             "        b, a = self.stack.pop(), self.stack.pop()\n"
+             "        self.stack.append(self.apply(BINARY_OPS",
+             "        a, b = self.stack.pop(), self.stack.pop()\n"
+             "        self.stack.append(self.apply(BINARY_OPS"),
+            ("treats an unsupported opcode as a no-op",
+             "                if handler is None:\n                    raise Unsupported(f\"the "
+             "opcode {inst.opname} is not supported\")\n",
+             "                if handler is None:\n                    self.ip += 1\n"
+             "                    continue\n"),
+            ("ignores the jump target", "        if not self.condition():\n"
+             "            self.ip = inst.target", "        self.condition()"),
+            ("guards no global it read",
+             "                self.guards.append(self.constant_guard(f\"G[{name!r}]\", value))\n",
+             "                pass\n"),
+            ("guards every global, read or not", "        if name in self.fn.__globals__:\n",
+             "        for other, v in self.fn.__globals__.items():\n"
+             "            if not other.startswith(\"__\"):\n"
+             "                self.guards.append(self.constant_guard(f\"G[{other!r}]\", v))\n"
+             "        if name in self.fn.__globals__:\n"),
+            ("no constant folding: Python arithmetic becomes nodes",
+             "        if any(isinstance(a, Node) for a in args):\n", "        if True:\n"),
+            ("saves the state after the breaking instruction, not before",
+             "str(e), stack,\n                                 local_vars)",
+             "str(e), self.stack,\n                                 self.locals)"),
+            ("stack[-n:] takes the whole stack for n == 0",
+             "        items = self.stack[len(self.stack) - n:]\n"
+             "        del self.stack[len(self.stack) - n:]\n",
+             "        items = self.stack[-n:]\n        del self.stack[-n:]\n"),
+            ("records any call in the graph, print and helpers too",
+             "        elif (getattr(fn, \"__module__\", None) or \"\").split(\".\")[0] == "
+             "\"torch\":",
+             "        elif True:"),
+        ],
     },
     "ex04_aot": {
         "t1": [
@@ -247,6 +284,32 @@ MUTANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
             ("copies the arguments in only when recording",
              "        for s, a in zip(static, args):\n            s.copy_(a)\n", ""),
         ],
+        "t4": [
+            ("replay runs the Python function again (the CPU stand-in)",
+             "    return Recording(lambda: replay_tape(recorder.tape), static_outputs)",
+             "    return record_on_cpu(fn, static_inputs)"),
+            ("replay does not write into the recorded outputs",
+             "        copy_into(out, func(*args, **kwargs))", "        func(*args, **kwargs)"),
+            ("replays the tape backwards", "    for func, args, kwargs, out in tape:",
+             "    for func, args, kwargs, out in reversed(tape):"),
+            ("misses .item(): looks for aten.item, which never reaches dispatch",
+             "        if func is aten._local_scalar_dense.default:",
+             "        if func is aten.item.default:"),
+            ("refuses every in-place op, on intermediates too",
+             "        if any(t.untyped_storage().data_ptr() in inputs\n"
+             "               for t in written_tensors(func, args, kwargs)):",
+             "        if written_tensors(func, args, kwargs):"),
+            ("replays functions that write into their inputs",
+             "        if any(t.untyped_storage().data_ptr() in inputs\n"
+             "               for t in written_tensors(func, args, kwargs)):",
+             "        if False:"),
+            ("a skipped call returns nothing instead of running fn",
+             "        if key in self.skipped:\n            return self.fn(*args)",
+             "        if key in self.skipped:\n            return None"),
+            ("rebinds the static inputs instead of copying into them",
+             "        for s, a in zip(static, args):\n            s.copy_(a)\n",
+             "        static[:] = list(args)\n"),
+        ],
     },
 }
 
@@ -267,6 +330,9 @@ VARIANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
                 "    return torch.fx.GraphModule(gm, gm.graph)\n")],
     },
     "ex03_dynamo": {
+        "t4": [("LOAD_METHOD pushes the callable first, then NULL (3.13's order)",
+                "        self.stack += [NULL, method]\n",
+                "        self.stack += [method, NULL]\n")],
         "t2": [("__class__ instead of type()",
                 "return f\"type({ref}) is {type(value).__name__} and {ref} == {value!r}\"",
                 "return f\"{ref}.__class__ is {type(value).__name__} and {ref} == {value!r}\"")],
@@ -275,6 +341,10 @@ VARIANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
         "t3": [("keyed by strides and device as well",
                 "return tuple((tuple(a.shape), a.dtype) for a in args)",
                 "return tuple((tuple(a.shape), a.stride(), a.device, a.dtype) for a in args)")],
+        "t4": [("the first call of a key runs fn eagerly, later ones replay",
+                "            self.recordings[key] = (static, recording)\n",
+                "            self.recordings[key] = (static, recording)\n"
+                "            return self.fn(*args)\n")],
     },
 }
 
