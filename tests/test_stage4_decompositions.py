@@ -300,6 +300,35 @@ def test_an_empty_table_leaves_every_call_to_pytorch_with_eager_gradients():
     assert not report.decomposed and "batch_norm_functional" in str(report)
 
 
+def test_the_ladder_aot_eager_is_eager_and_the_next_rung_decomposes():
+    """``"aot_eager"`` (torch.compile's meaning): functionalized, joint and partitioned graphs
+    of PyTorch calls, bitwise eager in float32. ``"aot_eager_decomp_partition"``: prims and the
+    min-cut partitioner -- the graphs inductor compiles."""
+    from tutorcompile.aot import aot_eager, aot_eager_decomp_partition
+    from tutorcompile.fx import symbolic_trace
+
+    def block(x, w):
+        return F.gelu(F.layer_norm(x @ w, (8,))).sum(-1)
+    x = torch.randn(4, 8)
+    w = torch.randn(8, 8, requires_grad=True)
+    expected = block(x, w)
+    (expected_grad,) = torch.autograd.grad(expected.sum(), w)
+    reports = {}
+    for rung in (aot_eager, aot_eager_decomp_partition):
+        compiled = rung(symbolic_trace(block), [x, w])
+        out = compiled(x, w)
+        (grad,) = torch.autograd.grad(out.sum(), w)
+        exact = rung is aot_eager
+        tol = dict(rtol=0, atol=0) if exact else dict(rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(out, expected, **tol)
+        torch.testing.assert_close(grad, expected_grad, **tol)
+        reports[rung.__name__] = compiled.artifacts
+    assert not reports["aot_eager"].decomposition_report.decomposed
+    decomposed = reports["aot_eager_decomp_partition"]
+    assert {"F.layer_norm", "F.gelu"} <= set(decomposed.decomposition_report.decomposed)
+    assert decomposed.partition_report.partitioner == "min_cut_partition"
+
+
 def test_dropout_is_seeded_checkable_and_saved_not_recomputed():
     def fn(x):
         return F.dropout(x, 0.3, training=True) * 2

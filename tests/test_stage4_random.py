@@ -1,11 +1,12 @@
 """Stage 4: random numbers follow eager.
 
-The backend ladder (eager -> aot_eager -> inductor) finds the stage that is wrong only if
-every rung computes the same thing; with dropout in the model that means the same random
-numbers. Compiled graphs draw from PyTorch's generator, in program order, with eager's own
-samplers (``dropout_mask`` and friends in ``aot/decompositions.py``), and the backward
-multiplies by the saved mask instead of drawing again. So under ``torch.manual_seed`` the
-outputs and gradients match eager, and the generator ends where eager leaves it.
+The backend ladder (eager -> aot_eager -> aot_eager_decomp_partition -> inductor) finds the
+stage that is wrong only if every rung computes the same thing; with dropout in the model
+that means the same random numbers. Compiled graphs draw from PyTorch's generator, in
+program order, with eager's own samplers (``dropout_mask`` and friends in
+``aot/decompositions.py``), and the backward multiplies by the saved mask instead of drawing
+again. So under ``torch.manual_seed`` the outputs and gradients match eager, and the
+generator ends where eager leaves it.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from tutorcompile.environment import probe
 
 pytestmark = pytest.mark.stage4
 
-BACKENDS = ["aot_eager", pytest.param("inductor", marks=pytest.mark.skipif(
-    not probe().has_cxx, reason="no C++ compiler"))]
+BACKENDS = ["aot_eager", "aot_eager_decomp_partition", pytest.param(
+    "inductor", marks=pytest.mark.skipif(not probe().has_cxx, reason="no C++ compiler"))]
 
 
 class Noisy(nn.Module):

@@ -2,10 +2,12 @@
 
 torchvision and timm classification models (random weights, small inputs, nothing
 downloaded) are captured as one graph (``fullgraph=True``) and take one training step under
-aot_eager and inductor: outputs, every parameter's gradient and the batch-norm running
-statistics must match eager's (rtol = atol = 1e-3). These models use ``inplace=True``
-activations everywhere (Hardswish, ReLU), batch norm in training, squeeze-and-excitation,
-channel shuffles and attention -- the constructs that broke before.
+the backend ladder: outputs, every parameter's gradient and the batch-norm running statistics
+must match eager's -- exactly under aot_eager (PyTorch runs every op), within rtol = atol =
+1e-3 under aot_eager_decomp_partition and inductor (decompositions round differently).
+These models use ``inplace=True`` activations everywhere (Hardswish, ReLU), batch norm in
+training, squeeze-and-excitation, channel shuffles and attention -- the constructs that
+broke before.
 
 Inputs are 64×64 with batch 4: at 32×32 the last batch norms of MobileNet average over a
 handful of values and float32 rounding alone moves the gradients by more than 1e-3 (in
@@ -56,7 +58,7 @@ def _train_step(model, fn, x):
     return out, grads, {n: b.clone() for n, b in model.named_buffers()}
 
 
-@pytest.mark.parametrize("backend", ["aot_eager", slow_inductor])
+@pytest.mark.parametrize("backend", ["aot_eager", "aot_eager_decomp_partition", slow_inductor])
 @pytest.mark.parametrize("make", MODELS, ids=lambda f: f.__name__)
 def test_trains_like_eager(make, backend):
     torch.manual_seed(0)
@@ -72,9 +74,11 @@ def test_trains_like_eager(make, backend):
         got = _train_step(model, compiled, x)
     finally:
         tc.reset()
-    torch.testing.assert_close(got[0], expected[0], **TOL)
+    # aot_eager leaves every op to PyTorch: eager's results to the last bit
+    tol = dict(rtol=0, atol=0) if backend == "aot_eager" else TOL
+    torch.testing.assert_close(got[0], expected[0], **tol)
     assert got[1].keys() == expected[1].keys()
     for kind, index in (("gradient", 1), ("buffer", 2)):
         for name, value in expected[index].items():
-            torch.testing.assert_close(got[index][name], value, **TOL,
+            torch.testing.assert_close(got[index][name], value, **tol,
                                        msg=lambda m, n=name, k=kind: f"{k} {n}: {m}")

@@ -12,8 +12,10 @@
     partition_from_saved   forward/backward graphs for any chosen saved set
     aot_function / aot_module / aot_graph   compile fwd+bwd ahead of time, run them in a
                         torch.autograd.Function
-    aot_eager           the "aot_eager" backend of tutorcompile.compile
-    aot_eager_backend   the same as a torch.compile backend (real Dynamo, our AOT)
+    aot_eager           the "aot_eager" backend of tutorcompile.compile: no decompositions,
+                        eager's kernels forward and backward (bitwise eager)
+    aot_eager_decomp_partition   the next rung: prims and the min-cut partitioner
+    aot_eager_backend   our decomposed AOT as a torch.compile backend (real Dynamo, our AOT)
     torch_partition_fn  our partitioners as partition_fn of PyTorch's own AOTAutograd
 
 Mirrors: torch/_functorch/aot_autograd.py, partitioners.py, torch/_decomp.
@@ -24,6 +26,7 @@ from .aot_autograd import (
     CompiledArtifacts,
     aot_eager,
     aot_eager_backend,
+    aot_eager_decomp_partition,
     aot_function,
     aot_graph,
     aot_module,
@@ -51,7 +54,8 @@ from .tracing import trace_with_inputs
 __all__ = [
     "AOTCompiled", "CompiledArtifacts", "DECOMPOSITIONS", "DecompositionReport",
     "FunctionalGraph", "FunctionalizationError", "JointGraph", "Partition", "PartitionReport",
-    "aot_eager", "aot_eager_backend", "aot_function", "aot_graph", "aot_module", "decompose",
+    "aot_eager", "aot_eager_backend", "aot_eager_decomp_partition", "aot_function", "aot_graph",
+    "aot_module", "decompose",
     "default_partition", "dropout_reference", "extern_call", "functionalize", "inline_modules",
     "lift_attributes", "make_joint", "min_cut_partition", "partition_from_saved",
     "register_decomposition",

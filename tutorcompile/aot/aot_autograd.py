@@ -27,11 +27,23 @@ differentiable and how outputs are rebuilt were decided at compile time. Before 
 graph is compiled, ``transpose_matmul_results`` makes weight gradients come out in their
 parameter's layout (so autograd does not copy them).
 
-The ``"aot_eager"`` backend (:func:`aot_eager`) runs this with :func:`eager_compiler`,
-which runs each graph's code with prims bound straight to their PyTorch implementations --
-the way to check AOT alone, as ``backend="aot_eager"`` does in torch.compile.
-:func:`aot_eager_backend` is the same thing with the ``torch.compile`` backend contract, so
-real Dynamo can drive our AOTAutograd.
+Two backends of ``tutorcompile.compile`` run the graphs as they are (:func:`eager_compiler`:
+prims bound straight to their PyTorch implementations), with torch.compile's names and
+meanings:
+
+* ``"aot_eager"`` (:func:`aot_eager`) decomposes nothing: every torch call stays a PyTorch
+  call and its backward is PyTorch's. It checks functionalization, the joint graph, the
+  partition and the runtime wrapper -- with eager's kernels, so its values and gradients
+  are eager's to the last bit and any difference is a bug of those stages.
+* ``"aot_eager_decomp_partition"`` (:func:`aot_eager_decomp_partition`) adds the
+  decompositions to prims and the min-cut partitioner: the graphs the code generators get.
+  A decomposition rounds differently from PyTorch's kernel (a batch norm's statistics), so
+  float32 results move by rounding; in a deep network that can flip a ReLU whose input is
+  within rounding of zero (resnet18: one pre-activation of -7.6e-6), the rung to check in
+  float64 when it disagrees.
+
+:func:`aot_eager_backend` takes the ``torch.compile`` backend contract, so real Dynamo can
+drive our AOTAutograd (decomposed, as the second rung).
 
 Mirrors: torch/_functorch/aot_autograd.py (``aot_function``, ``aot_module``,
 ``aot_module_simplified``) and torch/_functorch/_aot_autograd/runtime_wrappers.py.
@@ -53,7 +65,7 @@ from ..ops import PRIMS
 from ..ops.table import contiguous_strides
 from .functionalize import FunctionalGraph, functionalize, inline_modules, lift_attributes
 from .joint import JointGraph, is_differentiable, make_joint
-from .partitioners import Partition, PartitionReport, default_partition
+from .partitioners import Partition, PartitionReport, default_partition, min_cut_partition
 from .prim_graph import DecompositionReport, decompose
 from .tracing import trace_with_inputs
 
@@ -406,11 +418,18 @@ def aot_module(module: torch.nn.Module, fw_compiler: Callable = _identity_compil
                        fn=module, named_params=named_params)
 
 
-def aot_eager(gm: GraphModule, example_inputs: list, partition_fn: Callable = default_partition
-              ) -> AOTCompiled:
-    """The ``"aot_eager"`` backend for ``tutorcompile.compile``: AOT, then run the graphs."""
+def aot_eager(gm: GraphModule, example_inputs: list) -> AOTCompiled:
+    """The ``"aot_eager"`` backend for ``tutorcompile.compile``: AOT without decompositions,
+    then run the graphs -- eager's kernels, forward and backward."""
     return aot_graph(gm, fw_compiler=eager_compiler, bw_compiler=eager_compiler,
-                     partition_fn=partition_fn, example_inputs=example_inputs)
+                     decompositions={}, example_inputs=example_inputs)
+
+
+def aot_eager_decomp_partition(gm: GraphModule, example_inputs: list) -> AOTCompiled:
+    """The ``"aot_eager_decomp_partition"`` backend: AOT with the decompositions to prims and
+    the min-cut partitioner (what inductor compiles), then run the graphs."""
+    return aot_graph(gm, fw_compiler=eager_compiler, bw_compiler=eager_compiler,
+                     partition_fn=min_cut_partition, example_inputs=example_inputs)
 
 
 def aot_eager_backend(fx_gm: torch.fx.GraphModule, example_inputs: list) -> Callable:

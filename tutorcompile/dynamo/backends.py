@@ -5,8 +5,12 @@ run with the graph's inputs and must return the graph's outputs (a tuple). Named
 
 * ``"eager"`` -- run the captured GraphModule as it is (generated Python calling torch);
   the way to check capture alone.
-* ``"aot_eager"`` -- our AOTAutograd (stage 4): forward/backward graphs of prims, run as
-  they are.
+* ``"aot_eager"`` -- our AOTAutograd (stage 4) without decompositions: functionalized,
+  joint and partitioned graphs whose every op is PyTorch's, forward and backward -- eager's
+  results to the last bit, so a difference is a bug of capture or AOT.
+* ``"aot_eager_decomp_partition"`` -- plus the decompositions to prims and the min-cut
+  partitioner: the graphs inductor compiles, run as they are (float32 rounding now differs
+  from eager's kernels).
 * ``"inductor"`` (the default) -- our AOTAutograd and our fusion compiler (stage 5): fused
   C++/OpenMP kernels on CPU, Triton on a GPU.
 * ``"torch_inductor"`` -- convert to ``torch.fx`` (:func:`tutorcompile.fx.to_torch_fx`) and
@@ -59,9 +63,16 @@ def lookup_backend(backend: str | Callable) -> tuple[Callable, str]:
 
 @register_backend("aot_eager")
 def aot_eager(gm, example_inputs: list[Any]) -> Callable:
-    """Our AOTAutograd (stage 4): forward and backward graphs of prims, run as they are."""
+    """Our AOTAutograd (stage 4), every op left to PyTorch: eager's numbers exactly."""
     from ..aot import aot_eager as _aot_eager
     return _aot_eager(gm, example_inputs)
+
+
+@register_backend("aot_eager_decomp_partition")
+def aot_eager_decomp_partition(gm, example_inputs: list[Any]) -> Callable:
+    """Our AOTAutograd with decompositions to prims and the min-cut partitioner."""
+    from ..aot import aot_eager_decomp_partition as _decomposed
+    return _decomposed(gm, example_inputs)
 
 
 @register_backend("inductor")

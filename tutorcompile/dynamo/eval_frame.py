@@ -198,8 +198,9 @@ def compile(model: Callable | None = None, *, backend: str | Callable = "inducto
 
     ``backend``: ``"inductor"`` (the default: our AOTAutograd and fused C++/Triton kernels),
     ``"eager"`` (run captured graphs as GraphModules: capture alone), ``"aot_eager"`` (plus
-    our AOTAutograd), ``"torch_inductor"`` (real Inductor via ``to_torch_fx``) or any
-    ``(GraphModule, example_inputs) -> callable``.
+    our AOTAutograd, every op PyTorch's), ``"aot_eager_decomp_partition"`` (plus
+    decompositions and the min-cut partitioner), ``"torch_inductor"`` (real Inductor via
+    ``to_torch_fx``) or any ``(GraphModule, example_inputs) -> callable``.
     ``fullgraph=True`` raises :class:`GraphBreakError` at the first graph break.
     ``dynamic``: True = size-generic graphs from the start; None = automatic after a size
     change; False = always specialise.
