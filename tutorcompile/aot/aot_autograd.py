@@ -290,7 +290,7 @@ class _AOTFunction(torch.autograd.Function):
             ctx.save_for_backward(*[s for s in saved if isinstance(s, torch.Tensor)])
             ctx.others = [None if isinstance(s, torch.Tensor) else s for s in saved]
         # outputs returned twice or inputs returned as they are must be new tensors
-        seen: set[int] = {id(x) for x in inputs}
+        seen: set[int] = set(map(id, inputs))
         result = []
         for o in fwd:
             if isinstance(o, torch.Tensor):
