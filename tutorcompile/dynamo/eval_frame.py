@@ -157,7 +157,6 @@ class FrameCache:
     warned: bool = False
 
 
-
 @dataclass
 class CallProfile:
     """Where the time of compiled calls goes (see ``tutorcompile.bench.breakdown``)."""
