@@ -355,6 +355,8 @@ def _check_source(guards: list[Guard]) -> str:
             args = ", ".join(_substitute(b.source.name(), local) for b in batched)
             lines.append(f"    if not ___check_tensors({args}):")
             lines.append("        return False")
+    if len(lines) == 2:         # no guard at all
+        lines.append("    pass")
     lines += ["  except Exception:  # a source that no longer resolves", "    return False",
               "  return True"]
     return "\n".join(lines) + "\n"
