@@ -237,21 +237,29 @@ def test_closure_of_an_inlined_global_function_is_guarded():
     assert "__closure__[0].cell_contents" in RECOMPILE_LOG[0]
 
 
-def test_check_function_is_cheapest_first_and_agrees_with_each_guard():
+@pytest.mark.parametrize("batched", [True, False], ids=["cxx-batch", "python"])
+def test_check_function_is_cheapest_first_and_agrees_with_each_guard(batched, monkeypatch):
     """The generated check reads shared sources once, tests identity/constant guards before
-    tensors, inlines static tensor checks, and answers exactly what the guards say one by
-    one -- on the hit and on each kind of miss."""
+    tensors, checks static tensors in one batched C++ call (or, without it, inline attribute
+    reads), and answers exactly what the guards say one by one -- on the hit and on each
+    kind of miss."""
+    from tutorcompile.dynamo import guards
+    if not batched:
+        monkeypatch.setattr(guards, "TensorGuards", None)
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU()).eval()
     x = torch.randn(2, 3)
     compile_eager(model)(x)
     (entry,) = cache_entries(model)
     check = entry.check
     source = check.source
-    assert "check_tensor(" not in source  # static tensors: inline attribute reads
+    assert "check_tensor(" not in source  # static tensors: no call per tensor
     assert source.count("._modules") == 1  # L['self']._modules read once, into a local
     lines = [ln.strip() for ln in source.splitlines() if ln.strip().startswith("if not")]
-    first_tensor = next(i for i, ln in enumerate(lines) if ".stride()" in ln)
-    assert all(".stride()" in ln for ln in lines[first_tensor:])
+    tensor_test = ("is torch.Tensor" if batched else ".stride()", "is torch.nn.Parameter",
+                   "___check_tensors(")
+    first_tensor = next(i for i, ln in enumerate(lines) if tensor_test[0] in ln)
+    assert all(any(t in ln for t in tensor_test) for ln in lines[first_tensor:])
+    assert lines[-1].startswith("if not ___check_tensors(") == batched   # all 3 tensors
 
     def one_by_one(L):
         return check.failure(L, type(model).forward.__globals__, {}, []) is None

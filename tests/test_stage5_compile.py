@@ -315,6 +315,25 @@ def to_prims(graph):
 
 
 @needs_cxx
+def test_a_slice_a_pytorch_call_reads_is_one_narrow():
+    """A step-1 slice that a PyTorch call reads is rebuilt as ``torch.narrow`` (negative and
+    open bounds included), not by indexing with a tuple of slices."""
+    a, b = torch.randn(6, 10), torch.randn(4, 3)
+
+    def f(a, b):
+        return (ops.matmul(ops.slice(a, 1, 2, 6), b), ops.matmul(ops.slice(a, -1, -4), b),
+                ops.matmul(ops.slice(a, 1, 6, 100), b))
+    compiled = compile_fx(trace(f, a, b), [a, b], backend="cpp")
+    got = compiled(a, b)
+    for out, expected in zip(got, (a[:, 2:6] @ b, a[:, -4:] @ b, a[:, 6:100] @ b)):
+        torch.testing.assert_close(out, expected)
+    code = compiled.wrapper_code
+    for call in ("torch.narrow(a, 1, 2, 4)", "torch.narrow(a, 1, 6, 4)"):
+        assert code.count(call) == (2 if call.endswith("6, 4)") else 1), code
+    assert "slice" not in code.replace("view_slice", ""), code
+
+
+@needs_cxx
 def test_a_permute_of_a_permute_is_one_call_or_none():
     """A PyTorch call's operand that is a transpose of a transpose is passed as the tensor
     itself; a chain of permutes becomes one permute of the first base."""
@@ -329,5 +348,5 @@ def test_a_permute_of_a_permute_is_one_call_or_none():
     torch.testing.assert_close(got[0], a @ b)
     torch.testing.assert_close(got[1], c.permute(2, 0, 1).permute(0, 2, 1).permute(1, 0, 2) @ d)
     code = compiled.wrapper_code
-    assert "torch.matmul(a, b)" in code, code
+    assert "torch.mm(a, b)" in code, code            # two matrices: the BLAS call itself
     assert code.count("torch.permute(") == 1, code   # the chain, as one call

@@ -116,3 +116,57 @@ def test_a_cache_hit_keys_its_inputs_once(monkeypatch):
         torch.testing.assert_close(got, p.grad)
     xt = torch.randn(10, 3).t()                       # the same shape, other strides
     torch.testing.assert_close(compiled(xt), model(xt))
+
+
+def test_a_static_cache_hit_calls_the_compiled_wrapper_with_no_key(monkeypatch):
+    """When Dynamo's guards pin every graph input (no dynamic size), its cache entry calls
+    the backend's ``direct()`` form -- the inference wrapper itself, or the autograd.Function
+    -- and AOT's per-call key never runs. Grad mode, a frozen parameter and a new batch size
+    each fail a guard and compile again, with eager's values and gradients."""
+    from tutorcompile.aot import aot_autograd
+    from tutorcompile.dynamo.eval_frame import cache_entries
+    torch.manual_seed(0)
+    model = MLP((10, 5, 2))
+    compiled = tc.compile(model)
+    x = torch.randn(3, 10)
+
+    def check(x, grad=True):
+        for p in model.parameters():
+            p.grad = None
+        with torch.set_grad_enabled(grad):
+            got = compiled(x)
+            if grad:
+                got.square().sum().backward()
+        grads = [p.grad for p in model.parameters()]
+        for p in model.parameters():
+            p.grad = None
+        with torch.set_grad_enabled(grad):
+            expected = model(x)
+            if grad:
+                expected.square().sum().backward()
+        torch.testing.assert_close(got, expected)
+        for g, p in zip(grads, model.parameters()):
+            assert (g is None) == (p.grad is None)
+            if g is not None:
+                torch.testing.assert_close(g, p.grad)
+
+    check(x)
+    check(x, grad=False)
+    entries = cache_entries(model)
+    assert len(entries) == 2
+    training, inference = entries
+    assert training.call.func == aot_autograd._AOTFunction.apply
+    assert inference.call is inference.compiled.compiled.artifacts.forward_run
+
+    def no_key(inputs):
+        raise AssertionError("AOT keyed inputs that Dynamo's guards had matched")
+    monkeypatch.setattr(aot_autograd, "_key", no_key)
+    check(x)
+    check(x, grad=False)
+    monkeypatch.undo()
+    model.net[0].weight.requires_grad_(False)        # a frozen layer: requires_grad guard
+    check(x)
+    model.net[0].weight.requires_grad_(True)
+    check(torch.randn(5, 10))                        # a new batch size: dynamic from here on
+    check(torch.randn(7, 10))
+    assert any(e.call is e.compiled for e in cache_entries(model))   # the keyed path

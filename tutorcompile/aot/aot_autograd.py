@@ -212,6 +212,7 @@ class AOTCompiled:
         if key not in self.cache:
             with phase("aot"):
                 self.cache[key] = self.compile(inputs, len(example_inputs))
+        self.artifacts = self.cache[key]
 
     def __call__(self, *args: Any) -> Any:
         # The per-call path: pick the compilation for this input signature, run it. All
@@ -228,22 +229,52 @@ class AOTCompiled:
             with phase("aot"):
                 art = self.cache[key] = self.compile(inputs, len(args))
         self.artifacts = art
-        tensors = inputs if art.all_tensors else [x for x in inputs
-                                                  if isinstance(x, torch.Tensor)]
-        if art.joint is None:
-            outs = art.forward_run(*tensors)
-        else:
-            outs = _AOTFunction.apply(art, *tensors)
+        return _run(art, inputs)
+
+    def direct(self) -> Callable:
+        """What to call for inputs exactly like the example inputs compiled for (shapes,
+        strides, dtypes, devices, ``requires_grad``) in the grad mode they were compiled in:
+        no per-call key. For a caller whose guards already pin all of that -- Dynamo's cache
+        entry of a graph without dynamic sizes; real AOTAutograd likewise trusts Dynamo's
+        guards and never looks at its inputs again. ``self`` when there is no single
+        compilation to go to.
+
+        The common cases call the compiled forward (inference) or the ``autograd.Function``
+        (training) with nothing in between: no parameters lifted from ``get_attr``, no
+        mutated input to copy back, a tuple of outputs returned as the graph makes it."""
+        if self.named_params is not None or len(self.cache) != 1:
+            return self
+        (art,) = self.cache.values()
         functional = art.functional
-        n_user = functional.num_user_outputs
-        if functional.mutated_inputs:
-            with torch.no_grad():  # the input-mutation epilogue
-                for index, value in zip(functional.mutated_inputs, outs[n_user:]):
-                    inputs[index].copy_(value)
-        spec = functional.output_spec
-        if spec == "single":
-            return outs[0]
-        return list(outs[:n_user]) if spec == "list" else tuple(outs[:n_user])
+        plain = (not self.params and art.all_tensors and not functional.mutated_inputs
+                 and functional.output_spec == "tuple")
+        if plain and art.joint is not None:
+            return functools.partial(_AOTFunction.apply, art)   # gives a tuple
+        outputs = art.prim_graph.output_node.args[0]
+        if plain and isinstance(outputs, tuple) and len(outputs) == functional.num_user_outputs:
+            return art.forward_run
+        params = self.params
+        return lambda *args: _run(art, [*args, *params])
+
+
+def _run(art: CompiledArtifacts, inputs: list) -> Any:
+    """Run one compilation on its inputs (graph inputs, then lifted parameters) and give
+    back the user's outputs in their structure."""
+    tensors = inputs if art.all_tensors else [x for x in inputs if isinstance(x, torch.Tensor)]
+    if art.joint is None:
+        outs = art.forward_run(*tensors)
+    else:
+        outs = _AOTFunction.apply(art, *tensors)
+    functional = art.functional
+    n_user = functional.num_user_outputs
+    if functional.mutated_inputs:
+        with torch.no_grad():  # the input-mutation epilogue
+            for index, value in zip(functional.mutated_inputs, outs[n_user:]):
+                inputs[index].copy_(value)
+    spec = functional.output_spec
+    if spec == "single":
+        return outs[0]
+    return list(outs[:n_user]) if spec == "list" else tuple(outs[:n_user])
 
 
 class _AOTFunction(torch.autograd.Function):
@@ -271,7 +302,7 @@ class _AOTFunction(torch.autograd.Function):
             ctx.save_for_backward(*[s for s in saved if isinstance(s, torch.Tensor)])
             ctx.others = [None if isinstance(s, torch.Tensor) else s for s in saved]
         # outputs returned twice or inputs returned as they are must be new tensors
-        seen: set[int] = {id(x) for x in inputs}
+        seen: set[int] = set(map(id, inputs))
         result = []
         for o in fwd:
             if isinstance(o, torch.Tensor):

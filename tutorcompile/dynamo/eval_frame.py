@@ -132,10 +132,20 @@ class CacheEntry:
     # entry that returns one graph output as it is) which output the frame returns
     fetch_inputs: Callable | None = None
     returns_output: int | None = None
+    # what runs the graph: ``compiled``, or its ``direct()`` form when the guards pin every
+    # graph input's shape, strides, dtype, device and requires_grad, and the grad mode (the
+    # backend need not key its inputs again; see ``AOTCompiled.direct``)
+    call: Callable | None = None
 
     @property
     def kind(self) -> str:
         return self.result.kind
+
+    @functools.cached_property
+    def returns_at_once(self) -> bool:
+        """Runs to its return (no graph break) with no side effect to replay: a cache hit
+        needs no VM frame."""
+        return self.kind == "return" and not self.result.side_effects
 
 
 @dataclass
@@ -145,15 +155,6 @@ class FrameCache:
     skip_from: set[int] = field(default_factory=set)  # resume points that run uncompiled
     dynamic: dict[str, set[int]] = field(default_factory=dict)  # source -> dynamic dims
     warned: bool = False
-
-    @property
-    def returns_at_once(self) -> bool:
-        """Every entry at the frame's start runs to its return (no graph break) and has no
-        side effect to replay (writes to globals, attributes, outside lists and dicts): the
-        cache-hit path needs no VM frame."""
-        entries = self.entries.get(0)
-        return bool(entries) and 0 not in self.skip_from and \
-            all(e.kind == "return" and not e.result.side_effects for e in entries)
 
 
 @dataclass
@@ -254,7 +255,7 @@ class OptimizedModule(torch.nn.Module):
         self.config = config
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        mod = self._orig_mod
+        mod = self._modules["_orig_mod"]   # (not ``self._orig_mod``: Module.__getattr__)
         forward = type(mod).forward
         return run_compiled(forward, [mod, *args], kwargs, self.config)
 
@@ -300,34 +301,38 @@ _MISS = object()
 
 def _fast_cache_hit(fn: types.FunctionType, args: list, config: Config) -> Any:
     """The cache-hit path of a plain call (positional arguments only, no closure): bind the
-    arguments, find the first entry whose guards pass, and if it returns, run it -- no VM
-    frame. Anything else (a miss, a graph break, a recompile) answers ``_MISS`` and takes
-    the general path of :func:`run_frame`."""
+    arguments, find the first entry whose guards pass, and if it runs to its return with no
+    side effect to replay (writes to globals, attributes, outside lists and dicts), run it --
+    no VM frame. Anything else (a miss, a graph break, a recompile) answers ``_MISS`` and
+    takes the general path of :func:`run_frame`."""
     code = fn.__code__
     if (len(args) != code.co_argcount or code.co_kwonlyargcount or code.co_freevars
             or code.co_flags & (CO_VARARGS | CO_VARKEYWORDS)):
         return _MISS
     cache = _CACHES.get((code, config.cache_key))
-    if cache is None or not cache.returns_at_once:
+    if cache is None or 0 in cache.skip_from:
         return _MISS
-    entries = cache.entries[0]
     f_locals = dict(zip(code.co_varnames, args))
     f_globals = fn.__globals__
     b = f_globals.get("__builtins__", builtins)
     env_args = (f_locals, f_globals, b if isinstance(b, dict) else b.__dict__, [])
     prof = PROFILE
     t0 = time.perf_counter() if prof else 0.0
-    entry = next((e for e in entries if e.check(*env_args)), None)
+    for entry in cache.entries.get(0, ()):
+        if entry.check.fn(*env_args):
+            break
+    else:
+        entry = None
     if prof:
         prof.guard_s += time.perf_counter() - t0
-    if entry is None:
+    if entry is None or not entry.returns_at_once:
         return _MISS
     if entry.compiled is None or entry.returns_output is None:
         return _return_value(entry, *env_args)
     inputs = entry.fetch_inputs(*env_args)
     if prof:
         return _profiled_graph_call(entry, inputs)[entry.returns_output]
-    return entry.compiled(*inputs)[entry.returns_output]
+    return entry.call(*inputs)[entry.returns_output]
 
 
 def _return_value(entry: CacheEntry, L: dict, G: dict, B: dict, S: list) -> Any:
@@ -343,13 +348,13 @@ def _profiled_graph_call(entry: CacheEntry, inputs: tuple) -> Any:
     """Run the entry's compiled graph, counting its time when profiling."""
     prof = PROFILE
     if not prof:
-        return entry.compiled(*inputs)
+        return entry.call(*inputs)
     # GPU kernels run asynchronously: wait for them, so the graph's time is its work
     sync = any(isinstance(v, torch.Tensor) and v.is_cuda for v in inputs)
     if sync:
         torch.cuda.synchronize()
     t0 = time.perf_counter()
-    values = entry.compiled(*inputs)
+    values = entry.call(*inputs)
     if sync:
         torch.cuda.synchronize()
     prof.graph_s += time.perf_counter() - t0
@@ -510,7 +515,10 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
     scopes = {k: v for k, v in check.env.items() if k.startswith("G_")}
     sources = list(output.input_sources)
     entry = CacheEntry(check, result, gm, compiled, output_nodes, sources,
-                       frame.code.co_name, frame.ip, scopes)
+                       frame.code.co_name, frame.ip, scopes, call=compiled)
+    direct = getattr(compiled, "direct", None)
+    if direct is not None and not output.any_dynamic:
+        entry.call = direct()
     env = {"L": frame.locals, "G": frame.globals, "B": frame.builtins, "S": frame.stack}
     entry.fetch_inputs = _input_fetcher(sources, scopes, env)
     ret = result.return_value

@@ -13,6 +13,12 @@ are, in the spirit of ``TORCH_LOGS=guards`` and depyf::
     L['self'].training == True
     torch.is_grad_enabled() == True
 
+The check function (:class:`CheckFunction`) tests the cheapest guards first and reads each
+shared source once. The tensors whose sizes are all static are checked together by one call
+of PyTorch's own C++ ``TensorGuards.check`` (dispatch keys, dtype, device, requires_grad,
+sizes, strides of every tensor: ~0.05 µs a tensor, against ~0.6 µs for the same tests as
+Python attribute reads); where it is missing, inline Python tests do the same.
+
 Guard kinds (PyTorch's names): TENSOR_MATCH, CONSTANT_MATCH, TYPE_MATCH, ID_MATCH,
 SEQUENCE_LENGTH, DICT_KEYS (a dict read whole), DICT_CONTAINS (one key of a dict from outside
 read: ``'k' in G['REGISTRY']``), GRAD_MODE, SHAPE_ENV (symbolic sizes), NOT_SHADOWED.
@@ -91,6 +97,9 @@ class Guard:
     tensor_args: tuple | None = None
     # the same test, cheaper, for the compiled check function ({v}: the source's value)
     fast: str | None = None
+    # a static TENSOR_MATCH that the batched C++ check covers: only the Python type is
+    # left to test here ({v}: the source's value)
+    batched: str | None = None
 
     def __str__(self) -> str:
         return f"{self.expr}  # {self.comment}" if self.comment else self.expr
@@ -106,6 +115,9 @@ class GuardBuilder:
                                     "K": KEYS}
         self._bound: dict[int, str] = {}
         self._devices: dict[str, str] = {}
+        # static tensors' example values, until build() hands them to TensorGuards (then
+        # forgotten: a guard must not keep the user's tensors alive)
+        self._tensor_values: dict[str, torch.Tensor] = {}
 
     def add(self, kind: str, expr: str, source: Source | None = None, comment: str = "",
             tensor_args: tuple | None = None, fast: str | None = None) -> None:
@@ -155,6 +167,8 @@ class GuardBuilder:
         self.add("TENSOR_MATCH", expr, source, comment,
                  (ttype, value.dtype, str(value.device), size, stride, value.requires_grad,
                   contiguous), fast)
+        if stride is not None and ttype in _TENSOR_TYPES and expr not in self._tensor_values:
+            self._tensor_values[expr] = value
 
     def literal(self, value: Any) -> str:
         """``value`` written into guard source: a Python literal only for the exact builtin
@@ -217,8 +231,28 @@ class GuardBuilder:
         self.add("NOT_SHADOWED", f"{name!r} not in G", comment=f"builtin {name} not shadowed")
 
     def build(self) -> CheckFunction:
-        return CheckFunction(list(self.guards), dict(self.env))
+        guards, env = list(self.guards), dict(self.env)
+        batch = [g for g in _ordered(guards) if g.expr in self._tensor_values]
+        if TensorGuards is not None and batch:
+            values = [self._tensor_values[g.expr] for g in batch]
+            try:
+                tensor_guards = TensorGuards(
+                    *values, dynamic_dims_sizes=[list(v.size()) for v in values],
+                    dynamic_dims_strides=[list(v.stride()) for v in values])
+            except (TypeError, RuntimeError):  # another signature: keep the Python tests
+                tensor_guards = None
+            if tensor_guards is not None and tensor_guards.check(*values):
+                env["___check_tensors"] = tensor_guards.check
+                for g in batch:
+                    g.batched = f"type({{v}}) is {_TENSOR_TYPES[g.tensor_args[0]]}"
+        self._tensor_values.clear()
+        return CheckFunction(guards, env)
 
+
+try:  # PyTorch's C++ check of many tensors at once (what Dynamo used before guard trees)
+    from torch._C._dynamo.guards import TensorGuards
+except ImportError:  # pragma: no cover -- every supported torch has it
+    TensorGuards = None
 
 _COST = {"TENSOR_MATCH": 2, "SHAPE_ENV": 3}
 """Order of guards in the check function: identity, type, constant and global-state tests
@@ -237,13 +271,12 @@ class CheckFunction:
         self.guards = guards
         self.env = env
         self.source = _check_source(guards)
-        self._fn = exec_generated(self.source, "guards", dict(env))["___check"]
+        # ``fn(L, G, B, S)`` is the check itself (the cache-hit path calls it directly); a
+        # source that no longer resolves fails it (``except Exception: return False``)
+        self.fn = exec_generated(self.source, "guards", dict(env))["___check"]
 
     def __call__(self, L: dict, G: dict, B: dict, S: list) -> bool:
-        try:
-            return bool(self._fn(L, G, B, S))
-        except Exception:  # a source that no longer resolves is a failed guard
-            return False
+        return self.fn(L, G, B, S)
 
     def failure(self, L: dict, G: dict, B: dict, S: list) -> str | None:
         """The first failing guard and why, for the recompile log (None if all pass)."""
@@ -282,10 +315,15 @@ class CheckFunction:
         return len(self.guards)
 
 
+def _ordered(guards: list[Guard]) -> list[Guard]:
+    return sorted(guards, key=lambda g: _COST.get(g.kind, 0))
+
+
 def _check_source(guards: list[Guard]) -> str:
     """``def ___check(L, G, B, S)``: one ``if not (...): return False`` per guard, cheapest
-    first, each shared source bound to a local just before its first use."""
-    ordered = sorted(guards, key=lambda g: _COST.get(g.kind, 0))
+    first, each shared source bound to a local just before its first use; the batched
+    tensors in one ``___check_tensors(...)`` after the last of them."""
+    ordered = _ordered(guards)
     uses: dict[str, int] = {}
     chains = []
     for g in ordered:
@@ -298,20 +336,32 @@ def _check_source(guards: list[Guard]) -> str:
         for name in chain:
             uses[name] = uses.get(name, 0) + 1
     local: dict[str, str] = {}
-    lines = ["def ___check(L, G, B, S):"]
+    lines = ["def ___check(L, G, B, S):", "  try:"]
+    batched = [g for g in ordered if g.batched]
+    chain_of = {id(g): chain for g, chain in zip(ordered, chains)}
     for g, chain in zip(ordered, chains):
         for name in chain:
             if name not in local and (uses[name] > 1 or (
                     g.kind == "TENSOR_MATCH" and g.fast and name == chain[-1])):
                 lines.append(f"    ___v{len(local)} = {_substitute(name, chain, local)}")
                 local[name] = f"___v{len(local)}"
-        if g.fast and chain:
+        if g.batched and chain:
+            expr = g.batched.format(v=_substitute(chain[-1], chain, local))
+        elif g.fast and chain:
             expr = g.fast.format(v=_substitute(chain[-1], chain, local))
         else:
             expr = _substitute(g.expr, chain, local)
         lines.append(f"    if not ({expr}):")
         lines.append("        return False")
-    lines.append("    return True")
+        if batched and g is batched[-1]:
+            args = ", ".join(_substitute(b.source.name(), chain_of[id(b)], local)
+                             for b in batched)
+            lines.append(f"    if not ___check_tensors({args}):")
+            lines.append("        return False")
+    if len(lines) == 2:         # no guard at all
+        lines.append("    pass")
+    lines += ["  except Exception:  # a source that no longer resolves", "    return False",
+              "  return True"]
     return "\n".join(lines) + "\n"
 
 

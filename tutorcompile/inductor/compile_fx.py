@@ -456,6 +456,7 @@ def inductor_backend(gm: Any, example_inputs: Sequence[Any], **options: Any) -> 
     def run(*args):
         return compiled(*args)
     run.compiled = compiled
+    run.direct = compiled.direct   # (Dynamo's cache entry calls this when guards pin inputs)
     return run
 
 
