@@ -6,8 +6,9 @@
   satisfies; guards print as Python and are checked against new inputs' sizes.
 * ``backend="aot_eager"``: a dynamic dimension stays symbolic through decomposition, the
   joint graph and both partitioners (a size the backward needs is saved as an int, as
-  PyTorch saves SymInts), so the capstone MLP compiles once for every batch size, forward
-  and training, with eager's values and gradients (float32, 1e-5).
+  PyTorch saves SymInts), so the capstone MLP and CNN compile once for every batch size
+  (after the first, static, call), forward and training, with eager's values and gradients
+  (float32, 1e-5).
 * What the trace relied on is guarded: a size that is unpacked along (``unbind``) or handed
   to a torch function (``torch.arange(n)``) is specialised with a guard naming the line,
   and a size that breaks the guard compiles again instead of giving a wrong answer.
@@ -15,12 +16,28 @@
 
 from __future__ import annotations
 
+import copy
+import functools
+
 import pytest
 import torch
 
+from tutorcompile.aot import aot_graph, min_cut_partition
+from tutorcompile.aot.aot_autograd import aot_eager, eager_compiler
+from tutorcompile.dynamo import eval_frame
+from tutorcompile.fx import symbolic_trace
 from tutorcompile.fx.symbolic_shapes import ShapeEnv, SymInt, SymShape, as_shape
+from tutorcompile.models import MLP, AlexNet
 
 pytestmark = pytest.mark.stage4
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    eval_frame.reset()
+    yield
+    eval_frame.reset()
+
 
 # --- the shape environment ---------------------------------------------------------------
 
@@ -56,3 +73,132 @@ def test_decisions_record_guards_and_facts_true_for_every_size_are_dropped():
     assert env.check_guards([torch.empty(8)])
     assert not env.check_guards([torch.empty(9)])
     assert str(env.failed_guard([torch.empty(9)])).startswith("(s0 == 8)")
+
+
+# --- aot_eager compiles once for every batch size ---------------------------------------
+
+def _counting(backend):
+    """A backend that keeps what it returned: how many graphs Dynamo handed down, and how
+    many times AOT compiled each (``num_compiles``)."""
+    made = []
+
+    def counting(gm, example_inputs):
+        made.append(backend(gm, example_inputs))
+        return made[-1]
+    return counting, made
+
+
+def _train_and_compare(model, compiled, batches):
+    ref = copy.deepcopy(model)
+    for b in batches:
+        (x,), y = model.example_inputs(b), model.targets(b)
+        model.zero_grad()
+        ref.zero_grad()
+        out, expected = compiled(x), ref(x)
+        torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+        model.loss(out, y).backward()
+        ref.loss(expected, y).backward()
+        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-5, msg=name)
+
+
+def test_mlp_trains_with_one_compile_for_batch_sizes_1_to_16():
+    torch.manual_seed(0)
+    model = MLP((10, 16, 5))
+    backend, made = _counting(aot_eager)
+    compiled = eval_frame.compile(model, backend=backend)  # automatic dynamic
+    _train_and_compare(model, compiled, range(1, 17))
+    # batch 1 is static (and a size of 1 is never a symbol); batch 2 marks the dim dynamic
+    assert [c.num_compiles for c in made] == [1, 1]
+    assert made[1].artifacts.shape_env.guards == []  # nothing relied on the batch size
+
+
+def test_mlp_inference_compiles_once_with_dynamic_true():
+    torch.manual_seed(0)
+    model = MLP((10, 16, 5))
+    backend, made = _counting(aot_eager)
+    compiled = eval_frame.compile(model, backend=backend, dynamic=True)
+    with torch.no_grad():
+        for b in range(2, 10):
+            x, = model.example_inputs(b)
+            torch.testing.assert_close(compiled(x), model(x))
+    assert [c.num_compiles for c in made] == [1]
+    art = made[0].artifacts
+    assert art.joint is None
+    # every dim was made dynamic; the matmul with the weight pinned the feature dim
+    assert [str(g.expr) for g in art.shape_env.guards] == ["Eq(s1, 10)"]
+
+
+def test_saved_sizes_are_graph_outputs_and_inputs_under_both_partitioners():
+    torch.manual_seed(0)
+    model = MLP((10, 16, 5))
+    for partition_fn in (None, min_cut_partition):
+        eval_frame.reset()
+        backend, made = _counting(functools.partial(aot_eager, partition_fn=partition_fn)
+                                  if partition_fn else aot_eager)
+        compiled = eval_frame.compile(model, backend=backend, dynamic=True)
+        _train_and_compare(model, compiled, (3, 7, 4))
+        assert [c.num_compiles for c in made] == [1]
+        partition = made[0].artifacts.partition
+        # the backward expands a (1, 5) gradient to the batch size: it gets the size, an
+        # int the forward returns, not the input tensor it was read from
+        size_outputs = [n for n in partition.forward.graph.output_node.args[0]
+                        if "sym" in n.meta]
+        assert [str(n.meta["sym"]) for n in size_outputs] == ["s0"]
+        assert "s0 = sym_size(primals_l_x, 0)" in partition.forward.code
+        assert "sym_size(" not in partition.backward.code
+        assert "s0" in [p.name for p in partition.backward.graph.placeholders]
+
+
+# --- what the trace relied on is guarded --------------------------------------------------
+
+def test_unbind_along_a_symbolic_dim_specialises_and_recompiles_for_another_count():
+    def unbind_all(t):
+        return t.unbind(0)
+    gm = symbolic_trace(unbind_all)
+    gm.graph.placeholders[0].meta["dynamic_dims"] = frozenset({0})  # as Dynamo marks it
+    compiled = aot_graph(gm, eager_compiler, eager_compiler)
+    for b in (3, 4, 3):
+        t = torch.randn(b, 2)
+        out = compiled(t)
+        assert len(out) == b
+        for got, want in zip(out, t.unbind(0)):
+            torch.testing.assert_close(got, want)
+    assert compiled.num_compiles == 2
+    guards = str(compiled.artifacts.shape_env.guards[0])
+    assert guards.startswith("(s0 == 3)  # a size used as an index or count: specialised")
+    assert "in unbind_all: return t.unbind(0)" in guards  # the user's line
+
+
+def scale_rows(x):
+    return x * torch.arange(x.shape[0]).unsqueeze(1)
+
+
+def test_a_size_given_to_a_torch_function_is_specialised_and_its_guard_fails_for_another():
+    backend, made = _counting(aot_eager)
+    compiled = eval_frame.compile(scale_rows, backend=backend, dynamic=True)
+    for b in (3, 4, 3, 5):
+        x = torch.randn(b, 2)
+        torch.testing.assert_close(compiled(x), scale_rows(x))
+    assert [c.num_compiles for c in made] == [3]  # sizes 3, 4 and 5; 3 again is a hit
+    text = made[0].artifacts.shape_env.format_guards()
+    assert "(s0 == 5)  # specialised: an argument of torch.arange" in text
+    assert "return x * torch.arange(x.shape[0]).unsqueeze(1)" in text
+
+
+def test_dynamic_false_keeps_compiling_per_size():
+    backend, made = _counting(aot_eager)
+    compiled = eval_frame.compile(scale_rows, backend=backend, dynamic=False)
+    for b in (3, 4):
+        compiled(torch.randn(b, 2))
+    assert [c.num_compiles for c in made] == [1, 1]
+    assert all(c.artifacts.shape_env is None for c in made)
+
+
+def test_capstone_cnn_trains_with_one_compile_after_the_first_size_change():
+    torch.manual_seed(0)
+    model = AlexNet(width=4, dropout=0.0)
+    backend, made = _counting(aot_eager)
+    compiled = eval_frame.compile(model, backend=backend)
+    _train_and_compare(model, compiled, (1, 2, 3, 5))
+    assert [c.num_compiles for c in made] == [1, 1]

@@ -36,6 +36,7 @@ import torch
 
 from ..fx import Graph, Node
 from ..fx.node import map_aggregate, map_arg
+from ..fx.symbolic_shapes import SymInt
 from ..ops import GraphHandler, GraphValue, Prim, make_meta, set_handler
 from ..ops.autodiff import accumulate_grad, propagate_vjp
 from .decompositions import with_random_state
@@ -172,6 +173,9 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
         for node in graph.nodes:
             if node.op in ("placeholder", "output"):
                 continue
+            if "sym" in node.meta:  # a size computed from input sizes: this graph's own
+                env[node] = node.meta["sym"]
+                continue
             args = map_arg(node.args, env.__getitem__)
             kwargs = map_arg(node.kwargs, env.__getitem__)
             if node.op == "call_function" and isinstance(node.target, Prim):
@@ -179,7 +183,9 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
                     env[node] = node.target(*args, **kwargs)
             else:  # an extern call, or a getitem of one: copy it as it is
                 copy = joint.node_copy(node, lambda a: env[a].node
-                                       if isinstance(env[a], GraphValue) else env[a])
+                                       if isinstance(env[a], GraphValue) else
+                                       handler.sym_node(env[a])
+                                       if isinstance(env[a], SymInt) else env[a])
                 env[node] = (GraphValue(copy, handler)
                              if not isinstance(copy.meta.get("tensor_meta"), tuple) else copy)
             needs_grad[node] = any(needs_grad.get(a, False) for a in node.all_input_nodes)

@@ -2,7 +2,8 @@
 
 :func:`decompose` interprets a (functional) torch-level graph under the graph-building ops
 handler. Each call with a rule in the decomposition table records that rule's prims; Python
-arithmetic on shapes is evaluated on the spot (shapes are static here); anything else stays
+arithmetic on shapes is evaluated on the spot (on symbolic sizes it stays symbolic, see
+``fx/symbolic_shapes.py``; a torch function given one specialises it); anything else stays
 an **extern** node that calls the torch function itself -- its output shape found by running
 it on ``meta`` tensors -- and AOTAutograd asks PyTorch for its gradient at run time.
 :class:`DecompositionReport` says which calls were decomposed and which stayed extern, and
@@ -28,6 +29,7 @@ import torch.nn.functional as F
 from ..fx import Graph, Node, TensorMeta
 from ..fx.node import map_aggregate, tree_leaves
 from ..fx.passes.dce_cse import is_random
+from ..fx.symbolic_shapes import SymInt, as_shape
 from ..ops import GraphHandler, GraphValue, make_meta, set_handler
 from .decompositions import (
     DECOMPOSITIONS,
@@ -169,8 +171,8 @@ def decompose(graph: Graph, input_metas: list[Any], *, decompositions: dict | No
     ``input_metas`` gives each placeholder's shape/dtype (tensors, TensorMetas, or Python
     values for non-tensor inputs, which are specialised into the graph). Calls with a rule in
     ``decompositions`` (default :data:`DECOMPOSITIONS`) are decomposed; the rest become
-    extern nodes. Non-tensor arithmetic (``x.shape[0] * 2``) is evaluated while tracing, as
-    shapes are static here.
+    extern nodes. Non-tensor arithmetic (``x.shape[0] * 2``) is evaluated while tracing;
+    a TensorMeta whose sizes are SymInts makes it symbolic, computed by the graph.
     """
     table = DECOMPOSITIONS if decompositions is None else decompositions
     report = DecompositionReport()
@@ -234,7 +236,7 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
         obj, attr = args[0], args[1]
         if isinstance(obj, GraphValue):
             if attr in ("shape",):
-                return torch.Size(obj.shape)
+                return as_shape(obj.shape)
             if attr in ("dtype", "device", "ndim"):
                 return getattr(obj, attr)
             if attr in ("H", "mH") and not obj.dtype.is_complex:  # real: the transposes
@@ -253,11 +255,17 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
     if node.op == "call_method" and target in ("size", "dim", "numel", "ndimension"):
         v = args[0]
         if target == "size":
-            return torch.Size(v.shape) if len(args) == 1 else v.shape[args[1]]
+            return as_shape(v.shape) if len(args) == 1 else v.shape[args[1]]
         return len(v.shape) if target in ("dim", "ndimension") else math.prod(v.shape)
     if not has_values and not is_random(node):
         # Python arithmetic on shapes, or a deterministic factory (torch.arange): computed
-        # now; a tensor becomes a constant of the graph
+        # now; a tensor becomes a constant of the graph. Arithmetic on symbolic sizes stays
+        # symbolic; a torch function given one specialises it (with a guard)
+        if getattr(fn, "__module__", None) not in ("_operator", "operator") and any(
+                isinstance(v, SymInt) for v in tree_leaves((args, kwargs))):
+            why = f"an argument of {name} ({node.meta.get('source', node.name)})"
+            args, kwargs = map_aggregate((args, kwargs), lambda v: v.specialize(why)
+                                         if isinstance(v, SymInt) else v)
         return fn(*args, **kwargs)
     rule = table.get(key)
     why = "no decomposition registered"

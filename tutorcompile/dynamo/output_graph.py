@@ -71,7 +71,7 @@ class OutputGraph:
         node = self.graph.placeholder(_unique(self.graph, placeholder_name(source)))
         fake = self.fake_mode.from_tensor(value)
         node.meta.update(example_value=fake, tensor_meta=tensor_meta(fake),
-                         source=f"input {source.name()}")
+                         source=f"input {source.name()}", dynamic_dims=dynamic_dims)
         self.created.append(node)
         self.input_sources.append(source)
         self.input_values.append(value)
