@@ -202,3 +202,29 @@ def test_capstone_cnn_trains_with_one_compile_after_the_first_size_change():
     compiled = eval_frame.compile(model, backend=backend)
     _train_and_compare(model, compiled, (1, 2, 3, 5))
     assert [c.num_compiles for c in made] == [1, 1]
+
+
+def sizes_in_the_graph(x, w):
+    n = x.shape[0]
+    y = (x @ w).view(n, -1)
+    return y.sum() / n, y.reshape(-1, 2), torch.cat([x, x]).view(2 * n, -1).mean(0), n * 3
+
+
+def test_sizes_computed_by_the_graph_train_once_for_every_size():
+    backend, made = _counting(aot_eager)
+    compiled = eval_frame.compile(sizes_in_the_graph, backend=backend, dynamic=True)
+    w = torch.randn(4, 6, requires_grad=True)
+    for b in (3, 5, 8):
+        x = torch.randn(b, 4, requires_grad=True)
+        out, ref = compiled(x, w), sizes_in_the_graph(x, w)
+        assert out[3] == ref[3] == 3 * b  # a size returned by the graph is an int
+        for got, want in zip(out[:3], ref[:3]):
+            torch.testing.assert_close(got, want)
+        grads = torch.autograd.grad(sum(o.sum() for o in out[:3]), (x, w))
+        expected = torch.autograd.grad(sum(o.sum() for o in ref[:3]), (x, w))
+        for got, want in zip(grads, expected):
+            torch.testing.assert_close(got, want)
+    assert [c.num_compiles for c in made] == [1]
+    guards = [str(g.expr) for g in made[0].artifacts.shape_env.guards]
+    # relied on: the matmul's inner sizes agree, and reshape(-1, 2) divides evenly
+    assert guards[:2] == ["Eq(s1, s2)", "Eq(Mod(s0*s3, 2), 0)"]

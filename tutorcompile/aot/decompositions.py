@@ -32,6 +32,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..fx.symbolic_shapes import SymInt
 from ..ops import GraphValue, make_meta, ops
 from ..ops.table import normalize_dim, normalize_dims
 
@@ -342,7 +343,7 @@ def log_softmax(a, dim=None, _stacklevel=3, dtype=None):
 def _shape_args(shape) -> tuple:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
         shape = shape[0]
-    return tuple(int(s) for s in shape)
+    return tuple(s if isinstance(s, SymInt) else int(s) for s in shape)
 
 
 @register_decomposition("method:view", "method:reshape", torch.reshape)

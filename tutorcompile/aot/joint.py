@@ -221,7 +221,8 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
         _tag(joint, start, "backward")
         input_grads = [grads.get(p) if needs_grad[p] else None for p in placeholders]
 
-    outs = [v.node if isinstance(v, GraphValue) else v for v in fwd_values]
+    outs = [v.node if isinstance(v, GraphValue) else handler.sym_node(v)
+            if isinstance(v, SymInt) else v for v in fwd_values]
     out_node = joint.output(tuple(outs) + tuple(
         g.node if isinstance(g, GraphValue) else None for g in input_grads))
     out_node.meta.update(partition_role="output")
@@ -257,6 +258,8 @@ def _extern_vjp(handler: GraphHandler, node: Node, env: dict, grads: dict,
     tensors: list[Node] = []
 
     def slot(a: Node) -> Any:
+        if "sym" in a.meta:  # a size, not a tensor: the joint graph computes it
+            return handler.sym_node(env[a])
         tensors.append(a)
         return _Slot(len(tensors) - 1)
     args = map_arg(node.args, slot)

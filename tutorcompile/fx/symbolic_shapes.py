@@ -33,7 +33,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import sympy
-from sympy.printing.pycode import pycode
+from sympy.printing.pycode import PythonCodePrinter
+
+
+class _SizePrinter(PythonCodePrinter):
+    """Sizes as Python over ints: ``floor(a/b)`` is ``a // b`` (no float division)."""
+
+    def _print_floor(self, expr):
+        num, den = sympy.fraction(sympy.together(expr.args[0]))
+        return f"(({self._print(num)}) // ({self._print(den)}))"
+
+
+def pycode(expr: Any) -> str:
+    return _SizePrinter().doprint(expr)
 
 
 @dataclass(frozen=True)

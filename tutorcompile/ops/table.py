@@ -34,6 +34,8 @@ from typing import Any
 
 import torch
 
+from ..fx.symbolic_shapes import SymInt
+
 KINDS = ("pointwise", "reduction", "view", "factory", "extern")
 
 # Every prim, by name, in declaration order (filled by ``prims.py``).
@@ -127,7 +129,7 @@ def _category(dtype: torch.dtype) -> int:
 def _scalar_category(x: Any) -> int:
     if isinstance(x, bool):
         return 0
-    if isinstance(x, int):
+    if isinstance(x, (int, SymInt)):  # a symbolic size is an int
         return 1
     if isinstance(x, float):
         return 2
