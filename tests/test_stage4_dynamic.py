@@ -228,3 +228,14 @@ def test_sizes_computed_by_the_graph_train_once_for_every_size():
     guards = [str(g.expr) for g in made[0].artifacts.shape_env.guards]
     # relied on: the matmul's inner sizes agree, and reshape(-1, 2) divides evenly
     assert guards[:2] == ["Eq(s1, s2)", "Eq(Mod(s0*s3, 2), 0)"]
+
+
+def test_explain_shows_the_symbols_and_guards_below_dynamo():
+    from tutorcompile.dynamo.debugging import explain
+    run = explain(scale_rows, backend="aot_eager", dynamic=True)
+    run(torch.randn(3, 2))
+    text = str(run(torch.randn(5, 2)))
+    section = text.split("Symbolic sizes below Dynamo (AOT):\n", 1)[1]
+    assert section.splitlines()[0] == "  symbols: s0 = input0.size(0), s1 = input0.size(1)"
+    assert "(s0 == 3)  # specialised: an argument of torch.arange" in section
+    assert "(s0 == 5)  # specialised: an argument of torch.arange" in section
