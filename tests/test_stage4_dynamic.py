@@ -27,7 +27,7 @@ from tutorcompile.aot.aot_autograd import aot_eager, eager_compiler
 from tutorcompile.dynamo import eval_frame
 from tutorcompile.fx import symbolic_trace
 from tutorcompile.fx.symbolic_shapes import ShapeEnv, SymInt, SymShape, as_shape
-from tutorcompile.models import MLP, AlexNet
+from tutorcompile.models import GPT, MLP, AlexNet, GPTConfig
 
 pytestmark = pytest.mark.stage4
 
@@ -239,3 +239,14 @@ def test_explain_shows_the_symbols_and_guards_below_dynamo():
     assert section.splitlines()[0] == "  symbols: s0 = input0.size(0), s1 = input0.size(1)"
     assert "(s0 == 3)  # specialised: an argument of torch.arange" in section
     assert "(s0 == 5)  # specialised: an argument of torch.arange" in section
+
+
+def test_capstone_gpt_trains_with_one_compile_after_the_first_size_change():
+    # qkv(x).split(c, dim=2) is kept in Dynamo's graph: symbolic shapes show the split dim
+    # does not depend on the batch
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(block_size=8, n_layer=1, n_embd=32))
+    backend, made = _counting(aot_eager)
+    compiled = eval_frame.compile(model, backend=backend)
+    _train_and_compare(model, compiled, (1, 2, 3, 5))
+    assert [c.num_compiles for c in made] == [1, 1]

@@ -63,7 +63,7 @@ from ..ops.table import contiguous_strides
 from .functionalize import FunctionalGraph, functionalize, inline_modules, lift_attributes
 from .joint import JointGraph, is_differentiable, make_joint
 from .partitioners import Partition, PartitionReport, default_partition
-from .prim_graph import DecompositionReport, decompose
+from .prim_graph import DecompositionReport, decompose, is_symbolic_input, symbolic_input_metas
 from .tracing import trace_with_inputs
 
 
@@ -146,26 +146,8 @@ def _generic_key(inputs: list, dynamic_dims: list) -> tuple:
     return tuple(
         (tuple(None if d in dims and s >= 2 else s for d, s in enumerate(x.shape)),
          x.dtype, x.device,
-         x.requires_grad) if _is_symbolic_input(x, dims)
+         x.requires_grad) if is_symbolic_input(x, dims)
         else k for x, dims, k in zip(inputs, dynamic_dims, _key(inputs)))
-
-
-def _is_symbolic_input(x: Any, dims: frozenset) -> bool:
-    return bool(dims) and isinstance(x, torch.Tensor) and x.is_contiguous()
-
-
-def _symbolic_metas(inputs: list, dynamic_dims: list, shape_env: ShapeEnv) -> list:
-    """The inputs as TensorMetas whose dynamic sizes are the symbols ``s0``, ``s1``..."""
-    metas = []
-    for i, (x, dims) in enumerate(zip(inputs, dynamic_dims)):
-        if not _is_symbolic_input(x, dims):
-            metas.append(x)
-            continue
-        shape = as_shape(shape_env.create_symbol(s, (i, d)) if d in dims else s
-                         for d, s in enumerate(x.shape))
-        metas.append(TensorMeta(shape, x.dtype, x.device, contiguous_strides(shape),
-                                x.requires_grad))
-    return metas
 
 
 def _direct(compiled: Any) -> Any:
@@ -215,7 +197,7 @@ class AOTCompiled:
         functional = functionalize(gm.graph)
         shape_env = ShapeEnv() if self.dynamic_dims else None
         metas = inputs if shape_env is None else \
-            _symbolic_metas(inputs, self.dynamic_dims, shape_env)
+            symbolic_input_metas(inputs, self.dynamic_dims, shape_env)
         prim_graph, report = decompose(functional.graph, metas,
                                        decompositions=self.decompositions)
         log_artifact("aot_graphs", lambda: f"{GraphModule({}, prim_graph).code}\n{report}",

@@ -29,8 +29,9 @@ import torch.nn.functional as F
 from ..fx import Graph, Node, TensorMeta
 from ..fx.node import map_aggregate, tree_leaves
 from ..fx.passes.dce_cse import is_random
-from ..fx.symbolic_shapes import SymInt, as_shape
+from ..fx.symbolic_shapes import ShapeEnv, SymInt, as_shape
 from ..ops import GraphHandler, GraphValue, make_meta, set_handler
+from ..ops.table import contiguous_strides
 from .decompositions import (
     DECOMPOSITIONS,
     permute,
@@ -300,3 +301,63 @@ def _random_extern_call(fn: Callable, args: tuple, kwargs: dict) -> Any:
     state = extern_call(random_state, (device,), {},
                         meta=make_meta(now.shape, now.dtype, now.device))
     return extern_call(with_random_state, (fn, state, *args), kwargs)
+
+
+# ---------------------------------------------------------------------------------------
+# Symbolic sizes
+# ---------------------------------------------------------------------------------------
+
+def is_symbolic_input(x: Any, dims: frozenset) -> bool:
+    """Does this input get symbols for its ``dims``? (Only a contiguous tensor: its strides
+    then follow from its sizes.)"""
+    return bool(dims) and isinstance(x, torch.Tensor) and x.is_contiguous()
+
+
+def symbolic_input_metas(inputs: list, dynamic_dims: list, shape_env: ShapeEnv) -> list:
+    """The inputs as TensorMetas whose dynamic sizes are the symbols ``s0``, ``s1``..."""
+    metas = []
+    for i, (x, dims) in enumerate(zip(inputs, dynamic_dims)):
+        if not is_symbolic_input(x, dims):
+            metas.append(x)
+            continue
+        shape = as_shape(shape_env.create_symbol(s, (i, d)) if d in dims else s
+                         for d, s in enumerate(x.shape))
+        metas.append(TensorMeta(shape, x.dtype, x.device, contiguous_strides(shape),
+                                x.requires_grad))
+    return metas
+
+
+def static_sizes(graph: Graph, inputs: list, dynamic_dims: list,
+                 sizes: list[tuple[Node, int | None]]) -> list[int] | None:
+    """The sizes ``sizes`` names -- ``(tensor node, dim)`` for a size of a tensor, ``(node,
+    None)`` for an int the graph computes -- of a torch-level ``graph`` still being
+    captured, when none of them depends on the dynamic dims of its inputs and no guard was
+    needed to show it; else None.
+
+    Dynamo asks this before it unrolls ``t.split(c, dim=2)`` into a fixed number of results
+    for a tensor with a dynamic dimension: the count is safe to bake in only if the split
+    dim and ``c`` are the same for every size. The graph so far is decomposed with symbolic
+    input sizes, as AOT would, and the answer read from the symbolic shapes."""
+    from .functionalize import functionalize
+    copy = Graph.derived_from(graph, "static_sizes")
+    val_map: dict[Node, Any] = {}
+    copy.graph_copy(graph, val_map)
+    copy.output(tuple(val_map[n] for n, _ in sizes))
+    shape_env = ShapeEnv()
+    try:
+        functional = functionalize(copy)
+        prim_graph, _ = decompose(functional.graph,
+                                  symbolic_input_metas(inputs, dynamic_dims, shape_env))
+    except Exception:  # anything the symbolic run cannot follow is not shown static
+        return None
+    values = []
+    for out, (_, dim) in zip(prim_graph.output_node.args[0], sizes):
+        if dim is None:
+            value = out
+        else:
+            shape = getattr(out.meta.get("tensor_meta"), "shape", ())
+            value = shape[dim] if -len(shape) <= dim < len(shape) else None
+        if not isinstance(value, int):
+            return None
+        values.append(value)
+    return None if shape_env.guards else values

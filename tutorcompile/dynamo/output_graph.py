@@ -126,7 +126,8 @@ class OutputGraph:
                 raise Unsupported(f"{what}: output depends on tensor data ({kind})") from None
             raise Unsupported(f"{what} failed on fake tensors: {kind}: {e}") from None
         if isinstance(out, (tuple, list)) and what in _COUNT_FROM_SIZE and any(
-                isinstance(a, TensorVariable) and self.is_dynamic_tensor(a) for a in args):
+                isinstance(a, TensorVariable) and self.is_dynamic_tensor(a) for a in args) \
+                and not self.count_is_static(what, proxy_args, proxy_kwargs):
             # ``a, b, c = t.unbind(0)``: unrolled to the example's count, the graph would be
             # silently wrong for another size of a dynamic dimension
             raise Unsupported(f"{what} of a dynamically shaped tensor: the number of results "
@@ -139,6 +140,27 @@ class OutputGraph:
         if meta is not None:
             node.meta["tensor_meta"] = meta
         return self.wrap_output(node, out)
+
+    def count_is_static(self, what: str, args: tuple, kwargs: dict) -> bool:
+        """Is the number of results of ``t.split(c, dim)`` (``chunk``, ``unbind``...) the
+        same for every size of the dynamic dims? Yes when the size along ``dim`` and the
+        sizes passed in do not depend on them, as symbolic shapes show
+        (:func:`tutorcompile.aot.prim_graph.static_sizes`): ``qkv(x).split(c, dim=2)``
+        with a dynamic batch splits 3 ways for every batch."""
+        if what not in _DIM_POSITION or not args or not isinstance(args[0], Node):
+            return False
+        position = _DIM_POSITION[what]
+        dim = kwargs.get("dim", args[position] if len(args) > position else 0)
+        if not isinstance(dim, int):
+            return False
+        from ..aot.prim_graph import static_sizes
+        sizes = [(args[0], dim)] + [(n, None) for n in _nodes_in((args[1:], kwargs))]
+        by_node = dict(zip(self.input_nodes, self.input_values))
+        if any(p not in by_node for p in self.graph.placeholders):
+            return False
+        inputs = [by_node[p] for p in self.graph.placeholders]
+        dims = [p.meta.get("dynamic_dims", frozenset()) for p in self.graph.placeholders]
+        return static_sizes(self.graph, inputs, dims, sizes) is not None
 
     def detached(self, vt: VariableTracker) -> VariableTracker:
         """``vt.detach()`` as a graph node when ``vt`` is a tensor that requires grad."""
@@ -202,6 +224,19 @@ class OutputGraph:
 # ops whose number of results follows a size of their input
 _COUNT_FROM_SIZE = {"unbind", "split", "chunk", "tensor_split", "unsafe_split", "unsafe_chunk",
                     "hsplit", "vsplit", "dsplit"}
+# where their ``dim`` argument sits (the others are refused on dynamically shaped tensors)
+_DIM_POSITION = {"unbind": 1, "split": 2, "chunk": 2, "tensor_split": 2, "unsafe_split": 2,
+                 "unsafe_chunk": 2}
+
+
+def _nodes_in(value: Any) -> list[Node]:
+    if isinstance(value, Node):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [n for v in value for n in _nodes_in(v)]
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in _nodes_in(v)]
+    return []
 
 
 @contextlib.contextmanager
