@@ -10,7 +10,8 @@
   (after the first, static, call), forward and training, with eager's values and gradients
   (float32, 1e-5).
 * What the trace relied on is guarded: a size that is unpacked along (``unbind``) or handed
-  to a torch function (``torch.arange(n)``) is specialised with a guard naming the line,
+  to a torch function (``torch.linspace(0, 1, n)``) is specialised with a guard naming the
+  line (``torch.arange(n)`` of ints stays symbolic: the ``iota`` prim),
   and a size that breaks the guard compiles again instead of giving a wrong answer.
 """
 
@@ -171,7 +172,7 @@ def test_unbind_along_a_symbolic_dim_specialises_and_recompiles_for_another_coun
 
 
 def scale_rows(x):
-    return x * torch.arange(x.shape[0]).unsqueeze(1)
+    return x * torch.linspace(0, 1, x.shape[0]).unsqueeze(1)
 
 
 def test_a_size_given_to_a_torch_function_is_specialised_and_its_guard_fails_for_another():
@@ -182,8 +183,8 @@ def test_a_size_given_to_a_torch_function_is_specialised_and_its_guard_fails_for
         torch.testing.assert_close(compiled(x), scale_rows(x))
     assert [c.num_compiles for c in made] == [3]  # sizes 3, 4 and 5; 3 again is a hit
     text = made[0].artifacts.shape_env.format_guards()
-    assert "(s0 == 5)  # specialised: an argument of torch.arange" in text
-    assert "return x * torch.arange(x.shape[0]).unsqueeze(1)" in text
+    assert "(s0 == 5)  # specialised: an argument of torch.linspace" in text
+    assert "return x * torch.linspace(0, 1, x.shape[0]).unsqueeze(1)" in text
 
 
 def test_dynamic_false_keeps_compiling_per_size():
@@ -237,16 +238,33 @@ def test_explain_shows_the_symbols_and_guards_below_dynamo():
     text = str(run(torch.randn(5, 2)))
     section = text.split("Symbolic sizes below Dynamo (AOT):\n", 1)[1]
     assert section.splitlines()[0] == "  symbols: s0 = input0.size(0), s1 = input0.size(1)"
-    assert "(s0 == 3)  # specialised: an argument of torch.arange" in section
-    assert "(s0 == 5)  # specialised: an argument of torch.arange" in section
+    assert "(s0 == 3)  # specialised: an argument of torch.linspace" in section
+    assert "(s0 == 5)  # specialised: an argument of torch.linspace" in section
 
 
-def test_capstone_gpt_trains_with_one_compile_after_the_first_size_change():
+def test_capstone_gpt_trains_with_one_compile_after_the_first_change_of_batch_and_length():
     # qkv(x).split(c, dim=2) is kept in Dynamo's graph: symbolic shapes show the split dim
-    # does not depend on the batch
+    # does not depend on batch or length -- in the second block, provided the first
+    # block's mask slice mask[:t] had t rows, which Dynamo then guards (t <= block_size);
+    # positions arange(0, t) stay symbolic
     torch.manual_seed(0)
-    model = GPT(GPTConfig(block_size=8, n_layer=1, n_embd=32))
+    model = GPT(GPTConfig(block_size=8, n_layer=2, n_embd=32))
+    ref = copy.deepcopy(model)
     backend, made = _counting(aot_eager)
     compiled = eval_frame.compile(model, backend=backend)
-    _train_and_compare(model, compiled, (1, 2, 3, 5))
+    for b, t in ((1, 8), (2, 5), (3, 8), (5, 3), (2, 7)):
+        x, y = torch.randint(0, 128, (b, t)), torch.randint(0, 128, (b, t))
+        model.zero_grad()
+        ref.zero_grad()
+        out, expected = compiled(x), ref(x)
+        torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+        model.loss(out, y).backward()
+        ref.loss(expected, y).backward()
+        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-5, msg=name)
     assert [c.num_compiles for c in made] == [1, 1]
+    entry = eval_frame.cache_entries(model.forward)[-1]
+    assert "(L['idx'].size()[1] <= 8)  # split's count is static" in str(entry.check)
+    assert [str(g) for g in made[1].artifacts.shape_env.guards] == [
+        "(s1 <= 8)  # compared at table.py:113 in slice_indices, tracing models.py:57 in "
+        "forward: att = att.masked_fill(self.mask[:, :, :t, :t] == 0, float(\"-inf\"))"]

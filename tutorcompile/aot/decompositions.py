@@ -34,7 +34,7 @@ import torch.nn.functional as F
 
 from ..fx.symbolic_shapes import SymInt
 from ..ops import GraphValue, make_meta, ops
-from ..ops.table import normalize_dim, normalize_dims
+from ..ops.table import normalize_dim, normalize_dims, slice_indices
 
 # target -> rule. Functions are keyed by themselves; Tensor methods by "method:<name>".
 DECOMPOSITIONS: dict[Any, Callable] = {}
@@ -446,8 +446,8 @@ def basic_index(a, index) -> list[tuple]:
             steps.append(("select", dim, i % size))
             src += 1
         elif isinstance(i, slice):
-            start, end, step = i.indices(a.shape[src]) if i.step is None or i.step > 0 \
-                else (None, None, None)
+            start, end, step = slice_indices(i, a.shape[src]) if i.step is None or \
+                i.step > 0 else (None, None, None)
             if step is None:
                 raise NotImplementedError("negative slice steps")
             if not (i.start is None and i.stop is None and i.step is None):

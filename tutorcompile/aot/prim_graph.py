@@ -30,7 +30,7 @@ from ..fx import Graph, Node, TensorMeta
 from ..fx.node import map_aggregate, tree_leaves
 from ..fx.passes.dce_cse import is_random
 from ..fx.symbolic_shapes import ShapeEnv, SymInt, as_shape
-from ..ops import GraphHandler, GraphValue, make_meta, set_handler
+from ..ops import GraphHandler, GraphValue, make_meta, ops, set_handler
 from ..ops.table import contiguous_strides
 from .decompositions import (
     DECOMPOSITIONS,
@@ -264,6 +264,11 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
         # symbolic; a torch function given one specialises it (with a guard)
         if getattr(fn, "__module__", None) not in ("_operator", "operator") and any(
                 isinstance(v, SymInt) for v in tree_leaves((args, kwargs))):
+            if fn is torch.arange:
+                positions = _symbolic_arange(*args, **kwargs)
+                if positions is not None:
+                    report.decomposed[name] += 1
+                    return positions
             why = f"an argument of {name} ({node.meta.get('source', node.name)})"
             args, kwargs = map_aggregate((args, kwargs), lambda v: v.specialize(why)
                                          if isinstance(v, SymInt) else v)
@@ -286,6 +291,21 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
     if is_random(node):
         return _random_extern_call(fn, args, kwargs)
     return extern_call(fn, args, kwargs)
+
+
+def _symbolic_arange(*args: Any, dtype: torch.dtype | None = None, device: Any = None,
+                     layout: Any = None, requires_grad: bool = False,
+                     pin_memory: bool = False) -> Any:
+    """``torch.arange`` of integers with a symbolic bound: the ``iota`` prim, its length a
+    size the graph computes (GPT's positions ``arange(0, t)`` for any sequence length).
+    None when it is not that (floats, a non-default layout): the caller specialises."""
+    start, end, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3]
+    if not all(isinstance(v, (int, SymInt)) and not isinstance(v, bool)
+               for v in (start, end, step)) or step != 1 or layout not in (None, torch.strided) \
+            or dtype not in (None, torch.int64) or requires_grad or pin_memory:
+        return None
+    return ops.iota(max(end - start, 0), start, 1, dtype=torch.int64,
+                    device=torch.device(device or "cpu"))
 
 
 def _random_extern_call(fn: Callable, args: tuple, kwargs: dict) -> Any:
@@ -328,11 +348,12 @@ def symbolic_input_metas(inputs: list, dynamic_dims: list, shape_env: ShapeEnv) 
 
 
 def static_sizes(graph: Graph, inputs: list, dynamic_dims: list,
-                 sizes: list[tuple[Node, int | None]]) -> list[int] | None:
+                 sizes: list[tuple[Node, int | None]]) -> tuple[list[int], ShapeEnv] | None:
     """The sizes ``sizes`` names -- ``(tensor node, dim)`` for a size of a tensor, ``(node,
     None)`` for an int the graph computes -- of a torch-level ``graph`` still being
-    captured, when none of them depends on the dynamic dims of its inputs and no guard was
-    needed to show it; else None.
+    captured, when none of them depends on the dynamic dims of its inputs; else None. The
+    shape environment comes with them: its guards are what showing it relied on (a slice
+    ``mask[:t]`` of a 32-row buffer is ``t`` rows only while ``t <= 32``).
 
     Dynamo asks this before it unrolls ``t.split(c, dim=2)`` into a fixed number of results
     for a tensor with a dynamic dimension: the count is safe to bake in only if the split
@@ -360,4 +381,4 @@ def static_sizes(graph: Graph, inputs: list, dynamic_dims: list,
         if not isinstance(value, int):
             return None
         values.append(value)
-    return None if shape_env.guards else values
+    return values, shape_env

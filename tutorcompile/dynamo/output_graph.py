@@ -27,6 +27,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from ..fx import Graph
 from ..fx.interpreter import tensor_meta
 from ..fx.node import Node
+from ..fx.symbolic_shapes import pycode
 from .exc import Unsupported
 from .source import Source
 from .variables import (
@@ -155,12 +156,23 @@ class OutputGraph:
             return False
         from ..aot.prim_graph import static_sizes
         sizes = [(args[0], dim)] + [(n, None) for n in _nodes_in((args[1:], kwargs))]
-        by_node = dict(zip(self.input_nodes, self.input_values))
-        if any(p not in by_node for p in self.graph.placeholders):
+        placeholders = self.graph.placeholders
+        if any(p not in self.input_nodes for p in placeholders):
             return False
-        inputs = [by_node[p] for p in self.graph.placeholders]
-        dims = [p.meta.get("dynamic_dims", frozenset()) for p in self.graph.placeholders]
-        return static_sizes(self.graph, inputs, dims, sizes) is not None
+        where = [self.input_nodes.index(p) for p in placeholders]
+        dims = [p.meta.get("dynamic_dims", frozenset()) for p in placeholders]
+        found = static_sizes(self.graph, [self.input_values[i] for i in where], dims, sizes)
+        if found is None:
+            return False
+        # what showing it relied on guards this graph: ``s1 <= 32`` becomes
+        # ``L['idx'].size()[1] <= 32``
+        shape_env = found[1]
+        names = {str(s): f"{self.input_sources[where[i]].name()}.size()[{d}]"
+                 for s, (i, d) in shape_env.var_to_source.items()}
+        for guard in shape_env.guards:
+            text = re.sub(r"\bs\d+\b", lambda m: names[m.group()], pycode(guard.expr))
+            self.tx.guards.SHAPE_ENV(text, f"{what}'s count is static: {guard.reason}")
+        return True
 
     def detached(self, vt: VariableTracker) -> VariableTracker:
         """``vt.detach()`` as a graph node when ``vt`` is a tensor that requires grad."""

@@ -50,6 +50,7 @@ from .table import (
     promote_types,
     reduction_meta,
     same_meta,
+    slice_indices,
     true_divide_meta,
     where_meta,
 )
@@ -412,13 +413,10 @@ def _slice_meta(a, dim, start=None, end=None, step=1):
 
 
 def _slice_length(size: Any, start: Any, end: Any, step: int) -> Any:
-    """How many elements ``[start:end:step]`` takes from ``size``; Python's own rule for
-    ints, the same clamping written out for symbolic sizes (``slice.indices`` needs ints)."""
+    """How many elements ``[start:end:step]`` takes from ``size`` (symbolic sizes too)."""
     if all(v is None or isinstance(v, int) for v in (size, start, end)):
         return len(range(*builtins.slice(start, end, step).indices(size)))
-    start = 0 if start is None else start + size if start < 0 else start
-    end = size if end is None else end + size if end < 0 else end
-    start, end = min(max(start, 0), size), min(max(end, 0), size)
+    start, end, step = slice_indices(builtins.slice(start, end, step), size)
     return max(0, (end - start + step - 1) // step)
 
 

@@ -101,6 +101,18 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def slice_indices(index: slice, size: Any) -> tuple[Any, Any, int]:
+    """``index.indices(size)`` for a positive step; written out (the same clamping) when a
+    bound or the size is symbolic, since ``slice.indices`` needs ints."""
+    if all(v is None or isinstance(v, int) for v in (size, index.start, index.stop)):
+        return index.indices(size)
+    step = 1 if index.step is None else index.step
+    start, end = index.start, index.stop
+    start = 0 if start is None else start + size if start < 0 else start
+    end = size if end is None else end + size if end < 0 else end
+    return min(max(start, 0), size), min(max(end, 0), size), step
+
+
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
     """NumPy broadcasting: align on the right; a size of 1 stretches to match the other."""
     ndim = max((len(s) for s in shapes), default=0)
