@@ -138,3 +138,30 @@ def test_a_split_along_a_dynamic_dim_still_breaks():
     ex = tc_explain(splits_rows, dynamic=True)(torch.randn(4, 2))
     assert any("number of results depends on a dynamic size" in r.reason
                for r in ex.break_reasons)
+
+
+def test_mark_dynamic_makes_the_first_graph_size_generic():
+    import tutorcompile as tc
+    c = compile_eager(scale_by_batch)
+    for b in (4, 2, 7):
+        x = torch.randn(b, 3)
+        tc.mark_dynamic(x, 0)
+        torch.testing.assert_close(c(x), scale_by_batch(x))
+    (entry,) = cache_entries(scale_by_batch)  # no static first graph, no recompile
+    assert "size=[None, 3]" in str(entry.check)
+    # PyTorch's own mark means the same
+    x = torch.randn(5, 3)
+    torch._dynamo.mark_dynamic(x, 0)
+    assert c(x) is not None and len(cache_entries(scale_by_batch)) == 1
+
+
+def test_mark_static_keeps_a_dim_specialised_even_with_dynamic_true():
+    import tutorcompile as tc
+    c = compile_eager(scale_by_batch, dynamic=True)
+    for b in (4, 5):
+        x = torch.randn(b, 3)
+        tc.mark_static(x, 0)
+        torch.testing.assert_close(c(x), scale_by_batch(x))
+    entries = cache_entries(scale_by_batch)
+    assert len(entries) == 2
+    assert "size=[4, None]" in str(entries[0].check)

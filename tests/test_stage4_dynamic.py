@@ -268,3 +268,17 @@ def test_capstone_gpt_trains_with_one_compile_after_the_first_change_of_batch_an
     assert [str(g) for g in made[1].artifacts.shape_env.guards] == [
         "(s1 <= 8)  # compared at table.py:113 in slice_indices, tracing models.py:57 in "
         "forward: att = att.masked_fill(self.mask[:, :, :t, :t] == 0, float(\"-inf\"))"]
+
+
+def test_mark_dynamic_gives_one_aot_compile_from_the_first_call():
+    import tutorcompile as tc
+    torch.manual_seed(0)
+    model = MLP((10, 16, 5))
+    backend, made = _counting(aot_eager)
+    compiled = eval_frame.compile(model, backend=backend)
+    with torch.no_grad():
+        for b in range(2, 17):
+            x, = model.example_inputs(b)
+            tc.mark_dynamic(x, 0)
+            torch.testing.assert_close(compiled(x), model(x))
+    assert [c.num_compiles for c in made] == [1]
