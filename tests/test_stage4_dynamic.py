@@ -71,6 +71,7 @@ def test_decisions_record_guards_and_facts_true_for_every_size_are_dropped():
     assert "(s0 > 3)  # compared at test_stage4_dynamic.py" in text
     assert "(s0 >= 5)" in text
     assert "(s0 == 8)  # a size used as an index or count: specialised at" in text
+    assert [g.specializes for g in env.guards] == [False, False, True]
     assert env.check_guards([torch.empty(8)])
     assert not env.check_guards([torch.empty(9)])
     assert str(env.failed_guard([torch.empty(9)])).startswith("(s0 == 8)")

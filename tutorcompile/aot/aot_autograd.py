@@ -145,9 +145,8 @@ def _generic_key(inputs: list, dynamic_dims: list) -> tuple:
     stay in it: they are never symbols."""
     return tuple(
         (tuple(None if d in dims and s >= 2 else s for d, s in enumerate(x.shape)),
-         x.dtype, x.device,
-         x.requires_grad) if is_symbolic_input(x, dims)
-        else k for x, dims, k in zip(inputs, dynamic_dims, _key(inputs)))
+         x.dtype, x.device, x.requires_grad) if is_symbolic_input(x, dims) else k
+        for x, dims, k in zip(inputs, dynamic_dims, _key(inputs)))
 
 
 def _direct(compiled: Any) -> Any:
@@ -239,9 +238,9 @@ class AOTCompiled:
         inputs = [*example_inputs, *self.params]
         key = (*_key(inputs), torch.is_grad_enabled(), None)   # as __call__ makes it
         if key not in self.cache:
-            self._compile_and_cache(key, inputs, len(example_inputs), None)
+            self._compile_and_cache(key, inputs, len(example_inputs))
 
-    def _compile_and_cache(self, key: tuple, inputs: list, num_args: int, training: Any
+    def _compile_and_cache(self, key: tuple, inputs: list, num_args: int
                            ) -> CompiledArtifacts:
         """Reuse a compilation for symbolic sizes whose guards hold for ``inputs``, or
         compile; either way remember it under this exact ``key``."""
@@ -275,7 +274,7 @@ class AOTCompiled:
         key = (*_key(inputs), torch.is_grad_enabled(), training)
         art = self.cache.get(key)
         if art is None:
-            art = self._compile_and_cache(key, inputs, len(args), training)
+            art = self._compile_and_cache(key, inputs, len(args))
         self.artifacts = art
         tensors = inputs if art.all_tensors else [x for x in inputs
                                                   if isinstance(x, torch.Tensor)]

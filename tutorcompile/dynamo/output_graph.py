@@ -162,8 +162,8 @@ class OutputGraph:
         where = [self.input_nodes.index(p) for p in placeholders]
         dims = [p.meta.get("dynamic_dims", frozenset()) for p in placeholders]
         found = static_sizes(self.graph, [self.input_values[i] for i in where], dims, sizes)
-        if found is None:
-            return False
+        if found is None or any(guard.specializes for guard in found[1].guards):
+            return False  # (a graph pinned to one size is worse than the break)
         # what showing it relied on guards this graph: ``s1 <= 32`` becomes
         # ``L['idx'].size()[1] <= 32``
         shape_env = found[1]

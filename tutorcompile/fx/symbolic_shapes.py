@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sympy
+import torch
 from sympy.printing.pycode import PythonCodePrinter
 
 
@@ -56,6 +57,11 @@ class Guard:
 
     def __str__(self) -> str:
         return f"{pycode(self.expr)}  # {self.reason}"
+
+    @property
+    def specializes(self) -> bool:
+        """Does it pin a symbol to one value (``s0 == 3``)?"""
+        return isinstance(self.expr, sympy.Eq) and any(a.is_Number for a in self.expr.args)
 
 
 class ShapeEnv:
@@ -273,7 +279,6 @@ def hint_int(x: Any) -> int:
 
 def as_shape(sizes: Any) -> Any:
     """``torch.Size(sizes)``, or a :class:`SymShape` when a size is symbolic."""
-    import torch
     sizes = tuple(sizes)
     if any(isinstance(s, SymInt) for s in sizes):
         return SymShape(sizes)

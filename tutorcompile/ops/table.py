@@ -97,7 +97,7 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     strides, step = [], 1
     for size in reversed(shape):
         strides.append(step)
-        step *= max(int(size), 1) if isinstance(size, int) else size  # symbolic: >= 2
+        step *= size if isinstance(size, SymInt) else max(int(size), 1)  # a symbol is >= 2
     return tuple(reversed(strides))
 
 
