@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from tutorcompile.dynamo import eval_frame
+from tutorcompile.dynamo.debugging import explain as tc_explain
 from tutorcompile.dynamo.eval_frame import RECOMPILE_LOG, cache_entries
 
 # These tests check capture, guards and breaks: the eager backend runs each captured
@@ -103,3 +104,64 @@ def test_math_on_symbolic_sizes_stays_in_the_graph():
         torch.testing.assert_close(c(q, k), attention_scores(q, k))
     (entry,) = cache_entries(attention_scores)
     assert "math.sqrt(" in entry.graph_module.code
+
+
+def splits_features(x, w):
+    q, k, v = (x @ w).split(w.shape[1] // 3, dim=1)  # the feature dim: static
+    return q * k + v
+
+
+def test_a_split_along_a_static_dim_of_a_dynamic_tensor_stays_in_the_graph():
+    c = compile_eager(splits_features)  # only x's batch dim changes: it alone is dynamic
+    w = torch.randn(4, 6)
+    for b in (3, 5, 7):
+        x = torch.randn(b, 4)
+        torch.testing.assert_close(c(x, w), splits_features(x, w))
+    static, dynamic = cache_entries(splits_features)
+    assert "size=[None, 4]" in str(dynamic.check)
+    assert "split" in dynamic.graph_module.code
+
+
+def test_a_split_whose_count_follows_a_dynamic_size_breaks():
+    # with every dim dynamic, w.shape[1] // 3 and the split dim are both w's dynamic size
+    ex = tc_explain(splits_features, dynamic=True)(torch.randn(3, 4), torch.randn(4, 6))
+    assert any("number of results depends on a dynamic size" in r.reason
+               for r in ex.break_reasons)
+
+
+def splits_rows(x):
+    a, b = x.split(x.shape[0] // 2, dim=0)  # the batch dim: the count follows the size
+    return a * b
+
+
+def test_a_split_along_a_dynamic_dim_still_breaks():
+    ex = tc_explain(splits_rows, dynamic=True)(torch.randn(4, 2))
+    assert any("number of results depends on a dynamic size" in r.reason
+               for r in ex.break_reasons)
+
+
+def test_mark_dynamic_makes_the_first_graph_size_generic():
+    import tutorcompile as tc
+    c = compile_eager(scale_by_batch)
+    for b in (4, 2, 7):
+        x = torch.randn(b, 3)
+        tc.mark_dynamic(x, 0)
+        torch.testing.assert_close(c(x), scale_by_batch(x))
+    (entry,) = cache_entries(scale_by_batch)  # no static first graph, no recompile
+    assert "size=[None, 3]" in str(entry.check)
+    # PyTorch's own mark means the same
+    x = torch.randn(5, 3)
+    torch._dynamo.mark_dynamic(x, 0)
+    assert c(x) is not None and len(cache_entries(scale_by_batch)) == 1
+
+
+def test_mark_static_keeps_a_dim_specialised_even_with_dynamic_true():
+    import tutorcompile as tc
+    c = compile_eager(scale_by_batch, dynamic=True)
+    for b in (4, 5):
+        x = torch.randn(b, 3)
+        tc.mark_static(x, 0)
+        torch.testing.assert_close(c(x), scale_by_batch(x))
+    entries = cache_entries(scale_by_batch)
+    assert len(entries) == 2
+    assert "size=[4, None]" in str(entries[0].check)

@@ -34,6 +34,7 @@ _SUBMODULES = {"fx", "viz", "environment", "grading", "bench", "ops", "autograd"
                "dynamo", "aot", "inductor", "torch_backend", "errors"}
 _FROM_SUBMODULE = {"doctor": "environment", "set_logs": "_logging", "debug": "_logging",
                    "compile": "dynamo", "explain": "dynamo", "reset": "dynamo",
+                   "mark_dynamic": "dynamo", "mark_static": "dynamo",
                    "TutorcompileError": "errors", "FallbackWarning": "errors"}
 
 
@@ -52,4 +53,4 @@ def __dir__():
 
 __all__ = ["FallbackWarning", "TutorcompileError", "__version__", "aot", "autograd", "bench",
            "compile", "cudagraphs", "debug", "doctor", "dynamo", "errors", "explain", "fx",
-           "inductor", "ops", "reset", "set_logs", "viz"]
+           "inductor", "mark_dynamic", "mark_static", "ops", "reset", "set_logs", "viz"]

@@ -27,6 +27,14 @@ differentiable and how outputs are rebuilt were decided at compile time. Before 
 graph is compiled, ``transpose_matmul_results`` makes weight gradients come out in their
 parameter's layout (so autograd does not copy them).
 
+**Symbolic sizes.** When Dynamo marked dimensions of a graph's inputs dynamic (placeholder
+``meta["dynamic_dims"]``) and both compilers run graphs whose sizes are computed from their
+inputs' (``supports_symbolic_shapes``, as :func:`eager_compiler` does), those sizes become
+symbols of a :class:`~tutorcompile.fx.symbolic_shapes.ShapeEnv` and stay symbolic through
+decomposition, the joint graph and the partitioner; a size the backward needs is an int the
+forward returns. The compilation is then kept under a key without those sizes and reused
+for any size its guards (what the trace relied on) accept: one compile for every batch size.
+
 Two backends of ``tutorcompile.compile`` run the graphs as they are (:func:`eager_compiler`:
 prims bound straight to their PyTorch implementations), with torch.compile's names and
 meanings:
@@ -61,12 +69,13 @@ import torch
 
 from .._logging import log_artifact, phase
 from ..fx import Graph, GraphModule, Node, TensorMeta, exec_generated
+from ..fx.symbolic_shapes import ShapeEnv, as_shape
 from ..ops import PRIMS
 from ..ops.table import contiguous_strides
 from .functionalize import FunctionalGraph, functionalize, inline_modules, lift_attributes
 from .joint import JointGraph, is_differentiable, make_joint
 from .partitioners import Partition, PartitionReport, default_partition, min_cut_partition
-from .prim_graph import DecompositionReport, decompose
+from .prim_graph import DecompositionReport, decompose, is_symbolic_input, symbolic_input_metas
 from .tracing import trace_with_inputs
 
 
@@ -91,6 +100,9 @@ def eager_compiler(gm: GraphModule, example_inputs: list | None = None) -> Calla
     return run
 
 
+eager_compiler.supports_symbolic_shapes = True  # sizes computed in the graph just run
+
+
 @dataclass
 class CompiledArtifacts:
     """Everything one compilation produced, for inspection (``compiled.artifacts``)."""
@@ -111,6 +123,8 @@ class CompiledArtifacts:
     # already picked the layout, so the compiled graph need not key its inputs again
     forward_run: Callable | None = None
     backward_run: Callable | None = None
+    # symbolic sizes: the symbols, and the guards this compilation relied on (None: static)
+    shape_env: ShapeEnv | None = None
 
     def __post_init__(self):
         self.forward_run = _direct(self.forward)
@@ -137,6 +151,16 @@ def _key(inputs: list) -> tuple:
                  if isinstance(x, torch.Tensor) else ("const", repr(x)) for x in inputs)
 
 
+def _generic_key(inputs: list, dynamic_dims: list) -> tuple:
+    """:func:`_key` with the dynamic sizes of contiguous inputs left out: the key of a
+    compilation for symbolic sizes (their strides follow from the sizes). Sizes 0 and 1
+    stay in it: they are never symbols."""
+    return tuple(
+        (tuple(None if d in dims and s >= 2 else s for d, s in enumerate(x.shape)),
+         x.dtype, x.device, x.requires_grad) if is_symbolic_input(x, dims) else k
+        for x, dims, k in zip(inputs, dynamic_dims, _key(inputs)))
+
+
 def _direct(compiled: Any) -> Any:
     """``compiled.direct()`` if the compiler's result has one (see
     :meth:`tutorcompile.inductor.LazyCompiledGraph.direct`), else ``compiled``."""
@@ -161,6 +185,17 @@ class AOTCompiled:
         self.params = params or []
         self.cache: dict[tuple, CompiledArtifacts] = {}
         self.artifacts: CompiledArtifacts | None = None
+        self.num_compiles = 0  # compilations made (a new size with symbolic sizes makes none)
+        # which dims of each input Dynamo made symbolic (placeholder meta "dynamic_dims"),
+        # used when both compilers run graphs whose sizes are computed from the inputs'
+        self.dynamic_dims: list = []
+        self.symbolic: dict[tuple, list[CompiledArtifacts]] = {}  # generic key -> entries
+        if gm is not None and all(getattr(c, "supports_symbolic_shapes", False)
+                                  for c in (self.fw_compiler, self.bw_compiler)):
+            self.dynamic_dims = [frozenset(p.meta.get("dynamic_dims", ()))
+                                 for p in gm.graph.placeholders]
+            if not any(self.dynamic_dims):
+                self.dynamic_dims = []
 
     def compile(self, inputs: list, num_args: int) -> CompiledArtifacts:
         gm = self.gm
@@ -169,8 +204,12 @@ class AOTCompiled:
             gm, _ = trace_with_inputs(self.fn, inputs[:num_args], params)
             gm, _ = _prepare(gm)
         self.graph_module = gm
+        self.num_compiles += 1
         functional = functionalize(gm.graph)
-        prim_graph, report = decompose(functional.graph, inputs,
+        shape_env = ShapeEnv() if self.dynamic_dims else None
+        metas = inputs if shape_env is None else \
+            symbolic_input_metas(inputs, self.dynamic_dims, shape_env)
+        prim_graph, report = decompose(functional.graph, metas,
                                        decompositions=self.decompositions)
         log_artifact("aot_graphs", lambda: f"{GraphModule({}, prim_graph).code}\n{report}",
                      "decomposed to prims")
@@ -183,7 +222,7 @@ class AOTCompiled:
             fw = GraphModule({}, prim_graph, "InferenceGraph")
             fw = self.fw_compiler(fw, tensors)
             return CompiledArtifacts(functional, prim_graph, report, None, None, fw, None,
-                                     all_tensors=all_tensors)
+                                     all_tensors=all_tensors, shape_env=shape_env)
         joint = make_joint(prim_graph, requires_grad, functional.num_user_outputs)
         partition = self.partition_fn(joint)
         log_artifact("aot_graphs", lambda: GraphModule({}, joint.graph).code, "joint graph")
@@ -201,7 +240,8 @@ class AOTCompiled:
         saved_values = partition.forward.graph.output_node.args[0][joint.num_fwd_outputs:]
         return CompiledArtifacts(functional, prim_graph, report, joint, partition, fw, bw,
                                  mutated, all_tensors, no_grad,
-                                 all(_is_tensor_value(v) for v in saved_values))
+                                 all(_is_tensor_value(v) for v in saved_values),
+                                 shape_env=shape_env)
 
     def compile_for(self, example_inputs: list) -> None:
         """Compile now for a captured graph's example inputs (parameters follow them), so
@@ -210,9 +250,30 @@ class AOTCompiled:
         inputs = [*example_inputs, *self.params]
         key = (*_key(inputs), torch.is_grad_enabled(), None)   # as __call__ makes it
         if key not in self.cache:
-            with phase("aot"):
-                self.cache[key] = self.compile(inputs, len(example_inputs))
+            self._compile_and_cache(key, inputs, len(example_inputs))
         self.artifacts = self.cache[key]
+
+    def _compile_and_cache(self, key: tuple, inputs: list, num_args: int
+                           ) -> CompiledArtifacts:
+        """Reuse a compilation for symbolic sizes whose guards hold for ``inputs``, or
+        compile; either way remember it under this exact ``key``."""
+        generic = None
+        if self.dynamic_dims:
+            generic = (*_generic_key(inputs, self.dynamic_dims), key[-2:])
+            for art in self.symbolic.get(generic, ()):
+                if art.shape_env.check_guards(inputs):
+                    self.cache[key] = art
+                    return art
+            for art in self.symbolic.get(generic, ()):
+                log_artifact("recompiles", lambda art=art: "AOT graphs for symbolic sizes: "
+                             f"guard failed: {art.shape_env.failed_guard(inputs)}")
+        with phase("aot"):
+            art = self.cache[key] = self.compile(inputs, num_args)
+        if generic is not None:
+            self.symbolic.setdefault(generic, []).append(art)
+            log_artifact("guards", lambda: "symbolic sizes of the AOT graphs\n"
+                         + art.shape_env.format_guards())
+        return art
 
     def __call__(self, *args: Any) -> Any:
         # The per-call path: pick the compilation for this input signature, run it. All
@@ -226,8 +287,7 @@ class AOTCompiled:
         key = (*_key(inputs), torch.is_grad_enabled(), training)
         art = self.cache.get(key)
         if art is None:
-            with phase("aot"):
-                art = self.cache[key] = self.compile(inputs, len(args))
+            art = self._compile_and_cache(key, inputs, len(args))
         self.artifacts = art
         return _run(art, inputs)
 
@@ -381,7 +441,7 @@ def transpose_matmul_results(gm: GraphModule) -> GraphModule:
 
 
 def _permuted_meta(meta: TensorMeta, perm: tuple) -> TensorMeta:
-    return TensorMeta(torch.Size([meta.shape[p] for p in perm]), meta.dtype, meta.device,
+    return TensorMeta(as_shape(meta.shape[p] for p in perm), meta.dtype, meta.device,
                       tuple(meta.stride[p] for p in perm), meta.requires_grad)
 
 

@@ -32,8 +32,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..fx.symbolic_shapes import SymInt
 from ..ops import GraphValue, make_meta, ops
-from ..ops.table import normalize_dim, normalize_dims
+from ..ops.table import normalize_dim, normalize_dims, slice_indices
 
 # target -> rule. Functions are keyed by themselves; Tensor methods by "method:<name>".
 DECOMPOSITIONS: dict[Any, Callable] = {}
@@ -342,7 +343,7 @@ def log_softmax(a, dim=None, _stacklevel=3, dtype=None):
 def _shape_args(shape) -> tuple:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
         shape = shape[0]
-    return tuple(int(s) for s in shape)
+    return tuple(s if isinstance(s, SymInt) else int(s) for s in shape)
 
 
 @register_decomposition("method:view", "method:reshape", torch.reshape)
@@ -445,8 +446,8 @@ def basic_index(a, index) -> list[tuple]:
             steps.append(("select", dim, i % size))
             src += 1
         elif isinstance(i, slice):
-            start, end, step = i.indices(a.shape[src]) if i.step is None or i.step > 0 \
-                else (None, None, None)
+            start, end, step = slice_indices(i, a.shape[src]) if i.step is None or \
+                i.step > 0 else (None, None, None)
             if step is None:
                 raise NotImplementedError("negative slice steps")
             if not (i.start is None and i.stop is None and i.step is None):

@@ -36,6 +36,7 @@ import torch
 
 from ..fx import Graph, Node
 from ..fx.node import map_aggregate, map_arg
+from ..fx.symbolic_shapes import SymInt
 from ..ops import GraphHandler, GraphValue, Prim, make_meta, set_handler
 from ..ops.autodiff import accumulate_grad, propagate_vjp
 from .decompositions import with_random_state
@@ -172,6 +173,9 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
         for node in graph.nodes:
             if node.op in ("placeholder", "output"):
                 continue
+            if "sym" in node.meta:  # a size computed from input sizes: this graph's own
+                env[node] = node.meta["sym"]
+                continue
             args = map_arg(node.args, env.__getitem__)
             kwargs = map_arg(node.kwargs, env.__getitem__)
             if node.op == "call_function" and isinstance(node.target, Prim):
@@ -179,7 +183,9 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
                     env[node] = node.target(*args, **kwargs)
             else:  # an extern call, or a getitem of one: copy it as it is
                 copy = joint.node_copy(node, lambda a: env[a].node
-                                       if isinstance(env[a], GraphValue) else env[a])
+                                       if isinstance(env[a], GraphValue) else
+                                       handler.sym_node(env[a])
+                                       if isinstance(env[a], SymInt) else env[a])
                 env[node] = (GraphValue(copy, handler)
                              if not isinstance(copy.meta.get("tensor_meta"), tuple) else copy)
             needs_grad[node] = any(needs_grad.get(a, False) for a in node.all_input_nodes)
@@ -216,7 +222,8 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
         _tag(joint, start, "backward")
         input_grads = [grads.get(p) if needs_grad[p] else None for p in placeholders]
 
-    outs = [v.node if isinstance(v, GraphValue) else v for v in fwd_values]
+    outs = [v.node if isinstance(v, GraphValue) else handler.sym_node(v)
+            if isinstance(v, SymInt) else v for v in fwd_values]
     out_node = joint.output(tuple(outs) + tuple(
         g.node if isinstance(g, GraphValue) else None for g in input_grads))
     out_node.meta.update(partition_role="output")
@@ -252,6 +259,8 @@ def _extern_vjp(handler: GraphHandler, node: Node, env: dict, grads: dict,
     tensors: list[Node] = []
 
     def slot(a: Node) -> Any:
+        if "sym" in a.meta:  # a size, not a tensor: the joint graph computes it
+            return handler.sym_node(env[a])
         tensors.append(a)
         return _Slot(len(tensors) - 1)
     args = map_arg(node.args, slot)

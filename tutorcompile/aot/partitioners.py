@@ -38,6 +38,7 @@ import torch
 
 from ..fx import Graph, GraphModule, Node
 from ..fx.passes.dce_cse import is_random
+from ..fx.symbolic_shapes import hint_int
 from ..ops import Prim
 
 
@@ -102,14 +103,14 @@ def nbytes(node: Node) -> int:
     meta = _meta_of(node)
     if meta is None:
         return 0
-    return math.prod(int(s) for s in meta.shape) * meta.dtype.itemsize
+    return math.prod(hint_int(s) for s in meta.shape) * meta.dtype.itemsize
 
 
 def _shape_dtype(node: Node) -> tuple[tuple, str]:
     meta = _meta_of(node)
     if meta is None:
         return (), "?"
-    return tuple(int(s) for s in meta.shape), str(meta.dtype).replace("torch.", "")
+    return tuple(meta.shape), str(meta.dtype).replace("torch.", "")
 
 
 _VIEW_ATEN = {"view", "reshape", "_unsafe_view", "permute", "transpose", "t", "expand",
@@ -250,6 +251,10 @@ def default_partition(joint: Any, *, num_fwd_outputs: int | None = None) -> Part
     fwd_outs, bwd_outs = _outputs(graph, n)
     primals = [p for p in graph.placeholders if is_primal(p)]
     forward = _ancestors(fwd_outs, set(primals))
+    # a symbolic size the backward reads is computed in the forward and saved as an int,
+    # as PyTorch saves SymInts: the backward need not keep the tensor it was read from
+    forward |= {n for n in graph.nodes if "sym" in n.meta
+                and not any(is_tangent(a) for a in _ancestors([n], set()))}
     tangents = {p for p in graph.placeholders if is_tangent(p)}
     backward = _ancestors(bwd_outs, forward | tangents) - forward
     saved = [n for n in graph.nodes if n in forward and n.op != "output"
@@ -312,7 +317,9 @@ def min_cut_partition(joint: Any, *, num_fwd_outputs: int | None = None,
             flow.add_edge("source", node.name + "_in", capacity=math.inf)
         elif node in required_fw and _banned(node) and op_kind(node) != "view":
             flow.add_edge("source", node.name + "_in", capacity=math.inf)
-        if _meta_of(node) is None:
+        if "sym" in node.meta:
+            weight = 0  # a symbolic size: an int, free to save (PyTorch saves SymInts)
+        elif _meta_of(node) is None:
             weight = math.inf  # a tuple or a number: cannot be saved, only recomputed
         elif op_kind(node) == "view" and not is_primal(node):
             weight = math.inf  # save the base instead, recompute the view

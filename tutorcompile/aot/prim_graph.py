@@ -2,7 +2,8 @@
 
 :func:`decompose` interprets a (functional) torch-level graph under the graph-building ops
 handler. Each call with a rule in the decomposition table records that rule's prims; Python
-arithmetic on shapes is evaluated on the spot (shapes are static here); anything else stays
+arithmetic on shapes is evaluated on the spot (on symbolic sizes it stays symbolic, see
+``fx/symbolic_shapes.py``; a torch function given one specialises it); anything else stays
 an **extern** node that calls the torch function itself -- its output shape found by running
 it on ``meta`` tensors -- and AOTAutograd asks PyTorch for its gradient at run time.
 :class:`DecompositionReport` says which calls were decomposed and which stayed extern, and
@@ -28,7 +29,9 @@ import torch.nn.functional as F
 from ..fx import Graph, Node, TensorMeta
 from ..fx.node import map_aggregate, tree_leaves
 from ..fx.passes.dce_cse import is_random
-from ..ops import GraphHandler, GraphValue, make_meta, set_handler
+from ..fx.symbolic_shapes import ShapeEnv, SymInt, as_shape
+from ..ops import GraphHandler, GraphValue, make_meta, ops, set_handler
+from ..ops.table import contiguous_strides
 from .decompositions import (
     DECOMPOSITIONS,
     permute,
@@ -169,8 +172,8 @@ def decompose(graph: Graph, input_metas: list[Any], *, decompositions: dict | No
     ``input_metas`` gives each placeholder's shape/dtype (tensors, TensorMetas, or Python
     values for non-tensor inputs, which are specialised into the graph). Calls with a rule in
     ``decompositions`` (default :data:`DECOMPOSITIONS`) are decomposed; the rest become
-    extern nodes. Non-tensor arithmetic (``x.shape[0] * 2``) is evaluated while tracing, as
-    shapes are static here.
+    extern nodes. Non-tensor arithmetic (``x.shape[0] * 2``) is evaluated while tracing;
+    a TensorMeta whose sizes are SymInts makes it symbolic, computed by the graph.
     """
     table = DECOMPOSITIONS if decompositions is None else decompositions
     report = DecompositionReport()
@@ -239,7 +242,7 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
         obj, attr = args[0], args[1]
         if isinstance(obj, GraphValue):
             if attr in ("shape",):
-                return torch.Size(obj.shape)
+                return as_shape(obj.shape)
             if attr in ("dtype", "device", "ndim"):
                 return getattr(obj, attr)
             if attr in ("H", "mH") and not obj.dtype.is_complex:  # real: the transposes
@@ -258,11 +261,22 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
     if node.op == "call_method" and target in ("size", "dim", "numel", "ndimension"):
         v = args[0]
         if target == "size":
-            return torch.Size(v.shape) if len(args) == 1 else v.shape[args[1]]
+            return as_shape(v.shape) if len(args) == 1 else v.shape[args[1]]
         return len(v.shape) if target in ("dim", "ndimension") else math.prod(v.shape)
     if not has_values and not is_random(node):
         # Python arithmetic on shapes, or a deterministic factory (torch.arange): computed
-        # now; a tensor becomes a constant of the graph
+        # now; a tensor becomes a constant of the graph. Arithmetic on symbolic sizes stays
+        # symbolic; a torch function given one specialises it (with a guard)
+        if getattr(fn, "__module__", None) not in ("_operator", "operator") and any(
+                isinstance(v, SymInt) for v in tree_leaves((args, kwargs))):
+            if fn is torch.arange:
+                positions = _symbolic_arange(*args, **kwargs)
+                if positions is not None:
+                    report.decomposed[name] += 1
+                    return positions
+            why = f"an argument of {name} ({node.meta.get('source', node.name)})"
+            args, kwargs = map_aggregate((args, kwargs), lambda v: v.specialize(why)
+                                         if isinstance(v, SymInt) else v)
         return fn(*args, **kwargs)
     rule = table.get(key)
     why = "no decomposition registered"
@@ -284,6 +298,21 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
     return extern_call(fn, args, kwargs)
 
 
+def _symbolic_arange(*args: Any, dtype: torch.dtype | None = None, device: Any = None,
+                     layout: Any = None, requires_grad: bool = False,
+                     pin_memory: bool = False) -> Any:
+    """``torch.arange`` of integers with a symbolic bound: the ``iota`` prim, its length a
+    size the graph computes (GPT's positions ``arange(0, t)`` for any sequence length).
+    None when it is not that (floats, a non-default layout): the caller specialises."""
+    start, end, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3]
+    if not all(isinstance(v, (int, SymInt)) and not isinstance(v, bool)
+               for v in (start, end, step)) or step != 1 or layout not in (None, torch.strided) \
+            or dtype not in (None, torch.int64) or requires_grad or pin_memory:
+        return None
+    return ops.iota(max(end - start, 0), start, 1, dtype=torch.int64,
+                    device=torch.device(device or "cpu"))
+
+
 def _random_extern_call(fn: Callable, args: tuple, kwargs: dict) -> Any:
     """An extern that draws random numbers from tensor inputs (``F.rrelu`` in training):
     the generator's state is saved just before it (a node of its own, in program order),
@@ -297,3 +326,64 @@ def _random_extern_call(fn: Callable, args: tuple, kwargs: dict) -> Any:
     state = extern_call(random_state, (device,), {},
                         meta=make_meta(now.shape, now.dtype, now.device))
     return extern_call(with_random_state, (fn, state, *args), kwargs)
+
+
+# ---------------------------------------------------------------------------------------
+# Symbolic sizes
+# ---------------------------------------------------------------------------------------
+
+def is_symbolic_input(x: Any, dims: frozenset) -> bool:
+    """Does this input get symbols for its ``dims``? (Only a contiguous tensor: its strides
+    then follow from its sizes.)"""
+    return bool(dims) and isinstance(x, torch.Tensor) and x.is_contiguous()
+
+
+def symbolic_input_metas(inputs: list, dynamic_dims: list, shape_env: ShapeEnv) -> list:
+    """The inputs as TensorMetas whose dynamic sizes are the symbols ``s0``, ``s1``..."""
+    metas = []
+    for i, (x, dims) in enumerate(zip(inputs, dynamic_dims)):
+        if not is_symbolic_input(x, dims):
+            metas.append(x)
+            continue
+        shape = as_shape(shape_env.create_symbol(s, (i, d)) if d in dims else s
+                         for d, s in enumerate(x.shape))
+        metas.append(TensorMeta(shape, x.dtype, x.device, contiguous_strides(shape),
+                                x.requires_grad))
+    return metas
+
+
+def static_sizes(graph: Graph, inputs: list, dynamic_dims: list,
+                 sizes: list[tuple[Node, int | None]]) -> tuple[list[int], ShapeEnv] | None:
+    """The sizes ``sizes`` names -- ``(tensor node, dim)`` for a size of a tensor, ``(node,
+    None)`` for an int the graph computes -- of a torch-level ``graph`` still being
+    captured, when none of them depends on the dynamic dims of its inputs; else None. The
+    shape environment comes with them: its guards are what showing it relied on (a slice
+    ``mask[:t]`` of a 32-row buffer is ``t`` rows only while ``t <= 32``).
+
+    Dynamo asks this before it unrolls ``t.split(c, dim=2)`` into a fixed number of results
+    for a tensor with a dynamic dimension: the count is safe to bake in only if the split
+    dim and ``c`` are the same for every size. The graph so far is decomposed with symbolic
+    input sizes, as AOT would, and the answer read from the symbolic shapes."""
+    from .functionalize import functionalize
+    copy = Graph.derived_from(graph, "static_sizes")
+    val_map: dict[Node, Any] = {}
+    copy.graph_copy(graph, val_map)
+    copy.output(tuple(val_map[n] for n, _ in sizes))
+    shape_env = ShapeEnv()
+    try:
+        functional = functionalize(copy)
+        prim_graph, _ = decompose(functional.graph,
+                                  symbolic_input_metas(inputs, dynamic_dims, shape_env))
+    except Exception:  # anything the symbolic run cannot follow is not shown static
+        return None
+    values = []
+    for out, (_, dim) in zip(prim_graph.output_node.args[0], sizes):
+        if dim is None:
+            value = out
+        else:
+            shape = getattr(out.meta.get("tensor_meta"), "shape", ())
+            value = shape[dim] if -len(shape) <= dim < len(shape) else None
+        if not isinstance(value, int):
+            return None
+        values.append(value)
+    return values, shape_env

@@ -10,6 +10,7 @@
     guards            sources, GuardBuilder, guards printed as readable Python
     eval_frame        compile(): the per-(code, resume point) cache, graph breaks, recompiles
     debugging         explain(fn)(*args): graphs, breaks, guards, recompile reasons
+    decorators        mark_dynamic / mark_static: which sizes may change, said up front
 
 ``bytecode`` and ``vm`` do not import torch: they run (and are tested) on Python builds
 without it. Everything else loads on first use (PEP 562).
@@ -20,13 +21,14 @@ Mirrors: torch/_dynamo.
 import importlib
 
 _SUBMODULES = {"bytecode", "vm", "variables", "symbolic_convert", "guards", "eval_frame",
-               "debugging", "backends", "exc", "source", "output_graph"}
+               "debugging", "backends", "exc", "source", "output_graph", "decorators"}
 _EXPORTS = {
     "compile": "eval_frame", "optimize": "eval_frame", "reset": "eval_frame",
     "OptimizedCallable": "eval_frame", "OptimizedModule": "eval_frame",
     "cache_entries": "eval_frame", "explain": "debugging", "ExplainOutput": "debugging",
     "InstructionTranslator": "symbolic_convert", "VM": "vm", "Frame": "vm",
     "normalize": "bytecode", "Unsupported": "exc", "GraphBreakError": "exc",
+    "mark_dynamic": "decorators", "mark_static": "decorators",
 }
 
 

@@ -43,6 +43,8 @@ class ExplainOutput:
     ops_per_graph: list[list[str]] = field(default_factory=list)
     recompile_log: list[str] = field(default_factory=list)
     skipped_frames: list[str] = field(default_factory=list)
+    # per graph compiled for symbolic sizes (backend "aot_eager"): its symbols and guards
+    symbolic_guards: list[str] = field(default_factory=list)
     compiled_segments: int = 0  # cache entries, including ones whose graph was empty
 
     @property
@@ -75,6 +77,10 @@ class ExplainOutput:
         for i, guards in enumerate(self.guards, 1):
             lines.append(f"  Graph {i}:")
             lines += [f"    {g}" for g in guards]
+        if self.symbolic_guards:
+            lines.append("Symbolic sizes below Dynamo (AOT):")
+            lines += ["  " + line for text in self.symbolic_guards
+                      for line in text.splitlines()]
         if self.recompile_log:
             lines.append("Recompiles:")
             lines += [f"  {r}" for r in self.recompile_log]
@@ -87,11 +93,18 @@ def _op_name(node) -> str:
     return node.format_target()
 
 
+def _compilations(compiled: Any) -> list:
+    """The distinct AOT compilations behind a backend's result (none for other backends)."""
+    cache = getattr(compiled, "cache", None)
+    return list({id(a): a for a in cache.values()}.values()) if isinstance(cache, dict) else []
+
+
 def explain(fn: Callable, *, backend: str | Callable = "eager",
             dynamic: bool | None = None) -> Callable[..., ExplainOutput]:
     """Returns ``run(*args, **kwargs) -> ExplainOutput``; every call adds to one report."""
     eval_frame.reset()
     out = ExplainOutput()
+    entries: list = []
     compiled = eval_frame.compile(fn, backend=backend, dynamic=dynamic)
 
     def listener(kind: str, frame, result, entry) -> None:
@@ -109,6 +122,7 @@ def explain(fn: Callable, *, backend: str | Callable = "eager",
             out.ops_per_graph.append([_op_name(n) for n in gm.graph.nodes
                                       if n.op not in ("placeholder", "output")])
             out.guards.append([str(g) for g in entry.check.guards])
+            entries.append(entry)
 
     def run(*args: Any, **kwargs: Any) -> ExplainOutput:
         start = len(eval_frame.RECOMPILE_LOG)
@@ -118,6 +132,10 @@ def explain(fn: Callable, *, backend: str | Callable = "eager",
         finally:
             eval_frame._LISTENERS.remove(listener)
         out.recompile_log += eval_frame.RECOMPILE_LOG[start:]
+        out.symbolic_guards = [art.shape_env.format_guards()
+                               for entry in entries if entry.compiled is not None
+                               for art in _compilations(entry.compiled)
+                               if art.shape_env is not None]
         return out
 
     return run

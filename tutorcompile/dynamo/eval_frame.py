@@ -51,6 +51,7 @@ import torch
 from .._logging import log_artifact, phase
 from ..fx import GraphModule
 from .backends import check_options, lookup_backend
+from .decorators import marked_dims
 from .exc import GraphBreakError, RecompileLimitWarning
 from .guards import CheckFunction
 from .symbolic_convert import CaptureResult, InstructionTranslator
@@ -471,6 +472,8 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
         dims = set(cache.dynamic.get(name, ()))
         if config.dynamic and name.startswith(("L[", "S[")) and "." not in name:
             dims |= set(range(value.dim()))
+        marked_dynamic, marked_static = marked_dims(value)
+        dims = (dims | marked_dynamic) - marked_static
         if config.dynamic is False:
             dims = set()
         return frozenset(d for d in dims if value.shape[d] >= 2)

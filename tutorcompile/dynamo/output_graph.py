@@ -27,6 +27,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from ..fx import Graph
 from ..fx.interpreter import tensor_meta
 from ..fx.node import Node
+from ..fx.symbolic_shapes import pycode
 from .exc import Unsupported
 from .source import Source
 from .variables import (
@@ -71,7 +72,7 @@ class OutputGraph:
         node = self.graph.placeholder(_unique(self.graph, placeholder_name(source)))
         fake = self.fake_mode.from_tensor(value)
         node.meta.update(example_value=fake, tensor_meta=tensor_meta(fake),
-                         source=f"input {source.name()}")
+                         source=f"input {source.name()}", dynamic_dims=dynamic_dims)
         self.created.append(node)
         self.input_sources.append(source)
         self.input_values.append(value)
@@ -126,7 +127,8 @@ class OutputGraph:
                 raise Unsupported(f"{what}: output depends on tensor data ({kind})") from None
             raise Unsupported(f"{what} failed on fake tensors: {kind}: {e}") from None
         if isinstance(out, (tuple, list)) and what in _COUNT_FROM_SIZE and any(
-                isinstance(a, TensorVariable) and self.is_dynamic_tensor(a) for a in args):
+                isinstance(a, TensorVariable) and self.is_dynamic_tensor(a) for a in args) \
+                and not self.count_is_static(what, proxy_args, proxy_kwargs):
             # ``a, b, c = t.unbind(0)``: unrolled to the example's count, the graph would be
             # silently wrong for another size of a dynamic dimension
             raise Unsupported(f"{what} of a dynamically shaped tensor: the number of results "
@@ -139,6 +141,38 @@ class OutputGraph:
         if meta is not None:
             node.meta["tensor_meta"] = meta
         return self.wrap_output(node, out)
+
+    def count_is_static(self, what: str, args: tuple, kwargs: dict) -> bool:
+        """Is the number of results of ``t.split(c, dim)`` (``chunk``, ``unbind``...) the
+        same for every size of the dynamic dims? Yes when the size along ``dim`` and the
+        sizes passed in do not depend on them, as symbolic shapes show
+        (:func:`tutorcompile.aot.prim_graph.static_sizes`): ``qkv(x).split(c, dim=2)``
+        with a dynamic batch splits 3 ways for every batch."""
+        if what not in _DIM_POSITION or not args or not isinstance(args[0], Node):
+            return False
+        position = _DIM_POSITION[what]
+        dim = kwargs.get("dim", args[position] if len(args) > position else 0)
+        if not isinstance(dim, int):
+            return False
+        from ..aot.prim_graph import static_sizes
+        sizes = [(args[0], dim)] + [(n, None) for n in _nodes_in((args[1:], kwargs))]
+        placeholders = self.graph.placeholders
+        if any(p not in self.input_nodes for p in placeholders):
+            return False
+        where = [self.input_nodes.index(p) for p in placeholders]
+        dims = [p.meta.get("dynamic_dims", frozenset()) for p in placeholders]
+        found = static_sizes(self.graph, [self.input_values[i] for i in where], dims, sizes)
+        if found is None or any(guard.specializes for guard in found[1].guards):
+            return False  # (a graph pinned to one size is worse than the break)
+        # what showing it relied on guards this graph: ``s1 <= 32`` becomes
+        # ``L['idx'].size()[1] <= 32``
+        shape_env = found[1]
+        names = {str(s): f"{self.input_sources[where[i]].name()}.size()[{d}]"
+                 for s, (i, d) in shape_env.var_to_source.items()}
+        for guard in shape_env.guards:
+            text = re.sub(r"\bs\d+\b", lambda m: names[m.group()], pycode(guard.expr))
+            self.tx.guards.SHAPE_ENV(text, f"{what}'s count is static: {guard.reason}")
+        return True
 
     def detached(self, vt: VariableTracker) -> VariableTracker:
         """``vt.detach()`` as a graph node when ``vt`` is a tensor that requires grad."""
@@ -202,6 +236,19 @@ class OutputGraph:
 # ops whose number of results follows a size of their input
 _COUNT_FROM_SIZE = {"unbind", "split", "chunk", "tensor_split", "unsafe_split", "unsafe_chunk",
                     "hsplit", "vsplit", "dsplit"}
+# where their ``dim`` argument sits (the others are refused on dynamically shaped tensors)
+_DIM_POSITION = {"unbind": 1, "split": 2, "chunk": 2, "tensor_split": 2, "unsafe_split": 2,
+                 "unsafe_chunk": 2}
+
+
+def _nodes_in(value: Any) -> list[Node]:
+    if isinstance(value, Node):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [n for v in value for n in _nodes_in(v)]
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in _nodes_in(v)]
+    return []
 
 
 @contextlib.contextmanager

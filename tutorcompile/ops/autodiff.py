@@ -33,7 +33,9 @@ from .virtualized import GraphHandler, GraphValue, ops, set_handler
 def sum_to_shape(grad: Any, shape: Sequence[int]) -> Any:
     """Sum ``grad`` over the dimensions that broadcasting added or stretched to get ``shape``."""
     shape, gshape = tuple(shape), tuple(grad.shape)
-    if gshape == shape:
+    # (lengths first: a tuple comparison compares sizes before lengths, and a comparison of
+    # a symbolic size would install a guard the program does not need)
+    if len(gshape) == len(shape) and gshape == shape:
         return grad
     lead = len(gshape) - len(shape)
     if lead < 0:  # a gradient smaller than its input: it broadcasts up

@@ -50,6 +50,7 @@ from .table import (
     promote_types,
     reduction_meta,
     same_meta,
+    slice_indices,
     true_divide_meta,
     where_meta,
 )
@@ -304,6 +305,11 @@ def _amax_vjp(g, out, a, dims=None, keepdim=False):
     return (ops.mul(ops.div(g_k, count), mask),)
 
 
+def _count(n: Any) -> Any:
+    """An element count as a divisor: a float, or a symbolic size the graph computes."""
+    return float(n) if isinstance(n, int) else n
+
+
 def _var_vjp(g, out, a, dims=None, correction=1, keepdim=False):
     dims = normalize_dims(dims, len(a.shape))
     n = _numel(a.shape, dims)
@@ -323,7 +329,7 @@ register("mean", "reduction", _mean_ref,
                                                             need_float="mean"),
          vjp=lambda g, out, a, dims=None, keepdim=False: (
              ops.div(unreduce(g, a, dims, keepdim),
-                     float(_numel(a.shape, normalize_dims(dims, len(a.shape))))),))
+                     _count(_numel(a.shape, normalize_dims(dims, len(a.shape))))),))
 register("var", "reduction", _var_ref,
          lambda a, dims=None, correction=1, keepdim=False: reduction_meta(
              a, _var_dims(dims, len(a.shape)), keepdim, need_float="var"),
@@ -402,8 +408,16 @@ def _slice_meta(a, dim, start=None, end=None, step=1):
     if step < 1:
         raise ValueError(f"slice: step must be positive, got {step}")
     shape = list(a.shape)
-    shape[dim] = len(range(*builtins.slice(start, end, step).indices(shape[dim])))
+    shape[dim] = _slice_length(shape[dim], start, end, step)
     return tuple(shape), a.dtype
+
+
+def _slice_length(size: Any, start: Any, end: Any, step: int) -> Any:
+    """How many elements ``[start:end:step]`` takes from ``size`` (symbolic sizes too)."""
+    if all(v is None or isinstance(v, int) for v in (size, start, end)):
+        return len(range(*builtins.slice(start, end, step).indices(size)))
+    start, end, step = slice_indices(builtins.slice(start, end, step), size)
+    return max(0, (end - start + step - 1) // step)
 
 
 def _slice_ref(a, dim, start=None, end=None, step=1):

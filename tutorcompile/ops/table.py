@@ -34,6 +34,8 @@ from typing import Any
 
 import torch
 
+from ..fx.symbolic_shapes import SymInt
+
 KINDS = ("pointwise", "reduction", "view", "factory", "extern")
 
 # Every prim, by name, in declaration order (filled by ``prims.py``).
@@ -95,8 +97,20 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     strides, step = [], 1
     for size in reversed(shape):
         strides.append(step)
-        step *= max(int(size), 1)
+        step *= size if isinstance(size, SymInt) else max(int(size), 1)  # a symbol is >= 2
     return tuple(reversed(strides))
+
+
+def slice_indices(index: slice, size: Any) -> tuple[Any, Any, int]:
+    """``index.indices(size)`` for a positive step; written out (the same clamping) when a
+    bound or the size is symbolic, since ``slice.indices`` needs ints."""
+    if all(v is None or isinstance(v, int) for v in (size, index.start, index.stop)):
+        return index.indices(size)
+    step = 1 if index.step is None else index.step
+    start, end = index.start, index.stop
+    start = 0 if start is None else start + size if start < 0 else start
+    end = size if end is None else end + size if end < 0 else end
+    return min(max(start, 0), size), min(max(end, 0), size), step
 
 
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
@@ -127,7 +141,7 @@ def _category(dtype: torch.dtype) -> int:
 def _scalar_category(x: Any) -> int:
     if isinstance(x, bool):
         return 0
-    if isinstance(x, int):
+    if isinstance(x, (int, SymInt)):  # a symbolic size is an int
         return 1
     if isinstance(x, float):
         return 2

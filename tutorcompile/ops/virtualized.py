@@ -31,6 +31,7 @@ import torch
 
 from ..fx import Graph, Node, TensorMeta
 from ..fx.node import map_aggregate, tree_leaves
+from ..fx.symbolic_shapes import SymInt, as_shape, materialize
 from .table import PRIMS, Prim, contiguous_strides, is_tensor_like
 
 
@@ -185,8 +186,9 @@ class GraphValue:
 
 def make_meta(shape: Any, dtype: torch.dtype, device: Any = "cpu",
               requires_grad: bool = False) -> TensorMeta:
-    """A TensorMeta for a contiguous tensor of ``shape`` and ``dtype``."""
-    shape = torch.Size(tuple(shape))
+    """A TensorMeta for a contiguous tensor of ``shape`` and ``dtype`` (sizes may be
+    :class:`~tutorcompile.fx.symbolic_shapes.SymInt`)."""
+    shape = as_shape(shape)
     return TensorMeta(shape, dtype, torch.device(device), contiguous_strides(shape),
                       requires_grad)
 
@@ -196,11 +198,14 @@ class GraphHandler(OpsHandler):
 
     Inputs come from :meth:`placeholder`; the result is set with :meth:`output`. Python
     numbers stay constants in the node's arguments; a real ``torch.Tensor`` passed in becomes
-    a constant of the generated code.
+    a constant of the generated code. A symbolic size (a ``SymInt``) in an argument becomes
+    nodes that compute it from the inputs' sizes when the graph runs (:meth:`sym_node`).
     """
 
     def __init__(self, graph: Graph | None = None, provenance: str = "GraphHandler"):
         self.graph = graph if graph is not None else Graph(provenance)
+        self.sym_sources: dict[Any, tuple[Node, int]] = {}  # symbol -> (input, dim)
+        self.sym_nodes: dict[Any, Node] = {}               # expression -> node computing it
 
     def placeholder(self, name: str, like: Any) -> GraphValue:
         """A graph input shaped like ``like`` (a tensor, a TensorMeta, or (shape, dtype))."""
@@ -212,7 +217,14 @@ class GraphHandler(OpsHandler):
         else:
             node.meta["tensor_meta"] = make_meta(like.shape, like.dtype, like.device,
                                                  bool(getattr(like, "requires_grad", False)))
+        for dim, size in enumerate(node.meta["tensor_meta"].shape):
+            if isinstance(size, SymInt) and size.expr.is_Symbol:
+                self.sym_sources.setdefault(size.expr, (node, dim))
         return GraphValue(node, self)
+
+    def sym_node(self, size: SymInt) -> Node | int:
+        """The node computing ``size`` from the inputs' sizes (made once per expression)."""
+        return materialize(size, self.graph, self.sym_sources, self.sym_nodes)
 
     def call(self, prim: Prim, args: tuple, kwargs: dict) -> GraphValue:
         def as_meta(v: Any) -> Any:
@@ -223,6 +235,8 @@ class GraphHandler(OpsHandler):
                 if v.node.graph is not self.graph:
                     raise ValueError(f"{v!r} belongs to another graph")
                 return v.node
+            if isinstance(v, SymInt):
+                return self.sym_node(v)
             return v
 
         shape, dtype = prim.meta(*map_aggregate(args, as_meta),
@@ -237,7 +251,8 @@ class GraphHandler(OpsHandler):
     def output(self, result: Any) -> Graph:
         """Finish the graph with ``result`` (a value or a tuple/list of values, or None)."""
         self.graph.output(map_aggregate(
-            result, lambda v: v.node if isinstance(v, GraphValue) else v))
+            result, lambda v: v.node if isinstance(v, GraphValue) else
+            self.sym_node(v) if isinstance(v, SymInt) else v))
         return self.graph
 
 
