@@ -311,6 +311,55 @@ MUTANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              "        static[:] = list(args)\n"),
         ],
     },
+    "ex07_capstone": {
+        "t1": [
+            ("fuses nodes of different shapes",
+             "if g is None or shape_of(groups[g][0]) != shape_of(node):", "if g is None:"),
+            ("no cycle check",
+             "            if any(b not in groups[g] and g in reach.get(b, ()) for b in inputs):\n"
+             "                continue                   # another input needs this group: a "
+             "cycle\n", ""),
+            ("fuses reductions too", "if op_kind(node) != \"pointwise\":",
+             "if op_kind(node) not in (\"pointwise\", \"reduction\"):"),
+            ("never fuses", "        for a in inputs:\n            g = group_of.get(a)",
+             "        for a in ():\n            g = group_of.get(a)"),
+            ("steps in graph order, not dependency order",
+             "                    visit(step_of[a])", "                    pass"),
+            ("gives up after the first input's group",
+             "continue                   # another input needs this group: a cycle",
+             "break"),
+        ],
+        "t2": [
+            ("stores only the last output", "for i, node in enumerate(outputs):",
+             "for i, node in enumerate(outputs[-1:]):"),
+            ("constants with str(), not literal()", "else literal(a) for a in node.args",
+             "else str(a) for a in node.args"),
+            ("operands in reverse order", ".format(*args, dtype=args[-1])",
+             ".format(*reversed(args), dtype=args[-1])"),
+            ("mask off by one", "mask = offsets < n_elements\")",
+             "mask = offsets < n_elements - 1\")"),
+            ("every input loaded from the first pointer", "tl.load(in_ptr{i} + offsets",
+             "tl.load(in_ptr0 + offsets"),
+        ],
+        "t3": [
+            ("runs every node eagerly: no kernels", "for step in schedule(graph):",
+             "for step in [n for n in graph.nodes if n.op == \"call_function\"]:"),
+            ("saves every forward value", " and op_kind(n) == \"extern\")", ")"),
+            ("saves only the primals: recomputes the matmuls",
+             " or (n.meta.get(\"phase\") == \"forward\" and op_kind(n) == \"extern\")", ""),
+            ("the backward graph runs as it is, not through my_compiler",
+             " bw_compiler=my_compiler,", " bw_compiler=lambda gm, example_inputs=None: gm,"),
+            ("a group's outputs bound in the wrong order",
+             "env.update(zip(outputs, buffers))", "env.update(zip(outputs, reversed(buffers)))"),
+        ],
+    },
+}
+
+# Tasks that run other tasks' code (a capstone wires the pieces together): a mutant of a task
+# they depend on may fail them too, so their own mutants are graded in notebooks of their
+# own, with every task they depend on solved.
+DEPENDS: dict[str, dict[str, set[str]]] = {
+    "ex07_capstone": {"t3": {"t1", "t2"}},
 }
 
 # Right answers written differently from the solution: the checks must give them full marks
@@ -387,22 +436,29 @@ def test_every_mutant_loses_its_tasks_points(exercise, tmp_path, capsys):
              if c.metadata.get("tutorcompile", {}).get("role") == "task"}
     assert tasks == set(MUTANTS[exercise]), "every task needs mutants"
     assert all(len(m) >= 3 for m in MUTANTS[exercise].values()), "at least 3 per task"
-    made = edited_notebooks(exercise, MUTANTS[exercise], tmp_path, "mutant")
+    depends = DEPENDS.get(exercise, {})
+    made = [*edited_notebooks(exercise, {t: m for t, m in MUTANTS[exercise].items()
+                                         if t not in depends}, tmp_path, "mutant"),
+            *edited_notebooks(exercise, {t: m for t, m in MUTANTS[exercise].items()
+                                         if t in depends}, tmp_path, "dependent_mutant")]
     variants = edited_notebooks(exercise, VARIANTS.get(exercise, {}), tmp_path, "variant")
     start = time.perf_counter()
     grades = grade_class([p for p, _ in made + variants],
                          Exercises.find(ROOT / "exercises", None), jobs=2, cell_timeout=120)
     seconds = time.perf_counter() - start
-    for (_, which), grade in zip(variants, grades[len(made):]):
+    by_name = {g.notebook: g for g in grades}   # (grade_class sorts its grades by name)
+    for path, which in variants:
+        grade = by_name[path.name]
         assert grade.earned == grade.possible > 0, \
             f"right answers ({', '.join(which.values())}) lost points:\n{grade.format()}"
     escaped = []
-    for (path, which), grade in zip(made, grades):
+    for path, which in made:
+        grade = by_name[path.name]
         assert grade.error is None and not grade.tampered, grade.format()
         for task, row in grade.tasks().items():
             if task in which and row["earned"] > 0:
                 escaped.append(f"{task} {which[task]!r}: {row['earned']:g} points")
-            if task not in which:
+            if task not in which and not depends.get(task, set()) & set(which):
                 assert row["passed"], f"{path.name}: the solved {task} failed:\n" \
                                       + grade.format()
     count = sum(len(m) for m in MUTANTS[exercise].values())
