@@ -386,6 +386,28 @@ VARIANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
                 "return f\"type({ref}) is {type(value).__name__} and {ref} == {value!r}\"",
                 "return f\"{ref}.__class__ is {type(value).__name__} and {ref} == {value!r}\"")],
     },
+    "ex07_capstone": {
+        "t1": [("orders the steps by repeated passes over a ready set (Kahn), not by DFS",
+                "    step_of = {n: groups[group_of[n]] if n in group_of else n for n in reach}\n",
+                "    pending = []\n"
+                "    for node in reach:\n"
+                "        step = groups[group_of[node]] if node in group_of else node\n"
+                "        if not any(s is step for s in pending):\n"
+                "            pending.append(step)\n"
+                "    order, ready = [], set()\n"
+                "    while pending:\n"
+                "        for i, step in enumerate(pending):\n"
+                "            members = step if isinstance(step, list) else [step]\n"
+                "            if all(a in ready or a in members or a not in reach\n"
+                "                   for m in members for a in m.all_input_nodes):\n"
+                "                break\n"
+                "        order.append(pending.pop(i))\n"
+                "        ready.update(members)\n"
+                "    return order\n")],
+        "t2": [("loads with keyword arguments and other=0",
+                "tl.load(in_ptr{i} + offsets, mask)\")",
+                "tl.load(in_ptr{i} + offsets, mask=mask, other=0)\")")],
+    },
     "ex06_cudagraphs": {
         "t3": [("keyed by strides and device as well",
                 "return tuple((tuple(a.shape), a.dtype) for a in args)",
