@@ -11,7 +11,14 @@ wants to look at: ``output_code`` (wrapper and kernels, as source), ``fusion_rep
 ``kernel_sources`` and the compile time.
 
 Shapes, strides and dtypes are specialised: a call with inputs laid out differently compiles
-again (kept per layout, so alternating layouts do not recompile every time).
+again (kept per layout, so alternating layouts do not recompile every time) -- except
+*symbolic sizes*. A graph AOT built for symbolic sizes (its metadata holds ``SymInt`` s: a
+batch size ``s0``) is compiled once, with C++ kernels that take the sizes as arguments and a
+wrapper that reads them from its inputs; what lowering and code generation relied on is
+recorded as guards in the graph's shape environment, which AOT checks before it reuses the
+compilation for new sizes. A guard that already fails for the inputs being compiled for, a
+symbol no input gives, or a backend without symbolic kernels (Triton, ``max-autotune``)
+compiles for the inputs' own sizes instead, per size, as above.
 
 Backend choice when none is given: Triton on a CUDA device; else C++ if a compiler exists;
 else Triton under its interpreter; else the prim graph runs eagerly. Each step down is
@@ -41,10 +48,11 @@ from ..aot import aot_graph
 from ..environment import probe
 from ..errors import FallbackWarning
 from ..fx import Graph, GraphModule, Node, ShapeProp, TensorMeta, exec_generated
+from ..fx.symbolic_shapes import ShapeEnv, SymInt, as_shape
 from ..ops import PRIMS
 from ..ops.table import contiguous_strides, normalize_dims
 from .codecache import wait_for_builds
-from .lowering import lower_graph
+from .lowering import SymbolicLoweringError, lower_graph
 from .scheduler import Scheduler
 from .wrapper import WrapperCodegen
 
@@ -81,6 +89,8 @@ class CompiledGraph:
         self.mode = mode
         self.scheduler_cls = scheduler_cls
         self._variants: dict[tuple, _Variant] = {}
+        self.shape_env = graph_shape_env(graph)
+        self.symbolic: _Variant | None = None   # the variant for every size, if one was made
         self._current = self._compile(list(example_inputs))
 
     @staticmethod
@@ -89,16 +99,49 @@ class CompiledGraph:
                      if isinstance(x, torch.Tensor) else type(x) for x in inputs)
 
     def _compile(self, inputs: list[Any]) -> _Variant:
-        variant = _Variant(self.graph, inputs, self.backend, self.fusion, self.mode,
-                           self.scheduler_cls)
-        self._variants[self._key(inputs)] = variant
+        variant = None
+        if self.shape_env is not None and self.backend == "cpp" and self.mode is None:
+            variant = self._compile_symbolic(inputs)
+        if variant is None:
+            graph = self.graph if self.shape_env is None else static_graph(self.graph, inputs)
+            variant = _Variant(graph, inputs, self.backend, self.fusion, self.mode,
+                               self.scheduler_cls)
+            self._variants[self._key(inputs)] = variant
         title = f"{type(self.graph).__name__} ({self.backend})"
         if variant.fusion_report is not None:
             log_artifact("fusion", lambda: str(variant.fusion_report), title)
         log_artifact("output_code", lambda: variant.output_code, title)
         return variant
 
+    def _compile_symbolic(self, inputs: list[Any]) -> _Variant | None:
+        """The variant for every size, or None when it cannot be made for these inputs."""
+        env = self.shape_env
+        before = len(env.guards)
+        try:
+            variant = _Variant(self.graph, inputs, self.backend, self.fusion, self.mode,
+                               self.scheduler_cls)
+        except SymbolicLoweringError as e:
+            why = str(e)
+            log_artifact("recompiles", lambda: f"inductor: symbolic sizes not kept ({why}); "
+                         "compiling for each size", type(self.graph).__name__)
+            return None
+        # what this compilation relied on must hold for the inputs it is compiled for (the
+        # shape environment's hints are another call's sizes)
+        values = {sym: inputs[i] if d is None else inputs[i].shape[d]
+                  for sym, (i, d) in variant.size_sources.items()}
+        failed = next((g for g in env.guards[before:]
+                       if not bool(g.expr.xreplace(values))), None)
+        if failed is not None:
+            log_artifact("recompiles", lambda: f"inductor: guard {failed} fails for the "
+                         "inputs compiled for; compiling for each size",
+                         type(self.graph).__name__)
+            return None
+        self.symbolic = variant
+        return variant
+
     def __call__(self, *inputs: Any) -> Any:
+        if self.symbolic is not None:   # (AOT checked the guards of the shape environment)
+            return self.symbolic.run(*inputs)
         key = self._key(inputs)
         variant = self._variants.get(key)
         if variant is None:
@@ -146,6 +189,7 @@ class _Variant:
         self.kernel_sources: dict[str, str] = {}
         self.fusion_report = None
         self.scheduler = None
+        self.size_sources: dict = {}
         if backend == "eager":
             self.run = GraphModule({}, graph)
             self.wrapper_code = self.run.code
@@ -157,6 +201,7 @@ class _Variant:
             graph = split_reductions(fuse_addmm(graph))
         with phase("lowering"):
             lowering = lower_graph(graph, inputs, backend)
+        self.size_sources = lowering.size_sources
         with phase("scheduling"):
             self.scheduler = (scheduler_cls or Scheduler)(lowering, backend).fuse(
                 enabled=fusion)
@@ -189,6 +234,25 @@ class _Variant:
 
     def __call__(self, *inputs: Any) -> Any:
         return self.run(*inputs)
+
+
+def graph_shape_env(graph: Graph) -> ShapeEnv | None:
+    """The shape environment of a graph built for symbolic sizes (None: sizes are static)."""
+    for node in graph.placeholders:
+        meta = node.meta.get("tensor_meta")
+        for size in (node.meta.get("sym"), *getattr(meta, "shape", ())):
+            if isinstance(size, SymInt):
+                return size.shape_env
+    return None
+
+
+def static_graph(graph: Graph, inputs: Sequence[Any]) -> Graph:
+    """A copy of a graph for symbolic sizes with the sizes of ``inputs`` in its metadata."""
+    graph = graph.copy()
+    for node in graph.nodes:
+        node.meta.pop("sym", None)
+    ShapeProp(GraphModule({}, graph)).propagate(*inputs)
+    return graph
 
 
 def fuse_addmm(graph: Graph) -> Graph:
@@ -315,7 +379,7 @@ def split_reductions(graph: Graph) -> Graph:
 
 def _meta(shape: tuple, like: TensorMeta) -> TensorMeta:
     """A contiguous tensor of ``shape`` with ``like``'s dtype and device."""
-    return TensorMeta(torch.Size(shape), like.dtype, like.device, contiguous_strides(shape),
+    return TensorMeta(as_shape(shape), like.dtype, like.device, contiguous_strides(shape),
                       like.requires_grad)
 
 
@@ -346,7 +410,8 @@ def compile_fx(gm: GraphModule | Graph | torch.fx.GraphModule, example_inputs: S
     """
     graph = _as_graph(gm)
     example_inputs = list(example_inputs)
-    if any("tensor_meta" not in n.meta for n in graph.nodes if n.op == "call_function"):
+    if any("tensor_meta" not in n.meta and "sym" not in n.meta for n in graph.nodes
+           if n.op == "call_function"):   # (a size node of a symbolic graph has "sym")
         graph = graph.copy()
         ShapeProp(GraphModule({}, graph)).propagate(*example_inputs)
     if backend is None:
@@ -416,13 +481,18 @@ class LazyCompiledGraph:
         """What to call for inputs laid out as the ones compiled for: the wrapper itself,
         with no per-call key of shapes and strides. For a caller that has already matched
         the layout (AOT's cache is keyed on it); ``self`` until compiled."""
-        if self.compiled is None or len(self.compiled._variants) != 1:
-            return self
-        return self.compiled._current.run
+        compiled = self.compiled
+        if compiled is not None and compiled.symbolic is not None:
+            return compiled.symbolic.run
+        if compiled is None or len(compiled._variants) != 1 or compiled.shape_env is not None:
+            return self    # (a graph for symbolic sizes: each size has its own variant)
+        return compiled._current.run
 
 
 def inner_compiler(cudagraphs: bool = False, **options: Any) -> Callable:
     """A ``fw_compiler``/``bw_compiler`` for ``tutorcompile.aot``: prim graph -> kernels.
+    It takes graphs for symbolic sizes (``supports_symbolic_shapes``): see the module
+    docstring.
 
     ``cudagraphs=True`` (``mode="reduce-overhead"``) records each compiled forward and
     backward graph separately as a CUDA Graph, replayed on later calls.
@@ -433,6 +503,8 @@ def inner_compiler(cudagraphs: bool = False, **options: Any) -> Callable:
             from ..cudagraphs import CUDAGraphed
             return CUDAGraphed(compiled, name=f"inductor {type(gm).__name__}")
         return compiled
+    # CUDA Graphs record one set of sizes: those compilations stay static
+    compiler.supports_symbolic_shapes = not cudagraphs
     return compiler
 
 

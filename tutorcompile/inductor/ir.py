@@ -43,6 +43,7 @@ from typing import Any
 import sympy
 import torch
 
+from ..fx.symbolic_shapes import SymInt, hint_int
 from ..ops import OpsHandler, current_handler, ops, set_handler
 from ..ops.table import contiguous_strides
 
@@ -152,6 +153,14 @@ def index_symbol(name: str) -> sympy.Symbol:
     return sympy.Symbol(name, integer=True, nonnegative=True)
 
 
+def as_size(size: Any) -> int | SymInt:
+    """A size as the IR keeps it: an int, or a :class:`SymInt` (symbolic, e.g. ``s0``)."""
+    return size if isinstance(size, SymInt) else int(size)
+
+
+def size_expr(size: Any) -> sympy.Expr:
+    """A size (int or SymInt) as a sympy expression, for printing and comparing."""
+    return sympy.sympify(size)
 
 
 def flatten_index(index: Sequence[Any], shape: Sequence[int]) -> sympy.Expr:
@@ -252,7 +261,7 @@ class FixedLayout:
 
     @classmethod
     def contiguous(cls, size: Sequence[int], dtype: torch.dtype, device: Any) -> FixedLayout:
-        size = tuple(int(s) for s in size)
+        size = tuple(as_size(s) for s in size)
         return cls(size, contiguous_strides(size), dtype, torch.device(device))
 
     def offset_of(self, index: Sequence[Any]) -> sympy.Expr:
@@ -265,7 +274,9 @@ class FixedLayout:
 
     @property
     def nbytes(self) -> int:
-        return self.numel * torch.empty((), dtype=self.dtype).element_size()
+        """Bytes at the example's sizes (a symbolic size counts its hint): for fusion
+        scores and reports, which decide nothing a result depends on."""
+        return hint_int(self.numel) * torch.empty((), dtype=self.dtype).element_size()
 
 
 class IRNode:
@@ -417,7 +428,7 @@ class View(IRNode):
     def __init__(self, base: IRNode, size: Sequence[int], reindex: Callable, node: Any,
                  origins=None):
         self.base = base
-        self.size = tuple(int(s) for s in size)
+        self.size = tuple(as_size(s) for s in size)
         self.reindex = reindex
         self.node = node
         self.origins = list(origins or [])

@@ -4,7 +4,11 @@ The wrapper is what runs on every call, so it does only the work: it calls PyTor
 the loaded kernels directly (each bound once, at compile time, as a global of the function),
 allocates outputs with their final strides, and holds no graph, no op-table dispatch and no
 tree walking. Everything that does not change between calls -- sizes, strides, dtypes,
-devices, grids, kernel arguments -- is written into its source as literals.
+devices, grids, kernel arguments -- is written into its source as literals. Symbolic sizes
+(a graph compiled once for every batch size) are the exception: the function first reads
+each symbol from its inputs (``s0 = primals_1.size(0)``), then allocates with expressions in
+them (``empty_strided((s0, 16), (16, 1), ...)``) and passes them to the kernels that take
+them.
 
 It is made in two steps, as in early TorchInductor:
 
@@ -40,14 +44,24 @@ import torch
 
 from ..fx.codegen import literal
 from ..fx.node import qualified_name
+from ..fx.symbolic_shapes import SymInt, pycode
 from ..ops import PRIMS, Prim
 from . import ir
 from .scheduler import Scheduler
 
 
 def _layout_key(buffer: ir.Buffer) -> tuple:
-    layout = buffer.layout
-    return (layout.size, layout.stride, layout.dtype, layout.device)
+    layout = buffer.layout   # (sizes as sympy expressions: comparing SymInts would guard)
+    return (tuple(map(ir.size_expr, layout.size)), tuple(map(ir.size_expr, layout.stride)),
+            layout.dtype, layout.device)
+
+
+def size_literal(value: Any) -> str | None:
+    """Python source of a size or a tuple of sizes with symbols (``(s0, 16)``); None if
+    ``value`` is neither."""
+    if isinstance(value, SymInt):
+        return pycode(value.expr)
+    return literal(value, size_literal)
 
 
 # PyTorch functions whose result is always new memory, never a view of an argument (others
@@ -130,8 +144,8 @@ class AllocateLine(WrapperLine):
 
     def codegen(self) -> str:
         layout = self.buffer.layout
-        return (f"{self.buffer.name} = empty_strided({literal(layout.size)}, "
-                f"{literal(layout.stride)}, dtype={layout.dtype}, device={self.device})")
+        return (f"{self.buffer.name} = empty_strided({size_literal(layout.size)}, "
+                f"{size_literal(layout.stride)}, dtype={layout.dtype}, device={self.device})")
 
 
 @dataclass
@@ -279,6 +293,8 @@ class WrapperCodegen:
             return self.view_names[key]
         if isinstance(value, ir.Buffer):
             return value.name
+        if isinstance(value, SymInt):
+            return pycode(value.expr)   # (the symbols are read at the top of the function)
         text = literal(value, lambda v: self.value_expr(v, lines))
         if text is not None:
             return text
@@ -341,10 +357,22 @@ class WrapperCodegen:
                 lines.append(FreeIfNotReusedLine(name, key))
         leaves: list[WrapperLine] = []
         value = self.value_expr(self.lowering.outputs, leaves)
-        self.lines = lines + leaves + [ReturnLine(value)]
+        self.lines = self.size_lines() + lines + leaves + [ReturnLine(value)]
         if self.reuse:
             self.plan_memory()
         return self.lines
+
+    def size_lines(self) -> list[WrapperLine]:
+        """``s0 = x.size(0)``: each symbolic size read from the input that gives it."""
+        lines = []
+        for symbol, (position, dim) in sorted(self.lowering.size_sources.items(),
+                                              key=lambda item: str(item[0])):
+            source = self.params[position] + ("" if dim is None else f".size({dim})")
+            if source != str(symbol):
+                lines.append(ExprLine(f"{symbol} = {source}"))
+        if lines:
+            lines.insert(0, CommentLine("symbolic sizes, read from the inputs"))
+        return lines
 
     # -- step 2: memory planning ---------------------------------------------------------
     def plan_memory(self) -> None:

@@ -44,6 +44,8 @@ from ...ops.virtualized import spell
 from .. import ir
 from ..ir import ComputedBuffer, FloorDiv, ModularIndexing
 
+_SIZE_SYMBOL = re.compile(r"\bs(\d+)\b")
+
 
 class FusionError(Exception):
     """These buffers cannot share one kernel; the message says why (for the fusion report)."""
@@ -104,9 +106,10 @@ class KernelPlan:
                 size = tuple(n.get_size())
                 if n.is_reduction:
                     plan.phases[n.name] = "reduction"
-                elif size == plan.shape:
+                elif same_sizes(size, plan.shape):
                     plan.phases[n.name] = "full"
-                elif math.prod(size) == kept_numel and _squeeze(size) == _squeeze(kept):
+                elif same_sizes((math.prod(size),), (kept_numel,)) and \
+                        same_sizes(_squeeze(size), _squeeze(kept)):
                     plan.phases[n.name] = "x"
                 else:
                     raise FusionError(
@@ -114,7 +117,7 @@ class KernelPlan:
                         f"reduction's input {list(plan.shape)} nor with its output "
                         f"{list(kept)}")
             return plan
-        numels = {n.name: math.prod(n.get_size()) for n in nodes}
+        numels = {n.name: ir.size_expr(math.prod(n.get_size())) for n in nodes}
         if len(set(numels.values())) > 1:
             a, b = nodes[0], next(n for n in nodes if numels[n.name] != numels[nodes[0].name])
             raise FusionError(f"different iteration sizes: {a.name} has {numels[a.name]} "
@@ -174,16 +177,24 @@ class KernelPlan:
         else:  # x and reduction phases: one element per x
             own = list(xvars)
             ref = self.kept_shape if self.is_reduction else self.shape
-        if size == tuple(ref):
+        if same_sizes(size, ref):
             return own
-        if _squeeze(size) == _squeeze(ref):
+        if same_sizes(_squeeze(size), _squeeze(ref)):
             kept = iter([i for i, s in zip(own, ref) if s != 1])
             return [0 if s == 1 else next(kept) for s in size]
         return ir.unflatten_index(ir.flatten_index(own, ref), size)
 
 
 def _squeeze(shape) -> tuple[int, ...]:
-    return tuple(s for s in shape if s != 1)
+    return tuple(s for s in shape if not (isinstance(s, int) and s == 1))
+
+
+def same_sizes(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    """Are two shapes the same for every value of their symbols? Decided on the expressions
+    (``s0`` is not ``5``, even when the example's ``s0`` is 5), so it guards nothing: a
+    fusion that would need sizes to be equal is refused, never made under a guard
+    (Inductor's ``statically_known_equals``)."""
+    return len(a) == len(b) and all(ir.size_expr(x) == ir.size_expr(y) for x, y in zip(a, b))
 
 
 # ---------------------------------------------------------------------------------------
@@ -216,6 +227,12 @@ def print_index(expr: Any, language: str) -> str:
     if isinstance(expr, FloorDiv):
         a, b = (print_index(x, language) for x in expr.args)
         return f"({a} {div} {b})"
+    if isinstance(expr, sympy.floor):   # a symbolic size divided (``s0 // 2``)
+        num, den = sympy.fraction(sympy.together(expr.args[0]))
+        return print_index(FloorDiv(num, den), language)
+    if isinstance(expr, sympy.Mod):
+        a, m = (print_index(x, language) for x in expr.args)
+        return f"({a} % {m})"
     if isinstance(expr, ModularIndexing):
         a, d, m = expr.args
         base = print_index(a, language) if d == 1 else \
@@ -367,6 +384,19 @@ class KernelWriter(OpsHandler):
             raise FusionError(f"the reduction {buffer.name} is read at another row than the "
                               "one being computed")
         return var
+
+    # -- sizes ---------------------------------------------------------------------------
+    def size(self, size: Any) -> str:
+        """A loop bound or other size in the kernel's language: a number, or an expression
+        over the kernel's size arguments (``16 * s0``)."""
+        return print_index(ir.size_expr(size), self.language)
+
+    def size_args(self) -> list[str]:
+        """The symbolic sizes the kernel's code uses (``s0``, ``s1``...), in order: they
+        are arguments of the kernel, which the wrapper reads from its inputs' sizes.
+        (Shape symbols are the only names of the form ``s<N>`` a kernel writer prints.)"""
+        used = {int(m) for line in self.lines for m in _SIZE_SYMBOL.findall(line)}
+        return [f"s{k}" for k in sorted(used)]
 
     # -- names of kernel arguments -------------------------------------------------------
     def arg_name(self, buffer_name: str) -> str:
