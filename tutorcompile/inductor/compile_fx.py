@@ -98,9 +98,10 @@ class CompiledGraph:
         return tuple((x.shape, x.stride(), x.dtype, x.device)
                      if isinstance(x, torch.Tensor) else type(x) for x in inputs)
 
-    def _compile(self, inputs: list[Any]) -> _Variant:
+    def _compile(self, inputs: list[Any], symbolic: bool = True) -> _Variant:
         variant = None
-        if self.shape_env is not None and self.backend == "cpp" and self.mode is None:
+        if symbolic and self.shape_env is not None and self.backend == "cpp" and \
+                self.mode is None:
             variant = self._compile_symbolic(inputs)
         if variant is None:
             graph = self.graph if self.shape_env is None else static_graph(self.graph, inputs)
@@ -119,7 +120,7 @@ class CompiledGraph:
         before = len(env.guards)
         try:
             variant = _Variant(self.graph, inputs, self.backend, self.fusion, self.mode,
-                               self.scheduler_cls)
+                               self.scheduler_cls, fallback=self._call_static)
         except SymbolicLoweringError as e:
             why = str(e)
             log_artifact("recompiles", lambda: f"inductor: symbolic sizes not kept ({why}); "
@@ -142,10 +143,15 @@ class CompiledGraph:
     def __call__(self, *inputs: Any) -> Any:
         if self.symbolic is not None:   # (AOT checked the guards of the shape environment)
             return self.symbolic.run(*inputs)
+        return self._call_static(*inputs)
+
+    def _call_static(self, *inputs: Any) -> Any:
+        """Run the variant compiled for these inputs' sizes and layout (compiled now if
+        new)."""
         key = self._key(inputs)
         variant = self._variants.get(key)
         if variant is None:
-            variant = self._compile(list(inputs))
+            variant = self._compile(list(inputs), symbolic=False)
         self._current = variant
         return variant.run(*inputs)
 
@@ -183,7 +189,7 @@ class _Variant:
     """One specialisation of a CompiledGraph (fixed shapes, strides, dtypes)."""
 
     def __init__(self, graph: Graph, inputs: list[Any], backend: str, fusion: bool,
-                 mode: str | None, scheduler_cls: type = None):
+                 mode: str | None, scheduler_cls: type = None, fallback: Callable = None):
         start = time.perf_counter()
         self.backend = backend
         self.kernel_sources: dict[str, str] = {}
@@ -213,7 +219,7 @@ class _Variant:
                        for group in self.scheduler.groups if not group.is_extern}
         with phase("build"):        # what is left of them
             wait_for_builds()
-        wrapper = WrapperCodegen(self.scheduler, kernels)
+        wrapper = WrapperCodegen(self.scheduler, kernels, fallback=fallback)
         self.wrapper_code = wrapper.generate()
         self.kernel_sources = wrapper.kernel_sources
         namespace = dict(wrapper.globals)
@@ -247,11 +253,18 @@ def graph_shape_env(graph: Graph) -> ShapeEnv | None:
 
 
 def static_graph(graph: Graph, inputs: Sequence[Any]) -> Graph:
-    """A copy of a graph for symbolic sizes with the sizes of ``inputs`` in its metadata."""
+    """A copy of a graph for symbolic sizes with the sizes of ``inputs`` in its metadata
+    (a size node's ``meta["sym"]`` becomes the int it computes)."""
     graph = graph.copy()
-    for node in graph.nodes:
-        node.meta.pop("sym", None)
-    ShapeProp(GraphModule({}, graph)).propagate(*inputs)
+
+    class SizeProp(ShapeProp):
+        def run_node(self, node: Node) -> Any:
+            result = super().run_node(node)
+            if "sym" in node.meta:
+                node.meta["sym"] = result
+            return result
+
+    SizeProp(GraphModule({}, graph)).propagate(*inputs)
     return graph
 
 

@@ -163,6 +163,14 @@ def size_expr(size: Any) -> sympy.Expr:
     return sympy.sympify(size)
 
 
+def same_sizes(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    """Are two shapes the same for every value of their symbols? Decided on the expressions
+    (``s0`` is not ``5``, even when the example's ``s0`` is 5), so it guards nothing: where
+    a rule or a fusion would need sizes to be equal it takes its general path instead
+    (Inductor's ``statically_known_equals``)."""
+    return len(a) == len(b) and all(size_expr(x) == size_expr(y) for x, y in zip(a, b))
+
+
 def flatten_index(index: Sequence[Any], shape: Sequence[int]) -> sympy.Expr:
     """The row-major position of ``index`` in ``shape``."""
     return sympy.Add(*[sympy.Integer(0)] + [sympy.sympify(i) * s
@@ -186,6 +194,16 @@ def unflatten_index(flat: Any, shape: Sequence[int]) -> list[sympy.Expr]:
     return out
 
 
+def _factor(term: sympy.Expr, cls: type) -> tuple[sympy.Expr, Any]:
+    """``term`` as ``coeff * atom`` with ``atom`` an instance of ``cls`` (the coefficient
+    may hold size symbols: ``32*s1*FloorDiv(x0, s1)``); ``(term, None)`` if there is none."""
+    factors = sympy.Mul.make_args(term)
+    atom = next((f for f in factors if isinstance(f, cls)), None)
+    if atom is None:
+        return term, None
+    return sympy.Mul(*[f for f in factors if f is not atom]), atom
+
+
 def simplify_index(expr: Any) -> sympy.Expr:
     """Undo flatten-of-unflatten: ``c*b*FloorDiv(e, a*b) + c*ModularIndexing(e, a, b)`` is
     ``c*FloorDiv(e, a)`` (the two digits join back into one), applied until nothing changes.
@@ -196,14 +214,14 @@ def simplify_index(expr: Any) -> sympy.Expr:
         changed = False
         terms = list(expr.args)
         for i, t in enumerate(terms):
-            c_mod, mod = t.as_coeff_Mul()
-            if not isinstance(mod, ModularIndexing):
+            c_mod, mod = _factor(t, ModularIndexing)
+            if mod is None:
                 continue
             e, a, b = mod.args
             for j, u in enumerate(terms):
-                c_div, div = u.as_coeff_Mul()
-                if j != i and isinstance(div, FloorDiv) and div.args[0] == e and \
-                        div.args[1] == a * b and c_div == c_mod * b:
+                c_div, div = _factor(u, FloorDiv)
+                if j != i and div is not None and div.args[0] == e and \
+                        div.args[1] == a * b and sympy.expand(c_div - c_mod * b) == 0:
                     rest = [x for k, x in enumerate(terms) if k not in (i, j)]
                     expr = sympy.Add(*rest, c_mod * FloorDiv(e, a))
                     changed = True

@@ -49,7 +49,13 @@ from ..fx import Graph, Node
 from ..fx.node import map_aggregate, map_arg, tree_leaves
 from ..fx.symbolic_shapes import SymInt
 from ..ops import PRIMS, Prim, ops
-from ..ops.table import normalize_dim, normalize_dims, promote_types, slice_indices
+from ..ops.table import (
+    contiguous_strides,
+    normalize_dim,
+    normalize_dims,
+    promote_types,
+    slice_indices,
+)
 from ..ops.virtualized import CPP_DTYPES, TRITON_DTYPES
 from . import ir
 from .ir import (
@@ -103,6 +109,7 @@ class GraphLowering:
         self.fallbacks: list[str] = []  # readable notes: "mm_1: matmul runs in PyTorch"
         # symbolic sizes: symbol -> (input position, dim), dim None for an int input
         self.size_sources: dict[Any, tuple[int, int | None]] = {}
+        self.stride_checks: list[tuple[int, tuple[int, ...]]] = []   # (input, strides)
 
     # -- buffers -----------------------------------------------------------------------
     def new_name(self) -> str:
@@ -179,6 +186,18 @@ class GraphLowering:
             if isinstance(size, SymInt) and size.expr.is_Symbol:
                 self.size_sources.setdefault(size.expr, (position, dim))
 
+    def symbolic_layout(self, meta: Any, example: torch.Tensor) -> tuple[tuple, tuple]:
+        """The sizes and strides of a graph input with symbolic sizes. A contiguous input
+        has the contiguous strides of its symbolic sizes; any other (a strided view the
+        forward saved for the backward) keeps the example's strides, which the wrapper
+        checks on every call (``stride_checks``): a call whose strides differ runs a
+        compilation for its own layout instead."""
+        size = tuple(meta.shape)
+        if example.is_contiguous():
+            return size, contiguous_strides(size)
+        self.stride_checks.append((len(self.graph_inputs), tuple(example.stride())))
+        return size, tuple(example.stride())
+
     def check_sizes(self, node: Node) -> None:
         """Every symbol in ``node``'s sizes must be one the wrapper can read."""
         meta = node.meta.get("tensor_meta")
@@ -206,9 +225,8 @@ class GraphLowering:
                 if isinstance(example, torch.Tensor):
                     meta = node.meta.get("tensor_meta")
                     size, stride = tuple(example.shape), tuple(example.stride())
-                    if self.size_sources and any(isinstance(s, SymInt)
-                                                 for s in (*meta.shape, *meta.stride)):
-                        size, stride = tuple(meta.shape), tuple(meta.stride)
+                    if self.size_sources and any(isinstance(s, SymInt) for s in meta.shape):
+                        size, stride = self.symbolic_layout(meta, example)
                     layout = FixedLayout(size, stride, example.dtype, example.device)
                     name = node.name
                     if not name.isidentifier() or re.fullmatch(r"buf\d+", name):
@@ -220,8 +238,8 @@ class GraphLowering:
                     self.graph_inputs.append(None)
                     self.env[node] = node.meta.get("sym", example) if self.size_sources \
                         else example
-            elif node.op == "call_function" and self.size_sources and \
-                    isinstance(node.meta.get("sym"), SymInt):
+            elif node.op == "call_function" and isinstance(node.meta.get("sym"),
+                                                           (int, SymInt)):
                 self.env[node] = node.meta["sym"]   # a size computed from the inputs'
             elif node.op == "call_function":
                 args = map_arg(node.args, self.env.__getitem__)
@@ -447,11 +465,11 @@ def lower_reshape(lowering, node, a, shape):
     in_shape = tuple(a.get_size())
     out_shape, _ = PRIMS["reshape"].meta(_meta_of(a), shape)
     out_shape = tuple(out_shape)
-    if in_shape == out_shape:
+    if ir.same_sizes(in_shape, out_shape):
         return a
     in_kept = [k for k, s in enumerate(in_shape) if s != 1]
     out_kept = [k for k, s in enumerate(out_shape) if s != 1]
-    if [in_shape[k] for k in in_kept] == [out_shape[k] for k in out_kept]:
+    if ir.same_sizes([in_shape[k] for k in in_kept], [out_shape[k] for k in out_kept]):
         # Only size-1 dimensions come or go: the other indices carry over one to one.
         def reindex(index):
             new = [0] * len(in_shape)
@@ -648,7 +666,8 @@ def lower_index_add(lowering, node, base, dim, index, src):
                                "index_add into a 0-d tensor runs in PyTorch")
     d = normalize_dim(dim, len(shape))
     n = math.prod(index.get_size())
-    if n == 0 or 0 in shape or math.prod(shape) * n > INDEX_ADD_DENSE_LIMIT:
+    if n == 0 or 0 in shape or not isinstance(math.prod(shape) * n, int) or \
+            math.prod(shape) * n > INDEX_ADD_DENSE_LIMIT:   # (symbolic: PyTorch's scatter)
         return lowering.extern(node, node.target, (base, dim, index, src), {},
                                f"index_add of {n} rows into {math.prod(shape)} elements "
                                "runs in PyTorch (a scatter: the generated kernel compares "

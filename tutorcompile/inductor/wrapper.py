@@ -43,7 +43,7 @@ from typing import Any
 import torch
 
 from ..fx.codegen import literal
-from ..fx.node import qualified_name
+from ..fx.node import map_arg, qualified_name
 from ..fx.symbolic_shapes import SymInt, pycode
 from ..ops import PRIMS, Prim
 from . import ir
@@ -205,8 +205,10 @@ class WrapperCodegen:
     """Build the wrapper of a scheduled graph whose kernels are compiled: ``kernels`` maps
     each kernel group's name to ``(kernel call, input buffers, output buffers)``."""
 
-    def __init__(self, scheduler: Scheduler, kernels: dict[str, tuple], reuse: bool = True):
+    def __init__(self, scheduler: Scheduler, kernels: dict[str, tuple], reuse: bool = True,
+                 fallback: Any = None):
         self.scheduler = scheduler
+        self.fallback = fallback   # called instead when an input's strides are not as compiled
         self.lowering = scheduler.lowering
         self.kernels = kernels
         self.reuse = reuse
@@ -284,9 +286,11 @@ class WrapperCodegen:
             if key not in self.view_names:
                 base = self.value_expr(value.base, lines)
                 name = f"view_{value.node.name}" if value.node is not None else f"view{key}"
-                rest = "".join(f", {self.value_expr(a, lines)}" for a in value.node.args[1:])
-                kw = "".join(f", {k}={self.value_expr(v, lines)}"
-                             for k, v in value.node.kwargs.items())
+                # (a size argument computed in the graph is its SymInt: see GraphLowering)
+                args = map_arg(value.node.args[1:], self.lowering.env.__getitem__)
+                kwargs = map_arg(value.node.kwargs, self.lowering.env.__getitem__)
+                rest = "".join(f", {self.value_expr(a, lines)}" for a in args)
+                kw = "".join(f", {k}={self.value_expr(v, lines)}" for k, v in kwargs.items())
                 fn = self.callee(value.node.target)
                 lines.append(ExprLine(f"{name} = {fn}({base}{rest}{kw})"))
                 self.view_names[key] = name
@@ -372,6 +376,13 @@ class WrapperCodegen:
                 lines.append(ExprLine(f"{symbol} = {source}"))
         if lines:
             lines.insert(0, CommentLine("symbolic sizes, read from the inputs"))
+        if self.lowering.stride_checks:
+            fallback = self.bind("compile_for_layout", self.fallback)
+            lines.append(CommentLine("kernels index these inputs with the strides compiled for"))
+            for position, strides in self.lowering.stride_checks:
+                lines.append(ExprLine(f"if {self.params[position]}.stride() != "
+                                      f"{literal(strides)}: return {fallback}("
+                                      f"{', '.join(self.params)})"))
         return lines
 
     # -- step 2: memory planning ---------------------------------------------------------

@@ -106,10 +106,10 @@ class KernelPlan:
                 size = tuple(n.get_size())
                 if n.is_reduction:
                     plan.phases[n.name] = "reduction"
-                elif same_sizes(size, plan.shape):
+                elif ir.same_sizes(size, plan.shape):
                     plan.phases[n.name] = "full"
-                elif same_sizes((math.prod(size),), (kept_numel,)) and \
-                        same_sizes(_squeeze(size), _squeeze(kept)):
+                elif ir.same_sizes((math.prod(size),), (kept_numel,)) and \
+                        ir.same_sizes(_squeeze(size), _squeeze(kept)):
                     plan.phases[n.name] = "x"
                 else:
                     raise FusionError(
@@ -177,9 +177,9 @@ class KernelPlan:
         else:  # x and reduction phases: one element per x
             own = list(xvars)
             ref = self.kept_shape if self.is_reduction else self.shape
-        if same_sizes(size, ref):
+        if ir.same_sizes(size, ref):
             return own
-        if same_sizes(_squeeze(size), _squeeze(ref)):
+        if ir.same_sizes(_squeeze(size), _squeeze(ref)):
             kept = iter([i for i, s in zip(own, ref) if s != 1])
             return [0 if s == 1 else next(kept) for s in size]
         return ir.unflatten_index(ir.flatten_index(own, ref), size)
@@ -187,14 +187,6 @@ class KernelPlan:
 
 def _squeeze(shape) -> tuple[int, ...]:
     return tuple(s for s in shape if not (isinstance(s, int) and s == 1))
-
-
-def same_sizes(a: Sequence[Any], b: Sequence[Any]) -> bool:
-    """Are two shapes the same for every value of their symbols? Decided on the expressions
-    (``s0`` is not ``5``, even when the example's ``s0`` is 5), so it guards nothing: a
-    fusion that would need sizes to be equal is refused, never made under a guard
-    (Inductor's ``statically_known_equals``)."""
-    return len(a) == len(b) and all(ir.size_expr(x) == ir.size_expr(y) for x, y in zip(a, b))
 
 
 # ---------------------------------------------------------------------------------------
@@ -225,20 +217,29 @@ def print_index(expr: Any, language: str) -> str:
             return body
         return f"{int(coeff)} * {body}" if coeff != -1 else f"-{body}"
     if isinstance(expr, FloorDiv):
-        a, b = (print_index(x, language) for x in expr.args)
+        a, b = print_index(expr.args[0], language), _operand(expr.args[1], language)
         return f"({a} {div} {b})"
     if isinstance(expr, sympy.floor):   # a symbolic size divided (``s0 // 2``)
         num, den = sympy.fraction(sympy.together(expr.args[0]))
         return print_index(FloorDiv(num, den), language)
+    if expr.is_Pow and expr.exp.is_Integer and expr.exp > 0:   # a stride ``s1**2``
+        return "(" + " * ".join([print_index(expr.base, language)] * int(expr.exp)) + ")"
     if isinstance(expr, sympy.Mod):
-        a, m = (print_index(x, language) for x in expr.args)
+        a, m = print_index(expr.args[0], language), _operand(expr.args[1], language)
         return f"({a} % {m})"
     if isinstance(expr, ModularIndexing):
         a, d, m = expr.args
         base = print_index(a, language) if d == 1 else \
-            f"({print_index(a, language)} {div} {print_index(d, language)})"
-        return f"({base} % {print_index(m, language)})"
+            f"({print_index(a, language)} {div} {_operand(d, language)})"
+        return f"({base} % {_operand(m, language)})"
     raise NotImplementedError(f"cannot print index expression {expr}")
+
+
+def _operand(expr: Any, language: str) -> str:
+    """A divisor or modulus, parenthesised when it is a product (``x0 / (4 * s1)``: C and
+    Python read ``x0 / 4 * s1`` as ``(x0 / 4) * s1``)."""
+    text = print_index(expr, language)
+    return f"({text})" if isinstance(sympy.sympify(expr), sympy.Mul) else text
 
 
 # ---------------------------------------------------------------------------------------

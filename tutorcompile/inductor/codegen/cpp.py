@@ -218,7 +218,7 @@ class CppKernel(KernelWriter):
             self.open_loop("x0", numel, "omp parallel for simd" if big else "omp simd")
             self.emit_nodes(ir.unflatten_index(ir.index_symbol("x0"), shape), [])
             self.close_loop()
-        elif outer > 1:
+        elif not (isinstance(outer, int) and outer == 1):   # (a symbolic count: nested)
             self.open_loop("x0", outer, "omp parallel for" if big else None)
             self.open_loop("x1", inner, "omp simd")
             xvars = ir.unflatten_index(ir.index_symbol("x0"), shape[:-1]) + \
