@@ -1,0 +1,106 @@
+"""Symbolic sizes in the fusion compiler: ``tc.compile(model)`` (backend ``"inductor"``, C++
+kernels) compiles once for every batch size and sequence length.
+
+After the first size change Dynamo marks the dimension dynamic and AOT builds graphs whose
+sizes are symbols (``s0``); the inductor lowers them as such: the C++ kernels take the sizes
+as ``int64_t`` arguments and the wrapper reads them from its inputs and allocates with
+expressions in them. The capstone MLP, CNN and GPT then train with eager's values and
+gradients for every size, with two compilations in all (the first, static, call and the
+symbolic one); what lowering relied on is guarded (the GPT's mask slice: ``s1 <= 64``).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from tutorcompile.dynamo import backends, eval_frame
+from tutorcompile.models import GPT, MLP, AlexNet, GPTConfig
+
+pytestmark = pytest.mark.stage5
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    eval_frame.reset()
+    yield
+    eval_frame.reset()
+
+
+def _counting():
+    """The ``"inductor"`` backend, keeping what it returned (``.compiled.num_compiles``: how
+    many times AOT, and so the kernels, compiled each graph Dynamo handed down)."""
+    made = []
+
+    def counting(gm, example_inputs):
+        made.append(backends.inductor(gm, example_inputs, options={"backend": "cpp"}))
+        return made[-1]
+    return counting, made
+
+
+def _train_and_compare(model, compiled, batches, tol=1e-5):
+    ref = copy.deepcopy(model)
+    for x, y in batches:
+        model.zero_grad()
+        ref.zero_grad()
+        out, expected = compiled(x), ref(x)
+        torch.testing.assert_close(out, expected, rtol=tol, atol=tol)
+        model.loss(out, y).backward()
+        ref.loss(expected, y).backward()
+        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=tol, atol=tol, msg=name)
+
+
+def test_mlp_trains_with_two_compiles_for_batch_sizes_1_to_16():
+    torch.manual_seed(0)
+    model = MLP((10, 16, 5))
+    backend, made = _counting()
+    compiled = eval_frame.compile(model, backend=backend)
+    _train_and_compare(model, compiled, [(model.example_inputs(b)[0], model.targets(b))
+                                         for b in range(1, 17)])
+    assert [c.compiled.num_compiles for c in made] == [1, 1]
+    art = made[1].compiled.artifacts
+    assert art.shape_env.guards == []   # nothing the kernels do depends on the batch size
+    forward = art.forward.compiled
+    assert forward.symbolic is not None and len(forward._variants) == 0
+    assert "s0 = primals_l_x.size(0)" in forward.wrapper_code
+    assert "empty_strided((s0, 16), (16, 1)" in forward.wrapper_code
+    kernel = next(src for name, src in forward.kernel_sources.items() if "relu" in name)
+    assert "const int64_t s0)" in kernel and "x0 < s0;" in kernel
+
+
+def test_capstone_cnn_trains_with_two_compiles():
+    torch.manual_seed(0)
+    model = AlexNet(width=4, dropout=0.0)
+    backend, made = _counting()
+    compiled = eval_frame.compile(model, backend=backend)
+    _train_and_compare(model, compiled, [(model.example_inputs(b)[0], model.targets(b))
+                                         for b in (1, 2, 3, 5, 16)], tol=1e-4)
+    assert [c.compiled.num_compiles for c in made] == [1, 1]
+    assert made[1].compiled.artifacts.shape_env.guards == []
+    # the max-pool's strided slices are saved for the backward: their strides are checked
+    # per call (a symbolic backward still, not one per size)
+    backward = made[1].compiled.artifacts.backward.compiled
+    assert backward.symbolic is not None and not backward._variants
+
+
+def test_capstone_gpt_trains_with_two_compiles_for_batch_and_length():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(block_size=64, n_layer=2, n_embd=32))
+    backend, made = _counting()
+    compiled = eval_frame.compile(model, backend=backend)
+    # the first change changes both sizes (changed one at a time, Dynamo -- like
+    # torch.compile -- marks each dynamic in turn: one recompile each)
+    sizes = [(1, 8), (2, 9), (3, 17), (16, 64), (5, 8), (9, 33), (16, 8), (4, 64)]
+    _train_and_compare(model, compiled, [(torch.randint(0, 128, (b, t)),
+                                          torch.randint(0, 128, (b, t))) for b, t in sizes],
+                       tol=1e-4)
+    assert [c.compiled.num_compiles for c in made] == [1, 1]
+    assert [str(g.expr) for g in made[1].compiled.artifacts.shape_env.guards] == ["s1 <= 64"]
+    forward = made[1].compiled.artifacts.forward.compiled
+    assert "s1 = primals_l_idx.size(1)" in forward.wrapper_code
+    # attention's softmax reduces over the symbolic length
+    softmax = next(src for name, src in forward.kernel_sources.items() if "amax" in name)
+    assert "r0 < s1;" in softmax
