@@ -13,12 +13,13 @@ wants to look at: ``output_code`` (wrapper and kernels, as source), ``fusion_rep
 Shapes, strides and dtypes are specialised: a call with inputs laid out differently compiles
 again (kept per layout, so alternating layouts do not recompile every time) -- except
 *symbolic sizes*. A graph AOT built for symbolic sizes (its metadata holds ``SymInt`` s: a
-batch size ``s0``) is compiled once, with C++ kernels that take the sizes as arguments and a
+batch size ``s0``) is compiled once, with kernels that take the sizes as arguments and a
 wrapper that reads them from its inputs; what lowering and code generation relied on is
 recorded as guards in the graph's shape environment, which AOT checks before it reuses the
-compilation for new sizes. A guard that already fails for the inputs being compiled for, a
-symbol no input gives, or a backend without symbolic kernels (Triton, ``max-autotune``)
-compiles for the inputs' own sizes instead, per size, as above.
+compilation for new sizes (Triton kernels likewise take the sizes, and the wrapper computes
+their grids). A guard that already fails for the inputs being compiled for, a symbol no
+input gives, or ``mode="max-autotune"`` (block sizes timed for one size) compiles for the
+inputs' own sizes instead, per size, as above.
 
 Backend choice when none is given: Triton on a CUDA device; else C++ if a compiler exists;
 else Triton under its interpreter; else the prim graph runs eagerly. Each step down is
@@ -100,8 +101,8 @@ class CompiledGraph:
 
     def _compile(self, inputs: list[Any], symbolic: bool = True) -> _Variant:
         variant = None
-        if symbolic and self.shape_env is not None and self.backend == "cpp" and \
-                self.mode is None:
+        if symbolic and self.shape_env is not None and self.backend in ("cpp", "triton") \
+                and self.mode is None:
             variant = self._compile_symbolic(inputs)
         if variant is None:
             graph = self.graph if self.shape_env is None else static_graph(self.graph, inputs)
