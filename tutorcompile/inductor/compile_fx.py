@@ -49,10 +49,11 @@ from ..aot import aot_graph
 from ..environment import probe
 from ..errors import FallbackWarning
 from ..fx import Graph, GraphModule, Node, ShapeProp, TensorMeta, exec_generated
-from ..fx.symbolic_shapes import ShapeEnv, SymInt, as_shape
+from ..fx.symbolic_shapes import ShapeEnv, SymInt, as_shape, hint_int
 from ..ops import PRIMS
 from ..ops.table import contiguous_strides, normalize_dims
 from .codecache import wait_for_builds
+from .ir import same_sizes
 from .lowering import SymbolicLoweringError, lower_graph
 from .scheduler import Scheduler
 from .wrapper import WrapperCodegen
@@ -294,8 +295,9 @@ def fuse_addmm(graph: Graph) -> Graph:
                 continue
             out, _, ma, mw, mb = metas
             if (len(mw.shape) == 2 and len(ma.shape) in (2, 3) and len(mb.shape) == 1
-                    and mb.shape[0] == mw.shape[1] and tuple(out.shape) == tuple(
-                        metas[1].shape) and len({out.dtype, ma.dtype, mw.dtype, mb.dtype}) == 1
+                    and same_sizes((mb.shape[0],), (mw.shape[1],))
+                    and same_sizes(out.shape, metas[1].shape)
+                    and len({out.dtype, ma.dtype, mw.dtype, mb.dtype}) == 1
                     and out.dtype.is_floating_point):
                 return mm, a, w, bias
         return None
@@ -368,7 +370,7 @@ def split_reductions(graph: Graph) -> Graph:
             trailing.insert(0, d)
         rest = sorted(dims - set(trailing))
         if not trailing or not rest or math.prod(shape[d] for d in rest) == 1 or \
-                math.prod(shape[d] for d in trailing) < SPLIT_MIN_INNER:
+                hint_int(math.prod(shape[d] for d in trailing)) < SPLIT_MIN_INNER:
             return None
         return a, meta, tuple(trailing), tuple(sorted(dims)), bool(keepdim)
 

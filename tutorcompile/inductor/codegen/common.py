@@ -93,7 +93,8 @@ class KernelPlan:
             first = reductions[0].data
             for r in reductions[1:]:
                 d = r.data
-                if (d.src_shape, d.reduced_dims) != (first.src_shape, first.reduced_dims):
+                if d.reduced_dims != first.reduced_dims or \
+                        not ir.same_sizes(d.src_shape, first.src_shape):
                     raise FusionError(
                         f"reductions over different loops: {reductions[0].name} reduces "
                         f"{list(first.src_shape)} over dims {list(first.reduced_dims)}, "
