@@ -104,3 +104,54 @@ def test_capstone_gpt_trains_with_two_compiles_for_batch_and_length():
     # attention's softmax reduces over the symbolic length
     softmax = next(src for name, src in forward.kernel_sources.items() if "amax" in name)
     assert "r0 < s1;" in softmax
+
+
+def _symbolic_sin_graph(hint: int):
+    """``sin(x)`` for ``x`` of shape ``(s0, 8)``, as AOT hands it down (a strided input's
+    metadata says contiguous; the lowering takes the example's strides)."""
+    from tutorcompile.fx import Graph
+    from tutorcompile.fx.interpreter import TensorMeta
+    from tutorcompile.fx.symbolic_shapes import ShapeEnv, SymShape
+    from tutorcompile.ops import PRIMS
+    env = ShapeEnv()
+    s0 = env.create_symbol(hint, (0, 0))
+    graph = Graph()
+    x = graph.placeholder("x")
+    x.meta["tensor_meta"] = TensorMeta(SymShape((s0, 8)), torch.float32,
+                                       torch.device("cpu"), (8, 1), False)
+    y = graph.call_function(PRIMS["sin"], (x,))
+    y.meta["tensor_meta"] = x.meta["tensor_meta"]
+    graph.output((y,))
+    return graph, env
+
+
+def test_a_strided_input_is_checked_per_call_and_another_layout_compiles_for_itself():
+    from tutorcompile.inductor import compile_fx
+    graph, env = _symbolic_sin_graph(4)
+    compiled = compile_fx(graph, [torch.randn(4, 16)[:, ::2]], backend="cpp")
+    assert compiled.symbolic is not None
+    assert "if x.stride() != (16, 2): return compile_for_layout(x)" in compiled.wrapper_code
+    for x in (torch.randn(6, 16)[:, ::2], torch.randn(3, 16)[:, ::2]):   # any batch size
+        torch.testing.assert_close(compiled(x)[0], torch.sin(x))
+    assert not compiled._variants
+    x = torch.randn(5, 8)   # contiguous: not the layout the kernel indexes
+    torch.testing.assert_close(compiled(x)[0], torch.sin(x))
+    assert list(compiled._variants) == [compiled._key([x])]
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_kernels_take_the_sizes_as_arguments(backend):
+    from tutorcompile.inductor import compile_fx
+    graph, env = _symbolic_sin_graph(4)
+    compiled = compile_fx(graph, [torch.randn(4, 8)], backend=backend)
+    (source,) = compiled.kernel_sources.values()
+    if backend == "cpp":
+        assert "const int64_t s0)" in source and "x0 < s0;" in source
+    else:   # xnumel is an argument already; the wrapper computes the grid
+        assert "xmask = xindex < xnumel" in source
+        assert "((max(1, -(-(8*s0) // 32)),), x, buf0, 8*s0, XBLOCK=32)" in \
+            compiled.wrapper_code
+    for b in (2, 4, 7):
+        x = torch.randn(b, 8)
+        torch.testing.assert_close(compiled(x)[0], torch.sin(x))
+    assert compiled.symbolic is not None and not compiled._variants
