@@ -20,7 +20,10 @@ both code generators can read:
 the C++ and Triton kernel writers print code. That is Inductor's ``V.ops`` idea: one
 definition of a value, many interpretations.
 
-Indices are sympy expressions over loop variables. :class:`FloorDiv` and
+Sizes are ints, or :class:`~tutorcompile.fx.symbolic_shapes.SymInt` s when the graph was
+built for symbolic sizes (``s0``: a batch size that changes between calls); index
+expressions then contain the size symbols too (``x0 * s1``), which the kernels take as
+arguments. Indices are sympy expressions over loop variables. :class:`FloorDiv` and
 :class:`ModularIndexing` are the two integer operations a reshape needs. An index may also
 come from *data*: :func:`indirect_indexing` turns a loaded integer (a row of an embedding
 table, the position ``gather`` reads) into a symbol that the next load's index uses -- an

@@ -22,7 +22,8 @@ variable that is always in bounds, so a bad index is reported, never read from m
 
 :class:`KernelWriter` is an ops handler (``tutorcompile.ops``): prims become expression
 strings from the op table's spellings, ``load``/``constant`` become the language's loads and
-literals, and common subexpressions get one temporary (``tmp3``).
+literals, and common subexpressions get one temporary (``tmp3``). Symbolic sizes print as
+their symbols (``s0``), which become arguments of the kernel (:meth:`KernelWriter.size_args`).
 
 Mirrors: torch/_inductor/codegen/common.py (``Kernel``, ``CSE``, ``OpOverrides``) and
 torch/_inductor/codegen/simd.py (tiling into x and r).
