@@ -101,6 +101,11 @@ def test_capstone_gpt_trains_with_two_compiles_for_batch_and_length():
     assert [str(g.expr) for g in made[1].compiled.artifacts.shape_env.guards] == ["s1 <= 64"]
     forward = made[1].compiled.artifacts.forward.compiled
     assert "s1 = primals_l_idx.size(1)" in forward.wrapper_code
+    # q, k, v are strided views of one (s0, s1, 96) tensor, saved for the backward: their
+    # strides are symbolic too (checked per call), so no size compiles a layout of its own
+    backward = made[1].compiled.artifacts.backward.compiled
+    assert "permute_1.stride() != (96*s1, 8, 96, 1)" in backward.wrapper_code
+    assert backward.symbolic is not None and not backward._variants
     # attention's softmax reduces over the symbolic length
     softmax = next(src for name, src in forward.kernel_sources.items() if "amax" in name)
     assert "r0 < s1;" in softmax
@@ -130,7 +135,8 @@ def test_a_strided_input_is_checked_per_call_and_another_layout_compiles_for_its
     graph, env = _symbolic_sin_graph(4)
     compiled = compile_fx(graph, [torch.randn(4, 16)[:, ::2]], backend="cpp")
     assert compiled.symbolic is not None
-    assert "if x.stride() != (16, 2): return compile_for_layout(x)" in compiled.wrapper_code
+    assert "if (x.stride() != (16, 2)):\n        return compile_for_layout(x)" in \
+        compiled.wrapper_code
     for x in (torch.randn(6, 16)[:, ::2], torch.randn(3, 16)[:, ::2]):   # any batch size
         torch.testing.assert_close(compiled(x)[0], torch.sin(x))
     assert not compiled._variants

@@ -172,10 +172,6 @@ class GraphLowering:
         return torch.device("cpu")
 
     # -- the walk ----------------------------------------------------------------------
-    @property
-    def is_symbolic(self) -> bool:
-        return bool(self.size_sources)
-
     def bind_sizes(self, node: Node, position: int) -> None:
         """Note where the wrapper reads each symbol that is one of this input's sizes."""
         meta = node.meta.get("tensor_meta")
@@ -195,8 +191,9 @@ class GraphLowering:
         size = tuple(meta.shape)
         if example.is_contiguous():
             return size, contiguous_strides(size)
-        self.stride_checks.append((len(self.graph_inputs), tuple(example.stride())))
-        return size, tuple(example.stride())
+        stride = tuple(_symbolic_stride(v, size[k + 1:]) for k, v in enumerate(example.stride()))
+        self.stride_checks.append((len(self.graph_inputs), stride))
+        return size, stride
 
     def check_sizes(self, node: Node) -> None:
         """Every symbol in ``node``'s sizes must be one the wrapper can read."""
@@ -295,6 +292,15 @@ class GraphLowering:
 
 
 _DETACH = (torch.Tensor.detach, torch.detach)
+
+
+def _symbolic_stride(stride: int, inner: Sequence[Any]) -> Any:
+    """A guess at what an example's stride is for every size: a view of a row-major
+    tensor (``qkv[..., :32]`` of ``(s0, s1, 96)`` has strides ``(96*s1, 96, 1)``) scales
+    with the symbolic sizes inside its dimension. Only a guess: the wrapper checks it."""
+    scale = math.prod([s for s in inner if isinstance(s, SymInt)])
+    hint = scale.hint if isinstance(scale, SymInt) else 1
+    return scale * (stride // hint) if hint > 1 and stride % hint == 0 else stride
 
 
 def _meta_of(v: Any) -> Any:

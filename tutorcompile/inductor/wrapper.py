@@ -379,10 +379,11 @@ class WrapperCodegen:
         if self.lowering.stride_checks:
             fallback = self.bind("compile_for_layout", self.fallback)
             lines.append(CommentLine("kernels index these inputs with the strides compiled for"))
-            for position, strides in self.lowering.stride_checks:
-                lines.append(ExprLine(f"if {self.params[position]}.stride() != "
-                                      f"{literal(strides)}: return {fallback}("
-                                      f"{', '.join(self.params)})"))
+            checks = [f"{self.params[position]}.stride() != {size_literal(strides)}"
+                      for position, strides in self.lowering.stride_checks]
+            joined = " or\n            ".join(checks)   # (continuation lines of the if)
+            lines.append(ExprLine(f"if ({joined}):"))
+            lines.append(ExprLine(f"    return {fallback}({', '.join(self.params)})"))
         return lines
 
     # -- step 2: memory planning ---------------------------------------------------------
