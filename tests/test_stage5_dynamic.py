@@ -161,3 +161,26 @@ def test_kernels_take_the_sizes_as_arguments(backend):
         x = torch.randn(b, 8)
         torch.testing.assert_close(compiled(x)[0], torch.sin(x))
     assert compiled.symbolic is not None and not compiled._variants
+
+
+def test_what_lowering_relied_on_is_checked_per_call():
+    # x[:5] of x of shape (s0, 8): the slice's length is 5 only while s0 >= 5, a guard
+    # recorded while lowering; AOT may have matched other sizes to this graph before the
+    # guard existed (a backward compiles at the first backward), so the graph checks it
+    from tutorcompile.inductor import compile_fx
+    from tutorcompile.ops import PRIMS
+    graph, env = _symbolic_sin_graph(8)
+    sin = next(n for n in graph.nodes if n.target is PRIMS["sin"])
+    x = graph.placeholders[0]
+    with graph.inserting_before(sin):
+        first = graph.call_function(PRIMS["slice"], (x, 0, 0, 5))
+    first.meta["tensor_meta"] = type(x.meta["tensor_meta"])(
+        torch.Size((5, 8)), torch.float32, torch.device("cpu"), (8, 1), False)
+    sin.args = (first,)
+    sin.meta["tensor_meta"] = first.meta["tensor_meta"]
+    compiled = compile_fx(graph, [torch.randn(8, 8)], backend="cpp")
+    assert [str(g.expr) for g in env.guards] == ["s0 >= 5"]
+    for b in (6, 9, 3):
+        x = torch.randn(b, 8)
+        torch.testing.assert_close(compiled(x)[0], torch.sin(x[:5]))
+    assert list(compiled._variants) == [compiled._key([x])]   # only batch 3 compiled again

@@ -49,7 +49,7 @@ from ..aot import aot_graph
 from ..environment import probe
 from ..errors import FallbackWarning
 from ..fx import Graph, GraphModule, Node, ShapeProp, TensorMeta, exec_generated
-from ..fx.symbolic_shapes import ShapeEnv, SymInt, as_shape, hint_int
+from ..fx.symbolic_shapes import ShapeEnv, SymInt, as_shape, hint_int, pycode
 from ..ops import PRIMS
 from ..ops.table import contiguous_strides, normalize_dims
 from .codecache import wait_for_builds
@@ -139,6 +139,11 @@ class CompiledGraph:
                          "inputs compiled for; compiling for each size",
                          type(self.graph).__name__)
             return None
+        if len(env.guards) > before:
+            # AOT may already have matched other sizes to this graph before these guards
+            # existed (a backward is compiled at the first backward): check them per call
+            variant.run = _guarded(variant.run, env.guards[before:], variant.size_sources,
+                                   self._call_static)
         self.symbolic = variant
         return variant
 
@@ -242,6 +247,20 @@ class _Variant:
 
     def __call__(self, *inputs: Any) -> Any:
         return self.run(*inputs)
+
+
+def _guarded(run: Callable, guards: list, size_sources: dict, otherwise: Callable
+             ) -> Callable:
+    """``run`` for inputs whose sizes pass ``guards``, ``otherwise`` for the rest."""
+    symbols = list(size_sources)
+    check = eval(f"lambda {', '.join(map(str, symbols))}: "
+                 + " and ".join(f"({pycode(g.expr)})" for g in guards), {"math": math})
+    where = [size_sources[s] for s in symbols]
+
+    def guarded_run(*inputs: Any) -> Any:
+        values = [inputs[i] if d is None else inputs[i].shape[d] for i, d in where]
+        return run(*inputs) if check(*values) else otherwise(*inputs)
+    return guarded_run
 
 
 def graph_shape_env(graph: Graph) -> ShapeEnv | None:
