@@ -3,6 +3,7 @@ for one size?
 
     python benchmarks/dynamic_shapes.py                 # MLP, CNN, GPT; infer + train
     python benchmarks/dynamic_shapes.py --models mlp --batches 2,16 --modes infer
+    python benchmarks/dynamic_shapes.py --models gpt --lengths 8,24,64   # lengths vary too
 
 For every case (model × inference/training × batch), measured side by side in one run:
 ``static`` -- ``tc.compile(model, dynamic=False)``, compiled for that very batch size (sizes
@@ -32,13 +33,21 @@ import torch  # noqa: E402
 import tutorcompile as tc  # noqa: E402
 from tutorcompile import models  # noqa: E402
 from tutorcompile.bench import format_ms, measure  # noqa: E402
-from tutorcompile.dynamo import backends  # noqa: E402
+from tutorcompile.dynamo import backends, eval_frame  # noqa: E402
 
 MODELS = {
     "mlp": lambda: models.MLP((784, 256, 256, 10)),
     "cnn": lambda: models.AlexNet(),
-    "gpt": lambda: models.GPT(),
+    "gpt": lambda: models.GPT(models.GPTConfig(block_size=64)),
 }
+
+
+def _batch(model, b: int, t: int | None) -> tuple:
+    """Inputs and targets of batch ``b`` (and, for the GPT, sequence length ``t``)."""
+    if t is None:
+        return model.example_inputs(b)[0], model.targets(b)
+    return (torch.randint(0, model.cfg.vocab_size, (b, t)),
+            torch.randint(0, model.cfg.vocab_size, (b, t)))
 
 
 def _counting():
@@ -112,13 +121,17 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--batches", default="2,8,32")
     parser.add_argument("--modes", default="infer,train")
+    parser.add_argument("--lengths", default=None,
+                        help="GPT sequence lengths (default: the block size, fixed)")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     _record_graph_calls()
+    # the static baseline compiles once per size, on purpose: more than Dynamo's limit of 8
+    eval_frame.RECOMPILE_LIMIT = 64
     batches = [int(b) for b in args.batches.split(",")]
-    print(f"{'':17} {'compiled graphs (kernels + wrapper)':^36}  {'whole call':^36}")
-    print(f"{'model':5} {'mode':5} {'batch':>5} {'static':>10} {'symbolic':>10} "
+    print(f"{'':19} {'compiled graphs (kernels + wrapper)':^36}  {'whole call':^36}")
+    print(f"{'model':5} {'mode':5} {'size':>7} {'static':>10} {'symbolic':>10} "
           f"{'sym/static':>10}   {'static':>10} {'symbolic':>10} {'sym/static':>10} "
           f"{'compiles':>8}")
     for name in args.models.split(","):
@@ -134,17 +147,20 @@ def main() -> None:
             static = tc.compile(static_model, dynamic=False, backend="inductor",
                                 options={"backend": "cpp"})
             run_symbolic, run_static = _runner(symbolic, train), _runner(static, train)
-            for b in (3, 5):   # a size change: the batch dimension becomes dynamic
-                run_symbolic(model.example_inputs(b)[0], model.targets(b))
-            for b in batches:
-                x, y = model.example_inputs(b)[0], model.targets(b)
+            lengths = [int(t) for t in args.lengths.split(",")] \
+                if args.lengths and name == "gpt" else [None]
+            for b, t in ((3, 9), (5, 17)):   # a size change: the dimensions become dynamic
+                run_symbolic(*_batch(model, b, None if lengths == [None] else t))
+            for b, t in [(b, t) for b in batches for t in lengths]:
+                x, y = _batch(model, b, t)
+                size = f"{b}" if t is None else f"{b}x{t}"
                 run_static(x, y)   # (compiles for this size)
                 gst = _graph_time(_graph_calls(run_static, x, y), "static")
                 gsy = _graph_time(_graph_calls(run_symbolic, x, y), "symbolic")
                 st = measure(run_static, x, y, name="static")
                 sy = measure(run_symbolic, x, y, name="symbolic")
                 compiles = sum(m.compiled.num_compiles for m in made)
-                print(f"{name:5} {mode:5} {b:5d} {format_ms(gst.median_ms):>10} "
+                print(f"{name:5} {mode:5} {size:>7} {format_ms(gst.median_ms):>10} "
                       f"{format_ms(gsy.median_ms):>10} {gsy.median_ms / gst.median_ms:10.2f}   "
                       f"{format_ms(st.median_ms):>10} {format_ms(sy.median_ms):>10} "
                       f"{sy.median_ms / st.median_ms:10.2f} {compiles:8d}", flush=True)
