@@ -5,7 +5,9 @@ handler. Each call with a rule in the decomposition table records that rule's pr
 arithmetic on shapes is evaluated on the spot (on symbolic sizes it stays symbolic, see
 ``fx/symbolic_shapes.py``; a torch function given one specialises it); anything else stays
 an **extern** node that calls the torch function itself -- its output shape found by running
-it on ``meta`` tensors -- and AOTAutograd asks PyTorch for its gradient at run time.
+it on ``meta`` tensors, or, on symbolic sizes (which meta kernels cannot take), by tracing
+its decomposition on stand-ins and keeping only the result's sizes -- and AOTAutograd asks
+PyTorch for its gradient at run time.
 :class:`DecompositionReport` says which calls were decomposed and which stayed extern, and
 why.
 
