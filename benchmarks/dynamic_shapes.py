@@ -15,8 +15,8 @@ ratio of medians (> 1: the symbolic kernels are slower); the issue's bar is 1.10
 run (2: the first static call and the symbolic one).
 
 Timing: ``torch.set_num_threads(--threads)`` (1 by default, see FACTS.md), medians of many
-calls (:func:`tutorcompile.bench.measure`), the two variants interleaved per case. Read
-ratios, not absolutes.
+calls (:func:`tutorcompile.bench.measure`), the two variants alternated per case, the best
+of ``--rounds`` medians each. Read ratios, not absolutes.
 """
 
 from __future__ import annotations
@@ -124,6 +124,7 @@ def main() -> None:
     parser.add_argument("--lengths", default=None,
                         help="GPT sequence lengths (default: the block size, fixed)")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3, help="best of this many medians")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     _record_graph_calls()
@@ -155,10 +156,16 @@ def main() -> None:
                 x, y = _batch(model, b, t)
                 size = f"{b}" if t is None else f"{b}x{t}"
                 run_static(x, y)   # (compiles for this size)
-                gst = _graph_time(_graph_calls(run_static, x, y), "static")
-                gsy = _graph_time(_graph_calls(run_symbolic, x, y), "symbolic")
-                st = measure(run_static, x, y, name="static")
-                sy = measure(run_symbolic, x, y, name="symbolic")
+                static_graphs = _graph_calls(run_static, x, y)
+                symbolic_graphs = _graph_calls(run_symbolic, x, y)
+                # alternated, best of --rounds medians: other processes on a shared
+                # machine slow one variant's run now and the other's later
+                gst, gsy, st, sy = (min(ms, key=lambda m: m.median_ms) for ms in zip(*[
+                    (_graph_time(static_graphs, "static"),
+                     _graph_time(symbolic_graphs, "symbolic"),
+                     measure(run_static, x, y, name="static"),
+                     measure(run_symbolic, x, y, name="symbolic"))
+                    for _ in range(args.rounds)]))
                 compiles = sum(m.compiled.num_compiles for m in made)
                 print(f"{name:5} {mode:5} {size:>7} {format_ms(gst.median_ms):>10} "
                       f"{format_ms(gsy.median_ms):>10} {gsy.median_ms / gst.median_ms:10.2f}   "

@@ -26,10 +26,12 @@ registers. Tensors arrive as raw data pointers (``ctypes``); sizes are constants
 the source, which is what lets the compiler vectorise freely -- except symbolic sizes (a
 batch size that may change between calls, ``s0``): those are ``int64_t`` arguments after the
 pointers, read by the wrapper from its inputs' sizes, and loop bounds and index expressions
-are written in them (``for (int64_t x0 = 0; x0 < 16 * s0; x0++)``). Choices that only affect
-speed (run in parallel? nest the reduction loop?) are made from the sizes of the example
-inputs (their *hints*) and guard nothing; choices that affect the result are comparisons of
-:class:`~tutorcompile.fx.symbolic_shapes.SymInt` s, which record the guard they relied on.
+are written in them (``for (int64_t x0 = 0; x0 < 16 * s0; x0++)``). Whether a loop runs on
+several threads is then decided when it runs (``#pragma omp parallel for if(16 * s0 >=
+32768)``); other choices that only affect speed (nest the reduction loop? tile?) are made
+from the sizes of the example inputs (their *hints*) and guard nothing; choices that affect
+the result are comparisons of :class:`~tutorcompile.fx.symbolic_shapes.SymInt` s, which
+record the guard they relied on.
 
 Mirrors: torch/_inductor/codegen/cpp.py (``CppKernel``, ``CppOverrides``; Inductor's
 ``CppVecKernel`` writes explicit vector code where we rely on ``omp simd``).
@@ -97,6 +99,7 @@ class CppKernel(KernelWriter):
         self.watch_r = False
         self.wants_nesting = False
         self.written: set[str] = set()   # stored by a loop already closed (a full phase)
+        self.parallel_if = ""   # OpenMP's if clause on parallel loops (symbolic sizes)
         self.stored_at: dict[str, Any] = {}   # buffer -> the offset its store wrote
 
     def note_index(self, expr) -> None:
@@ -180,6 +183,8 @@ class CppKernel(KernelWriter):
     # -- loops ---------------------------------------------------------------------------
     def open_loop(self, var: str, size: int, pragma: str | None) -> None:
         if pragma:
+            if pragma.startswith("omp parallel"):
+                pragma += self.parallel_if
             self.writeline(f"#pragma {pragma}")
         self.writeline(f"for (int64_t {var} = 0; {var} < {self.size(size)}; {var}++)")
         self.writeline("{")
@@ -193,8 +198,14 @@ class CppKernel(KernelWriter):
 
     def generate_body(self) -> None:
         plan = self.plan
-        big = hint_int(plan.xnumel * plan.rnumel) >= PARALLEL_MIN_ELEMENTS \
-            if self.parallel is None else self.parallel
+        numel = plan.xnumel * plan.rnumel
+        if self.parallel is None and not isinstance(numel, int):
+            # a symbolic size: threads or not is decided when the kernel runs (OpenMP's
+            # ``if`` clause), not by the example's size
+            big = True
+            self.parallel_if = f" if({self.size(numel)} >= {PARALLEL_MIN_ELEMENTS})"
+        else:
+            big = numel >= PARALLEL_MIN_ELEMENTS if self.parallel is None else self.parallel
         with set_handler(self):
             if not plan.is_reduction:
                 self.pointwise_body(big)
@@ -239,7 +250,8 @@ class CppKernel(KernelWriter):
     def reduction_body(self, big: bool) -> None:
         plan = self.plan
         kept, reduced = plan.kept_shape, plan.reduced_shape
-        parallel = "omp parallel for" if big and hint_int(plan.xnumel) > 1 else None
+        parallel = "omp parallel for" if big and not (isinstance(plan.xnumel, int)
+                                                      and plan.xnumel <= 1) else None
         self.open_loop("x0", plan.xnumel, parallel)
         xvars = ir.unflatten_index(ir.index_symbol("x0"), kept)
         if self.nest_reduction:
@@ -294,8 +306,8 @@ class CppKernel(KernelWriter):
         plan = self.plan
         tile = self.tile
         tiles = -(-plan.xnumel // tile)
-        self.open_loop("xt", tiles, "omp parallel for" if big and hint_int(tiles) > 1
-                       else None)
+        self.open_loop("xt", tiles, "omp parallel for" if big and not (
+            isinstance(tiles, int) and tiles <= 1) else None)
         self.writeline(f"const int64_t xlen = std::min<int64_t>({tile}, "
                        f"{self.size(plan.xnumel)} - xt * {tile});")
         xvars = ir.unflatten_index(ir.index_symbol("x0"), plan.kept_shape)
