@@ -8,8 +8,11 @@
   dimension stays symbolic through decomposition, the joint graph and both partitioners (a
   size the backward needs is saved as an int, as PyTorch saves SymInts), so the capstone MLP
   and CNN compile once for every batch size (after the first, static, call), forward and
-  training, with eager's values and gradients (float32, 1e-5). ``aot_eager`` keeps every op
-  a PyTorch call, whose output sizes come from meta tensors: it still specialises.
+  training, with eager's values and gradients (float32, 1e-5).
+* ``backend="aot_eager"`` keeps every op a PyTorch call; PyTorch's meta kernels need ints,
+  so a call's result sizes come from its decomposition traced on symbolic stand-ins (and
+  thrown away): the capstone MLP, CNN and GPT compile twice in all, with eager's values
+  and gradients to the last bit.
 * What the trace relied on is guarded: a size that is unpacked along (``unbind``) or handed
   to a torch function (``torch.linspace(0, 1, n)``) is specialised with a guard naming the
   line (``torch.arange(n)`` of ints stays symbolic: the ``iota`` prim),
@@ -24,7 +27,7 @@ import pytest
 import torch
 
 from tutorcompile.aot import aot_graph, default_partition, min_cut_partition
-from tutorcompile.aot.aot_autograd import aot_eager_decomp_partition, eager_compiler
+from tutorcompile.aot.aot_autograd import aot_eager, aot_eager_decomp_partition, eager_compiler
 from tutorcompile.dynamo import eval_frame
 from tutorcompile.fx import symbolic_trace
 from tutorcompile.fx.symbolic_shapes import ShapeEnv, SymInt, SymShape, as_shape
@@ -286,3 +289,34 @@ def test_mark_dynamic_gives_one_aot_compile_from_the_first_call():
             tc.mark_dynamic(x, 0)
             torch.testing.assert_close(compiled(x), model(x))
     assert [c.num_compiles for c in made] == [1]
+
+
+def _exactly(model, compiled, batches):
+    """Eager's values and gradients to the last bit (every op is PyTorch's)."""
+    ref = copy.deepcopy(model)
+    for x, y in batches:
+        model.zero_grad()
+        ref.zero_grad()
+        out, expected = compiled(x), ref(x)
+        assert torch.equal(out, expected)
+        model.loss(out, y).backward()
+        ref.loss(expected, y).backward()
+        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+            assert torch.equal(p.grad, q.grad), name
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "gpt"])
+def test_aot_eager_compiles_twice_for_every_batch_size_and_length(name):
+    torch.manual_seed(0)
+    if name == "gpt":
+        model = GPT(GPTConfig(block_size=64, n_layer=2, n_embd=32))
+        batches = [(torch.randint(0, 128, (b, t)), torch.randint(0, 128, (b, t)))
+                   for b, t in ((1, 8), (2, 9), (16, 64), (5, 33), (3, 8))]
+    else:
+        model = MLP((10, 16, 5)) if name == "mlp" else AlexNet(width=4, dropout=0.0)
+        batches = [(model.example_inputs(b)[0], model.targets(b)) for b in (1, 2, 3, 16, 7)]
+    backend, made = _counting(aot_eager)
+    _exactly(model, eval_frame.compile(model, backend=backend), batches)
+    assert [c.num_compiles for c in made] == [1, 1]
+    guards = [str(g.expr) for g in made[1].artifacts.shape_env.guards]
+    assert guards == (["s1 <= 64"] if name == "gpt" else [])

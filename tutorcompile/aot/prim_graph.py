@@ -5,7 +5,9 @@ handler. Each call with a rule in the decomposition table records that rule's pr
 arithmetic on shapes is evaluated on the spot (on symbolic sizes it stays symbolic, see
 ``fx/symbolic_shapes.py``; a torch function given one specialises it); anything else stays
 an **extern** node that calls the torch function itself -- its output shape found by running
-it on ``meta`` tensors -- and AOTAutograd asks PyTorch for its gradient at run time.
+it on ``meta`` tensors, or, on symbolic sizes (which meta kernels cannot take), by tracing
+its decomposition on stand-ins and keeping only the result's sizes -- and AOTAutograd asks
+PyTorch for its gradient at run time.
 :class:`DecompositionReport` says which calls were decomposed and which stayed extern, and
 why.
 
@@ -23,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import sympy
 import torch
 import torch.nn.functional as F
 
@@ -102,10 +105,18 @@ def extern_call(fn: Callable, args: tuple, kwargs: dict, meta: TensorMeta | None
     when ``fn`` has no meta implementation). A tuple result becomes ``getitem`` nodes.
     """
     handler = _current_graph_handler()
+    def as_node(v: Any) -> Any:   # (a symbolic size: the node computing it)
+        if isinstance(v, slice):
+            return slice(*map(as_node, (v.start, v.stop, v.step)))
+        return v.node if isinstance(v, GraphValue) else \
+            handler.sym_node(v) if isinstance(v, SymInt) else v
     if meta is not None:  # the caller knows the result (random ops must not run while tracing)
-        node = handler.graph.call_function(fn, args, kwargs)
+        node = handler.graph.call_function(fn, map_aggregate(args, as_node),
+                                           map_aggregate(kwargs, as_node))
         node.meta["extern"] = True
         node.meta["tensor_meta"] = meta
+        if isinstance(meta, tuple):
+            return _getitems(handler, node, meta)
         return GraphValue(node, handler)
     rng = torch.get_rng_state()  # finding the shape must not draw the program's random numbers
     try:
@@ -129,7 +140,6 @@ def extern_call(fn: Callable, args: tuple, kwargs: dict, meta: TensorMeta | None
                                   "depends on tensor data; it cannot be part of the graph")
     device = next((v.device for v in tree_leaves((args, kwargs))
                    if isinstance(v, GraphValue)), None)
-    as_node = lambda v: v.node if isinstance(v, GraphValue) else v
     node = handler.graph.call_function(fn, map_aggregate(args, as_node),
                                        map_aggregate(kwargs, as_node))
     node.meta["extern"] = True
@@ -145,15 +155,20 @@ def extern_call(fn: Callable, args: tuple, kwargs: dict, meta: TensorMeta | None
         return GraphValue(node, handler)
     if isinstance(sample, (tuple, list)) and all(isinstance(s, torch.Tensor) for s in sample):
         node.meta["tensor_meta"] = tuple(meta_of(s) for s in sample)
-        outs = []
-        for i, s in enumerate(sample):
-            item = handler.graph.call_function(operator.getitem, (node, i))
-            item.meta["tensor_meta"] = meta_of(s)
-            item.meta["extern"] = True
-            outs.append(GraphValue(item, handler))
-        return tuple(outs)
+        return _getitems(handler, node, node.meta["tensor_meta"])
     raise NotImplementedError(f"{target_name(fn)} returns {type(sample).__name__}, not tensors; "
                               "only tensor results can be extern nodes")
+
+
+def _getitems(handler: GraphHandler, node: Node, metas: tuple) -> tuple:
+    """The outputs of a multi-output extern call, one ``getitem`` node each."""
+    outs = []
+    for i, meta in enumerate(metas):
+        item = handler.graph.call_function(operator.getitem, (node, i))
+        item.meta["tensor_meta"] = meta
+        item.meta["extern"] = True
+        outs.append(GraphValue(item, handler))
+    return tuple(outs)
 
 
 def _current_graph_handler() -> GraphHandler:
@@ -293,9 +308,61 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
     if fn is None:
         raise NotImplementedError(f"{name}: no such torch function or Tensor method")
     report.extern[name] = why
+    meta = _symbolic_result_meta(key, args, kwargs)
     if is_random(node):
-        return _random_extern_call(fn, args, kwargs)
-    return extern_call(fn, args, kwargs)
+        return _random_extern_call(fn, args, kwargs, meta)
+    return extern_call(fn, args, kwargs, meta=meta)
+
+
+def _has_symbolic_size(value: Any) -> bool:
+    """Is a size in ``value`` symbolic: a tensor's, or a number (a slice's bound too)?"""
+    if isinstance(value, SymInt):
+        return True
+    if isinstance(value, GraphValue):
+        return any(isinstance(d, SymInt) for d in value.shape)
+    if isinstance(value, slice):
+        value = (value.start, value.stop, value.step)
+    if isinstance(value, dict):
+        value = tuple(value.values())
+    return isinstance(value, (tuple, list)) and any(map(_has_symbolic_size, value))
+
+
+def _symbolic_result_meta(key: Any, args: tuple, kwargs: dict) -> Any:
+    """The result of a PyTorch call on symbolic sizes (``"aot_eager"`` keeps every op a
+    PyTorch call), as its decomposition computes it: the rule is traced on stand-ins of the
+    arguments in a scratch graph, which is thrown away -- only the result's metadata is
+    kept, sizes symbolic (``(s0, 16)``), and what the rule relied on is guarded. PyTorch's
+    meta kernels need ints: without this the call would specialise every size it sees.
+    None (the meta kernels decide, specialising) when no argument has a symbolic size, the
+    call has no decomposition, or it does not give tensors."""
+    rule = DECOMPOSITIONS.get(key)
+    if rule is None or not _has_symbolic_size((args, kwargs)):
+        return None
+    scratch = GraphHandler(Graph("a shape rule (thrown away)"))
+    scratch.graph._from = _current_graph_handler().graph._from   # (guards cite the node)
+    count = iter(range(1 << 30))
+    # a size given as a number (a slice's bound) may be read from no stand-in: any symbol
+    # can be read from a placeholder of the scratch graph (which never runs)
+    sizes = scratch.graph.placeholder("sizes")
+    for leaf in tree_leaves((args, kwargs)):
+        for v in (leaf.start, leaf.stop, leaf.step) if isinstance(leaf, slice) else (leaf,):
+            for symbol in getattr(v, "expr", sympy.Integer(0)).free_symbols:
+                scratch.sym_sources.setdefault(symbol, (sizes, 0))
+
+    def stand_in(v: Any) -> Any:
+        if isinstance(v, GraphValue):
+            return scratch.placeholder(f"arg{next(count)}", v.node.meta["tensor_meta"])
+        return v
+    try:
+        with set_handler(scratch):
+            out = rule(*map_aggregate(args, stand_in), **map_aggregate(kwargs, stand_in))
+    except Exception:   # (NotImplementedError, TypeError...: the meta kernels decide)
+        return None
+    if isinstance(out, GraphValue):
+        return out.node.meta.get("tensor_meta")
+    if isinstance(out, (tuple, list)) and out and all(isinstance(o, GraphValue) for o in out):
+        return tuple(o.node.meta.get("tensor_meta") for o in out)
+    return None
 
 
 def _symbolic_arange(*args: Any, dtype: torch.dtype | None = None, device: Any = None,
@@ -313,7 +380,8 @@ def _symbolic_arange(*args: Any, dtype: torch.dtype | None = None, device: Any =
                     device=torch.device(device or "cpu"))
 
 
-def _random_extern_call(fn: Callable, args: tuple, kwargs: dict) -> Any:
+def _random_extern_call(fn: Callable, args: tuple, kwargs: dict,
+                        meta: TensorMeta | None = None) -> Any:
     """An extern that draws random numbers from tensor inputs (``F.rrelu`` in training):
     the generator's state is saved just before it (a node of its own, in program order),
     so that the backward, which runs the call again for its gradient, draws the same
@@ -321,11 +389,11 @@ def _random_extern_call(fn: Callable, args: tuple, kwargs: dict) -> Any:
     device = next((v.device for v in tree_leaves((args, kwargs)) if isinstance(v, GraphValue)),
                   None)
     if device is None:                     # no graph input: nothing runs it again
-        return extern_call(fn, args, kwargs)
+        return extern_call(fn, args, kwargs, meta=meta)
     now = random_state(device)
     state = extern_call(random_state, (device,), {},
                         meta=make_meta(now.shape, now.dtype, now.device))
-    return extern_call(with_random_state, (fn, state, *args), kwargs)
+    return extern_call(with_random_state, (fn, state, *args), kwargs, meta=meta)
 
 
 # ---------------------------------------------------------------------------------------

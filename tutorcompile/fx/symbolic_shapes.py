@@ -235,6 +235,10 @@ class SymInt:
     def __hash__(self):
         return hash(self.expr)
 
+    def _sympy_(self):
+        """In an index expression (``x0 * s1``) a size is its sympy expression: no guard."""
+        return self.expr
+
     def _decide(self, expr: Any, what: str) -> int:
         return self.shape_env.evaluate_expr(expr, f"{what}: specialised at {_caller()}")
 

@@ -11,7 +11,15 @@ wants to look at: ``output_code`` (wrapper and kernels, as source), ``fusion_rep
 ``kernel_sources`` and the compile time.
 
 Shapes, strides and dtypes are specialised: a call with inputs laid out differently compiles
-again (kept per layout, so alternating layouts do not recompile every time).
+again (kept per layout, so alternating layouts do not recompile every time) -- except
+*symbolic sizes*. A graph AOT built for symbolic sizes (its metadata holds ``SymInt`` s: a
+batch size ``s0``) is compiled once, with kernels that take the sizes as arguments and a
+wrapper that reads them from its inputs; what lowering and code generation relied on is
+recorded as guards in the graph's shape environment, which AOT checks before it reuses the
+compilation for new sizes (Triton kernels likewise take the sizes, and the wrapper computes
+their grids). A guard that already fails for the inputs being compiled for, a symbol no
+input gives, or ``mode="max-autotune"`` (block sizes timed for one size) compiles for the
+inputs' own sizes instead, per size, as above.
 
 Backend choice when none is given: Triton on a CUDA device; else C++ if a compiler exists;
 else Triton under its interpreter; else the prim graph runs eagerly. Each step down is
@@ -41,10 +49,12 @@ from ..aot import aot_graph
 from ..environment import probe
 from ..errors import FallbackWarning
 from ..fx import Graph, GraphModule, Node, ShapeProp, TensorMeta, exec_generated
+from ..fx.symbolic_shapes import ShapeEnv, SymInt, as_shape, hint_int, pycode
 from ..ops import PRIMS
 from ..ops.table import contiguous_strides, normalize_dims
 from .codecache import wait_for_builds
-from .lowering import lower_graph
+from .ir import same_sizes
+from .lowering import SymbolicLoweringError, lower_graph
 from .scheduler import Scheduler
 from .wrapper import WrapperCodegen
 
@@ -81,6 +91,8 @@ class CompiledGraph:
         self.mode = mode
         self.scheduler_cls = scheduler_cls
         self._variants: dict[tuple, _Variant] = {}
+        self.shape_env = graph_shape_env(graph)
+        self.symbolic: _Variant | None = None   # the variant for every size, if one was made
         self._current = self._compile(list(example_inputs))
 
     @staticmethod
@@ -88,21 +100,65 @@ class CompiledGraph:
         return tuple((x.shape, x.stride(), x.dtype, x.device)
                      if isinstance(x, torch.Tensor) else type(x) for x in inputs)
 
-    def _compile(self, inputs: list[Any]) -> _Variant:
-        variant = _Variant(self.graph, inputs, self.backend, self.fusion, self.mode,
-                           self.scheduler_cls)
-        self._variants[self._key(inputs)] = variant
+    def _compile(self, inputs: list[Any], symbolic: bool = True) -> _Variant:
+        variant = None
+        if symbolic and self.shape_env is not None and self.backend in ("cpp", "triton") \
+                and self.mode is None:
+            variant = self._compile_symbolic(inputs)
+        if variant is None:
+            graph = self.graph if self.shape_env is None else static_graph(self.graph, inputs)
+            variant = _Variant(graph, inputs, self.backend, self.fusion, self.mode,
+                               self.scheduler_cls)
+            self._variants[self._key(inputs)] = variant
         title = f"{type(self.graph).__name__} ({self.backend})"
         if variant.fusion_report is not None:
             log_artifact("fusion", lambda: str(variant.fusion_report), title)
         log_artifact("output_code", lambda: variant.output_code, title)
         return variant
 
+    def _compile_symbolic(self, inputs: list[Any]) -> _Variant | None:
+        """The variant for every size, or None when it cannot be made for these inputs."""
+        env = self.shape_env
+        before = len(env.guards)
+        try:
+            variant = _Variant(self.graph, inputs, self.backend, self.fusion, self.mode,
+                               self.scheduler_cls, fallback=self._call_static)
+        except SymbolicLoweringError as e:
+            why = str(e)
+            log_artifact("recompiles", lambda: f"inductor: symbolic sizes not kept ({why}); "
+                         "compiling for each size", type(self.graph).__name__)
+            return None
+        # what this compilation relied on must hold for the inputs it is compiled for (the
+        # shape environment's hints are another call's sizes)
+        values = {sym: inputs[i] if d is None else inputs[i].shape[d]
+                  for sym, (i, d) in variant.size_sources.items()}
+        failed = next((g for g in env.guards[before:]
+                       if not bool(g.expr.xreplace(values))), None)
+        if failed is not None:
+            log_artifact("recompiles", lambda: f"inductor: guard {failed} fails for the "
+                         "inputs compiled for; compiling for each size",
+                         type(self.graph).__name__)
+            return None
+        if len(env.guards) > before:
+            # AOT may already have matched other sizes to this graph before these guards
+            # existed (a backward is compiled at the first backward): check them per call
+            variant.run = _guarded(variant.run, env.guards[before:], variant.size_sources,
+                                   self._call_static)
+        self.symbolic = variant
+        return variant
+
     def __call__(self, *inputs: Any) -> Any:
+        if self.symbolic is not None:   # (AOT checked the guards of the shape environment)
+            return self.symbolic.run(*inputs)
+        return self._call_static(*inputs)
+
+    def _call_static(self, *inputs: Any) -> Any:
+        """Run the variant compiled for these inputs' sizes and layout (compiled now if
+        new)."""
         key = self._key(inputs)
         variant = self._variants.get(key)
         if variant is None:
-            variant = self._compile(list(inputs))
+            variant = self._compile(list(inputs), symbolic=False)
         self._current = variant
         return variant.run(*inputs)
 
@@ -140,12 +196,13 @@ class _Variant:
     """One specialisation of a CompiledGraph (fixed shapes, strides, dtypes)."""
 
     def __init__(self, graph: Graph, inputs: list[Any], backend: str, fusion: bool,
-                 mode: str | None, scheduler_cls: type = None):
+                 mode: str | None, scheduler_cls: type = None, fallback: Callable = None):
         start = time.perf_counter()
         self.backend = backend
         self.kernel_sources: dict[str, str] = {}
         self.fusion_report = None
         self.scheduler = None
+        self.size_sources: dict = {}
         if backend == "eager":
             self.run = GraphModule({}, graph)
             self.wrapper_code = self.run.code
@@ -157,6 +214,7 @@ class _Variant:
             graph = split_reductions(fuse_addmm(graph))
         with phase("lowering"):
             lowering = lower_graph(graph, inputs, backend)
+        self.size_sources = lowering.size_sources
         with phase("scheduling"):
             self.scheduler = (scheduler_cls or Scheduler)(lowering, backend).fuse(
                 enabled=fusion)
@@ -168,7 +226,7 @@ class _Variant:
                        for group in self.scheduler.groups if not group.is_extern}
         with phase("build"):        # what is left of them
             wait_for_builds()
-        wrapper = WrapperCodegen(self.scheduler, kernels)
+        wrapper = WrapperCodegen(self.scheduler, kernels, fallback=fallback)
         self.wrapper_code = wrapper.generate()
         self.kernel_sources = wrapper.kernel_sources
         namespace = dict(wrapper.globals)
@@ -189,6 +247,46 @@ class _Variant:
 
     def __call__(self, *inputs: Any) -> Any:
         return self.run(*inputs)
+
+
+def _guarded(run: Callable, guards: list, size_sources: dict, otherwise: Callable
+             ) -> Callable:
+    """``run`` for inputs whose sizes pass ``guards``, ``otherwise`` for the rest."""
+    symbols = list(size_sources)
+    check = eval(f"lambda {', '.join(map(str, symbols))}: "
+                 + " and ".join(f"({pycode(g.expr)})" for g in guards), {"math": math})
+    where = [size_sources[s] for s in symbols]
+
+    def guarded_run(*inputs: Any) -> Any:
+        values = [inputs[i] if d is None else inputs[i].shape[d] for i, d in where]
+        return run(*inputs) if check(*values) else otherwise(*inputs)
+    return guarded_run
+
+
+def graph_shape_env(graph: Graph) -> ShapeEnv | None:
+    """The shape environment of a graph built for symbolic sizes (None: sizes are static)."""
+    for node in graph.placeholders:
+        meta = node.meta.get("tensor_meta")
+        for size in (node.meta.get("sym"), *getattr(meta, "shape", ())):
+            if isinstance(size, SymInt):
+                return size.shape_env
+    return None
+
+
+def static_graph(graph: Graph, inputs: Sequence[Any]) -> Graph:
+    """A copy of a graph for symbolic sizes with the sizes of ``inputs`` in its metadata
+    (a size node's ``meta["sym"]`` becomes the int it computes)."""
+    graph = graph.copy()
+
+    class SizeProp(ShapeProp):
+        def run_node(self, node: Node) -> Any:
+            result = super().run_node(node)
+            if "sym" in node.meta:
+                node.meta["sym"] = result
+            return result
+
+    SizeProp(GraphModule({}, graph)).propagate(*inputs)
+    return graph
 
 
 def fuse_addmm(graph: Graph) -> Graph:
@@ -216,8 +314,9 @@ def fuse_addmm(graph: Graph) -> Graph:
                 continue
             out, _, ma, mw, mb = metas
             if (len(mw.shape) == 2 and len(ma.shape) in (2, 3) and len(mb.shape) == 1
-                    and mb.shape[0] == mw.shape[1] and tuple(out.shape) == tuple(
-                        metas[1].shape) and len({out.dtype, ma.dtype, mw.dtype, mb.dtype}) == 1
+                    and same_sizes((mb.shape[0],), (mw.shape[1],))
+                    and same_sizes(out.shape, metas[1].shape)
+                    and len({out.dtype, ma.dtype, mw.dtype, mb.dtype}) == 1
                     and out.dtype.is_floating_point):
                 return mm, a, w, bias
         return None
@@ -290,7 +389,7 @@ def split_reductions(graph: Graph) -> Graph:
             trailing.insert(0, d)
         rest = sorted(dims - set(trailing))
         if not trailing or not rest or math.prod(shape[d] for d in rest) == 1 or \
-                math.prod(shape[d] for d in trailing) < SPLIT_MIN_INNER:
+                hint_int(math.prod(shape[d] for d in trailing)) < SPLIT_MIN_INNER:
             return None
         return a, meta, tuple(trailing), tuple(sorted(dims)), bool(keepdim)
 
@@ -315,7 +414,7 @@ def split_reductions(graph: Graph) -> Graph:
 
 def _meta(shape: tuple, like: TensorMeta) -> TensorMeta:
     """A contiguous tensor of ``shape`` with ``like``'s dtype and device."""
-    return TensorMeta(torch.Size(shape), like.dtype, like.device, contiguous_strides(shape),
+    return TensorMeta(as_shape(shape), like.dtype, like.device, contiguous_strides(shape),
                       like.requires_grad)
 
 
@@ -346,7 +445,8 @@ def compile_fx(gm: GraphModule | Graph | torch.fx.GraphModule, example_inputs: S
     """
     graph = _as_graph(gm)
     example_inputs = list(example_inputs)
-    if any("tensor_meta" not in n.meta for n in graph.nodes if n.op == "call_function"):
+    if any("tensor_meta" not in n.meta and "sym" not in n.meta for n in graph.nodes
+           if n.op == "call_function"):   # (a size node of a symbolic graph has "sym")
         graph = graph.copy()
         ShapeProp(GraphModule({}, graph)).propagate(*example_inputs)
     if backend is None:
@@ -416,13 +516,18 @@ class LazyCompiledGraph:
         """What to call for inputs laid out as the ones compiled for: the wrapper itself,
         with no per-call key of shapes and strides. For a caller that has already matched
         the layout (AOT's cache is keyed on it); ``self`` until compiled."""
-        if self.compiled is None or len(self.compiled._variants) != 1:
-            return self
-        return self.compiled._current.run
+        compiled = self.compiled
+        if compiled is not None and compiled.symbolic is not None:
+            return compiled.symbolic.run
+        if compiled is None or len(compiled._variants) != 1 or compiled.shape_env is not None:
+            return self    # (a graph for symbolic sizes: each size has its own variant)
+        return compiled._current.run
 
 
 def inner_compiler(cudagraphs: bool = False, **options: Any) -> Callable:
     """A ``fw_compiler``/``bw_compiler`` for ``tutorcompile.aot``: prim graph -> kernels.
+    It takes graphs for symbolic sizes (``supports_symbolic_shapes``): see the module
+    docstring.
 
     ``cudagraphs=True`` (``mode="reduce-overhead"``) records each compiled forward and
     backward graph separately as a CUDA Graph, replayed on later calls.
@@ -433,6 +538,8 @@ def inner_compiler(cudagraphs: bool = False, **options: Any) -> Callable:
             from ..cudagraphs import CUDAGraphed
             return CUDAGraphed(compiled, name=f"inductor {type(gm).__name__}")
         return compiled
+    # CUDA Graphs record one set of sizes: those compilations stay static
+    compiler.supports_symbolic_shapes = not cudagraphs
     return compiler
 
 

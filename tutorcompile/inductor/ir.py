@@ -20,7 +20,10 @@ both code generators can read:
 the C++ and Triton kernel writers print code. That is Inductor's ``V.ops`` idea: one
 definition of a value, many interpretations.
 
-Indices are sympy expressions over loop variables. :class:`FloorDiv` and
+Sizes are ints, or :class:`~tutorcompile.fx.symbolic_shapes.SymInt` s when the graph was
+built for symbolic sizes (``s0``: a batch size that changes between calls); index
+expressions then contain the size symbols too (``x0 * s1``), which the kernels take as
+arguments. Indices are sympy expressions over loop variables. :class:`FloorDiv` and
 :class:`ModularIndexing` are the two integer operations a reshape needs. An index may also
 come from *data*: :func:`indirect_indexing` turns a loaded integer (a row of an embedding
 table, the position ``gather`` reads) into a symbol that the next load's index uses -- an
@@ -43,6 +46,7 @@ from typing import Any
 import sympy
 import torch
 
+from ..fx.symbolic_shapes import SymInt, hint_int
 from ..ops import OpsHandler, current_handler, ops, set_handler
 from ..ops.table import contiguous_strides
 
@@ -152,6 +156,22 @@ def index_symbol(name: str) -> sympy.Symbol:
     return sympy.Symbol(name, integer=True, nonnegative=True)
 
 
+def as_size(size: Any) -> int | SymInt:
+    """A size as the IR keeps it: an int, or a :class:`SymInt` (symbolic, e.g. ``s0``)."""
+    return size if isinstance(size, SymInt) else int(size)
+
+
+def size_expr(size: Any) -> sympy.Expr:
+    """A size (int or SymInt) as a sympy expression, for printing and comparing."""
+    return sympy.sympify(size)
+
+
+def same_sizes(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    """Are two shapes the same for every value of their symbols? Decided on the expressions
+    (``s0`` is not ``5``, even when the example's ``s0`` is 5), so it guards nothing: where
+    a rule or a fusion would need sizes to be equal it takes its general path instead
+    (Inductor's ``statically_known_equals``)."""
+    return len(a) == len(b) and all(size_expr(x) == size_expr(y) for x, y in zip(a, b))
 
 
 def flatten_index(index: Sequence[Any], shape: Sequence[int]) -> sympy.Expr:
@@ -177,6 +197,16 @@ def unflatten_index(flat: Any, shape: Sequence[int]) -> list[sympy.Expr]:
     return out
 
 
+def _factor(term: sympy.Expr, cls: type) -> tuple[sympy.Expr, Any]:
+    """``term`` as ``coeff * atom`` with ``atom`` an instance of ``cls`` (the coefficient
+    may hold size symbols: ``32*s1*FloorDiv(x0, s1)``); ``(term, None)`` if there is none."""
+    factors = sympy.Mul.make_args(term)
+    atom = next((f for f in factors if isinstance(f, cls)), None)
+    if atom is None:
+        return term, None
+    return sympy.Mul(*[f for f in factors if f is not atom]), atom
+
+
 def simplify_index(expr: Any) -> sympy.Expr:
     """Undo flatten-of-unflatten: ``c*b*FloorDiv(e, a*b) + c*ModularIndexing(e, a, b)`` is
     ``c*FloorDiv(e, a)`` (the two digits join back into one), applied until nothing changes.
@@ -187,14 +217,14 @@ def simplify_index(expr: Any) -> sympy.Expr:
         changed = False
         terms = list(expr.args)
         for i, t in enumerate(terms):
-            c_mod, mod = t.as_coeff_Mul()
-            if not isinstance(mod, ModularIndexing):
+            c_mod, mod = _factor(t, ModularIndexing)
+            if mod is None:
                 continue
             e, a, b = mod.args
             for j, u in enumerate(terms):
-                c_div, div = u.as_coeff_Mul()
-                if j != i and isinstance(div, FloorDiv) and div.args[0] == e and \
-                        div.args[1] == a * b and c_div == c_mod * b:
+                c_div, div = _factor(u, FloorDiv)
+                if j != i and div is not None and div.args[0] == e and \
+                        div.args[1] == a * b and sympy.expand(c_div - c_mod * b) == 0:
                     rest = [x for k, x in enumerate(terms) if k not in (i, j)]
                     expr = sympy.Add(*rest, c_mod * FloorDiv(e, a))
                     changed = True
@@ -252,7 +282,7 @@ class FixedLayout:
 
     @classmethod
     def contiguous(cls, size: Sequence[int], dtype: torch.dtype, device: Any) -> FixedLayout:
-        size = tuple(int(s) for s in size)
+        size = tuple(as_size(s) for s in size)
         return cls(size, contiguous_strides(size), dtype, torch.device(device))
 
     def offset_of(self, index: Sequence[Any]) -> sympy.Expr:
@@ -265,7 +295,9 @@ class FixedLayout:
 
     @property
     def nbytes(self) -> int:
-        return self.numel * torch.empty((), dtype=self.dtype).element_size()
+        """Bytes at the example's sizes (a symbolic size counts its hint): for fusion
+        scores and reports, which decide nothing a result depends on."""
+        return hint_int(self.numel) * torch.empty((), dtype=self.dtype).element_size()
 
 
 class IRNode:
@@ -417,7 +449,7 @@ class View(IRNode):
     def __init__(self, base: IRNode, size: Sequence[int], reindex: Callable, node: Any,
                  origins=None):
         self.base = base
-        self.size = tuple(int(s) for s in size)
+        self.size = tuple(as_size(s) for s in size)
         self.reindex = reindex
         self.node = node
         self.origins = list(origins or [])

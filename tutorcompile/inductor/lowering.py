@@ -22,6 +22,15 @@ each call becomes:
 Each non-view prim gets its own :class:`~.ir.ComputedBuffer` -- "one kernel per op", the
 naive starting point. Deciding which of them share a kernel is the scheduler's job.
 
+**Symbolic sizes.** A graph AOT built for symbolic sizes (``tensor_meta`` shapes holding
+:class:`~tutorcompile.fx.symbolic_shapes.SymInt` s, size nodes with ``meta["sym"]``) is
+lowered with those sizes: buffers' sizes and strides are SymInts, index expressions contain
+the symbols, and a decision a rule makes on a size (``size == 1``) records its guard in the
+shape environment. Each symbol must be readable from a graph input -- a tensor's size
+(``size_sources``: ``s0`` is ``input 0, dim 0``) or an int input that is the symbol itself --
+so that the wrapper can compute every size from its inputs; one that is not raises
+:class:`SymbolicLoweringError` (the caller then compiles for the example's sizes).
+
 Mirrors: torch/_inductor/lowering.py (``register_lowering``, ``make_pointwise``) and
 torch/_inductor/graph.py (``GraphLowering``).
 """
@@ -38,8 +47,15 @@ import torch
 from ..errors import TutorcompileError
 from ..fx import Graph, Node
 from ..fx.node import map_aggregate, map_arg, tree_leaves
+from ..fx.symbolic_shapes import SymInt
 from ..ops import PRIMS, Prim, ops
-from ..ops.table import normalize_dim, normalize_dims, promote_types
+from ..ops.table import (
+    contiguous_strides,
+    normalize_dim,
+    normalize_dims,
+    promote_types,
+    slice_indices,
+)
 from ..ops.virtualized import CPP_DTYPES, TRITON_DTYPES
 from . import ir
 from .ir import (
@@ -75,6 +91,10 @@ class LoweringError(TutorcompileError):
     pass
 
 
+class SymbolicLoweringError(LoweringError):
+    """A graph for symbolic sizes that cannot be lowered as such (a symbol no input gives)."""
+
+
 class GraphLowering:
     """Lower a prim graph to buffers; ``buffers`` (in order), ``graph_inputs``, ``outputs``."""
 
@@ -87,6 +107,9 @@ class GraphLowering:
         self.env: dict[Node, Any] = {}
         self.outputs: Any = None
         self.fallbacks: list[str] = []  # readable notes: "mm_1: matmul runs in PyTorch"
+        # symbolic sizes: symbol -> (input position, dim), dim None for an int input
+        self.size_sources: dict[Any, tuple[int, int | None]] = {}
+        self.stride_checks: list[tuple[int, tuple[int, ...]]] = []   # (input, strides)
 
     # -- buffers -----------------------------------------------------------------------
     def new_name(self) -> str:
@@ -149,14 +172,59 @@ class GraphLowering:
         return torch.device("cpu")
 
     # -- the walk ----------------------------------------------------------------------
+    def bind_sizes(self, node: Node, position: int) -> None:
+        """Note where the wrapper reads each symbol that is one of this input's sizes."""
+        meta = node.meta.get("tensor_meta")
+        sizes = [(d, s) for d, s in enumerate(getattr(meta, "shape", ()))]
+        if isinstance(node.meta.get("sym"), SymInt):
+            sizes = [(None, node.meta["sym"])]
+        for dim, size in sizes:
+            if isinstance(size, SymInt) and size.expr.is_Symbol:
+                self.size_sources.setdefault(size.expr, (position, dim))
+
+    def symbolic_layout(self, meta: Any, example: torch.Tensor) -> tuple[tuple, tuple]:
+        """The sizes and strides of a graph input with symbolic sizes. A contiguous input
+        has the contiguous strides of its symbolic sizes; any other (a strided view the
+        forward saved for the backward) keeps the example's strides, which the wrapper
+        checks on every call (``stride_checks``): a call whose strides differ runs a
+        compilation for its own layout instead."""
+        size = tuple(meta.shape)
+        if example.is_contiguous():
+            return size, contiguous_strides(size)
+        stride = tuple(_symbolic_stride(v, size[k + 1:]) for k, v in enumerate(example.stride()))
+        self.stride_checks.append((len(self.graph_inputs), stride))
+        return size, stride
+
+    def check_sizes(self, node: Node) -> None:
+        """Every symbol in ``node``'s sizes must be one the wrapper can read."""
+        meta = node.meta.get("tensor_meta")
+        metas = meta if isinstance(meta, (tuple, list)) else [meta]
+        sizes = [s for m in metas for s in (*getattr(m, "shape", ()),
+                                            *(getattr(m, "stride", None) or ()))]
+        sizes.append(node.meta.get("sym"))
+        for size in sizes:
+            if isinstance(size, SymInt):
+                missing = size.expr.free_symbols - set(self.size_sources)
+                if missing:
+                    raise SymbolicLoweringError(
+                        f"{node.name}: the size {size} uses {sorted(map(str, missing))}, "
+                        "which no input of the graph gives")
+
     def run(self) -> GraphLowering:
         inputs = iter(self.example_inputs)
+        for position, node in enumerate(self.graph.placeholders):
+            self.bind_sizes(node, position)
         for node in self.graph.nodes:
+            if self.size_sources:
+                self.check_sizes(node)
             if node.op == "placeholder":
                 example = next(inputs)
                 if isinstance(example, torch.Tensor):
-                    layout = FixedLayout(tuple(example.shape), tuple(example.stride()),
-                                         example.dtype, example.device)
+                    meta = node.meta.get("tensor_meta")
+                    size, stride = tuple(example.shape), tuple(example.stride())
+                    if self.size_sources and any(isinstance(s, SymInt) for s in meta.shape):
+                        size, stride = self.symbolic_layout(meta, example)
+                    layout = FixedLayout(size, stride, example.dtype, example.device)
                     name = node.name
                     if not name.isidentifier() or re.fullmatch(r"buf\d+", name):
                         name = f"arg_{len(self.graph_inputs)}"
@@ -165,7 +233,11 @@ class GraphLowering:
                     self.env[node] = buf
                 else:
                     self.graph_inputs.append(None)
-                    self.env[node] = example
+                    self.env[node] = node.meta.get("sym", example) if self.size_sources \
+                        else example
+            elif node.op == "call_function" and isinstance(node.meta.get("sym"),
+                                                           (int, SymInt)):
+                self.env[node] = node.meta["sym"]   # a size computed from the inputs'
             elif node.op == "call_function":
                 args = map_arg(node.args, self.env.__getitem__)
                 kwargs = map_arg(node.kwargs, self.env.__getitem__)
@@ -220,6 +292,15 @@ class GraphLowering:
 
 
 _DETACH = (torch.Tensor.detach, torch.detach)
+
+
+def _symbolic_stride(stride: int, inner: Sequence[Any]) -> Any:
+    """A guess at what an example's stride is for every size: a view of a row-major
+    tensor (``qkv[..., :32]`` of ``(s0, s1, 96)`` has strides ``(96*s1, 96, 1)``) scales
+    with the symbolic sizes inside its dimension. Only a guess: the wrapper checks it."""
+    scale = math.prod([s for s in inner if isinstance(s, SymInt)])
+    hint = scale.hint if isinstance(scale, SymInt) else 1
+    return scale * (stride // hint) if hint > 1 and stride % hint == 0 else stride
 
 
 def _meta_of(v: Any) -> Any:
@@ -390,11 +471,11 @@ def lower_reshape(lowering, node, a, shape):
     in_shape = tuple(a.get_size())
     out_shape, _ = PRIMS["reshape"].meta(_meta_of(a), shape)
     out_shape = tuple(out_shape)
-    if in_shape == out_shape:
+    if ir.same_sizes(in_shape, out_shape):
         return a
     in_kept = [k for k, s in enumerate(in_shape) if s != 1]
     out_kept = [k for k, s in enumerate(out_shape) if s != 1]
-    if [in_shape[k] for k in in_kept] == [out_shape[k] for k in out_kept]:
+    if ir.same_sizes([in_shape[k] for k in in_kept], [out_shape[k] for k in out_kept]):
         # Only size-1 dimensions come or go: the other indices carry over one to one.
         def reindex(index):
             new = [0] * len(in_shape)
@@ -459,7 +540,7 @@ def lower_unsqueeze(lowering, node, a, dim):
 def lower_slice(lowering, node, a, dim, start=None, end=None, step=1):
     out_shape, _ = PRIMS["slice"].meta(_meta_of(a), dim, start, end, step)
     dim = normalize_dim(dim, len(out_shape))
-    first = range(*slice(start, end, step).indices(a.get_size()[dim])).start
+    first = slice_indices(slice(start, end, step), a.get_size()[dim])[0]
 
     def reindex(index):
         new = list(index)
@@ -534,8 +615,8 @@ def lower_slice_scatter(lowering, node, base, src, dim, start=None, end=None, st
     size so the load stays in bounds for the elements that do not use it."""
     shape = tuple(base.get_size())
     d = normalize_dim(dim, len(shape))
-    positions = range(*slice(start, end, step).indices(shape[d]))
-    first, n = positions.start, len(positions)
+    first, stop, _ = slice_indices(slice(start, end, step), shape[d])
+    n = _slice_length(first, stop, step)
     dtype = base.get_dtype()
     load_base = base.make_loader()
     if n == 0:
@@ -563,6 +644,13 @@ def lower_slice_scatter(lowering, node, base, src, dim, start=None, end=None, st
     return lowering.pointwise(node, shape, dtype, inner_fn)
 
 
+def _slice_length(first: Any, stop: Any, step: int) -> Any:
+    """``len(range(first, stop, step))`` for clamped bounds, ints or SymInts."""
+    if isinstance(first, int) and isinstance(stop, int):
+        return len(range(first, stop, step))
+    return (stop - first + step - 1) // step if stop > first else 0
+
+
 INDEX_ADD_DENSE_LIMIT = 1 << 16
 """``index_add`` becomes a kernel when (output elements) x (indices) is at most this: it is
 generated as a reduction that compares every output row with every index (deterministic, no
@@ -584,7 +672,8 @@ def lower_index_add(lowering, node, base, dim, index, src):
                                "index_add into a 0-d tensor runs in PyTorch")
     d = normalize_dim(dim, len(shape))
     n = math.prod(index.get_size())
-    if n == 0 or 0 in shape or math.prod(shape) * n > INDEX_ADD_DENSE_LIMIT:
+    if n == 0 or 0 in shape or not isinstance(math.prod(shape) * n, int) or \
+            math.prod(shape) * n > INDEX_ADD_DENSE_LIMIT:   # (symbolic: PyTorch's scatter)
         return lowering.extern(node, node.target, (base, dim, index, src), {},
                                f"index_add of {n} rows into {math.prod(shape)} elements "
                                "runs in PyTorch (a scatter: the generated kernel compares "

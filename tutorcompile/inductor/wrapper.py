@@ -4,7 +4,11 @@ The wrapper is what runs on every call, so it does only the work: it calls PyTor
 the loaded kernels directly (each bound once, at compile time, as a global of the function),
 allocates outputs with their final strides, and holds no graph, no op-table dispatch and no
 tree walking. Everything that does not change between calls -- sizes, strides, dtypes,
-devices, grids, kernel arguments -- is written into its source as literals.
+devices, grids, kernel arguments -- is written into its source as literals. Symbolic sizes
+(a graph compiled once for every batch size) are the exception: the function first reads
+each symbol from its inputs (``s0 = primals_1.size(0)``), then allocates with expressions in
+them (``empty_strided((s0, 16), (16, 1), ...)``) and passes them to the kernels that take
+them.
 
 It is made in two steps, as in early TorchInductor:
 
@@ -39,15 +43,25 @@ from typing import Any
 import torch
 
 from ..fx.codegen import literal
-from ..fx.node import qualified_name
+from ..fx.node import map_arg, qualified_name
+from ..fx.symbolic_shapes import SymInt, pycode
 from ..ops import PRIMS, Prim
 from . import ir
 from .scheduler import Scheduler
 
 
 def _layout_key(buffer: ir.Buffer) -> tuple:
-    layout = buffer.layout
-    return (layout.size, layout.stride, layout.dtype, layout.device)
+    layout = buffer.layout   # (sizes as sympy expressions: comparing SymInts would guard)
+    return (tuple(map(ir.size_expr, layout.size)), tuple(map(ir.size_expr, layout.stride)),
+            layout.dtype, layout.device)
+
+
+def size_literal(value: Any) -> str | None:
+    """Python source of a size or a tuple of sizes with symbols (``(s0, 16)``); None if
+    ``value`` is neither."""
+    if isinstance(value, SymInt):
+        return pycode(value.expr)
+    return literal(value, size_literal)
 
 
 # PyTorch functions whose result is always new memory, never a view of an argument (others
@@ -130,8 +144,8 @@ class AllocateLine(WrapperLine):
 
     def codegen(self) -> str:
         layout = self.buffer.layout
-        return (f"{self.buffer.name} = empty_strided({literal(layout.size)}, "
-                f"{literal(layout.stride)}, dtype={layout.dtype}, device={self.device})")
+        return (f"{self.buffer.name} = empty_strided({size_literal(layout.size)}, "
+                f"{size_literal(layout.stride)}, dtype={layout.dtype}, device={self.device})")
 
 
 @dataclass
@@ -191,8 +205,10 @@ class WrapperCodegen:
     """Build the wrapper of a scheduled graph whose kernels are compiled: ``kernels`` maps
     each kernel group's name to ``(kernel call, input buffers, output buffers)``."""
 
-    def __init__(self, scheduler: Scheduler, kernels: dict[str, tuple], reuse: bool = True):
+    def __init__(self, scheduler: Scheduler, kernels: dict[str, tuple], reuse: bool = True,
+                 fallback: Any = None):
         self.scheduler = scheduler
+        self.fallback = fallback   # called instead when an input's strides are not as compiled
         self.lowering = scheduler.lowering
         self.kernels = kernels
         self.reuse = reuse
@@ -270,15 +286,19 @@ class WrapperCodegen:
             if key not in self.view_names:
                 base = self.value_expr(value.base, lines)
                 name = f"view_{value.node.name}" if value.node is not None else f"view{key}"
-                rest = "".join(f", {self.value_expr(a, lines)}" for a in value.node.args[1:])
-                kw = "".join(f", {k}={self.value_expr(v, lines)}"
-                             for k, v in value.node.kwargs.items())
+                # (a size argument computed in the graph is its SymInt: see GraphLowering)
+                args = map_arg(value.node.args[1:], self.lowering.env.__getitem__)
+                kwargs = map_arg(value.node.kwargs, self.lowering.env.__getitem__)
+                rest = "".join(f", {self.value_expr(a, lines)}" for a in args)
+                kw = "".join(f", {k}={self.value_expr(v, lines)}" for k, v in kwargs.items())
                 fn = self.callee(value.node.target)
                 lines.append(ExprLine(f"{name} = {fn}({base}{rest}{kw})"))
                 self.view_names[key] = name
             return self.view_names[key]
         if isinstance(value, ir.Buffer):
             return value.name
+        if isinstance(value, SymInt):
+            return pycode(value.expr)   # (the symbols are read at the top of the function)
         text = literal(value, lambda v: self.value_expr(v, lines))
         if text is not None:
             return text
@@ -341,10 +361,30 @@ class WrapperCodegen:
                 lines.append(FreeIfNotReusedLine(name, key))
         leaves: list[WrapperLine] = []
         value = self.value_expr(self.lowering.outputs, leaves)
-        self.lines = lines + leaves + [ReturnLine(value)]
+        self.lines = self.size_lines() + lines + leaves + [ReturnLine(value)]
         if self.reuse:
             self.plan_memory()
         return self.lines
+
+    def size_lines(self) -> list[WrapperLine]:
+        """``s0 = x.size(0)``: each symbolic size read from the input that gives it."""
+        lines = []
+        for symbol, (position, dim) in sorted(self.lowering.size_sources.items(),
+                                              key=lambda item: str(item[0])):
+            source = self.params[position] + ("" if dim is None else f".size({dim})")
+            if source != str(symbol):
+                lines.append(ExprLine(f"{symbol} = {source}"))
+        if lines:
+            lines.insert(0, CommentLine("symbolic sizes, read from the inputs"))
+        if self.lowering.stride_checks:
+            fallback = self.bind("compile_for_layout", self.fallback)
+            lines.append(CommentLine("kernels index these inputs with the strides compiled for"))
+            checks = [f"{self.params[position]}.stride() != {size_literal(strides)}"
+                      for position, strides in self.lowering.stride_checks]
+            joined = " or\n            ".join(checks)   # (continuation lines of the if)
+            lines.append(ExprLine(f"if ({joined}):"))
+            lines.append(ExprLine(f"    return {fallback}({', '.join(self.params)})"))
+        return lines
 
     # -- step 2: memory planning ---------------------------------------------------------
     def plan_memory(self) -> None:

@@ -22,7 +22,8 @@ variable that is always in bounds, so a bad index is reported, never read from m
 
 :class:`KernelWriter` is an ops handler (``tutorcompile.ops``): prims become expression
 strings from the op table's spellings, ``load``/``constant`` become the language's loads and
-literals, and common subexpressions get one temporary (``tmp3``).
+literals, and common subexpressions get one temporary (``tmp3``). Symbolic sizes print as
+their symbols (``s0``), which become arguments of the kernel (:meth:`KernelWriter.size_args`).
 
 Mirrors: torch/_inductor/codegen/common.py (``Kernel``, ``CSE``, ``OpOverrides``) and
 torch/_inductor/codegen/simd.py (tiling into x and r).
@@ -43,6 +44,8 @@ from ...ops import OpsHandler
 from ...ops.virtualized import spell
 from .. import ir
 from ..ir import ComputedBuffer, FloorDiv, ModularIndexing
+
+_SIZE_SYMBOL = re.compile(r"\bs(\d+)\b")
 
 
 class FusionError(Exception):
@@ -91,7 +94,8 @@ class KernelPlan:
             first = reductions[0].data
             for r in reductions[1:]:
                 d = r.data
-                if (d.src_shape, d.reduced_dims) != (first.src_shape, first.reduced_dims):
+                if d.reduced_dims != first.reduced_dims or \
+                        not ir.same_sizes(d.src_shape, first.src_shape):
                     raise FusionError(
                         f"reductions over different loops: {reductions[0].name} reduces "
                         f"{list(first.src_shape)} over dims {list(first.reduced_dims)}, "
@@ -104,9 +108,10 @@ class KernelPlan:
                 size = tuple(n.get_size())
                 if n.is_reduction:
                     plan.phases[n.name] = "reduction"
-                elif size == plan.shape:
+                elif ir.same_sizes(size, plan.shape):
                     plan.phases[n.name] = "full"
-                elif math.prod(size) == kept_numel and _squeeze(size) == _squeeze(kept):
+                elif ir.same_sizes((math.prod(size),), (kept_numel,)) and \
+                        ir.same_sizes(_squeeze(size), _squeeze(kept)):
                     plan.phases[n.name] = "x"
                 else:
                     raise FusionError(
@@ -114,7 +119,7 @@ class KernelPlan:
                         f"reduction's input {list(plan.shape)} nor with its output "
                         f"{list(kept)}")
             return plan
-        numels = {n.name: math.prod(n.get_size()) for n in nodes}
+        numels = {n.name: ir.size_expr(math.prod(n.get_size())) for n in nodes}
         if len(set(numels.values())) > 1:
             a, b = nodes[0], next(n for n in nodes if numels[n.name] != numels[nodes[0].name])
             raise FusionError(f"different iteration sizes: {a.name} has {numels[a.name]} "
@@ -174,16 +179,16 @@ class KernelPlan:
         else:  # x and reduction phases: one element per x
             own = list(xvars)
             ref = self.kept_shape if self.is_reduction else self.shape
-        if size == tuple(ref):
+        if ir.same_sizes(size, ref):
             return own
-        if _squeeze(size) == _squeeze(ref):
+        if ir.same_sizes(_squeeze(size), _squeeze(ref)):
             kept = iter([i for i, s in zip(own, ref) if s != 1])
             return [0 if s == 1 else next(kept) for s in size]
         return ir.unflatten_index(ir.flatten_index(own, ref), size)
 
 
 def _squeeze(shape) -> tuple[int, ...]:
-    return tuple(s for s in shape if s != 1)
+    return tuple(s for s in shape if not (isinstance(s, int) and s == 1))
 
 
 # ---------------------------------------------------------------------------------------
@@ -214,14 +219,29 @@ def print_index(expr: Any, language: str) -> str:
             return body
         return f"{int(coeff)} * {body}" if coeff != -1 else f"-{body}"
     if isinstance(expr, FloorDiv):
-        a, b = (print_index(x, language) for x in expr.args)
+        a, b = print_index(expr.args[0], language), _operand(expr.args[1], language)
         return f"({a} {div} {b})"
+    if isinstance(expr, sympy.floor):   # a symbolic size divided (``s0 // 2``)
+        num, den = sympy.fraction(sympy.together(expr.args[0]))
+        return print_index(FloorDiv(num, den), language)
+    if expr.is_Pow and expr.exp.is_Integer and expr.exp > 0:   # a stride ``s1**2``
+        return "(" + " * ".join([print_index(expr.base, language)] * int(expr.exp)) + ")"
+    if isinstance(expr, sympy.Mod):
+        a, m = print_index(expr.args[0], language), _operand(expr.args[1], language)
+        return f"({a} % {m})"
     if isinstance(expr, ModularIndexing):
         a, d, m = expr.args
         base = print_index(a, language) if d == 1 else \
-            f"({print_index(a, language)} {div} {print_index(d, language)})"
-        return f"({base} % {print_index(m, language)})"
+            f"({print_index(a, language)} {div} {_operand(d, language)})"
+        return f"({base} % {_operand(m, language)})"
     raise NotImplementedError(f"cannot print index expression {expr}")
+
+
+def _operand(expr: Any, language: str) -> str:
+    """A divisor or modulus, parenthesised when it is a product (``x0 / (4 * s1)``: C and
+    Python read ``x0 / 4 * s1`` as ``(x0 / 4) * s1``)."""
+    text = print_index(expr, language)
+    return f"({text})" if isinstance(sympy.sympify(expr), sympy.Mul) else text
 
 
 # ---------------------------------------------------------------------------------------
@@ -367,6 +387,19 @@ class KernelWriter(OpsHandler):
             raise FusionError(f"the reduction {buffer.name} is read at another row than the "
                               "one being computed")
         return var
+
+    # -- sizes ---------------------------------------------------------------------------
+    def size(self, size: Any) -> str:
+        """A loop bound or other size in the kernel's language: a number, or an expression
+        over the kernel's size arguments (``16 * s0``)."""
+        return print_index(ir.size_expr(size), self.language)
+
+    def size_args(self) -> list[str]:
+        """The symbolic sizes the kernel's code uses (``s0``, ``s1``...), in order: they
+        are arguments of the kernel, which the wrapper reads from its inputs' sizes.
+        (Shape symbols are the only names of the form ``s<N>`` a kernel writer prints.)"""
+        used = {int(m) for line in self.lines for m in _SIZE_SYMBOL.findall(line)}
+        return [f"s{k}" for k in sorted(used)]
 
     # -- names of kernel arguments -------------------------------------------------------
     def arg_name(self, buffer_name: str) -> str:

@@ -23,7 +23,15 @@ and for a reduction kernel (softmax: x loops over rows, each phase is an r loop 
 
 Only the outputs other kernels (or the caller) read are stored; everything else stays in
 registers. Tensors arrive as raw data pointers (``ctypes``); sizes are constants baked into
-the source (shapes are static), which is what lets the compiler vectorise freely.
+the source, which is what lets the compiler vectorise freely -- except symbolic sizes (a
+batch size that may change between calls, ``s0``): those are ``int64_t`` arguments after the
+pointers, read by the wrapper from its inputs' sizes, and loop bounds and index expressions
+are written in them (``for (int64_t x0 = 0; x0 < 16 * s0; x0++)``). Whether a loop runs on
+several threads is then decided when it runs (``#pragma omp parallel for if(16 * s0 >=
+32768)``); other choices that only affect speed (nest the reduction loop? tile?) are made
+from the sizes of the example inputs (their *hints*) and guard nothing; choices that affect
+the result are comparisons of :class:`~tutorcompile.fx.symbolic_shapes.SymInt` s, which
+record the guard they relied on.
 
 Mirrors: torch/_inductor/codegen/cpp.py (``CppKernel``, ``CppOverrides``; Inductor's
 ``CppVecKernel`` writes explicit vector code where we rely on ``omp simd``).
@@ -39,6 +47,7 @@ from typing import Any
 import sympy
 import torch
 
+from ...fx.symbolic_shapes import hint_int
 from ...ops import set_handler
 from .. import ir
 from ..codecache import cpp_compile_async, cpp_flags
@@ -90,6 +99,7 @@ class CppKernel(KernelWriter):
         self.watch_r = False
         self.wants_nesting = False
         self.written: set[str] = set()   # stored by a loop already closed (a full phase)
+        self.parallel_if = ""   # OpenMP's if clause on parallel loops (symbolic sizes)
         self.stored_at: dict[str, Any] = {}   # buffer -> the offset its store wrote
 
     def note_index(self, expr) -> None:
@@ -173,8 +183,10 @@ class CppKernel(KernelWriter):
     # -- loops ---------------------------------------------------------------------------
     def open_loop(self, var: str, size: int, pragma: str | None) -> None:
         if pragma:
+            if pragma.startswith("omp parallel"):
+                pragma += self.parallel_if
             self.writeline(f"#pragma {pragma}")
-        self.writeline(f"for (int64_t {var} = 0; {var} < {size}; {var}++)")
+        self.writeline(f"for (int64_t {var} = 0; {var} < {self.size(size)}; {var}++)")
         self.writeline("{")
         self.indent += 1
         self.push_scope()
@@ -186,14 +198,20 @@ class CppKernel(KernelWriter):
 
     def generate_body(self) -> None:
         plan = self.plan
-        big = plan.xnumel * plan.rnumel >= PARALLEL_MIN_ELEMENTS if self.parallel is None \
-            else self.parallel
+        numel = plan.xnumel * plan.rnumel
+        if self.parallel is None and not isinstance(numel, int):
+            # a symbolic size: threads or not is decided when the kernel runs (OpenMP's
+            # ``if`` clause), not by the example's size
+            big = True
+            self.parallel_if = f" if({self.size(numel)} >= {PARALLEL_MIN_ELEMENTS})"
+        else:
+            big = numel >= PARALLEL_MIN_ELEMENTS if self.parallel is None else self.parallel
         with set_handler(self):
             if not plan.is_reduction:
                 self.pointwise_body(big)
             else:
                 last = len(plan.shape) - 1
-                if plan.xnumel > 1 and last not in plan.reduced_dims:
+                if hint_int(plan.xnumel) > 1 and last not in plan.reduced_dims:
                     self.tiled_reduction_body(big)   # the contiguous dimension is kept
                 else:
                     self.reduction_body(big)
@@ -204,14 +222,14 @@ class CppKernel(KernelWriter):
             self.emit_nodes([], [])
             return
         outer, inner = math.prod(shape[:-1]), shape[-1]
-        if inner < 8 or outer == 0:   # (an empty tensor: the flat loop runs 0 times)
+        if hint_int(inner) < 8 or outer == 0:   # (empty: the flat loop runs 0 times)
             # A short last dimension gives the vectoriser nothing to work with: run one
             # flat loop over all elements instead (indices come from div/mod by constants).
             numel = math.prod(shape)
             self.open_loop("x0", numel, "omp parallel for simd" if big else "omp simd")
             self.emit_nodes(ir.unflatten_index(ir.index_symbol("x0"), shape), [])
             self.close_loop()
-        elif outer > 1:
+        elif not (isinstance(outer, int) and outer == 1):   # (a symbolic count: nested)
             self.open_loop("x0", outer, "omp parallel for" if big else None)
             self.open_loop("x1", inner, "omp simd")
             xvars = ir.unflatten_index(ir.index_symbol("x0"), shape[:-1]) + \
@@ -232,15 +250,16 @@ class CppKernel(KernelWriter):
     def reduction_body(self, big: bool) -> None:
         plan = self.plan
         kept, reduced = plan.kept_shape, plan.reduced_shape
-        parallel = "omp parallel for" if big and plan.xnumel > 1 else None
+        parallel = "omp parallel for" if big and not (isinstance(plan.xnumel, int)
+                                                      and plan.xnumel <= 1) else None
         self.open_loop("x0", plan.xnumel, parallel)
-        xvars = ir.unflatten_index(ir.index_symbol("x0"), kept)
+        xvars = self.hoist_digits(ir.unflatten_index(ir.index_symbol("x0"), kept))
         if self.nest_reduction:
             rvars = ir.unflatten_index(ir.index_symbol("r0"), reduced[:-1]) + \
                 [ir.index_symbol("r1")]
         else:
             rvars = ir.unflatten_index(ir.index_symbol("r0"), reduced)
-            self.watch_r = len(reduced) > 1 and reduced[-1] >= NEST_MIN_INNER
+            self.watch_r = len(reduced) > 1 and hint_int(reduced[-1]) >= NEST_MIN_INNER
 
         def emit_full(nodes: list[ir.ComputedBuffer]) -> None:
             self.open_r_loops("omp simd")
@@ -252,6 +271,22 @@ class CppKernel(KernelWriter):
         plan.walk_phases(emit_full, lambda node: self.store_at(node, xvars, rvars),
                          lambda node: self.emit_reduction(node, xvars, rvars))
         self.close_loop()
+
+    def hoist_digits(self, xvars: list) -> list:
+        """The digits of ``x0`` whose radices are symbolic (``x0 % s1``) as constants of the
+        x loop: written inside the r loop, a division by a run-time size makes g++ treat
+        the loads as gathers and leave the loop scalar (GPT's attention softmax over a
+        symbolic length: 4x slower than the static kernel)."""
+        x0, out = ir.index_symbol("x0"), []
+        for k, digit in enumerate(xvars):
+            expr = sympy.sympify(digit)
+            if expr.is_Symbol or not (expr.free_symbols - {x0}):
+                out.append(digit)
+                continue
+            name = f"x0_{k}"
+            self.writeline(f"const int64_t {name} = {print_index(expr, 'cpp')};")
+            out.append(ir.index_symbol(name))
+        return out
 
     def open_r_loops(self, pragma: str | None) -> None:
         """The loop over the reduced elements: one flat ``r0``; or, nested, ``r0`` over all
@@ -287,9 +322,10 @@ class CppKernel(KernelWriter):
         plan = self.plan
         tile = self.tile
         tiles = -(-plan.xnumel // tile)
-        self.open_loop("xt", tiles, "omp parallel for" if big and tiles > 1 else None)
+        self.open_loop("xt", tiles, "omp parallel for" if big and not (
+            isinstance(tiles, int) and tiles <= 1) else None)
         self.writeline(f"const int64_t xlen = std::min<int64_t>({tile}, "
-                       f"{plan.xnumel} - xt * {tile});")
+                       f"{self.size(plan.xnumel)} - xt * {tile});")
         xvars = ir.unflatten_index(ir.index_symbol("x0"), plan.kept_shape)
         rvars = ir.unflatten_index(ir.index_symbol("r0"), plan.reduced_shape)
 
@@ -392,6 +428,7 @@ class CppKernel(KernelWriter):
         for arg, buf, is_out in self.signature_buffers():
             const = "" if is_out else "const "
             params.append(f"{const}{CPP_TYPES[buf.get_dtype()]}* __restrict__ {arg}")
+        params += [f"const int64_t {s}" for s in self.size_args()]
         nodes = ", ".join(origin_names(self.plan.nodes))
         header = [f"// {self.name}: graph nodes {nodes}",
                   *(f"//   {line}" for line in origin_sources(self.plan.nodes)),
@@ -425,13 +462,18 @@ class CppKernelCall:
     ``index_checks`` lists the kernel's bounds checks of indirect indices, if any: the
     kernel then returns a status, and a call whose status names a failed check raises an
     ``IndexError`` saying which (as PyTorch's own op would have raised).
+
+    ``size_args`` names the symbolic sizes the kernel takes after its pointers (``s0``...):
+    the wrapper passes its own variables of those names.
     """
 
     def __init__(self, name: str, source: str, arg_names: list[str],
-                 build_source: str | None = None, index_checks: Sequence[str] = ()):
+                 build_source: str | None = None, index_checks: Sequence[str] = (),
+                 size_args: Sequence[str] = ()):
         self.name = name
         self.source = source
         self.arg_names = arg_names
+        self.size_args = list(size_args)
         self.index_checks = list(index_checks)
         self.symbol = name if build_source is None else "kernel"
         self._build = cpp_compile_async("\n" + (build_source or source) + "\n",
@@ -445,42 +487,45 @@ class CppKernelCall:
             self.lib, self.path = self._build.result()
             fn = getattr(self.lib, self.symbol)
             fn.restype = ctypes.c_int if self.index_checks else None
-            fn.argtypes = [ctypes.c_void_p] * len(self.arg_names)
+            fn.argtypes = [ctypes.c_void_p] * len(self.arg_names) + \
+                [ctypes.c_int64] * len(self.size_args)
             self.fn = fn if not self.index_checks else self._checked(fn)
         return self
 
     def _checked(self, fn):
         checks, name = self.index_checks, self.name
 
-        def call(*pointers: int) -> None:
-            status = fn(*pointers)
+        def call(*args: int) -> None:
+            status = fn(*args)
             if status:
                 raise IndexError(f"{name}: {checks[status - 1]} (an index read from a "
                                  "tensor is out of range)")
         return call
 
-    def _first_call(self, *pointers: int) -> None:
-        self.wait().fn(*pointers)
+    def _first_call(self, *args: int) -> None:
+        self.wait().fn(*args)
 
     # How the wrapper calls it: the ctypes function itself, bound once as a global, with
-    # each tensor's data_ptr() (argtypes were set once in wait(): no per-call type setup).
-    launcher_doc = "C++ kernel: a ctypes function taking data_ptr() ints"
+    # each tensor's data_ptr() and the symbolic sizes (argtypes were set once in wait():
+    # no per-call type setup).
+    launcher_doc = "C++ kernel: a ctypes function taking data_ptr() ints (and sizes)"
 
     @property
     def launcher(self):
         return self.wait().fn
 
     def call_source(self, name: str, args: list[str]) -> str:
-        return f"{name}({', '.join(f'{a}.data_ptr()' for a in args)})"
+        return f"{name}({', '.join([f'{a}.data_ptr()' for a in args] + self.size_args)})"
 
-    def __call__(self, *tensors: torch.Tensor) -> None:
-        self.fn(*[t.data_ptr() for t in tensors])
+    def __call__(self, *args: torch.Tensor | int) -> None:
+        """Call with the tensors (inputs, then outputs), then the size arguments."""
+        self.fn(*[a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args])
 
 
 def generate_cpp_kernel(plan: KernelPlan, name: str, **choices
                         ) -> tuple[str, list[ir.Buffer], list[ir.Buffer]]:
     """Source of one kernel, and the buffers it reads and writes (in argument order)."""
-    source, _, ins, outs, _ = _generate(plan, name, **choices)
+    source, _, ins, outs, _, _ = _generate(plan, name, **choices)
     return source, ins, outs
 
 
@@ -492,13 +537,13 @@ def _generate(plan: KernelPlan, name: str, **choices):
         source = kernel.generate()
     canonical = canonical_source(source, name, [a for a, _, _ in kernel.signature_buffers()])
     return source, canonical, list(kernel.inputs.values()), list(kernel.outputs.values()), \
-        kernel.index_checks
+        kernel.index_checks, kernel.size_args()
 
 
 def compile_cpp_kernel(plan: KernelPlan, name: str, **choices):
-    source, canonical, ins, outs, checks = _generate(plan, name, **choices)
+    source, canonical, ins, outs, checks, sizes = _generate(plan, name, **choices)
     return CppKernelCall(name, source, [b.name for b in ins + outs], canonical,
-                         checks), ins, outs
+                         checks, sizes), ins, outs
 
 
 __all__ = ["CppKernel", "CppKernelCall", "compile_cpp_kernel", "cpp_flags",

@@ -20,6 +20,12 @@ Masks follow the index: a load whose address uses ``rindex`` is masked with
 Under ``TRITON_INTERPRET=1`` (no GPU) the same source runs on CPU tensors; each program
 instance costs milliseconds there, so the launcher picks large blocks and few programs.
 
+Symbolic sizes (one compilation for every batch size): ``xnumel``/``rnumel`` are already
+arguments; the size symbols an index uses (``s0``) are arguments after them, the grid is
+computed by the wrapper from the sizes at each call, block sizes are chosen from the
+example's sizes (the masks make any size right), and a reduction over a symbolic length is
+looped (a persistent one needs ``RBLOCK`` >= every length).
+
 Mirrors: torch/_inductor/codegen/triton.py (``TritonKernel``, ``TritonOverrides``) and
 torch/_inductor/runtime/triton_heuristics.py (block sizes, persistent reductions).
 """
@@ -33,6 +39,7 @@ from typing import Any
 
 import torch
 
+from ...fx.symbolic_shapes import hint_int, pycode
 from ...ops import set_handler
 from .. import ir
 from ..codecache import triton_module
@@ -86,7 +93,8 @@ class TritonKernel(KernelWriter):
     def __init__(self, plan: KernelPlan, name: str, persistent: bool | None = None):
         super().__init__(plan, name)
         if persistent is None:
-            persistent = next_power_of_2(plan.rnumel) <= config.max_persistent_rblock()
+            persistent = isinstance(plan.rnumel, int) and \
+                next_power_of_2(plan.rnumel) <= config.max_persistent_rblock()
         self.persistent = persistent if plan.is_reduction else False
 
     def dtype_name(self, dtype: torch.dtype) -> str:
@@ -249,9 +257,10 @@ class TritonKernel(KernelWriter):
         self.generate_body()
         params = [arg for arg, _, _ in self.signature_buffers()] + ["xnumel"]
         if self.plan.is_reduction:
-            params += ["rnumel", "XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"]
+            params += ["rnumel", *self.size_args(), "XBLOCK: tl.constexpr",
+                       "RBLOCK: tl.constexpr"]
         else:
-            params += ["XBLOCK: tl.constexpr"]
+            params += [*self.size_args(), "XBLOCK: tl.constexpr"]
         kind = ("persistent reduction" if self.persistent else "looped reduction") \
             if self.plan.is_reduction else "pointwise"
         # device asserts (bounds checks of indirect indices) only run in debug builds
@@ -268,15 +277,16 @@ TRITON_PRELUDE = "import triton\nimport triton.language as tl\n\n\n"
 def choose_blocks(plan: KernelPlan, persistent: bool) -> tuple[int, int]:
     """(XBLOCK, RBLOCK) for a plan: large blocks under the interpreter (few programs)."""
     interp = interpreted()
+    xnumel = hint_int(plan.xnumel)   # (a symbolic size: its example's value)
     if not plan.is_reduction:
         cap = config.max_xblock_interpreted if interp else config.max_xblock_gpu
-        return min(next_power_of_2(plan.xnumel), cap), 1
+        return min(next_power_of_2(xnumel), cap), 1
     if persistent:
         rblock = next_power_of_2(plan.rnumel)
     else:
         rblock = config.looped_rblock_interpreted if interp else config.looped_rblock_gpu
     tile = config.tile_elements_interpreted if interp else config.tile_elements_gpu
-    xblock = max(1, min(next_power_of_2(plan.xnumel), tile // rblock))
+    xblock = max(1, min(next_power_of_2(xnumel), tile // rblock))
     return xblock, rblock
 
 
@@ -287,10 +297,14 @@ class TritonKernelCall:
 
     def __init__(self, name: str, source: str, arg_names: list[str], plan: KernelPlan,
                  persistent: bool, blocks: tuple[int, int] | None = None,
-                 build_source: str | None = None):
+                 build_source: str | None = None, size_args: list[str] = ()):
         self.name = name
         self.source = source
         self.arg_names = arg_names
+        self.size_args = list(size_args)
+        # symbolic sizes: the grid is computed at each call (see call_source)
+        self.symbolic = bool(self.size_args) or not isinstance(plan.xnumel, int) or \
+            not isinstance(plan.rnumel, int)
         self.xnumel, self.rnumel = plan.xnumel, plan.rnumel
         self.is_reduction = plan.is_reduction
         self.xblock, self.rblock = blocks or choose_blocks(plan, persistent)
@@ -309,6 +323,11 @@ class TritonKernelCall:
 
     @property
     def launcher(self):
+        if self.symbolic:   # called as launcher(grid, *args): the grid is the call's
+            if self.checks_indices and interpreted():
+                return lambda grid, *args, **kwargs: self._launch_checked(self.fn[grid], args,
+                                                                          kwargs)
+            return lambda grid, *args, **kwargs: self.fn[grid](*args, **kwargs)
         if self.checks_indices and interpreted():
             return lambda *args, **kwargs: self._launch_checked(self.fn[self.grid], args,
                                                                 kwargs)
@@ -336,9 +355,14 @@ class TritonKernelCall:
             builder.options = options
 
     def call_source(self, name: str, args: list[str]) -> str:
-        sizes = f"{self.xnumel}, {self.rnumel}, " if self.is_reduction else f"{self.xnumel}, "
+        xnumel, rnumel = pycode(ir.size_expr(self.xnumel)), pycode(ir.size_expr(self.rnumel))
+        sizes = f"{xnumel}, {rnumel}, " if self.is_reduction else f"{xnumel}, "
+        sizes += "".join(f"{s}, " for s in self.size_args)
         blocks = f"XBLOCK={self.xblock}" + (f", RBLOCK={self.rblock}" if self.is_reduction
                                             else "")
+        if self.symbolic:
+            grid = f"(max(1, -(-({xnumel}) // {self.xblock})),)"
+            return f"{name}({grid}, {', '.join(args)}, {sizes}{blocks})"
         return f"{name}({', '.join(args)}, {sizes}{blocks})"
 
     def __call__(self, *tensors: torch.Tensor) -> None:
@@ -362,7 +386,8 @@ def compile_triton_kernel(plan: KernelPlan, name: str, persistent: bool | None =
     ins, outs = list(kernel.inputs.values()), list(kernel.outputs.values())
     canonical = canonical_source(source, name, [a for a, _, _ in kernel.signature_buffers()])
     call = TritonKernelCall(name, source, [b.name for b in ins + outs], plan,
-                            kernel.persistent, build_source=canonical)
+                            kernel.persistent, build_source=canonical,
+                            size_args=kernel.size_args())
     return call, ins, outs
 
 

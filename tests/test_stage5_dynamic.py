@@ -1,0 +1,186 @@
+"""Symbolic sizes in the fusion compiler: ``tc.compile(model)`` (backend ``"inductor"``, C++
+kernels) compiles once for every batch size and sequence length.
+
+After the first size change Dynamo marks the dimension dynamic and AOT builds graphs whose
+sizes are symbols (``s0``); the inductor lowers them as such: the C++ kernels take the sizes
+as ``int64_t`` arguments and the wrapper reads them from its inputs and allocates with
+expressions in them. The capstone MLP, CNN and GPT then train with eager's values and
+gradients for every size, with two compilations in all (the first, static, call and the
+symbolic one); what lowering relied on is guarded (the GPT's mask slice: ``s1 <= 64``).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from tutorcompile.dynamo import backends, eval_frame
+from tutorcompile.models import GPT, MLP, AlexNet, GPTConfig
+
+pytestmark = pytest.mark.stage5
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    eval_frame.reset()
+    yield
+    eval_frame.reset()
+
+
+def _counting():
+    """The ``"inductor"`` backend, keeping what it returned (``.compiled.num_compiles``: how
+    many times AOT, and so the kernels, compiled each graph Dynamo handed down)."""
+    made = []
+
+    def counting(gm, example_inputs):
+        made.append(backends.inductor(gm, example_inputs, options={"backend": "cpp"}))
+        return made[-1]
+    return counting, made
+
+
+def _train_and_compare(model, compiled, batches, tol=1e-5):
+    ref = copy.deepcopy(model)
+    for x, y in batches:
+        model.zero_grad()
+        ref.zero_grad()
+        out, expected = compiled(x), ref(x)
+        torch.testing.assert_close(out, expected, rtol=tol, atol=tol)
+        model.loss(out, y).backward()
+        ref.loss(expected, y).backward()
+        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=tol, atol=tol, msg=name)
+
+
+def test_mlp_trains_with_two_compiles_for_batch_sizes_1_to_16():
+    torch.manual_seed(0)
+    model = MLP((10, 16, 5))
+    backend, made = _counting()
+    compiled = eval_frame.compile(model, backend=backend)
+    _train_and_compare(model, compiled, [(model.example_inputs(b)[0], model.targets(b))
+                                         for b in range(1, 17)])
+    assert [c.compiled.num_compiles for c in made] == [1, 1]
+    art = made[1].compiled.artifacts
+    assert art.shape_env.guards == []   # nothing the kernels do depends on the batch size
+    forward = art.forward.compiled
+    assert forward.symbolic is not None and len(forward._variants) == 0
+    assert "s0 = primals_l_x.size(0)" in forward.wrapper_code
+    assert "empty_strided((s0, 16), (16, 1)" in forward.wrapper_code
+    kernel = next(src for name, src in forward.kernel_sources.items() if "relu" in name)
+    assert "const int64_t s0)" in kernel and "x0 < s0;" in kernel
+
+
+def test_capstone_cnn_trains_with_two_compiles():
+    torch.manual_seed(0)
+    model = AlexNet(width=4, dropout=0.0)
+    backend, made = _counting()
+    compiled = eval_frame.compile(model, backend=backend)
+    _train_and_compare(model, compiled, [(model.example_inputs(b)[0], model.targets(b))
+                                         for b in (1, 2, 3, 5, 16)], tol=1e-4)
+    assert [c.compiled.num_compiles for c in made] == [1, 1]
+    assert made[1].compiled.artifacts.shape_env.guards == []
+    # the max-pool's strided slices are saved for the backward: their strides are checked
+    # per call (a symbolic backward still, not one per size)
+    backward = made[1].compiled.artifacts.backward.compiled
+    assert backward.symbolic is not None and not backward._variants
+
+
+def test_capstone_gpt_trains_with_two_compiles_for_batch_and_length():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(block_size=64, n_layer=2, n_embd=32))
+    backend, made = _counting()
+    compiled = eval_frame.compile(model, backend=backend)
+    # the first change changes both sizes (changed one at a time, Dynamo -- like
+    # torch.compile -- marks each dynamic in turn: one recompile each)
+    sizes = [(1, 8), (2, 9), (3, 17), (16, 64), (5, 8), (9, 33), (16, 8), (4, 64)]
+    _train_and_compare(model, compiled, [(torch.randint(0, 128, (b, t)),
+                                          torch.randint(0, 128, (b, t))) for b, t in sizes],
+                       tol=1e-4)
+    assert [c.compiled.num_compiles for c in made] == [1, 1]
+    assert [str(g.expr) for g in made[1].compiled.artifacts.shape_env.guards] == ["s1 <= 64"]
+    forward = made[1].compiled.artifacts.forward.compiled
+    assert "s1 = primals_l_idx.size(1)" in forward.wrapper_code
+    # q, k, v are strided views of one (s0, s1, 96) tensor, saved for the backward: their
+    # strides are symbolic too (checked per call), so no size compiles a layout of its own
+    backward = made[1].compiled.artifacts.backward.compiled
+    assert "permute_1.stride() != (96*s1, 8, 96, 1)" in backward.wrapper_code
+    assert backward.symbolic is not None and not backward._variants
+    # attention's softmax reduces over the symbolic length
+    softmax = next(src for name, src in forward.kernel_sources.items() if "amax" in name)
+    assert "r0 < s1;" in softmax
+
+
+def _symbolic_sin_graph(hint: int):
+    """``sin(x)`` for ``x`` of shape ``(s0, 8)``, as AOT hands it down (a strided input's
+    metadata says contiguous; the lowering takes the example's strides)."""
+    from tutorcompile.fx import Graph
+    from tutorcompile.fx.interpreter import TensorMeta
+    from tutorcompile.fx.symbolic_shapes import ShapeEnv, SymShape
+    from tutorcompile.ops import PRIMS
+    env = ShapeEnv()
+    s0 = env.create_symbol(hint, (0, 0))
+    graph = Graph()
+    x = graph.placeholder("x")
+    x.meta["tensor_meta"] = TensorMeta(SymShape((s0, 8)), torch.float32,
+                                       torch.device("cpu"), (8, 1), False)
+    y = graph.call_function(PRIMS["sin"], (x,))
+    y.meta["tensor_meta"] = x.meta["tensor_meta"]
+    graph.output((y,))
+    return graph, env
+
+
+def test_a_strided_input_is_checked_per_call_and_another_layout_compiles_for_itself():
+    from tutorcompile.inductor import compile_fx
+    graph, env = _symbolic_sin_graph(4)
+    compiled = compile_fx(graph, [torch.randn(4, 16)[:, ::2]], backend="cpp")
+    assert compiled.symbolic is not None
+    assert "if (x.stride() != (16, 2)):\n        return compile_for_layout(x)" in \
+        compiled.wrapper_code
+    for x in (torch.randn(6, 16)[:, ::2], torch.randn(3, 16)[:, ::2]):   # any batch size
+        torch.testing.assert_close(compiled(x)[0], torch.sin(x))
+    assert not compiled._variants
+    x = torch.randn(5, 8)   # contiguous: not the layout the kernel indexes
+    torch.testing.assert_close(compiled(x)[0], torch.sin(x))
+    assert list(compiled._variants) == [compiled._key([x])]
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_kernels_take_the_sizes_as_arguments(backend):
+    from tutorcompile.inductor import compile_fx
+    graph, env = _symbolic_sin_graph(4)
+    compiled = compile_fx(graph, [torch.randn(4, 8)], backend=backend)
+    (source,) = compiled.kernel_sources.values()
+    if backend == "cpp":
+        assert "const int64_t s0)" in source and "x0 < s0;" in source
+    else:   # xnumel is an argument already; the wrapper computes the grid
+        assert "xmask = xindex < xnumel" in source
+        assert "((max(1, -(-(8*s0) // 32)),), x, buf0, 8*s0, XBLOCK=32)" in \
+            compiled.wrapper_code
+    for b in (2, 4, 7):
+        x = torch.randn(b, 8)
+        torch.testing.assert_close(compiled(x)[0], torch.sin(x))
+    assert compiled.symbolic is not None and not compiled._variants
+
+
+def test_what_lowering_relied_on_is_checked_per_call():
+    # x[:5] of x of shape (s0, 8): the slice's length is 5 only while s0 >= 5, a guard
+    # recorded while lowering; AOT may have matched other sizes to this graph before the
+    # guard existed (a backward compiles at the first backward), so the graph checks it
+    from tutorcompile.inductor import compile_fx
+    from tutorcompile.ops import PRIMS
+    graph, env = _symbolic_sin_graph(8)
+    sin = next(n for n in graph.nodes if n.target is PRIMS["sin"])
+    x = graph.placeholders[0]
+    with graph.inserting_before(sin):
+        first = graph.call_function(PRIMS["slice"], (x, 0, 0, 5))
+    first.meta["tensor_meta"] = type(x.meta["tensor_meta"])(
+        torch.Size((5, 8)), torch.float32, torch.device("cpu"), (8, 1), False)
+    sin.args = (first,)
+    sin.meta["tensor_meta"] = first.meta["tensor_meta"]
+    compiled = compile_fx(graph, [torch.randn(8, 8)], backend="cpp")
+    assert [str(g.expr) for g in env.guards] == ["s0 >= 5"]
+    for b in (6, 9, 3):
+        x = torch.randn(b, 8)
+        torch.testing.assert_close(compiled(x)[0], torch.sin(x[:5]))
+    assert list(compiled._variants) == [compiled._key([x])]   # only batch 3 compiled again
