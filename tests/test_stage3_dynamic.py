@@ -75,6 +75,17 @@ def test_automatic_dynamic_after_a_size_change():
     assert any("marking L['x'] dims [0] as dynamic" in line for line in RECOMPILE_LOG)
 
 
+def test_every_resized_input_is_marked_dynamic_at_the_first_change():
+    def f(x, w):
+        return x * w
+    c = compile_eager(f)
+    for b in (2, 3, 4, 5):
+        x, w = torch.randn(b, 3), torch.randn(b, 3)
+        torch.testing.assert_close(c(x, w), f(x, w))
+    assert len(cache_entries(f)) == 2  # not a third graph when w's size fails next
+    assert any("marking L['w'] dims [0] as dynamic" in line for line in RECOMPILE_LOG)
+
+
 def test_dynamic_false_always_specialises():
     c = compile_eager(scale_by_batch, dynamic=False)
     for b in (2, 3, 4):
@@ -90,6 +101,37 @@ def test_intermediate_sizes_stay_sound_under_dynamic_shapes():
     for b in (3, 5):
         x = torch.randn(b, 2)
         torch.testing.assert_close(c(x), f(x))
+
+
+def heads_then_branch(x):
+    q = x.view(x.shape[0], x.shape[1], 2, -1).transpose(1, 2)  # (b, 2, t, d/2)
+    t = q.shape[2]   # a size of a tensor made in the graph (transformers' ``q_length``)
+    return q.sum(2) * 2 if t > 4 else q.sum(2)
+
+
+def test_a_decision_on_an_intermediate_size_is_guarded_through_its_inputs():
+    c = compile_eager(heads_then_branch, dynamic=True)
+    for b, t in [(3, 6), (5, 9), (2, 17)]:
+        x = torch.randn(b, t, 8)
+        torch.testing.assert_close(c(x), heads_then_branch(x))
+    (entry,) = cache_entries(heads_then_branch)
+    # the symbolic run of the graph so far says ``t`` is L['x'].size()[1]
+    assert "(L['x'].size()[1] > 4)" in str(entry.check)
+    x = torch.randn(3, 3, 8)  # the other side of the branch: the guard fails, a recompile
+    torch.testing.assert_close(c(x), heads_then_branch(x))
+    assert len(cache_entries(heads_then_branch)) == 2
+    assert tc_explain(heads_then_branch, dynamic=True)(x).graph_break_count == 0
+
+
+def test_a_constant_shape_tuple_joins_symbolic_sizes():
+    def f(x):
+        h = x * 2
+        return h.view((-1,) + x.shape[1:2] + (h.size(-1),))  # transformers' output_shape
+    c = compile_eager(f, dynamic=True)
+    for b in (3, 5):
+        x = torch.randn(b, 4, 6)
+        torch.testing.assert_close(c(x), f(x))
+    assert len(cache_entries(f)) == 1
 
 
 def attention_scores(q, k):

@@ -449,11 +449,7 @@ def _note_recompile(frame: Frame, cache: FrameCache, entries: list[CacheEntry]) 
         RECOMPILE_LOG.append(f"Recompiling {where}: guard failures:")
         RECOMPILE_LOG.extend(f"  entry {i}: {r}" for i, r in enumerate(reasons))
     # automatic dynamic: a size-only change marks the differing dims dynamic
-    for e in entries:
-        hit = e.check.failing_tensor(*env_args)
-        if hit is None:
-            continue
-        guard, value = hit
+    for guard, value in (hit for e in entries for hit in e.check.failing_tensors(*env_args)):
         expected = guard.tensor_args[3]
         if len(expected) == value.dim():
             dims = {d for d, (a, b) in enumerate(zip(value.shape, expected))

@@ -293,9 +293,11 @@ class CheckFunction:
                 return f"{g.expr} is False"
         return None
 
-    def failing_tensor(self, L, G, B, S) -> tuple[Guard, Any] | None:
-        """The TENSOR_MATCH guard that failed only because of sizes, with the new value."""
+    def failing_tensors(self, L, G, B, S) -> list[tuple[Guard, Any]]:
+        """The TENSOR_MATCH guards that failed only because of sizes, with the new values
+        (every one: ``f(x, w)`` called with both resized marks both dynamic at once)."""
         scope = dict(self.env, L=L, G=G, B=B, S=S)
+        failing = []
         for g in self.guards:
             if g.kind != "TENSOR_MATCH" or g.tensor_args is None:
                 continue
@@ -305,8 +307,8 @@ class CheckFunction:
                 continue
             why = explain_tensor_mismatch(value, *g.tensor_args)
             if why is not None and why.startswith(("size mismatch", "stride")):
-                return g, value
-        return None
+                failing.append((g, value))
+        return failing
 
     def __str__(self) -> str:
         return "\n".join(str(g) for g in self.guards)

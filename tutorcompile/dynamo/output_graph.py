@@ -19,7 +19,7 @@ import contextlib
 import logging
 import operator
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -44,6 +44,13 @@ from .variables import (
 
 if TYPE_CHECKING:  # pragma: no cover
     from .symbolic_convert import InstructionTranslator
+
+
+class _ShapeGuard(NamedTuple):
+    """A guard a symbolic run relied on, as Python over the inputs' sizes."""
+    expr: str
+    reason: str
+    specializes: bool
 
 
 def placeholder_name(source: Source) -> str:
@@ -146,33 +153,64 @@ class OutputGraph:
         """Is the number of results of ``t.split(c, dim)`` (``chunk``, ``unbind``...) the
         same for every size of the dynamic dims? Yes when the size along ``dim`` and the
         sizes passed in do not depend on them, as symbolic shapes show
-        (:func:`tutorcompile.aot.prim_graph.static_sizes`): ``qkv(x).split(c, dim=2)``
-        with a dynamic batch splits 3 ways for every batch."""
+        (:meth:`symbolic_sizes`): ``qkv(x).split(c, dim=2)`` with a dynamic batch splits 3
+        ways for every batch."""
         if what not in _DIM_POSITION or not args or not isinstance(args[0], Node):
             return False
         position = _DIM_POSITION[what]
         dim = kwargs.get("dim", args[position] if len(args) > position else 0)
         if not isinstance(dim, int):
             return False
-        from ..aot.prim_graph import static_sizes
         sizes = [(args[0], dim)] + [(n, None) for n in _nodes_in((args[1:], kwargs))]
+        found = self.symbolic_sizes(sizes, f"{what}'s count is static")
+        if found is None or not all(isinstance(v, int) for v in found[0]) or any(
+                guard.specializes for guard in found[1]):
+            return False  # (a graph pinned to one size is worse than the break)
+        self._install(found[1])
+        return True
+
+    def size_expression(self, vt: SymIntVariable) -> str | None:
+        """``vt``'s value as Python over the inputs' sizes (``L['x'].size()[1] - 1``) for an
+        int the graph computes from an intermediate tensor's size (``q.shape[2]`` of a
+        query made by a ``view``), so that a decision on it can be guarded; None when the
+        symbolic run cannot follow the graph so far. What the run relied on is guarded."""
+        if vt.expr is None:
+            found = self.symbolic_sizes([(vt.node, None)], f"the size {vt.node.name}")
+            if found is not None:
+                (value,), guards = found
+                vt.expr = str(value)
+                self._install(guards)
+        return vt.expr
+
+    def symbolic_sizes(self, sizes: list[tuple[Node, int | None]], why: str):
+        """:func:`tutorcompile.aot.prim_graph.symbolic_sizes` of the graph so far, in terms
+        of the inputs: each size as a Python expression over the inputs' sizes (``s1 - 1``
+        is ``L['idx'].size()[1] - 1``), with what showing it relied on as guards
+        (``(guard, why)`` pairs); None when the symbolic run cannot follow the graph."""
         placeholders = self.graph.placeholders
         if any(p not in self.input_nodes for p in placeholders):
-            return False
+            return None
         where = [self.input_nodes.index(p) for p in placeholders]
         dims = [p.meta.get("dynamic_dims", frozenset()) for p in placeholders]
-        found = static_sizes(self.graph, [self.input_values[i] for i in where], dims, sizes)
-        if found is None or any(guard.specializes for guard in found[1].guards):
-            return False  # (a graph pinned to one size is worse than the break)
-        # what showing it relied on guards this graph: ``s1 <= 32`` becomes
-        # ``L['idx'].size()[1] <= 32``
-        shape_env = found[1]
+        from ..aot.prim_graph import symbolic_sizes
+        found = symbolic_sizes(self.graph, [self.input_values[i] for i in where], dims, sizes)
+        if found is None:
+            return None
+        values, shape_env = found
         names = {str(s): f"{self.input_sources[where[i]].name()}.size()[{d}]"
                  for s, (i, d) in shape_env.var_to_source.items()}
-        for guard in shape_env.guards:
-            text = re.sub(r"\bs\d+\b", lambda m: names[m.group()], pycode(guard.expr))
-            self.tx.guards.SHAPE_ENV(text, f"{what}'s count is static: {guard.reason}")
-        return True
+
+        def in_inputs(expr) -> str:
+            return re.sub(r"\bs\d+\b", lambda m: names[m.group()], pycode(expr))
+
+        exprs = [in_inputs(getattr(v, "expr", v)) for v in values]
+        guards = [_ShapeGuard(in_inputs(g.expr), f"{why}: {g.reason}", g.specializes)
+                  for g in shape_env.guards]
+        return [v if isinstance(v, int) else e for v, e in zip(values, exprs)], guards
+
+    def _install(self, guards: list[_ShapeGuard]) -> None:
+        for guard in guards:
+            self.tx.guards.SHAPE_ENV(guard.expr, guard.reason)
 
     def detached(self, vt: VariableTracker) -> VariableTracker:
         """``vt.detach()`` as a graph node when ``vt`` is a tensor that requires grad."""

@@ -795,6 +795,11 @@ class InstructionTranslator(VM):
                 raise
             except Exception as e:  # what CPython raises here: the traced code may catch it
                 raise TracedException(e) from None
+        if fn in (operator.add, operator.iadd):  # ``(-1,) + x.shape[1:]`` with a symbolic size
+            a, b = (TupleVariable([ConstantVariable(i) for i in v.as_python_constant()])
+                    if isinstance(v, ConstantVariable) and isinstance(v.value, tuple) and
+                    isinstance(w, (TupleVariable, SizeVariable)) else v
+                    for v, w in ((a, b), (b, a)))
         if isinstance(a, BaseListVariable) and fn in (operator.add, operator.iadd) and \
                 isinstance(b, BaseListVariable):
             if fn is operator.iadd and isinstance(a, ListVariable):
@@ -889,6 +894,9 @@ class InstructionTranslator(VM):
         result = fn(*values)
         exprs = [x.expr if isinstance(x, SymIntVariable)
                  else self.guards.literal(x.as_python_constant()) for x in operands]
+        if isinstance(result, bool) and None in exprs:  # a size of a tensor made in the graph
+            exprs = [self.output.size_expression(x) if isinstance(x, SymIntVariable) else e
+                     for x, e in zip(operands, exprs)]
         expr = None
         if all(e is not None for e in exprs):
             sym = _SYMBOLS.get(fn)

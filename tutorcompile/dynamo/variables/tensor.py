@@ -104,7 +104,7 @@ class SymIntVariable(VariableTracker):
 
     def specialize(self, tx) -> int:
         """Use the concrete value; guard that the expression keeps it."""
-        if self.expr is None:
+        if tx.output.size_expression(self) is None:
             raise Unsupported("a size computed inside the graph is needed as a Python int")
         tx.guards.SHAPE_ENV(f"{self.expr} == {self.value}", "specialised")
         return self.value
