@@ -95,6 +95,14 @@ CASES = {
                   lambda: [r(2, 3, 5, 4), r(2, 3, 6, 4), r(2, 3, 6, 4)]),
     "attention_causal": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
                          lambda: [r(2, 5, 4), r(2, 5, 4), r(2, 5, 4)]),
+    # queries longer / shorter than keys: the causal mask is a lower triangle from the top left
+    "attention_causal_rect": (
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        lambda: [r(2, 6, 4), r(2, 4, 4), r(2, 4, 4)]),
+    # grouped-query attention: 4 query heads share 2 key/value heads (Llama, Mistral)
+    "attention_gqa": (
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True),
+        lambda: [r(2, 4, 5, 4), r(2, 2, 5, 4), r(2, 2, 5, 4)]),
     "embedding": (lambda i, w: F.embedding(i, w), lambda: [ints(7, 3, 4), r(7, 5)]),
     "casts": (lambda x: (x.float() * 2).double() + x.to(torch.float32).to(F64),
               lambda: [r(5)]),
@@ -182,6 +190,10 @@ GRADIENT_CASES = {
                            lambda: [r(4, 6)]),
     "view_as_real": (lambda x: torch.view_as_real(torch.fft.rfft(x) + 1).sin(),
                      lambda: [r(3, 8)]),
+    # the padding row (BERT's pad token) reads like any other row, but gets no gradient: the
+    # rows read from it pass through a ``detach`` (an extern alias the joint graph stops at)
+    "embedding_padding_idx": (lambda i, w: F.embedding(i, w, padding_idx=2) * 3,
+                              lambda: [torch.tensor([[2, 0, 6], [2, 2, 1]]), r(7, 5)]),
     # only the inputs that need a gradient are differentiated by PyTorch in extern_backward
     "nll_loss_weight": (lambda x, t, w: F.nll_loss(x.log_softmax(-1), t, w),
                         lambda: [r(5, 4), ints(4, 5), torch.rand(4, dtype=F64)]),

@@ -500,10 +500,16 @@ def index_select(a, dim, index):
 @register_decomposition(F.embedding)
 def embedding(index, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
-    if max_norm is not None or scale_grad_by_freq or sparse or padding_idx is not None:
+    if max_norm is not None or scale_grad_by_freq or sparse:
         raise NotImplementedError("embedding options")  # extern
     flat = ops.reshape(index, (math.prod(index.shape),))
     rows = ops.index_select(weight, 0, flat)
+    if padding_idx is not None:  # the padding row reads like any other, but gets no gradient
+        from .prim_graph import extern_call  # (prim_graph imports this table)
+        pad = ops.unsqueeze(ops.eq(flat, padding_idx % weight.shape[0]), -1)
+        frozen = extern_call(torch.Tensor.detach, (rows,), {},
+                             meta=make_meta(rows.shape, rows.dtype, rows.device))
+        rows = ops.where(pad, frozen, rows)
     return ops.reshape(rows, tuple(index.shape) + (weight.shape[1],))
 
 
@@ -602,16 +608,30 @@ register_decomposition(F.conv2d, torch.conv2d)(_conv(2))
 register_decomposition(F.conv3d, torch.conv3d)(_conv(3))
 
 
+def _repeat_heads(x, heads):
+    """``x.repeat_interleave(heads // x.shape[-3], dim=-3)``: key/value heads ``(..., h, S,
+    D)`` spread over ``heads`` query heads, query head ``i`` reading head ``i // group``."""
+    *batch, h, s, d = x.shape
+    if heads % h:
+        raise NotImplementedError("query heads not a multiple of key/value heads")
+    spread = ops.expand(ops.unsqueeze(x, -3), (*batch, h, heads // h, s, d))
+    return ops.reshape(spread, (*batch, heads, s, d))
+
+
 @register_decomposition(F.scaled_dot_product_attention)
 def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False,
                                  scale=None, enable_gqa=False):
-    if dropout_p != 0.0 or enable_gqa:
-        raise NotImplementedError("attention dropout / GQA")  # extern
+    if dropout_p != 0.0:
+        raise NotImplementedError("attention dropout")  # extern
+    if enable_gqa:  # grouped-query attention: each key/value head serves a group of queries
+        k, v = _repeat_heads(k, q.shape[-3]), _repeat_heads(v, q.shape[-3])
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = ops.mul(ops.matmul(q, transpose(k, -2, -1)), scale)
     L, S = q.shape[-2], k.shape[-2]
     if is_causal:
-        keep = torch.ones(L, S, dtype=torch.bool, device=q.device).tril()
+        # key j is seen by query i when j <= i (a lower triangle), for any (symbolic) L, S
+        rows = ops.unsqueeze(ops.iota(L, device=q.device), -1)
+        keep = ops.ge(rows, ops.iota(S, device=q.device))
         scores = ops.where(keep, scores, float("-inf"))
     if attn_mask is not None:
         scores = (ops.where(attn_mask, scores, float("-inf")) if attn_mask.dtype == torch.bool

@@ -188,7 +188,8 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
                                        if isinstance(env[a], SymInt) else env[a])
                 env[node] = (GraphValue(copy, handler)
                              if not isinstance(copy.meta.get("tensor_meta"), tuple) else copy)
-            needs_grad[node] = any(needs_grad.get(a, False) for a in node.all_input_nodes)
+            needs_grad[node] = node.target is not torch.Tensor.detach and any(
+                needs_grad.get(a, False) for a in node.all_input_nodes)
             order.append(node)
         _tag(joint, start, "forward")
 

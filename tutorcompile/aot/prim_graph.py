@@ -289,6 +289,13 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
                 if positions is not None:
                     report.decomposed[name] += 1
                     return positions
+            elif key in table:  # ``torch.ones(b, t)``: a factory node of symbolic size
+                try:
+                    out = table[key](*args, **kwargs)
+                    report.decomposed[name] += 1
+                    return out
+                except (NotImplementedError, TypeError):
+                    pass
             why = f"an argument of {name} ({node.meta.get('source', node.name)})"
             args, kwargs = map_aggregate((args, kwargs), lambda v: v.specialize(why)
                                          if isinstance(v, SymInt) else v)
@@ -420,20 +427,21 @@ def symbolic_input_metas(inputs: list, dynamic_dims: list, shape_env: ShapeEnv) 
     return metas
 
 
-def static_sizes(graph: Graph, inputs: list, dynamic_dims: list,
-                 sizes: list[tuple[Node, int | None]]) -> tuple[list[int], ShapeEnv] | None:
+def symbolic_sizes(graph: Graph, inputs: list, dynamic_dims: list,
+                   sizes: list[tuple[Node, int | None]]) -> tuple[list, ShapeEnv] | None:
     """The sizes ``sizes`` names -- ``(tensor node, dim)`` for a size of a tensor, ``(node,
     None)`` for an int the graph computes -- of a torch-level ``graph`` still being
-    captured, when none of them depends on the dynamic dims of its inputs; else None. The
-    shape environment comes with them: its guards are what showing it relied on (a slice
-    ``mask[:t]`` of a 32-row buffer is ``t`` rows only while ``t <= 32``).
+    captured, as ints or :class:`SymInt` expressions over the dynamic dims of its inputs;
+    None when the symbolic run cannot follow the graph. The shape environment comes with
+    them: its guards are what showing it relied on (a slice ``mask[:t]`` of a 32-row buffer
+    is ``t`` rows only while ``t <= 32``).
 
-    Dynamo asks this before it unrolls ``t.split(c, dim=2)`` into a fixed number of results
-    for a tensor with a dynamic dimension: the count is safe to bake in only if the split
-    dim and ``c`` are the same for every size. The graph so far is decomposed with symbolic
-    input sizes, as AOT would, and the answer read from the symbolic shapes."""
+    Dynamo asks this when Python code decides something from a size the graph computed
+    (``q_len > 1`` where ``q_len = q.shape[2]``): the graph so far is decomposed with
+    symbolic input sizes, as AOT would, and the size read from the symbolic shapes, so the
+    decision can be guarded in terms of the inputs' sizes."""
     from .functionalize import functionalize
-    copy = Graph.derived_from(graph, "static_sizes")
+    copy = Graph.derived_from(graph, "symbolic_sizes")
     val_map: dict[Node, Any] = {}
     copy.graph_copy(graph, val_map)
     copy.output(tuple(val_map[n] for n, _ in sizes))
@@ -442,7 +450,7 @@ def static_sizes(graph: Graph, inputs: list, dynamic_dims: list,
         functional = functionalize(copy)
         prim_graph, _ = decompose(functional.graph,
                                   symbolic_input_metas(inputs, dynamic_dims, shape_env))
-    except Exception:  # anything the symbolic run cannot follow is not shown static
+    except Exception:  # anything the symbolic run cannot follow gives no answer
         return None
     values = []
     for out, (_, dim) in zip(prim_graph.output_node.args[0], sizes):
@@ -451,7 +459,9 @@ def static_sizes(graph: Graph, inputs: list, dynamic_dims: list,
         else:
             shape = getattr(out.meta.get("tensor_meta"), "shape", ())
             value = shape[dim] if -len(shape) <= dim < len(shape) else None
-        if not isinstance(value, int):
+        if isinstance(value, Node):  # an int computed from sizes: its SymInt
+            value = value.meta.get("sym")
+        if not isinstance(value, (int, SymInt)) or isinstance(value, bool):
             return None
         values.append(value)
     return values, shape_env
