@@ -184,3 +184,71 @@ def test_what_lowering_relied_on_is_checked_per_call():
         x = torch.randn(b, 8)
         torch.testing.assert_close(compiled(x)[0], torch.sin(x[:5]))
     assert list(compiled._variants) == [compiled._key([x])]   # only batch 3 compiled again
+
+
+def test_a_slice_with_a_symbolic_bound_trains_without_specialising():
+    # x[:, 1:] of x of shape (b, s1): its gradient is a slice_scatter into s1 columns whose
+    # last column is s1 - 1, a bound the kernel computes from its size arguments (Mistral's
+    # sliding-window mask once compiled per sequence length here)
+    def shifted(x, w):
+        return ((x[:, 1:] * w[:, :-1]).sin() + x[:, :-1]).sum(1)
+    backend, made = _counting()
+    compiled = eval_frame.compile(shifted, backend=backend)
+    for b, t in [(2, 5), (3, 9), (4, 17), (2, 33)]:
+        x = torch.randn(b, t, requires_grad=True)
+        w = torch.randn(b, t, requires_grad=True)
+        out = compiled(x, w)
+        torch.testing.assert_close(out, shifted(x, w))
+        grads = torch.autograd.grad(out.sum(), (x, w))
+        expected = torch.autograd.grad(shifted(x, w).sum(), (x, w))
+        for g, e in zip(grads, expected):
+            torch.testing.assert_close(g, e)
+    assert [c.compiled.num_compiles for c in made] == [1, 1]
+
+
+def test_a_tiled_column_reduction_covers_every_column_of_a_symbolic_width():
+    # sum over rows keeps the contiguous columns: the C++ kernel walks tiles of columns,
+    # ceil(4 * s1 / 32) of them. Printed as C++'s truncating ``/`` of a negative numerator,
+    # ``-(-n // 32)`` lost the last tile for widths that are not a multiple of 8 -- a
+    # silently wrong answer found on T5's relative-position bias gradient
+    def column_sums(x):
+        return (x * 2).sum(0)
+    backend, made = _counting()
+    compiled = eval_frame.compile(column_sums, backend=backend)
+    for b, t in [(2, 8), (3, 9), (5, 17), (4, 33), (3, 64)]:
+        x = torch.randn(b, 4, t)
+        torch.testing.assert_close(compiled(x), column_sums(x))
+    assert [c.compiled.num_compiles for c in made] == [1, 1]
+    kernel = "\n".join(made[1].compiled.artifacts.forward.compiled.kernel_sources.values())
+    assert "xt < " in kernel and "s1" in kernel   # the tiled loop, over the symbolic width
+
+
+def test_a_floor_of_a_negative_symbolic_quotient_prints_as_a_floor_in_cpp():
+    import ast
+
+    import sympy
+
+    from tutorcompile.inductor.codegen.common import print_index
+
+    class CSemantics(ast.NodeTransformer):
+        """``a / b`` and ``a % b`` as C evaluates them on integers: truncated toward 0."""
+        def visit_BinOp(self, node):
+            self.generic_visit(node)
+            fn = {ast.Div: "c_div", ast.Mod: "c_mod"}.get(type(node.op))
+            return node if fn is None else ast.Call(ast.Name(fn, ast.Load()),
+                                                    [node.left, node.right], [])
+
+    def c_div(a, b):
+        return abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+
+    def c_mod(a, b):
+        return a - b * c_div(a, b)
+
+    s0 = sympy.Symbol("s0", integer=True, positive=True)
+    text = print_index(sympy.floor(-3 * s0 / 8), "cpp")
+    python = text.replace("&&", " and ")
+    for value in range(1, 40):
+        tree = CSemantics().visit(ast.parse(python.replace("s0", str(value)), mode="eval"))
+        got = eval(compile(ast.fix_missing_locations(tree), "<c>", "eval"),  # noqa: S307
+                   {"c_div": c_div, "c_mod": c_mod})
+        assert got == (-3 * value) // 8, (value, text)

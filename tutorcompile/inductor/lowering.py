@@ -607,6 +607,13 @@ def lower_index_select(lowering, node, a, dim, index):
     return lowering.pointwise(node, out_shape, a.get_dtype(), inner_fn)
 
 
+def _int_value(v: int | SymInt) -> Any:
+    """An int64 value in a kernel: a number, or a symbolic size (``s1 - 1``) the kernel
+    computes from its size arguments -- never the example's value."""
+    return ir.index_expr(v.expr, torch.int64) if isinstance(v, SymInt) else \
+        constant(v, torch.int64)
+
+
 @register_lowering(PRIMS["slice_scatter"])
 def lower_slice_scatter(lowering, node, base, src, dim, start=None, end=None, step=1):
     """``base`` with ``base[start:end:step]`` (along ``dim``) replaced by ``src``: each output
@@ -628,9 +635,8 @@ def lower_slice_scatter(lowering, node, base, src, dim, start=None, end=None, st
     def inner_fn(index):
         k = index[d]
         position = ir.index_expr(k, torch.int64)
-        inside = ops.logical_and(ops.ge(position, constant(first, torch.int64)),
-                                 ops.le(position, constant(first + step * (n - 1),
-                                                           torch.int64)))
+        inside = ops.logical_and(ops.ge(position, _int_value(first)),
+                                 ops.le(position, _int_value(first + step * (n - 1))))
         if step != 1:
             on_step = ops.eq(ir.index_expr(ir.ModularIndexing(k + shift, 1, step),
                                            torch.int64), constant(0, torch.int64))

@@ -223,6 +223,11 @@ def print_index(expr: Any, language: str) -> str:
         return f"({a} {div} {b})"
     if isinstance(expr, sympy.floor):   # a symbolic size divided (``s0 // 2``)
         num, den = sympy.fraction(sympy.together(expr.args[0]))
+        if language != "triton" and not (num.is_nonnegative and den.is_positive):
+            # C++'s ``/`` truncates toward zero, Python's ``//`` floors: they differ for a
+            # negative quotient (``-(-s0 // 8)``, a ceiling, would lose a tile)
+            a, b = print_index(num, language), _operand(den, language)
+            return f"({a} / {b} - (({a} % {b} != 0) && (({a} < 0) != ({b} < 0))))"
         return print_index(FloorDiv(num, den), language)
     if expr.is_Pow and expr.exp.is_Integer and expr.exp > 0:   # a stride ``s1**2``
         return "(" + " * ".join([print_index(expr.base, language)] * int(expr.exp)) + ")"

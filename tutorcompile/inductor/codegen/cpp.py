@@ -321,7 +321,7 @@ class CppKernel(KernelWriter):
         outputs, keeps ``TILE`` accumulators, and the innermost loop runs across the tile."""
         plan = self.plan
         tile = self.tile
-        tiles = -(-plan.xnumel // tile)
+        tiles = (plan.xnumel + tile - 1) // tile
         self.open_loop("xt", tiles, "omp parallel for" if big and not (
             isinstance(tiles, int) and tiles <= 1) else None)
         self.writeline(f"const int64_t xlen = std::min<int64_t>({tile}, "
