@@ -76,3 +76,39 @@ def test_captured_as_one_graph(name):
     for guard in (g for graph in out.guards for g in graph):
         ast.parse(guard.split("  # ")[0], mode="eval")
         assert " at 0x" not in guard, guard
+
+
+# the first change changes batch and length together (one at a time, Dynamo -- like
+# torch.compile -- marks each dynamic in turn: a recompile each)
+SIZES = [(1, 8), (2, 9), (3, 17), (16, 64), (5, 8), (9, 33), (16, 8), (4, 64)]
+
+
+@pytest.mark.parametrize("backend", ["aot_eager_decomp_partition",
+                                     pytest.param("inductor", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name", MODELS)
+def test_trains_with_two_compiles_for_batch_sizes_and_lengths(name, backend):
+    """Batch 1..16 and lengths 8..64: eager's outputs and gradients at every size, from two
+    graphs (the first call's, static, and one with symbolic sizes), each compiled once by
+    AOT -- what Python decided from a size (transformers' ``q_length > 1``, the mask's
+    ``kv_length == q_length``) is guarded through the inputs' sizes, not broken on."""
+    from tutorcompile.dynamo import backends
+    model = hf_model(name)
+    ref = hf_model(name)
+    made = []
+
+    def counting(gm, example_inputs):
+        made.append(getattr(backends, backend)(gm, example_inputs))
+        return made[-1]
+    compiled = tc.compile(model, backend=counting)
+    for b, t in SIZES:
+        ids = hf_input_ids(b, t)
+        out, want = compiled(ids).last_hidden_state, ref(ids).last_hidden_state
+        torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-4)
+        model.zero_grad(set_to_none=True)
+        ref.zero_grad(set_to_none=True)
+        out.pow(2).mean().backward()
+        want.pow(2).mean().backward()
+        for (k, p), q in zip(model.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(_grad(p), _grad(q), rtol=1e-4, atol=1e-5, msg=k)
+    aot = [getattr(m, "compiled", m) for m in made]
+    assert [a.num_compiles for a in aot] == [1, 1], name
