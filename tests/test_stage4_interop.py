@@ -265,3 +265,24 @@ def test_random_op_table_programs_match_eager_gradients(steps):
             assert a is None or a.abs().max() == 0
         else:
             torch.testing.assert_close(a, e, **TOL)
+
+
+HEAD = nn.Linear(4, 3)
+
+
+def test_aot_function_of_a_function_closing_over_a_module_lifts_its_weights():
+    # the tensors the function reads from outside (a global module's weight and bias) become
+    # trailing inputs of the graphs: the call gives eager's values and fills their .grad
+    def head(x):
+        return torch.relu(HEAD(x)).softmax(-1)[:, 0]
+    x = torch.randn(8, 4, requires_grad=True)
+    compiled = aot_function(head)
+    out = compiled(x)
+    out.sum().backward()
+    got = [x.grad, HEAD.weight.grad, HEAD.bias.grad]
+    x.grad = HEAD.weight.grad = HEAD.bias.grad = None
+    head(x).sum().backward()
+    torch.testing.assert_close(out, head(x))
+    for g, want in zip(got, [x.grad, HEAD.weight.grad, HEAD.bias.grad]):
+        torch.testing.assert_close(g, want)
+    assert len(compiled.artifacts.lifted) == 2

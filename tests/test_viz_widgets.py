@@ -11,6 +11,7 @@ import shutil
 import pytest
 import torch
 
+import tutorcompile as tc
 from tutorcompile import viz
 from tutorcompile.viz.stages import StageOutput
 
@@ -54,6 +55,32 @@ def test_explorer_stage_and_graph_selection_update_code_and_drawing():
     assert "check_tensor(L[" in ex.panels_html.value  # guards
     # no input needs grad: no autograd stages
     assert "eager autograd" not in ex.stages and "aot (torch)" not in ex.stages
+
+
+LINEAR = torch.nn.Linear(4, 3)
+
+
+def global_module_head(x):   # a function using a module it does not take as an argument
+    return torch.relu(LINEAR(x)).softmax(-1)
+
+
+@needs_aot
+def test_stages_of_a_function_closing_over_a_module_draw_symbolic_sizes_when_marked():
+    from tutorcompile.viz.stages import run_stages
+    x = torch.randn(8, 4, requires_grad=True)
+    tc.mark_dynamic(x, 0)
+    stages = run_stages(global_module_head, (x,))
+    # (PyTorch's own aot_function refuses a function closing over a real parameter -- "convert
+    # all Tensors to FakeTensors first" -- and its stage shows that error; ours lift it)
+    for name, out in stages.items():
+        assert name == "aot (torch)" or "error" not in out.panels, (name, out.panels)
+    shapes = {graph.name: [str(n.meta["tensor_meta"].shape) for n in graph.graph.nodes
+                           if hasattr(n.meta.get("tensor_meta"), "shape")]
+              for out in (stages["aot"], stages["fused kernels"]) for graph in out.graphs}
+    assert "SymShape([s0, 4])" in shapes["decomposed (prims)"]   # the marked batch
+    assert "SymShape([s0, 3])" in shapes["backward"]
+    assert "SymShape([s0, 3])" in shapes["prims by kernel"]
+    assert "s0 = x.size(0)" in stages["fused kernels"].panels["output code"]
 
 
 @needs_dot

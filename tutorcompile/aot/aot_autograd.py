@@ -83,6 +83,9 @@ def _identity_compiler(gm: GraphModule, example_inputs: list) -> Callable:
     return gm
 
 
+_identity_compiler.supports_symbolic_shapes = True  # (a GraphModule computes its sizes)
+
+
 # ``prims.<name>`` in generated code, resolved straight to each prim's PyTorch implementation
 PRIM_REFERENCES = types.SimpleNamespace(**{name: p.reference for name, p in PRIMS.items()})
 
@@ -125,6 +128,9 @@ class CompiledArtifacts:
     backward_run: Callable | None = None
     # symbolic sizes: the symbols, and the guards this compilation relied on (None: static)
     shape_env: ShapeEnv | None = None
+    # tensors a traced function closes over (a global module's weights): trailing inputs of
+    # the graphs, passed on every call (they get gradients, as in eager)
+    lifted: tuple = ()
 
     def __post_init__(self):
         self.forward_run = _direct(self.forward)
@@ -198,17 +204,36 @@ class AOTCompiled:
                 self.dynamic_dims = []
 
     def compile(self, inputs: list, num_args: int) -> CompiledArtifacts:
-        gm = self.gm
+        gm, lifted, dynamic_dims = self.gm, [], self.dynamic_dims
         if gm is None:
             params = dict(self.named_params()) if self.named_params else None
             gm, _ = trace_with_inputs(self.fn, inputs[:num_args], params)
-            gm, _ = _prepare(gm)
+            gm, lifted = _prepare(gm)
+            inputs = [*inputs, *lifted]
+            dynamic_dims = self._marked_dynamic(inputs)
+        art = self._compile_graph(gm, inputs, dynamic_dims)
+        art.lifted = tuple(lifted)
+        return art
+
+    def _marked_dynamic(self, inputs: list) -> list:
+        """For a traced function: the dims of its tensor arguments marked with
+        ``tutorcompile.mark_dynamic`` become symbols (the stage views draw ``s0``); the
+        compilation is still cached under the exact sizes."""
+        marked = [frozenset(getattr(x, "_dynamo_dynamic_indices", ()) or ())
+                  if isinstance(x, torch.Tensor) else frozenset() for x in inputs]
+        if not any(marked) or not all(getattr(c, "supports_symbolic_shapes", False)
+                                      for c in (self.fw_compiler, self.bw_compiler)):
+            return []
+        return marked
+
+    def _compile_graph(self, gm: GraphModule, inputs: list, dynamic_dims: list
+                       ) -> CompiledArtifacts:
         self.graph_module = gm
         self.num_compiles += 1
         functional = functionalize(gm.graph)
-        shape_env = ShapeEnv() if self.dynamic_dims else None
+        shape_env = ShapeEnv() if dynamic_dims else None
         metas = inputs if shape_env is None else \
-            symbolic_input_metas(inputs, self.dynamic_dims, shape_env)
+            symbolic_input_metas(inputs, dynamic_dims, shape_env)
         prim_graph, report = decompose(functional.graph, metas,
                                        decompositions=self.decompositions)
         log_artifact("aot_graphs", lambda: f"{GraphModule({}, prim_graph).code}\n{report}",
@@ -289,7 +314,7 @@ class AOTCompiled:
         if art is None:
             art = self._compile_and_cache(key, inputs, len(args))
         self.artifacts = art
-        return _run(art, inputs)
+        return _run(art, [*inputs, *art.lifted] if art.lifted else inputs)
 
     def direct(self) -> Callable:
         """What to call for inputs exactly like the example inputs compiled for (shapes,

@@ -96,11 +96,12 @@ class FusionView:
 
 
 def _lifted(aot: Any) -> list:
-    """The parameters/buffers stage 4 appends to the graph inputs (as AOTCompiled feeds them)."""
+    """The parameters/buffers stage 4 appends to the graph inputs (as AOTCompiled feeds them),
+    then the tensors a traced function closes over (a global module's weights)."""
     named = getattr(aot, "named_params", None)
-    if callable(named):
-        return [t for _, t in named()]
-    return list(getattr(aot, "params", None) or [])
+    params = [t for _, t in named()] if callable(named) else list(
+        getattr(aot, "params", None) or [])
+    return params + list(getattr(aot.artifacts, "lifted", ()))
 
 
 def fusion_view(fn: Callable, *example_inputs: Any, backend: str | None = None,
@@ -111,8 +112,9 @@ def fusion_view(fn: Callable, *example_inputs: Any, backend: str | None = None,
     ``fusion=False`` shows one kernel per op, for comparison.
     """
     from ..inductor.compile_fx import compile_fx
-    from .partition import tutorcompile_aot
-    inputs = [a.detach() if isinstance(a, torch.Tensor) else a for a in example_inputs]
+    from .partition import _copy_with_marks, tutorcompile_aot
+    inputs = [_copy_with_marks(a) if isinstance(a, torch.Tensor) else a
+              for a in example_inputs]
     with torch.no_grad():  # the forward pass alone: AOT makes no joint graph
         aot = tutorcompile_aot(fn, *inputs)
         gm = GraphModule({}, aot.artifacts.prim_graph.copy())
@@ -122,7 +124,8 @@ def fusion_view(fn: Callable, *example_inputs: Any, backend: str | None = None,
         if len(tensors) != expected:
             raise RuntimeError(f"the prim graph takes {expected} inputs but {len(tensors)} "
                                "tensors were found for it (tutorcompile.aot changed?)")
-        ShapeProp(gm).propagate(*tensors)
+        if aot.artifacts.shape_env is None:   # (symbolic sizes keep their metas: s0...)
+            ShapeProp(gm).propagate(*tensors)
         compiled = compile_fx(gm, tensors, backend=backend, fusion=fusion)
     name = getattr(compiled, "backend", backend)
     return FusionView(gm, compiled, title=f"forward pass as {name} kernels")

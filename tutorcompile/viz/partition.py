@@ -328,10 +328,19 @@ def tutorcompile_aot(fn: Callable, *example_inputs: Any, partitioner: str = "def
     policy = aot.default_partition if partitioner == "default" else aot.min_cut_partition
     entry = aot.aot_module if isinstance(fn, torch.nn.Module) else aot.aot_function
     compiled = entry(fn, partition_fn=policy)
-    inputs = [a.detach().clone().requires_grad_(a.requires_grad)
-              if isinstance(a, torch.Tensor) else a for a in example_inputs]
+    inputs = [_copy_with_marks(a) if isinstance(a, torch.Tensor) else a
+              for a in example_inputs]
     compiled(*inputs)
     return compiled
+
+
+def _copy_with_marks(t: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t`` that keeps ``requires_grad`` and its ``tc.mark_dynamic`` marks."""
+    copy = t.detach().clone().requires_grad_(t.requires_grad)
+    for mark in ("_dynamo_dynamic_indices", "_dynamo_static_indices"):
+        if hasattr(t, mark):
+            setattr(copy, mark, set(getattr(t, mark)))
+    return copy
 
 
 def tutorcompile_aot_artifacts(fn: Callable, *example_inputs: Any,
