@@ -378,10 +378,15 @@ class KernelWriter(OpsHandler):
                 return self.reduction_value(buffer, index)
             return buffer.data.inner_fn(index)  # inline the producer at this index
         self.inputs.setdefault(name, buffer)
-        expr = buffer.layout.offset_of(index)
+        expr = self.offset_of(buffer.layout, index)
         offset = print_index(expr, self.language)
         return self.cse(self.load_expr(self.arg_name(name), offset, index), buffer.get_dtype(),
                         self.index_deps(expr))
+
+    def offset_of(self, layout: ir.FixedLayout, index) -> Any:
+        """The flat element offset of the n-d ``index`` in ``layout`` (a kernel writer may
+        simplify it further with what it knows of its loop variables)."""
+        return layout.offset_of(index)
 
     def reduction_value(self, buffer: ComputedBuffer, index) -> CSEVar:
         if buffer.name not in self.reduction_values:
