@@ -222,6 +222,20 @@ MUTANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              "if n.name + \"_in\" in reachable and n.name + \"_out\" not in reachable]",
              "if n.name + \"_out\" in reachable]"),
         ],
+        "t5": [
+            ("later reads see the old value",
+             "            for old in [n for n, s in storage.items() if s is base]:\n"
+             "                env[old] = new\n", "            env[node] = new\n"),
+            ("a write through the returned alias misses the other names",
+             "for old in [n for n, s in storage.items() if s is base]:",
+             "for old in (node, node.args[0]):"),
+            ("an alias's tensor taken to be its own",
+             "base = storage[node.args[0]]", "base = node.args[0]"),
+            ("keeps the in-place method", "graph.call_method(node.target[:-1],",
+             "graph.call_method(node.target,"),
+            ("no copy-back of mutated inputs", "updates = tuple(env[p] for p in mutated)",
+             "updates = ()"),
+        ],
     },
     "ex05_fusion": {
         "t1": [
