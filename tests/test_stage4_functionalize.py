@@ -71,8 +71,14 @@ def operators_iadd(x, y):
     return h
 
 
+def update_one_result_of_topk(x, y):
+    values, indices = torch.topk(x, 2, dim=-1)  # Mixtral's router: not a view of a tuple
+    values /= values.sum(dim=-1, keepdim=True)
+    return values * indices + y[:, :2]
+
+
 FUNCTIONS = [mutate_input, mutate_intermediate, inplace_kwarg, view_sees_mutation,
-             mutate_through_view, copy_and_fill, operators_iadd]
+             mutate_through_view, copy_and_fill, operators_iadd, update_one_result_of_topk]
 
 
 def _inputs(fn):
@@ -105,7 +111,8 @@ def test_functional_graph_has_no_mutation(fn):
 
 
 @pytest.mark.parametrize("fn", [mutate_intermediate, inplace_kwarg, mutate_through_view,
-                                copy_and_fill, operators_iadd], ids=lambda f: f.__name__)
+                                copy_and_fill, operators_iadd, update_one_result_of_topk],
+                         ids=lambda f: f.__name__)
 def test_gradients_through_mutated_intermediates(fn):
     inputs = [x.requires_grad_() for x in _inputs(fn)]
     if fn is copy_and_fill:  # x.zero_() on a leaf that requires grad is an eager error
@@ -192,3 +199,13 @@ def test_input_mutated_after_being_read_for_the_backward():
     # (eager itself refuses this backward: x was modified in place after mul saved it;
     # the gradient is the value x had when it was read)
     torch.testing.assert_close(torch.autograd.grad(out.sum(), w)[0], x_eager / 2, **TOL)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_captured_update_of_one_result_of_a_multi_output_op(backend):
+    # Dynamo's graph carries example values: topk's node holds a tuple, not a tensor to view
+    import tutorcompile as tc
+
+    x, y = _inputs(update_one_result_of_topk)
+    compiled = tc.compile(update_one_result_of_topk, backend=backend, fullgraph=True)
+    torch.testing.assert_close(compiled(x, y), update_one_result_of_topk(x, y), **TOL)

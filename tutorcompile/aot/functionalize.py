@@ -177,13 +177,18 @@ _VIEW_FUNCTIONS = {torch.reshape, torch.transpose, torch.permute, torch.t, torch
 
 
 def _is_view(node: Node) -> bool:
-    if node.meta.get("aliases_input"):  # the tracer saw the result share the input's memory
-        return True
+    aliases = node.meta.get("aliases_input")
+    if aliases is not None:  # the tracer saw whether the result shares the input's memory
+        return aliases
     if node.op == "call_method":
         return node.target in _VIEW_METHODS
     if node.op == "call_function":
         if node.target is operator.getitem:
-            return True
+            # indexing a tensor views it; one result of a multi-output call (topk's values,
+            # in ``values, indices = torch.topk(...)``) is a tensor of its own
+            base = node.args[0]
+            return not (isinstance(base, Node)
+                        and isinstance(base.meta.get("example_value"), (tuple, list)))
         if node.target is getattr:
             return node.args[1] in ("T", "mT")
         return node.target in _VIEW_FUNCTIONS

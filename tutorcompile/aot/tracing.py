@@ -80,7 +80,9 @@ class _Recorder(TorchFunctionMode):
         elif isinstance(out, (tuple, list)):
             for i, v in enumerate(out):
                 if isinstance(v, torch.Tensor):
-                    self.env[id(v)] = self.graph.call_function(operator.getitem, (node, i))
+                    item = self.graph.call_function(operator.getitem, (node, i))
+                    item.meta["aliases_input"] = False  # topk's values: a tensor of its own
+                    self.env[id(v)] = item
         return out
 
     def _node(self, func, name: str, args, kwargs) -> Node:
