@@ -13,6 +13,7 @@ import math
 import operator
 import typing
 
+import numpy as np
 import pytest
 import torch
 
@@ -131,6 +132,8 @@ def gen_comp(x):
     rows = [r * 2 for r in x]
     g = sum(r for r in rows)
     return g + torch.stack([v for v in rows if True])
+def numpy_on_numbers(x):  # CTRL: inputs_embeds *= np.sqrt(self.d_model_size)
+    return x / np.sqrt(x.shape[-1]) * np.exp(0.5)
 def item_break(x):
     return x * x.sum().item()
 def module_getattr(x, m):
@@ -152,7 +155,7 @@ CASES = [
     (itertools_use, ()), (sorted_key, ()), (map_filter, ()), (deque_use, ()), (fromkeys, ()),
     (import_inside, ()), (attr_assign, (Holder,)), (torch_misc, ()), (grad_ctx, ()),
     (abc_isinstance, ()), (super_call, (Child,)), (kwargs_fwd, ()), (gen_comp, ()),
-    (module_getattr, (WithGetattr,)),
+    (module_getattr, (WithGetattr,)), (numpy_on_numbers, ()),
 ]
 
 
@@ -169,6 +172,37 @@ def test_item_is_a_break_with_a_reason():
     assert (out.graph_count, out.graph_break_count) == (2, 1)
     assert "tensor.item()" in out.break_reasons[0].reason
     assert out.break_reasons[0].lineno is not None
+
+
+def test_numpy_on_a_tensor_is_a_break_with_a_reason():
+    def f(x):
+        return torch.as_tensor(np.exp(x * 2)) + 1
+    out = tc.explain(f)(torch.randn(3))
+    assert out.graph_break_count == 1
+    assert "numpy.exp on a Tensor" in out.break_reasons[0].reason
+    x = torch.randn(3)
+    torch.testing.assert_close(tc.compile(f, backend="eager")(x), f(x))
+
+
+class Checkpointed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        if getattr(self, "gradient_checkpointing", False):  # transformers asks so
+            return self.lin(x) * 2
+        return self.lin(x) * (3 if hasattr(self, "scale") else 1)
+
+
+def test_getattr_default_and_hasattr_on_a_module_are_guarded():
+    m, x = Checkpointed(), torch.randn(2, 3)
+    compiled = tc.compile(m, backend="eager", fullgraph=True)
+    torch.testing.assert_close(compiled(x), m(x))
+    m.scale = 3.0  # attributes that were absent appear: the graph's answers no longer hold
+    torch.testing.assert_close(compiled(x), m(x))
+    m.gradient_checkpointing = True
+    torch.testing.assert_close(compiled(x), m(x))
 
 
 def test_min_max_honour_key():  # was silently wrong: the key was ignored

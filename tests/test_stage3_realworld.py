@@ -548,3 +548,53 @@ def test_break_inside_a_disabled_autocast_region_runs_it_uncompiled(capsys):
     torch.testing.assert_close(compile_eager(prints_inside_disabled_autocast)(x),
                                prints_inside_disabled_autocast(x))
     assert capsys.readouterr().out.count("a break inside the region") == 2
+
+
+# --- a transformers ModelOutput made in the graph, read by position and by key ---------------
+def test_model_output_indexed_by_position_and_key_stays_in_the_graph():
+    outputs = pytest.importorskip("transformers.modeling_outputs")
+
+    def encoder_then_head(x):  # BART, T5, ALBERT: encoder_outputs[0]
+        out = outputs.BaseModelOutput(last_hidden_state=x.tanh(), hidden_states=None,
+                                      attentions=(x * 2,))
+        return out[0] + out[1][0] + out["last_hidden_state"] + out[-1][0] + len(out[:5])
+
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(tc.compile(encoder_then_head, backend="eager",
+                                          fullgraph=True)(x), encoder_then_head(x))
+
+
+def test_model_output_missing_key_raises_as_eager_does():
+    outputs = pytest.importorskip("transformers.modeling_outputs")
+
+    def reads_an_absent_field(x):
+        out = outputs.BaseModelOutput(last_hidden_state=x)
+        try:
+            return out["attentions"]
+        except KeyError:
+            return x + 1
+
+    x = torch.randn(2)
+    torch.testing.assert_close(tc.compile(reads_an_absent_field, backend="eager",
+                                          fullgraph=True)(x), reads_an_absent_field(x))
+
+
+# --- a functools.partial stored on a module: transformers' activations -----------------------
+class PartialActivation(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = functools.partial(torch.nn.functional.gelu, approximate="tanh")  # GELUTanh
+        self.scale = functools.partial(torch.mul, 2.0)
+
+    def forward(self, x):
+        return self.scale(self.act(x))
+
+
+def test_partial_from_outside_is_inlined_and_guarded_through_its_parts():
+    m, x = PartialActivation(), torch.randn(4)
+    compiled = tc.compile(m, backend="eager", fullgraph=True)
+    torch.testing.assert_close(compiled(x), m(x))
+    m.act.keywords["approximate"] = "none"  # a keyword changed in place
+    torch.testing.assert_close(compiled(x), m(x))
+    m.scale = functools.partial(torch.mul, 3.0)  # another partial
+    torch.testing.assert_close(compiled(x), m(x))

@@ -24,6 +24,7 @@ Mirrors: torch/_dynamo/symbolic_convert.py.
 from __future__ import annotations
 
 import enum
+import functools
 import inspect
 import linecache
 import operator
@@ -69,6 +70,7 @@ from .variables import (
     NestedUserFunctionVariable,
     NNModuleVariable,
     NullContextVariable,
+    PartialVariable,
     PythonModuleVariable,
     ResumeIterator,
     SetVariable,
@@ -88,7 +90,7 @@ from .variables import (
     is_torch_callable,
     wrap_constant_result,
 )
-from .variables.callables import reads_like_dict
+from .variables.callables import DataclassVariable, reads_like_dict
 from .vm import _RETURN, CO_GENERATOR_LIKE, NULL, VM, Frame, bind_arguments
 
 MAX_INLINE_DEPTH = 48
@@ -411,6 +413,19 @@ class InstructionTranslator(VM):
             return self._one_per_object(value, vt, source)
         if isinstance(value, types.CellType):
             return ClosureCellVariable(value, source)
+        if type(value) is functools.partial:  # ``self.act = partial(F.gelu, approximate=...)``
+            if source is None:
+                raise Unsupported("a functools.partial object without a source")
+            g.TYPE_MATCH(source, value)
+            args_src, kw_src = AttrSource(source, "args"), AttrSource(source, "keywords")
+            g.SEQUENCE_LENGTH(args_src, value.args)
+            g.DICT_KEYS(kw_src, value.keywords)
+            return PartialVariable(
+                self.wrap_nested(value.func, AttrSource(source, "func")),
+                [self.wrap_nested(a, GetItemSource(args_src, i))
+                 for i, a in enumerate(value.args)],
+                {k: self.wrap_nested(v, GetItemSource(kw_src, k))
+                 for k, v in value.keywords.items()})
         if _has_handler(value):  # functools.partial, itertools.chain, deque, ...
             if source is not None:
                 g.ID_MATCH(source, value)
@@ -852,7 +867,7 @@ class InstructionTranslator(VM):
         dunder = self.call_dunder(a, "__getitem__", [b])
         if dunder is not None:
             return dunder
-        if isinstance(a, (BaseListVariable, ConstDictVariable)):
+        if isinstance(a, (BaseListVariable, ConstDictVariable, DataclassVariable)):
             return a.getitem(self, b)
         if isinstance(a, NNModuleVariable):
             return a.call_method(self, "__getitem__", [b], {})

@@ -228,9 +228,8 @@ def literal(value: Any, inner: Callable[[Any], str | None] | None = None) -> str
         return None if None in parts else f"slice({', '.join(parts)})"
     if isinstance(value, float) and not math.isfinite(value):
         return f"float('{value}')"
-    if value is None or value is ... or isinstance(value, (bool, int, float, complex, str,
-                                                          bytes)):
-        return repr(value)
+    if value is None or value is ... or type(value) in (bool, int, float, complex, str, bytes):
+        return repr(value)  # a subclass's repr may not rebuild it: np.float64(1.5), Color.RED
     if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)):
         return str(value)
     if isinstance(value, torch.device):

@@ -21,6 +21,7 @@ import inspect
 import itertools
 import math
 import operator
+import sys
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -284,10 +285,8 @@ class UserDefinedObjectVariable(VariableTracker):
 
     def guard_hasattr(self, tx, name: str) -> None:
         """Code branched on whether the attribute exists: guard it (sourced objects)."""
-        if self.source is not None and name not in self.pending:
-            found = hasattr(self.value, name)
-            tx.guards.add("HASATTR", f"{'' if found else 'not '}hasattr({self.source.name()}, "
-                          f"{name!r})", self.source)
+        if name not in self.pending:
+            guard_hasattr(tx, self, name)
 
     def has_attr(self, name: str) -> bool:
         if name in self.pending:
@@ -337,6 +336,9 @@ class UserDefinedObjectVariable(VariableTracker):
         call = inspect.getattr_static(type(self.value), "__call__", None)
         if isinstance(call, types.FunctionType):
             return tx.inline_user_function(call, [self, *args], kwargs)
+        numpy = sys.modules.get("numpy")
+        if numpy is not None and isinstance(self.value, numpy.ufunc):
+            return _fold_numpy_ufunc(tx, self.value, args, kwargs)
         raise Unsupported(f"calling a {type(self.value).__name__} object")
 
     def children(self):
@@ -404,6 +406,28 @@ class DataclassVariable(VariableTracker):
         if name not in self.cls.__dataclass_fields__ and hasattr(self.cls, name):
             return _class_attribute(tx, self.cls, name)
         raise Unsupported(f"attribute {name!r} of a {self.cls.__qualname__} made while tracing")
+
+    def getitem(self, tx, key: VariableTracker) -> VariableTracker:
+        """``outputs[0]`` / ``outputs["last_hidden_state"]`` on a transformers ModelOutput:
+        its keys are the fields that are not None, in field order, and an int or slice
+        indexes the tuple of their values (``ModelOutput.to_tuple``)."""
+        if not _is_model_output(self.cls) or not key.is_python_constant():
+            raise Unsupported(f"indexing {self}")
+        present = {name: v for name, v in self.values.items()
+                   if not (v.is_python_constant() and v.as_python_constant() is None)}
+        first = next(iter(self.values.values()), None)
+        if len(present) == 1 and not isinstance(first, TensorVariable):
+            # ModelOutput.__post_init__ reads a lone non-tensor first field as key/value pairs
+            raise Unsupported(f"indexing a {self.cls.__qualname__} whose only field is not a "
+                              "tensor")
+        k = key.as_python_constant()
+        try:
+            if isinstance(k, str):
+                return present[k]
+            items = list(present.values())[k]
+        except (KeyError, IndexError, TypeError) as e:  # what the real object raises
+            raise TracedException(e) from None
+        return TupleVariable(items) if isinstance(k, slice) else items
 
     def children(self):
         return [*self.args, *self.kwargs.values()]
@@ -479,6 +503,22 @@ class BuiltinVariable(VariableTracker):
             return wrap_constant_result(value)
         name = getattr(fn, "__qualname__", repr(fn))
         raise Unsupported(f"call to a C function we cannot trace: {name}")
+
+
+def _fold_numpy_ufunc(tx, fn, args, kwargs) -> VariableTracker:
+    """``np.sqrt(self.d_model_size)`` on Python numbers (CTRL scales its embeddings so): a
+    ufunc is pure, so on constants its result is a constant of the graph. A size that may
+    change is specialised first (a guard keeps it); a tensor or array argument is a graph
+    break -- this Dynamo does not trace NumPy (PyTorch's does, through ``torch._numpy``)."""
+    def constant(v):
+        if isinstance(v, SymIntVariable):
+            return v.specialize(tx)
+        if v.is_python_constant() and isinstance(v.as_python_constant(), (int, float)):
+            return v.as_python_constant()
+        raise Unsupported(f"numpy.{fn.__name__} on a {v.python_type().__name__}: NumPy is "
+                          "not traced, only folded on Python numbers")
+    value = fn(*map(constant, args), **{k: constant(v) for k, v in kwargs.items()})
+    return wrap_constant_result(value)
 
 
 _OPERATOR_BINARY = {operator.add, operator.sub, operator.mul, operator.truediv,
@@ -777,11 +817,25 @@ def _sum(tx, seq, start=None):
     return total
 
 
+def guard_hasattr(tx, obj: VariableTracker, name: str) -> bool:
+    """Whether ``obj.value`` has the attribute, guarded when the object has a source: code
+    that branched on it (``getattr(self, "gradient_checkpointing", False)``) is only right
+    while the answer stays the same."""
+    found = hasattr(obj.value, name)
+    if obj.source is not None:
+        tx.guards.add("HASATTR", f"{'' if found else 'not '}hasattr({obj.source.name()}, "
+                      f"{name!r})", obj.source)
+    return found
+
+
 def _getattr(tx, obj, name, default=None):
     n = name.as_python_constant()
     if default is not None and isinstance(obj, UserDefinedObjectVariable) and \
             not obj.has_attr(n):
         obj.guard_hasattr(tx, n)  # the default is used while the attribute stays absent
+        return default
+    if default is not None and isinstance(obj, NNModuleVariable) and \
+            not guard_hasattr(tx, obj, n):  # transformers: getattr(self, "gradient_...", False)
         return default
     try:
         return tx.load_attr(obj, n)
@@ -798,7 +852,9 @@ def _hasattr(tx, obj, name):
         return ConstantVariable(obj.has_attr(n))
     if isinstance(obj, UserDefinedClassVariable):
         return ConstantVariable(hasattr(obj.value, n))  # the class is identity-guarded
-    if isinstance(obj, (NNModuleVariable, PythonModuleVariable)):
+    if isinstance(obj, NNModuleVariable):
+        return ConstantVariable(guard_hasattr(tx, obj, n))
+    if isinstance(obj, PythonModuleVariable):
         return ConstantVariable(hasattr(obj.value, n))
     if isinstance(obj, TensorVariable):
         return ConstantVariable(hasattr(obj.fake, n))
