@@ -598,3 +598,62 @@ def test_partial_from_outside_is_inlined_and_guarded_through_its_parts():
     torch.testing.assert_close(compiled(x), m(x))
     m.scale = functools.partial(torch.mul, 3.0)  # another partial
     torch.testing.assert_close(compiled(x), m(x))
+
+
+# --- torch.autograd.Function.apply: one call in the graph, the class's own backward ----------
+class StraightThrough(torch.autograd.Function):  # a gradient that is not the forward's
+    @staticmethod
+    def forward(ctx, x):
+        return torch.round(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3
+
+
+class SavedScale(torch.autograd.Function):  # BLOOM's GeLUFunction: saves inputs
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * w
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g * w, (g * x).sum(0)
+
+
+class DirtyDouble(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.mark_dirty(x)
+        return x.mul_(2)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+def uses_autograd_functions(x, w):
+    return (StraightThrough.apply(x.sin()) + SavedScale.apply(x, w)).tanh()
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "aot_eager_decomp_partition",
+                                     "inductor"])
+def test_autograd_function_keeps_its_own_backward(backend):
+    x, w = torch.randn(4, 3, requires_grad=True), torch.randn(3, requires_grad=True)
+    out = tc.compile(uses_autograd_functions, backend=backend, fullgraph=True)(x, w)
+    want = uses_autograd_functions(x, w)
+    torch.testing.assert_close(out, want)
+    for got, expected in zip(torch.autograd.grad(out.sum(), [x, w]),
+                             torch.autograd.grad(want.sum(), [x, w])):
+        torch.testing.assert_close(got, expected)  # 3x through round, not round's zero
+
+
+def test_autograd_function_that_mutates_its_input_is_a_break_with_a_reason():
+    def f(x):
+        return DirtyDouble.apply(x * 1) + 1
+    report = tc.explain(f)(torch.randn(3))
+    assert "marks inputs dirty" in report.break_reasons[0].reason
+    x = torch.randn(3)
+    torch.testing.assert_close(tc.compile(f, backend="aot_eager")(x), f(x))

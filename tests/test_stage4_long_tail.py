@@ -138,3 +138,14 @@ def test_index_fill_rejects_an_index_out_of_range():
     tc.reset()
     with pytest.raises(IndexError):
         tc.compile(lambda a, i: a.index_fill(1, i, 0.0), backend="inductor")(x, index)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_method_of_a_constant_tensor_reading_graph_values_is_a_graph_call(backend):
+    # BLOOM: alibi (folded from constants when no mask is given) .baddbmm(batch1=query, ...)
+    def f(b, c):
+        alibi = torch.ones(2, 3, 5) * 0.5
+        return alibi.baddbmm(batch1=b, batch2=c, beta=1.0, alpha=0.25)
+
+    b, c = torch.randn(2, 3, 4), torch.randn(2, 4, 5)
+    torch.testing.assert_close(tc.compile(f, backend=backend)(b, c), f(b, c))

@@ -238,11 +238,13 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
         key = f"method:{target}"
         fn = getattr(torch.Tensor, target, None)
         receiver = args[0] if args else None
-        if not isinstance(receiver, GraphValue) and not (
+        if not any(isinstance(a, GraphValue) for a in tree_leaves((args, kwargs))) and not (
                 isinstance(receiver, torch.Tensor) and is_random(node)):
             # a method of a Python value (int, Size) or a deterministic method of a constant
-            # tensor: computed now. A random one (``torch.empty(n).bernoulli_(p)``, as
-            # torchvision's stochastic depth draws its mask) must draw on every call.
+            # tensor on constants: computed now. One that reads a graph value (BLOOM's
+            # alibi.baddbmm(batch1=query, ...) on an alibi folded from constants) is a call
+            # of the graph. A random one (``torch.empty(n).bernoulli_(p)``, as torchvision's
+            # stochastic depth draws its mask) must draw on every call.
             return getattr(receiver, target)(*args[1:], **kwargs)
     else:
         key, fn = target, target

@@ -146,6 +146,8 @@ class UserDefinedClassVariable(VariableTracker):
         return self.value
 
     def var_getattr(self, tx, name):
+        if name == "apply" and issubclass(self.value, torch.autograd.Function):
+            return _autograd_function_apply(self.value)
         attr = inspect.getattr_static(self.value, name)
         if isinstance(attr, staticmethod):
             return tx.wrap_nested(attr.__func__, None)
@@ -366,6 +368,24 @@ def _class_attribute(tx, cls: type, name: str) -> VariableTracker:
         raise Unsupported(f"the mutable class attribute {cls.__qualname__}.{name} read "
                           "through an object made while tracing")
     return tx.wrap_nested(value, None)
+
+
+def _autograd_function_apply(cls: type) -> VariableTracker:
+    """``MyFunction.apply``: one opaque call in the graph. Its forward runs in PyTorch, and
+    PyTorch's autograd calls the class's own ``backward`` -- AOT differentiates an opaque call
+    by running it under autograd (as it does every extern), so a custom gradient (a
+    straight-through estimator, BLOOM's GeLU) is never replaced by the derivative of the
+    forward's ops. A forward that marks its inputs dirty mutates them: that would hide a
+    write from functionalization, so it is a graph break. (PyTorch's Dynamo traces forward
+    and backward into subgraphs of one higher-order op instead.)"""
+    try:
+        source = inspect.getsource(cls.forward)
+    except (OSError, TypeError):
+        source = ""
+    if "mark_dirty" in source:
+        raise Unsupported(f"{cls.__qualname__}.apply marks inputs dirty (an in-place autograd "
+                          "Function)")
+    return TorchFunctionVariable(cls.apply)
 
 
 class DataclassVariable(VariableTracker):
