@@ -657,3 +657,39 @@ def test_autograd_function_that_mutates_its_input_is_a_break_with_a_reason():
     assert "marks inputs dirty" in report.break_reasons[0].reason
     x = torch.randn(3)
     torch.testing.assert_close(tc.compile(f, backend="aot_eager")(x), f(x))
+
+
+# --- a module writes its own plain attribute: Swin shrinks its window to small inputs ---------
+class ShrinkingWindow(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.window, self.shift = 4, 2
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        if x.shape[0] <= self.window:  # transformers' SwinLayer.set_shift_and_window_size
+            self.shift = 0
+            self.window = x.shape[0]
+        return self.lin(x) * (self.shift + 1) + self.window
+
+
+def test_module_attribute_written_in_forward_is_replayed_after_the_graph():
+    import copy
+
+    ours = ShrinkingWindow()
+    theirs = copy.deepcopy(ours)
+    compiled = tc.compile(ours, backend="aot_eager", fullgraph=True)
+    for n in (8, 3, 3, 8):
+        x = torch.randn(n, 3)
+        torch.testing.assert_close(compiled(x), theirs(x))
+        assert (ours.shift, ours.window) == (theirs.shift, theirs.window)
+
+
+def test_writing_a_tensor_to_a_module_attribute_is_a_break_with_a_reason():
+    class CachesATensor(torch.nn.Module):
+        def forward(self, x):
+            self.last = x * 2
+            return x + 1
+
+    report = tc.explain(CachesATensor())(torch.randn(3))
+    assert "a parameter, buffer, submodule or tensor" in report.break_reasons[0].reason

@@ -547,8 +547,8 @@ class InstructionTranslator(VM):
 
     def store_attr(self, obj, name, value):
         obj = self.realize(obj)
-        if isinstance(obj, UserDefinedObjectVariable):
-            return obj.store_attr(self, name, value)
+        if isinstance(obj, (UserDefinedObjectVariable, NNModuleVariable)):
+            return obj.store_attr(self, name, self.realize(value))
         raise Unsupported(f"assignment to attribute {name!r} of {obj} (mutation of an object)")
 
     def delete_attr(self, obj, name):

@@ -15,18 +15,24 @@ from ..source import AttrSource, GetItemSource, Source
 from .base import VariableTracker
 from .containers import ConstantVariable, ListVariable, TupleVariable
 from .functions import UserMethodVariable
+from .tensor import TensorVariable
 
 
 class NNModuleVariable(VariableTracker):
     """An nn.Module: calls inline ``forward``; parameters/buffers become graph inputs."""
 
+    fresh = False  # from outside: its writes are replayed after the graph
+
     def __init__(self, module: torch.nn.Module, source: Source):
         self.value, self.source = module, source
+        self.pending: dict[str, VariableTracker] = {}  # attributes written while tracing
 
     def python_type(self):
         return type(self.value)
 
     def var_getattr(self, tx, name):
+        if name in self.pending:  # written earlier in the frame
+            return self.pending[name]
         m = self.value
         for table in ("_parameters", "_buffers", "_modules"):
             if name in m.__dict__.get(table, {}):
@@ -42,6 +48,24 @@ class NNModuleVariable(VariableTracker):
         if isinstance(static, property):
             return tx.inline_user_function(static.fget, [self], {})
         return tx.wrap_nested(getattr(m, name), src)
+
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        """``self.shift_size = 0`` (Swin shrinks its window to small inputs): a plain
+        attribute written now, read back by the rest of the trace and set on the module after
+        the graph ran, as PyTorch's Dynamo replays it. A parameter, buffer or submodule write
+        changes what the graph's inputs are: a graph break."""
+        m = self.value
+        if any(name in m.__dict__.get(t, {}) for t in ("_parameters", "_buffers", "_modules")) \
+                or isinstance(value, (TensorVariable, NNModuleVariable)):
+            raise Unsupported(f"assignment to {type(m).__name__}.{name}: a parameter, buffer, "
+                              "submodule or tensor")
+        if type(m).__setattr__ is not torch.nn.Module.__setattr__:
+            raise Unsupported(f"assignment to {type(m).__name__}.{name} (a custom __setattr__)")
+        tx.record_side_effect(self)
+        self.pending[name] = value
+
+    def children(self):
+        return list(self.pending.values())
 
     def call_function(self, tx, args, kwargs):
         m = self.value
