@@ -43,11 +43,16 @@ class UserFunctionVariable(VariableTracker):
 
 
 class UserMethodVariable(VariableTracker):
-    def __init__(self, fn: types.FunctionType, obj: VariableTracker):
-        self.fn, self.obj = fn, obj
+    """``obj.method``; ``fn_source`` reaches the function (``L['self'].__class__.forward``) so
+    that its defaults and closure cells are guarded through it, like a function's."""
+
+    def __init__(self, fn: types.FunctionType, obj: VariableTracker,
+                 fn_source: Source | None = None):
+        self.fn, self.obj, self.fn_source = fn, obj, fn_source
 
     def call_function(self, tx, args, kwargs):
-        return tx.inline_user_function(self.fn, [self.obj, *args], kwargs)
+        return tx.inline_user_function(self.fn, [self.obj, *args], kwargs,
+                                       fn_source=self.fn_source)
 
     def children(self):
         return [self.obj]

@@ -42,7 +42,7 @@ class NNModuleVariable(VariableTracker):
         src = AttrSource(self.source, name)
         static = inspect.getattr_static(m, name, None)
         if isinstance(static, types.FunctionType):
-            return UserMethodVariable(static, self)
+            return UserMethodVariable(static, self, _class_attr(self.source, m, name))
         if isinstance(static, staticmethod):
             return tx.wrap_nested(static.__func__, None)
         if isinstance(static, property):
@@ -76,7 +76,8 @@ class NNModuleVariable(VariableTracker):
         forward = inspect.getattr_static(m, "forward")
         if not isinstance(forward, types.FunctionType):
             raise Unsupported(f"{type(m).__name__}.forward is not a Python function")
-        return tx.inline_user_function(forward, [self, *args], kwargs)
+        return tx.inline_user_function(forward, [self, *args], kwargs,
+                                       fn_source=_class_attr(self.source, m, "forward"))
 
     def unpack(self, tx):
         m = self.value
@@ -125,6 +126,15 @@ class NNModuleVariable(VariableTracker):
 
     def __repr__(self):
         return f"NNModuleVariable({type(self.value).__name__})"
+
+
+def _class_attr(source: Source | None, m: torch.nn.Module, name: str) -> Source | None:
+    """The source of a function the module's class defines: ``L['self'].__class__.forward``
+    (a decorator's closure -- transformers wraps ``forward`` in ``use_experts_implementation``
+    -- is read through it). None for a function stored on the instance itself."""
+    if source is None or name in vars(m):
+        return None
+    return AttrSource(AttrSource(source, "__class__"), name)
 
 
 def _child(source: Source, name: str) -> Source:
