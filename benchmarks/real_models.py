@@ -3,10 +3,12 @@
     python benchmarks/real_models.py                      # 7 models x eager/aot_eager/inductor
     python benchmarks/real_models.py --backends eager,aot_eager --models gpt2,bert
     python benchmarks/real_models.py --no-torch-compile   # skip torch.compile's cold compiles
+    python benchmarks/real_models.py --models albert,bloom,gemma,mixtral   # ten more exist
 
 The models are :func:`tutorcompile.models.hf_model`'s (random-config ``transformers``
-GPT-2, BERT, Llama, Mistral, DistilBERT, OPT, T5 encoder; 2 layers, hidden size 64; input ids
-2×16; nothing downloaded), the same ones ``tests/test_real_models.py`` checks. Per model,
+GPT-2, BERT, Llama, Mistral, DistilBERT, OPT, T5 encoder by default, and on request the ten
+of ``HF_MORE_MODELS``; 2 layers, hidden size 64; input ids 2×16; nothing downloaded), the same
+ones ``tests/test_real_models.py`` checks. Per model,
 measured side by side in one run:
 
 * capture: graphs and graph breaks from ``tc.explain`` and from ``torch._dynamo.explain``;
@@ -39,7 +41,7 @@ import torch  # noqa: E402
 import torch._dynamo  # noqa: E402
 
 import tutorcompile as tc  # noqa: E402
-from tutorcompile.models import HF_MODELS, hf_input_ids, hf_model  # noqa: E402
+from tutorcompile.models import HF_MODELS, HF_MORE_MODELS, hf_input_ids, hf_model  # noqa: E402
 
 BACKENDS = ("eager", "aot_eager", "inductor")
 
@@ -123,7 +125,8 @@ def _table(header: list[str], lines: list[list[str]]) -> str:
 
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--models", default=",".join(HF_MODELS), help="comma-separated")
+    parser.add_argument("--models", default=",".join(HF_MODELS),
+                        help="comma-separated, of " + ", ".join(HF_MODELS + HF_MORE_MODELS))
     parser.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     parser.add_argument("--no-torch-compile", action="store_true",

@@ -18,7 +18,7 @@ import torch
 
 import tutorcompile as tc
 from tutorcompile.dynamo import eval_frame
-from tutorcompile.models import HF_MODELS, hf_input_ids, hf_model
+from tutorcompile.models import HF_MODELS, HF_MORE_MODELS, hf_input_ids, hf_model
 
 transformers = pytest.importorskip("transformers")
 
@@ -76,6 +76,26 @@ def test_captured_as_one_graph(name):
     for guard in (g for graph in out.guards for g in graph):
         ast.parse(guard.split("  # ")[0], mode="eval")
         assert " at 0x" not in guard, guard
+
+
+@pytest.mark.parametrize("name", HF_MORE_MODELS)
+def test_more_architectures_are_one_graph_with_eager_values_and_gradients(name):
+    """Ten more architectures (ALBERT, BLOOM, DeBERTa-v2, Gemma, GPT-NeoX, Mixtral, MPNet,
+    Phi, Qwen2, Starcoder2), each through the decomposing rung: one graph as torch.compile
+    captures them, eager's hidden states and every parameter's gradient."""
+    model, ids = hf_model(name), hf_input_ids()
+    out = tc.explain(model)(ids)
+    assert (out.graph_count, out.graph_break_count) == (1, 0), str(out)
+    compiled = tc.compile(model, backend="aot_eager_decomp_partition")
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(ids).last_hidden_state,
+                                   model(ids).last_hidden_state, rtol=1e-4, atol=1e-4)
+    model(ids).last_hidden_state.pow(2).mean().backward()
+    want = {k: _grad(p).clone() for k, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    compiled(ids).last_hidden_state.pow(2).mean().backward()
+    for k, p in model.named_parameters():
+        torch.testing.assert_close(_grad(p), want[k], rtol=1e-4, atol=1e-5, msg=k)
 
 
 # the first change changes batch and length together (one at a time, Dynamo -- like

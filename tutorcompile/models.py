@@ -175,6 +175,12 @@ class MLP(nn.Module):
 # --- tiny Hugging Face models ----------------------------------------------------------------
 HF_VOCAB = 1000
 HF_MODELS = ("gpt2", "bert", "llama", "mistral", "distilbert", "opt", "t5")
+# More architectures, each with something the seven above do not have: a ModelOutput indexed
+# by position (ALBERT, MPNet, DeBERTa-v2), an autograd.Function and ALiBi (BLOOM), a
+# functools.partial activation (Gemma, Starcoder2), a mixture of experts behind a decorated
+# forward (Mixtral), partial rotary embeddings (Phi, GPT-NeoX), biased q/k/v (Qwen2).
+HF_MORE_MODELS = ("albert", "bloom", "deberta-v2", "gemma", "gpt_neox", "mixtral", "mpnet",
+                  "phi", "qwen2", "starcoder2")
 
 
 def _hf_configs(t) -> dict:
@@ -200,13 +206,45 @@ def _hf_configs(t) -> dict:
             max_position_embeddings=64, word_embed_proj_dim=64, **small)),
         "t5": lambda: t.T5EncoderModel(t.T5Config(
             num_layers=2, d_model=64, num_heads=4, d_kv=16, d_ff=128, **small)),
+        "albert": lambda: t.AlbertModel(t.AlbertConfig(
+            num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
+            embedding_size=32, max_position_embeddings=64, **small)),
+        "bloom": lambda: t.BloomModel(t.BloomConfig(n_layer=2, hidden_size=64, n_head=4,
+                                                    **small)),
+        "deberta-v2": lambda: t.DebertaV2Model(t.DebertaV2Config(
+            num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
+            max_position_embeddings=64, **small)),
+        "gemma": lambda: t.GemmaModel(t.GemmaConfig(
+            num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+            head_dim=16, intermediate_size=128, max_position_embeddings=64, **small)),
+        "gpt_neox": lambda: t.GPTNeoXModel(t.GPTNeoXConfig(
+            num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
+            max_position_embeddings=64, **small)),
+        "mixtral": lambda: t.MixtralModel(t.MixtralConfig(
+            num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+            intermediate_size=128, num_local_experts=4, num_experts_per_tok=2,
+            max_position_embeddings=64, **small)),
+        "mpnet": lambda: t.MPNetModel(t.MPNetConfig(
+            num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
+            max_position_embeddings=64, **small)),
+        "phi": lambda: t.PhiModel(t.PhiConfig(
+            num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
+            max_position_embeddings=64, **small)),
+        "qwen2": lambda: t.Qwen2Model(t.Qwen2Config(
+            num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+            intermediate_size=128, max_position_embeddings=64, **small)),
+        "starcoder2": lambda: t.Starcoder2Model(t.Starcoder2Config(
+            num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+            intermediate_size=128, max_position_embeddings=64, bos_token_id=0,
+            eos_token_id=0, **small)),
     }
 
 
 def hf_model(name: str, seed: int = 0) -> nn.Module:
-    """The tiny random-config ``transformers`` model ``name`` (one of :data:`HF_MODELS`), in
-    eval mode (dropout off, so eager and compiled runs draw no random numbers), with the
-    attention implementation a user gets by default (``sdpa``). Nothing is downloaded."""
+    """The tiny random-config ``transformers`` model ``name`` (of :data:`HF_MODELS` or
+    :data:`HF_MORE_MODELS`), in eval mode (dropout off, so eager and compiled runs draw no
+    random numbers), with the attention implementation a user gets by default (``sdpa``).
+    Nothing is downloaded."""
     from tutorcompile.environment import make_torchvision_importable
     make_torchvision_importable()
     import transformers
