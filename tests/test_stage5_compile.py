@@ -257,6 +257,52 @@ def test_matmul_bias_add_becomes_addmm():
 
 
 @needs_cxx
+def test_a_matmul_result_goes_to_its_kernel_uncopied():
+    """``addmm``/``mm`` always return a new row-major tensor: the kernel that reads it gets
+    it as it comes (no ``.contiguous()`` call per extern per call), and its memory joins the
+    pool. A matrix times a batch of matrices may come back transposed from ``matmul``: that
+    one keeps its copy."""
+    from tutorcompile.fx.tracer import symbolic_trace
+
+    def linear(x, w, b):
+        return torch.relu(torch.matmul(x, w) + b)
+    x, w, b = torch.randn(4, 8), torch.randn(8, 5), torch.randn(5)
+    compiled = compile_fx(to_prims(symbolic_trace(linear).graph), [x, w, b], backend="cpp")
+    code = compiled.wrapper_code
+    assert "torch.addmm(" in code and ".contiguous()" not in code, code
+    torch.testing.assert_close(compiled(x, w, b), linear(x, w, b))
+
+    a, batch = torch.randn(3, 4), torch.randn(2, 4, 5)
+    compiled = compile_fx(trace(lambda a, b: ops.relu(ops.matmul(a, b)), a, batch),
+                          [a, batch], backend="cpp")
+    assert "torch.matmul(a, b).contiguous()" in compiled.wrapper_code, compiled.wrapper_code
+    torch.testing.assert_close(compiled(a, batch), torch.relu(a @ batch))
+
+
+@needs_cxx
+def test_a_prim_of_a_tensor_constant_is_computed_once_and_never_overwritten():
+    """``reshape`` of a tensor folded into the graph (an ``arange`` of positions) gives the
+    same value on every call: the wrapper computes it at compile time and holds it. It used
+    to run on every call and, as memory of ours, went back to the pool after its last
+    reader -- while it was a *view of the constant*: the next int64 buffer of its size was
+    written into the constant, and the second call gathered the wrong rows."""
+    pos = torch.arange(8).reshape(2, 4)
+    w, n = torch.randn(10, 3), torch.arange(8) * 7
+
+    def f(w, n):
+        rows = ops.mul(ops.index_select(w, 0, ops.reshape(pos, (8,))), 2.0)
+        return rows, ops.add(ops.mul(n, 3), 1)
+    compiled = compile_fx(trace(f, w, n), [w, n], backend="cpp")
+    assert "torch.reshape(" not in compiled.wrapper_code, compiled.wrapper_code
+    assert "computed once at compile time" in compiled.wrapper_code
+    for _ in range(3):
+        rows, m = compiled(w, n)
+        torch.testing.assert_close(rows, w[torch.arange(8)] * 2)
+        torch.testing.assert_close(m, n * 3 + 1)
+    torch.testing.assert_close(pos, torch.arange(8).reshape(2, 4))
+
+
+@needs_cxx
 def test_views_from_pytorch_calls_keep_their_buffer_alive():
     """``split`` returns views of a kernel's output: that buffer must not be handed to a
     later kernel (memory planning) while the views are still to be read."""

@@ -27,7 +27,8 @@ for a fixed grid. Extern kernels are PyTorch calls written out as such
 (``buf3 = torch.matmul(buf1, view_permute)``); a view that a PyTorch call or the caller needs
 as a tensor is rebuilt with the view's PyTorch implementation. An extern's result is copied
 to a contiguous layout only when one of our kernels reads it (kernels index it as
-contiguous); PyTorch calls and the caller take it as it comes.
+contiguous) and the call does not always make one (``addmm``, ``mm``, ``bmm`` do:
+:func:`result_is_contiguous`); PyTorch calls and the caller take it as it comes.
 
 Mirrors: torch/_inductor/codegen/wrapper.py (``PythonWrapperCodegen``, ``AllocateLine``,
 ``FreeIfNotReusedLine``, ``ReuseLine``, ``MemoryPlanningState``).
@@ -43,7 +44,7 @@ from typing import Any
 import torch
 
 from ..fx.codegen import literal
-from ..fx.node import map_arg, qualified_name
+from ..fx.node import map_arg, qualified_name, tree_leaves
 from ..fx.symbolic_shapes import SymInt, pycode
 from ..ops import PRIMS, Prim
 from . import ir
@@ -71,6 +72,24 @@ FRESH_RESULTS = frozenset([
     torch.nn.functional.softmax, torch.nn.functional.log_softmax, torch.index_select,
     torch.Tensor.masked_fill, torch.cat, torch.nn.functional.embedding,
 ])
+
+
+def result_is_contiguous(ext: ir.ExternKernel) -> bool:
+    """Does this PyTorch call always return a new row-major tensor, the layout our kernels
+    index it with? Then the wrapper needs no ``.contiguous()`` after it (a C call per extern
+    per call, if a cheap one). ``addmm``, ``mm`` and ``bmm`` write a fresh contiguous
+    result. ``matmul`` does too, except when it may fold a 1-d or 2-d ``a`` into a batched
+    ``b`` by transposing (``a @ b == (bᵀ @ aᵀ)ᵀ``, at::matmul's ``should_fold`` with
+    ``transpose``): a transposed view then comes back, so that case keeps its copy."""
+    if ext.multi_output:
+        return False
+    if ext.kernel in (torch.addmm, torch.mm, torch.bmm):
+        return True
+    if ext.kernel is PRIMS["matmul"] and len(ext.args) == 2 and all(
+            isinstance(a, ir.IRNode) for a in ext.args):
+        rank_a, rank_b = (len(a.get_size()) for a in ext.args)
+        return not rank_a <= 2 < rank_b
+    return False
 
 
 def _permute_of_permute(view: ir.View) -> tuple[Any, tuple[int, ...]] | None:
@@ -331,18 +350,34 @@ class WrapperCodegen:
         kernel_reads = {name for g, names in zip(groups, reads) if not g.is_extern
                         for name in names}
         pooled: set[str] = set()  # buffers whose memory is ours, laid out as recorded
+        constants: set[str] = set()  # buffers computed once, here: globals of the wrapper
         lines: list[WrapperLine] = []
         for i, group in enumerate(groups):
+            if group.is_extern and self.reads_only_constants(group.buffers[0]) \
+                    and group.buffers[0].name not in keep:
+                ext = group.buffers[0]
+                value = ext.kernel.reference(*ext.args, **ext.kwargs)
+                if ext.name in kernel_reads:
+                    value = value.contiguous()
+                self.globals[ext.name] = value
+                constants.add(ext.name)
+                lines.append(CommentLine(
+                    f"{group.name}: {ext.name} = {ext.kernel.name} of a tensor constant, "
+                    f"computed once at compile time (graph node "
+                    f"{', '.join(o.name for o in ext.origins)})"))
+                continue
             if group.is_extern:
                 ext: ir.ExternKernel = group.buffers[0]
                 lines.append(CommentLine(f"{group.name}: {ext.reason} (graph node "
                                          f"{', '.join(o.name for o in ext.origins)})"))
                 args = [self.value_expr(a, lines) for a in ext.args]
                 args += [f"{k}={self.value_expr(v, lines)}" for k, v in ext.kwargs.items()]
-                contiguous = not ext.multi_output and ext.name in kernel_reads
+                row_major = result_is_contiguous(ext)
+                contiguous = not ext.multi_output and ext.name in kernel_reads and not row_major
                 lines.append(ExternCallLine(
                     ext.name, f"{self.extern_callee(ext)}({', '.join(args)})", contiguous))
-                if contiguous and self.owns_memory(ext):
+                if (contiguous and self.owns_memory(ext)) or (row_major and not
+                                                              self.may_alias(ext)):
                     pooled.add(ext.name)
             else:
                 call, ins, outs = self.kernels[group.name]
@@ -357,6 +392,8 @@ class WrapperCodegen:
                 lines.append(KernelCallLine(call.call_source(name,
                                                              [b.name for b in ins + outs])))
             for name in dies_at.get(i, ()):
+                if name in constants:
+                    continue
                 key = _layout_key(sched.by_name[name]) if name in pooled else None
                 lines.append(FreeIfNotReusedLine(name, key))
         leaves: list[WrapperLine] = []
@@ -423,11 +460,27 @@ class WrapperCodegen:
                 what = "torch.empty_strided"
             elif isinstance(value, torch.device):
                 what = f"torch.device({str(value)!r})"
+            elif isinstance(value, torch.Tensor):
+                what = (f"a tensor constant, {str(value.dtype).replace('torch.', '')}"
+                        f"{list(value.shape)}")
             else:
                 what = f"{getattr(value, '__module__', '')}." \
                        f"{getattr(value, '__qualname__', type(value).__name__)}"
             out.append(f"#   {name} = {what}")
         return "\n".join(["# globals of the wrapper, bound once at compile time:"] + out)
+
+    @staticmethod
+    def reads_only_constants(ext: ir.ExternKernel) -> bool:
+        """A prim run in PyTorch on tensor constants alone (``torch.reshape(const, (32,))``
+        of a folded ``torch.arange``): the same value on every call, so the wrapper computes
+        it once, at compile time, and holds it as a global. Prims are deterministic; no
+        buffer, graph input or symbolic size reaches it. (Its memory is then never pooled:
+        it may be the constant's own, a view.)"""
+        if not isinstance(ext.kernel, Prim) or ext.multi_output:
+            return False
+        leaves = tree_leaves((ext.args, ext.kwargs))
+        return any(isinstance(v, torch.Tensor) for v in leaves) and not any(
+            isinstance(v, (ir.IRNode, SymInt)) for v in leaves)
 
     @staticmethod
     def may_alias(ext: ir.ExternKernel) -> bool:
