@@ -133,6 +133,9 @@ class CacheEntry:
     # entry that returns one graph output as it is) which output the frame returns
     fetch_inputs: Callable | None = None
     returns_output: int | None = None
+    # the guards and ``fetch_inputs`` as one generated function: the inputs' tuple when the
+    # guards pass, else None (see ``CheckFunction.with_fetch``)
+    check_and_fetch: Callable | None = None
     # what runs the graph: ``compiled``, or its ``direct()`` form when the guards pin every
     # graph input's shape, strides, dtype, device and requires_grad, and the grad mode (the
     # backend need not key its inputs again; see ``AOTCompiled.direct``)
@@ -320,7 +323,8 @@ def _fast_cache_hit(fn: types.FunctionType, args: list, config: Config) -> Any:
     prof = PROFILE
     t0 = time.perf_counter() if prof else 0.0
     for entry in cache.entries.get(0, ()):
-        if entry.check.fn(*env_args):
+        inputs = entry.check_and_fetch(*env_args)
+        if inputs is not None:
             break
     else:
         entry = None
@@ -330,7 +334,6 @@ def _fast_cache_hit(fn: types.FunctionType, args: list, config: Config) -> Any:
         return _MISS
     if entry.compiled is None or entry.returns_output is None:
         return _return_value(entry, *env_args)
-    inputs = entry.fetch_inputs(*env_args)
     if prof:
         return _profiled_graph_call(entry, inputs)[entry.returns_output]
     return entry.call(*inputs)[entry.returns_output]
@@ -386,6 +389,27 @@ def _input_fetcher(sources: list, scopes: dict, env: dict) -> Callable:
     except Exception:  # noqa: BLE001 -- any failure keeps the walk, which is always right
         pass
     return walk
+
+
+def _check_and_fetch(entry: CacheEntry, env: dict) -> Callable:
+    """The cache-hit path's one call per entry: the guards, then (when they pass) the graph
+    inputs, read from the locals the guards bound (``CheckFunction.with_fetch``). Checked
+    once against ``check`` and ``fetch_inputs``; if the two disagree it is the two of them
+    in turn."""
+    check, fetch = entry.check.fn, entry.fetch_inputs
+
+    def in_turn(L, G, B, S):
+        return fetch(L, G, B, S) if check(L, G, B, S) else None
+    try:
+        merged = entry.check.with_fetch(entry.input_sources, entry.scopes)
+        args = (env["L"], env["G"], env["B"], env["S"])
+        got, expected = merged(*args), in_turn(*args)
+        if got is not None and expected is not None and len(got) == len(expected) and all(
+                a is b for a, b in zip(got, expected)):
+            return merged
+    except Exception:  # noqa: BLE001 -- any failure keeps the two calls, always right
+        pass
+    return in_turn
 
 
 def run_frame(frame: Frame, config: Config) -> Any:
@@ -520,6 +544,7 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
         entry.call = direct()
     env = {"L": frame.locals, "G": frame.globals, "B": frame.builtins, "S": frame.stack}
     entry.fetch_inputs = _input_fetcher(sources, scopes, env)
+    entry.check_and_fetch = _check_and_fetch(entry, env)
     ret = result.return_value
     if (result.kind == "return" and isinstance(ret, TensorVariable) and ret.source is None
             and ret.node in output_nodes):
