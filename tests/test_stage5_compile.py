@@ -280,6 +280,35 @@ def test_a_matmul_result_goes_to_its_kernel_uncopied():
 
 
 @needs_cxx
+def test_a_chain_of_views_of_our_buffer_is_one_as_strided_call():
+    """Attention's ``reshape -> slice -> reshape -> permute`` of the qkv product reaches a
+    PyTorch call as one ``torch.as_strided`` of the product (its layout found once, at
+    compile time); a chain that copies on the way (a ``reshape`` of a transposed tensor)
+    is still written call by call. Values are eager's."""
+    x, w = torch.randn(8, 6), torch.randn(6, 24)
+
+    def f(x, w):
+        qkv = ops.reshape(ops.matmul(x, w), (2, 4, 24))
+        q = ops.permute(ops.reshape(ops.slice(qkv, 2, 0, 8), (2, 4, 2, 4)), (0, 2, 1, 3))
+        k = ops.permute(ops.reshape(ops.slice(qkv, 2, 8, 16), (2, 4, 2, 4)), (0, 2, 3, 1))
+        y = ops.reshape(ops.permute(ops.matmul(q, k), (0, 2, 1, 3)), (8, 8))
+        return ops.matmul(y, y)
+
+    def expected(x, w):
+        qkv = (x @ w).reshape(2, 4, 24)
+        q = qkv[..., :8].reshape(2, 4, 2, 4).permute(0, 2, 1, 3)
+        k = qkv[..., 8:16].reshape(2, 4, 2, 4).permute(0, 2, 3, 1)
+        y = (q @ k).permute(0, 2, 1, 3).reshape(8, 8)
+        return y @ y
+    compiled = compile_fx(trace(f, x, w), [x, w], backend="cpp")
+    code = compiled.wrapper_code
+    assert "torch.as_strided(buf0, (2, 2, 4, 4), (96, 4, 24, 1), 0)" in code, code
+    assert "torch.as_strided(buf0, (2, 2, 4, 4), (96, 4, 1, 24), 8)" in code, code
+    assert "torch.narrow(" not in code and code.count("torch.reshape(") == 1, code
+    torch.testing.assert_close(compiled(x, w), expected(x, w))
+
+
+@needs_cxx
 def test_a_prim_of_a_tensor_constant_is_computed_once_and_never_overwritten():
     """``reshape`` of a tensor folded into the graph (an ``arange`` of positions) gives the
     same value on every call: the wrapper computes it at compile time and holds it. It used

@@ -283,9 +283,53 @@ class WrapperCodegen:
         return self.callee(ext.kernel)
 
     # -- expressions for IR values -------------------------------------------------------
+    def strided_view(self, view: ir.View) -> tuple[str, tuple, tuple, int] | None:
+        """A chain of two or more views of a buffer whose memory we laid out, as the one
+        ``torch.as_strided(buffer, size, stride, offset)`` it amounts to: attention's
+        ``reshape -> narrow -> reshape -> permute`` of the qkv product is one PyTorch call
+        per call instead of four (Inductor's ``reinterpret_tensor``).
+
+        The layout is PyTorch's own answer, found once at compile time: the chain is replayed
+        on a meta tensor laid out as the buffer is, and must end in a view of it. A chain
+        that copies somewhere (a ``reshape`` of a transposed tensor), has symbolic sizes or a
+        base whose layout we do not own (a graph input, a PyTorch call's result that may be
+        a view) is written call by call."""
+        chain, base = [], view
+        while isinstance(base, ir.View):
+            if base.node is None or not isinstance(base.node.target, Prim):
+                return None
+            chain.append(base)
+            base = base.base
+        owned = isinstance(base, ir.ComputedBuffer) or (
+            isinstance(base, ir.ExternKernel) and result_is_contiguous(base))
+        layout = base.layout if owned else None
+        if len(chain) < 2 or layout is None or layout.offset != 0 or not all(
+                isinstance(v, int) for v in (*layout.size, *layout.stride)):
+            return None
+        proxy = torch.empty_strided(layout.size, layout.stride, dtype=layout.dtype,
+                                    device="meta")
+        value = proxy
+        for v in reversed(chain):
+            args = map_arg(v.node.args[1:], self.lowering.env.__getitem__)
+            kwargs = map_arg(v.node.kwargs, self.lowering.env.__getitem__)
+            if any(isinstance(a, (ir.IRNode, SymInt, torch.Tensor))
+                   for a in tree_leaves((args, kwargs))):
+                return None
+            value = v.node.target.reference(value, *args, **kwargs)
+        if value._base is not proxy or tuple(value.shape) != tuple(view.get_size()):
+            return None          # a copy somewhere on the way
+        return base.name, tuple(value.shape), value.stride(), value.storage_offset()
+
     def value_expr(self, value: Any, lines: list[WrapperLine]) -> str:
         if isinstance(value, ir.View):
             key = id(value)
+            strided = self.strided_view(value) if key not in self.view_names else None
+            if strided is not None:
+                name = f"view_{value.node.name}"
+                lines.append(ExprLine(f"{name} = torch.as_strided({strided[0]}, "
+                                      f"{literal(strided[1])}, {literal(strided[2])}, "
+                                      f"{strided[3]})"))
+                self.view_names[key] = name
             composed = _permute_of_permute(value)
             if composed is not None and key not in self.view_names:
                 base, dims = composed
