@@ -155,7 +155,7 @@ def test_a_static_cache_hit_calls_the_compiled_wrapper_with_no_key(monkeypatch):
     entries = cache_entries(model)
     assert len(entries) == 2
     training, inference = entries
-    assert training.call.func == aot_autograd._AOTFunction.apply
+    assert training.call.func == aot_autograd._apply    # (the autograd.Function's C++ apply)
     assert inference.call is inference.compiled.compiled.artifacts.forward_run
 
     def no_key(inputs):
@@ -210,3 +210,29 @@ def test_a_cache_hit_runs_only_the_guards_and_the_wrapper():
     assert wrapper.__name__ == "call"
     code = entry.compiled.compiled.artifacts.forward.compiled.wrapper_code
     assert code.count("torch.addmm(") == 3 and ".contiguous()" not in code, code
+
+
+def test_a_training_cache_hit_calls_the_autograd_function_directly():
+    """In training the cache hit goes from the guards to the ``autograd.Function``'s C++
+    apply (not ``Function.apply``'s Python, which unwraps functorch wrappers argument by
+    argument), whose forward calls the generated wrapper. Gradients are eager's."""
+    torch.manual_seed(0)
+    model = MLP((784, 256, 256, 10))
+    x = torch.randn(8, 784)
+    compiled = tc.compile(model)
+    for _ in range(2):
+        compiled(x).sum().backward()
+    calls = _python_calls(compiled, x)
+    ours = calls[calls.index("forward"):]
+    assert ours == ["forward", "run_compiled", "can_interpret", "_fast_cache_hit",
+                    "___check_and_fetch", "_apply", "forward", "call", "save_for_backward",
+                    "<listcomp>"], calls
+    for p in model.parameters():
+        p.grad = None
+    compiled(x).square().sum().backward()
+    grads = [p.grad for p in model.parameters()]
+    for p in model.parameters():
+        p.grad = None
+    model(x).square().sum().backward()
+    for got, p in zip(grads, model.parameters()):
+        torch.testing.assert_close(got, p.grad)
