@@ -244,7 +244,7 @@ class OptimizedCallable:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return run_compiled(self._orig, list(args), kwargs, self.config)
+        return _run_plain(self._orig, list(args), kwargs, self.config)
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else types.MethodType(self, obj)
@@ -260,8 +260,7 @@ class OptimizedModule(torch.nn.Module):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         mod = self._modules["_orig_mod"]   # (not ``self._orig_mod``: Module.__getattr__)
-        forward = type(mod).forward
-        return run_compiled(forward, [mod, *args], kwargs, self.config)
+        return _run_plain(type(mod).forward, [mod, *args], kwargs, self.config)
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -283,6 +282,19 @@ def should_compile(fn: Any) -> bool:
         return False
     filename = fn.__code__.co_filename
     return not filename.startswith(_STDLIB)
+
+
+def _run_plain(fn: Callable, args: list, kwargs: dict, config: Config) -> Any:
+    """:func:`run_compiled` for a compiled function or module's ``forward``, with the
+    cache-hit path first: a plain function called with positional arguments goes straight
+    to :func:`_fast_cache_hit` (no unwrapping of methods and wrappers to do)."""
+    if not kwargs and type(fn) is types.FunctionType:
+        hit = _fast_cache_hit(fn, args, config)
+        if hit is not _MISS:
+            return hit
+        if can_interpret(fn):
+            return run_frame(VM().make_frame(fn, args, kwargs), config)
+    return run_compiled(fn, args, kwargs, config)
 
 
 def run_compiled(fn: Callable, args: list, kwargs: dict, config: Config) -> Any:
