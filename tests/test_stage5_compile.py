@@ -309,6 +309,40 @@ def test_a_chain_of_views_of_our_buffer_is_one_as_strided_call():
 
 
 @needs_cxx
+@pytest.mark.parametrize("dims", [1, 2])
+def test_a_convolution_and_its_gradients_are_direct_pytorch_calls(dims):
+    """The wrapper spells a convolution as ``torch.convolution`` and its gradients as
+    ``aten.convolution_backward`` with every argument settled at compile time (stride 2,
+    a padding tuple, groups), not the prim's Python reference (which normalised the
+    arguments and made a stand-in tensor on every call). Values and gradients are eager's."""
+    from tutorcompile.aot import aot_function
+    from tutorcompile.inductor.compile_fx import inner_compiler
+    conv = torch.nn.functional.conv1d if dims == 1 else torch.nn.functional.conv2d
+    x = torch.randn(2, 4, *(9,) * dims, requires_grad=True)
+    w = torch.randn(6, 2, *(3,) * dims, requires_grad=True)
+    b = torch.randn(6, requires_grad=True)
+
+    def f(x, w, b):
+        return torch.relu(conv(x, w, b, stride=2, padding=(1,) * dims, groups=2))
+    compiler = inner_compiler(backend="cpp")
+    compiled = aot_function(f, fw_compiler=compiler, bw_compiler=compiler)
+    out = compiled(x, w, b)
+    g = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (x, w, b), g)
+    expected = f(x, w, b)
+    torch.testing.assert_close(out, expected)
+    for got, want in zip(grads, torch.autograd.grad(expected, (x, w, b), g)):
+        torch.testing.assert_close(got, want)
+    art = compiled.artifacts
+    forward, backward = art.forward.compiled.wrapper_code, art.backward.compiled.wrapper_code
+    stride, ones, zeros = repr((2,) * dims), repr((1,) * dims), repr((0,) * dims)
+    assert (f"torch.convolution(primals_x, primals_w, primals_b, {stride}, {ones}, {ones}, "
+            f"False, {zeros}, 2)") in forward, forward
+    assert backward.count("torch.ops.aten.convolution_backward.default(") == 2, backward
+    assert "_fn(" not in forward + backward, forward + backward
+
+
+@needs_cxx
 def test_a_prim_of_a_tensor_constant_is_computed_once_and_never_overwritten():
     """``reshape`` of a tensor folded into the graph (an ``arange`` of positions) gives the
     same value on every call: the wrapper computes it at compile time and holds it. It used

@@ -282,6 +282,54 @@ class WrapperCodegen:
             return "torch.mm"
         return self.callee(ext.kernel)
 
+    def convolution_call(self, ext: ir.ExternKernel, lines: list[WrapperLine]) -> str | None:
+        """A convolution prim (or its input or weight gradient) as the PyTorch call it runs,
+        its arguments settled at compile time: ``torch.convolution(x, w, b, (1, 1), (1, 1),
+        (1, 1), False, (0, 0), 1)`` rather than the prim's Python reference, which turned
+        ``stride=1`` into ``(1, 1)`` (and made a stand-in tensor for the gradients' unused
+        operand) on every call -- six Python calls per convolution per call. The gradients
+        call ``aten.convolution_backward`` with the stand-in made once. None for anything
+        symbolic (the reference then runs as before)."""
+        from ..ops import prims
+        names = {"convolution": "x weight bias stride padding dilation groups",
+                 "convolution_backward_input": "g weight shape stride padding dilation groups",
+                 "convolution_backward_weight": "g x shape stride padding dilation groups"}
+        kind = next((k for k in names if ext.kernel is PRIMS.get(k)), None)
+        if kind is None or ext.multi_output:
+            return None
+        defaults = {"bias": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1}
+        params = names[kind].split()
+        bound = dict(zip(params, ext.args)) | dict(ext.kwargs)
+        if set(bound) - set(params) or any(p not in bound and p not in defaults
+                                           for p in params):
+            return None
+        bound = {p: bound.get(p, defaults.get(p)) for p in params}
+        tensors = [bound[p] for p in ("x", "weight", "g") if p in bound]
+        static = [v for p, v in bound.items() if p not in ("x", "weight", "g", "bias")]
+        if not all(isinstance(t, ir.IRNode) for t in tensors) or any(
+                isinstance(v, (ir.IRNode, SymInt)) for v in tree_leaves(static)) or any(
+                isinstance(v, SymInt) for t in tensors for v in t.get_size()):
+            return None
+        rank = len(bound["shape"]) if "shape" in bound else len(bound["x"].get_size())
+        n = rank - 2
+        stride, padding, dilation = (prims._tuple(bound[p], n)
+                                     for p in ("stride", "padding", "dilation"))
+        rest = (f"{literal(stride)}, {literal(padding)}, {literal(dilation)}, False, "
+                f"{literal((0,) * n)}, {bound['groups']}")
+        if kind == "convolution":
+            bias = "None" if bound["bias"] is None else self.value_expr(bound["bias"], lines)
+            return (f"torch.convolution({self.value_expr(bound['x'], lines)}, "
+                    f"{self.value_expr(bound['weight'], lines)}, {bias}, {rest})")
+        g = bound["g"]
+        # the operand whose gradient is not asked for is read for its shape only
+        stand_in = self.bind("shape_only", torch.zeros(
+            (), dtype=g.get_dtype(), device=g.get_device()).expand(tuple(bound["shape"])))
+        operands = ((stand_in, self.value_expr(bound["weight"], lines), "[True, False, False]",
+                     0) if kind == "convolution_backward_input" else
+                    (self.value_expr(bound["x"], lines), stand_in, "[False, True, False]", 1))
+        return (f"torch.ops.aten.convolution_backward.default({self.value_expr(g, lines)}, "
+                f"{operands[0]}, {operands[1]}, None, {rest}, {operands[2]})[{operands[3]}]")
+
     # -- expressions for IR values -------------------------------------------------------
     def strided_view(self, view: ir.View) -> tuple[str, tuple, tuple, int] | None:
         """A chain of two or more views of a buffer whose memory we laid out, as the one
@@ -414,12 +462,14 @@ class WrapperCodegen:
                 ext: ir.ExternKernel = group.buffers[0]
                 lines.append(CommentLine(f"{group.name}: {ext.reason} (graph node "
                                          f"{', '.join(o.name for o in ext.origins)})"))
-                args = [self.value_expr(a, lines) for a in ext.args]
-                args += [f"{k}={self.value_expr(v, lines)}" for k, v in ext.kwargs.items()]
+                call = self.convolution_call(ext, lines)
+                if call is None:
+                    args = [self.value_expr(a, lines) for a in ext.args]
+                    args += [f"{k}={self.value_expr(v, lines)}" for k, v in ext.kwargs.items()]
+                    call = f"{self.extern_callee(ext)}({', '.join(args)})"
                 row_major = result_is_contiguous(ext)
                 contiguous = not ext.multi_output and ext.name in kernel_reads and not row_major
-                lines.append(ExternCallLine(
-                    ext.name, f"{self.extern_callee(ext)}({', '.join(args)})", contiguous))
+                lines.append(ExternCallLine(ext.name, call, contiguous))
                 if (contiguous and self.owns_memory(ext)) or (row_major and not
                                                               self.may_alias(ext)):
                     pooled.add(ext.name)
