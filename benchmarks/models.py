@@ -6,6 +6,8 @@
     python benchmarks/models.py --overhead  # per-call overhead on a tiny MLP, every backend,
                                             # and what one guard check costs
     python benchmarks/models.py --launch    # what launching one C++ kernel costs
+    python benchmarks/models.py --calls     # Python and C function calls per call (counts,
+                                            # not timings: what a busy machine cannot blur)
 
 For every case (model × inference/training × batch), measured side by side in one run:
 eager ms, tutorcompile ms (``tc.compile``, backend ``inductor``), torch.compile ms (Inductor),
@@ -38,7 +40,7 @@ import torch  # noqa: E402
 
 import tutorcompile as tc  # noqa: E402
 from tutorcompile import models  # noqa: E402
-from tutorcompile.bench import breakdown, format_ms, measure  # noqa: E402
+from tutorcompile.bench import breakdown, count_calls, format_ms, measure  # noqa: E402
 from tutorcompile.dynamo.eval_frame import cache_entries  # noqa: E402
 
 MODELS = {
@@ -138,6 +140,30 @@ def tiny_mlp_overhead(timing: dict, torch_compile: bool) -> list[dict]:
     return rows
 
 
+def call_counts(name: str, train: bool, batch: int, torch_compile: bool) -> dict:
+    """Python and C function calls per call (a training step: forward, loss, backward) of
+    eager, tutorcompile and torch.compile, counted by :func:`tutorcompile.bench.count_calls`
+    after warm-up, and tutorcompile's most frequent calls."""
+    torch.manual_seed(0)
+    model = MODELS[name]()
+    model.train(train)
+    x, y = model.example_inputs(batch)[0], model.targets(batch)
+    tc.reset()
+    candidates = {"eager": model, "tutorcompile": tc.compile(model)}
+    if torch_compile:
+        torch._dynamo.reset()
+        candidates["torch.compile"] = torch.compile(model)
+    row = {"case": f"{name} {'train' if train else 'infer'} b{batch}"}
+    with torch.set_grad_enabled(train):
+        for label, m in candidates.items():
+            fn = _step(m, model.loss) if train else m
+            args = (x, y) if train else (x,)
+            for _ in range(3):
+                fn(*args)
+            row[label] = count_calls(fn, *args)
+    return row
+
+
 def launch_cost(timing: dict) -> list[tuple[str, float]]:
     """Cost of launching one tiny C++ kernel (a 4-element add) the ways it can be called,
     beside one eager PyTorch op of the same size: what each kernel call adds to a call."""
@@ -211,6 +237,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help="only the tiny-MLP per-call overhead table")
     parser.add_argument("--launch", action="store_true",
                         help="only the cost of launching one C++ kernel")
+    parser.add_argument("--calls", action="store_true",
+                        help="only Python and C function calls per call (batch 8)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     timing = {"min_time": 0.2, "repeat": 5} if args.quick else {"min_time": 1.0, "repeat": 15}
@@ -219,6 +247,18 @@ def main(argv: list[str] | None = None) -> list[dict]:
         rows = launch_cost(timing)
         print(f"Launch cost of one C++ kernel on CPU ({args.threads} thread(s), medians)")
         print(_table(["how", "µs per call"], [[label, f"{us:.2f}"] for label, us in rows]))
+        return rows
+    if args.calls:
+        rows = [call_counts(name, mode == "train", 8, torch_compile)
+                for name in args.models.split(",") for mode in args.modes.split(",")]
+        labels = [k for k in ("eager", "tutorcompile", "torch.compile") if k in rows[0]]
+        print("Function calls per call (Python functions / C functions), batch 8, CPU")
+        print(_table(["case"] + labels,
+                     [[r["case"]] + [f"{r[k].python:.0f} / {r[k].c:.0f}" for k in labels]
+                      for r in rows]))
+        for r in rows:
+            print(f"tutorcompile, {r['case']}, most called: " + ", ".join(
+                f"{name} {n:.0f}" for name, n in r["tutorcompile"].top[:6]))
         return rows
     if args.overhead:
         rows = tiny_mlp_overhead(timing, torch_compile)

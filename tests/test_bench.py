@@ -206,3 +206,17 @@ def test_benchmark_table_shows_spreads_and_flags_noise_and_moved_ratios():
     run.flag_changes([again], previous, 1024)
     assert again.flags == []
     assert run.flags_text([again]).startswith("no flags")
+
+
+def test_count_calls_counts_python_and_c_functions_per_call():
+    from tutorcompile.bench import count_calls
+    x = torch.randn(3)
+
+    def helper(t):
+        return torch.relu(t)
+
+    def f(t):
+        return helper(t).sin() + torch.cos(t)       # (the + is an operator: no call)
+    counted = count_calls(f, x, calls=4)
+    assert (counted.python, counted.c) == (2, 3)
+    assert dict(counted.top)["_VariableFunctionsClass.relu [c]"] == 1

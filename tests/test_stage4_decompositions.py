@@ -238,8 +238,9 @@ def test_decomposed_cases_have_no_extern_nodes(name):
     art = compiled.artifacts
     assert art.decomposition_report.extern == {}, str(art.decomposition_report)
     for node in art.prim_graph.nodes:
-        if node.op == "call_function":
-            assert isinstance(node.target, Prim) or node.target.__name__ == "getitem", node
+        if node.op == "call_function":   # (detach: a gradient stop, softmax's row maximum)
+            assert isinstance(node.target, Prim) or node.target.__name__ == "getitem" or \
+                node.target is torch.Tensor.detach, node
 
 
 def test_rules_run_eagerly_on_tensors():
@@ -403,3 +404,26 @@ def test_kernel_writers_match_eager_values_and_grads(name, backend):
     compiler = inner_compiler(backend=backend)
     check_values_and_grads(aot_function(fn, fw_compiler=compiler, bw_compiler=compiler), fn,
                            inputs, f"{name} ({backend})")
+
+
+@pytest.mark.parametrize("fn", [lambda x: torch.softmax(x, -1), lambda x: F.log_softmax(x, 1)],
+                         ids=["softmax", "log_softmax"])
+def test_softmax_gradient_does_not_flow_through_its_row_maximum(fn):
+    """Softmax subtracts each row's maximum for stability and does not depend on it: the
+    maximum is a detached value, so the backward graph computes no ``eq`` mask of the
+    maxima nor terms that cancel, and the forward saves neither the maximum nor its input.
+    Gradients are PyTorch's (float64, rows with ties included)."""
+    from tutorcompile.ops import PRIMS
+    x = r(5, 7)
+    with torch.no_grad():
+        x[0, :3] = 2.0                          # a tied maximum
+    compiled = aot_function(fn)
+    out = compiled(x)
+    g = torch.randn_like(out)
+    (got,) = torch.autograd.grad(out, x, g)
+    (expected,) = torch.autograd.grad(fn(x), x, g)
+    torch.testing.assert_close(got, expected, **TOL)
+    partition = compiled.artifacts.partition
+    backward = [n.target for n in partition.backward.graph.nodes if n.op == "call_function"]
+    assert PRIMS["eq"] not in backward and PRIMS["amax"] not in backward, backward
+    assert not any(n.target is PRIMS["amax"] for n in partition.saved), partition.saved

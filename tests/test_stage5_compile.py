@@ -257,6 +257,115 @@ def test_matmul_bias_add_becomes_addmm():
 
 
 @needs_cxx
+def test_a_matmul_result_goes_to_its_kernel_uncopied():
+    """``addmm``/``mm`` always return a new row-major tensor: the kernel that reads it gets
+    it as it comes (no ``.contiguous()`` call per extern per call), and its memory joins the
+    pool. A matrix times a batch of matrices may come back transposed from ``matmul``: that
+    one keeps its copy."""
+    from tutorcompile.fx.tracer import symbolic_trace
+
+    def linear(x, w, b):
+        return torch.relu(torch.matmul(x, w) + b)
+    x, w, b = torch.randn(4, 8), torch.randn(8, 5), torch.randn(5)
+    compiled = compile_fx(to_prims(symbolic_trace(linear).graph), [x, w, b], backend="cpp")
+    code = compiled.wrapper_code
+    assert "torch.addmm(" in code and ".contiguous()" not in code, code
+    torch.testing.assert_close(compiled(x, w, b), linear(x, w, b))
+
+    a, batch = torch.randn(3, 4), torch.randn(2, 4, 5)
+    compiled = compile_fx(trace(lambda a, b: ops.relu(ops.matmul(a, b)), a, batch),
+                          [a, batch], backend="cpp")
+    assert "torch.matmul(a, b).contiguous()" in compiled.wrapper_code, compiled.wrapper_code
+    torch.testing.assert_close(compiled(a, batch), torch.relu(a @ batch))
+
+
+@needs_cxx
+def test_a_chain_of_views_of_our_buffer_is_one_as_strided_call():
+    """Attention's ``reshape -> slice -> reshape -> permute`` of the qkv product reaches a
+    PyTorch call as one ``torch.as_strided`` of the product (its layout found once, at
+    compile time); a chain that copies on the way (a ``reshape`` of a transposed tensor)
+    is still written call by call. Values are eager's."""
+    x, w = torch.randn(8, 6), torch.randn(6, 24)
+
+    def f(x, w):
+        qkv = ops.reshape(ops.matmul(x, w), (2, 4, 24))
+        q = ops.permute(ops.reshape(ops.slice(qkv, 2, 0, 8), (2, 4, 2, 4)), (0, 2, 1, 3))
+        k = ops.permute(ops.reshape(ops.slice(qkv, 2, 8, 16), (2, 4, 2, 4)), (0, 2, 3, 1))
+        y = ops.reshape(ops.permute(ops.matmul(q, k), (0, 2, 1, 3)), (8, 8))
+        return ops.matmul(y, y)
+
+    def expected(x, w):
+        qkv = (x @ w).reshape(2, 4, 24)
+        q = qkv[..., :8].reshape(2, 4, 2, 4).permute(0, 2, 1, 3)
+        k = qkv[..., 8:16].reshape(2, 4, 2, 4).permute(0, 2, 3, 1)
+        y = (q @ k).permute(0, 2, 1, 3).reshape(8, 8)
+        return y @ y
+    compiled = compile_fx(trace(f, x, w), [x, w], backend="cpp")
+    code = compiled.wrapper_code
+    assert "torch.as_strided(buf0, (2, 2, 4, 4), (96, 4, 24, 1), 0)" in code, code
+    assert "torch.as_strided(buf0, (2, 2, 4, 4), (96, 4, 1, 24), 8)" in code, code
+    assert "torch.narrow(" not in code and code.count("torch.reshape(") == 1, code
+    torch.testing.assert_close(compiled(x, w), expected(x, w))
+
+
+@needs_cxx
+@pytest.mark.parametrize("dims", [1, 2])
+def test_a_convolution_and_its_gradients_are_direct_pytorch_calls(dims):
+    """The wrapper spells a convolution as ``torch.convolution`` and its gradients as
+    ``aten.convolution_backward`` with every argument settled at compile time (stride 2,
+    a padding tuple, groups), not the prim's Python reference (which normalised the
+    arguments and made a stand-in tensor on every call). Values and gradients are eager's."""
+    from tutorcompile.aot import aot_function
+    from tutorcompile.inductor.compile_fx import inner_compiler
+    conv = torch.nn.functional.conv1d if dims == 1 else torch.nn.functional.conv2d
+    x = torch.randn(2, 4, *(9,) * dims, requires_grad=True)
+    w = torch.randn(6, 2, *(3,) * dims, requires_grad=True)
+    b = torch.randn(6, requires_grad=True)
+
+    def f(x, w, b):
+        return torch.relu(conv(x, w, b, stride=2, padding=(1,) * dims, groups=2))
+    compiler = inner_compiler(backend="cpp")
+    compiled = aot_function(f, fw_compiler=compiler, bw_compiler=compiler)
+    out = compiled(x, w, b)
+    g = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (x, w, b), g)
+    expected = f(x, w, b)
+    torch.testing.assert_close(out, expected)
+    for got, want in zip(grads, torch.autograd.grad(expected, (x, w, b), g)):
+        torch.testing.assert_close(got, want)
+    art = compiled.artifacts
+    forward, backward = art.forward.compiled.wrapper_code, art.backward.compiled.wrapper_code
+    stride, ones, zeros = repr((2,) * dims), repr((1,) * dims), repr((0,) * dims)
+    assert (f"torch.convolution(primals_x, primals_w, primals_b, {stride}, {ones}, {ones}, "
+            f"False, {zeros}, 2)") in forward, forward
+    assert backward.count("torch.ops.aten.convolution_backward.default(") == 2, backward
+    assert "_fn(" not in forward + backward, forward + backward
+
+
+@needs_cxx
+def test_a_prim_of_a_tensor_constant_is_computed_once_and_never_overwritten():
+    """``reshape`` of a tensor folded into the graph (an ``arange`` of positions) gives the
+    same value on every call: the wrapper computes it at compile time and holds it. It used
+    to run on every call and, as memory of ours, went back to the pool after its last
+    reader -- while it was a *view of the constant*: the next int64 buffer of its size was
+    written into the constant, and the second call gathered the wrong rows."""
+    pos = torch.arange(8).reshape(2, 4)
+    w, n = torch.randn(10, 3), torch.arange(8) * 7
+
+    def f(w, n):
+        rows = ops.mul(ops.index_select(w, 0, ops.reshape(pos, (8,))), 2.0)
+        return rows, ops.add(ops.mul(n, 3), 1)
+    compiled = compile_fx(trace(f, w, n), [w, n], backend="cpp")
+    assert "torch.reshape(" not in compiled.wrapper_code, compiled.wrapper_code
+    assert "computed once at compile time" in compiled.wrapper_code
+    for _ in range(3):
+        rows, m = compiled(w, n)
+        torch.testing.assert_close(rows, w[torch.arange(8)] * 2)
+        torch.testing.assert_close(m, n * 3 + 1)
+    torch.testing.assert_close(pos, torch.arange(8).reshape(2, 4))
+
+
+@needs_cxx
 def test_views_from_pytorch_calls_keep_their_buffer_alive():
     """``split`` returns views of a kernel's output: that buffer must not be handed to a
     later kernel (memory planning) while the views are still to be read."""

@@ -155,7 +155,7 @@ def test_a_static_cache_hit_calls_the_compiled_wrapper_with_no_key(monkeypatch):
     entries = cache_entries(model)
     assert len(entries) == 2
     training, inference = entries
-    assert training.call.func == aot_autograd._AOTFunction.apply
+    assert training.call.func == aot_autograd._apply    # (the autograd.Function's C++ apply)
     assert inference.call is inference.compiled.compiled.artifacts.forward_run
 
     def no_key(inputs):
@@ -170,3 +170,68 @@ def test_a_static_cache_hit_calls_the_compiled_wrapper_with_no_key(monkeypatch):
     check(torch.randn(5, 10))                        # a new batch size: dynamic from here on
     check(torch.randn(7, 10))
     assert any(e.call is e.compiled for e in cache_entries(model))   # the keyed path
+
+
+def _python_calls(fn, *args) -> list[str]:
+    """The Python functions one call of ``fn`` runs (C functions left out), in order."""
+    import sys
+    calls = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            calls.append(frame.f_code.co_name)
+    sys.setprofile(profile)
+    try:
+        fn(*args)
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def test_a_cache_hit_runs_only_the_guards_and_the_wrapper():
+    """A counted, not timed, check of the per-call path: a cache hit of a compiled MLP in
+    inference runs, in Python, only the module call, the cache lookup, one generated
+    function for the guards and the graph inputs, and the generated wrapper (which calls
+    PyTorch and the kernels directly: no op table, no graph, no helper)."""
+    from tutorcompile.dynamo.eval_frame import cache_entries
+    model = MLP((784, 256, 256, 10)).eval()
+    x = torch.randn(8, 784)
+    compiled = tc.compile(model)
+    with torch.no_grad():
+        compiled(x)
+        compiled(x)         # (the first cache hit caches which entries return at once)
+        calls = _python_calls(compiled, x)
+        (entry,) = cache_entries(model)
+        wrapper = entry.call
+        torch.testing.assert_close(compiled(x), model(x))
+    ours = calls[calls.index("forward"):]
+    assert ours == ["forward", "_run_plain", "_fast_cache_hit", "___check_and_fetch", "call"], \
+        calls
+    assert wrapper.__name__ == "call"
+    code = entry.compiled.compiled.artifacts.forward.compiled.wrapper_code
+    assert code.count("torch.addmm(") == 3 and ".contiguous()" not in code, code
+
+
+def test_a_training_cache_hit_calls_the_autograd_function_directly():
+    """In training the cache hit goes from the guards to the ``autograd.Function``'s C++
+    apply (not ``Function.apply``'s Python, which unwraps functorch wrappers argument by
+    argument), whose forward calls the generated wrapper. Gradients are eager's."""
+    torch.manual_seed(0)
+    model = MLP((784, 256, 256, 10))
+    x = torch.randn(8, 784)
+    compiled = tc.compile(model)
+    for _ in range(2):
+        compiled(x).sum().backward()
+    calls = _python_calls(compiled, x)
+    ours = calls[calls.index("forward"):]
+    assert ours == ["forward", "_run_plain", "_fast_cache_hit", "___check_and_fetch",
+                    "_apply", "forward", "call", "save_for_backward", "<listcomp>"], calls
+    for p in model.parameters():
+        p.grad = None
+    compiled(x).square().sum().backward()
+    grads = [p.grad for p in model.parameters()]
+    for p in model.parameters():
+        p.grad = None
+    model(x).square().sum().backward()
+    for got, p in zip(grads, model.parameters()):
+        torch.testing.assert_close(got, p.grad)

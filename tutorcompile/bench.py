@@ -173,6 +173,45 @@ def _time_calls(fn: Callable, args: tuple, kwargs: dict, calls: int, device: str
     return time.perf_counter() - t0
 
 
+@dataclass
+class CallCount:
+    """Function calls one call of ``fn`` makes, on average: a count a busy machine cannot
+    blur, where the microseconds of per-call overhead drown in its noise."""
+    python: float            # Python functions entered (generated code included)
+    c: float                 # C functions called from Python (PyTorch ops, ``data_ptr()``...)
+    top: list[tuple[str, float]] = field(default_factory=list)   # the most called, per call
+
+
+def count_calls(fn: Callable, *args: Any, calls: int = 20, top: int = 10) -> CallCount:
+    """Count the Python and C function calls of ``calls`` calls of ``fn(*args)`` with a
+    ``sys.setprofile`` hook (warm ``fn`` up first: a cold call compiles). Work done inside
+    C (a kernel, a PyTorch op's own C++) is one call, whatever it costs; operators
+    (``a + b``) and attribute reads are no calls at all."""
+    import sys
+    from collections import Counter
+    seen: Counter = Counter()
+
+    def hook(frame, event, arg):
+        if event == "call":
+            code = frame.f_code
+            seen[("py", f"{code.co_name} ({code.co_filename.rsplit('/', 1)[-1]})")] += 1
+        elif event == "c_call":
+            seen[("c", getattr(arg, "__qualname__", None) or str(arg))] += 1
+    previous = sys.getprofile()
+    sys.setprofile(hook)
+    try:
+        for _ in range(calls):
+            fn(*args)
+    finally:
+        sys.setprofile(previous)
+    seen[("c", "setprofile")] -= 1             # (the hook's own removal)
+    python = sum(n for (kind, _), n in seen.items() if kind == "py")
+    c = sum(n for (kind, _), n in seen.items() if kind == "c")
+    return CallCount(python / calls, c / calls,
+                     [(f"{name} [{kind}]", n / calls) for (kind, name), n in
+                      seen.most_common(top) if n > 0])
+
+
 def time_first_call(fn: Callable, *args: Any, device: str | None = None, **kwargs: Any
                     ) -> tuple[float, Any]:
     """(seconds, result) of one call -- for a compiled function, its compile time."""

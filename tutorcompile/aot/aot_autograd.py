@@ -334,7 +334,7 @@ class AOTCompiled:
         plain = (not self.params and art.all_tensors and not functional.mutated_inputs
                  and functional.output_spec == "tuple")
         if plain and art.joint is not None:
-            return functools.partial(_AOTFunction.apply, art)   # gives a tuple
+            return functools.partial(_apply, art)   # gives a tuple
         outputs = art.prim_graph.output_node.args[0]
         if plain and isinstance(outputs, tuple) and len(outputs) == functional.num_user_outputs:
             return art.forward_run
@@ -349,7 +349,7 @@ def _run(art: CompiledArtifacts, inputs: list) -> Any:
     if art.joint is None:
         outs = art.forward_run(*tensors)
     else:
-        outs = _AOTFunction.apply(art, *tensors)
+        outs = _apply(art, *tensors)
     functional = art.functional
     n_user = functional.num_user_outputs
     if functional.mutated_inputs:
@@ -415,6 +415,22 @@ class _AOTFunction(torch.autograd.Function):
                     for g in (grad_outputs[i] for i in joint.tangent_outputs)]
         grads = art.run_backward(*saved, *tangents)
         return (None, *[g if rg else None for g, rg in zip(grads, joint.requires_grad)])
+
+
+# ``autograd.Function.apply`` is Python: it binds default arguments for classes with a
+# ``setup_context`` and passes every argument through functorch's ``unwrap_dead_wrappers``
+# (a dozen Python-level calls per training step), then calls the C++ apply
+# (THPFunction_apply). Outside functorch transforms the per-call path calls that directly.
+_c_apply = torch._C._FunctionBase.__dict__["apply"].__get__(None, _AOTFunction)
+_functorch_active = torch._C._are_functorch_transforms_active
+
+
+def _apply(art: CompiledArtifacts, *inputs: torch.Tensor) -> tuple:
+    """``_AOTFunction.apply(art, *inputs)``, through the C++ apply when no functorch
+    transform (``vmap``, ``grad``...) is active."""
+    if _functorch_active():
+        return _AOTFunction.apply(art, *inputs)
+    return _c_apply(art, *inputs)
 
 
 # ---------------------------------------------------------------------------------------

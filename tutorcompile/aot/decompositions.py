@@ -318,12 +318,28 @@ def logsumexp(a, dim, keepdim=False):
     return out if keepdim else ops.squeeze(out, dims)
 
 
+def _row_max(a, dim: int):
+    """The maximum that softmax subtracts for stability, *detached* when building a graph:
+    softmax does not depend on it (``softmax(x - c) == softmax(x)`` for any ``c``), so its
+    gradient is zero -- but differentiated through ``amax`` it is computed (an ``eq`` mask
+    of the maxima, a count, a sum of terms that cancel) and ``amax``'s input saved for it
+    on every training step. PyTorch's own softmax backward uses the output alone. The
+    compiled kernel treats ``detach`` as the value itself; under other handlers (eager
+    tensors) the plain maximum is returned."""
+    m = ops.amax(a, (dim,), keepdim=True)
+    if not isinstance(m, GraphValue):
+        return m
+    from .prim_graph import extern_call  # (prim_graph imports this table)
+    return extern_call(torch.Tensor.detach, (m,), {},
+                       meta=make_meta(m.shape, m.dtype, m.device))
+
+
 @register_decomposition(*_both("softmax"), F.softmax)
 def softmax(a, dim=None, _stacklevel=3, dtype=None):
     if dtype is not None:
         a = _cast(a, dtype)
     dim = normalize_dim(dim if dim is not None else -1, len(a.shape))
-    e = ops.exp(ops.sub(a, ops.amax(a, (dim,), keepdim=True)))
+    e = ops.exp(ops.sub(a, _row_max(a, dim)))
     return ops.div(e, ops.sum(e, (dim,), keepdim=True))
 
 
@@ -332,7 +348,7 @@ def log_softmax(a, dim=None, _stacklevel=3, dtype=None):
     if dtype is not None:
         a = _cast(a, dtype)
     dim = normalize_dim(dim if dim is not None else -1, len(a.shape))
-    shifted = ops.sub(a, ops.amax(a, (dim,), keepdim=True))
+    shifted = ops.sub(a, _row_max(a, dim))
     return ops.sub(shifted, ops.log(ops.sum(ops.exp(shifted), (dim,), keepdim=True)))
 
 

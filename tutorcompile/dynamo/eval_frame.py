@@ -133,6 +133,9 @@ class CacheEntry:
     # entry that returns one graph output as it is) which output the frame returns
     fetch_inputs: Callable | None = None
     returns_output: int | None = None
+    # the guards and ``fetch_inputs`` as one generated function: the inputs' tuple when the
+    # guards pass, else None (see ``CheckFunction.with_fetch``)
+    check_and_fetch: Callable | None = None
     # what runs the graph: ``compiled``, or its ``direct()`` form when the guards pin every
     # graph input's shape, strides, dtype, device and requires_grad, and the grad mode (the
     # backend need not key its inputs again; see ``AOTCompiled.direct``)
@@ -241,7 +244,7 @@ class OptimizedCallable:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return run_compiled(self._orig, list(args), kwargs, self.config)
+        return _run_plain(self._orig, list(args), kwargs, self.config)
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else types.MethodType(self, obj)
@@ -257,8 +260,7 @@ class OptimizedModule(torch.nn.Module):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         mod = self._modules["_orig_mod"]   # (not ``self._orig_mod``: Module.__getattr__)
-        forward = type(mod).forward
-        return run_compiled(forward, [mod, *args], kwargs, self.config)
+        return _run_plain(type(mod).forward, [mod, *args], kwargs, self.config)
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -280,6 +282,19 @@ def should_compile(fn: Any) -> bool:
         return False
     filename = fn.__code__.co_filename
     return not filename.startswith(_STDLIB)
+
+
+def _run_plain(fn: Callable, args: list, kwargs: dict, config: Config) -> Any:
+    """:func:`run_compiled` for a compiled function or module's ``forward``, with the
+    cache-hit path first: a plain function called with positional arguments goes straight
+    to :func:`_fast_cache_hit` (no unwrapping of methods and wrappers to do)."""
+    if not kwargs and type(fn) is types.FunctionType:
+        hit = _fast_cache_hit(fn, args, config)
+        if hit is not _MISS:
+            return hit
+        if can_interpret(fn):
+            return run_frame(VM().make_frame(fn, args, kwargs), config)
+    return run_compiled(fn, args, kwargs, config)
 
 
 def run_compiled(fn: Callable, args: list, kwargs: dict, config: Config) -> Any:
@@ -320,7 +335,8 @@ def _fast_cache_hit(fn: types.FunctionType, args: list, config: Config) -> Any:
     prof = PROFILE
     t0 = time.perf_counter() if prof else 0.0
     for entry in cache.entries.get(0, ()):
-        if entry.check.fn(*env_args):
+        inputs = entry.check_and_fetch(*env_args)
+        if inputs is not None:
             break
     else:
         entry = None
@@ -330,7 +346,6 @@ def _fast_cache_hit(fn: types.FunctionType, args: list, config: Config) -> Any:
         return _MISS
     if entry.compiled is None or entry.returns_output is None:
         return _return_value(entry, *env_args)
-    inputs = entry.fetch_inputs(*env_args)
     if prof:
         return _profiled_graph_call(entry, inputs)[entry.returns_output]
     return entry.call(*inputs)[entry.returns_output]
@@ -386,6 +401,27 @@ def _input_fetcher(sources: list, scopes: dict, env: dict) -> Callable:
     except Exception:  # noqa: BLE001 -- any failure keeps the walk, which is always right
         pass
     return walk
+
+
+def _check_and_fetch(entry: CacheEntry, env: dict) -> Callable:
+    """The cache-hit path's one call per entry: the guards, then (when they pass) the graph
+    inputs, read from the locals the guards bound (``CheckFunction.with_fetch``). Checked
+    once against ``check`` and ``fetch_inputs``; if the two disagree it is the two of them
+    in turn."""
+    check, fetch = entry.check.fn, entry.fetch_inputs
+
+    def in_turn(L, G, B, S):
+        return fetch(L, G, B, S) if check(L, G, B, S) else None
+    try:
+        merged = entry.check.with_fetch(entry.input_sources, entry.scopes)
+        args = (env["L"], env["G"], env["B"], env["S"])
+        got, expected = merged(*args), in_turn(*args)
+        if got is not None and expected is not None and len(got) == len(expected) and all(
+                a is b for a, b in zip(got, expected)):
+            return merged
+    except Exception:  # noqa: BLE001 -- any failure keeps the two calls, always right
+        pass
+    return in_turn
 
 
 def run_frame(frame: Frame, config: Config) -> Any:
@@ -520,6 +556,7 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
         entry.call = direct()
     env = {"L": frame.locals, "G": frame.globals, "B": frame.builtins, "S": frame.stack}
     entry.fetch_inputs = _input_fetcher(sources, scopes, env)
+    entry.check_and_fetch = _check_and_fetch(entry, env)
     ret = result.return_value
     if (result.kind == "return" and isinstance(ret, TensorVariable) and ret.source is None
             and ret.node in output_nodes):

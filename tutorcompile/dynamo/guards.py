@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -278,6 +279,17 @@ class CheckFunction:
     def __call__(self, L: dict, G: dict, B: dict, S: list) -> bool:
         return self.fn(L, G, B, S)
 
+    def with_fetch(self, sources: list[Source], scopes: dict[str, Any]) -> Callable:
+        """The check and the fetch of a cache hit's graph inputs as one function:
+        ``fn(L, G, B, S)`` gives the tuple of the inputs' values when every guard passes,
+        else None. The guards have already read each input into a local (a tensor's
+        TENSOR_MATCH binds it), so the fetch is a tuple of locals: no second walk of
+        ``L['self']._modules[...]._parameters[...]`` per input per call, and one Python
+        call fewer."""
+        source = _check_source(self.guards, fetch=sources)
+        return exec_generated(source, "guards and graph inputs",
+                              {**self.env, **scopes})["___check_and_fetch"]
+
     def failure(self, L: dict, G: dict, B: dict, S: list) -> str | None:
         """The first failing guard and why, for the recompile log (None if all pass)."""
         scope = dict(self.env, L=L, G=G, B=B, S=S)
@@ -321,24 +333,37 @@ def _ordered(guards: list[Guard]) -> list[Guard]:
     return sorted(guards, key=lambda g: _COST.get(g.kind, 0))
 
 
-def _check_source(guards: list[Guard]) -> str:
+def _chain(source: Source | None) -> list[str]:
+    """The names of ``source`` and the sources it is read through, outermost base first."""
+    chain = []
+    while source is not None:
+        chain.append(source.name())
+        source = getattr(source, "base", None)
+    return chain[::-1]
+
+
+def _check_source(guards: list[Guard], fetch: list[Source] | None = None) -> str:
     """``def ___check(L, G, B, S)``: one ``if not (...): return False`` per guard, cheapest
     first, each shared source bound to a local just before its first use; the batched
-    tensors in one ``___check_tensors(...)`` after the last of them."""
+    tensors in one ``___check_tensors(...)`` after the last of them.
+
+    With ``fetch`` (the graph inputs' sources): ``def ___check_and_fetch(L, G, B, S)``,
+    which returns None where the check returns False, and the inputs' values (the locals
+    the guards read them into) where it returns True."""
     ordered = _ordered(guards)
     uses: dict[str, int] = {}
     chains = []
     for g in ordered:
-        chain = []
-        source = g.source
-        while source is not None:
-            chain.append(source.name())
-            source = getattr(source, "base", None)
-        chains.append(chain[::-1])  # outermost base first
+        chain = _chain(g.source)
+        chains.append(chain)
         for name in chain:
             uses[name] = uses.get(name, 0) + 1
+    for source in fetch or ():        # an input read by a guard too: bind it to a local
+        name = source.name()
+        uses[name] = uses.get(name, 0) + 1
     local: dict[str, str] = {}
-    lines = ["def ___check(L, G, B, S):", "  try:"]
+    lines = [f"def ___check{'_and_fetch' if fetch is not None else ''}(L, G, B, S):",
+             "  try:"]
     batched = [g for g in ordered if g.batched]
     chain_of = {id(g): chain for g, chain in zip(ordered, chains)}
     for g, chain in zip(ordered, chains):
@@ -360,10 +385,16 @@ def _check_source(guards: list[Guard]) -> str:
                              for b in batched)
             lines.append(f"    if not ___check_tensors({args}):")
             lines.append("        return False")
-    if len(lines) == 2:         # no guard at all
+    if fetch is not None:
+        lines = [line.replace("return False", "return None") for line in lines]
+        values = "".join(f"{_substitute(src.name(), _chain(src), local)}, " for src in fetch)
+        lines.append(f"    return ({values})")
+    elif len(lines) == 2:         # no guard at all
         lines.append("    pass")
-    lines += ["  except Exception:  # a source that no longer resolves", "    return False",
-              "  return True"]
+    failed = "None" if fetch is not None else "False"
+    lines += ["  except Exception:  # a source that no longer resolves", f"    return {failed}"]
+    if fetch is None:
+        lines.append("  return True")
     return "\n".join(lines) + "\n"
 
 

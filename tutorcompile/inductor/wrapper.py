@@ -27,7 +27,8 @@ for a fixed grid. Extern kernels are PyTorch calls written out as such
 (``buf3 = torch.matmul(buf1, view_permute)``); a view that a PyTorch call or the caller needs
 as a tensor is rebuilt with the view's PyTorch implementation. An extern's result is copied
 to a contiguous layout only when one of our kernels reads it (kernels index it as
-contiguous); PyTorch calls and the caller take it as it comes.
+contiguous) and the call does not always make one (``addmm``, ``mm``, ``bmm`` do:
+:func:`result_is_contiguous`); PyTorch calls and the caller take it as it comes.
 
 Mirrors: torch/_inductor/codegen/wrapper.py (``PythonWrapperCodegen``, ``AllocateLine``,
 ``FreeIfNotReusedLine``, ``ReuseLine``, ``MemoryPlanningState``).
@@ -43,7 +44,7 @@ from typing import Any
 import torch
 
 from ..fx.codegen import literal
-from ..fx.node import map_arg, qualified_name
+from ..fx.node import map_arg, qualified_name, tree_leaves
 from ..fx.symbolic_shapes import SymInt, pycode
 from ..ops import PRIMS, Prim
 from . import ir
@@ -71,6 +72,24 @@ FRESH_RESULTS = frozenset([
     torch.nn.functional.softmax, torch.nn.functional.log_softmax, torch.index_select,
     torch.Tensor.masked_fill, torch.cat, torch.nn.functional.embedding,
 ])
+
+
+def result_is_contiguous(ext: ir.ExternKernel) -> bool:
+    """Does this PyTorch call always return a new row-major tensor, the layout our kernels
+    index it with? Then the wrapper needs no ``.contiguous()`` after it (a C call per extern
+    per call, if a cheap one). ``addmm``, ``mm`` and ``bmm`` write a fresh contiguous
+    result. ``matmul`` does too, except when it may fold a 1-d or 2-d ``a`` into a batched
+    ``b`` by transposing (``a @ b == (bᵀ @ aᵀ)ᵀ``, at::matmul's ``should_fold`` with
+    ``transpose``): a transposed view then comes back, so that case keeps its copy."""
+    if ext.multi_output:
+        return False
+    if ext.kernel in (torch.addmm, torch.mm, torch.bmm):
+        return True
+    if ext.kernel is PRIMS["matmul"] and len(ext.args) == 2 and all(
+            isinstance(a, ir.IRNode) for a in ext.args):
+        rank_a, rank_b = (len(a.get_size()) for a in ext.args)
+        return not rank_a <= 2 < rank_b
+    return False
 
 
 def _permute_of_permute(view: ir.View) -> tuple[Any, tuple[int, ...]] | None:
@@ -263,10 +282,102 @@ class WrapperCodegen:
             return "torch.mm"
         return self.callee(ext.kernel)
 
+    def convolution_call(self, ext: ir.ExternKernel, lines: list[WrapperLine]) -> str | None:
+        """A convolution prim (or its input or weight gradient) as the PyTorch call it runs,
+        its arguments settled at compile time: ``torch.convolution(x, w, b, (1, 1), (1, 1),
+        (1, 1), False, (0, 0), 1)`` rather than the prim's Python reference, which turned
+        ``stride=1`` into ``(1, 1)`` (and made a stand-in tensor for the gradients' unused
+        operand) on every call -- six Python calls per convolution per call. The gradients
+        call ``aten.convolution_backward`` with the stand-in made once. None for anything
+        symbolic (the reference then runs as before)."""
+        from ..ops import prims
+        names = {"convolution": "x weight bias stride padding dilation groups",
+                 "convolution_backward_input": "g weight shape stride padding dilation groups",
+                 "convolution_backward_weight": "g x shape stride padding dilation groups"}
+        kind = next((k for k in names if ext.kernel is PRIMS.get(k)), None)
+        if kind is None or ext.multi_output:
+            return None
+        defaults = {"bias": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1}
+        params = names[kind].split()
+        bound = dict(zip(params, ext.args)) | dict(ext.kwargs)
+        if set(bound) - set(params) or any(p not in bound and p not in defaults
+                                           for p in params):
+            return None
+        bound = {p: bound.get(p, defaults.get(p)) for p in params}
+        tensors = [bound[p] for p in ("x", "weight", "g") if p in bound]
+        static = [v for p, v in bound.items() if p not in ("x", "weight", "g", "bias")]
+        if not all(isinstance(t, ir.IRNode) for t in tensors) or any(
+                isinstance(v, (ir.IRNode, SymInt)) for v in tree_leaves(static)) or any(
+                isinstance(v, SymInt) for t in tensors for v in t.get_size()):
+            return None
+        rank = len(bound["shape"]) if "shape" in bound else len(bound["x"].get_size())
+        n = rank - 2
+        stride, padding, dilation = (prims._tuple(bound[p], n)
+                                     for p in ("stride", "padding", "dilation"))
+        rest = (f"{literal(stride)}, {literal(padding)}, {literal(dilation)}, False, "
+                f"{literal((0,) * n)}, {bound['groups']}")
+        if kind == "convolution":
+            bias = "None" if bound["bias"] is None else self.value_expr(bound["bias"], lines)
+            return (f"torch.convolution({self.value_expr(bound['x'], lines)}, "
+                    f"{self.value_expr(bound['weight'], lines)}, {bias}, {rest})")
+        g = bound["g"]
+        # the operand whose gradient is not asked for is read for its shape only
+        stand_in = self.bind("shape_only", torch.zeros(
+            (), dtype=g.get_dtype(), device=g.get_device()).expand(tuple(bound["shape"])))
+        operands = ((stand_in, self.value_expr(bound["weight"], lines), "[True, False, False]",
+                     0) if kind == "convolution_backward_input" else
+                    (self.value_expr(bound["x"], lines), stand_in, "[False, True, False]", 1))
+        return (f"torch.ops.aten.convolution_backward.default({self.value_expr(g, lines)}, "
+                f"{operands[0]}, {operands[1]}, None, {rest}, {operands[2]})[{operands[3]}]")
+
     # -- expressions for IR values -------------------------------------------------------
+    def strided_view(self, view: ir.View) -> tuple[str, tuple, tuple, int] | None:
+        """A chain of two or more views of a buffer whose memory we laid out, as the one
+        ``torch.as_strided(buffer, size, stride, offset)`` it amounts to: attention's
+        ``reshape -> narrow -> reshape -> permute`` of the qkv product is one PyTorch call
+        per call instead of four (Inductor's ``reinterpret_tensor``).
+
+        The layout is PyTorch's own answer, found once at compile time: the chain is replayed
+        on a meta tensor laid out as the buffer is, and must end in a view of it. A chain
+        that copies somewhere (a ``reshape`` of a transposed tensor), has symbolic sizes or a
+        base whose layout we do not own (a graph input, a PyTorch call's result that may be
+        a view) is written call by call."""
+        chain, base = [], view
+        while isinstance(base, ir.View):
+            if base.node is None or not isinstance(base.node.target, Prim):
+                return None
+            chain.append(base)
+            base = base.base
+        owned = isinstance(base, ir.ComputedBuffer) or (
+            isinstance(base, ir.ExternKernel) and result_is_contiguous(base))
+        layout = base.layout if owned else None
+        if len(chain) < 2 or layout is None or layout.offset != 0 or not all(
+                isinstance(v, int) for v in (*layout.size, *layout.stride)):
+            return None
+        proxy = torch.empty_strided(layout.size, layout.stride, dtype=layout.dtype,
+                                    device="meta")
+        value = proxy
+        for v in reversed(chain):
+            args = map_arg(v.node.args[1:], self.lowering.env.__getitem__)
+            kwargs = map_arg(v.node.kwargs, self.lowering.env.__getitem__)
+            if any(isinstance(a, (ir.IRNode, SymInt, torch.Tensor))
+                   for a in tree_leaves((args, kwargs))):
+                return None
+            value = v.node.target.reference(value, *args, **kwargs)
+        if value._base is not proxy or tuple(value.shape) != tuple(view.get_size()):
+            return None          # a copy somewhere on the way
+        return base.name, tuple(value.shape), value.stride(), value.storage_offset()
+
     def value_expr(self, value: Any, lines: list[WrapperLine]) -> str:
         if isinstance(value, ir.View):
             key = id(value)
+            strided = self.strided_view(value) if key not in self.view_names else None
+            if strided is not None:
+                name = f"view_{value.node.name}"
+                lines.append(ExprLine(f"{name} = torch.as_strided({strided[0]}, "
+                                      f"{literal(strided[1])}, {literal(strided[2])}, "
+                                      f"{strided[3]})"))
+                self.view_names[key] = name
             composed = _permute_of_permute(value)
             if composed is not None and key not in self.view_names:
                 base, dims = composed
@@ -331,18 +442,36 @@ class WrapperCodegen:
         kernel_reads = {name for g, names in zip(groups, reads) if not g.is_extern
                         for name in names}
         pooled: set[str] = set()  # buffers whose memory is ours, laid out as recorded
+        constants: set[str] = set()  # buffers computed once, here: globals of the wrapper
         lines: list[WrapperLine] = []
         for i, group in enumerate(groups):
+            if group.is_extern and self.reads_only_constants(group.buffers[0]) \
+                    and group.buffers[0].name not in keep:
+                ext = group.buffers[0]
+                value = ext.kernel.reference(*ext.args, **ext.kwargs)
+                if ext.name in kernel_reads:
+                    value = value.contiguous()
+                self.globals[ext.name] = value
+                constants.add(ext.name)
+                lines.append(CommentLine(
+                    f"{group.name}: {ext.name} = {ext.kernel.name} of a tensor constant, "
+                    f"computed once at compile time (graph node "
+                    f"{', '.join(o.name for o in ext.origins)})"))
+                continue
             if group.is_extern:
                 ext: ir.ExternKernel = group.buffers[0]
                 lines.append(CommentLine(f"{group.name}: {ext.reason} (graph node "
                                          f"{', '.join(o.name for o in ext.origins)})"))
-                args = [self.value_expr(a, lines) for a in ext.args]
-                args += [f"{k}={self.value_expr(v, lines)}" for k, v in ext.kwargs.items()]
-                contiguous = not ext.multi_output and ext.name in kernel_reads
-                lines.append(ExternCallLine(
-                    ext.name, f"{self.extern_callee(ext)}({', '.join(args)})", contiguous))
-                if contiguous and self.owns_memory(ext):
+                call = self.convolution_call(ext, lines)
+                if call is None:
+                    args = [self.value_expr(a, lines) for a in ext.args]
+                    args += [f"{k}={self.value_expr(v, lines)}" for k, v in ext.kwargs.items()]
+                    call = f"{self.extern_callee(ext)}({', '.join(args)})"
+                row_major = result_is_contiguous(ext)
+                contiguous = not ext.multi_output and ext.name in kernel_reads and not row_major
+                lines.append(ExternCallLine(ext.name, call, contiguous))
+                if (contiguous and self.owns_memory(ext)) or (row_major and not
+                                                              self.may_alias(ext)):
                     pooled.add(ext.name)
             else:
                 call, ins, outs = self.kernels[group.name]
@@ -357,6 +486,8 @@ class WrapperCodegen:
                 lines.append(KernelCallLine(call.call_source(name,
                                                              [b.name for b in ins + outs])))
             for name in dies_at.get(i, ()):
+                if name in constants:
+                    continue
                 key = _layout_key(sched.by_name[name]) if name in pooled else None
                 lines.append(FreeIfNotReusedLine(name, key))
         leaves: list[WrapperLine] = []
@@ -423,11 +554,27 @@ class WrapperCodegen:
                 what = "torch.empty_strided"
             elif isinstance(value, torch.device):
                 what = f"torch.device({str(value)!r})"
+            elif isinstance(value, torch.Tensor):
+                what = (f"a tensor constant, {str(value.dtype).replace('torch.', '')}"
+                        f"{list(value.shape)}")
             else:
                 what = f"{getattr(value, '__module__', '')}." \
                        f"{getattr(value, '__qualname__', type(value).__name__)}"
             out.append(f"#   {name} = {what}")
         return "\n".join(["# globals of the wrapper, bound once at compile time:"] + out)
+
+    @staticmethod
+    def reads_only_constants(ext: ir.ExternKernel) -> bool:
+        """A prim run in PyTorch on tensor constants alone (``torch.reshape(const, (32,))``
+        of a folded ``torch.arange``): the same value on every call, so the wrapper computes
+        it once, at compile time, and holds it as a global. Prims are deterministic; no
+        buffer, graph input or symbolic size reaches it. (Its memory is then never pooled:
+        it may be the constant's own, a view.)"""
+        if not isinstance(ext.kernel, Prim) or ext.multi_output:
+            return False
+        leaves = tree_leaves((ext.args, ext.kwargs))
+        return any(isinstance(v, torch.Tensor) for v in leaves) and not any(
+            isinstance(v, (ir.IRNode, SymInt)) for v in leaves)
 
     @staticmethod
     def may_alias(ext: ir.ExternKernel) -> bool:
