@@ -240,3 +240,35 @@ def test_a_transposed_read_of_a_stored_value_is_not_read_back():
         return m, ops.sum(ops.mul(m, m), (1,), keepdim=True), ops.add(ops.permute(m, (1, 0)), y)
     compiled = run(f, torch.randn(12, 12), torch.randn(12, 1), backend="cpp", rtol=1e-5)
     assert len(compiled.kernel_sources) == 1, compiled.kernel_sources
+
+
+@pytest.mark.parametrize("layout", ["nested", "tiled"])
+def test_long_float_sums_add_like_eager(layout):
+    """C++: a float32 sum whose loop adds every value into one accumulator adds in double
+    and rounds once. A nested r loop (a batch norm's mean over N, H, W, which are apart in
+    memory, then its centred values) and a tile of column sums (a bias gradient over 4096
+    rows) each did 4096 float additions in a row: the centred values came out 6 ulps (of
+    the input) off the float64 ones, eager's under one, and the column sums 20 ulps off --
+    a batch norm's output with 9-12x eager's error, enough to flip ReLUs in resnet18."""
+    if not probe().has_cxx:
+        pytest.skip("no C++ compiler")
+    torch.manual_seed(0)
+    if layout == "nested":
+        x = 3 + 0.1 * torch.randn(4, 8, 32, 32)
+
+        def fn(x):
+            return ops.sub(x, ops.mean(x, (0, 2, 3), keepdim=True))
+        exact = x.double() - x.double().mean((0, 2, 3), keepdim=True)
+        ulp = 2.0 ** -23 * x.abs().max().item()                 # of the inputs
+    else:
+        x = 3 + 0.1 * torch.randn(4096, 32)
+
+        def fn(x):
+            return ops.sum(x, (0,))
+        exact = x.double().sum(0)
+        ulp = 2.0 ** -23 * exact.abs().max().item()            # of the sums
+    compiled = compile_fx(trace(fn, x), [x], backend="cpp")
+    if layout == "nested":
+        assert any("r1 <" in s for s in compiled.kernel_sources.values())
+    ulps = (compiled(x).double() - exact).abs().max().item() / ulp
+    assert ulps <= 1, f"{ulps:.1f} ulps from float64"
