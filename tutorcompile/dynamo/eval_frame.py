@@ -257,8 +257,9 @@ class OptimizedModule(torch.nn.Module):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         mod = self._modules["_orig_mod"]   # (not ``self._orig_mod``: Module.__getattr__)
-        forward = type(mod).forward
-        return run_compiled(forward, [mod, *args], kwargs, self.config)
+        if "forward" in mod.__dict__:      # ``mod.forward = fn`` replaces the class's, as is
+            return run_compiled(mod.__dict__["forward"], list(args), kwargs, self.config)
+        return run_compiled(type(mod).forward, [mod, *args], kwargs, self.config)
 
     def __getattr__(self, name: str) -> Any:
         try:

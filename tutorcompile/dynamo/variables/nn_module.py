@@ -34,6 +34,8 @@ class NNModuleVariable(VariableTracker):
                 src = GetItemSource(AttrSource(self.source, table), name)
                 return tx.wrap_nested(m.__dict__[table][name], src)
         src = AttrSource(self.source, name)
+        if name in m.__dict__:   # an instance attribute: a function stored there is not bound
+            return tx.wrap_nested(m.__dict__[name], src)
         static = inspect.getattr_static(m, name, None)
         if isinstance(static, types.FunctionType):
             return UserMethodVariable(static, self)
@@ -52,6 +54,8 @@ class NNModuleVariable(VariableTracker):
         forward = inspect.getattr_static(m, "forward")
         if not isinstance(forward, types.FunctionType):
             raise Unsupported(f"{type(m).__name__}.forward is not a Python function")
+        if "forward" in m.__dict__:   # ``m.forward = fn``: called as it is, without self
+            return tx.inline_user_function(forward, list(args), kwargs)
         return tx.inline_user_function(forward, [self, *args], kwargs)
 
     def unpack(self, tx):
