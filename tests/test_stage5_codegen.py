@@ -242,33 +242,40 @@ def test_a_transposed_read_of_a_stored_value_is_not_read_back():
     assert len(compiled.kernel_sources) == 1, compiled.kernel_sources
 
 
-@pytest.mark.parametrize("layout", ["nested", "tiled"])
-def test_long_float_sums_add_like_eager(layout):
-    """C++: a float32 sum whose loop adds every value into one accumulator adds in double
-    and rounds once. A nested r loop (a batch norm's mean over N, H, W, which are apart in
-    memory, then its centred values) and a tile of column sums (a bias gradient over 4096
-    rows) each did 4096 float additions in a row: the centred values came out 6 ulps (of
-    the input) off the float64 ones, eager's under one, and the column sums 20 ulps off --
-    a batch norm's output with 9-12x eager's error, enough to flip ReLUs in resnet18."""
+def _centred(x):  # a batch norm's first step
+    return ops.sub(x, ops.mean(x, (0, 2, 3), keepdim=True))
+
+
+def _column_sums(x):  # a bias gradient
+    return ops.sum(x, (0,))
+
+
+def _row_sums(x):
+    return ops.sum(x, (1,))
+
+
+@pytest.mark.parametrize("layout, fn, shape, offset", [
+    ("nested", _centred, (4, 8, 32, 32), 3.0), ("tiled", _column_sums, (4096, 32), 3.0),
+    ("flat", _row_sums, (16, 65536), 0.0)], ids=["nested", "tiled", "flat"])
+def test_long_float_sums_are_as_close_as_eager(layout, fn, shape, offset):
+    """C++: long float32 sums land as close to the float64 result as eager's. Each layout
+    adds in its own loop shape: a nested r loop over reduced dims apart in memory (a batch
+    norm's mean over N, H, W), a tile of column sums, a flat ``omp simd`` row. Added in
+    float, the nested loop and the tile put every value into one accumulator: the centred
+    values came out 12x and the column sums 15x further from float64 than eager's (a batch
+    norm's output with 9-12x eager's error flipped ReLUs in resnet18); the flat row, each
+    vector lane adding 65536 / lanes values, 4.5x."""
     if not probe().has_cxx:
         pytest.skip("no C++ compiler")
     torch.manual_seed(0)
-    if layout == "nested":
-        x = 3 + 0.1 * torch.randn(4, 8, 32, 32)
-
-        def fn(x):
-            return ops.sub(x, ops.mean(x, (0, 2, 3), keepdim=True))
-        exact = x.double() - x.double().mean((0, 2, 3), keepdim=True)
-        ulp = 2.0 ** -23 * x.abs().max().item()                 # of the inputs
-    else:
-        x = 3 + 0.1 * torch.randn(4096, 32)
-
-        def fn(x):
-            return ops.sum(x, (0,))
-        exact = x.double().sum(0)
-        ulp = 2.0 ** -23 * exact.abs().max().item()            # of the sums
+    x = offset + 0.1 * torch.randn(shape) if offset else torch.randn(shape)
     compiled = compile_fx(trace(fn, x), [x], backend="cpp")
     if layout == "nested":
         assert any("r1 <" in s for s in compiled.kernel_sources.values())
-    ulps = (compiled(x).double() - exact).abs().max().item() / ulp
-    assert ulps <= 1, f"{ulps:.1f} ulps from float64"
+    exact = GraphModule({}, trace(fn, x.double()))(x.double())
+    eager = GraphModule({}, trace(fn, x))(x)
+
+    def error(v):
+        return (v.double() - exact).abs().mean().item()
+    ratio = error(compiled(x)) / error(eager)
+    assert ratio <= 2, f"{ratio:.1f}x eager's error"
