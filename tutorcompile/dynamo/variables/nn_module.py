@@ -34,7 +34,9 @@ class NNModuleVariable(VariableTracker):
                 src = GetItemSource(AttrSource(self.source, table), name)
                 return tx.wrap_nested(m.__dict__[table][name], src)
         src = AttrSource(self.source, name)
-        if name in m.__dict__:   # an instance attribute: a function stored there is not bound
+        if name in m.__dict__ and not hasattr(
+                type(inspect.getattr_static(type(m), name, None)), "__set__"):
+            # an instance attribute (a class property would win): a function there is not bound
             return tx.wrap_nested(m.__dict__[name], src)
         static = inspect.getattr_static(m, name, None)
         if isinstance(static, types.FunctionType):
