@@ -220,6 +220,37 @@ def test_attribute_writes_are_replayed_on_the_object():
     torch.testing.assert_close(h.value, x * 2)
 
 
+def twice(x):
+    return x * 2
+
+
+class Stores(torch.nn.Module):
+    """Functions kept on the instance (``self.act = act_fn``; ``m.forward = fn``) are plain
+    attributes: Python calls them without ``self``."""
+
+    def __init__(self, act):
+        super().__init__()
+        self.act = act
+
+    def forward(self, x):
+        return self.act(x) + 1
+
+
+@pytest.mark.parametrize("act", [twice, lambda x: x - 1, torch.relu])
+def test_a_function_stored_on_a_module_is_not_bound_to_it(act):
+    # was a graph break: "twice() takes 1 positional argument but 2 were given"
+    m, x = Stores(act), torch.randn(3)
+    torch.testing.assert_close(tc.compile(m, backend="eager", fullgraph=True)(x), m(x))
+
+
+def test_a_forward_assigned_to_the_instance_is_called_without_self():
+    m, x = Stores(twice), torch.randn(3)
+    m.forward = lambda *args: args[0] * 3      # was the class's forward: silently x * 2 + 1
+    torch.testing.assert_close(tc.compile(m, backend="eager", fullgraph=True)(x), x * 3)
+    outer = torch.nn.Sequential(m, torch.nn.Identity())   # inlined as a submodule
+    torch.testing.assert_close(tc.compile(outer, backend="eager", fullgraph=True)(x), x * 3)
+
+
 def detaches_inside_no_grad(x, w):
     with torch.no_grad():
         scale = (w * 2).sum()

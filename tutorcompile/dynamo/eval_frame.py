@@ -260,6 +260,8 @@ class OptimizedModule(torch.nn.Module):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         mod = self._modules["_orig_mod"]   # (not ``self._orig_mod``: Module.__getattr__)
+        if "forward" in mod.__dict__:      # ``mod.forward = fn`` replaces the class's, as is
+            return _run_plain(mod.__dict__["forward"], list(args), kwargs, self.config)
         return _run_plain(type(mod).forward, [mod, *args], kwargs, self.config)
 
     def __getattr__(self, name: str) -> Any:

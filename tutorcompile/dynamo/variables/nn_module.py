@@ -40,6 +40,10 @@ class NNModuleVariable(VariableTracker):
                 src = GetItemSource(AttrSource(self.source, table), name)
                 return tx.wrap_nested(m.__dict__[table][name], src)
         src = AttrSource(self.source, name)
+        if name in m.__dict__ and not hasattr(
+                type(inspect.getattr_static(type(m), name, None)), "__set__"):
+            # an instance attribute (a class property would win): a function there is not bound
+            return tx.wrap_nested(m.__dict__[name], src)
         static = inspect.getattr_static(m, name, None)
         if isinstance(static, types.FunctionType):
             return UserMethodVariable(static, self, _class_attr(self.source, m, name))
@@ -76,6 +80,9 @@ class NNModuleVariable(VariableTracker):
         forward = inspect.getattr_static(m, "forward")
         if not isinstance(forward, types.FunctionType):
             raise Unsupported(f"{type(m).__name__}.forward is not a Python function")
+        if "forward" in m.__dict__:   # ``m.forward = fn``: called as it is, without self
+            return tx.inline_user_function(forward, list(args), kwargs,
+                                           fn_source=AttrSource(self.source, "forward"))
         return tx.inline_user_function(forward, [self, *args], kwargs,
                                        fn_source=_class_attr(self.source, m, "forward"))
 

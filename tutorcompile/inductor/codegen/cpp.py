@@ -76,6 +76,10 @@ NEST_MIN_INNER = 8
 """A reduction's r loop is nested (an inner loop over the last reduced dim) only when that
 dim has at least this many elements: fewer leave the vectoriser nothing to work with."""
 
+SUM_CHUNK = 512
+"""A flat float sum over more values than twice this adds them in chunks of this many (a
+float per lane), and the chunks' sums in double (:meth:`CppKernel.emit_reduction`)."""
+
 PARALLEL_MIN_ELEMENTS = 32768
 """Below this many elements a kernel runs on one thread: starting a parallel region costs
 microseconds, more than the work."""
@@ -370,10 +374,11 @@ class CppKernel(KernelWriter):
         def emit_reduction(node: ir.ComputedBuffer) -> None:
             data: ir.Reduction = node.data
             t = CPP_TYPES[data.dtype]
+            acc_dtype = self.accumulator(data, one_lane=True)
             acc = self.newvar(data.dtype, "acc")
-            init = self.literal(ir.reduction_init(data.reduction_type, data.dtype), data.dtype)
+            init = self.literal(ir.reduction_init(data.reduction_type, data.dtype), acc_dtype)
             nan = self.newvar(torch.int32, "nan") if self.tracks_nan(data) else None
-            self.writeline(f"{t} {acc}[{tile}];")
+            self.writeline(f"{CPP_TYPES[acc_dtype]} {acc}[{tile}];")
             self.writeline(f"for (int64_t xi = 0; xi < {tile}; xi++) {acc}[xi] = {init};")
             if nan is not None:
                 self.writeline(f"int {nan}[{tile}] = {{0}};")
@@ -392,7 +397,8 @@ class CppKernel(KernelWriter):
                 self.writeline(f"for (int64_t xi = 0; xi < {tile}; xi++) if ({nan}[xi]) "
                                f"{acc}[xi] = {self.literal(float('nan'), data.dtype)};")
             out_index = plan.node_index(node, xvars, rvars)
-            self.reduction_values[node.name] = (CSEVar(f"{acc}[xi]", data.dtype), out_index)
+            value = f"{acc}[xi]" if acc_dtype == data.dtype else f"static_cast<{t}>({acc}[xi])"
+            self.reduction_values[node.name] = (CSEVar(value, data.dtype), out_index)
             if node.name in plan.stored:
                 self.open_tile()
                 self.store(node, out_index, self.reduction_values[node.name][0])
@@ -405,11 +411,36 @@ class CppKernel(KernelWriter):
     def tracks_nan(data: ir.Reduction) -> bool:
         return data.reduction_type == "max" and data.dtype.is_floating_point
 
+    def accumulator(self, data: ir.Reduction, one_lane: bool) -> torch.dtype:
+        """The dtype a reduction adds in: its own, except a long float sum, which adds in
+        ``double`` and rounds once at the end.
+
+        A float accumulator rounds at every addition, so its error grows with the number of
+        values added into it. In a loop that adds every value into one accumulator
+        (``one_lane``: a nested r loop, a tile's ``acc[xi]``) a batch norm's mean over N, H,
+        W (4096 values of about 3) came out 6 ulps off where eager's is under one, and its
+        normalised output carried 9-12x eager's error -- enough to flip ReLUs whose inputs
+        are near zero and move every gradient upstream; a column sum over 4096 rows was 20
+        ulps off. Those add in double: as fast there (the loop is scalar either way).
+        A flat ``omp simd`` row spreads its values over the vector lanes, but each lane
+        still adds n / lanes of them: 2.7x eager's error at 4096 values, 13x at 262144. A
+        row longer than ``2 * SUM_CHUNK`` adds chunks of :data:`SUM_CHUNK` in float lanes
+        and the chunks' sums in double (a double per lane would halve the vector width:
+        1.6-2x slower on a plain sum). Eager's CPU batch norm adds its statistics in double
+        (``batch_norm_cpu_collect_stats_contiguous_impl``: ``at::acc_type<float,
+        /*is_cuda=*/false>`` is double); Inductor adds long float sums in chunks
+        (``CascadeSumHelper`` in torch/_inductor/codegen/cpp.py)."""
+        if data.reduction_type == "sum" and data.dtype == torch.float32 and (
+                one_lane or hint_int(self.plan.rnumel) > 2 * SUM_CHUNK):
+            return torch.float64
+        return data.dtype
+
     def emit_reduction(self, node: ir.ComputedBuffer, xvars, rvars) -> None:
         data: ir.Reduction = node.data
+        acc_dtype = self.accumulator(data, one_lane=self.nest_reduction)
         acc = self.newvar(data.dtype, "acc")
-        init = self.literal(ir.reduction_init(data.reduction_type, data.dtype), data.dtype)
-        self.writeline(f"{CPP_TYPES[data.dtype]} {acc} = {init};")
+        init = self.literal(ir.reduction_init(data.reduction_type, data.dtype), acc_dtype)
+        self.writeline(f"{CPP_TYPES[acc_dtype]} {acc} = {init};")
         op = "+" if data.reduction_type == "sum" else "max"
         # std::max drops NaNs, torch.amax keeps them: count NaNs beside the max (an
         # or-reduction, which vectorises) and apply them after the loop.
@@ -421,7 +452,23 @@ class CppKernel(KernelWriter):
         # Nested r loops accumulate without the simd reduction clause: g++ (-fopenmp) then
         # keeps a lane array in memory across the outer loop, 5x slower than scalar adds
         # (AlexNet's bias-gradient kernel: 760 -> 155 us, measured on one core)
-        self.open_r_loops(None if self.nest_reduction else simd)
+        chunked = acc_dtype != data.dtype and not self.nest_reduction
+        if chunked:   # float lanes over a chunk, the chunk's sum added in double
+            total, acc = acc, self.newvar(data.dtype, "part")
+            rnumel = self.size(self.plan.rnumel)
+            self.writeline(f"for (int64_t r0_chunk = 0; r0_chunk < {rnumel}; "
+                           f"r0_chunk += {SUM_CHUNK})")
+            self.writeline("{")
+            self.indent += 1
+            self.writeline(f"{CPP_TYPES[data.dtype]} {acc} = {self.literal(0, data.dtype)};")
+            self.writeline(f"#pragma omp simd reduction(+:{acc})")
+            self.writeline(f"for (int64_t r0 = r0_chunk; r0 < std::min<int64_t>(r0_chunk + "
+                           f"{SUM_CHUNK}, {rnumel}); r0++)")
+            self.writeline("{")
+            self.indent += 1
+            self.push_scope()
+        else:
+            self.open_r_loops(None if self.nest_reduction else simd)
         value = data.inner_fn(self.plan.full_index(xvars, rvars))
         if data.reduction_type == "sum":
             self.writeline(f"{acc} = {acc} + {value};")
@@ -430,9 +477,18 @@ class CppKernel(KernelWriter):
                            f"({value}));")
             if nan is not None:
                 self.writeline(f"{nan} |= ({value} != {value});")
-        self.close_r_loops()
+        if chunked:
+            self.close_loop()
+            self.writeline(f"{total} = {total} + {acc};")
+            self.indent -= 1
+            self.writeline("}")
+            acc = total
+        else:
+            self.close_r_loops()
         if nan is not None:
             self.writeline(f"if ({nan}) {acc} = {self.literal(float('nan'), data.dtype)};")
+        if acc_dtype != data.dtype:  # rounded once, to the reduction's dtype
+            acc = self.cse(f"static_cast<{CPP_TYPES[data.dtype]}>({acc})", data.dtype)
         out_index = self.plan.node_index(node, xvars, rvars)
         self.reduction_values[node.name] = (acc, out_index)
         if node.name in self.plan.stored:
