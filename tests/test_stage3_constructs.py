@@ -174,6 +174,17 @@ def test_item_is_a_break_with_a_reason():
     assert out.break_reasons[0].lineno is not None
 
 
+def test_a_folded_numpy_ufunc_is_guarded_by_identity():
+    import types
+    ns = types.SimpleNamespace(op=np.sqrt)
+    def f(x):
+        return x * ns.op(4.0)
+    compiled, x = tc.compile(f, backend="eager", fullgraph=True), torch.ones(2)
+    torch.testing.assert_close(compiled(x), f(x))
+    ns.op = np.exp  # another ufunc of the same type: the folded 2.0 no longer holds
+    torch.testing.assert_close(compiled(x), f(x))
+
+
 def test_numpy_on_a_tensor_is_a_break_with_a_reason():
     def f(x):
         return torch.as_tensor(np.exp(x * 2)) + 1

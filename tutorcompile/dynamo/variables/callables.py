@@ -340,6 +340,8 @@ class UserDefinedObjectVariable(VariableTracker):
             return tx.inline_user_function(call, [self, *args], kwargs)
         numpy = sys.modules.get("numpy")
         if numpy is not None and isinstance(self.value, numpy.ufunc):
+            if self.source is not None:  # the type is guarded; the fold needs this very ufunc
+                tx.guards.ID_MATCH(self.source, self.value)
             return _fold_numpy_ufunc(tx, self.value, args, kwargs)
         raise Unsupported(f"calling a {type(self.value).__name__} object")
 
