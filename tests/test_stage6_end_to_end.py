@@ -56,6 +56,23 @@ def test_training_step_matches_eager(name):
                                    msg=lambda m, pname=pname: f"{pname}: {m}")
 
 
+def test_alexnet_takes_the_classic_224_images():
+    """``image_size=224`` sizes the first linear layer for what the three pools leave
+    (28×28), so the classic benchmark's images go through, compiled as in eager."""
+    torch.manual_seed(0)
+    model = AlexNet(width=2, dropout=0.0, image_size=224).eval()
+    (x,) = model.example_inputs(batch=1)
+    assert x.shape == (1, 3, 224, 224)
+    assert model.classifier[1].in_features == 2 * 2 * 28 * 28
+    with torch.no_grad():
+        expected = model(x)
+        assert expected.shape == (1, 10)
+        torch.testing.assert_close(tc.compile(model, backend="inductor")(x), expected,
+                                   rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="multiple of 8"):
+        AlexNet(image_size=100)
+
+
 def test_a_few_optimizer_steps_track_eager():
     torch.manual_seed(0)
     eager_model = MLP((16, 32, 4), softmax=False)

@@ -3,7 +3,8 @@
 * :class:`GPT` -- a decoder-only transformer in the style of nanoGPT: token and position
   embeddings, pre-norm blocks of causal self-attention and a GELU MLP, a tied-free head.
 * :class:`AlexNet` -- the seed's AlexNet layout (five convolutions with ReLU, three max
-  pools, dropout and three linear layers) scaled down to 32×32 images.
+  pools, dropout and three linear layers) for 32×32 images, or 224×224 ones
+  (``image_size=224``).
 * :class:`MLP` -- the seed's ``Linear → ReLU → Linear → Softmax`` generalised to any widths.
 
 Beside them, models nobody here wrote: :func:`hf_model` builds tiny random-config Hugging Face
@@ -107,11 +108,23 @@ class GPT(nn.Module):
 
 
 class AlexNet(nn.Module):
-    """AlexNet's layout (5 conv + 3 pool + 3 linear, with dropout) for 3×32×32 images."""
+    """AlexNet's layout (5 conv + 3 pool + 3 linear, with dropout) for square RGB images.
 
-    def __init__(self, num_classes: int = 10, width: int = 16, dropout: float = 0.5):
+    ``image_size`` is 32 by default (CIFAR-sized, as in the seed); 224 is the classic
+    ImageNet benchmark size. Three 2× max pools leave ``image_size // 8`` pixels a side, so
+    the first linear layer takes ``2 * width * (image_size // 8) ** 2`` features; the
+    size must be a multiple of 8. (The convolutions stay the seed's 3×3, stride 1, so at
+    224 this is not torchvision's 11×11-stride-4 ``alexnet``: with ``width=16`` it does
+    about 0.31 G multiply-adds per image, against its 0.71 G.)
+    """
+
+    def __init__(self, num_classes: int = 10, width: int = 16, dropout: float = 0.5,
+                 image_size: int = 32):
         super().__init__()
-        w = width
+        if image_size % 8:
+            raise ValueError(f"AlexNet needs an image size that is a multiple of 8 "
+                             f"(three 2× max pools), got {image_size}")
+        w, side = width, image_size // 8
         self.features = nn.Sequential(
             nn.Conv2d(3, w, kernel_size=3, stride=1, padding=1), nn.ReLU(inplace=True),
             nn.MaxPool2d(kernel_size=2),
@@ -123,17 +136,18 @@ class AlexNet(nn.Module):
             nn.MaxPool2d(kernel_size=2),
         )
         self.classifier = nn.Sequential(
-            nn.Dropout(dropout), nn.Linear(2 * w * 4 * 4, 8 * w), nn.ReLU(inplace=True),
+            nn.Dropout(dropout), nn.Linear(2 * w * side * side, 8 * w), nn.ReLU(inplace=True),
             nn.Dropout(dropout), nn.Linear(8 * w, 8 * w), nn.ReLU(inplace=True),
             nn.Linear(8 * w, num_classes),
         )
         self.num_classes = num_classes
+        self.image_size = image_size
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(torch.flatten(self.features(x), 1))
 
     def example_inputs(self, batch: int = 4) -> tuple[torch.Tensor]:
-        return (torch.randn(batch, 3, 32, 32),)
+        return (torch.randn(batch, 3, self.image_size, self.image_size),)
 
     def targets(self, batch: int = 4) -> torch.Tensor:
         return torch.randint(0, self.num_classes, (batch,))
