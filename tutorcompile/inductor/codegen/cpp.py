@@ -382,7 +382,29 @@ class CppKernel(KernelWriter):
             self.writeline(f"for (int64_t xi = 0; xi < {tile}; xi++) {acc}[xi] = {init};")
             if nan is not None:
                 self.writeline(f"int {nan}[{tile}] = {{0}};")
-            self.open_loop("r0", plan.rnumel, None)
+            # a long float sum: chunks of SUM_CHUNK rows add in float (the loop across the
+            # tile stays float-wide vectors; double accumulators made a 4096 x 512 column
+            # sum 3-4x slower) and each chunk's sums go into the double accumulators
+            chunked = acc_dtype != data.dtype
+            total = acc
+            if chunked:
+                rnumel = self.size(plan.rnumel)
+                acc = self.newvar(data.dtype, "part")
+                self.writeline(f"for (int64_t r0_chunk = 0; r0_chunk < {rnumel}; "
+                               f"r0_chunk += {SUM_CHUNK})")
+                self.writeline("{")
+                self.indent += 1
+                self.push_scope()
+                self.writeline(f"{t} {acc}[{tile}];")
+                self.writeline(f"for (int64_t xi = 0; xi < {tile}; xi++) {acc}[xi] = "
+                               f"{self.literal(0, data.dtype)};")
+                self.writeline(f"for (int64_t r0 = r0_chunk; r0 < std::min<int64_t>("
+                               f"r0_chunk + {SUM_CHUNK}, {rnumel}); r0++)")
+                self.writeline("{")
+                self.indent += 1
+                self.push_scope()
+            else:
+                self.open_loop("r0", plan.rnumel, None)
             self.open_tile()
             value = data.inner_fn(plan.full_index(xvars, rvars))
             if data.reduction_type == "sum":
@@ -393,6 +415,11 @@ class CppKernel(KernelWriter):
                     self.writeline(f"{nan}[xi] |= ({value} != {value});")
             self.close_loop()
             self.close_loop()
+            if chunked:
+                self.writeline(f"for (int64_t xi = 0; xi < {tile}; xi++) "
+                               f"{total}[xi] += {acc}[xi];")
+                self.close_loop()
+                acc = total
             if nan is not None:
                 self.writeline(f"for (int64_t xi = 0; xi < {tile}; xi++) if ({nan}[xi]) "
                                f"{acc}[xi] = {self.literal(float('nan'), data.dtype)};")
@@ -421,7 +448,9 @@ class CppKernel(KernelWriter):
         W (4096 values of about 3) came out 6 ulps off where eager's is under one, and its
         normalised output carried 9-12x eager's error -- enough to flip ReLUs whose inputs
         are near zero and move every gradient upstream; a column sum over 4096 rows was 20
-        ulps off. Those add in double: as fast there (the loop is scalar either way).
+        ulps off. A nested r loop adds in double: as fast there (the loop is scalar either
+        way). A tile's loop runs across its outputs in vectors, which double would halve: it
+        adds chunks of :data:`SUM_CHUNK` rows in float and each chunk's sums in double.
         A flat ``omp simd`` row spreads its values over the vector lanes, but each lane
         still adds n / lanes of them: 2.7x eager's error at 4096 values, 13x at 262144. A
         row longer than ``2 * SUM_CHUNK`` adds chunks of :data:`SUM_CHUNK` in float lanes
