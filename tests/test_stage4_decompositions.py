@@ -152,6 +152,14 @@ CASES = {
                     lambda: [r(4, 6), r(4, 6), r(4, 6), torch.randn(4, dtype=F64)]),
     "distances": (lambda a, b: F.pairwise_distance(a, b) + F.cosine_similarity(a, b)
                   + torch.dist(a, b), lambda: [r(4, 6), r(4, 6)]),
+    # sorting by counting ranks (decompositions_sort.py): values are gathers, so gradients
+    # scatter back to where each value came from
+    "sorting": (lambda x: torch.sort(x, 1, descending=True)[0] * 2
+                + torch.topk(x, 2, 1)[0].sum(1, keepdim=True)
+                + torch.kthvalue(x, 2, 1, keepdim=True)[0] + x.median(1, keepdim=True)[0]
+                + torch.quantile(x, 0.3, dim=1, keepdim=True)
+                + torch.nanquantile(x, torch.tensor([0.5, 0.9], dtype=F64), dim=1).sum(0)[:, None]
+                + x.msort() - x.nanmedian(), lambda: [r(4, 5)]),
 }
 
 
@@ -403,3 +411,22 @@ def test_kernel_writers_match_eager_values_and_grads(name, backend):
     compiler = inner_compiler(backend=backend)
     check_values_and_grads(aot_function(fn, fw_compiler=compiler, bw_compiler=compiler), fn,
                            inputs, f"{name} ({backend})")
+
+
+def test_counting_sort_orders_nan_and_ties_as_pytorch():
+    """NaN sorts last (first descending), ties keep their input order (stable), a median of
+    a row with a NaN is its first NaN, nanmedian/nanquantile skip NaNs -- no extern."""
+    nan = float("nan")
+    x = torch.tensor([[3.0, nan, 1.0, 3.0, -0.0, 0.0, nan, 2.0],
+                      [1.0, 1.0, 1.0, 5.0, 4.0, 1.0, 0.5, nan]])
+
+    def fn(x):
+        return (torch.sort(x, dim=1, stable=True),
+                torch.sort(x, dim=1, descending=True, stable=True),
+                torch.median(x, 1), torch.nanmedian(x, 1), torch.kthvalue(x, 3, 1),
+                torch.quantile(x, 0.25, dim=1), torch.nanquantile(x, 0.75, dim=1),
+                torch.argsort(x[:, 2:6], dim=1, stable=True))
+    compiled = aot_function(fn)
+    for got, want in zip(compiled(x), fn(x)):
+        torch.testing.assert_close(got, want, equal_nan=True)
+    assert compiled.artifacts.decomposition_report.extern == {}
