@@ -160,6 +160,20 @@ CASES = {
                 + torch.quantile(x, 0.3, dim=1, keepdim=True)
                 + torch.nanquantile(x, torch.tensor([0.5, 0.9], dtype=F64), dim=1).sum(0)[:, None]
                 + x.msort() - x.nanmedian(), lambda: [r(4, 5)]),
+    "aten_softmax_pieces": (lambda x, g: torch.ops.aten._softmax_backward_data(
+        g, x.softmax(1), 1, F64) + torch.ops.aten._safe_softmax.default(x, 0)
+        + torch.ops.aten.native_dropout_backward.default(g, x > 0, 2.0),
+        lambda: [r(4, 5), r(4, 5)]),
+    "nn_more": (lambda x, a, b, w, t: F.local_response_norm(x, 3).sum((2, 3))
+                + F.bilinear(a, b, w).sum() + F.poisson_nll_loss(a, t, full=True),
+                lambda: [r(2, 5, 3, 3), r(2, 4), r(2, 4), r(3, 4, 4),
+                         torch.rand(2, 4, dtype=F64) * 4]),
+    "linalg_norms": (lambda x: torch.linalg.norm(x) + torch.linalg.matrix_norm(x, float("inf"))
+              + torch.linalg.matrix_norm(x, -1) + torch.linalg.vector_norm(x, 3, 1).sum()
+              + torch.linalg.vector_norm(x[0, 0], 0.5) + torch.linalg.norm(x, 1.5, 0).sum()
+              + torch.cdist(x, x * 2, p=0.0).sum(), lambda: [r(3, 4)]),
+    "frexp_vander": (lambda x: torch.frexp(x * 100)[0] * torch.frexp(x)[1]
+                     + torch.linalg.vander(x, N=3).sum(-1), lambda: [r(3, 4)]),
 }
 
 
@@ -430,3 +444,17 @@ def test_counting_sort_orders_nan_and_ties_as_pytorch():
     for got, want in zip(compiled(x), fn(x)):
         torch.testing.assert_close(got, want, equal_nan=True)
     assert compiled.artifacts.decomposition_report.extern == {}
+
+
+def test_norm_of_zeros_has_a_zero_gradient_and_frexp_is_exact():
+    """The root of a zero sum has PyTorch's subgradient 0 (not inf * 0 = NaN); frexp's
+    mantissa and exponent are exact, at powers of two, subnormals, 0, inf and NaN."""
+    x = torch.zeros(2, 3, dtype=F64, requires_grad=True)
+    (g,) = torch.autograd.grad(aot_function(
+        lambda x: torch.linalg.vector_norm(x, 2, 1).sum() + torch.linalg.vector_norm(x, 3.0))(x), x)
+    assert torch.equal(g, torch.zeros_like(g))
+    v = torch.tensor([1.0, 2.0, 0.5, 3.0, -0.75, 1 - 2 ** -24, 2 ** -140, 0.0, -0.0,
+                      float("inf"), float("-inf"), float("nan"), 1e30, -7.0])
+    got, want = aot_function(torch.frexp)(v), torch.frexp(v)
+    torch.testing.assert_close(got[0], want[0], rtol=0, atol=0, equal_nan=True)
+    assert torch.equal(got[1], want[1])

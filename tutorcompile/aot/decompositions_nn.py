@@ -255,11 +255,15 @@ def kl_div(input, target, log_target=False):  # noqa: A002
 
 @_loss(F.poisson_nll_loss)
 def poisson_nll_loss(input, target, log_input=True, full=False, eps=1e-8):  # noqa: A002
-    if full:
-        raise NotImplementedError("full=True (Stirling term)")
     if log_input:
-        return ops.sub(ops.exp(input), ops.mul(target, input))
-    return ops.sub(input, ops.mul(target, ops.log(ops.add(input, eps))))
+        loss = ops.sub(ops.exp(input), ops.mul(target, input))
+    else:
+        loss = ops.sub(input, ops.mul(target, ops.log(ops.add(input, eps))))
+    if full:   # Stirling's approximation of log(target!), only where target > 1
+        stirling = ops.add(ops.sub(ops.mul(target, ops.log(target)), target),
+                           ops.mul(ops.log(ops.mul(target, 2 * math.pi)), 0.5))
+        loss = ops.add(loss, ops.where(ops.gt(target, 1), stirling, 0.0))
+    return loss
 
 
 @register_decomposition(F.kl_div)
@@ -800,3 +804,75 @@ def upsample_bilinear(x, size=None, scale_factor=None):
 @register_decomposition(F.upsample)
 def upsample(x, size=None, scale_factor=None, mode="nearest", align_corners=None):
     return interpolate(x, size, scale_factor, mode, align_corners)
+
+
+# =======================================================================================
+# ATen's own pieces of softmax and dropout (what a traced backward or a decomposed
+# ``torch.ops.aten`` call leaves in a graph), local response normalisation, bilinear
+# =======================================================================================
+
+@register_decomposition(torch.ops.aten._softmax_backward_data,
+                        torch.ops.aten._softmax_backward_data.default)
+def softmax_backward_data(grad_output, output, dim, input_dtype):
+    """The gradient of ``y = softmax(x)``: ``y * (g - sum(g * y))`` along ``dim``."""
+    d = normalize_dim(dim, len(output.shape))
+    gy = ops.mul(grad_output, output)
+    out = ops.sub(gy, ops.mul(output, ops.sum(gy, (d,), keepdim=True)))
+    return _cast(out, input_dtype)
+
+
+@register_decomposition(torch.ops.aten._safe_softmax.default)
+def safe_softmax(a, dim, dtype=None):
+    """Softmax whose rows of only ``-inf`` (a fully masked attention row) give zeros, not
+    NaN: the shift and the divisor are made safe, so no NaN is formed (nor its gradient)."""
+    if dtype is not None:
+        a = _cast(a, dtype)
+    a = _floating_only(a)
+    if len(a.shape) == 0:
+        raise NotImplementedError("a 0-d tensor")
+    d = normalize_dim(dim, len(a.shape))
+    m = ops.amax(a, (d,), keepdim=True)
+    m = ops.where(ops.eq(m, -math.inf), 0.0, m)
+    e = ops.exp(ops.sub(a, m))
+    total = ops.sum(e, (d,), keepdim=True)
+    return ops.div(e, ops.where(ops.eq(total, 0), 1.0, total))
+
+
+@register_decomposition(torch.ops.aten.native_dropout_backward.default)
+def native_dropout_backward(grad_output, mask, scale):
+    return ops.mul(ops.mul(grad_output, ops.convert_element_type(mask, grad_output.dtype)),
+                   scale)
+
+
+@register_decomposition(F.local_response_norm)
+def local_response_norm(x, size, alpha=1e-4, beta=0.75, k=1.0):
+    """``x / (k + alpha * mean of x^2 over `size` neighbouring channels)^beta``; the window
+    is zero-padded (size // 2 before, (size - 1) // 2 after), as PyTorch's avg_pool is."""
+    x = _floating_only(x)
+    if len(x.shape) < 3 or 0 in tuple(x.shape):
+        raise NotImplementedError("fewer than 3 dimensions, or empty")
+    c = x.shape[1]
+    sq = ops.mul(x, x)
+    trailing = len(x.shape) - 2
+    padded = constant_pad(sq, [(size // 2, (size - 1) // 2)] + [(0, 0)] * trailing, 0.0)
+    window = _sum_terms([ops.slice(padded, 1, s, s + c, 1) for s in range(size)])
+    div = ops.add(ops.mul(ops.div(window, float(size)), alpha), k)
+    return ops.div(x, ops.pow(div, beta))
+
+
+@register_decomposition(F.bilinear)
+def bilinear(x1, x2, weight, bias=None):
+    """``y[..., o] = sum_ij x1[..., i] W[o, i, j] x2[..., j] + b[o]``: one matmul of ``x1``
+    with the weight laid out as ``(i, o * j)``, then a multiply-and-sum with ``x2``."""
+    if not all(_is_float(t) for t in (x1, x2, weight)) or len(weight.shape) != 3 \
+            or len(x1.shape) < 1 or tuple(x1.shape[:-1]) != tuple(x2.shape[:-1]):
+        raise NotImplementedError("bilinear with these shapes or dtypes")
+    o, i, j = weight.shape
+    lead = tuple(x1.shape[:-1])
+    n = math.prod(lead)
+    w = ops.reshape(ops.permute(weight, (1, 0, 2)), (i, o * j))
+    t = ops.reshape(ops.matmul(ops.reshape(x1, (n, i)), w), (n, o, j))
+    y = ops.sum(ops.mul(t, ops.reshape(x2, (n, 1, j))), (2,))
+    if bias is not None:
+        y = ops.add(y, bias)
+    return ops.reshape(y, lead + (o,))
