@@ -172,6 +172,9 @@ CASES = {
               + torch.linalg.matrix_norm(x, -1) + torch.linalg.vector_norm(x, 3, 1).sum()
               + torch.linalg.vector_norm(x[0, 0], 0.5) + torch.linalg.norm(x, 1.5, 0).sum()
               + torch.cdist(x, x * 2, p=0.0).sum(), lambda: [r(3, 4)]),
+    # products and running extremes in log2(n) steps (decompositions_scan.py)
+    "products_scans": (lambda x: torch.prod(x, 1, keepdim=True) + x.prod() + x.cumprod(1)
+                       + torch.cummax(x, 1)[0] * torch.cummin(x, 0)[0], lambda: [r(3, 5)]),
     "frexp_vander": (lambda x: torch.frexp(x * 100)[0] * torch.frexp(x)[1]
                      + torch.linalg.vander(x, N=3).sum(-1), lambda: [r(3, 4)]),
 }
@@ -458,3 +461,24 @@ def test_norm_of_zeros_has_a_zero_gradient_and_frexp_is_exact():
     got, want = aot_function(torch.frexp)(v), torch.frexp(v)
     torch.testing.assert_close(got[0], want[0], rtol=0, atol=0, equal_nan=True)
     assert torch.equal(got[1], want[1])
+
+
+def test_products_with_zeros_and_running_extremes_with_ties_match_pytorch():
+    """A tree product's gradient at a zero is the product of the others (exp(sum(log))
+    would give NaN); cummax/cummin report the later index of a tie and the last NaN, and
+    their gradients go to those indices."""
+    x = torch.tensor([[2.0, 0.0, 3.0, -1.5, 0.5], [1.0, 0.0, 0.0, 4.0, 2.0],
+                      [1.0, 3.0, 3.0, float("nan"), 3.0]], dtype=F64)
+
+    def fn(x):
+        return (torch.prod(x[:2], 1), x[:2].cumprod(1), *torch.cummax(x, 1),
+                *torch.cummin(x, 1))
+    compiled = aot_function(fn)
+    for got, want in zip(compiled(x), fn(x)):
+        torch.testing.assert_close(got, want, equal_nan=True)
+    assert compiled.artifacts.decomposition_report.extern == {}
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    grads = [torch.autograd.grad(f(t)[i].nan_to_num().sum(), t)[0]
+             for f, t in ((compiled, a), (fn, b)) for i in (0, 1, 2, 4)]
+    for got, want in zip(grads[:4], grads[4:]):
+        torch.testing.assert_close(got, want)

@@ -927,5 +927,6 @@ from . import (  # noqa: E402,F401
     decompositions_masked,
     decompositions_math,
     decompositions_nn,
+    decompositions_scan,
     decompositions_sort,
 )
