@@ -175,6 +175,10 @@ CASES = {
     # products and running extremes in log2(n) steps (decompositions_scan.py)
     "products_scans": (lambda x: torch.prod(x, 1, keepdim=True) + x.prod() + x.cumprod(1)
                        + torch.cummax(x, 1)[0] * torch.cummin(x, 0)[0], lambda: [r(3, 5)]),
+    "windows_and_tiles": (lambda x, im: x.unfold(1, 2, 2).sum() * x.unfold(0, 2, 1)[0].sum()
+                          + x.repeat(2, 1)[:3] + torch.tile(x, (1, 2))[:, 1:6]
+                          + F.unfold(im, 2, padding=1, stride=2).sum() * 0.1,
+                          lambda: [r(3, 5), r(1, 2, 4, 4)]),
     "frexp_vander": (lambda x: torch.frexp(x * 100)[0] * torch.frexp(x)[1]
                      + torch.linalg.vander(x, N=3).sum(-1), lambda: [r(3, 4)]),
 }

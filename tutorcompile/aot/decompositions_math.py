@@ -1981,3 +1981,23 @@ def frexp(a):
                          ops.where(small, ops.mul(mantissa, 2.0), mantissa))
     e = ops.where(big, ops.add(e, 1.0), ops.where(small, ops.sub(e, 1.0), e))
     return mantissa, ops.convert_element_type(e, torch.int32)
+
+
+@register_decomposition("method:repeat")
+def repeat(a, *sizes):
+    """Tile ``a``: each dimension ``s`` repeated ``r`` times is a new ``(r, s)`` pair of
+    dimensions -- ``a`` expanded along ``r`` -- flattened into ``r * s`` (one copy kernel)."""
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    if len(sizes) < len(a.shape) or not all(isinstance(r, int) and r >= 0 for r in sizes):
+        raise NotImplementedError("fewer repeats than dimensions")
+    shape = (1,) * (len(sizes) - len(a.shape)) + tuple(a.shape)
+    paired = ops.reshape(a, tuple(x for s in shape for x in (1, s)))
+    expanded = ops.expand(paired, tuple(x for r, s in zip(sizes, shape) for x in (r, s)))
+    return ops.reshape(expanded, tuple(r * s for r, s in zip(sizes, shape)))
+
+
+@register_decomposition(*_both("tile"))
+def tile(a, dims):
+    dims = tuple(dims)
+    return repeat(a, (1,) * (len(a.shape) - len(dims)) + dims)

@@ -876,3 +876,44 @@ def bilinear(x1, x2, weight, bias=None):
     if bias is not None:
         y = ops.add(y, bias)
     return ops.reshape(y, lead + (o,))
+
+
+@register_decomposition(F.unfold)
+def unfold(x, kernel_size, dilation=1, padding=0, stride=1):
+    """im2col: every window offset is a strided slice of the zero-padded input (as in
+    pooling), stacked after the channels: ``(N, C * kh * kw, L)``."""
+    x = _floating_only(x)
+    if len(x.shape) not in (3, 4) or 0 in tuple(x.shape):
+        raise NotImplementedError("not a (batched) 2-d image")
+    batched = len(x.shape) == 4
+    if not batched:
+        x = ops.unsqueeze(x, 0)
+    kernel, stride, dilation, pad = _pool_args(2, kernel_size, stride, padding, dilation,
+                                               False)
+    x = constant_pad(x, [(p, p) for p in pad], 0.0)
+    terms = [ops.unsqueeze(t, 2) for t in _window_terms(x, 2, kernel, stride, dilation)]
+    cols = ops.cat(terms, 2)                                   # (N, C, kh*kw, oh, ow)
+    n, c, k, oh, ow = cols.shape
+    out = ops.reshape(cols, (n, c * k, oh * ow))
+    return out if batched else ops.squeeze(out, (0,))
+
+
+@register_decomposition("method:unfold", torch.unfold_copy)
+def unfold_windows(a, dimension, size, step):
+    """``Tensor.unfold``: windows of ``size`` every ``step`` along ``dimension``, as a new
+    last dimension -- one gather (``index_select``) at positions computed from ``iota``."""
+    if not _is_float(a) or len(a.shape) == 0 or step < 1:
+        raise NotImplementedError("a 0-d or non-float tensor")
+    d = normalize_dim(dimension, len(a.shape))
+    count = (a.shape[d] - size) // step + 1
+    if count <= 0 or size <= 0:
+        raise NotImplementedError("no whole window")
+    starts = ops.reshape(ops.mul(ops.iota(count, dtype=torch.int64, device=a.device), step),
+                         (count, 1))
+    offsets = ops.reshape(ops.iota(size, dtype=torch.int64, device=a.device), (1, size))
+    index = ops.reshape(ops.add(starts, offsets), (count * size,))
+    picked = ops.index_select(a, d, index)
+    shape = tuple(a.shape[:d]) + (count, size) + tuple(a.shape[d + 1:])
+    windows = ops.reshape(picked, shape)
+    order = tuple(i for i in range(len(shape)) if i != d + 1) + (d + 1,)
+    return ops.permute(windows, order)
