@@ -486,3 +486,15 @@ def test_products_with_zeros_and_running_extremes_with_ties_match_pytorch():
              for f, t in ((compiled, a), (fn, b)) for i in (0, 1, 2, 4)]
     for got, want in zip(grads[:4], grads[4:]):
         torch.testing.assert_close(got, want)
+
+
+def test_bessel_functions_match_pytorch_across_both_branches():
+    """J0, J1, Y0, Y1 (Cephes' rational approximations, as PyTorch evaluates them) in float32
+    on both sides of the x = 5 switch, at 0, for negative x (Y: NaN) and far out."""
+    x = torch.cat([torch.linspace(-30, 30, 2001), torch.tensor([0.0, 1e-6, 5.0, 1e4])])
+    fns = (torch.special.bessel_j0, torch.special.bessel_j1, torch.special.bessel_y0,
+           torch.special.bessel_y1)
+    compiled = aot_function(lambda x: tuple(f(x) for f in fns))
+    for got, want in zip(compiled(x), (f(x) for f in fns)):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, equal_nan=True)
+    assert compiled.artifacts.decomposition_report.extern == {}

@@ -929,4 +929,5 @@ from . import (  # noqa: E402,F401
     decompositions_nn,
     decompositions_scan,
     decompositions_sort,
+    decompositions_special,
 )
