@@ -498,3 +498,33 @@ def test_bessel_functions_match_pytorch_across_both_branches():
     for got, want in zip(compiled(x), (f(x) for f in fns)):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, equal_nan=True)
     assert compiled.artifacts.decomposition_report.extern == {}
+
+
+def test_advanced_indexing_and_collision_free_scatters():
+    """Index tensors and lists read by a gather; accumulating puts are an index_add; a
+    diagonal scatter is a strided slice_scatter; masked_scatter numbers the mask with a
+    prefix count. take_along_dim without a dim returns a 1-d result (it returned
+    ``indices``' shape: a silently wrong shape)."""
+    x = r(4, 5)
+    i, j = torch.tensor([[0], [3], [-1]]), torch.tensor([[1, 4]])
+    mask = torch.rand(4, 5) > 0.5
+
+    def fn(x, v, s):
+        return (x[[2, 0, 2]] * 2, x[i, j] + 1, x[torch.tensor([1, -2])],
+                torch.ops.aten.index.Tensor(x, [i, j]),
+                torch.index_put(x, (i, j), v, accumulate=True),
+                torch.put(x, torch.tensor([0, 19, 0]), v[0, :1].expand(3) * 1, True),
+                torch.diagonal_scatter(x, s, 1), torch.diagonal_scatter(x, s[:3], -1),
+                torch.masked_scatter(x, mask, x * 3),
+                torch.take_along_dim(x, torch.argsort(x, 1)[:, :2].contiguous()))
+    inputs = [x, r(3, 2), r(4)]
+    compiled = aot_function(fn)
+    got = compiled(*[t.detach().clone().requires_grad_() for t in inputs])
+    want = fn(*inputs)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, **TOL)
+    check_values_and_grads(aot_function(lambda *t: torch.cat([o.reshape(-1) for o in fn(*t)])),
+                           lambda *t: torch.cat([o.reshape(-1) for o in fn(*t)]), inputs,
+                           "indexing")
+    assert compiled.artifacts.decomposition_report.extern == {}, \
+        str(compiled.artifacts.decomposition_report)

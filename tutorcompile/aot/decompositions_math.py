@@ -1100,8 +1100,8 @@ def gather(a, dim, index, *, sparse_grad=False):
 
 @register_decomposition(*_both("take_along_dim"))
 def take_along_dim(a, indices, dim=None):
-    if dim is None:
-        return take(a, indices)
+    if dim is None:   # both flattened: a 1-d result, however ``indices`` is shaped
+        return take(a, ops.reshape(indices, (-1,)))
     d = normalize_dim(dim, len(a.shape))
     if len(indices.shape) != len(a.shape) or any(
             i != s for k, (i, s) in enumerate(zip(indices.shape, a.shape)) if k != d):
