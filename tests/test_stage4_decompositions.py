@@ -528,3 +528,25 @@ def test_advanced_indexing_and_collision_free_scatters():
                            "indexing")
     assert compiled.artifacts.decomposition_report.extern == {}, \
         str(compiled.artifacts.decomposition_report)
+
+
+def test_adaptive_max_pool_indices_match_pytorch_with_ties_and_nan():
+    """return_indices=True: the first position of a tie, the last NaN of a window; the
+    gradient goes to those positions (a gather), as PyTorch's backward sends it."""
+    x = torch.tensor([[[1.0, 3.0, 3.0, 0.0, 2.0, float("nan"), 5.0],
+                       [2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0]]], dtype=F64)
+
+    def fn(x):
+        return (F.adaptive_max_pool1d(x, 3, return_indices=True),
+                F.adaptive_max_pool2d(x[:, :, :6].reshape(1, 3, 4), (2, 3), return_indices=True))
+    compiled = aot_function(fn)
+    for got, want in zip(compiled(x), fn(x)):
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, equal_nan=True)
+    assert compiled.artifacts.decomposition_report.extern == {}
+    y = torch.randn(2, 3, 5, 7, dtype=F64).requires_grad_()
+    check_values_and_grads(aot_function(lambda y: F.adaptive_max_pool2d(y, (3, 4))),
+                           lambda y: F.adaptive_max_pool2d(y, (3, 4)), [y], "adaptive max")
+    check_values_and_grads(aot_function(lambda y: F.adaptive_max_pool2d(y, (3, 4), True)[0]),
+                           lambda y: F.adaptive_max_pool2d(y, (3, 4), True)[0], [y],
+                           "adaptive max with indices")

@@ -609,15 +609,60 @@ def _adaptive_windows(x, out, largest):
     return x
 
 
+ADAPTIVE_INDICES_LIMIT = 1 << 20
+"""The most (output positions) x (input positions) per plane for adaptive max pooling with
+indices, which compares every output's window mask with every input position."""
+
+
+def _adaptive_max_with_indices(x, out):
+    """Adaptive max pooling and PyTorch's indices (the flat position in the input plane):
+    every output masks the input positions in its window (a box, from ``iota``), the max is
+    a masked ``amax``, the index the first position holding it -- or the last NaN, which
+    wins as in PyTorch's ``val > maxval || isnan(val)`` -- and the values are a gather at
+    the indices, so the gradient goes where PyTorch sends it."""
+    x = _floating_only(x)
+    n = len(out)
+    lead, spatial = tuple(x.shape[:-n]), tuple(x.shape[-n:])
+    planes = math.prod(spatial)
+    if math.prod(out) * planes > ADAPTIVE_INDICES_LIMIT or 0 in tuple(x.shape):
+        raise NotImplementedError("return_indices=True on a large or empty input")
+    rank = len(lead) + 2 * n
+    xe = ops.reshape(x, lead + (1,) * n + spatial)
+
+    def along(length, axis):
+        shape = [1] * rank
+        shape[axis] = length
+        return ops.reshape(ops.iota(length, dtype=torch.int64, device=x.device), tuple(shape))
+    mask = flat = None
+    for k, (o, size) in enumerate(zip(out, spatial)):
+        i, j = along(o, len(lead) + k), along(size, len(lead) + n + k)
+        inside = ops.logical_and(ops.lt(ops.mul(i, size), ops.mul(ops.add(j, 1), o)),
+                                 ops.gt(ops.mul(ops.add(i, 1), size), ops.mul(j, o)))
+        mask = inside if mask is None else ops.logical_and(mask, inside)
+        term = ops.mul(j, math.prod(spatial[k + 1:]))
+        flat = term if flat is None else ops.add(flat, term)
+    window = tuple(range(len(lead) + n, rank))
+    best = ops.amax(ops.where(mask, xe, float("-inf")), window, keepdim=True)
+    hit = ops.logical_and(mask, ops.eq(xe, best))
+    first = ops.neg(ops.amax(ops.neg(ops.where(hit, flat, planes)), window))
+    last_nan = ops.amax(ops.where(ops.logical_and(mask, ops.ne(xe, xe)), flat, -1), window)
+    index = ops.where(ops.ge(last_nan, 0), last_nan, first)
+    picked = DECOMPOSITIONS[torch.gather](ops.reshape(x, lead + (planes,)), len(lead),
+                                          ops.reshape(index, lead + (math.prod(out),)))
+    return ops.reshape(picked, lead + out), index
+
+
 def _adaptive(n, pool):
     def rule(x, output_size, *rest):
-        if rest and any(rest):
-            raise NotImplementedError("return_indices=True")
         out = (output_size,) * n if isinstance(output_size, int) else tuple(output_size)
         spatial = tuple(x.shape[-n:])
         out = tuple(s if o is None else o for o, s in zip(out, spatial))
         if any(o == 0 or s == 0 for o, s in zip(out, spatial)):
             raise NotImplementedError("an empty input or output")
+        if rest and any(rest):
+            if pool is not _max_pool:
+                raise NotImplementedError("unexpected arguments")
+            return _adaptive_max_with_indices(x, out)
         if any(s % o for o, s in zip(out, spatial)):
             if 0 in tuple(x.shape):  # (an empty batch: a generated kernel over no elements)
                 raise NotImplementedError("an empty tensor")
@@ -632,6 +677,10 @@ for _n, _avg, _max in ((1, F.adaptive_avg_pool1d, F.adaptive_max_pool1d),
                        (3, F.adaptive_avg_pool3d, F.adaptive_max_pool3d)):
     register_decomposition(_avg)(_adaptive(_n, _avg_pool))
     register_decomposition(_max)(_adaptive(_n, _max_pool))
+    # what F.adaptive_max_pool<n>d(..., return_indices=True) dispatches to
+    register_decomposition(getattr(F, f"adaptive_max_pool{_n}d_with_indices"))(
+        (lambda n: lambda x, output_size, return_indices=True: _adaptive(n, _max_pool)(
+            x, output_size, True))(_n))
 
 
 def _edge_pad(a, d, before, after, mode):
