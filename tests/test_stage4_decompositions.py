@@ -179,6 +179,8 @@ CASES = {
                           + x.repeat(2, 1)[:3] + torch.tile(x, (1, 2))[:, 1:6]
                           + F.unfold(im, 2, padding=1, stride=2).sum() * 0.1,
                           lambda: [r(3, 5), r(1, 2, 4, 4)]),
+    "mvlgamma": (lambda x: torch.mvlgamma(x + 1, 3) + torch.special.multigammaln(x, 1),
+                 lambda: [r(3, 4, positive=True)]),
     "frexp_vander": (lambda x: torch.frexp(x * 100)[0] * torch.frexp(x)[1]
                      + torch.linalg.vander(x, N=3).sum(-1), lambda: [r(3, 4)]),
 }

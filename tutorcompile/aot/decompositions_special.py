@@ -19,6 +19,7 @@ import math
 import torch
 
 from ..ops import ops
+from .decompositions import DECOMPOSITIONS, _both
 from .decompositions_math import _unary
 
 # Coefficients, highest power first (Cephes' polevl order), as in PyTorch's Math.h.
@@ -143,3 +144,16 @@ _unary(torch.special.bessel_j0)(bessel_j0)
 _unary(torch.special.bessel_j1)(bessel_j1)
 _unary(torch.special.bessel_y0)(lambda x: _second_kind(x, 0))
 _unary(torch.special.bessel_y1)(lambda x: _second_kind(x, 1))
+
+
+@_unary(*_both("mvlgamma"), torch.special.multigammaln)
+def mvlgamma(a, p):
+    """The multivariate log-gamma: ``sum_i lgamma(a - i/2) + p (p - 1)/4 log(pi)``, summed
+    over a new last dimension as torch/_refs/special does (which, like torch.compile, does
+    not check PyTorch's eager domain error ``a > (p - 1)/2``)."""
+    if not isinstance(p, int) or p < 1:
+        raise NotImplementedError(f"p={p}")
+    shifts = ops.mul(ops.convert_element_type(
+        ops.iota(p, start=1 - p, dtype=torch.int64, device=a.device), a.dtype), 0.5)
+    terms = DECOMPOSITIONS[torch.lgamma](ops.add(ops.unsqueeze(a, len(a.shape)), shifts))
+    return ops.add(ops.sum(terms, (len(a.shape),)), 0.25 * p * (p - 1) * math.log(math.pi))
