@@ -181,6 +181,12 @@ CASES = {
                           lambda: [r(3, 5), r(1, 2, 4, 4)]),
     "mvlgamma": (lambda x: torch.mvlgamma(x + 1, 3) + torch.special.multigammaln(x, 1),
                  lambda: [r(3, 4, positive=True)]),
+    "margin_losses": (lambda x, w: F.multi_margin_loss(x, torch.tensor([0, 3, 1]), p=2,
+                                                       weight=w, margin=0.7)
+                      + F.multi_margin_loss(x, torch.tensor([2, 2, 0]), reduction="sum")
+                      + F.multilabel_margin_loss(x, torch.tensor([[3, 0, -1, 1], [1, 1, 2, -1],
+                                                                  [-1, 0, 0, 0]])),
+                      lambda: [r(3, 4), r(4).abs().detach()]),
     "frexp_vander": (lambda x: torch.frexp(x * 100)[0] * torch.frexp(x)[1]
                      + torch.linalg.vander(x, N=3).sum(-1), lambda: [r(3, 4)]),
 }

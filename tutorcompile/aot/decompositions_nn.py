@@ -966,3 +966,72 @@ def unfold_windows(a, dimension, size, step):
     windows = ops.reshape(picked, shape)
     order = tuple(i for i in range(len(shape)) if i != d + 1) + (d + 1,)
     return ops.permute(windows, order)
+
+
+# =======================================================================================
+# Margin losses over classes: every class compared with the target's (a class mask)
+# =======================================================================================
+
+def _as_batch(x, target):
+    """(N, C) scores and N targets from a batch, one sample (C,) or a 0-d score."""
+    if len(x.shape) > 2 or target.dtype != torch.int64 or 0 in tuple(x.shape):
+        raise NotImplementedError("more than 2 dimensions, an empty input or float targets")
+    unbatched = len(x.shape) < 2
+    c = x.shape[-1] if x.shape else 1
+    return ops.reshape(x, (-1, c)), unbatched, c
+
+
+def _positive_part(z):
+    """max(z, 0) with gradient only where z > 0 (PyTorch's ``if (z > 0)``; ``maximum``
+    would split a tie)."""
+    return ops.where(ops.gt(z, 0), z, 0.0)
+
+
+def _margin_reduce(loss, unbatched, reduction):
+    if unbatched and reduction == "none":
+        return ops.reshape(loss, ())
+    return _reduce(loss, reduction)
+
+
+@register_decomposition(F.multi_margin_loss)
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None,  # noqa: A002
+                      size_average=None, reduce=None, reduction="mean"):
+    """``sum_{i != y} max(0, margin - x[y] + x[i])^p / C`` (times ``weight[y]``)."""
+    if size_average is not None or reduce is not None or p not in (1, 2):
+        raise NotImplementedError("legacy arguments or p other than 1 and 2")
+    x, unbatched, c = _as_batch(_floating_only(input), target)
+    mask = class_mask(x, ops.reshape(target, (-1,)))
+    picked = ops.sum(ops.where(mask, x, 0.0), (1,), keepdim=True)
+    h = _positive_part(ops.add(ops.sub(margin, picked), x))
+    if p == 2:
+        h = ops.mul(h, h)
+    if weight is not None:
+        h = ops.mul(h, ops.sum(ops.where(mask, ops.reshape(weight, (1, c)), 0.0), (1,),
+                               keepdim=True))
+    loss = ops.div(ops.sum(ops.where(mask, 0.0, h), (1,)), float(c))
+    return _margin_reduce(loss, unbatched, reduction)
+
+
+@register_decomposition(F.multilabel_margin_loss)
+def multilabel_margin_loss(input, target, size_average=None, reduce=None,  # noqa: A002
+                           reduction="mean"):
+    """``sum_{j in targets} sum_{i not in targets} max(0, 1 - (x[j] - x[i])) / C``; the
+    targets are ``target``'s entries before its first negative one (each counted as often
+    as it is listed, as PyTorch's loop does)."""
+    if size_average is not None or reduce is not None:
+        raise NotImplementedError("legacy arguments")
+    x, unbatched, c = _as_batch(_floating_only(input), target)
+    if c > 1024 or tuple(target.shape) != tuple(input.shape):
+        raise NotImplementedError("more than 1024 classes, or a target of another shape")
+    t = ops.reshape(target, (-1, c))
+    k = positions(t, 1)
+    first_negative = ops.neg(ops.amax(ops.neg(ops.where(ops.lt(t, 0), k, c)), (1,),
+                                      keepdim=True))
+    listed = ops.logical_and(ops.unsqueeze(ops.lt(k, first_negative), 2),   # (N, k, j)
+                             ops.eq(ops.unsqueeze(t, 2), ops.unsqueeze(positions(t, 1), 1)))
+    count = ops.sum(ops.convert_element_type(listed, x.dtype), (1,))   # (N, C): per class
+    other = ops.convert_element_type(ops.eq(count, 0), x.dtype)
+    pair = _positive_part(ops.add(ops.sub(1.0, ops.unsqueeze(x, 2)), ops.unsqueeze(x, 1)))
+    weights = ops.mul(ops.unsqueeze(count, 2), ops.unsqueeze(other, 1))   # (N, j, i)
+    loss = ops.div(ops.sum(ops.mul(pair, weights), (1, 2)), float(c))
+    return _margin_reduce(loss, unbatched, reduction)
