@@ -187,6 +187,9 @@ CASES = {
                       + F.multilabel_margin_loss(x, torch.tensor([[3, 0, -1, 1], [1, 1, 2, -1],
                                                                   [-1, 0, 0, 0]])),
                       lambda: [r(3, 4), r(4).abs().detach()]),
+    "tensordot": (lambda a, b: torch.tensordot(a, b[:, :3], ([0, 1], [0, 1])).sum()
+                            + torch.tensordot(a, b[:2, :3].T, 1).sum(),
+                            lambda: [r(2, 3), r(2, 5)]),
     "frexp_vander": (lambda x: torch.frexp(x * 100)[0] * torch.frexp(x)[1]
                      + torch.linalg.vander(x, N=3).sum(-1), lambda: [r(3, 4)]),
 }
@@ -558,3 +561,11 @@ def test_adaptive_max_pool_indices_match_pytorch_with_ties_and_nan():
     check_values_and_grads(aot_function(lambda y: F.adaptive_max_pool2d(y, (3, 4), True)[0]),
                            lambda y: F.adaptive_max_pool2d(y, (3, 4), True)[0], [y],
                            "adaptive max with indices")
+
+
+def test_chunk_cat_pads_and_interleaves_chunks_as_prims():
+    a, b = torch.randn(2, 7), torch.randn(2, 4)
+    fn = lambda a, b: torch._chunk_cat([a, b], 1, 3)  # noqa: E731
+    compiled = aot_function(fn)
+    torch.testing.assert_close(compiled(a, b), fn(a, b))
+    assert compiled.artifacts.decomposition_report.extern == {}

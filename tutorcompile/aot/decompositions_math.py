@@ -2001,3 +2001,29 @@ def repeat(a, *sizes):
 def tile(a, dims):
     dims = tuple(dims)
     return repeat(a, (1,) * (len(a.shape) - len(dims)) + dims)
+
+
+@register_decomposition(*_both("tensordot"))
+def tensordot(a, b, dims=2, out=None):
+    """Contract ``a``'s dims with ``b``'s: both permuted so the contracted dimensions meet,
+    flattened to matrices, one matmul, the free dimensions restored."""
+    if out is not None or not (_is_float(a) and _is_float(b)) or a.dtype != b.dtype:
+        raise NotImplementedError("out=, or non-float or mixed inputs")
+    if isinstance(dims, int):
+        da, db = list(range(len(a.shape) - dims, len(a.shape))), list(range(dims))
+    else:
+        da, db = ([dims[0]] if isinstance(dims[0], int) else list(dims[0]),
+                  [dims[1]] if isinstance(dims[1], int) else list(dims[1]))
+    da = [normalize_dim(d, len(a.shape)) for d in da]
+    db = [normalize_dim(d, len(b.shape)) for d in db]
+    if len(da) != len(db) or any(a.shape[i] != b.shape[j] for i, j in zip(da, db)):
+        raise NotImplementedError("contracted sizes that differ (PyTorch broadcasts a 1)")
+    free_a = [d for d in range(len(a.shape)) if d not in da]
+    free_b = [d for d in range(len(b.shape)) if d not in db]
+    k = math.prod(a.shape[d] for d in da)
+    am = ops.reshape(ops.permute(a, tuple(free_a + da)),
+                     (math.prod(a.shape[d] for d in free_a), k))
+    bm = ops.reshape(ops.permute(b, tuple(db + free_b)),
+                     (k, math.prod(b.shape[d] for d in free_b)))
+    return ops.reshape(ops.matmul(am, bm), tuple(a.shape[d] for d in free_a)
+                       + tuple(b.shape[d] for d in free_b))

@@ -1035,3 +1035,18 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None,  # noq
     weights = ops.mul(ops.unsqueeze(count, 2), ops.unsqueeze(other, 1))   # (N, j, i)
     loss = ops.div(ops.sum(ops.mul(pair, weights), (1, 2)), float(c))
     return _margin_reduce(loss, unbatched, reduction)
+
+
+@register_decomposition(torch._chunk_cat)
+def chunk_cat(tensors, dim, num_chunks):
+    """Each tensor zero-padded along ``dim`` to a multiple of ``num_chunks``, viewed as
+    ``(..., num_chunks, -1)`` and concatenated along the last (torch/_decomp's rule)."""
+    pieces = []
+    for t in tensors:
+        d = normalize_dim(dim, len(t.shape))
+        size = t.shape[d]
+        extra = -(-size // num_chunks) * num_chunks - size
+        if extra:
+            t = constant_pad(t, [(0, extra)] + [(0, 0)] * (len(t.shape) - d - 1), 0.0)
+        pieces.append(ops.reshape(t, tuple(t.shape[:d]) + (num_chunks, -1)))
+    return ops.cat(pieces, normalize_dim(dim, len(tensors[0].shape)) + 1)
