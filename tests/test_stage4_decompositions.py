@@ -500,11 +500,13 @@ def test_products_with_zeros_and_running_extremes_with_ties_match_pytorch():
 
 
 def test_bessel_functions_match_pytorch_across_both_branches():
-    """J0, J1, Y0, Y1 (Cephes' rational approximations, as PyTorch evaluates them) in float32
-    on both sides of the x = 5 switch, at 0, for negative x (Y: NaN) and far out."""
+    """J0, J1, Y0, Y1, K0, K1 (Cephes' approximations, as PyTorch evaluates them) in float32
+    on both sides of the switches (x = 5, x = 2), at 0, for negative x (Y, K: NaN), far out."""
     x = torch.cat([torch.linspace(-30, 30, 2001), torch.tensor([0.0, 1e-6, 5.0, 1e4])])
     fns = (torch.special.bessel_j0, torch.special.bessel_j1, torch.special.bessel_y0,
-           torch.special.bessel_y1)
+           torch.special.bessel_y1, torch.special.modified_bessel_k0,
+           torch.special.modified_bessel_k1, torch.special.scaled_modified_bessel_k0,
+           torch.special.scaled_modified_bessel_k1)
     compiled = aot_function(lambda x: tuple(f(x) for f in fns))
     for got, want in zip(compiled(x), (f(x) for f in fns)):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, equal_nan=True)
