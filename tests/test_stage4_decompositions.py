@@ -571,3 +571,12 @@ def test_chunk_cat_pads_and_interleaves_chunks_as_prims():
     compiled = aot_function(fn)
     torch.testing.assert_close(compiled(a, b), fn(a, b))
     assert compiled.artifacts.decomposition_report.extern == {}
+
+
+def test_masked_median_is_a_nanmedian_of_the_kept_elements():
+    x = torch.randn(3, 5)
+    mask = torch.tensor([[True, False, True, True, False], [False] * 5, [True] * 5])
+    fn = lambda x: torch.masked.median(x, 1, mask=mask)  # noqa: E731
+    compiled = aot_function(fn)
+    torch.testing.assert_close(compiled(x), fn(x), equal_nan=True)
+    assert compiled.artifacts.decomposition_report.extern == {}

@@ -213,3 +213,15 @@ def masked_normalize(a, ord, dim, *, eps=1e-12, dtype=None, mask=None):  # noqa:
     dtype = a.dtype if dtype is None else dtype
     norm = masked_norm(a, ord, dim, keepdim=True, dtype=dtype, mask=mask)
     return ops.div(_combine(a, mask, 0), ops.maximum(norm, eps))
+
+
+@register_decomposition(masked.median)
+def masked_median(a, dim=-1, *, keepdim=False, dtype=None, mask=None):
+    """``nanmedian`` of the input with the masked-out elements made NaN (a fully masked row
+    gives NaN), as torch.masked does."""
+    a = _float_input(a)
+    if dtype is not None and dtype != a.dtype:
+        raise NotImplementedError("another result dtype")
+    d = _canonical_dims(dim, len(a.shape))[0] if len(a.shape) else 0
+    values = DECOMPOSITIONS[torch.nanmedian](_combine(a, mask, math.nan), d, bool(keepdim))
+    return values[0]
