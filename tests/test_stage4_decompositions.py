@@ -190,6 +190,12 @@ CASES = {
     "tensordot": (lambda a, b: torch.tensordot(a, b[:, :3], ([0, 1], [0, 1])).sum()
                             + torch.tensordot(a, b[:2, :3].T, 1).sum(),
                             lambda: [r(2, 3), r(2, 5)]),
+    "split_spellings": (lambda x, y: torch.cat(torch.split_with_sizes(x, [1, 3], 1), 1)
+                        + torch.cat(torch.tensor_split(x, 3, 1), 1)
+                        + torch.cat(torch.tensor_split(x, [1, -1], 1), 1)
+                        + torch.hsplit(x, 2)[1].sum() + torch.vsplit(x, [1])[0].sum()
+                        + torch.ops.aten.slice.Tensor(x, 1, 0, 4, 1) + y.__rmatmul__(x),
+                        lambda: [r(3, 4), r(4, 4)]),
     "frexp_vander": (lambda x: torch.frexp(x * 100)[0] * torch.frexp(x)[1]
                      + torch.linalg.vander(x, N=3).sum(-1), lambda: [r(3, 4)]),
 }

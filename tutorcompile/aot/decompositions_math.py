@@ -2027,3 +2027,67 @@ def tensordot(a, b, dims=2, out=None):
                      (k, math.prod(b.shape[d] for d in free_b)))
     return ops.reshape(ops.matmul(am, bm), tuple(a.shape[d] for d in free_a)
                        + tuple(b.shape[d] for d in free_b))
+
+
+# More spellings of split and matmul (views and the library call: no kernel of their own,
+# but no extern either)
+@register_decomposition(*_both("split_with_sizes"), torch.split_with_sizes_copy)
+def split_with_sizes(a, split_sizes, dim=0):
+    return DECOMPOSITIONS[torch.split](a, list(split_sizes), dim)
+
+
+@register_decomposition(*_both("tensor_split"))
+def tensor_split(a, indices_or_sections, dim=0):
+    """``sections`` pieces (the first ``n % sections`` one longer), or the pieces between
+    the listed indices: slices."""
+    if len(a.shape) == 0 or _is_t(indices_or_sections):
+        raise NotImplementedError("a 0-d tensor or a tensor of indices")
+    d = normalize_dim(dim, len(a.shape))
+    n = a.shape[d]
+    if isinstance(indices_or_sections, int):
+        sections = indices_or_sections
+        if sections < 1:
+            raise NotImplementedError("fewer than one section (PyTorch raises)")
+        bounds = [i * (n // sections) + min(i, n % sections) for i in range(sections + 1)]
+    else:
+        bounds = [0] + [min(max(i if i >= 0 else i + n, 0), n)
+                        for i in indices_or_sections] + [n]
+    return tuple(ops.slice(a, d, lo, max(lo, hi), 1) for lo, hi in zip(bounds, bounds[1:]))
+
+
+def _split_sections(a, sections, dim, name):
+    if isinstance(sections, int) and (sections < 1 or a.shape[dim] % sections):
+        raise NotImplementedError(f"{name}: {a.shape[dim]} is not divisible by {sections} "
+                                  "(PyTorch raises)")
+    return tensor_split(a, sections, dim)
+
+
+@register_decomposition(*_both("hsplit"))
+def hsplit(a, sections):
+    if len(a.shape) == 0:
+        raise NotImplementedError("a 0-d tensor")
+    return _split_sections(a, sections, 1 if len(a.shape) > 1 else 0, "hsplit")
+
+
+@register_decomposition(*_both("vsplit"))
+def vsplit(a, sections):
+    if len(a.shape) < 2:
+        raise NotImplementedError("fewer than 2 dimensions")
+    return _split_sections(a, sections, 0, "vsplit")
+
+
+@register_decomposition(*_both("dsplit"))
+def dsplit(a, sections):
+    if len(a.shape) < 3:
+        raise NotImplementedError("fewer than 3 dimensions")
+    return _split_sections(a, sections, 2, "dsplit")
+
+
+@register_decomposition(torch.ops.aten.slice.Tensor)
+def aten_slice(a, dim=0, start=None, end=None, step=1):
+    return ops.slice(a, dim, start, end, step)
+
+
+@register_decomposition("method:__rmatmul__", torch.Tensor.__rmatmul__)
+def rmatmul(a, b):
+    return DECOMPOSITIONS[torch.matmul](b, a)
