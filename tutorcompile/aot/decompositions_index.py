@@ -28,8 +28,7 @@ from .decompositions import (
     DECOMPOSITIONS,
     _both,
     _is_t,
-    apply_index,
-    basic_index,
+    getitem,
     register_decomposition,
 )
 from .decompositions_math import _floating_only
@@ -90,10 +89,11 @@ def _getitem(a, index):
         return index_leading(a, list(index))
     if _is_t(index) and index.dtype in (torch.int64, torch.int32) and len(a.shape) >= 1:
         return index_leading(a, [index])
-    return apply_index(a, basic_index(a, index))
+    return getitem(a, index)
 
 
-# (the basic-indexing rule of decompositions.py, extended to index tensors and lists)
+# (the basic-indexing rule of decompositions.py, ``getitem``, extended to index tensors of
+# several dimensions and to lists; it replaces that rule in the table)
 register_decomposition(operator.getitem, "method:__getitem__", torch.Tensor.__getitem__)(
     _getitem)
 
