@@ -586,3 +586,22 @@ def test_masked_median_is_a_nanmedian_of_the_kept_elements():
     compiled = aot_function(fn)
     torch.testing.assert_close(compiled(x), fn(x), equal_nan=True)
     assert compiled.artifacts.decomposition_report.extern == {}
+
+
+def test_native_batch_norm_without_an_update_is_prims():
+    """ATen's batch norm in evaluation (empty saved statistics, as PyTorch returns) and in
+    training without running statistics (the batch's saved) decomposes; training with
+    running statistics (an in-place update) stays PyTorch's call."""
+    x, w, b = r(4, 3, 2), r(3), r(3)
+    rm, rv = torch.randn(3, dtype=F64), torch.rand(3, dtype=F64) + 0.5
+
+    def fn(x, w, b):
+        return (*torch.native_batch_norm(x, w, b, rm, rv, False, 0.1, 1e-5),
+                *torch.native_batch_norm(x, w, b, None, None, True, 0.1, 1e-5))
+    compiled = aot_function(fn)
+    for got, want in zip(compiled(x, w, b), fn(x, w, b)):
+        torch.testing.assert_close(got, want, **TOL)
+    assert compiled.artifacts.decomposition_report.extern == {}
+    check_values_and_grads(aot_function(lambda x, w, b: fn(x, w, b)[0] * fn(x, w, b)[3]),
+                           lambda x, w, b: fn(x, w, b)[0] * fn(x, w, b)[3], [x, w, b],
+                           "native_batch_norm")

@@ -1050,3 +1050,29 @@ def chunk_cat(tensors, dim, num_chunks):
             t = constant_pad(t, [(0, extra)] + [(0, 0)] * (len(t.shape) - d - 1), 0.0)
         pieces.append(ops.reshape(t, tuple(t.shape[:d]) + (num_chunks, -1)))
     return ops.cat(pieces, normalize_dim(dim, len(tensors[0].shape)) + 1)
+
+
+@register_decomposition(torch.native_batch_norm, torch._native_batch_norm_legit)
+def native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
+    """ATen's batch norm, ``(out, save_mean, save_invstd)``: in evaluation (the running
+    statistics normalise; nothing is saved: empty tensors, as PyTorch returns) or in training
+    without running statistics (the batch's are saved). Training *with* running statistics
+    updates them in place, which only ``F.batch_norm`` is functionalized for: that call stays
+    PyTorch's."""
+    x = _floating_only(x)
+    if len(x.shape) < 2 or 0 in tuple(x.shape):
+        raise NotImplementedError("fewer than 2 dimensions, or empty")
+    if training and (running_mean is not None or running_var is not None):
+        raise NotImplementedError("training with running statistics (an in-place update)")
+    if not training and (running_mean is None or running_var is None):
+        raise NotImplementedError("evaluation without running statistics")
+    out = DECOMPOSITIONS[F.batch_norm](x, running_mean, running_var, weight, bias, training,
+                                       momentum, eps)
+    if not training:
+        empty = ops.full((0,), 0.0, dtype=x.dtype, device=x.device)
+        return out, empty, empty
+    dims = (0,) + tuple(range(2, len(x.shape)))
+    mean = ops.mean(x, dims)
+    centered = ops.sub(x, ops.reshape(mean, (x.shape[1],) + (1,) * (len(x.shape) - 2)))
+    invstd = ops.rsqrt(ops.add(ops.mean(ops.mul(centered, centered), dims), eps))
+    return out, mean, invstd
