@@ -19,7 +19,7 @@ import warnings
 
 import pytest
 
-from tests.opinfo_expected import EXPECTED_FAILURES
+from tests.opinfo_expected import EXPECTED_FAILURES, KERNEL_OPS
 from tests.opinfo_sweep import BACKENDS, op_name, run_op, sweep_ops
 
 pytestmark = pytest.mark.stage4
@@ -39,6 +39,10 @@ def test_opinfo(op, backend, record_property):
         "extern": sorted(result.extern)}))
     assert not result.silently_wrong, \
         f"{result.name} ({backend}) is silently wrong: {result.message}"
+    if backend == "inductor" and result.name in KERNEL_OPS and result.forward == "ok":
+        assert result.kernels > 0, (
+            f"{result.name} no longer compiles to a generated kernel (extern: "
+            f"{sorted(result.extern)}); it is on KERNEL_OPS in tests/opinfo_expected.py")
     expected = EXPECTED_FAILURES[backend].get(result.name)
     failures = result.failures()
     if expected is None:
@@ -54,6 +58,7 @@ def test_opinfo(op, backend, record_property):
 
 def test_expected_failures_name_real_ops():
     names = {op_name(op) for op in OPS}
+    assert KERNEL_OPS <= names, sorted(KERNEL_OPS - names)
     for backend, table in EXPECTED_FAILURES.items():
         assert backend in BACKENDS
         assert set(table) <= names, sorted(set(table) - names)

@@ -152,6 +152,52 @@ CASES = {
                     lambda: [r(4, 6), r(4, 6), r(4, 6), torch.randn(4, dtype=F64)]),
     "distances": (lambda a, b: F.pairwise_distance(a, b) + F.cosine_similarity(a, b)
                   + torch.dist(a, b), lambda: [r(4, 6), r(4, 6)]),
+    # sorting by counting ranks (decompositions_sort.py): values are gathers, so gradients
+    # scatter back to where each value came from
+    "sorting": (lambda x: torch.sort(x, 1, descending=True)[0] * 2
+                + torch.topk(x, 2, 1)[0].sum(1, keepdim=True)
+                + torch.kthvalue(x, 2, 1, keepdim=True)[0] + x.median(1, keepdim=True)[0]
+                + torch.quantile(x, 0.3, dim=1, keepdim=True)
+                + torch.nanquantile(x, torch.tensor([0.5, 0.9], dtype=F64), dim=1).sum(0)[:, None]
+                + x.msort() - x.nanmedian(), lambda: [r(4, 5)]),
+    "aten_softmax_pieces": (lambda x, g: torch.ops.aten._softmax_backward_data(
+        g, x.softmax(1), 1, F64) + torch.ops.aten._safe_softmax.default(x, 0)
+        + torch.ops.aten.native_dropout_backward.default(g, x > 0, 2.0),
+        lambda: [r(4, 5), r(4, 5)]),
+    "nn_more": (lambda x, a, b, w, t: F.local_response_norm(x, 3).sum((2, 3))
+                + F.bilinear(a, b, w).sum() + F.poisson_nll_loss(a, t, full=True),
+                lambda: [r(2, 5, 3, 3), r(2, 4), r(2, 4), r(3, 4, 4),
+                         torch.rand(2, 4, dtype=F64) * 4]),
+    "linalg_norms": (lambda x: torch.linalg.norm(x) + torch.linalg.matrix_norm(x, float("inf"))
+              + torch.linalg.matrix_norm(x, -1) + torch.linalg.vector_norm(x, 3, 1).sum()
+              + torch.linalg.vector_norm(x[0, 0], 0.5) + torch.linalg.norm(x, 1.5, 0).sum()
+              + torch.cdist(x, x * 2, p=0.0).sum(), lambda: [r(3, 4)]),
+    # products and running extremes in log2(n) steps (decompositions_scan.py)
+    "products_scans": (lambda x: torch.prod(x, 1, keepdim=True) + x.prod() + x.cumprod(1)
+                       + torch.cummax(x, 1)[0] * torch.cummin(x, 0)[0], lambda: [r(3, 5)]),
+    "windows_and_tiles": (lambda x, im: x.unfold(1, 2, 2).sum() * x.unfold(0, 2, 1)[0].sum()
+                          + x.repeat(2, 1)[:3] + torch.tile(x, (1, 2))[:, 1:6]
+                          + F.unfold(im, 2, padding=1, stride=2).sum() * 0.1,
+                          lambda: [r(3, 5), r(1, 2, 4, 4)]),
+    "mvlgamma": (lambda x: torch.mvlgamma(x + 1, 3) + torch.special.multigammaln(x, 1),
+                 lambda: [r(3, 4, positive=True)]),
+    "margin_losses": (lambda x, w: F.multi_margin_loss(x, torch.tensor([0, 3, 1]), p=2,
+                                                       weight=w, margin=0.7)
+                      + F.multi_margin_loss(x, torch.tensor([2, 2, 0]), reduction="sum")
+                      + F.multilabel_margin_loss(x, torch.tensor([[3, 0, -1, 1], [1, 1, 2, -1],
+                                                                  [-1, 0, 0, 0]])),
+                      lambda: [r(3, 4), r(4).abs().detach()]),
+    "tensordot": (lambda a, b: torch.tensordot(a, b[:, :3], ([0, 1], [0, 1])).sum()
+                            + torch.tensordot(a, b[:2, :3].T, 1).sum(),
+                            lambda: [r(2, 3), r(2, 5)]),
+    "split_spellings": (lambda x, y: torch.cat(torch.split_with_sizes(x, [1, 3], 1), 1)
+                        + torch.cat(torch.tensor_split(x, 3, 1), 1)
+                        + torch.cat(torch.tensor_split(x, [1, -1], 1), 1)
+                        + torch.hsplit(x, 2)[1].sum() + torch.vsplit(x, [1])[0].sum()
+                        + torch.ops.aten.slice.Tensor(x, 1, 0, 4, 1) + y.__rmatmul__(x),
+                        lambda: [r(3, 4), r(4, 4)]),
+    "frexp_vander": (lambda x: torch.frexp(x * 100)[0] * torch.frexp(x)[1]
+                     + torch.linalg.vander(x, N=3).sum(-1), lambda: [r(3, 4)]),
 }
 
 
@@ -427,3 +473,159 @@ def test_softmax_gradient_does_not_flow_through_its_row_maximum(fn):
     backward = [n.target for n in partition.backward.graph.nodes if n.op == "call_function"]
     assert PRIMS["eq"] not in backward and PRIMS["amax"] not in backward, backward
     assert not any(n.target is PRIMS["amax"] for n in partition.saved), partition.saved
+
+
+def test_counting_sort_orders_nan_and_ties_as_pytorch():
+    """NaN sorts last (first descending), ties keep their input order (stable), a median of
+    a row with a NaN is its first NaN, nanmedian/nanquantile skip NaNs -- no extern."""
+    nan = float("nan")
+    x = torch.tensor([[3.0, nan, 1.0, 3.0, -0.0, 0.0, nan, 2.0],
+                      [1.0, 1.0, 1.0, 5.0, 4.0, 1.0, 0.5, nan]])
+
+    def fn(x):
+        return (torch.sort(x, dim=1, stable=True),
+                torch.sort(x, dim=1, descending=True, stable=True),
+                torch.median(x, 1), torch.nanmedian(x, 1), torch.kthvalue(x, 3, 1),
+                torch.quantile(x, 0.25, dim=1), torch.nanquantile(x, 0.75, dim=1),
+                torch.argsort(x[:, 2:6], dim=1, stable=True))
+    compiled = aot_function(fn)
+    for got, want in zip(compiled(x), fn(x)):
+        torch.testing.assert_close(got, want, equal_nan=True)
+    assert compiled.artifacts.decomposition_report.extern == {}
+
+
+def test_norm_of_zeros_has_a_zero_gradient_and_frexp_is_exact():
+    """The root of a zero sum has PyTorch's subgradient 0 (not inf * 0 = NaN); frexp's
+    mantissa and exponent are exact, at powers of two, subnormals, 0, inf and NaN."""
+    x = torch.zeros(2, 3, dtype=F64, requires_grad=True)
+    (g,) = torch.autograd.grad(aot_function(
+        lambda x: torch.linalg.vector_norm(x, 2, 1).sum() + torch.linalg.vector_norm(x, 3.0))(x), x)
+    assert torch.equal(g, torch.zeros_like(g))
+    v = torch.tensor([1.0, 2.0, 0.5, 3.0, -0.75, 1 - 2 ** -24, 2 ** -140, 0.0, -0.0,
+                      float("inf"), float("-inf"), float("nan"), 1e30, -7.0])
+    got, want = aot_function(torch.frexp)(v), torch.frexp(v)
+    torch.testing.assert_close(got[0], want[0], rtol=0, atol=0, equal_nan=True)
+    assert torch.equal(got[1], want[1])
+
+
+def test_products_with_zeros_and_running_extremes_with_ties_match_pytorch():
+    """A tree product's gradient at a zero is the product of the others (exp(sum(log))
+    would give NaN); cummax/cummin report the later index of a tie and the last NaN, and
+    their gradients go to those indices."""
+    x = torch.tensor([[2.0, 0.0, 3.0, -1.5, 0.5], [1.0, 0.0, 0.0, 4.0, 2.0],
+                      [1.0, 3.0, 3.0, float("nan"), 3.0]], dtype=F64)
+
+    def fn(x):
+        return (torch.prod(x[:2], 1), x[:2].cumprod(1), *torch.cummax(x, 1),
+                *torch.cummin(x, 1))
+    compiled = aot_function(fn)
+    for got, want in zip(compiled(x), fn(x)):
+        torch.testing.assert_close(got, want, equal_nan=True)
+    assert compiled.artifacts.decomposition_report.extern == {}
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    grads = [torch.autograd.grad(f(t)[i].nan_to_num().sum(), t)[0]
+             for f, t in ((compiled, a), (fn, b)) for i in (0, 1, 2, 4)]
+    for got, want in zip(grads[:4], grads[4:]):
+        torch.testing.assert_close(got, want)
+
+
+def test_bessel_functions_match_pytorch_across_both_branches():
+    """J0, J1, Y0, Y1, K0, K1 (Cephes' approximations, as PyTorch evaluates them) in float32
+    on both sides of the switches (x = 5, x = 2), at 0, for negative x (Y, K: NaN), far out."""
+    x = torch.cat([torch.linspace(-30, 30, 2001), torch.tensor([0.0, 1e-6, 5.0, 1e4])])
+    fns = (torch.special.bessel_j0, torch.special.bessel_j1, torch.special.bessel_y0,
+           torch.special.bessel_y1, torch.special.modified_bessel_k0,
+           torch.special.modified_bessel_k1, torch.special.scaled_modified_bessel_k0,
+           torch.special.scaled_modified_bessel_k1)
+    compiled = aot_function(lambda x: tuple(f(x) for f in fns))
+    for got, want in zip(compiled(x), (f(x) for f in fns)):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, equal_nan=True)
+    assert compiled.artifacts.decomposition_report.extern == {}
+
+
+def test_advanced_indexing_and_collision_free_scatters():
+    """Index tensors and lists read by a gather; accumulating puts are an index_add; a
+    diagonal scatter is a strided slice_scatter; masked_scatter numbers the mask with a
+    prefix count. take_along_dim without a dim returns a 1-d result (it returned
+    ``indices``' shape: a silently wrong shape)."""
+    x = r(4, 5)
+    i, j = torch.tensor([[0], [3], [-1]]), torch.tensor([[1, 4]])
+    mask = torch.rand(4, 5) > 0.5
+
+    def fn(x, v, s):
+        return (x[[2, 0, 2]] * 2, x[i, j] + 1, x[torch.tensor([1, -2])],
+                torch.ops.aten.index.Tensor(x, [i, j]),
+                torch.index_put(x, (i, j), v, accumulate=True),
+                torch.put(x, torch.tensor([0, 19, 0]), v[0, :1].expand(3) * 1, True),
+                torch.diagonal_scatter(x, s, 1), torch.diagonal_scatter(x, s[:3], -1),
+                torch.masked_scatter(x, mask, x * 3),
+                torch.take_along_dim(x, torch.argsort(x, 1)[:, :2].contiguous()))
+    inputs = [x, r(3, 2), r(4)]
+    compiled = aot_function(fn)
+    got = compiled(*[t.detach().clone().requires_grad_() for t in inputs])
+    want = fn(*inputs)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, **TOL)
+    check_values_and_grads(aot_function(lambda *t: torch.cat([o.reshape(-1) for o in fn(*t)])),
+                           lambda *t: torch.cat([o.reshape(-1) for o in fn(*t)]), inputs,
+                           "indexing")
+    assert compiled.artifacts.decomposition_report.extern == {}, \
+        str(compiled.artifacts.decomposition_report)
+
+
+def test_adaptive_max_pool_indices_match_pytorch_with_ties_and_nan():
+    """return_indices=True: the first position of a tie, the last NaN of a window; the
+    gradient goes to those positions (a gather), as PyTorch's backward sends it."""
+    x = torch.tensor([[[1.0, 3.0, 3.0, 0.0, 2.0, float("nan"), 5.0],
+                       [2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0]]], dtype=F64)
+
+    def fn(x):
+        return (F.adaptive_max_pool1d(x, 3, return_indices=True),
+                F.adaptive_max_pool2d(x[:, :, :6].reshape(1, 3, 4), (2, 3), return_indices=True))
+    compiled = aot_function(fn)
+    for got, want in zip(compiled(x), fn(x)):
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, equal_nan=True)
+    assert compiled.artifacts.decomposition_report.extern == {}
+    y = torch.randn(2, 3, 5, 7, dtype=F64).requires_grad_()
+    check_values_and_grads(aot_function(lambda y: F.adaptive_max_pool2d(y, (3, 4))),
+                           lambda y: F.adaptive_max_pool2d(y, (3, 4)), [y], "adaptive max")
+    check_values_and_grads(aot_function(lambda y: F.adaptive_max_pool2d(y, (3, 4), True)[0]),
+                           lambda y: F.adaptive_max_pool2d(y, (3, 4), True)[0], [y],
+                           "adaptive max with indices")
+
+
+def test_chunk_cat_pads_and_interleaves_chunks_as_prims():
+    a, b = torch.randn(2, 7), torch.randn(2, 4)
+    fn = lambda a, b: torch._chunk_cat([a, b], 1, 3)  # noqa: E731
+    compiled = aot_function(fn)
+    torch.testing.assert_close(compiled(a, b), fn(a, b))
+    assert compiled.artifacts.decomposition_report.extern == {}
+
+
+def test_masked_median_is_a_nanmedian_of_the_kept_elements():
+    x = torch.randn(3, 5)
+    mask = torch.tensor([[True, False, True, True, False], [False] * 5, [True] * 5])
+    fn = lambda x: torch.masked.median(x, 1, mask=mask)  # noqa: E731
+    compiled = aot_function(fn)
+    torch.testing.assert_close(compiled(x), fn(x), equal_nan=True)
+    assert compiled.artifacts.decomposition_report.extern == {}
+
+
+def test_native_batch_norm_without_an_update_is_prims():
+    """ATen's batch norm in evaluation (empty saved statistics, as PyTorch returns) and in
+    training without running statistics (the batch's saved) decomposes; training with
+    running statistics (an in-place update) stays PyTorch's call."""
+    x, w, b = r(4, 3, 2), r(3), r(3)
+    rm, rv = torch.randn(3, dtype=F64), torch.rand(3, dtype=F64) + 0.5
+
+    def fn(x, w, b):
+        return (*torch.native_batch_norm(x, w, b, rm, rv, False, 0.1, 1e-5),
+                *torch.native_batch_norm(x, w, b, None, None, True, 0.1, 1e-5))
+    compiled = aot_function(fn)
+    for got, want in zip(compiled(x, w, b), fn(x, w, b)):
+        torch.testing.assert_close(got, want, **TOL)
+    assert compiled.artifacts.decomposition_report.extern == {}
+    check_values_and_grads(aot_function(lambda x, w, b: fn(x, w, b)[0] * fn(x, w, b)[3]),
+                           lambda x, w, b: fn(x, w, b)[0] * fn(x, w, b)[3], [x, w, b],
+                           "native_batch_norm")

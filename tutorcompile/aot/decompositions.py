@@ -939,4 +939,12 @@ def _random_fill_rule(x, method, *args, **kwargs):
 
 # The long tail registers itself into the same table: the math of tensors, then the
 # neural-network functions built on it.
-from . import decompositions_masked, decompositions_math, decompositions_nn  # noqa: E402,F401
+from . import (  # noqa: E402,F401
+    decompositions_index,
+    decompositions_masked,
+    decompositions_math,
+    decompositions_nn,
+    decompositions_scan,
+    decompositions_sort,
+    decompositions_special,
+)

@@ -74,6 +74,25 @@ def masked_cumsum(a, dim, *, dtype=None, mask=None):
     return _cast(DECOMPOSITIONS[torch.cumsum](_combine(a, mask, 0), d, dtype=dtype), dtype)
 
 
+@register_decomposition(masked.prod)
+def masked_prod(a, dim=None, *, keepdim=False, dtype=None, mask=None):
+    from .decompositions_scan import product
+    a = _float_input(a)
+    if 0 in tuple(a.shape):
+        raise NotImplementedError("an empty input")
+    kept = _combine(a, mask, 1.0)
+    out = product(kept, _canonical_dims(dim, len(a.shape)), bool(keepdim)) if a.shape \
+        else ops.mul(kept, 1.0)
+    return _cast(out, a.dtype if dtype is None else dtype)
+
+
+@register_decomposition(masked.cumprod)
+def masked_cumprod(a, dim, *, dtype=None, mask=None):
+    a = _float_input(a)
+    d = _canonical_dims(dim, len(a.shape))[0]
+    return DECOMPOSITIONS[torch.cumprod](_combine(a, mask, 1.0), d, dtype=dtype)
+
+
 def _extreme(reduce, identity: float):
     def rule(a, dim=None, *, keepdim=False, dtype=None, mask=None):
         a = _float_input(a)
@@ -194,3 +213,15 @@ def masked_normalize(a, ord, dim, *, eps=1e-12, dtype=None, mask=None):  # noqa:
     dtype = a.dtype if dtype is None else dtype
     norm = masked_norm(a, ord, dim, keepdim=True, dtype=dtype, mask=mask)
     return ops.div(_combine(a, mask, 0), ops.maximum(norm, eps))
+
+
+@register_decomposition(masked.median)
+def masked_median(a, dim=-1, *, keepdim=False, dtype=None, mask=None):
+    """``nanmedian`` of the input with the masked-out elements made NaN (a fully masked row
+    gives NaN), as torch.masked does."""
+    a = _float_input(a)
+    if dtype is not None and dtype != a.dtype:
+        raise NotImplementedError("another result dtype")
+    d = _canonical_dims(dim, len(a.shape))[0] if len(a.shape) else 0
+    values = DECOMPOSITIONS[torch.nanmedian](_combine(a, mask, math.nan), d, bool(keepdim))
+    return values[0]

@@ -409,17 +409,14 @@ def std_mean(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 def _vector_norm(a, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002
     a = _floating_only(a if dtype is None else _cast(a, dtype))
-    if len(a.shape) == 0 or any(s == 0 for s in a.shape):
-        raise NotImplementedError("the norm of a 0-d or empty tensor")
+    if any(s == 0 for s in a.shape) or isinstance(ord, str):
+        raise NotImplementedError("the norm of an empty tensor")
+    if len(a.shape) == 0:   # |a| (or a != 0): reduce a 1-element view of it
+        if dim not in (None, 0, -1, (), (0,), (-1,), [0], [-1]):
+            raise NotImplementedError(f"dim={dim} of a 0-d tensor")
+        return ops.reshape(_p_norm(ops.reshape(a, (1,)), float(ord), (0,), False), ())
     dims = _dims(a, dim) if dim is not None else None
-    m = ops.abs(a)
-    if ord == float("inf"):
-        return ops.amax(m, dims, keepdim=keepdim)
-    if ord == 1:
-        return ops.sum(m, dims, keepdim=keepdim)
-    if ord == 2:
-        return ops.sqrt(ops.sum(ops.mul(a, a), dims, keepdim=keepdim))
-    raise NotImplementedError(f"norm of order {ord}")
+    return _p_norm(a, float(ord), dims, keepdim)
 
 
 @register_decomposition(torch.linalg.vector_norm)
@@ -686,6 +683,8 @@ def remainder(a, b):
 # =======================================================================================
 
 def _p_norm(a, p, dims, keepdim):
+    """``(sum |a|^p)^(1/p)``. The root of a zero sum is taken of 1 and replaced by 0, so its
+    gradient is 0 (PyTorch's subgradient at zero) instead of ``inf * 0 = NaN``."""
     m = ops.abs(a)
     if p == float("inf"):
         return ops.amax(m, dims, keepdim=keepdim)
@@ -693,11 +692,49 @@ def _p_norm(a, p, dims, keepdim):
         return ops.neg(ops.amax(ops.neg(m), dims, keepdim=keepdim))
     if p == 1:
         return ops.sum(m, dims, keepdim=keepdim)
-    if p == 2:
-        return ops.sqrt(ops.sum(ops.mul(a, a), dims, keepdim=keepdim))
     if p == 0:
         return ops.sum(ops.convert_element_type(ops.ne(a, 0), a.dtype), dims, keepdim=keepdim)
-    raise NotImplementedError(f"norm of order {p}")
+    if p < 0 or math.isnan(p):
+        raise NotImplementedError(f"norm of order {p}")
+    total = ops.sum(ops.mul(a, a) if p == 2 else ops.pow(m, p), dims, keepdim=keepdim)
+    zero = ops.eq(total, 0)
+    safe = ops.where(zero, 1.0, total)
+    root = ops.sqrt(safe) if p == 2 else ops.pow(safe, 1.0 / p)
+    return ops.where(zero, 0.0, root)
+
+
+@register_decomposition(torch.linalg.matrix_norm)
+def matrix_norm(a, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # noqa: A002
+    """The Frobenius norm, or the largest (smallest) absolute column (``ord=±1``) or row
+    (``±inf``) sum; the spectral and nuclear norms need an SVD and stay extern."""
+    a = _floating_only(a if dtype is None else _cast(a, dtype))
+    if len(a.shape) < 2 or len(dim) != 2:
+        raise NotImplementedError("fewer than 2 dimensions")
+    d0, d1 = (normalize_dim(d, len(a.shape)) for d in dim)
+    if ord == "fro":
+        return _vector_norm(a, 2, (d0, d1), keepdim)
+    if ord not in (1, -1, math.inf, -math.inf) or 0 in tuple(a.shape):
+        raise NotImplementedError(f"matrix norm {ord!r} (an SVD) or of an empty matrix")
+    summed, kept = (d0, d1) if ord in (1, -1) else (d1, d0)
+    sums = ops.sum(ops.abs(a), (summed,), keepdim=True)
+    best = ops.amax(sums, (kept,), keepdim=True) if ord > 0 else \
+        ops.neg(ops.amax(ops.neg(sums), (kept,), keepdim=True))
+    return best if keepdim else ops.squeeze(best, (d0, d1))
+
+
+@register_decomposition(torch.linalg.norm)
+def linalg_norm(a, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    """A vector norm (1 dimension, or none given and no ``ord``) or a matrix norm (2)."""
+    if isinstance(dim, int):
+        dim = (dim,)
+    if ord is None:
+        return _vector_norm(a, 2, dim, keepdim, dtype)
+    ndims = len(dim) if dim is not None else len(a.shape)
+    if ndims == 1:
+        return _vector_norm(a, ord, dim, keepdim, dtype)
+    if ndims == 2:
+        return matrix_norm(a, ord, dim if dim is not None else (-2, -1), keepdim, dtype=dtype)
+    raise NotImplementedError(f"norm {ord!r} over {ndims} dimensions")
 
 
 @register_decomposition(*_both("norm"))
@@ -1063,8 +1100,8 @@ def gather(a, dim, index, *, sparse_grad=False):
 
 @register_decomposition(*_both("take_along_dim"))
 def take_along_dim(a, indices, dim=None):
-    if dim is None:
-        return take(a, indices)
+    if dim is None:   # both flattened: a 1-d result, however ``indices`` is shaped
+        return take(a, ops.reshape(indices, (-1,)))
     d = normalize_dim(dim, len(a.shape))
     if len(indices.shape) != len(a.shape) or any(
             i != s for k, (i, s) in enumerate(zip(indices.shape, a.shape)) if k != d):
@@ -1902,3 +1939,155 @@ def renorm(a, p, dim, maxnorm):
     norm = DECOMPOSITIONS[torch.linalg.vector_norm](a, p, dims, True)
     factor = ops.where(ops.gt(norm, maxnorm), ops.div(maxnorm, ops.add(norm, 1e-7)), 1.0)
     return ops.mul(a, factor)
+
+
+@register_decomposition(torch.linalg.vander)
+def vander(x, *, N=None):  # noqa: N803 - PyTorch's name
+    """``[1, x, x^2, ..., x^(N-1)]`` along a new last dimension, by repeated multiplication
+    (PyTorch's own ``cumprod``, so the values round the same way; ``pow`` would not)."""
+    x = _floating_only(x)
+    n = x.shape[-1] if N is None and len(x.shape) else N
+    if len(x.shape) == 0 or not isinstance(n, int) or n < 2:
+        raise NotImplementedError("a 0-d input, or fewer than 2 columns")
+    columns = [ops.full(tuple(x.shape), 1.0, dtype=x.dtype, device=x.device), x]
+    while len(columns) < n:
+        columns.append(ops.mul(columns[-1], x))
+    return ops.cat([ops.unsqueeze(c, len(x.shape)) for c in columns], len(x.shape))
+
+
+def _power_of_two(e, dtype):
+    """``2^e`` exactly, for an integer-valued float ``e`` (``pow`` of 2 by an integer is
+    exact; two halves, so that ``2^149`` for the smallest subnormal does not overflow)."""
+    half = _trunc(ops.mul(e, 0.5))
+    two = ops.full((), 2.0, dtype=dtype, device=e.device)
+    return ops.pow(two, half), ops.pow(two, ops.sub(e, half))
+
+
+@register_decomposition(*_both("frexp"))
+def frexp(a):
+    """``a = mantissa * 2^exponent`` with ``0.5 <= |mantissa| < 1`` (0, inf and NaN keep
+    exponent 0). ``log2`` guesses the exponent; one step either way corrects a guess that
+    rounding put off by one, so the mantissa is exact; its gradient is ``2^-exponent``."""
+    a = _floating_only(a)
+    finite = ops.logical_and(DECOMPOSITIONS[torch.isfinite](a), ops.ne(a, 0))
+    m = ops.abs(a)
+    guess = ops.add(ops.floor(ops.mul(ops.log(ops.where(finite, m, 1.0)), 1.0 / _LN2)), 1.0)
+    e = ops.where(finite, guess, 0.0)
+    lo, hi = _power_of_two(ops.neg(e), a.dtype)
+    mantissa = ops.mul(ops.mul(a, lo), hi)
+    big = ops.logical_and(finite, ops.ge(ops.abs(mantissa), 1.0))
+    small = ops.logical_and(finite, ops.lt(ops.abs(mantissa), 0.5))
+    mantissa = ops.where(big, ops.mul(mantissa, 0.5),
+                         ops.where(small, ops.mul(mantissa, 2.0), mantissa))
+    e = ops.where(big, ops.add(e, 1.0), ops.where(small, ops.sub(e, 1.0), e))
+    return mantissa, ops.convert_element_type(e, torch.int32)
+
+
+@register_decomposition("method:repeat")
+def repeat(a, *sizes):
+    """Tile ``a``: each dimension ``s`` repeated ``r`` times is a new ``(r, s)`` pair of
+    dimensions -- ``a`` expanded along ``r`` -- flattened into ``r * s`` (one copy kernel)."""
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    if len(sizes) < len(a.shape) or not all(isinstance(r, int) and r >= 0 for r in sizes):
+        raise NotImplementedError("fewer repeats than dimensions")
+    shape = (1,) * (len(sizes) - len(a.shape)) + tuple(a.shape)
+    paired = ops.reshape(a, tuple(x for s in shape for x in (1, s)))
+    expanded = ops.expand(paired, tuple(x for r, s in zip(sizes, shape) for x in (r, s)))
+    return ops.reshape(expanded, tuple(r * s for r, s in zip(sizes, shape)))
+
+
+@register_decomposition(*_both("tile"))
+def tile(a, dims):
+    dims = tuple(dims)
+    return repeat(a, (1,) * (len(a.shape) - len(dims)) + dims)
+
+
+@register_decomposition(*_both("tensordot"))
+def tensordot(a, b, dims=2, out=None):
+    """Contract ``a``'s dims with ``b``'s: both permuted so the contracted dimensions meet,
+    flattened to matrices, one matmul, the free dimensions restored."""
+    if out is not None or not (_is_float(a) and _is_float(b)) or a.dtype != b.dtype:
+        raise NotImplementedError("out=, or non-float or mixed inputs")
+    if isinstance(dims, int):
+        da, db = list(range(len(a.shape) - dims, len(a.shape))), list(range(dims))
+    else:
+        da, db = ([dims[0]] if isinstance(dims[0], int) else list(dims[0]),
+                  [dims[1]] if isinstance(dims[1], int) else list(dims[1]))
+    da = [normalize_dim(d, len(a.shape)) for d in da]
+    db = [normalize_dim(d, len(b.shape)) for d in db]
+    if len(da) != len(db) or any(a.shape[i] != b.shape[j] for i, j in zip(da, db)):
+        raise NotImplementedError("contracted sizes that differ (PyTorch broadcasts a 1)")
+    free_a = [d for d in range(len(a.shape)) if d not in da]
+    free_b = [d for d in range(len(b.shape)) if d not in db]
+    k = math.prod(a.shape[d] for d in da)
+    am = ops.reshape(ops.permute(a, tuple(free_a + da)),
+                     (math.prod(a.shape[d] for d in free_a), k))
+    bm = ops.reshape(ops.permute(b, tuple(db + free_b)),
+                     (k, math.prod(b.shape[d] for d in free_b)))
+    return ops.reshape(ops.matmul(am, bm), tuple(a.shape[d] for d in free_a)
+                       + tuple(b.shape[d] for d in free_b))
+
+
+# More spellings of split and matmul (views and the library call: no kernel of their own,
+# but no extern either)
+@register_decomposition(*_both("split_with_sizes"), torch.split_with_sizes_copy)
+def split_with_sizes(a, split_sizes, dim=0):
+    return DECOMPOSITIONS[torch.split](a, list(split_sizes), dim)
+
+
+@register_decomposition(*_both("tensor_split"))
+def tensor_split(a, indices_or_sections, dim=0):
+    """``sections`` pieces (the first ``n % sections`` one longer), or the pieces between
+    the listed indices: slices."""
+    if len(a.shape) == 0 or _is_t(indices_or_sections):
+        raise NotImplementedError("a 0-d tensor or a tensor of indices")
+    d = normalize_dim(dim, len(a.shape))
+    n = a.shape[d]
+    if isinstance(indices_or_sections, int):
+        sections = indices_or_sections
+        if sections < 1:
+            raise NotImplementedError("fewer than one section (PyTorch raises)")
+        bounds = [i * (n // sections) + min(i, n % sections) for i in range(sections + 1)]
+    else:
+        bounds = [0] + [min(max(i if i >= 0 else i + n, 0), n)
+                        for i in indices_or_sections] + [n]
+    return tuple(ops.slice(a, d, lo, max(lo, hi), 1) for lo, hi in zip(bounds, bounds[1:]))
+
+
+def _split_sections(a, sections, dim, name):
+    if isinstance(sections, int) and (sections < 1 or a.shape[dim] % sections):
+        raise NotImplementedError(f"{name}: {a.shape[dim]} is not divisible by {sections} "
+                                  "(PyTorch raises)")
+    return tensor_split(a, sections, dim)
+
+
+@register_decomposition(*_both("hsplit"))
+def hsplit(a, sections):
+    if len(a.shape) == 0:
+        raise NotImplementedError("a 0-d tensor")
+    return _split_sections(a, sections, 1 if len(a.shape) > 1 else 0, "hsplit")
+
+
+@register_decomposition(*_both("vsplit"))
+def vsplit(a, sections):
+    if len(a.shape) < 2:
+        raise NotImplementedError("fewer than 2 dimensions")
+    return _split_sections(a, sections, 0, "vsplit")
+
+
+@register_decomposition(*_both("dsplit"))
+def dsplit(a, sections):
+    if len(a.shape) < 3:
+        raise NotImplementedError("fewer than 3 dimensions")
+    return _split_sections(a, sections, 2, "dsplit")
+
+
+@register_decomposition(torch.ops.aten.slice.Tensor)
+def aten_slice(a, dim=0, start=None, end=None, step=1):
+    return ops.slice(a, dim, start, end, step)
+
+
+@register_decomposition("method:__rmatmul__", torch.Tensor.__rmatmul__)
+def rmatmul(a, b):
+    return DECOMPOSITIONS[torch.matmul](b, a)

@@ -255,11 +255,15 @@ def kl_div(input, target, log_target=False):  # noqa: A002
 
 @_loss(F.poisson_nll_loss)
 def poisson_nll_loss(input, target, log_input=True, full=False, eps=1e-8):  # noqa: A002
-    if full:
-        raise NotImplementedError("full=True (Stirling term)")
     if log_input:
-        return ops.sub(ops.exp(input), ops.mul(target, input))
-    return ops.sub(input, ops.mul(target, ops.log(ops.add(input, eps))))
+        loss = ops.sub(ops.exp(input), ops.mul(target, input))
+    else:
+        loss = ops.sub(input, ops.mul(target, ops.log(ops.add(input, eps))))
+    if full:   # Stirling's approximation of log(target!), only where target > 1
+        stirling = ops.add(ops.sub(ops.mul(target, ops.log(target)), target),
+                           ops.mul(ops.log(ops.mul(target, 2 * math.pi)), 0.5))
+        loss = ops.add(loss, ops.where(ops.gt(target, 1), stirling, 0.0))
+    return loss
 
 
 @register_decomposition(F.kl_div)
@@ -605,15 +609,60 @@ def _adaptive_windows(x, out, largest):
     return x
 
 
+ADAPTIVE_INDICES_LIMIT = 1 << 20
+"""The most (output positions) x (input positions) per plane for adaptive max pooling with
+indices, which compares every output's window mask with every input position."""
+
+
+def _adaptive_max_with_indices(x, out):
+    """Adaptive max pooling and PyTorch's indices (the flat position in the input plane):
+    every output masks the input positions in its window (a box, from ``iota``), the max is
+    a masked ``amax``, the index the first position holding it -- or the last NaN, which
+    wins as in PyTorch's ``val > maxval || isnan(val)`` -- and the values are a gather at
+    the indices, so the gradient goes where PyTorch sends it."""
+    x = _floating_only(x)
+    n = len(out)
+    lead, spatial = tuple(x.shape[:-n]), tuple(x.shape[-n:])
+    planes = math.prod(spatial)
+    if math.prod(out) * planes > ADAPTIVE_INDICES_LIMIT or 0 in tuple(x.shape):
+        raise NotImplementedError("return_indices=True on a large or empty input")
+    rank = len(lead) + 2 * n
+    xe = ops.reshape(x, lead + (1,) * n + spatial)
+
+    def along(length, axis):
+        shape = [1] * rank
+        shape[axis] = length
+        return ops.reshape(ops.iota(length, dtype=torch.int64, device=x.device), tuple(shape))
+    mask = flat = None
+    for k, (o, size) in enumerate(zip(out, spatial)):
+        i, j = along(o, len(lead) + k), along(size, len(lead) + n + k)
+        inside = ops.logical_and(ops.lt(ops.mul(i, size), ops.mul(ops.add(j, 1), o)),
+                                 ops.gt(ops.mul(ops.add(i, 1), size), ops.mul(j, o)))
+        mask = inside if mask is None else ops.logical_and(mask, inside)
+        term = ops.mul(j, math.prod(spatial[k + 1:]))
+        flat = term if flat is None else ops.add(flat, term)
+    window = tuple(range(len(lead) + n, rank))
+    best = ops.amax(ops.where(mask, xe, float("-inf")), window, keepdim=True)
+    hit = ops.logical_and(mask, ops.eq(xe, best))
+    first = ops.neg(ops.amax(ops.neg(ops.where(hit, flat, planes)), window))
+    last_nan = ops.amax(ops.where(ops.logical_and(mask, ops.ne(xe, xe)), flat, -1), window)
+    index = ops.where(ops.ge(last_nan, 0), last_nan, first)
+    picked = DECOMPOSITIONS[torch.gather](ops.reshape(x, lead + (planes,)), len(lead),
+                                          ops.reshape(index, lead + (math.prod(out),)))
+    return ops.reshape(picked, lead + out), index
+
+
 def _adaptive(n, pool):
     def rule(x, output_size, *rest):
-        if rest and any(rest):
-            raise NotImplementedError("return_indices=True")
         out = (output_size,) * n if isinstance(output_size, int) else tuple(output_size)
         spatial = tuple(x.shape[-n:])
         out = tuple(s if o is None else o for o, s in zip(out, spatial))
         if any(o == 0 or s == 0 for o, s in zip(out, spatial)):
             raise NotImplementedError("an empty input or output")
+        if rest and any(rest):
+            if pool is not _max_pool:
+                raise NotImplementedError("unexpected arguments")
+            return _adaptive_max_with_indices(x, out)
         if any(s % o for o, s in zip(out, spatial)):
             if 0 in tuple(x.shape):  # (an empty batch: a generated kernel over no elements)
                 raise NotImplementedError("an empty tensor")
@@ -628,6 +677,10 @@ for _n, _avg, _max in ((1, F.adaptive_avg_pool1d, F.adaptive_max_pool1d),
                        (3, F.adaptive_avg_pool3d, F.adaptive_max_pool3d)):
     register_decomposition(_avg)(_adaptive(_n, _avg_pool))
     register_decomposition(_max)(_adaptive(_n, _max_pool))
+    # what F.adaptive_max_pool<n>d(..., return_indices=True) dispatches to
+    register_decomposition(getattr(F, f"adaptive_max_pool{_n}d_with_indices"))(
+        (lambda n: lambda x, output_size, return_indices=True: _adaptive(n, _max_pool)(
+            x, output_size, True))(_n))
 
 
 def _edge_pad(a, d, before, after, mode):
@@ -800,3 +853,226 @@ def upsample_bilinear(x, size=None, scale_factor=None):
 @register_decomposition(F.upsample)
 def upsample(x, size=None, scale_factor=None, mode="nearest", align_corners=None):
     return interpolate(x, size, scale_factor, mode, align_corners)
+
+
+# =======================================================================================
+# ATen's own pieces of softmax and dropout (what a traced backward or a decomposed
+# ``torch.ops.aten`` call leaves in a graph), local response normalisation, bilinear
+# =======================================================================================
+
+@register_decomposition(torch.ops.aten._softmax_backward_data,
+                        torch.ops.aten._softmax_backward_data.default)
+def softmax_backward_data(grad_output, output, dim, input_dtype):
+    """The gradient of ``y = softmax(x)``: ``y * (g - sum(g * y))`` along ``dim``."""
+    d = normalize_dim(dim, len(output.shape))
+    gy = ops.mul(grad_output, output)
+    out = ops.sub(gy, ops.mul(output, ops.sum(gy, (d,), keepdim=True)))
+    return _cast(out, input_dtype)
+
+
+@register_decomposition(torch.ops.aten._safe_softmax.default)
+def safe_softmax(a, dim, dtype=None):
+    """Softmax whose rows of only ``-inf`` (a fully masked attention row) give zeros, not
+    NaN: the shift and the divisor are made safe, so no NaN is formed (nor its gradient)."""
+    if dtype is not None:
+        a = _cast(a, dtype)
+    a = _floating_only(a)
+    if len(a.shape) == 0:
+        raise NotImplementedError("a 0-d tensor")
+    d = normalize_dim(dim, len(a.shape))
+    m = ops.amax(a, (d,), keepdim=True)
+    m = ops.where(ops.eq(m, -math.inf), 0.0, m)
+    e = ops.exp(ops.sub(a, m))
+    total = ops.sum(e, (d,), keepdim=True)
+    return ops.div(e, ops.where(ops.eq(total, 0), 1.0, total))
+
+
+@register_decomposition(torch.ops.aten.native_dropout_backward.default)
+def native_dropout_backward(grad_output, mask, scale):
+    return ops.mul(ops.mul(grad_output, ops.convert_element_type(mask, grad_output.dtype)),
+                   scale)
+
+
+@register_decomposition(F.local_response_norm)
+def local_response_norm(x, size, alpha=1e-4, beta=0.75, k=1.0):
+    """``x / (k + alpha * mean of x^2 over `size` neighbouring channels)^beta``; the window
+    is zero-padded (size // 2 before, (size - 1) // 2 after), as PyTorch's avg_pool is."""
+    x = _floating_only(x)
+    if len(x.shape) < 3 or 0 in tuple(x.shape):
+        raise NotImplementedError("fewer than 3 dimensions, or empty")
+    c = x.shape[1]
+    sq = ops.mul(x, x)
+    trailing = len(x.shape) - 2
+    padded = constant_pad(sq, [(size // 2, (size - 1) // 2)] + [(0, 0)] * trailing, 0.0)
+    window = _sum_terms([ops.slice(padded, 1, s, s + c, 1) for s in range(size)])
+    div = ops.add(ops.mul(ops.div(window, float(size)), alpha), k)
+    return ops.div(x, ops.pow(div, beta))
+
+
+@register_decomposition(F.bilinear)
+def bilinear(x1, x2, weight, bias=None):
+    """``y[..., o] = sum_ij x1[..., i] W[o, i, j] x2[..., j] + b[o]``: one matmul of ``x1``
+    with the weight laid out as ``(i, o * j)``, then a multiply-and-sum with ``x2``."""
+    if not all(_is_float(t) for t in (x1, x2, weight)) or len(weight.shape) != 3 \
+            or len(x1.shape) < 1 or tuple(x1.shape[:-1]) != tuple(x2.shape[:-1]):
+        raise NotImplementedError("bilinear with these shapes or dtypes")
+    o, i, j = weight.shape
+    lead = tuple(x1.shape[:-1])
+    n = math.prod(lead)
+    w = ops.reshape(ops.permute(weight, (1, 0, 2)), (i, o * j))
+    t = ops.reshape(ops.matmul(ops.reshape(x1, (n, i)), w), (n, o, j))
+    y = ops.sum(ops.mul(t, ops.reshape(x2, (n, 1, j))), (2,))
+    if bias is not None:
+        y = ops.add(y, bias)
+    return ops.reshape(y, lead + (o,))
+
+
+@register_decomposition(F.unfold)
+def unfold(x, kernel_size, dilation=1, padding=0, stride=1):
+    """im2col: every window offset is a strided slice of the zero-padded input (as in
+    pooling), stacked after the channels: ``(N, C * kh * kw, L)``."""
+    x = _floating_only(x)
+    if len(x.shape) not in (3, 4) or 0 in tuple(x.shape):
+        raise NotImplementedError("not a (batched) 2-d image")
+    batched = len(x.shape) == 4
+    if not batched:
+        x = ops.unsqueeze(x, 0)
+    kernel, stride, dilation, pad = _pool_args(2, kernel_size, stride, padding, dilation,
+                                               False)
+    x = constant_pad(x, [(p, p) for p in pad], 0.0)
+    terms = [ops.unsqueeze(t, 2) for t in _window_terms(x, 2, kernel, stride, dilation)]
+    cols = ops.cat(terms, 2)                                   # (N, C, kh*kw, oh, ow)
+    n, c, k, oh, ow = cols.shape
+    out = ops.reshape(cols, (n, c * k, oh * ow))
+    return out if batched else ops.squeeze(out, (0,))
+
+
+@register_decomposition("method:unfold", torch.unfold_copy)
+def unfold_windows(a, dimension, size, step):
+    """``Tensor.unfold``: windows of ``size`` every ``step`` along ``dimension``, as a new
+    last dimension -- one gather (``index_select``) at positions computed from ``iota``."""
+    if not _is_float(a) or len(a.shape) == 0 or step < 1:
+        raise NotImplementedError("a 0-d or non-float tensor")
+    d = normalize_dim(dimension, len(a.shape))
+    count = (a.shape[d] - size) // step + 1
+    if count <= 0 or size <= 0:
+        raise NotImplementedError("no whole window")
+    starts = ops.reshape(ops.mul(ops.iota(count, dtype=torch.int64, device=a.device), step),
+                         (count, 1))
+    offsets = ops.reshape(ops.iota(size, dtype=torch.int64, device=a.device), (1, size))
+    index = ops.reshape(ops.add(starts, offsets), (count * size,))
+    picked = ops.index_select(a, d, index)
+    shape = tuple(a.shape[:d]) + (count, size) + tuple(a.shape[d + 1:])
+    windows = ops.reshape(picked, shape)
+    order = tuple(i for i in range(len(shape)) if i != d + 1) + (d + 1,)
+    return ops.permute(windows, order)
+
+
+# =======================================================================================
+# Margin losses over classes: every class compared with the target's (a class mask)
+# =======================================================================================
+
+def _as_batch(x, target):
+    """(N, C) scores and N targets from a batch, one sample (C,) or a 0-d score."""
+    if len(x.shape) > 2 or target.dtype != torch.int64 or 0 in tuple(x.shape):
+        raise NotImplementedError("more than 2 dimensions, an empty input or float targets")
+    unbatched = len(x.shape) < 2
+    c = x.shape[-1] if x.shape else 1
+    return ops.reshape(x, (-1, c)), unbatched, c
+
+
+def _positive_part(z):
+    """max(z, 0) with gradient only where z > 0 (PyTorch's ``if (z > 0)``; ``maximum``
+    would split a tie)."""
+    return ops.where(ops.gt(z, 0), z, 0.0)
+
+
+def _margin_reduce(loss, unbatched, reduction):
+    if unbatched and reduction == "none":
+        return ops.reshape(loss, ())
+    return _reduce(loss, reduction)
+
+
+@register_decomposition(F.multi_margin_loss)
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None,  # noqa: A002
+                      size_average=None, reduce=None, reduction="mean"):
+    """``sum_{i != y} max(0, margin - x[y] + x[i])^p / C`` (times ``weight[y]``)."""
+    if size_average is not None or reduce is not None or p not in (1, 2):
+        raise NotImplementedError("legacy arguments or p other than 1 and 2")
+    x, unbatched, c = _as_batch(_floating_only(input), target)
+    mask = class_mask(x, ops.reshape(target, (-1,)))
+    picked = ops.sum(ops.where(mask, x, 0.0), (1,), keepdim=True)
+    h = _positive_part(ops.add(ops.sub(margin, picked), x))
+    if p == 2:
+        h = ops.mul(h, h)
+    if weight is not None:
+        h = ops.mul(h, ops.sum(ops.where(mask, ops.reshape(weight, (1, c)), 0.0), (1,),
+                               keepdim=True))
+    loss = ops.div(ops.sum(ops.where(mask, 0.0, h), (1,)), float(c))
+    return _margin_reduce(loss, unbatched, reduction)
+
+
+@register_decomposition(F.multilabel_margin_loss)
+def multilabel_margin_loss(input, target, size_average=None, reduce=None,  # noqa: A002
+                           reduction="mean"):
+    """``sum_{j in targets} sum_{i not in targets} max(0, 1 - (x[j] - x[i])) / C``; the
+    targets are ``target``'s entries before its first negative one (each counted as often
+    as it is listed, as PyTorch's loop does)."""
+    if size_average is not None or reduce is not None:
+        raise NotImplementedError("legacy arguments")
+    x, unbatched, c = _as_batch(_floating_only(input), target)
+    if c > 1024 or tuple(target.shape) != tuple(input.shape):
+        raise NotImplementedError("more than 1024 classes, or a target of another shape")
+    t = ops.reshape(target, (-1, c))
+    k = positions(t, 1)
+    first_negative = ops.neg(ops.amax(ops.neg(ops.where(ops.lt(t, 0), k, c)), (1,),
+                                      keepdim=True))
+    listed = ops.logical_and(ops.unsqueeze(ops.lt(k, first_negative), 2),   # (N, k, j)
+                             ops.eq(ops.unsqueeze(t, 2), ops.unsqueeze(positions(t, 1), 1)))
+    count = ops.sum(ops.convert_element_type(listed, x.dtype), (1,))   # (N, C): per class
+    other = ops.convert_element_type(ops.eq(count, 0), x.dtype)
+    pair = _positive_part(ops.add(ops.sub(1.0, ops.unsqueeze(x, 2)), ops.unsqueeze(x, 1)))
+    weights = ops.mul(ops.unsqueeze(count, 2), ops.unsqueeze(other, 1))   # (N, j, i)
+    loss = ops.div(ops.sum(ops.mul(pair, weights), (1, 2)), float(c))
+    return _margin_reduce(loss, unbatched, reduction)
+
+
+@register_decomposition(torch._chunk_cat)
+def chunk_cat(tensors, dim, num_chunks):
+    """Each tensor zero-padded along ``dim`` to a multiple of ``num_chunks``, viewed as
+    ``(..., num_chunks, -1)`` and concatenated along the last (torch/_decomp's rule)."""
+    pieces = []
+    for t in tensors:
+        d = normalize_dim(dim, len(t.shape))
+        size = t.shape[d]
+        extra = -(-size // num_chunks) * num_chunks - size
+        if extra:
+            t = constant_pad(t, [(0, extra)] + [(0, 0)] * (len(t.shape) - d - 1), 0.0)
+        pieces.append(ops.reshape(t, tuple(t.shape[:d]) + (num_chunks, -1)))
+    return ops.cat(pieces, normalize_dim(dim, len(tensors[0].shape)) + 1)
+
+
+@register_decomposition(torch.native_batch_norm, torch._native_batch_norm_legit)
+def native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
+    """ATen's batch norm, ``(out, save_mean, save_invstd)``: in evaluation (the running
+    statistics normalise; nothing is saved: empty tensors, as PyTorch returns) or in training
+    without running statistics (the batch's are saved). Training *with* running statistics
+    updates them in place, which only ``F.batch_norm`` is functionalized for: that call stays
+    PyTorch's."""
+    x = _floating_only(x)
+    if len(x.shape) < 2 or 0 in tuple(x.shape):
+        raise NotImplementedError("fewer than 2 dimensions, or empty")
+    if training and (running_mean is not None or running_var is not None):
+        raise NotImplementedError("training with running statistics (an in-place update)")
+    if not training and (running_mean is None or running_var is None):
+        raise NotImplementedError("evaluation without running statistics")
+    out = DECOMPOSITIONS[F.batch_norm](x, running_mean, running_var, weight, bias, training,
+                                       momentum, eps)
+    if not training:
+        empty = ops.full((0,), 0.0, dtype=x.dtype, device=x.device)
+        return out, empty, empty
+    dims = (0,) + tuple(range(2, len(x.shape)))
+    mean = ops.mean(x, dims)
+    centered = ops.sub(x, ops.reshape(mean, (x.shape[1],) + (1,) * (len(x.shape) - 2)))
+    invstd = ops.rsqrt(ops.add(ops.mean(ops.mul(centered, centered), dims), eps))
+    return out, mean, invstd

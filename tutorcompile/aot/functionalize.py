@@ -149,6 +149,13 @@ def zero_functional(x):
     return torch.where(torch.ones_like(x, dtype=torch.bool), 0, x)
 
 
+@register_decomposition(zero_functional)
+def _zero_rule(x):
+    """As prims: zeros by a ``where`` on ``x`` (one kernel), keeping the zero gradient."""
+    keep = ops.full(tuple(x.shape), True, dtype=torch.bool, device=x.device)
+    return ops.where(keep, ops.full((), 0, dtype=x.dtype, device=x.device), x)
+
+
 def resize_functional(x, *size):
     """``x.resize_(size)`` to at most as many elements: the first ones, in the new shape
     (growing it would expose uninitialised memory, which a graph cannot reproduce)."""
