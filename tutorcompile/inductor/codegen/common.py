@@ -47,6 +47,24 @@ from ..ir import ComputedBuffer, FloorDiv, ModularIndexing
 
 _SIZE_SYMBOL = re.compile(r"\bs(\d+)\b")
 
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a kernel computes a value of ``dtype`` in: float32 for the 16-bit floats.
+
+    A half-precision tensor is *stored* in 16 bits but never computed in them: a kernel
+    loads it and widens it to float32, does its arithmetic and its reductions in float32,
+    and rounds to 16 bits where a value is stored -- or where the program itself converts
+    to a 16-bit type (``x.to(torch.bfloat16)``: rounded there, and widened again). Eager's
+    CPU kernels do the same per op; a fused kernel skips the rounding between its ops, so
+    it is at least as accurate as eager. (Triton has no ``erf`` or ``exp`` of fp16 or bf16
+    operands at all: "Expected dtype ['fp32', 'fp64']".)
+
+    Mirrors: Inductor's upcast of fp16/bf16 loads (``upcast_compute_type`` in
+    torch/_inductor/codegen/triton.py) and its C++ kernels' ``cvt_lowp_fp_to_fp32``."""
+    return torch.float32 if dtype in HALF_DTYPES else dtype
+
 
 class FusionError(Exception):
     """These buffers cannot share one kernel; the message says why (for the fusion report)."""
@@ -336,15 +354,28 @@ class KernelWriter(OpsHandler):
         _, dtype = prim.meta(*metas, **kwargs)
         deps = frozenset().union(*(a.deps for a in [*args, *kwargs.values()]
                                    if isinstance(a, CSEVar)))
+        # a value is computed in float32 when its dtype is a 16-bit float (see
+        # compute_dtype); a conversion to one rounds, then widens again
+        computed = compute_dtype(dtype)
         text = spell(getattr(prim, self.language), args, kwargs,
-                     lambda a: a.name if isinstance(a, CSEVar) else self.literal(a, dtype),
-                     self.dtype_name)
-        return self.cse(text, dtype, deps)
+                     lambda a: a.name if isinstance(a, CSEVar) else self.literal(a, computed),
+                     lambda d: self.dtype_name(compute_dtype(d)))
+        var = self.cse(text, computed, deps)
+        if dtype in HALF_DTYPES:
+            var = self.cse(self.round_to(var, dtype), computed, deps)
+        return var
 
     def constant(self, value, dtype):
-        return self.wrap_constant(value, dtype)
+        return self.wrap_constant(value, compute_dtype(dtype))
+
+    def loaded(self, text: str, dtype: torch.dtype, deps: frozenset[str]) -> CSEVar:
+        """The value of a load expression, widened to the dtype it is computed in."""
+        if dtype in HALF_DTYPES:
+            return self.cse(self.widen(text, dtype), torch.float32, deps)
+        return self.cse(text, dtype, deps)
 
     def index_expr(self, expr, dtype):
+        dtype = compute_dtype(dtype)
         expr = ir.simplify_index(expr)
         if expr.is_Integer:
             return self.constant(int(expr), dtype)
@@ -380,8 +411,8 @@ class KernelWriter(OpsHandler):
         self.inputs.setdefault(name, buffer)
         expr = self.offset_of(buffer.layout, index)
         offset = print_index(expr, self.language)
-        return self.cse(self.load_expr(self.arg_name(name), offset, index), buffer.get_dtype(),
-                        self.index_deps(expr))
+        return self.loaded(self.load_expr(self.arg_name(name), offset, index),
+                           buffer.get_dtype(), self.index_deps(expr))
 
     def offset_of(self, layout: ir.FixedLayout, index) -> Any:
         """The flat element offset of the n-d ``index`` in ``layout`` (a kernel writer may
@@ -441,6 +472,18 @@ class KernelWriter(OpsHandler):
         """An integer index expression converted to a value of ``dtype``."""
         raise NotImplementedError
 
+    def widen(self, text: str, dtype: torch.dtype) -> str:
+        """A loaded 16-bit float (``dtype``) as a float32 expression."""
+        raise NotImplementedError
+
+    def narrow(self, value: CSEVar, dtype: torch.dtype) -> str:
+        """A float32 value rounded to the 16-bit ``dtype``, as stored."""
+        raise NotImplementedError
+
+    def round_to(self, value: CSEVar, dtype: torch.dtype) -> str:
+        """A float32 value rounded to the 16-bit ``dtype`` and widened again."""
+        return self.widen(self.narrow(value, dtype), dtype)
+
     def check_index(self, value: CSEVar, size: int, check: int, what: str) -> CSEVar:
         """Emit the bounds check number ``check`` of ``value`` (``what`` says it in words)
         and return a variable that holds an in-bounds index whatever the data."""
@@ -495,5 +538,6 @@ def origin_names(nodes: Sequence[ir.Buffer]) -> list[str]:
     return seen
 
 
-__all__ = ["CSEVar", "FusionError", "KernelPlan", "KernelWriter", "canonical_source",
-           "origin_names", "origin_sources", "print_index"]
+__all__ = ["HALF_DTYPES", "CSEVar", "FusionError", "KernelPlan", "KernelWriter",
+           "canonical_source", "compute_dtype", "origin_names", "origin_sources",
+           "print_index"]

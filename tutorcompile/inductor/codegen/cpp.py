@@ -52,10 +52,12 @@ from ...ops import set_handler
 from .. import ir
 from ..codecache import cpp_compile_async, cpp_flags
 from .common import (
+    HALF_DTYPES,
     CSEVar,
     KernelPlan,
     KernelWriter,
     canonical_source,
+    compute_dtype,
     origin_names,
     origin_sources,
     print_index,
@@ -64,6 +66,16 @@ from .common import (
 CPP_TYPES = {torch.float32: "float", torch.float64: "double", torch.int8: "int8_t",
              torch.int16: "int16_t", torch.int32: "int32_t", torch.int64: "int64_t",
              torch.uint8: "uint8_t", torch.bool: "bool"}
+
+HALF_CONVERSIONS = {torch.float16: ("tc_half_to_float", "tc_float_to_half"),
+                    torch.bfloat16: ("tc_bf16_to_float", "tc_float_to_bf16")}
+"""A 16-bit float's pointer is ``uint16_t*``: its bits, converted by these functions of
+:data:`CPP_PRELUDE` (to float when loaded, back when stored; see ``compute_dtype``)."""
+
+
+def storage_type(dtype: torch.dtype) -> str:
+    """The C++ element type of a buffer of ``dtype`` (its pointer's type)."""
+    return "uint16_t" if dtype in HALF_DTYPES else CPP_TYPES[dtype]
 
 TILE = 32
 """Outputs per tile in reductions over an outer dimension (two AVX-512 vectors of floats)."""
@@ -128,7 +140,8 @@ class CppKernel(KernelWriter):
             # phase (300 -> 137 us for GPT's attention softmax in training, which stores its
             # exp). Any other element (a transposed read) may not be written yet.
             offset = print_index(expr, "cpp")
-            return self.cse(f"{self.out_name(buffer.name)}[{offset}]", buffer.get_dtype())
+            return self.loaded(f"{self.out_name(buffer.name)}[{offset}]", buffer.get_dtype(),
+                               frozenset())
         if buffer.name not in self.plan.names:
             self.note_index(expr)
         return super().load(buffer, index)
@@ -168,6 +181,12 @@ class CppKernel(KernelWriter):
     def index_cast(self, index: str, dtype: torch.dtype) -> str:
         return f"static_cast<{CPP_TYPES[dtype]}>({index})"
 
+    def widen(self, text: str, dtype: torch.dtype) -> str:
+        return f"{HALF_CONVERSIONS[dtype][0]}({text})"
+
+    def narrow(self, value: CSEVar, dtype: torch.dtype) -> str:
+        return f"{HALF_CONVERSIONS[dtype][1]}({value})"
+
     def assign(self, var: CSEVar, expr: str) -> str:
         return f"auto {var} = {expr};"
 
@@ -185,6 +204,8 @@ class CppKernel(KernelWriter):
         self.stored_at[node.name] = self.offset_of(node.layout, index)
         self.note_index(self.stored_at[node.name])
         offset = print_index(self.stored_at[node.name], "cpp")
+        if node.get_dtype() in HALF_DTYPES:   # computed in float: rounded as it is stored
+            value = self.narrow(value, node.get_dtype())
         self.writeline(f"{self.out_name(node.name)}[{offset}] = {value};")
 
     # -- loops ---------------------------------------------------------------------------
@@ -373,10 +394,11 @@ class CppKernel(KernelWriter):
 
         def emit_reduction(node: ir.ComputedBuffer) -> None:
             data: ir.Reduction = node.data
-            t = CPP_TYPES[data.dtype]
+            dtype = compute_dtype(data.dtype)
+            t = CPP_TYPES[dtype]
             acc_dtype = self.accumulator(data, one_lane=True)
-            acc = self.newvar(data.dtype, "acc")
-            init = self.literal(ir.reduction_init(data.reduction_type, data.dtype), acc_dtype)
+            acc = self.newvar(dtype, "acc")
+            init = self.literal(ir.reduction_init(data.reduction_type, dtype), acc_dtype)
             nan = self.newvar(torch.int32, "nan") if self.tracks_nan(data) else None
             self.writeline(f"{CPP_TYPES[acc_dtype]} {acc}[{tile}];")
             self.writeline(f"for (int64_t xi = 0; xi < {tile}; xi++) {acc}[xi] = {init};")
@@ -385,11 +407,11 @@ class CppKernel(KernelWriter):
             # a long float sum: chunks of SUM_CHUNK rows add in float (the loop across the
             # tile stays float-wide vectors; double accumulators made a 4096 x 512 column
             # sum 3-4x slower) and each chunk's sums go into the double accumulators
-            chunked = acc_dtype != data.dtype
+            chunked = acc_dtype != dtype
             total = acc
             if chunked:
                 rnumel = self.size(plan.rnumel)
-                acc = self.newvar(data.dtype, "part")
+                acc = self.newvar(dtype, "part")
                 self.writeline(f"for (int64_t r0_chunk = 0; r0_chunk < {rnumel}; "
                                f"r0_chunk += {SUM_CHUNK})")
                 self.writeline("{")
@@ -397,7 +419,7 @@ class CppKernel(KernelWriter):
                 self.push_scope()
                 self.writeline(f"{t} {acc}[{tile}];")
                 self.writeline(f"for (int64_t xi = 0; xi < {tile}; xi++) {acc}[xi] = "
-                               f"{self.literal(0, data.dtype)};")
+                               f"{self.literal(0, dtype)};")
                 self.writeline(f"for (int64_t r0 = r0_chunk; r0 < std::min<int64_t>("
                                f"r0_chunk + {SUM_CHUNK}, {rnumel}); r0++)")
                 self.writeline("{")
@@ -422,10 +444,10 @@ class CppKernel(KernelWriter):
                 acc = total
             if nan is not None:
                 self.writeline(f"for (int64_t xi = 0; xi < {tile}; xi++) if ({nan}[xi]) "
-                               f"{acc}[xi] = {self.literal(float('nan'), data.dtype)};")
+                               f"{acc}[xi] = {self.literal(float('nan'), dtype)};")
             out_index = plan.node_index(node, xvars, rvars)
-            value = f"{acc}[xi]" if acc_dtype == data.dtype else f"static_cast<{t}>({acc}[xi])"
-            self.reduction_values[node.name] = (CSEVar(value, data.dtype), out_index)
+            value = f"{acc}[xi]" if acc_dtype == dtype else f"static_cast<{t}>({acc}[xi])"
+            self.reduction_values[node.name] = (CSEVar(value, dtype), out_index)
             if node.name in plan.stored:
                 self.open_tile()
                 self.store(node, out_index, self.reduction_values[node.name][0])
@@ -459,37 +481,39 @@ class CppKernel(KernelWriter):
         (``batch_norm_cpu_collect_stats_contiguous_impl``: ``at::acc_type<float,
         /*is_cuda=*/false>`` is double); Inductor adds long float sums in chunks
         (``CascadeSumHelper`` in torch/_inductor/codegen/cpp.py)."""
-        if data.reduction_type == "sum" and data.dtype == torch.float32 and (
+        dtype = compute_dtype(data.dtype)
+        if data.reduction_type == "sum" and dtype == torch.float32 and (
                 one_lane or hint_int(self.plan.rnumel) > 2 * SUM_CHUNK):
             return torch.float64
-        return data.dtype
+        return dtype
 
     def emit_reduction(self, node: ir.ComputedBuffer, xvars, rvars) -> None:
         data: ir.Reduction = node.data
+        dtype = compute_dtype(data.dtype)   # a 16-bit float reduces in float32
         acc_dtype = self.accumulator(data, one_lane=self.nest_reduction)
-        acc = self.newvar(data.dtype, "acc")
-        init = self.literal(ir.reduction_init(data.reduction_type, data.dtype), acc_dtype)
+        acc = self.newvar(dtype, "acc")
+        init = self.literal(ir.reduction_init(data.reduction_type, dtype), acc_dtype)
         self.writeline(f"{CPP_TYPES[acc_dtype]} {acc} = {init};")
         op = "+" if data.reduction_type == "sum" else "max"
         # std::max drops NaNs, torch.amax keeps them: count NaNs beside the max (an
         # or-reduction, which vectorises) and apply them after the loop.
         nan = self.newvar(torch.int32, "nan") if self.tracks_nan(data) else None
-        simd = f"omp simd reduction({op}:{acc})" if data.dtype != torch.bool else None
+        simd = f"omp simd reduction({op}:{acc})" if dtype != torch.bool else None
         if nan is not None:
             self.writeline(f"int {nan} = 0;")
             simd += f" reduction(|:{nan})"
         # Nested r loops accumulate without the simd reduction clause: g++ (-fopenmp) then
         # keeps a lane array in memory across the outer loop, 5x slower than scalar adds
         # (AlexNet's bias-gradient kernel: 760 -> 155 us, measured on one core)
-        chunked = acc_dtype != data.dtype and not self.nest_reduction
+        chunked = acc_dtype != dtype and not self.nest_reduction
         if chunked:   # float lanes over a chunk, the chunk's sum added in double
-            total, acc = acc, self.newvar(data.dtype, "part")
+            total, acc = acc, self.newvar(dtype, "part")
             rnumel = self.size(self.plan.rnumel)
             self.writeline(f"for (int64_t r0_chunk = 0; r0_chunk < {rnumel}; "
                            f"r0_chunk += {SUM_CHUNK})")
             self.writeline("{")
             self.indent += 1
-            self.writeline(f"{CPP_TYPES[data.dtype]} {acc} = {self.literal(0, data.dtype)};")
+            self.writeline(f"{CPP_TYPES[dtype]} {acc} = {self.literal(0, dtype)};")
             self.writeline(f"#pragma omp simd reduction(+:{acc})")
             self.writeline(f"for (int64_t r0 = r0_chunk; r0 < std::min<int64_t>(r0_chunk + "
                            f"{SUM_CHUNK}, {rnumel}); r0++)")
@@ -502,7 +526,7 @@ class CppKernel(KernelWriter):
         if data.reduction_type == "sum":
             self.writeline(f"{acc} = {acc} + {value};")
         else:
-            self.writeline(f"{acc} = std::max({acc}, static_cast<{CPP_TYPES[data.dtype]}>"
+            self.writeline(f"{acc} = std::max({acc}, static_cast<{CPP_TYPES[dtype]}>"
                            f"({value}));")
             if nan is not None:
                 self.writeline(f"{nan} |= ({value} != {value});")
@@ -515,9 +539,9 @@ class CppKernel(KernelWriter):
         else:
             self.close_r_loops()
         if nan is not None:
-            self.writeline(f"if ({nan}) {acc} = {self.literal(float('nan'), data.dtype)};")
-        if acc_dtype != data.dtype:  # rounded once, to the reduction's dtype
-            acc = self.cse(f"static_cast<{CPP_TYPES[data.dtype]}>({acc})", data.dtype)
+            self.writeline(f"if ({nan}) {acc} = {self.literal(float('nan'), dtype)};")
+        if acc_dtype != dtype:  # rounded once, to the reduction's dtype
+            acc = self.cse(f"static_cast<{CPP_TYPES[dtype]}>({acc})", dtype)
         out_index = self.plan.node_index(node, xvars, rvars)
         self.reduction_values[node.name] = (acc, out_index)
         if node.name in self.plan.stored:
@@ -536,7 +560,7 @@ class CppKernel(KernelWriter):
         params = []
         for arg, buf, is_out in self.signature_buffers():
             const = "" if is_out else "const "
-            params.append(f"{const}{CPP_TYPES[buf.get_dtype()]}* __restrict__ {arg}")
+            params.append(f"{const}{storage_type(buf.get_dtype())}* __restrict__ {arg}")
         params += [f"const int64_t {s}" for s in self.size_args()]
         nodes = ", ".join(origin_names(self.plan.nodes))
         header = [f"// {self.name}: graph nodes {nodes}",
@@ -556,7 +580,38 @@ CPP_PRELUDE = """// glibc declares its vectorised exp/log/erf/... (libmvec) for 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+
+// 16-bit floats arrive as their bits (uint16_t) and are computed in float.
+// bfloat16 is the top half of a float: widening shifts it up; narrowing rounds to
+// nearest, ties to even, as c10::BFloat16 does, and keeps a NaN a NaN.
+static inline float tc_bf16_to_float(uint16_t h) {
+    uint32_t u = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+}
+static inline uint16_t tc_float_to_bf16(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return static_cast<uint16_t>(u >> 16);
+}
+// float16 (IEEE binary16): the compiler's _Float16 converts, rounding to nearest even
+// (one instruction with F16C, which -march=native enables on x86-64).
+static inline float tc_half_to_float(uint16_t h) {
+    _Float16 v;
+    std::memcpy(&v, &h, sizeof v);
+    return static_cast<float>(v);
+}
+static inline uint16_t tc_float_to_half(float f) {
+    _Float16 v = static_cast<_Float16>(f);
+    uint16_t h;
+    std::memcpy(&h, &v, sizeof h);
+    return h;
+}
 """
 
 

@@ -48,6 +48,7 @@ from .common import (
     KernelPlan,
     KernelWriter,
     canonical_source,
+    compute_dtype,
     origin_names,
     origin_sources,
     print_index,
@@ -145,10 +146,18 @@ class TritonKernel(KernelWriter):
         mask = self.mask_for(expr)
         addr = f"{self.arg_name(buffer.name)} + {print_index(expr, 'triton')}"
         text = f"tl.load({addr}, {mask}, other=0)" if mask else f"tl.load({addr})"
-        return self.cse(text, buffer.get_dtype(), self.index_deps(expr))
+        return self.loaded(text, buffer.get_dtype(), self.index_deps(expr))
 
     def index_cast(self, index: str, dtype: torch.dtype) -> str:
         return f"({index}).to({TRITON_TYPES[dtype]})"
+
+    def widen(self, text: str, dtype: torch.dtype) -> str:
+        return f"{text}.to(tl.float32)"
+
+    def narrow(self, value: CSEVar, dtype: torch.dtype) -> str:
+        # rounds to nearest even on a GPU; Triton's CPU interpreter truncates to bfloat16
+        # (one unit in the last place at most: the tests' bfloat16 tolerance covers it)
+        return f"{value}.to({TRITON_TYPES[dtype]})"
 
     def assign(self, var: CSEVar, expr: str) -> str:
         return f"{var} = {expr}"
@@ -164,6 +173,8 @@ class TritonKernel(KernelWriter):
         widen = "".join(f" + 0 * {n}" for n in need if n not in used)
         mask = "xmask & rmask" if full else "xmask"
         addr = f"{self.out_name(node.name)} + {print_index(expr, 'triton')}{widen}"
+        if node.get_dtype() != value.dtype and value.dtype == compute_dtype(node.get_dtype()):
+            value = self.narrow(value, node.get_dtype())   # a 16-bit float, computed in fp32
         self.writeline(f"tl.store({addr}, {value}, {mask})")
 
     # -- structure -----------------------------------------------------------------------
@@ -215,22 +226,23 @@ class TritonKernel(KernelWriter):
 
     def emit_reduction(self, node: ir.ComputedBuffer, xvars, rvars) -> None:
         data: ir.Reduction = node.data
-        t = TRITON_TYPES[data.dtype]
-        init = self.literal(ir.reduction_init(data.reduction_type, data.dtype), data.dtype)
+        dtype = compute_dtype(data.dtype)   # a 16-bit float reduces in float32
+        t = TRITON_TYPES[dtype]
+        init = self.literal(ir.reduction_init(data.reduction_type, dtype), dtype)
         combine = "tl.sum" if data.reduction_type == "sum" else "tl.max"
         index = self.plan.full_index(xvars, rvars)
         # tl.max drops NaNs, torch.amax keeps them: count them beside the max.
-        track_nan = data.reduction_type == "max" and data.dtype.is_floating_point
+        track_nan = data.reduction_type == "max" and dtype.is_floating_point
         if self.persistent:
             value = data.inner_fn(index)
-            masked = self.cse(f"tl.where(xmask & rmask, {value}, {init})", data.dtype)
-            result = self.cse(f"{combine}({masked}, 1)[:, None]", data.dtype)
+            masked = self.cse(f"tl.where(xmask & rmask, {value}, {init})", dtype)
+            result = self.cse(f"{combine}({masked}, 1)[:, None]", dtype)
             if track_nan:
                 nans = self.cse(f"tl.sum(tl.where(xmask & rmask & ({value} != {value}), 1, 0)"
                                 ", 1)[:, None]", torch.int32)
-                result = self.cse(f"tl.where({nans} > 0, float('nan'), {result})", data.dtype)
+                result = self.cse(f"tl.where({nans} > 0, float('nan'), {result})", dtype)
         else:
-            acc = self.newvar(data.dtype, "acc")
+            acc = self.newvar(dtype, "acc")
             self.writeline(f"{acc} = tl.full([XBLOCK, RBLOCK], {init}, {t})")
             if track_nan:
                 nan_acc = self.newvar(torch.int32, "nan")
@@ -244,10 +256,10 @@ class TritonKernel(KernelWriter):
                 self.writeline(f"{nan_acc} = tl.where(xmask & rmask & ({value} != {value}), "
                                f"1, {nan_acc})")
             self.close_r_loop()
-            result = self.cse(f"{combine}({acc}, 1)[:, None]", data.dtype)
+            result = self.cse(f"{combine}({acc}, 1)[:, None]", dtype)
             if track_nan:
                 result = self.cse(f"tl.where(tl.max({nan_acc}, 1)[:, None] > 0, float('nan'), "
-                                  f"{result})", data.dtype)
+                                  f"{result})", dtype)
         out_index = self.plan.node_index(node, xvars, rvars)
         self.reduction_values[node.name] = (result, out_index)
         if node.name in self.plan.stored:
