@@ -521,19 +521,22 @@ def test_disabled_autocast_region_is_one_graph_and_stays_right_under_autocast(ba
     c = tc.compile(matmul_without_autocast, backend=backend, fullgraph=True)
     torch.testing.assert_close(c(x), matmul_without_autocast(x))
     lenient = tc.compile(matmul_without_autocast, backend=backend)
-    with torch.autocast("cpu", dtype=torch.bfloat16):  # its __exit__ must not be a graph node
-        got, want = lenient(x), matmul_without_autocast(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16), pytest.warns(tc.FallbackWarning):
+        got, want = lenient(x), matmul_without_autocast(x)   # runs uncompiled, see below
     assert got.dtype == want.dtype == torch.float32
     torch.testing.assert_close(got, want)
 
 
-def test_autocast_state_read_by_the_frame_is_guarded():
+def test_a_frame_that_reads_the_autocast_state_gives_the_branch_autocast_picks():
+    """Compiled without autocast, the ``else`` branch; under autocast the frame runs
+    uncompiled (see below), so the branch is eager's there too."""
     x = torch.randn(3)
     c = compile_eager(branches_on_autocast)
     torch.testing.assert_close(c(x), x - 1)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.autocast("cpu", dtype=torch.bfloat16), pytest.warns(tc.FallbackWarning):
         torch.testing.assert_close(c(x), x * 2)
-    assert len(cache_entries(branches_on_autocast)) == 2
+    torch.testing.assert_close(c(x), x - 1)
+    assert len(cache_entries(branches_on_autocast)) == 1
 
 
 def prints_inside_disabled_autocast(x):
@@ -548,6 +551,50 @@ def test_break_inside_a_disabled_autocast_region_runs_it_uncompiled(capsys):
     torch.testing.assert_close(compile_eager(prints_inside_disabled_autocast)(x),
                                prints_inside_disabled_autocast(x))
     assert capsys.readouterr().out.count("a break inside the region") == 2
+
+
+# --- torch.autocast around a compiled call: not modelled, so nothing compiled runs -------------
+def linear_then_reductions(x, w):
+    return torch.relu(x @ w).sum(-1) + x.exp().mean(-1)
+
+
+def autocast_around_a_callee(x, w):
+    with torch.autocast("cpu", dtype=torch.bfloat16):   # a break: the region runs for real
+        return linear_then_reductions(x, w)             # ... and its callee is a frame too
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_under_autocast_functions_run_uncompiled_with_a_warning_and_eager_values(backend):
+    """Kernels compiled for float32 once read the bfloat16 result of a matmul that autocast
+    made (NaNs, or a crash writing past a buffer): under autocast nothing compiled runs --
+    neither a new capture nor an entry cached before -- and outside it, the entry does."""
+    x, w = torch.randn(8, 16), torch.randn(16, 16)
+    compiled = tc.compile(linear_then_reductions, backend=backend)
+    torch.testing.assert_close(compiled(x, w), linear_then_reductions(x, w))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        with pytest.warns(tc.FallbackWarning, match="autocast"):
+            got = compiled(x, w)
+        want = linear_then_reductions(x, w)
+        assert torch.equal(got, want)
+    assert len(cache_entries(linear_then_reductions)) == 1
+    torch.testing.assert_close(compiled(x, w), linear_then_reductions(x, w))
+
+    tc.reset()
+    with pytest.warns(tc.FallbackWarning, match="autocast"):
+        got = tc.compile(autocast_around_a_callee, backend=backend)(x, w)
+    assert torch.equal(got, autocast_around_a_callee(x, w))
+    assert cache_entries(linear_then_reductions) == []
+
+
+def test_fullgraph_under_autocast_is_an_error_that_says_why():
+    x, w = torch.randn(8, 16), torch.randn(16, 16)
+    compiled = tc.compile(linear_then_reductions, backend="inductor", fullgraph=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16), \
+            pytest.raises(tc.dynamo.GraphBreakError, match="autocast is on"):
+        compiled(x, w)
+    report = tc.explain(linear_then_reductions)
+    with torch.autocast("cpu", dtype=torch.bfloat16), pytest.warns(tc.FallbackWarning):
+        assert "mixed precision is not modelled" in report(x, w).skipped_frames[0]
 
 
 # --- a transformers ModelOutput made in the graph, read by position and by key ---------------

@@ -38,6 +38,8 @@ import builtins
 import contextlib
 import functools
 import inspect
+import os
+import sys
 import sysconfig
 import time
 import types
@@ -49,6 +51,7 @@ from typing import Any
 import torch
 
 from .._logging import log_artifact, phase
+from ..errors import FallbackWarning
 from ..fx import GraphModule
 from .backends import check_options, lookup_backend
 from .decorators import marked_dims
@@ -158,7 +161,8 @@ class FrameCache:
     entries: dict[int, list[CacheEntry]] = field(default_factory=dict)
     skip_from: set[int] = field(default_factory=set)  # resume points that run uncompiled
     dynamic: dict[str, set[int]] = field(default_factory=dict)  # source -> dynamic dims
-    warned: bool = False
+    warned: bool = False            # the recompile limit was hit (warned once)
+    autocast_warned: bool = False   # called under torch.autocast (warned once)
 
 
 @dataclass
@@ -325,7 +329,7 @@ def _fast_cache_hit(fn: types.FunctionType, args: list, config: Config) -> Any:
     takes the general path of :func:`run_frame`."""
     code = fn.__code__
     if (len(args) != code.co_argcount or code.co_kwonlyargcount or code.co_freevars
-            or code.co_flags & (CO_VARARGS | CO_VARKEYWORDS)):
+            or code.co_flags & (CO_VARARGS | CO_VARKEYWORDS)) or autocast_on():
         return _MISS
     cache = _CACHES.get((code, config.cache_key))
     if cache is None or 0 in cache.skip_from:
@@ -426,11 +430,50 @@ def _check_and_fetch(entry: CacheEntry, env: dict) -> Callable:
     return in_turn
 
 
+AUTOCAST_REASON = ("torch.autocast is on around this call, and mixed precision is not "
+                   "modelled: code compiled for the dtypes it traced would read the "
+                   "lower-precision tensors autocast makes as the wrong type")
+
+
+def autocast_on() -> bool:
+    """Is ``torch.autocast`` on (CPU or CUDA)? Then no frame is compiled and no cache entry
+    runs: the function runs uncompiled, with autocast applying to each op as in eager.
+
+    (Real Dynamo traces under autocast and AOTAutograd records the casts it makes, so the
+    graph holds them; our capture and AOT compute dtypes without it.)"""
+    return torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda")
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of a warning that names the user's line: the first caller outside
+    this package and torch (a module call passes through ``torch.nn.Module.__call__``)."""
+    ours = (os.path.dirname(os.path.dirname(__file__)), os.path.dirname(torch.__file__))
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(ours):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _uncompiled_under_autocast(frame: Frame, cache: FrameCache, config: Config) -> Any:
+    if config.fullgraph:
+        raise GraphBreakError(AUTOCAST_REASON, frame.code.co_filename,
+                              frame.code.co_firstlineno, "")
+    if not cache.autocast_warned:
+        cache.autocast_warned = True
+        warnings.warn(f"tutorcompile: {frame.code.co_name} runs uncompiled: "
+                      f"{AUTOCAST_REASON}", FallbackWarning, stacklevel=_user_stacklevel())
+        log_artifact("graph_breaks", AUTOCAST_REASON, f"{frame.code.co_name}: uncompiled")
+    _notify("skip", frame, CaptureResult("skip", reason=AUTOCAST_REASON), None)  # explain
+    return ConcreteRunner(config).run(frame)
+
+
 def run_frame(frame: Frame, config: Config) -> Any:
     key = (frame.code, config.cache_key)
     cache = _CACHES.get(key)
     if cache is None:
         cache = _CACHES[key] = FrameCache()
+    if autocast_on():
+        return _uncompiled_under_autocast(frame, cache, config)
     runner = None
     while True:
         ip = frame.ip
