@@ -196,6 +196,13 @@ CASES = {
                         + torch.hsplit(x, 2)[1].sum() + torch.vsplit(x, [1])[0].sum()
                         + torch.ops.aten.slice.Tensor(x, 1, 0, 4, 1) + y.__rmatmul__(x),
                         lambda: [r(3, 4), r(4, 4)]),
+    # torch's own keyword names (BLOOM: ``alibi.baddbmm(batch1=q, batch2=k, ...)``)
+    "keyword_operands": (lambda a, b, c, m, w, v: a.baddbmm(batch1=b, batch2=c, beta=0.5,
+                                                           alpha=2.0).sum(0)
+                         + torch.addmm(m, mat1=w, mat2=w.T, alpha=0.5)
+                         + torch.addcmul(m, tensor1=m, tensor2=v, value=2.0)
+                         + torch.addcdiv(m, tensor1=m, tensor2=v.abs() + 1),
+                         lambda: [r(2, 3, 3), r(2, 3, 4), r(2, 4, 3), r(3, 3), r(3, 5), r(3, 3)]),
     "frexp_vander": (lambda x: torch.frexp(x * 100)[0] * torch.frexp(x)[1]
                      + torch.linalg.vander(x, N=3).sum(-1), lambda: [r(3, 4)]),
 }

@@ -295,6 +295,28 @@ def test_mark_dynamic_gives_one_aot_compile_from_the_first_call():
     assert [c.num_compiles for c in made] == [1]
 
 
+def alibi_scores(q, k, slopes):
+    """BLOOM's attention bias: ``slopes`` tiled to the batch (a count that is a size), added
+    by a ``baddbmm`` called with keywords."""
+    bias = slopes.repeat(q.shape[0], q.shape[1], 1)
+    return bias.baddbmm(batch1=q, batch2=k.transpose(1, 2), alpha=0.5).softmax(-1)
+
+
+def test_a_repeat_count_that_is_a_size_stays_symbolic():
+    backend, made = _counting(aot_eager_decomp_partition)
+    compiled = eval_frame.compile(alibi_scores, backend=backend)
+    slopes = torch.randn(1, 1, 6, requires_grad=True)
+    for b in (1, 2, 3, 16, 7):
+        q, k = torch.randn(b, 6, 8), torch.randn(b, 6, 8)
+        out, expected = compiled(q, k, slopes), alibi_scores(q, k, slopes)
+        torch.testing.assert_close(out, expected)
+        got, = torch.autograd.grad(out.square().sum(), slopes)
+        want, = torch.autograd.grad(expected.square().sum(), slopes)
+        torch.testing.assert_close(got, want)
+    assert [c.num_compiles for c in made] == [1, 1]
+    assert made[1].artifacts.decomposition_report.extern == {}
+
+
 def _exactly(model, compiled, batches):
     """Eager's values and gradients to the last bit (every op is PyTorch's)."""
     ref = copy.deepcopy(model)

@@ -592,13 +592,13 @@ def mm(a, b):
 
 
 @register_decomposition(*_both("addmm"))
-def addmm(bias, a, b, *, beta=1, alpha=1):
-    prod = ops.matmul(a, b)
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):   # (torch's names: callers use keywords)
+    prod = ops.matmul(mat1, mat2)
     if alpha != 1:
         prod = ops.mul(prod, alpha)
     if beta == 0:
         return prod
-    return ops.add(bias if beta == 1 else ops.mul(bias, beta), prod)
+    return ops.add(input if beta == 1 else ops.mul(input, beta), prod)
 
 
 @register_decomposition(F.linear)

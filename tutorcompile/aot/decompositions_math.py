@@ -27,6 +27,7 @@ import operator
 import torch
 import torch.nn.functional as F
 
+from ..fx.symbolic_shapes import SymInt
 from ..ops import ops
 from ..ops.table import normalize_dim
 from .decompositions import (
@@ -330,17 +331,17 @@ def lerp(a, b, weight):
 
 
 @register_decomposition(*_both("addcmul"))
-def addcmul(a, t1, t2, *, value=1):
-    prod = ops.mul(t1, t2)
-    return ops.add(a, prod if value == 1 else ops.mul(prod, value))
+def addcmul(input, tensor1, tensor2, *, value=1):   # (torch's names: callers use keywords)
+    prod = ops.mul(tensor1, tensor2)
+    return ops.add(input, prod if value == 1 else ops.mul(prod, value))
 
 
 @register_decomposition(*_both("addcdiv"))
-def addcdiv(a, t1, t2, *, value=1):
-    if not (_is_float(t1) and _is_float(t2)):
+def addcdiv(input, tensor1, tensor2, *, value=1):
+    if not (_is_float(tensor1) and _is_float(tensor2)):
         raise NotImplementedError("integer division")
-    q = ops.div(t1, t2)
-    return ops.add(a, q if value == 1 else ops.mul(q, value))
+    q = ops.div(tensor1, tensor2)
+    return ops.add(input, q if value == 1 else ops.mul(q, value))
 
 
 @register_decomposition(*_both("outer"), *_both("ger"))
@@ -522,25 +523,26 @@ def mv(a, v):
 
 
 @register_decomposition(*_both("addmv"))
-def addmv(bias, a, v, *, beta=1, alpha=1):
-    return _scaled_sum(bias, mv(a, v), beta, alpha)
+def addmv(input, mat, vec, *, beta=1, alpha=1):
+    return _scaled_sum(input, mv(mat, vec), beta, alpha)
 
 
 @register_decomposition(*_both("addr"))
-def addr(bias, a, b, *, beta=1, alpha=1):
-    if not (_is_float(a) and _is_float(b)):
+def addr(input, vec1, vec2, *, beta=1, alpha=1):
+    if not (_is_float(vec1) and _is_float(vec2)):
         raise NotImplementedError("integer or bool operands")
-    return _scaled_sum(bias, outer(a, b), beta, alpha)
+    return _scaled_sum(input, outer(vec1, vec2), beta, alpha)
 
 
 @register_decomposition(*_both("baddbmm"))
-def baddbmm(bias, a, b, *, beta=1, alpha=1):
-    return _scaled_sum(bias, ops.matmul(a, b), beta, alpha)
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """(Parameters named as torch's: BLOOM calls ``alibi.baddbmm(batch1=q, batch2=k)``.)"""
+    return _scaled_sum(input, ops.matmul(batch1, batch2), beta, alpha)
 
 
 @register_decomposition(*_both("addbmm"))
-def addbmm(bias, a, b, *, beta=1, alpha=1):
-    return _scaled_sum(bias, ops.sum(ops.matmul(a, b), (0,)), beta, alpha)
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    return _scaled_sum(input, ops.sum(ops.matmul(batch1, batch2), (0,)), beta, alpha)
 
 
 # =======================================================================================
@@ -1989,8 +1991,9 @@ def repeat(a, *sizes):
     dimensions -- ``a`` expanded along ``r`` -- flattened into ``r * s`` (one copy kernel)."""
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
-    if len(sizes) < len(a.shape) or not all(isinstance(r, int) and r >= 0 for r in sizes):
-        raise NotImplementedError("fewer repeats than dimensions")
+    if len(sizes) < len(a.shape) or not all(
+            isinstance(r, (int, SymInt)) and not isinstance(r, bool) and r >= 0 for r in sizes):
+        raise NotImplementedError("fewer repeats than dimensions")   # (or not counts)
     shape = (1,) * (len(sizes) - len(a.shape)) + tuple(a.shape)
     paired = ops.reshape(a, tuple(x for s in shape for x in (1, s)))
     expanded = ops.expand(paired, tuple(x for r, s in zip(sizes, shape) for x in (r, s)))
