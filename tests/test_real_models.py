@@ -103,9 +103,13 @@ def test_more_architectures_are_one_graph_with_eager_values_and_gradients(name):
 SIZES = [(1, 8), (2, 9), (3, 17), (16, 64), (5, 8), (9, 33), (16, 8), (4, 64)]
 
 
-@pytest.mark.parametrize("backend", ["aot_eager_decomp_partition",
-                                     pytest.param("inductor", marks=pytest.mark.slow)])
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize(("name", "backend"), [
+    *((name, "aot_eager_decomp_partition") for name in MODELS),
+    *(pytest.param(name, "inductor", marks=pytest.mark.slow) for name in MODELS),
+    # the symbolic sizes of a repeat count (BLOOM's alibi), of an autograd.Function and an
+    # integer floor division kept as PyTorch calls (BLOOM's GELU, Mixtral's experts)
+    *(pytest.param(name, "aot_eager_decomp_partition", marks=pytest.mark.slow)
+      for name in HF_MORE_MODELS)])
 def test_trains_with_two_compiles_for_batch_sizes_and_lengths(name, backend):
     """Batch 1..16 and lengths 8..64: eager's outputs and gradients at every size, from two
     graphs (the first call's, static, and one with symbolic sizes), each compiled once by

@@ -346,3 +346,35 @@ def test_aot_eager_compiles_twice_for_every_batch_size_and_length(name):
     assert [c.num_compiles for c in made] == [1, 1]
     guards = [str(g.expr) for g in made[1].artifacts.shape_env.guards]
     assert guards == (["s1 <= 64"] if name == "gpt" else [])
+
+
+def ranks_in_pairs(x, w):
+    """An extern with symbolic sizes (integer floor division stays a PyTorch call), and an
+    autograd.Function (one opaque call): neither pins the batch size."""
+    values, perm = torch.sort(x * w, dim=-1)
+    return _Twice.apply(values) * (perm // 2).to(x.dtype)
+
+
+class _Twice(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, t):
+        return t * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+def test_an_extern_keeps_symbolic_sizes_read_off_two_samples():
+    backend, made = _counting(aot_eager_decomp_partition)
+    compiled = eval_frame.compile(ranks_in_pairs, backend=backend)
+    w = torch.randn(5, requires_grad=True)
+    for b in (1, 2, 3, 16, 5):   # (b = 5 = the row length at the hints: told apart)
+        x = torch.randn(b, 5)
+        out, expected = compiled(x, w), ranks_in_pairs(x, w)
+        torch.testing.assert_close(out, expected)
+        got, = torch.autograd.grad(out.sum(), w)
+        want, = torch.autograd.grad(expected.sum(), w)
+        torch.testing.assert_close(got, want)
+    assert [c.num_compiles for c in made] == [1, 1]
+    assert not made[1].artifacts.shape_env.guards

@@ -238,9 +238,9 @@ def _hf_configs(t) -> dict:
             num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
             intermediate_size=128, num_local_experts=4, num_experts_per_tok=2,
             max_position_embeddings=64, **small)),
-        "mpnet": lambda: t.MPNetModel(t.MPNetConfig(
+        "mpnet": lambda: t.MPNetModel(t.MPNetConfig(   # (positions start after the pad id)
             num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
-            max_position_embeddings=64, **small)),
+            max_position_embeddings=66, **small)),
         "phi": lambda: t.PhiModel(t.PhiConfig(
             num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
             max_position_embeddings=64, **small)),

@@ -118,6 +118,15 @@ def extern_call(fn: Callable, args: tuple, kwargs: dict, meta: TensorMeta | None
         if isinstance(meta, tuple):
             return _getitems(handler, node, meta)
         return GraphValue(node, handler)
+    symbolic = _symbolic_extern_result(fn, args, kwargs)
+    if symbolic is not None:
+        node = handler.graph.call_function(fn, map_aggregate(args, as_node),
+                                           map_aggregate(kwargs, as_node))
+        node.meta["extern"] = True
+        node.meta["tensor_meta"] = symbolic
+        if isinstance(symbolic, tuple):
+            return _getitems(handler, node, symbolic)
+        return GraphValue(node, handler)
     rng = torch.get_rng_state()  # finding the shape must not draw the program's random numbers
     try:
         with torch.no_grad():
@@ -158,6 +167,89 @@ def extern_call(fn: Callable, args: tuple, kwargs: dict, meta: TensorMeta | None
         return _getitems(handler, node, node.meta["tensor_meta"])
     raise NotImplementedError(f"{target_name(fn)} returns {type(sample).__name__}, not tensors; "
                               "only tensor results can be extern nodes")
+
+
+_STEPS = (7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47)   # each symbol moves by its own
+
+
+def _symbolic_extern_result(fn: Callable, args: tuple, kwargs: dict) -> Any:
+    """The result meta of an extern call with symbolic sizes, in those sizes -- or None.
+
+    PyTorch's meta kernels take ints, so an extern's result shape is found by running ``fn``
+    on meta tensors at two points: the sizes' hints, and every symbol moved to another
+    value (by a step of its own: 7, 11, 13...). A result dimension that equals, at both
+    points, a dimension or int argument of the call (``s0``, ``2*s1``: whatever expression
+    it holds) *is* that expression -- if exactly one expression fits; one that is the same
+    number at both is a constant. When every dimension is explained so, the result is
+    symbolic and nothing is guarded: ``perm // top_k`` of a sorted index tensor
+    (Mixtral's experts), an ``autograd.Function`` that keeps its input's shape (BLOOM's
+    GELU). Anything else (a result whose size is a product no argument holds) answers
+    None, and the caller runs ``fn`` at the hints, pinning the sizes it read (a guard
+    each) as before.
+
+    Mirrors, loosely: PyTorch runs meta kernels on SymInts (``FakeTensor`` with a
+    ``ShapeEnv``); ours evaluate on ints, so the symbolic answer is read off two samples."""
+    leaves = [v for v in tree_leaves((args, kwargs)) if isinstance(v, (GraphValue, SymInt))]
+    exprs: list[Any] = []
+    for v in leaves:
+        exprs += [d for d in (v.shape if isinstance(v, GraphValue) else [v])
+                  if isinstance(d, SymInt)]
+    if not exprs:
+        return None
+    shape_env = exprs[0].shape_env
+    symbols = sorted(set().union(*(sympy.sympify(e.expr).free_symbols for e in exprs)),
+                     key=str)
+    moved = {s: shape_env.var_to_val[s] + step for s, step in zip(symbols, _STEPS)}
+    if len(moved) < len(symbols):
+        return None
+    points = [dict(shape_env.var_to_val), {**shape_env.var_to_val, **moved}]
+
+    def at(value: Any, point: dict) -> Any:
+        if isinstance(value, SymInt):
+            return int(sympy.sympify(value.expr).xreplace(point))
+        if isinstance(value, GraphValue):
+            return torch.empty([at(d, point) for d in value.shape], dtype=value.dtype,
+                               device="meta")
+        if isinstance(value, slice):
+            return slice(*(at(p, point) for p in (value.start, value.stop, value.step)))
+        return value
+    samples = []
+    rng = torch.get_rng_state()
+    try:
+        for point in points:
+            with torch.no_grad():
+                samples.append(fn(*map_aggregate(args, lambda v, p=point: at(v, p)),
+                                  **map_aggregate(kwargs, lambda v, p=point: at(v, p))))
+    except Exception:   # no meta kernel (or it needs data): the caller's way
+        return None
+    finally:
+        torch.set_rng_state(rng)
+    device = next((v.device for v in leaves if isinstance(v, GraphValue)), "cpu")
+
+    def meta_of(first: Any, second: Any) -> TensorMeta | None:
+        if not (isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)):
+            return None
+        if first.dim() != second.dim() or first.dtype != second.dtype:
+            return None
+        shape = []
+        for a, b in zip(first.shape, second.shape):
+            if a == b:
+                shape.append(int(a))
+                continue
+            found = {sympy.sympify(e.expr): e for e in exprs
+                     if at(e, points[0]) == a and at(e, points[1]) == b}
+            if len(found) != 1:   # none, or two that agree at both points: cannot tell
+                return None
+            shape.append(next(iter(found.values())))
+        return make_meta(as_shape(shape), first.dtype, device)
+    first, second = samples
+    if isinstance(first, torch.Tensor):
+        return meta_of(first, second)
+    if isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)) and \
+            len(first) == len(second) and first:
+        metas = tuple(meta_of(a, b) for a, b in zip(first, second))
+        return None if any(m is None for m in metas) else metas
+    return None
 
 
 def _getitems(handler: GraphHandler, node: Node, metas: tuple) -> tuple:
