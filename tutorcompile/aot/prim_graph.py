@@ -102,7 +102,8 @@ def extern_call(fn: Callable, args: tuple, kwargs: dict, meta: TensorMeta | None
     """Record a call of the torch function ``fn`` as one node (an extern op).
 
     The output's shape and dtype come from running ``fn`` on ``meta`` tensors (or on zeros
-    when ``fn`` has no meta implementation). A tuple result becomes ``getitem`` nodes.
+    when ``fn`` has no meta implementation); with symbolic sizes, in those sizes where
+    :func:`_symbolic_extern_result` can tell. A tuple result becomes ``getitem`` nodes.
     """
     handler = _current_graph_handler()
     def as_node(v: Any) -> Any:   # (a symbolic size: the node computing it)
@@ -110,22 +111,15 @@ def extern_call(fn: Callable, args: tuple, kwargs: dict, meta: TensorMeta | None
             return slice(*map(as_node, (v.start, v.stop, v.step)))
         return v.node if isinstance(v, GraphValue) else \
             handler.sym_node(v) if isinstance(v, SymInt) else v
-    if meta is not None:  # the caller knows the result (random ops must not run while tracing)
+    if meta is None:   # (given: random ops must not run while tracing)
+        meta = _symbolic_extern_result(fn, args, kwargs)
+    if meta is not None:  # the result is known
         node = handler.graph.call_function(fn, map_aggregate(args, as_node),
                                            map_aggregate(kwargs, as_node))
         node.meta["extern"] = True
         node.meta["tensor_meta"] = meta
         if isinstance(meta, tuple):
             return _getitems(handler, node, meta)
-        return GraphValue(node, handler)
-    symbolic = _symbolic_extern_result(fn, args, kwargs)
-    if symbolic is not None:
-        node = handler.graph.call_function(fn, map_aggregate(args, as_node),
-                                           map_aggregate(kwargs, as_node))
-        node.meta["extern"] = True
-        node.meta["tensor_meta"] = symbolic
-        if isinstance(symbolic, tuple):
-            return _getitems(handler, node, symbolic)
         return GraphValue(node, handler)
     rng = torch.get_rng_state()  # finding the shape must not draw the program's random numbers
     try:
