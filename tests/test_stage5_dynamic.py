@@ -274,3 +274,53 @@ def test_a_row_reduction_reads_its_row_at_x0_times_the_symbolic_row_length():
     assert [c.compiled.num_compiles for c in made] == [1]
     (kernel,) = made[0].compiled.artifacts.forward.compiled.kernel_sources.values()
     assert "[(r0 + x0 * s2)]" in kernel and "x0_0" not in kernel.split("for (int64_t r0")[1]
+
+
+def route_to_rows(h, idx):
+    """Mixtral's experts in small: rows picked by sorted flat indices floor-divided by a
+    size (``perm // top_k``), which PyTorch's indexing wraps and bounds-checks against
+    ``h.size(0)`` -- sizes that are operands of pointwise ops inside the kernel."""
+    values, perm = torch.sort(idx.reshape(-1))
+    return h[perm // idx.size(-1)].sum(-1) * values
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_a_size_that_is_an_operand_inside_a_kernel_is_read_from_the_size_arguments(backend):
+    """``where < s2`` in the kernel printed the example's 9 (and ``lt``'s bool literal for
+    it, ``true``): wrong for every other size. Now it is the argument ``s2``."""
+    made = []
+
+    def keep(gm, example_inputs):
+        made.append(backends.inductor(gm, example_inputs, options={"backend": backend}))
+        return made[-1]
+    compiled = eval_frame.compile(route_to_rows, backend=keep, dynamic=True)
+    for n in (9, 18, 5):
+        h, idx = torch.randn(n, 4), torch.randint(0, 8, (n, 2))
+        torch.testing.assert_close(compiled(h, idx), route_to_rows(h, idx))
+    assert [getattr(m, "compiled", m).num_compiles for m in made] == [1]
+    kernels = "".join(made[0].compiled.artifacts.forward.compiled.kernel_sources.values())
+    assert "s2" in kernels and "true)" not in kernels
+    # the bounds check of an index is against the symbolic size too, not pinned to it
+    gather = eval_frame.compile(lambda t, i: t[i] * 2, backend=keep, dynamic=True)
+    for rows in (6, 9):
+        t = torch.randn(rows, 3)
+        torch.testing.assert_close(gather(t, torch.tensor([0, rows - 1])), t[[0, rows - 1]] * 2)
+    with pytest.raises(IndexError, match="out of"):
+        gather(torch.randn(4, 3), torch.tensor([4, 0]))
+    assert getattr(made[-1], "compiled", made[-1]).num_compiles == 1
+
+
+def test_every_partial_product_of_a_materialised_size_knows_its_size():
+    """``2*s0*s1`` is built as ``(s0 * s1) * 2``: the inner node is a size too (its
+    ``meta["sym"]``), or lowering meets ``operator.mul`` as an op with no tensor meta
+    (Mixtral's backward)."""
+    from tutorcompile.fx import Graph
+    from tutorcompile.fx.symbolic_shapes import ShapeEnv, materialize
+    env = ShapeEnv()
+    s0, s1 = env.create_symbol(5, (0, 0)), env.create_symbol(7, (0, 1))
+    graph = Graph()
+    x = graph.placeholder("x")
+    materialize(2 * s0 * s1, graph, {s0.expr: (x, 0), s1.expr: (x, 1)}, {})
+    computed = [n for n in graph.nodes if n.op == "call_function"]
+    assert len(computed) == 4   # s0, s1, s0*s1, 2*s0*s1
+    assert all("sym" in n.meta for n in computed), [n.name for n in computed]

@@ -317,9 +317,13 @@ def materialize(size: SymInt, graph: Any, sources: dict, made: dict) -> Any:
         elif expr.is_Add or expr.is_Mul:
             fn = operator.add if expr.is_Add else operator.mul
             terms = sorted(expr.args, key=lambda a: a.is_Number)  # constants last
-            node = build(terms[0])
-            for term in terms[1:]:
-                node = graph.call_function(fn, (node, build(term)))
+            node, partial = build(terms[0]), terms[0]
+            for term in terms[1:-1]:   # each partial sum/product is a size of its own too
+                partial = fn(partial, term)
+                node = made.get(partial) or graph.call_function(fn, (node, build(term)))
+                node.meta["sym"] = SymInt(partial, env)
+                made[partial] = node
+            node = graph.call_function(fn, (node, build(terms[-1])))
         elif isinstance(expr, sympy.floor):
             num, den = sympy.fraction(sympy.together(expr.args[0]))
             node = graph.call_function(operator.floordiv, (build(num), build(den)))

@@ -249,16 +249,19 @@ def constant(value: Any, dtype: torch.dtype) -> Any:
     return current_handler().constant(value, dtype)
 
 
-def indirect_indexing(value: Any, size: int, wrap_negative: bool = False) -> sympy.Symbol:
+def indirect_indexing(value: Any, size: int | SymInt, wrap_negative: bool = False
+                      ) -> sympy.Symbol:
     """An integer *value* (from a load) as an index symbol over ``range(size)``, for use in
     another load's index: ``table[index[i]]`` is ``load(table, [indirect_indexing(
     load(index, [i]), n)])``. With ``wrap_negative`` a negative value counts from the end
     (``take``, Python indexing); every value outside ``[0, size)`` after that is an error
     the handler reports (an ``IndexError``), never a read outside the buffer."""
+    size = as_size(size)   # a symbolic size stays one: the kernel checks against ``s2``
     if wrap_negative:
-        value = ops.where(ops.lt(value, constant(0, torch.int64)),
-                          ops.add(value, constant(size, torch.int64)), value)
-    return current_handler().indirect_indexing(value, int(size))
+        bound = index_expr(size.expr, torch.int64) if isinstance(size, SymInt) else \
+            constant(size, torch.int64)
+        value = ops.where(ops.lt(value, constant(0, torch.int64)), ops.add(value, bound), value)
+    return current_handler().indirect_indexing(value, size)
 
 
 def index_expr(expr: Any, dtype: torch.dtype) -> Any:
@@ -571,7 +574,7 @@ class ReferenceHandler(OpsHandler):
         return self.index_value(expr).to(dtype)
 
     def indirect_indexing(self, value, size):
-        value = torch.as_tensor(value)
+        value, size = torch.as_tensor(value), hint_int(size)
         bad = (value < 0) | (value >= size)
         if bool(bad.any()):
             raise IndexError(f"index {int(value[bad].flatten()[0])} is out of bounds for a "

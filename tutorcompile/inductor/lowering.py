@@ -351,6 +351,12 @@ def lower_pointwise(lowering: GraphLowering, node: Node, *args, **kwargs) -> Com
                 if dtype is not None and a.get_dtype() != dtype:
                     v = ops.convert_element_type(v, dtype)
                 operands.append(v)
+            elif isinstance(a, SymInt):
+                # a size (``where < s2``): computed from the kernel's size arguments, never
+                # printed as the example's value
+                v = _int_value(a)
+                operands.append(v if dtype in (None, torch.int64) else
+                                ops.convert_element_type(v, dtype))
             elif isinstance(a, (bool, int, float)) and dtype is not None:
                 operands.append(constant(a, dtype))
             elif isinstance(a, (bool, int, float)):

@@ -389,15 +389,17 @@ class KernelWriter(OpsHandler):
             deps |= self.indirect.get(s.name, {s.name})
         return frozenset(deps)
 
-    def indirect_indexing(self, value: CSEVar, size: int) -> sympy.Symbol:
+    def indirect_indexing(self, value: CSEVar, size: Any) -> sympy.Symbol:
         """Check ``value`` against ``[0, size)`` and name it as an index symbol: the
-        language's check (:meth:`check_index`) gives the variable a load may use."""
-        key = f"indirect_indexing({value}, {size})"   # checked once per scope
+        language's check (:meth:`check_index`) gives the variable a load may use. A
+        symbolic ``size`` is checked against its expression in the size arguments."""
+        bound = self.size(size)
+        key = f"indirect_indexing({value}, {bound})"   # checked once per scope
         var = next((scope[key] for scope in reversed(self.scopes) if key in scope), None)
         if var is None:
-            what = f"index out of bounds: 0 <= {value} < {size}"
+            what = f"index out of bounds: 0 <= {value} < {bound}"
             self.index_checks.append(what)
-            var = self.check_index(value, size, len(self.index_checks), what)
+            var = self.check_index(value, bound, len(self.index_checks), what)
             self.scopes[-1][key] = var
             self.indirect[var.name] = value.deps
         return sympy.Symbol(var.name, integer=True, nonnegative=True)
@@ -484,8 +486,9 @@ class KernelWriter(OpsHandler):
         """A float32 value rounded to the 16-bit ``dtype`` and widened again."""
         return self.widen(self.narrow(value, dtype), dtype)
 
-    def check_index(self, value: CSEVar, size: int, check: int, what: str) -> CSEVar:
-        """Emit the bounds check number ``check`` of ``value`` (``what`` says it in words)
+    def check_index(self, value: CSEVar, size: str, check: int, what: str) -> CSEVar:
+        """Emit the bounds check number ``check`` of ``value`` against ``size`` (printed: a
+        number or an expression in the size arguments; ``what`` says it in words)
         and return a variable that holds an in-bounds index whatever the data."""
         raise NotImplementedError
 

@@ -190,7 +190,7 @@ class CppKernel(KernelWriter):
     def assign(self, var: CSEVar, expr: str) -> str:
         return f"auto {var} = {expr};"
 
-    def check_index(self, value: CSEVar, size: int, check: int, what: str) -> CSEVar:
+    def check_index(self, value: CSEVar, size: str, check: int, what: str) -> CSEVar:
         # A bad index sets the kernel's status (the highest check number that failed: a
         # max-reduction over the threads) and reads element 0 instead; the caller raises.
         var = self.newvar(torch.int64)

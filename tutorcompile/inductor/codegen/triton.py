@@ -128,7 +128,7 @@ class TritonKernel(KernelWriter):
             return "xmask"
         return None
 
-    def check_index(self, value: CSEVar, size: int, check: int, what: str) -> CSEVar:
+    def check_index(self, value: CSEVar, size: str, check: int, what: str) -> CSEVar:
         # A device-side assert (live: kernels that check are built with debug=True), and
         # an address that stays inside the buffer whatever the data.
         inside = f"(0 <= {value}) & ({value} < {size})"
