@@ -111,9 +111,9 @@ def test_capstone_gpt_trains_with_two_compiles_for_batch_and_length():
     assert "r0 < s1;" in softmax
 
 
-def _symbolic_sin_graph(hint: int):
-    """``sin(x)`` for ``x`` of shape ``(s0, 8)``, as AOT hands it down (a strided input's
-    metadata says contiguous; the lowering takes the example's strides)."""
+def _symbolic_sin_graph(hint: int, width: int = 8):
+    """``sin(x)`` for ``x`` of shape ``(s0, width)``, as AOT hands it down (a strided
+    input's metadata says contiguous; the lowering takes the example's strides)."""
     from tutorcompile.fx import Graph
     from tutorcompile.fx.interpreter import TensorMeta
     from tutorcompile.fx.symbolic_shapes import ShapeEnv, SymShape
@@ -122,8 +122,8 @@ def _symbolic_sin_graph(hint: int):
     s0 = env.create_symbol(hint, (0, 0))
     graph = Graph()
     x = graph.placeholder("x")
-    x.meta["tensor_meta"] = TensorMeta(SymShape((s0, 8)), torch.float32,
-                                       torch.device("cpu"), (8, 1), False)
+    x.meta["tensor_meta"] = TensorMeta(SymShape((s0, width)), torch.float32,
+                                       torch.device("cpu"), (width, 1), False)
     y = graph.call_function(PRIMS["sin"], (x,))
     y.meta["tensor_meta"] = x.meta["tensor_meta"]
     graph.output((y,))
@@ -159,6 +159,29 @@ def test_kernels_take_the_sizes_as_arguments(backend):
             compiled.wrapper_code
     for b in (2, 4, 7):
         x = torch.randn(b, 8)
+        torch.testing.assert_close(compiled(x)[0], torch.sin(x))
+    assert compiled.symbolic is not None and not compiled._variants
+
+
+@pytest.mark.parametrize("width, parallel, serial", [
+    (8, "#pragma omp parallel for\n", "for (int64_t x0 = 0; x0 < s0; x0++)"),   # rows
+    (4, "#pragma omp parallel for simd\n", "#pragma omp simd\n"),   # one flat loop
+])
+def test_threads_or_not_is_a_plain_if_between_two_copies_of_the_loop(width, parallel, serial):
+    # OpenMP's ``if`` clause (``#pragma omp parallel for if(8 * s0 >= 32768)``) moved the
+    # loop into OpenMP's outlined function even for the sizes it runs on one thread: the
+    # pointers lost ``__restrict__`` there, and AlexNet's small symbolic kernels ran 1.1-2.5x
+    # their static twins at batch 2. Small sizes now run a copy with no OpenMP region at all
+    from tutorcompile.inductor import compile_fx
+    graph, env = _symbolic_sin_graph(4, width)
+    compiled = compile_fx(graph, [torch.randn(4, width)], backend="cpp")
+    (source,) = compiled.kernel_sources.values()
+    assert f"if ({width} * s0 >= 32768)\n" in source
+    threads, one = source.split("\n    else\n")
+    assert parallel in threads and "omp parallel" not in one and serial in one
+    assert " if(" not in source    # no OpenMP if clause
+    for b in (3, 32768 // width + 5):   # both copies run
+        x = torch.randn(b, width)
         torch.testing.assert_close(compiled(x)[0], torch.sin(x))
     assert compiled.symbolic is not None and not compiled._variants
 
