@@ -84,6 +84,18 @@ def test_capstone_cnn_trains_with_two_compiles():
     # per call (a symbolic backward still, not one per size)
     backward = made[1].compiled.artifacts.backward.compiled
     assert backward.symbolic is not None and not backward._variants
+    # the wrapper makes the same calls as the static one's: a max-pool window is one
+    # as_strided with a symbolic size (not two slices by the prim's reference), the
+    # convolutions and their gradients are PyTorch's calls (the input gradient's stand-in
+    # expanded to the symbolic shape per call), each written with settled arguments
+    forward = made[1].compiled.artifacts.forward.compiled
+    assert "torch.as_strided(buf1, (s0, 4, 16, 16), (4096, 1024, 64, 2), 33)" in \
+        forward.wrapper_code
+    assert forward.wrapper_code.count("torch.convolution(") == 5
+    assert backward.wrapper_code.count(".expand((s0, ") == 4
+    assert backward.wrapper_code.count("convolution_backward.default(") == 9
+    for code in (forward.wrapper_code, backward.wrapper_code):
+        assert "_ref_fn(" not in code
 
 
 def test_capstone_gpt_trains_with_two_compiles_for_batch_and_length():

@@ -41,11 +41,12 @@ import keyword
 from dataclasses import dataclass
 from typing import Any
 
+import sympy
 import torch
 
 from ..fx.codegen import literal
 from ..fx.node import map_arg, qualified_name, tree_leaves
-from ..fx.symbolic_shapes import SymInt, pycode
+from ..fx.symbolic_shapes import SymInt, hint_int, pycode
 from ..ops import PRIMS, Prim
 from . import ir
 from .scheduler import Scheduler
@@ -125,6 +126,45 @@ def _narrow_args(view: ir.View) -> tuple[int, int, int] | None:
     dim %= len(sizes)
     start, stop, _ = slice(start, end).indices(sizes[dim])
     return dim, start, max(stop - start, 0)
+
+
+def symbolic_strides(view: ir.View, base: ir.Buffer) -> tuple | None:
+    """The sizes, strides and storage offset of ``view`` (a chain of views of ``base``) as
+    SymInts and ints, from the index arithmetic the kernels use: the offset of view index
+    ``(i0, i1, ...)`` in ``base``'s memory is ``offset + i0*stride0 + i1*stride1 + ...``
+    exactly when the chain is a strided view. None when it is not (a division or a
+    remainder of an index: a reshape that regroups elements)."""
+    index = [sympy.Symbol(f"i{k}", integer=True, nonnegative=True)
+             for k in range(len(view.get_size()))]
+    at, node = list(index), view
+    while isinstance(node, ir.View):
+        at = node.reindex(at)
+        node = node.base
+    offset = sympy.expand(ir.simplify_index(base.layout.offset_of(at)))
+    if any(isinstance(e, (ir.FloorDiv, ir.ModularIndexing, sympy.Mod, sympy.floor))
+           for e in sympy.preorder_traversal(offset)):
+        return None
+    poly = sympy.Poly(offset, *index) if index else None
+    if poly is not None and poly.total_degree() > 1:
+        return None
+    env = next(v.shape_env for v in (*base.layout.size, *base.layout.stride)
+               if isinstance(v, SymInt))
+
+    def size(expr):
+        expr = sympy.expand(expr)
+        return int(expr) if expr.is_Integer else SymInt(expr, env)
+    strides = tuple(size(offset.coeff(i)) for i in index)
+    return tuple(view.get_size()), strides, size(offset.xreplace({i: 0 for i in index}))
+
+
+def _agree(symbolic: tuple, found: tuple) -> bool:
+    """Do sizes, strides and offset given as expressions equal PyTorch's at the hints?
+    (A stride of a dimension of size 1 is never used, and PyTorch may choose another.)"""
+    sizes, strides, offset = symbolic
+    hint_sizes, hint_strides, hint_offset = found
+    return tuple(map(hint_int, sizes)) == tuple(hint_sizes) and \
+        hint_int(offset) == hint_offset and \
+        all(hint_int(a) == b for a, b, n in zip(strides, hint_strides, hint_sizes) if n != 1)
 
 
 # ---------------------------------------------------------------------------------------
@@ -288,8 +328,13 @@ class WrapperCodegen:
         (1, 1), False, (0, 0), 1)`` rather than the prim's Python reference, which turned
         ``stride=1`` into ``(1, 1)`` (and made a stand-in tensor for the gradients' unused
         operand) on every call -- six Python calls per convolution per call. The gradients
-        call ``aten.convolution_backward`` with the stand-in made once. None for anything
-        symbolic (the reference then runs as before)."""
+        call ``aten.convolution_backward`` with the stand-in made once. Symbolic sizes of
+        the tensors change nothing in the call; a symbolic ``shape`` (the input gradient's,
+        ``(s0, 64, 8, 8)``) expands a zero made once to it per call (``shape_only.expand``:
+        one view; the prim's reference made a zero and its view and rebuilt the arguments:
+        AlexNet's symbolic training step ran its 5 convolutions and 9 convolution gradients
+        through references). None for anything else symbolic (the reference then runs as
+        before)."""
         from ..ops import prims
         names = {"convolution": "x weight bias stride padding dilation groups",
                  "convolution_backward_input": "g weight shape stride padding dilation groups",
@@ -305,10 +350,10 @@ class WrapperCodegen:
             return None
         bound = {p: bound.get(p, defaults.get(p)) for p in params}
         tensors = [bound[p] for p in ("x", "weight", "g") if p in bound]
-        static = [v for p, v in bound.items() if p not in ("x", "weight", "g", "bias")]
+        static = [v for p, v in bound.items() if p not in ("x", "weight", "g", "bias", "shape")]
         if not all(isinstance(t, ir.IRNode) for t in tensors) or any(
                 isinstance(v, (ir.IRNode, SymInt)) for v in tree_leaves(static)) or any(
-                isinstance(v, SymInt) for t in tensors for v in t.get_size()):
+                isinstance(v, ir.IRNode) for v in tree_leaves(bound.get("shape"))):
             return None
         rank = len(bound["shape"]) if "shape" in bound else len(bound["x"].get_size())
         n = rank - 2
@@ -322,8 +367,12 @@ class WrapperCodegen:
                     f"{self.value_expr(bound['weight'], lines)}, {bias}, {rest})")
         g = bound["g"]
         # the operand whose gradient is not asked for is read for its shape only
-        stand_in = self.bind("shape_only", torch.zeros(
-            (), dtype=g.get_dtype(), device=g.get_device()).expand(tuple(bound["shape"])))
+        shape = tuple(bound["shape"])
+        zero = torch.zeros((), dtype=g.get_dtype(), device=g.get_device())
+        if any(isinstance(v, SymInt) for v in shape):
+            stand_in = f"{self.bind('shape_only', zero)}.expand({size_literal(shape)})"
+        else:
+            stand_in = self.bind("shape_only", zero.expand(shape))
         operands = ((stand_in, self.value_expr(bound["weight"], lines), "[True, False, False]",
                      0) if kind == "convolution_backward_input" else
                     (self.value_expr(bound["x"], lines), stand_in, "[False, True, False]", 1))
@@ -338,10 +387,15 @@ class WrapperCodegen:
         per call instead of four (Inductor's ``reinterpret_tensor``).
 
         The layout is PyTorch's own answer, found once at compile time: the chain is replayed
-        on a meta tensor laid out as the buffer is, and must end in a view of it. A chain
-        that copies somewhere (a ``reshape`` of a transposed tensor), has symbolic sizes or a
-        base whose layout we do not own (a graph input, a PyTorch call's result that may be
-        a view) is written call by call."""
+        on a meta tensor laid out as the buffer is, and must end in a view of it. With
+        symbolic sizes the meta tensor has the hints' sizes, and the view's own index
+        arithmetic (:func:`symbolic_strides`) gives sizes, strides and offset as
+        expressions, used when they agree with PyTorch's at the hints (AlexNet's max-pool
+        windows, ``buf1[:, :, 0:31:2, 1:32:2]`` of ``(s0, 16, 32, 32)``: one ``as_strided``
+        instead of two slices, 2 against 9 us, twelve views per call). A chain that copies
+        somewhere (a ``reshape`` of a transposed tensor), slices at a symbolic bound or
+        has a base whose layout we do not own (a graph input, a PyTorch call's result that
+        may be a view) is written call by call."""
         chain, base = [], view
         while isinstance(base, ir.View):
             if base.node is None or not isinstance(base.node.target, Prim):
@@ -351,10 +405,10 @@ class WrapperCodegen:
         owned = isinstance(base, ir.ComputedBuffer) or (
             isinstance(base, ir.ExternKernel) and result_is_contiguous(base))
         layout = base.layout if owned else None
-        if len(chain) < 2 or layout is None or layout.offset != 0 or not all(
-                isinstance(v, int) for v in (*layout.size, *layout.stride)):
+        if len(chain) < 2 or layout is None or layout.offset != 0:
             return None
-        proxy = torch.empty_strided(layout.size, layout.stride, dtype=layout.dtype,
+        proxy = torch.empty_strided(tuple(map(hint_int, layout.size)),
+                                    tuple(map(hint_int, layout.stride)), dtype=layout.dtype,
                                     device="meta")
         value = proxy
         for v in reversed(chain):
@@ -364,9 +418,16 @@ class WrapperCodegen:
                    for a in tree_leaves((args, kwargs))):
                 return None
             value = v.node.target.reference(value, *args, **kwargs)
-        if value._base is not proxy or tuple(value.shape) != tuple(view.get_size()):
+        size = tuple(view.get_size())
+        if value._base is not proxy or tuple(value.shape) != tuple(map(hint_int, size)):
             return None          # a copy somewhere on the way
-        return base.name, tuple(value.shape), value.stride(), value.storage_offset()
+        found = (tuple(value.shape), value.stride(), value.storage_offset())
+        if all(isinstance(v, int) for v in (*layout.size, *layout.stride)):
+            return base.name, *found
+        symbolic = symbolic_strides(view, base)
+        if symbolic is None or not _agree(symbolic, found):
+            return None
+        return base.name, *symbolic
 
     def value_expr(self, value: Any, lines: list[WrapperLine]) -> str:
         if isinstance(value, ir.View):
@@ -375,8 +436,9 @@ class WrapperCodegen:
             if strided is not None:
                 name = f"view_{value.node.name}"
                 lines.append(ExprLine(f"{name} = torch.as_strided({strided[0]}, "
-                                      f"{literal(strided[1])}, {literal(strided[2])}, "
-                                      f"{strided[3]})"))
+                                      f"{size_literal(strided[1])}, "
+                                      f"{size_literal(strided[2])}, "
+                                      f"{size_literal(strided[3])})"))
                 self.view_names[key] = name
             composed = _permute_of_permute(value)
             if composed is not None and key not in self.view_names:
