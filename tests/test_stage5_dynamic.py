@@ -198,6 +198,29 @@ def test_threads_or_not_is_a_plain_if_between_two_copies_of_the_loop(width, para
     assert compiled.symbolic is not None and not compiled._variants
 
 
+def test_views_of_a_symbolic_buffer_are_one_as_strided_each():
+    # attention's heads: slices of one (s0*8, 48) product, reshaped and permuted, as the
+    # static wrapper writes them (one as_strided each, not four calls); the strides come
+    # from the views' index arithmetic, whose floors and digits work out over the index
+    # ranges (FloorDiv(64*i0 + 16*i1 + i3, 64) is i0 when i1 < 4 and i3 < 16)
+    def heads(x, w, b):
+        qkv = torch.nn.functional.linear(x, w, b)
+        q = qkv[..., :16].reshape(x.shape[0], 8, 2, 8).permute(0, 2, 1, 3)
+        k = qkv[..., 16:32].reshape(x.shape[0], 8, 2, 8).permute(0, 2, 3, 1)
+        return q @ k
+    backend, made = _counting()
+    compiled = eval_frame.compile(heads, backend=backend)
+    w, b = torch.randn(48, 16), torch.randn(48)
+    for n in (2, 3, 5, 7):
+        x = torch.randn(n, 8, 16)
+        torch.testing.assert_close(compiled(x, w, b), heads(x, w, b))
+    assert [c.compiled.num_compiles for c in made] == [1, 1]
+    code = made[1].compiled.artifacts.forward.compiled.wrapper_code
+    assert "torch.as_strided(buf0, (s0, 2, 8, 8), (384, 8, 48, 1), 0)" in code
+    assert "torch.as_strided(buf0, (s0, 2, 8, 8), (384, 8, 1, 48), 16)" in code
+    assert "_ref_fn(" not in code and "torch.reshape(buf0" not in code
+
+
 def test_what_lowering_relied_on_is_checked_per_call():
     # x[:5] of x of shape (s0, 8): the slice's length is 5 only while s0 >= 5, a guard
     # recorded while lowering; AOT may have matched other sizes to this graph before the

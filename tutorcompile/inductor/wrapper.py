@@ -140,7 +140,8 @@ def symbolic_strides(view: ir.View, base: ir.Buffer) -> tuple | None:
     while isinstance(node, ir.View):
         at = node.reindex(at)
         node = node.base
-    offset = sympy.expand(ir.simplify_index(base.layout.offset_of(at)))
+    sizes = {i: n if isinstance(n, int) else None for i, n in zip(index, view.get_size())}
+    offset = sympy.expand(_within_ranges(ir.simplify_index(base.layout.offset_of(at)), sizes))
     if any(isinstance(e, (ir.FloorDiv, ir.ModularIndexing, sympy.Mod, sympy.floor))
            for e in sympy.preorder_traversal(offset)):
         return None
@@ -155,6 +156,61 @@ def symbolic_strides(view: ir.View, base: ir.Buffer) -> tuple | None:
         return int(expr) if expr.is_Integer else SymInt(expr, env)
     strides = tuple(size(offset.coeff(i)) for i in index)
     return tuple(view.get_size()), strides, size(offset.xreplace({i: 0 for i in index}))
+
+
+def _within_ranges(expr: Any, sizes: dict) -> Any:
+    """``expr`` with each floor and digit of a linear index (``FloorDiv(64*i0 + 16*i1 +
+    i2, 64)`` of a reshape) worked out from the ranges of the index symbols (``i1 < 4``,
+    ``i2 < 16``: ``i0``), innermost first. ``sizes`` maps each symbol to its size, None
+    when symbolic (a term in it must then be a whole multiple: it has no bound)."""
+    if not getattr(expr, "args", ()):
+        return expr
+    expr = expr.func(*[_within_ranges(a, sizes) for a in expr.args])
+    if not isinstance(expr, (ir.FloorDiv, ir.ModularIndexing)):
+        return expr
+    quotient = _whole_part(expr.args[0], expr.args[1], sizes)
+    if quotient is None or isinstance(expr, ir.FloorDiv):
+        return expr if quotient is None else quotient
+    modulus = expr.args[2]
+    rest = _whole_part(quotient, modulus, sizes, remainder=True)
+    return expr if rest is None else rest
+
+
+def _whole_part(base: Any, divisor: Any, sizes: dict, remainder: bool = False) -> Any:
+    """``base // divisor`` (or ``base % divisor``) for ``base`` linear in the index symbols,
+    when the terms that are not whole multiples of ``divisor`` add up to ``[0, divisor)``
+    over the symbols' ranges; else None."""
+    if not (divisor.is_Integer and divisor > 0):
+        return None
+    base = sympy.expand(base)
+    whole, rest, low, high = [], [], 0, 0
+    for term in sympy.Add.make_args(base):
+        coeff, factor = term.as_coeff_Mul()
+        if coeff.is_Integer and int(coeff) % int(divisor) == 0:
+            whole.append(term)
+            continue
+        if not coeff.is_Integer or (factor != 1 and not (factor in sizes and
+                                                         sizes[factor] is not None)):
+            return None
+        extent = int(coeff) * ((sizes[factor] - 1) if factor != 1 else 1)
+        low, high = low + min(0, extent), high + max(0, extent)
+        rest.append(term)
+    if low < 0 or high >= divisor:
+        return None
+    if remainder:
+        return sympy.Add(*rest)
+    return sympy.expand(sympy.Add(*whole) / divisor)
+
+
+def _at_hints(value: Any) -> Any:
+    """``value`` (arguments of a view) with every SymInt replaced by its hint."""
+    if isinstance(value, SymInt):
+        return value.hint
+    if isinstance(value, (tuple, list)):
+        return type(value)(_at_hints(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _at_hints(v) for k, v in value.items()}
+    return value
 
 
 def _agree(symbolic: tuple, found: tuple) -> bool:
@@ -392,8 +448,9 @@ class WrapperCodegen:
         arithmetic (:func:`symbolic_strides`) gives sizes, strides and offset as
         expressions, used when they agree with PyTorch's at the hints (AlexNet's max-pool
         windows, ``buf1[:, :, 0:31:2, 1:32:2]`` of ``(s0, 16, 32, 32)``: one ``as_strided``
-        instead of two slices, 2 against 9 us, twelve views per call). A chain that copies
-        somewhere (a ``reshape`` of a transposed tensor), slices at a symbolic bound or
+        instead of two slices, 2 against 9 us, twelve views per call; the GPT's q, k and
+        v, ``reshape(buf, (s0, 64, 192))`` sliced, reshaped and permuted: one call instead
+        of four). A chain that copies somewhere (a ``reshape`` of a transposed tensor) or
         has a base whose layout we do not own (a graph input, a PyTorch call's result that
         may be a view) is written call by call."""
         chain, base = [], view
@@ -414,10 +471,9 @@ class WrapperCodegen:
         for v in reversed(chain):
             args = map_arg(v.node.args[1:], self.lowering.env.__getitem__)
             kwargs = map_arg(v.node.kwargs, self.lowering.env.__getitem__)
-            if any(isinstance(a, (ir.IRNode, SymInt, torch.Tensor))
-                   for a in tree_leaves((args, kwargs))):
+            if any(isinstance(a, (ir.IRNode, torch.Tensor)) for a in tree_leaves((args, kwargs))):
                 return None
-            value = v.node.target.reference(value, *args, **kwargs)
+            value = v.node.target.reference(value, *_at_hints(args), **_at_hints(kwargs))
         size = tuple(view.get_size())
         if value._base is not proxy or tuple(value.shape) != tuple(map(hint_int, size)):
             return None          # a copy somewhere on the way
