@@ -281,6 +281,23 @@ def test_a_tiled_column_reduction_covers_every_column_of_a_symbolic_width():
     assert "xt < " in kernel and "s1" in kernel   # the tiled loop, over the symbolic width
 
 
+def test_whole_tiles_of_a_symbolic_column_reduction_run_a_constant_count():
+    # a bias gradient: the sum over a symbolic batch of 96 columns, three whole tiles. With
+    # the tile loops counting to a run-time ``xlen`` g++ kept the tile's sums in memory
+    # across the rows (1.4-1.8x the static kernel, which unrolls its constant r loop)
+    def column_sums(x):
+        return (x * 2).sum(0)
+    backend, made = _counting()
+    compiled = eval_frame.compile(column_sums, backend=backend)
+    for b in (2, 3, 5, 9):
+        x = torch.randn(b, 96)
+        torch.testing.assert_close(compiled(x), column_sums(x))
+    assert [c.compiled.num_compiles for c in made] == [1, 1]
+    (kernel,) = made[1].compiled.artifacts.forward.compiled.kernel_sources.values()
+    assert "r0_chunk < s0;" in kernel   # the rows: a symbolic count
+    assert "xt < 3;" in kernel and "xi < 32;" in kernel and "xlen" not in kernel
+
+
 def test_a_floor_of_a_negative_symbolic_quotient_prints_as_a_floor_in_cpp():
     import ast
 
