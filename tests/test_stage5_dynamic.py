@@ -221,6 +221,24 @@ def test_views_of_a_symbolic_buffer_are_one_as_strided_each():
     assert "_ref_fn(" not in code and "torch.reshape(buf0" not in code
 
 
+def test_views_of_a_static_buffer_at_a_symbolic_length_stay_symbolic():
+    # a table computed from a weight (static sizes) sliced to the input's length, viewed and
+    # handed to PyTorch: replayed on meta at the hints, the chain's layout would be the
+    # hint's (9 rows for every length) if its symbolic slice bound were not followed
+    def positions(x, w):
+        p = (w * 2)[: x.shape[1]].reshape(x.shape[1], 4, 4).permute(1, 0, 2)
+        return torch.matmul(p, x.reshape(x.shape[0], x.shape[1], 4, 4)[0].permute(1, 2, 0))
+    backend, made = _counting()
+    compiled = eval_frame.compile(positions, backend=backend)
+    w = torch.randn(64, 16)
+    for t in (8, 9, 17, 33):
+        x = torch.randn(2, t, 16)
+        torch.testing.assert_close(compiled(x, w), positions(x, w))
+    assert [c.compiled.num_compiles for c in made] == [1, 1]
+    code = made[1].compiled.artifacts.forward.compiled.wrapper_code
+    assert "torch.as_strided(buf0, (4, s0, 4), (4, 16, 1), 0)" in code
+
+
 def test_what_lowering_relied_on_is_checked_per_call():
     # x[:5] of x of shape (s0, 8): the slice's length is 5 only while s0 >= 5, a guard
     # recorded while lowering; AOT may have matched other sizes to this graph before the

@@ -148,8 +148,10 @@ def symbolic_strides(view: ir.View, base: ir.Buffer) -> tuple | None:
     poly = sympy.Poly(offset, *index) if index else None
     if poly is not None and poly.total_degree() > 1:
         return None
-    env = next(v.shape_env for v in (*base.layout.size, *base.layout.stride)
-               if isinstance(v, SymInt))
+    env = next((v.shape_env for v in (*base.layout.size, *base.layout.stride,
+                                      *view.get_size()) if isinstance(v, SymInt)), None)
+    if env is None:
+        return None
 
     def size(expr):
         expr = sympy.expand(expr)
@@ -467,18 +469,21 @@ class WrapperCodegen:
         proxy = torch.empty_strided(tuple(map(hint_int, layout.size)),
                                     tuple(map(hint_int, layout.stride)), dtype=layout.dtype,
                                     device="meta")
-        value = proxy
+        value, symbolic = proxy, False
         for v in reversed(chain):
             args = map_arg(v.node.args[1:], self.lowering.env.__getitem__)
             kwargs = map_arg(v.node.kwargs, self.lowering.env.__getitem__)
-            if any(isinstance(a, (ir.IRNode, torch.Tensor)) for a in tree_leaves((args, kwargs))):
+            leaves = tree_leaves((args, kwargs))
+            if any(isinstance(a, (ir.IRNode, torch.Tensor)) for a in leaves):
                 return None
+            symbolic |= any(isinstance(a, SymInt) for a in leaves)
             value = v.node.target.reference(value, *_at_hints(args), **_at_hints(kwargs))
         size = tuple(view.get_size())
         if value._base is not proxy or tuple(value.shape) != tuple(map(hint_int, size)):
             return None          # a copy somewhere on the way
         found = (tuple(value.shape), value.stride(), value.storage_offset())
-        if all(isinstance(v, int) for v in (*layout.size, *layout.stride)):
+        if not symbolic and all(isinstance(v, int)
+                                for v in (*layout.size, *layout.stride, *size)):
             return base.name, *found
         symbolic = symbolic_strides(view, base)
         if symbolic is None or not _agree(symbolic, found):
