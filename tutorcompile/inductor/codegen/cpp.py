@@ -212,8 +212,11 @@ class CppKernel(KernelWriter):
         function OpenMP outlines for its threads, where the kernel's pointers arrive
         through a struct without their ``__restrict__`` and g++ vectorises it behind
         run-time overlap checks or not at all (a 1024-element max-pool gradient of AlexNet:
-        3.5 -> 6.6 us), and the team is set up and torn down on every call (0.6 us: a third
-        of a small kernel; AlexNet's training step at batch 2 runs 38 of them)."""
+        3.5 -> 6.6 us), and the team is set up and torn down on every call (0.6 us, more
+        than the smallest kernels' work; AlexNet's training step at batch 2 runs 38 of
+        them). Inductor decides at compile time, from the size hints
+        (``decide_parallel_depth`` in torch/_inductor/codegen/cpp.py); deciding per call
+        keeps a large batch on several threads when a small one was the hint."""
         twin = bool(pragma) and pragma.startswith("omp parallel") and bool(self.parallel_if)
         if twin:
             self.writeline(f"if ({self.parallel_if})")
