@@ -84,6 +84,18 @@ def test_capstone_cnn_trains_with_two_compiles():
     # per call (a symbolic backward still, not one per size)
     backward = made[1].compiled.artifacts.backward.compiled
     assert backward.symbolic is not None and not backward._variants
+    # the wrapper makes the same calls as the static one's: a max-pool window is one
+    # as_strided with a symbolic size (not two slices by the prim's reference), the
+    # convolutions and their gradients are PyTorch's calls (the input gradient's stand-in
+    # expanded to the symbolic shape per call), each written with settled arguments
+    forward = made[1].compiled.artifacts.forward.compiled
+    assert "torch.as_strided(buf1, (s0, 4, 16, 16), (4096, 1024, 64, 2), 33)" in \
+        forward.wrapper_code
+    assert forward.wrapper_code.count("torch.convolution(") == 5
+    assert backward.wrapper_code.count(".expand((s0, ") == 4
+    assert backward.wrapper_code.count("convolution_backward.default(") == 9
+    for code in (forward.wrapper_code, backward.wrapper_code):
+        assert "_ref_fn(" not in code
 
 
 def test_capstone_gpt_trains_with_two_compiles_for_batch_and_length():
@@ -111,9 +123,9 @@ def test_capstone_gpt_trains_with_two_compiles_for_batch_and_length():
     assert "r0 < s1;" in softmax
 
 
-def _symbolic_sin_graph(hint: int):
-    """``sin(x)`` for ``x`` of shape ``(s0, 8)``, as AOT hands it down (a strided input's
-    metadata says contiguous; the lowering takes the example's strides)."""
+def _symbolic_sin_graph(hint: int, width: int = 8):
+    """``sin(x)`` for ``x`` of shape ``(s0, width)``, as AOT hands it down (a strided
+    input's metadata says contiguous; the lowering takes the example's strides)."""
     from tutorcompile.fx import Graph
     from tutorcompile.fx.interpreter import TensorMeta
     from tutorcompile.fx.symbolic_shapes import ShapeEnv, SymShape
@@ -122,8 +134,8 @@ def _symbolic_sin_graph(hint: int):
     s0 = env.create_symbol(hint, (0, 0))
     graph = Graph()
     x = graph.placeholder("x")
-    x.meta["tensor_meta"] = TensorMeta(SymShape((s0, 8)), torch.float32,
-                                       torch.device("cpu"), (8, 1), False)
+    x.meta["tensor_meta"] = TensorMeta(SymShape((s0, width)), torch.float32,
+                                       torch.device("cpu"), (width, 1), False)
     y = graph.call_function(PRIMS["sin"], (x,))
     y.meta["tensor_meta"] = x.meta["tensor_meta"]
     graph.output((y,))
@@ -161,6 +173,70 @@ def test_kernels_take_the_sizes_as_arguments(backend):
         x = torch.randn(b, 8)
         torch.testing.assert_close(compiled(x)[0], torch.sin(x))
     assert compiled.symbolic is not None and not compiled._variants
+
+
+@pytest.mark.parametrize("width, parallel, serial", [
+    (8, "#pragma omp parallel for\n", "for (int64_t x0 = 0; x0 < s0; x0++)"),   # rows
+    (4, "#pragma omp parallel for simd\n", "#pragma omp simd\n"),   # one flat loop
+])
+def test_threads_or_not_is_a_plain_if_between_two_copies_of_the_loop(width, parallel, serial):
+    # OpenMP's ``if`` clause (``#pragma omp parallel for if(8 * s0 >= 32768)``) moved the
+    # loop into OpenMP's outlined function even for the sizes it runs on one thread: the
+    # pointers lost ``__restrict__`` there, and AlexNet's small symbolic kernels ran 1.1-2.5x
+    # their static twins at batch 2. Small sizes now run a copy with no OpenMP region at all
+    from tutorcompile.inductor import compile_fx
+    graph, env = _symbolic_sin_graph(4, width)
+    compiled = compile_fx(graph, [torch.randn(4, width)], backend="cpp")
+    (source,) = compiled.kernel_sources.values()
+    assert f"if ({width} * s0 >= 32768)\n" in source
+    threads, one = source.split("\n    else\n")
+    assert parallel in threads and "omp parallel" not in one and serial in one
+    assert " if(" not in source    # no OpenMP if clause
+    for b in (3, 32768 // width + 5):   # both copies run
+        x = torch.randn(b, width)
+        torch.testing.assert_close(compiled(x)[0], torch.sin(x))
+    assert compiled.symbolic is not None and not compiled._variants
+
+
+def test_views_of_a_symbolic_buffer_are_one_as_strided_each():
+    # attention's heads: slices of one (s0*8, 48) product, reshaped and permuted, as the
+    # static wrapper writes them (one as_strided each, not four calls); the strides come
+    # from the views' index arithmetic, whose floors and digits work out over the index
+    # ranges (FloorDiv(64*i0 + 16*i1 + i3, 64) is i0 when i1 < 4 and i3 < 16)
+    def heads(x, w, b):
+        qkv = torch.nn.functional.linear(x, w, b)
+        q = qkv[..., :16].reshape(x.shape[0], 8, 2, 8).permute(0, 2, 1, 3)
+        k = qkv[..., 16:32].reshape(x.shape[0], 8, 2, 8).permute(0, 2, 3, 1)
+        return q @ k
+    backend, made = _counting()
+    compiled = eval_frame.compile(heads, backend=backend)
+    w, b = torch.randn(48, 16), torch.randn(48)
+    for n in (2, 3, 5, 7):
+        x = torch.randn(n, 8, 16)
+        torch.testing.assert_close(compiled(x, w, b), heads(x, w, b))
+    assert [c.compiled.num_compiles for c in made] == [1, 1]
+    code = made[1].compiled.artifacts.forward.compiled.wrapper_code
+    assert "torch.as_strided(buf0, (s0, 2, 8, 8), (384, 8, 48, 1), 0)" in code
+    assert "torch.as_strided(buf0, (s0, 2, 8, 8), (384, 8, 1, 48), 16)" in code
+    assert "_ref_fn(" not in code and "torch.reshape(buf0" not in code
+
+
+def test_views_of_a_static_buffer_at_a_symbolic_length_stay_symbolic():
+    # a table computed from a weight (static sizes) sliced to the input's length, viewed and
+    # handed to PyTorch: replayed on meta at the hints, the chain's layout would be the
+    # hint's (9 rows for every length) if its symbolic slice bound were not followed
+    def positions(x, w):
+        p = (w * 2)[: x.shape[1]].reshape(x.shape[1], 4, 4).permute(1, 0, 2)
+        return torch.matmul(p, x.reshape(x.shape[0], x.shape[1], 4, 4)[0].permute(1, 2, 0))
+    backend, made = _counting()
+    compiled = eval_frame.compile(positions, backend=backend)
+    w = torch.randn(64, 16)
+    for t in (8, 9, 17, 33):
+        x = torch.randn(2, t, 16)
+        torch.testing.assert_close(compiled(x, w), positions(x, w))
+    assert [c.compiled.num_compiles for c in made] == [1, 1]
+    code = made[1].compiled.artifacts.forward.compiled.wrapper_code
+    assert "torch.as_strided(buf0, (4, s0, 4), (4, 16, 1), 0)" in code
 
 
 def test_what_lowering_relied_on_is_checked_per_call():
@@ -221,6 +297,23 @@ def test_a_tiled_column_reduction_covers_every_column_of_a_symbolic_width():
     assert [c.compiled.num_compiles for c in made] == [1, 1]
     kernel = "\n".join(made[1].compiled.artifacts.forward.compiled.kernel_sources.values())
     assert "xt < " in kernel and "s1" in kernel   # the tiled loop, over the symbolic width
+
+
+def test_whole_tiles_of_a_symbolic_column_reduction_run_a_constant_count():
+    # a bias gradient: the sum over a symbolic batch of 96 columns, three whole tiles. With
+    # the tile loops counting to a run-time ``xlen`` g++ kept the tile's sums in memory
+    # across the rows (1.4-1.8x the static kernel, which unrolls its constant r loop)
+    def column_sums(x):
+        return (x * 2).sum(0)
+    backend, made = _counting()
+    compiled = eval_frame.compile(column_sums, backend=backend)
+    for b in (2, 3, 5, 9):
+        x = torch.randn(b, 96)
+        torch.testing.assert_close(compiled(x), column_sums(x))
+    assert [c.compiled.num_compiles for c in made] == [1, 1]
+    (kernel,) = made[1].compiled.artifacts.forward.compiled.kernel_sources.values()
+    assert "r0_chunk < s0;" in kernel   # the rows: a symbolic count
+    assert "xt < 3;" in kernel and "xi < 32;" in kernel and "xlen" not in kernel
 
 
 def test_a_floor_of_a_negative_symbolic_quotient_prints_as_a_floor_in_cpp():

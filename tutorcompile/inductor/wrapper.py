@@ -41,11 +41,12 @@ import keyword
 from dataclasses import dataclass
 from typing import Any
 
+import sympy
 import torch
 
 from ..fx.codegen import literal
 from ..fx.node import map_arg, qualified_name, tree_leaves
-from ..fx.symbolic_shapes import SymInt, pycode
+from ..fx.symbolic_shapes import SymInt, hint_int, pycode
 from ..ops import PRIMS, Prim
 from . import ir
 from .scheduler import Scheduler
@@ -125,6 +126,103 @@ def _narrow_args(view: ir.View) -> tuple[int, int, int] | None:
     dim %= len(sizes)
     start, stop, _ = slice(start, end).indices(sizes[dim])
     return dim, start, max(stop - start, 0)
+
+
+def symbolic_strides(view: ir.View, base: ir.Buffer) -> tuple | None:
+    """The sizes, strides and storage offset of ``view`` (a chain of views of ``base``) as
+    SymInts and ints, from the index arithmetic the kernels use: the offset of view index
+    ``(i0, i1, ...)`` in ``base``'s memory is ``offset + i0*stride0 + i1*stride1 + ...``
+    exactly when the chain is a strided view. None when it is not (a division or a
+    remainder of an index: a reshape that regroups elements)."""
+    index = [sympy.Symbol(f"i{k}", integer=True, nonnegative=True)
+             for k in range(len(view.get_size()))]
+    at, node = list(index), view
+    while isinstance(node, ir.View):
+        at = node.reindex(at)
+        node = node.base
+    sizes = {i: n if isinstance(n, int) else None for i, n in zip(index, view.get_size())}
+    offset = sympy.expand(_within_ranges(ir.simplify_index(base.layout.offset_of(at)), sizes))
+    if any(isinstance(e, (ir.FloorDiv, ir.ModularIndexing, sympy.Mod, sympy.floor))
+           for e in sympy.preorder_traversal(offset)):
+        return None
+    poly = sympy.Poly(offset, *index) if index else None
+    if poly is not None and poly.total_degree() > 1:
+        return None
+    env = next((v.shape_env for v in (*base.layout.size, *base.layout.stride,
+                                      *view.get_size()) if isinstance(v, SymInt)), None)
+    if env is None:
+        return None
+
+    def size(expr):
+        expr = sympy.expand(expr)
+        return int(expr) if expr.is_Integer else SymInt(expr, env)
+    strides = tuple(size(offset.coeff(i)) for i in index)
+    return tuple(view.get_size()), strides, size(offset.xreplace({i: 0 for i in index}))
+
+
+def _within_ranges(expr: Any, sizes: dict) -> Any:
+    """``expr`` with each floor and digit of a linear index (``FloorDiv(64*i0 + 16*i1 +
+    i2, 64)`` of a reshape) worked out from the ranges of the index symbols (``i1 < 4``,
+    ``i2 < 16``: ``i0``), innermost first. ``sizes`` maps each symbol to its size, None
+    when symbolic (a term in it must then be a whole multiple: it has no bound)."""
+    if not getattr(expr, "args", ()):
+        return expr
+    expr = expr.func(*[_within_ranges(a, sizes) for a in expr.args])
+    if not isinstance(expr, (ir.FloorDiv, ir.ModularIndexing)):
+        return expr
+    quotient = _whole_part(expr.args[0], expr.args[1], sizes)
+    if quotient is None or isinstance(expr, ir.FloorDiv):
+        return expr if quotient is None else quotient
+    modulus = expr.args[2]
+    rest = _whole_part(quotient, modulus, sizes, remainder=True)
+    return expr if rest is None else rest
+
+
+def _whole_part(base: Any, divisor: Any, sizes: dict, remainder: bool = False) -> Any:
+    """``base // divisor`` (or ``base % divisor``) for ``base`` linear in the index symbols,
+    when the terms that are not whole multiples of ``divisor`` add up to ``[0, divisor)``
+    over the symbols' ranges; else None."""
+    if not (divisor.is_Integer and divisor > 0):
+        return None
+    base = sympy.expand(base)
+    whole, rest, low, high = [], [], 0, 0
+    for term in sympy.Add.make_args(base):
+        coeff, factor = term.as_coeff_Mul()
+        if coeff.is_Integer and int(coeff) % int(divisor) == 0:
+            whole.append(term)
+            continue
+        if not coeff.is_Integer or (factor != 1 and not (factor in sizes and
+                                                         sizes[factor] is not None)):
+            return None
+        extent = int(coeff) * ((sizes[factor] - 1) if factor != 1 else 1)
+        low, high = low + min(0, extent), high + max(0, extent)
+        rest.append(term)
+    if low < 0 or high >= divisor:
+        return None
+    if remainder:
+        return sympy.Add(*rest)
+    return sympy.expand(sympy.Add(*whole) / divisor)
+
+
+def _at_hints(value: Any) -> Any:
+    """``value`` (arguments of a view) with every SymInt replaced by its hint."""
+    if isinstance(value, SymInt):
+        return value.hint
+    if isinstance(value, (tuple, list)):
+        return type(value)(_at_hints(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _at_hints(v) for k, v in value.items()}
+    return value
+
+
+def _agree(symbolic: tuple, found: tuple) -> bool:
+    """Do sizes, strides and offset given as expressions equal PyTorch's at the hints?
+    (A stride of a dimension of size 1 is never used, and PyTorch may choose another.)"""
+    sizes, strides, offset = symbolic
+    hint_sizes, hint_strides, hint_offset = found
+    return tuple(map(hint_int, sizes)) == tuple(hint_sizes) and \
+        hint_int(offset) == hint_offset and \
+        all(hint_int(a) == b for a, b, n in zip(strides, hint_strides, hint_sizes) if n != 1)
 
 
 # ---------------------------------------------------------------------------------------
@@ -288,8 +386,13 @@ class WrapperCodegen:
         (1, 1), False, (0, 0), 1)`` rather than the prim's Python reference, which turned
         ``stride=1`` into ``(1, 1)`` (and made a stand-in tensor for the gradients' unused
         operand) on every call -- six Python calls per convolution per call. The gradients
-        call ``aten.convolution_backward`` with the stand-in made once. None for anything
-        symbolic (the reference then runs as before)."""
+        call ``aten.convolution_backward`` with the stand-in made once. Symbolic sizes of
+        the tensors change nothing in the call; a symbolic ``shape`` (the input gradient's,
+        ``(s0, 64, 8, 8)``) expands a zero made once to it per call (``shape_only.expand``:
+        one view; the prim's reference made a zero and its view and rebuilt the arguments:
+        AlexNet's symbolic training step ran its 5 convolutions and 9 convolution gradients
+        through references). None for anything else symbolic (the reference then runs as
+        before)."""
         from ..ops import prims
         names = {"convolution": "x weight bias stride padding dilation groups",
                  "convolution_backward_input": "g weight shape stride padding dilation groups",
@@ -305,10 +408,10 @@ class WrapperCodegen:
             return None
         bound = {p: bound.get(p, defaults.get(p)) for p in params}
         tensors = [bound[p] for p in ("x", "weight", "g") if p in bound]
-        static = [v for p, v in bound.items() if p not in ("x", "weight", "g", "bias")]
+        static = [v for p, v in bound.items() if p not in ("x", "weight", "g", "bias", "shape")]
         if not all(isinstance(t, ir.IRNode) for t in tensors) or any(
                 isinstance(v, (ir.IRNode, SymInt)) for v in tree_leaves(static)) or any(
-                isinstance(v, SymInt) for t in tensors for v in t.get_size()):
+                isinstance(v, ir.IRNode) for v in tree_leaves(bound.get("shape"))):
             return None
         rank = len(bound["shape"]) if "shape" in bound else len(bound["x"].get_size())
         n = rank - 2
@@ -322,8 +425,12 @@ class WrapperCodegen:
                     f"{self.value_expr(bound['weight'], lines)}, {bias}, {rest})")
         g = bound["g"]
         # the operand whose gradient is not asked for is read for its shape only
-        stand_in = self.bind("shape_only", torch.zeros(
-            (), dtype=g.get_dtype(), device=g.get_device()).expand(tuple(bound["shape"])))
+        shape = tuple(bound["shape"])
+        zero = torch.zeros((), dtype=g.get_dtype(), device=g.get_device())
+        if any(isinstance(v, SymInt) for v in shape):
+            stand_in = f"{self.bind('shape_only', zero)}.expand({size_literal(shape)})"
+        else:
+            stand_in = self.bind("shape_only", zero.expand(shape))
         operands = ((stand_in, self.value_expr(bound["weight"], lines), "[True, False, False]",
                      0) if kind == "convolution_backward_input" else
                     (self.value_expr(bound["x"], lines), stand_in, "[False, True, False]", 1))
@@ -338,10 +445,16 @@ class WrapperCodegen:
         per call instead of four (Inductor's ``reinterpret_tensor``).
 
         The layout is PyTorch's own answer, found once at compile time: the chain is replayed
-        on a meta tensor laid out as the buffer is, and must end in a view of it. A chain
-        that copies somewhere (a ``reshape`` of a transposed tensor), has symbolic sizes or a
-        base whose layout we do not own (a graph input, a PyTorch call's result that may be
-        a view) is written call by call."""
+        on a meta tensor laid out as the buffer is, and must end in a view of it. With
+        symbolic sizes the meta tensor has the hints' sizes, and the view's own index
+        arithmetic (:func:`symbolic_strides`) gives sizes, strides and offset as
+        expressions, used when they agree with PyTorch's at the hints (AlexNet's max-pool
+        windows, ``buf1[:, :, 0:31:2, 1:32:2]`` of ``(s0, 16, 32, 32)``: one ``as_strided``
+        instead of two slices, 2 against 9 us, twelve views per call; the GPT's q, k and
+        v, ``reshape(buf, (s0, 64, 192))`` sliced, reshaped and permuted: one call instead
+        of four). A chain that copies somewhere (a ``reshape`` of a transposed tensor) or
+        has a base whose layout we do not own (a graph input, a PyTorch call's result that
+        may be a view) is written call by call."""
         chain, base = [], view
         while isinstance(base, ir.View):
             if base.node is None or not isinstance(base.node.target, Prim):
@@ -351,22 +464,31 @@ class WrapperCodegen:
         owned = isinstance(base, ir.ComputedBuffer) or (
             isinstance(base, ir.ExternKernel) and result_is_contiguous(base))
         layout = base.layout if owned else None
-        if len(chain) < 2 or layout is None or layout.offset != 0 or not all(
-                isinstance(v, int) for v in (*layout.size, *layout.stride)):
+        if len(chain) < 2 or layout is None or layout.offset != 0:
             return None
-        proxy = torch.empty_strided(layout.size, layout.stride, dtype=layout.dtype,
+        proxy = torch.empty_strided(tuple(map(hint_int, layout.size)),
+                                    tuple(map(hint_int, layout.stride)), dtype=layout.dtype,
                                     device="meta")
-        value = proxy
+        value, symbolic = proxy, False
         for v in reversed(chain):
             args = map_arg(v.node.args[1:], self.lowering.env.__getitem__)
             kwargs = map_arg(v.node.kwargs, self.lowering.env.__getitem__)
-            if any(isinstance(a, (ir.IRNode, SymInt, torch.Tensor))
-                   for a in tree_leaves((args, kwargs))):
+            leaves = tree_leaves((args, kwargs))
+            if any(isinstance(a, (ir.IRNode, torch.Tensor)) for a in leaves):
                 return None
-            value = v.node.target.reference(value, *args, **kwargs)
-        if value._base is not proxy or tuple(value.shape) != tuple(view.get_size()):
+            symbolic |= any(isinstance(a, SymInt) for a in leaves)
+            value = v.node.target.reference(value, *_at_hints(args), **_at_hints(kwargs))
+        size = tuple(view.get_size())
+        if value._base is not proxy or tuple(value.shape) != tuple(map(hint_int, size)):
             return None          # a copy somewhere on the way
-        return base.name, tuple(value.shape), value.stride(), value.storage_offset()
+        found = (tuple(value.shape), value.stride(), value.storage_offset())
+        if not symbolic and all(isinstance(v, int)
+                                for v in (*layout.size, *layout.stride, *size)):
+            return base.name, *found
+        symbolic = symbolic_strides(view, base)
+        if symbolic is None or not _agree(symbolic, found):
+            return None
+        return base.name, *symbolic
 
     def value_expr(self, value: Any, lines: list[WrapperLine]) -> str:
         if isinstance(value, ir.View):
@@ -375,8 +497,9 @@ class WrapperCodegen:
             if strided is not None:
                 name = f"view_{value.node.name}"
                 lines.append(ExprLine(f"{name} = torch.as_strided({strided[0]}, "
-                                      f"{literal(strided[1])}, {literal(strided[2])}, "
-                                      f"{strided[3]})"))
+                                      f"{size_literal(strided[1])}, "
+                                      f"{size_literal(strided[2])}, "
+                                      f"{size_literal(strided[3])})"))
                 self.view_names[key] = name
             composed = _permute_of_permute(value)
             if composed is not None and key not in self.view_names:

@@ -27,11 +27,20 @@ the source, which is what lets the compiler vectorise freely -- except symbolic 
 batch size that may change between calls, ``s0``): those are ``int64_t`` arguments after the
 pointers, read by the wrapper from its inputs' sizes, and loop bounds and index expressions
 are written in them (``for (int64_t x0 = 0; x0 < 16 * s0; x0++)``). Whether a loop runs on
-several threads is then decided when it runs (``#pragma omp parallel for if(16 * s0 >=
-32768)``); other choices that only affect speed (nest the reduction loop? tile?) are made
-from the sizes of the example inputs (their *hints*) and guard nothing; choices that affect
-the result are comparisons of :class:`~tutorcompile.fx.symbolic_shapes.SymInt` s, which
-record the guard they relied on.
+several threads is then decided when it runs, by a plain ``if`` between two copies of the
+loop nest (:meth:`CppKernel.open_loop`)::
+
+    if (16 * s0 >= 32768) {
+        #pragma omp parallel for
+        for (int64_t x0 = 0; x0 < 16 * s0; x0++) { ... }
+    } else {
+        for (int64_t x0 = 0; x0 < 16 * s0; x0++) { ... }   // as a static kernel that small
+    }
+
+Other choices that only affect speed (nest the reduction loop? tile?) are made from the sizes
+of the example inputs (their *hints*) and guard nothing; choices that affect the result are
+comparisons of :class:`~tutorcompile.fx.symbolic_shapes.SymInt` s, which record the guard
+they relied on.
 
 Mirrors: torch/_inductor/codegen/cpp.py (``CppKernel``, ``CppOverrides``; Inductor's
 ``CppVecKernel`` writes explicit vector code where we rely on ``omp simd``).
@@ -115,11 +124,15 @@ class CppKernel(KernelWriter):
         self.watch_r = False
         self.wants_nesting = False
         self.written: set[str] = set()   # stored by a loop already closed (a full phase)
-        self.parallel_if = ""   # OpenMP's if clause on parallel loops (symbolic sizes)
+        # symbolic sizes: the C++ condition for threads, and the parallel loops open now,
+        # each as (its indent, where its lines start, the pragma of its serial twin)
+        self.parallel_if = ""
+        self.twins: list[tuple[int, int, str | None]] = []
         self.stored_at: dict[str, Any] = {}   # buffer -> the offset its store wrote
         # hoisted digits of x0 (``x0_1``) and how to write x0 back in their place
         self.rejoin: dict = {}
         self.digits: set = set()
+        self.tile_len = "xlen"   # the count of a tile's loops (open_tile)
 
     def note_index(self, expr) -> None:
         """Flag a flat reduction loop that would compute a divided index: ``r0 / 32`` in a
@@ -210,9 +223,29 @@ class CppKernel(KernelWriter):
 
     # -- loops ---------------------------------------------------------------------------
     def open_loop(self, var: str, size: int, pragma: str | None) -> None:
+        """Open ``for (var = 0; var < size; var++)`` under ``#pragma <pragma>``.
+
+        A parallel loop of a kernel with symbolic sizes is written twice (its twin is
+        written by :meth:`close_loop`): ``if (<enough work>) { <parallel loop> } else {
+        <the same loop on one thread> }``. OpenMP's own ``if`` clause (``#pragma omp
+        parallel for if(...)``) decides as well, but costs the small sizes that skip threads
+        what a static kernel of that size never pays: the loop still moves into the
+        function OpenMP outlines for its threads, where the kernel's pointers arrive
+        through a struct without their ``__restrict__`` and g++ vectorises it behind
+        run-time overlap checks or not at all (a 1024-element max-pool gradient of AlexNet:
+        3.5 -> 6.6 us), and the team is set up and torn down on every call (0.6 us, more
+        than the smallest kernels' work; AlexNet's training step at batch 2 runs 38 of
+        them). Inductor decides at compile time, from the size hints
+        (``decide_parallel_depth`` in torch/_inductor/codegen/cpp.py); deciding per call
+        keeps a large batch on several threads when a small one was the hint."""
+        twin = bool(pragma) and pragma.startswith("omp parallel") and bool(self.parallel_if)
+        if twin:
+            self.writeline(f"if ({self.parallel_if})")
+            self.writeline("{")
+            self.indent += 1
+            serial = "omp simd" if pragma.startswith("omp parallel for simd") else None
+            self.twins.append((self.indent, len(self.lines), serial))
         if pragma:
-            if pragma.startswith("omp parallel"):
-                pragma += self.parallel_if
             self.writeline(f"#pragma {pragma}")
         self.writeline(f"for (int64_t {var} = 0; {var} < {self.size(size)}; {var}++)")
         self.writeline("{")
@@ -223,15 +256,27 @@ class CppKernel(KernelWriter):
         self.pop_scope()
         self.indent -= 1
         self.writeline("}")
+        if self.twins and self.twins[-1][0] == self.indent:   # its serial twin:
+            _, start, serial = self.twins.pop()                 # the same lines, no threads
+            loop = self.lines[start + 1:]
+            pad = "    " * self.indent
+            self.indent -= 1
+            self.writeline("}")
+            self.writeline("else")
+            self.writeline("{")
+            if serial:
+                self.lines.append(f"{pad}#pragma {serial}")
+            self.lines += loop
+            self.writeline("}")
 
     def generate_body(self) -> None:
         plan = self.plan
         numel = plan.xnumel * plan.rnumel
         if self.parallel is None and not isinstance(numel, int):
-            # a symbolic size: threads or not is decided when the kernel runs (OpenMP's
-            # ``if`` clause), not by the example's size
+            # a symbolic size: threads or not is decided when the kernel runs (open_loop),
+            # not by the example's size
             big = True
-            self.parallel_if = f" if({self.size(numel)} >= {PARALLEL_MIN_ELEMENTS})"
+            self.parallel_if = f"{self.size(numel)} >= {PARALLEL_MIN_ELEMENTS}"
         else:
             big = numel >= PARALLEL_MIN_ELEMENTS if self.parallel is None else self.parallel
         with set_handler(self):
@@ -358,7 +403,7 @@ class CppKernel(KernelWriter):
         """The innermost loop of a tiled reduction: ``TILE`` neighbouring outputs, which
         sit next to each other in memory, so the compiler vectorises across them."""
         self.writeline("#pragma omp simd")
-        self.writeline("for (int64_t xi = 0; xi < xlen; xi++)")
+        self.writeline(f"for (int64_t xi = 0; xi < {self.tile_len}; xi++)")
         self.writeline("{")
         self.indent += 1
         self.push_scope()
@@ -373,8 +418,19 @@ class CppKernel(KernelWriter):
         tiles = (plan.xnumel + tile - 1) // tile
         self.open_loop("xt", tiles, "omp parallel for" if big and not (
             isinstance(tiles, int) and tiles <= 1) else None)
-        self.writeline(f"const int64_t xlen = std::min<int64_t>({tile}, "
-                       f"{self.size(plan.xnumel)} - xt * {tile});")
+        # Symbolic sizes with every tile whole (the outputs a multiple of the tile for every
+        # value of the symbols): the tile loops run a constant count, and g++ keeps the
+        # tile's partial sums in vector registers across the r loop. A run-time count
+        # (``xlen``) keeps them in memory, loaded and stored on every row: a sum over a
+        # symbolic batch of two rows (a bias gradient of the GPT, 16384 outputs) took 1.4-1.8x
+        # the time of the static kernel, where g++ works out that ``xlen`` is 32 from the
+        # constants (and unrolls the r loop).
+        whole = not isinstance(plan.xnumel * plan.rnumel, int) and \
+            sympy.Mod(ir.size_expr(plan.xnumel), tile) == 0
+        self.tile_len = str(tile) if whole else "xlen"
+        if not whole:
+            self.writeline(f"const int64_t xlen = std::min<int64_t>({tile}, "
+                           f"{self.size(plan.xnumel)} - xt * {tile});")
         xvars = ir.unflatten_index(ir.index_symbol("x0"), plan.kept_shape)
         rvars = ir.unflatten_index(ir.index_symbol("r0"), plan.reduced_shape)
 
