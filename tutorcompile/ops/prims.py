@@ -159,7 +159,7 @@ register("pow", "pointwise", torch.pow, binary_meta, vjp=_pow_vjp,
          doc="a ** b. The Triton spelling assumes a > 0 (what the interpreter can run).")
 register("exp", "pointwise", torch.exp, float_meta,
          vjp=lambda g, out, a: (ops.mul(g, out),),
-         triton="tl.exp({0})", cpp="std::exp({0})")
+         triton="tl.exp({0})", cpp="simd_exp({0})")
 register("log", "pointwise", torch.log, float_meta,
          vjp=lambda g, out, a: (ops.div(g, a),),
          triton="tl.log({0})", cpp="std::log({0})")
@@ -195,7 +195,7 @@ register("tanh", "pointwise", torch.tanh, float_meta,
          triton="(2 * tl.sigmoid(2 * {0}) - 1)", cpp="std::tanh({0})")
 register("sigmoid", "pointwise", torch.sigmoid, float_meta,
          vjp=lambda g, out, a: (ops.mul(g, ops.mul(out, ops.sub(1.0, out))),),
-         triton="tl.sigmoid({0})", cpp="(1 / (1 + std::exp(-{0})))")
+         triton="tl.sigmoid({0})", cpp="(1 / (1 + simd_exp(-{0})))")
 register("relu", "pointwise", torch.relu, same_meta,
          vjp=lambda g, out, a: (ops.where(ops.gt(out, 0), g, 0.0),),
          triton="tl.maximum({0}, 0)", cpp="std::max({0}, decltype({0})(0))")
