@@ -297,6 +297,26 @@ def test_a_stored_value_is_read_back_not_recomputed():
     assert source.count("simd_exp(") == 1, source
 
 
+@pytest.mark.parametrize("with_column_sum", [False, True])
+def test_vector_loop_over_a_transposed_view_of_heads_is_split(with_column_sum):
+    """C++: attention's ``(b, h, t, d) -> (b*t, h*d)`` view indexes a column ``x`` as
+    ``512*((x / 16) % 4) + x % 16``, a gather in every lane; the vector loop is split at 16
+    (``x = 16*x1a + x1b``) so the loads are contiguous runs of ``x1b`` -- in a pointwise
+    kernel and in a column sum's tiles (the bias gradient fused after it)."""
+    if not probe().has_cxx:
+        pytest.skip("no C++ compiler")
+
+    def merge_heads(x):
+        y = ops.mul(ops.reshape(ops.permute(x, (0, 2, 1, 3)), (256, 64)), 2.0)
+        return (y, ops.sum(y, (0,))) if with_column_sum else y
+    compiled = run(merge_heads, torch.randn(8, 4, 32, 16), backend="cpp", rtol=1e-5,
+                   atol=1e-4)
+    (source,) = compiled.kernel_sources.values()
+    assert "xib < 16" in source or "x1b < 16" in source, source
+    loads = [line for line in source.splitlines() if "in_ptr" in line and "[" in line]
+    assert loads and not any("/ 16" in line or "% 16" in line for line in loads), source
+
+
 def test_a_transposed_read_of_a_stored_value_is_not_read_back():
     """C++: only the element the earlier loop stored in this row may be read back; a
     transposed read reaches rows not written yet, so it computes the value again."""
