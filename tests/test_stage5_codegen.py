@@ -317,6 +317,26 @@ def test_vector_loop_over_a_transposed_view_of_heads_is_split(with_column_sum):
     assert loads and not any("/ 16" in line or "% 16" in line for line in loads), source
 
 
+def test_division_by_a_row_value_is_a_multiplication_by_its_reciprocal():
+    """C++: a softmax divides every element of a row by the row's sum -- the same value in
+    every lane of the vector loop, so the kernel multiplies by ``1 / sum`` (g++ computes it
+    once per row; a vector division costs several multiplications). A division by a value
+    that differs between lanes stays a division."""
+    if not probe().has_cxx:
+        pytest.skip("no C++ compiler")
+
+    def softmax(x):
+        e = ops.exp(ops.sub(x, ops.amax(x, [1], True)))
+        return ops.div(e, ops.sum(e, [1], True))
+    x = torch.randn(16, 40)
+    (softmax,) = run(softmax, x, backend="cpp", rtol=1e-6, atol=1e-7).kernel_sources.values()
+    (ratio,) = run(lambda x, y: ops.div(x, y), x, torch.rand(16, 40) + 0.5, backend="cpp",
+                   rtol=0, atol=0).kernel_sources.values()
+    assert "(1.0f / acc" in softmax and "/ acc" not in softmax.replace("(1.0f / acc", ""), \
+        softmax
+    assert "(1.0f /" not in ratio and " / " in ratio, ratio
+
+
 def test_a_transposed_read_of_a_stored_value_is_not_read_back():
     """C++: only the element the earlier loop stored in this row may be read back; a
     transposed read reaches rows not written yet, so it computes the value again."""
