@@ -31,7 +31,7 @@ from tutorcompile.aot import (
 from tutorcompile.aot.partitioners import nbytes, op_kind
 from tutorcompile.aot.tracing import trace_with_inputs
 from tutorcompile.fx import GraphModule
-from tutorcompile.ops import Prim
+from tutorcompile.ops import PRIMS, Prim
 
 pytestmark = pytest.mark.stage4
 F64 = torch.float64
@@ -79,6 +79,26 @@ def test_joint_graph_labels_primals_tangents_and_phases():
         if n.meta.get("phase") == "backward" and n.op == "call_function":
             assert isinstance(n.target, Prim), n.format_node()
     joint.graph.lint()
+
+
+def test_linear_on_a_batch_of_sequences_gets_its_weight_gradient_from_one_matmul():
+    """``x @ w`` with a 3-d ``x`` and a matrix ``w`` (nn.Linear on (batch, time, features)):
+    ``w``'s gradient is one 2-d product of the flattened operands, as eager's ``mm`` -- not a
+    batched product per batch element and a sum over them."""
+    x = torch.randn(4, 5, 6, dtype=F64, requires_grad=True)
+    w = torch.randn(6, 3, dtype=F64, requires_grad=True)
+    joint = _joint(lambda x, w: torch.tanh(x @ w), x, w)
+    backward = [n for n in joint.graph.nodes
+                if n.meta.get("phase") == "backward" and n.op == "call_function"]
+    products = [n for n in backward if n.target is PRIMS["matmul"]]
+    ranks = sorted(len(n.meta["tensor_meta"].shape) for n in products)
+    assert ranks == [2, 3]          # w's gradient: 2-d; x's: batched as x was
+    assert not any(n.target is PRIMS["sum"] for n in backward)
+    g = torch.randn(4, 5, 3, dtype=F64)
+    _, gx, gw = GraphModule({}, joint.graph)(x.detach(), w.detach(), g)
+    ex_gx, ex_gw = torch.autograd.grad(torch.tanh(x @ w), (x, w), g)
+    torch.testing.assert_close(gx, ex_gx, **TOL)
+    torch.testing.assert_close(gw, ex_gw, **TOL)
 
 
 def test_saved_bytes_report_is_exact():

@@ -168,12 +168,54 @@ def test_max_reductions_keep_nans(backend, monkeypatch):
 @pytest.mark.skipif(not probe().has_cxx or platform.machine() != "x86_64"
                     or not platform.libc_ver()[0] == "glibc",
                     reason="needs g++ on x86-64 glibc (libmvec)")
-def test_masked_softmax_kernel_calls_a_vector_exp():
-    """A causal-masked softmax (a bool mask selecting -inf, then exp) compiles to a loop the
-    compiler really vectorises: the built library calls glibc's vector expf (``_ZGV...``),
-    not only the scalar one, and the values match PyTorch."""
+def _vectorized_lines(source: str) -> tuple[str, set[int]]:
+    """Build ``source`` after the kernel prelude as the code cache does, asking g++ which
+    loops it vectorised: (the full text, the line numbers its reports name)."""
+    import subprocess
+    import tempfile
+
     from tutorcompile.inductor import codecache
     from tutorcompile.inductor.codegen.cpp import CPP_PRELUDE
+    compiler, version = codecache.cxx_compiler()
+    if "g++" not in version and "GCC" not in version:
+        pytest.skip("the vectoriser's report is read in g++'s words")
+    text = CPP_PRELUDE + source
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/kernel.cpp"
+        with open(path, "w") as f:
+            f.write(text)
+        flags = [f for f in codecache.cpp_flags() if f != "-shared"]
+        report = subprocess.run([compiler, *flags, "-c", path, "-o", f"{tmp}/kernel.o",
+                                 "-fopt-info-vec-optimized"], capture_output=True, text=True,
+                                check=True).stderr
+    return text, {int(line.split(":")[1]) for line in report.splitlines()
+                  if line.startswith(path) and "vectorized" in line}
+
+
+def _simd_loops(text: str) -> list[tuple[int, int]]:
+    """(first, last) line numbers of each ``#pragma omp simd`` loop, pragma to closing brace."""
+    lines = text.splitlines()
+    loops = []
+    for i, line in enumerate(lines):
+        if not line.strip().startswith("#pragma omp simd"):
+            continue
+        depth, j = 0, i + 1
+        while True:
+            depth += lines[j].count("{") - lines[j].count("}")
+            if depth == 0 and "}" in lines[j]:
+                break
+            j += 1
+        loops.append((i + 1, j + 1))
+    return loops
+
+
+def test_masked_softmax_kernel_is_vectorised():
+    """A causal-masked softmax (a bool mask selecting -inf, then exp) compiles to loops the
+    compiler really vectorises -- every ``omp simd`` loop, the exp's included (exp is the
+    prelude's branch-free ``simd_exp``: glibc's vector expf leaves its fast path for the
+    masked lanes' exp(-inf)) -- and the values match PyTorch."""
+    if not probe().has_cxx:
+        pytest.skip("no C++ compiler")
 
     def masked_softmax(x, mask):
         x = ops.where(mask, float("-inf"), ops.mul(x, 0.25))
@@ -187,8 +229,34 @@ def test_masked_softmax_kernel_calls_a_vector_exp():
     torch.testing.assert_close(out, torch.softmax((x * 0.25).masked_fill(mask, float("-inf")),
                                                   1))
     (source,) = compiled.kernel_sources.values()
-    _, path = codecache.cpp_compile(source, prelude=CPP_PRELUDE)
-    assert b"_ZGV" in path.read_bytes() and b"expf" in path.read_bytes(), source
+    assert "simd_exp(" in source, source
+    text, vectorized = _vectorized_lines(source)
+    loops = _simd_loops(text)
+    assert len(loops) >= 3, source
+    for first, last in loops:
+        assert any(first <= line <= last for line in vectorized), \
+            (first, last, sorted(vectorized), source)
+
+
+def test_simd_exp_matches_exp_within_an_ulp():
+    """The prelude's ``simd_exp`` against PyTorch's exp in float64, over the whole float
+    range: within 1 ulp where the result is a normal float, a denormal step below,
+    and exact at the edges (-inf -> 0, inf -> inf, NaN -> NaN, overflow, underflow)."""
+    if not probe().has_cxx:
+        pytest.skip("no C++ compiler")
+    x = torch.cat([torch.linspace(-110, 110, 400_001),
+                   torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, 88.72,
+                                 88.73, -87.33, -103.9, -104.0, -200.0])])
+    out = run(lambda x: ops.exp(x), x, backend="cpp", rtol=1e-6, atol=1.5e-45)
+    ref = torch.exp(x.double())
+    got = out(x)
+    got = (got[0] if isinstance(got, tuple) else got).double()
+    normal = (ref > torch.finfo(torch.float32).tiny) & (ref < torch.finfo(torch.float32).max)
+    ulp = torch.finfo(torch.float32).eps * ref[normal]   # (an upper bound on one ulp)
+    assert ((got[normal] - ref[normal]).abs() <= ulp).all()
+    edges = ~normal
+    torch.testing.assert_close(got[edges], ref[edges].float().double(), rtol=0, atol=1.5e-45,
+                               equal_nan=True)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -227,7 +295,47 @@ def test_a_stored_value_is_read_back_not_recomputed():
         return ops.div(e, ops.sum(e, [1], True)), e
     compiled = run(softmax_keeping_exp, torch.randn(16, 40), backend="cpp", rtol=1e-5)
     (source,) = compiled.kernel_sources.values()
-    assert source.count("std::exp(") == 1, source
+    assert source.count("simd_exp(") == 1, source
+
+
+@pytest.mark.parametrize("with_column_sum", [False, True])
+def test_vector_loop_over_a_transposed_view_of_heads_is_split(with_column_sum):
+    """C++: attention's ``(b, h, t, d) -> (b*t, h*d)`` view indexes a column ``x`` as
+    ``512*((x / 16) % 4) + x % 16``, a gather in every lane; the vector loop is split at 16
+    (``x = 16*x1a + x1b``) so the loads are contiguous runs of ``x1b`` -- in a pointwise
+    kernel and in a column sum's tiles (the bias gradient fused after it)."""
+    if not probe().has_cxx:
+        pytest.skip("no C++ compiler")
+
+    def merge_heads(x):
+        y = ops.mul(ops.reshape(ops.permute(x, (0, 2, 1, 3)), (256, 64)), 2.0)
+        return (y, ops.sum(y, (0,))) if with_column_sum else y
+    compiled = run(merge_heads, torch.randn(8, 4, 32, 16), backend="cpp", rtol=1e-5,
+                   atol=1e-4)
+    (source,) = compiled.kernel_sources.values()
+    assert "xib < 16" in source or "x1b < 16" in source, source
+    loads = [line for line in source.splitlines() if "in_ptr" in line and "[" in line]
+    assert loads and not any("/ 16" in line or "% 16" in line for line in loads), source
+
+
+def test_division_by_a_row_value_is_a_multiplication_by_its_reciprocal():
+    """C++: a softmax divides every element of a row by the row's sum -- the same value in
+    every lane of the vector loop, so the kernel multiplies by ``1 / sum`` (g++ computes it
+    once per row; a vector division costs several multiplications). A division by a value
+    that differs between lanes stays a division."""
+    if not probe().has_cxx:
+        pytest.skip("no C++ compiler")
+
+    def softmax(x):
+        e = ops.exp(ops.sub(x, ops.amax(x, [1], True)))
+        return ops.div(e, ops.sum(e, [1], True))
+    x = torch.randn(16, 40)
+    (softmax,) = run(softmax, x, backend="cpp", rtol=1e-6, atol=1e-7).kernel_sources.values()
+    (ratio,) = run(lambda x, y: ops.div(x, y), x, torch.rand(16, 40) + 0.5, backend="cpp",
+                   rtol=0, atol=0).kernel_sources.values()
+    assert "(1.0f / acc" in softmax and "/ acc" not in softmax.replace("(1.0f / acc", ""), \
+        softmax
+    assert "(1.0f /" not in ratio and " / " in ratio, ratio
 
 
 def test_a_transposed_read_of_a_stored_value_is_not_read_back():

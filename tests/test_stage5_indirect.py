@@ -14,10 +14,11 @@ import torch.nn.functional as F
 
 import tutorcompile as tc
 from tests.kernel_backends import BACKENDS, on
+from tutorcompile.environment import probe
 from tutorcompile.fx import GraphModule
 from tutorcompile.inductor.compile_fx import compile_fx
 from tutorcompile.inductor.lowering import evaluate_lowering, lower_graph
-from tutorcompile.ops import ops, trace
+from tutorcompile.ops import PRIMS, ops, trace
 
 pytestmark = pytest.mark.stage5
 
@@ -78,6 +79,25 @@ def test_one_kernel_matches_eager(case, backend):
     (source,) = compiled.kernel_sources.values()   # one fused kernel, no PyTorch call
     if "index" in case:
         assert "index out of bounds" in source
+
+
+def test_a_large_index_add_runs_in_pytorch():
+    """``index_add`` compares every output row with every index when it is a kernel: a
+    position-embedding gradient (32 indices into a 32 x 64 table, 65k compares) runs in
+    PyTorch's scatter, linear in the indices, instead."""
+    if not probe().has_cxx:
+        pytest.skip("no C++ compiler")
+    args = (torch.zeros(32, 64), torch.arange(32), torch.randn(32, 64))
+    graph = trace(add_rows_into, *args)
+    compiled = compile_fx(graph, args, backend="cpp")
+    torch.testing.assert_close(compiled(*args), GraphModule({}, graph)(*args))
+    externs = [g for g in compiled.scheduler.groups if g.is_extern]
+    assert [g.buffers[0].kernel for g in externs] == [PRIMS["index_add"]], \
+        compiled.fusion_report
+
+
+def add_rows_into(base, idx, src):
+    return ops.index_add(base, 0, idx, src)
 
 
 BAD = {

@@ -159,7 +159,7 @@ register("pow", "pointwise", torch.pow, binary_meta, vjp=_pow_vjp,
          doc="a ** b. The Triton spelling assumes a > 0 (what the interpreter can run).")
 register("exp", "pointwise", torch.exp, float_meta,
          vjp=lambda g, out, a: (ops.mul(g, out),),
-         triton="tl.exp({0})", cpp="std::exp({0})")
+         triton="tl.exp({0})", cpp="simd_exp({0})")
 register("log", "pointwise", torch.log, float_meta,
          vjp=lambda g, out, a: (ops.div(g, a),),
          triton="tl.log({0})", cpp="std::log({0})")
@@ -195,7 +195,7 @@ register("tanh", "pointwise", torch.tanh, float_meta,
          triton="(2 * tl.sigmoid(2 * {0}) - 1)", cpp="std::tanh({0})")
 register("sigmoid", "pointwise", torch.sigmoid, float_meta,
          vjp=lambda g, out, a: (ops.mul(g, ops.mul(out, ops.sub(1.0, out))),),
-         triton="tl.sigmoid({0})", cpp="(1 / (1 + std::exp(-{0})))")
+         triton="tl.sigmoid({0})", cpp="(1 / (1 + simd_exp(-{0})))")
 register("relu", "pointwise", torch.relu, same_meta,
          vjp=lambda g, out, a: (ops.where(ops.gt(out, 0), g, 0.0),),
          triton="tl.maximum({0}, 0)", cpp="std::max({0}, decltype({0})(0))")
@@ -567,9 +567,28 @@ def _matmul_meta(a, b):
     return batch + (a.shape[-2], b.shape[-1]), promote_types(a, b)
 
 
-register("matmul", "extern", torch.matmul, _matmul_meta,
-         vjp=lambda g, out, a, b: (ops.matmul(g, transpose_last(b)),
-                                   ops.matmul(transpose_last(a), g)),
+def _matmul_vjp(g, out, a, b):
+    """``a @ b``'s gradients: ``g @ bᵀ`` and ``aᵀ @ g``, batched as the product was.
+
+    One case is folded: a batched ``a`` times a matrix ``b`` (``nn.Linear`` on a
+    ``(batch, time, features)`` input). ``b``'s gradient is the sum over the batch of
+    ``aᵢᵀ @ gᵢ``, which is one matrix product of the flattened operands,
+    ``(B·M, K)ᵀ @ (B·M, N)`` -- one BLAS call with a long inner dimension, where the batched
+    form makes ``B`` small products of ``(K, N)`` each and then a kernel that sums them
+    (``B`` times the memory, and a pass over it). ``at::matmul`` folds the same way in its
+    forward, which is why eager's backward of a linear layer is two ``mm`` calls.
+
+    Mirrors: aten/src/ATen/native/LinearAlgebra.cpp (``_matmul_impl``, ``should_fold``)."""
+    grad_a = ops.matmul(g, transpose_last(b))
+    if len(a.shape) > 2 and len(b.shape) == 2:
+        rows = math.prod(a.shape[:-1])
+        flat_a = ops.reshape(a, (rows, a.shape[-1]))
+        flat_g = ops.reshape(g, (rows, g.shape[-1]))
+        return grad_a, ops.matmul(transpose_last(flat_a), flat_g)
+    return grad_a, ops.matmul(transpose_last(a), g)
+
+
+register("matmul", "extern", torch.matmul, _matmul_meta, vjp=_matmul_vjp,
          doc="Batched matrix product; batch dimensions broadcast.")
 
 
