@@ -6,6 +6,7 @@ is the exception on both sides: a break with a reason.
 """
 
 import collections
+import copy
 import dataclasses
 import functools
 import itertools
@@ -277,3 +278,94 @@ def test_no_grad_block_cuts_the_gradient(backend):
     got, w.grad = w.grad.clone(), None
     detaches_inside_no_grad(x, w).sum().backward()
     torch.testing.assert_close(got, w.grad)
+
+
+class MappedConfig:
+    """A transformers-style config: ``attribute_map`` renames attributes in both hooks, and
+    ``to_dict`` deep-copies ``__dict__`` (``PreTrainedConfig``, reduced to plain Python)."""
+    attribute_map = {"hidden": "d_model"}
+
+    def __init__(self, d_model=4, scale=2.0):
+        self.d_model, self.decoder_layers, self.names, self.scale = d_model, 2, ["a"], scale
+
+    def __setattr__(self, key, value):
+        if key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        super().__setattr__(key, value)
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+    def to_dict(self):
+        return copy.deepcopy(self.__dict__)
+
+
+def decoder_view(x, cfg):
+    # transformers' get_text_config(decoder=True) on a flat encoder-decoder config
+    c = copy.deepcopy(cfg)
+    for key in c.to_dict():
+        if key.startswith("decoder_"):
+            value = getattr(c, key)
+            delattr(c, key)
+            setattr(c, key[len("decoder_"):], value)
+    c.names.append("b")
+    c.hidden = c.hidden + 1
+    return x * c.hidden + c.layers * len(c.names) * c.scale
+
+
+def test_deepcopy_of_a_config_is_traced_on_trackers_and_guarded():
+    """Was 3 graph breaks (``id()`` in copy.py's memo, then ``setattr``/``delattr``): the
+    copy is made on trackers, its class's attribute hooks are inlined, and every value it
+    copied is guarded -- a changed config recompiles; the original is never written."""
+    made = []
+
+    def counting(gm, example_inputs):
+        made.append(gm)
+        return gm
+    cfg, x = MappedConfig(), torch.randn(3)
+    compiled = tc.compile(decoder_view, backend=counting, fullgraph=True)
+    torch.testing.assert_close(compiled(x, cfg), decoder_view(x, cfg))
+    assert cfg.__dict__ == MappedConfig().__dict__  # the copy's writes stayed in the copy
+    cfg.scale = 3.0
+    torch.testing.assert_close(compiled(x, cfg), decoder_view(x, cfg))
+    cfg.names.append("z")
+    torch.testing.assert_close(compiled(x, cfg), decoder_view(x, cfg))
+    assert len(made) == 3
+
+
+def identity_of(x, obj):
+    return x + 1, id(obj)
+
+
+def test_id_of_an_object_from_outside_is_a_guarded_constant():
+    compiled = tc.compile(identity_of, backend="eager", fullgraph=True)
+    a, b, x = Holder(), Holder(), torch.randn(3)
+    assert compiled(x, a)[1] == id(a)
+    assert compiled(x, b)[1] == id(b)  # the guard ``obj is <a>`` failed: recompiled
+
+
+def identity_of_new(x):
+    return x + 1, id(Holder()) > 0
+
+
+def test_id_of_an_object_made_while_tracing_is_a_break():
+    out = tc.explain(identity_of_new)(torch.randn(3))
+    assert out.graph_break_count == 1 and "id()" in out.break_reasons[0].reason
+
+
+class Tagged:
+    kind = "tagged"
+
+
+def class_of_new_object(x):
+    t = Tagged()
+    return x + 1 if t.__class__ is Tagged and type(t).kind == "tagged" else x - 1
+
+
+def test_class_of_an_object_made_while_tracing():
+    # was silently x - 1: ``__class__`` looked up on the class gave its metaclass, ``type``
+    x = torch.randn(3)
+    torch.testing.assert_close(tc.compile(class_of_new_object, backend="eager",
+                                          fullgraph=True)(x), x + 1)
