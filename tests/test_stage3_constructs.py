@@ -6,12 +6,14 @@ is the exception on both sides: a break with a reason.
 """
 
 import collections
+import collections.abc
 import copy
 import dataclasses
 import functools
 import itertools
 import math
 import operator
+import types
 import typing
 
 import numpy as np
@@ -369,3 +371,27 @@ def test_class_of_an_object_made_while_tracing():
     x = torch.randn(3)
     torch.testing.assert_close(tc.compile(class_of_new_object, backend="eager",
                                           fullgraph=True)(x), x + 1)
+
+
+VALIDATORS = {typing.Union: "union", list: "list", collections.abc.Sequence: "sequence",
+              types.UnionType: "union"}
+
+
+def validated(x, expected):
+    # huggingface_hub's strict dataclasses look a field's type up in a table keyed so
+    kind = VALIDATORS.get(typing.get_origin(expected) or expected, "simple")
+    return x * len(kind)
+
+
+def test_a_dict_keyed_by_classes_and_typing_forms_is_read_whole():
+    """Was a graph break ("a dict with non-constant keys"): classes and typing's special
+    forms hash by identity, so a lookup folds; the guard names the key object itself."""
+    x = torch.randn(3)
+    compiled = tc.compile(validated, backend="eager", fullgraph=True)
+    for expected in (list, int | None, int):
+        torch.testing.assert_close(compiled(x, expected), validated(x, expected))
+    VALIDATORS[int] = "integer"  # the table changed: the guard on int's absence fails
+    try:
+        torch.testing.assert_close(compiled(x, int), x * len("integer"))
+    finally:
+        del VALIDATORS[int]
