@@ -10,6 +10,7 @@ import collections.abc
 import copy
 import dataclasses
 import functools
+import importlib.util
 import itertools
 import math
 import operator
@@ -395,3 +396,81 @@ def test_a_dict_keyed_by_classes_and_typing_forms_is_read_whole():
         torch.testing.assert_close(compiled(x, int), x * len("integer"))
     finally:
         del VALIDATORS[int]
+
+
+class SiLUActivation(torch.nn.Module):  # transformers' activations: no __init__ of their own
+    def forward(self, x):
+        return torch.nn.functional.silu(x)
+
+
+class Instantier(collections.OrderedDict):
+    """transformers' ``ACT2FN``: every read builds a new module from the stored class."""
+
+    def __getitem__(self, key):
+        content = super().__getitem__(key)
+        cls, kwargs = content if isinstance(content, tuple) else (content, {})
+        return cls(**kwargs)
+
+
+ACTS = Instantier({"silu": SiLUActivation, "elu": (torch.nn.ELU, {"alpha": 0.5})})
+
+
+def pooled_activation(x, name):
+    pooled = torch.nn.MaxPool1d(kernel_size=2, stride=2)(x)  # CANINE's downsampling
+    pad = torch.nn.ConstantPad1d((1, 0), 0)
+    return ACTS[name](pad(pooled)), pad
+
+
+@pytest.mark.parametrize("name", ["silu", "elu"])
+def test_stateless_modules_built_in_forward(name):
+    """Were graph breaks ("constructing an instance of MaxPool1d", ``super().__getitem__``
+    found in a C class): a module whose ``__init__`` is torch.nn's and that holds no state is
+    built while tracing; a dict subclass's override reads its storage, guarded through
+    ``dict.items``; a module returned from the graph is built again after it."""
+    x = torch.randn(2, 3, 8)
+    compiled = tc.compile(pooled_activation, backend="eager", fullgraph=True)
+    out, pad = compiled(x, name)
+    want, _ = pooled_activation(x, name)
+    torch.testing.assert_close(out, want)
+    assert isinstance(pad, torch.nn.ConstantPad1d) and pad.padding == (1, 0)
+    ACTS["silu"] = torch.nn.Tanh  # the stored class changed: the guard on it fails
+    try:
+        torch.testing.assert_close(compiled(x, "silu")[0], pooled_activation(x, "silu")[0])
+    finally:
+        ACTS["silu"] = SiLUActivation
+
+
+def new_linear(x):
+    return torch.nn.Linear(3, 3)(x)
+
+
+def test_a_module_with_parameters_built_in_forward_is_a_break():
+    x = torch.randn(2, 3)
+    out = tc.explain(new_linear)(x)
+    assert out.graph_break_count == 1 and "parameters" in out.break_reasons[0].reason
+    # the Linear built (and refused) while tracing drew no random numbers: the compiled call
+    # leaves the generator where eager leaves it
+    start = torch.get_rng_state()
+    new_linear(x)
+    after_eager = torch.get_rng_state()
+    torch.set_rng_state(start)
+    tc.compile(new_linear, backend="eager")(x)
+    assert torch.equal(torch.get_rng_state(), after_eager)
+
+
+@tc.dynamo.assume_constant_result
+def installed(name):
+    return importlib.util.find_spec(name) is not None
+
+
+def probes(x):
+    if installed("torch") and importlib.util.find_spec("no_such_package_here") is None:
+        return x + 1
+    return x - 1
+
+
+def test_installed_package_probes_are_constants():
+    """Were graph breaks (``importlib.util.find_spec`` is C code underneath, and
+    transformers' ``is_torch_available`` is marked ``assume_constant_result``)."""
+    x = torch.randn(3)
+    torch.testing.assert_close(tc.compile(probes, backend="eager", fullgraph=True)(x), x + 1)

@@ -17,6 +17,8 @@ import collections
 import dataclasses
 import enum
 import functools
+import importlib.metadata
+import importlib.util
 import inspect
 import itertools
 import math
@@ -29,12 +31,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..exc import TracedException, Unsupported
-from ..source import AttrSource, Source
+from ..source import AttrSource, DictStorageSource, Source
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
 
-from .base import LATE_BOUND, VariableTracker, is_constant_value
+from .base import LATE_BOUND, BoundMethodVariable, VariableTracker, is_constant_value
 from .containers import (
     BaseListVariable,
     ConstantVariable,
@@ -90,6 +92,15 @@ class SuperVariable(VariableTracker):
             if klass is object and name in _OBJECT_SLOTS and isinstance(
                     obj, UserDefinedObjectVariable):
                 return _ObjectSlotVariable(obj, name)  # a custom hook's ``super()`` call
+            if klass in (dict, collections.OrderedDict) and name in _DICT_READS and \
+                    isinstance(obj, UserDefinedObjectVariable) and obj.source is not None \
+                    and isinstance(obj.value, dict):
+                # a dict subclass's override reading its own storage (ACT2FN's
+                # ``super().__getitem__``): the stored items, read and guarded through
+                # ``dict.items`` -- never through the override itself
+                storage = tx.wrap_nested(dict(dict.items(obj.value)),
+                                         DictStorageSource(obj.source))
+                return BoundMethodVariable(storage, name)
             if callable(attr) and (klass is dict and isinstance(obj, ConstDictVariable) or
                                    klass in (list, tuple) and isinstance(obj, BaseListVariable)):
                 # the container's own method on a tracker of that container (a dict subclass
@@ -110,6 +121,7 @@ def _object_init(*args, **kwargs):
 
 
 _OBJECT_SLOTS = ("__getattribute__", "__setattr__", "__delattr__")
+_DICT_READS = ("__getitem__", "get", "__contains__")
 _ABSENT = object()
 
 
@@ -211,6 +223,8 @@ class UserDefinedClassVariable(VariableTracker):
                 a.is_python_constant() for a in [*args, *kwargs.values()]):
             return ConstantVariable(cls(*[a.as_python_constant() for a in args],
                                         **{k: v.as_python_constant() for k, v in kwargs.items()}))
+        if isinstance(cls, type) and issubclass(cls, torch.nn.Module):
+            return _new_stateless_module(tx, cls, args, kwargs)
         if dataclasses.is_dataclass(cls) and not any(
                 isinstance(v, UserDefinedObjectVariable) and v.fresh for v in args):
             return DataclassVariable(cls, args, kwargs)
@@ -247,6 +261,33 @@ class UserDefinedClassVariable(VariableTracker):
 
     def __repr__(self):
         return f"UserDefinedClassVariable({self.value.__qualname__})"
+
+
+def _new_stateless_module(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
+    """``nn.MaxPool1d(kernel_size=k)(x)``, ``ACT2FN["silu"]`` (transformers'
+    ``SiLUActivation()``) inside ``forward``: a module whose ``__init__`` is torch.nn's own,
+    built from Python constants and holding no parameters, buffers or submodules, is built
+    now, for real -- that ``__init__`` only stores the arguments -- and called like any
+    module (``forward`` inlined). Every call of the compiled code would build the same one;
+    if it escapes the graph it is built again from the same arguments. A module with state
+    (``nn.Linear`` draws its initial weights), or with an ``__init__`` (or ``__new__``, or
+    metaclass) of its own that could do anything, is a graph break.
+    (PyTorch's Dynamo traces ``__init__`` of any module class instead.)"""
+    builders = [k for k in cls.__mro__ if "__init__" in vars(k) or "__new__" in vars(k)]
+    if type(cls) is not type or not all(k is object or k.__module__.startswith(
+            "torch.nn.modules.") for k in builders):
+        raise Unsupported(f"constructing an instance of {cls.__qualname__} (its __init__ is "
+                          "not torch.nn's)")
+    if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+        raise Unsupported(f"constructing {cls.__qualname__} from values that are not Python "
+                          "constants")
+    with torch.random.fork_rng(devices=[]):  # a draw would be undone, and refused below
+        module = cls(*[a.as_python_constant() for a in args],
+                     **{k: v.as_python_constant() for k, v in kwargs.items()})
+    if module._parameters or module._buffers or module._modules:
+        raise Unsupported(f"constructing {cls.__qualname__} inside the compiled region (it "
+                          "has parameters, buffers or submodules)")
+    return NNModuleVariable(module, None, constructed=(cls, list(args), dict(kwargs)))
 
 
 def reads_like_dict(cls: type) -> bool:
@@ -1111,6 +1152,19 @@ def _attr_name(name: VariableTracker) -> str:
     return name.as_python_constant()
 
 
+def _installed_package_probe(fn):
+    """``importlib.util.find_spec("mambapy")`` / ``importlib.metadata.version(...)`` -- what
+    transformers' ``is_*_available()`` helpers ask -- on a constant name: answered now, for
+    real, as PyTorch's Dynamo does (``functions.py``), taking what is installed as fixed for
+    the life of the process (it is not guarded). C code underneath, so anything else breaks."""
+    def handler(tx, *args, **kwargs):
+        if kwargs or not all(a.is_python_constant() for a in args):
+            raise Unsupported(f"{fn.__module__}.{fn.__name__} on a value that is not a "
+                              "Python constant")
+        return ConstantVariable(fn(*[a.as_python_constant() for a in args]))
+    return handler
+
+
 def _callable(tx, obj):
     return ConstantVariable(isinstance(obj, (UserFunctionVariable, UserMethodVariable,
                                              NestedUserFunctionVariable, TorchFunctionVariable,
@@ -1132,6 +1186,8 @@ _BUILTIN_HANDLERS: dict[Callable, Callable] = {
     dataclasses.replace: _replace, dataclasses.fields: _fields, dataclasses.asdict: _asdict,
     _object_init: lambda tx, *a, **k: ConstantVariable(None),
     setattr: _setattr, delattr: _delattr,
+    importlib.util.find_spec: _installed_package_probe(importlib.util.find_spec),
+    importlib.metadata.version: _installed_package_probe(importlib.metadata.version),
 }
 
 # Python functions with a handler for what was made while tracing, inlined for the rest

@@ -23,9 +23,13 @@ class NNModuleVariable(VariableTracker):
 
     fresh = False  # from outside: its writes are replayed after the graph
 
-    def __init__(self, module: torch.nn.Module, source: Source):
+    def __init__(self, module: torch.nn.Module, source: Source | None,
+                 constructed: tuple[type, list, dict] | None = None):
         self.value, self.source = module, source
         self.pending: dict[str, VariableTracker] = {}  # attributes written while tracing
+        # a stateless torch.nn module built while tracing (no source): its class and the
+        # trackers of its constructor's arguments, to build it again after the graph
+        self.constructed = constructed
 
     def python_type(self):
         return type(self.value)
@@ -39,7 +43,7 @@ class NNModuleVariable(VariableTracker):
                 # PyTorch's spelling: L['self']._modules['fc']._parameters['weight']
                 src = GetItemSource(AttrSource(self.source, table), name)
                 return tx.wrap_nested(m.__dict__[table][name], src)
-        src = AttrSource(self.source, name)
+        src = AttrSource(self.source, name) if self.source is not None else None
         if name in m.__dict__ and not hasattr(
                 type(inspect.getattr_static(type(m), name, None)), "__set__"):
             # an instance attribute (a class property would win): a function there is not bound
@@ -59,6 +63,9 @@ class NNModuleVariable(VariableTracker):
         the graph ran, as PyTorch's Dynamo replays it. A parameter, buffer or submodule write
         changes what the graph's inputs are: a graph break."""
         m = self.value
+        if self.constructed is not None:
+            raise Unsupported(f"assignment to {type(m).__name__}.{name} of a module built "
+                              "while tracing")
         if any(name in m.__dict__.get(t, {}) for t in ("_parameters", "_buffers", "_modules")) \
                 or isinstance(value, (TensorVariable, NNModuleVariable)):
             raise Unsupported(f"assignment to {type(m).__name__}.{name}: a parameter, buffer, "
@@ -67,9 +74,6 @@ class NNModuleVariable(VariableTracker):
             raise Unsupported(f"assignment to {type(m).__name__}.{name} (a custom __setattr__)")
         tx.record_side_effect(self)
         self.pending[name] = value
-
-    def children(self):
-        return list(self.pending.values())
 
     def call_function(self, tx, args, kwargs):
         m = self.value
@@ -129,7 +133,15 @@ class NNModuleVariable(VariableTracker):
         return super().call_method(tx, name, args, kwargs)
 
     def reconstruct(self, rc):
+        if self.constructed is not None:
+            cls, args, kwargs = self.constructed
+            return cls(*[rc(a) for a in args], **{k: rc(v) for k, v in kwargs.items()})
         return self.value
+
+    def children(self):
+        if self.constructed is None:
+            return list(self.pending.values())
+        return [*self.constructed[1], *self.constructed[2].values()]
 
     def __repr__(self):
         return f"NNModuleVariable({type(self.value).__name__})"
