@@ -474,3 +474,29 @@ def test_installed_package_probes_are_constants():
     transformers' ``is_torch_available`` is marked ``assume_constant_result``)."""
     x = torch.randn(3)
     torch.testing.assert_close(tc.compile(probes, backend="eager", fullgraph=True)(x), x + 1)
+
+
+class ChannelsLayerNorm(torch.nn.LayerNorm):
+    """SqueezeBERT's layer norm over channels: the parent's forward, called by name."""
+
+    def forward(self, x):
+        return torch.nn.LayerNorm.forward(self, x.permute(0, 2, 1)).permute(0, 2, 1)
+
+
+def test_a_torch_module_method_called_by_name_is_inlined():
+    # was a graph break per call: the unbound forward was taken for a torch op, the module
+    # for its argument ("NNModuleVariable cannot be a graph argument")
+    m, x = ChannelsLayerNorm(4), torch.randn(2, 4, 5)
+    torch.testing.assert_close(tc.compile(m, backend="aot_eager", fullgraph=True)(x), m(x))
+
+
+def optional_flag(x, cache):
+    # transformers' masking utils, with no cache: getattr(None, "is_compileable", False)
+    return x + 1 if not getattr(cache, "is_compileable", False) else x - 1
+
+
+def test_getattr_default_on_a_missing_attribute_of_a_constant():
+    # was a graph break: the AttributeError raised while tracing was not getattr's to catch
+    x = torch.randn(3)
+    torch.testing.assert_close(tc.compile(optional_flag, backend="eager", fullgraph=True)(
+        x, None), x + 1)

@@ -1033,8 +1033,8 @@ def _getattr(tx, obj, name, default=None):
         return default
     try:
         return tx.load_attr(obj, n)
-    except Unsupported:
-        if default is None:
+    except TracedException as e:  # ``getattr(None, "is_compileable", False)``
+        if default is None or not isinstance(e.exc, AttributeError):
             raise
         return default
 
@@ -1192,11 +1192,6 @@ _BUILTIN_HANDLERS: dict[Callable, Callable] = {
 
 # Python functions with a handler for what was made while tracing, inlined for the rest
 _INLINED_WHEN_UNHANDLED = {dataclasses.replace, dataclasses.fields, dataclasses.asdict}
-
-
-# Python functions of these torch packages are traced into like user code (Dynamo's
-# MOD_INLINELIST in torch/_dynamo/trace_rules.py): they are plain Python over torch ops, e.g.
-# the lambdas of torch.testing's OpInfo database (``lambda x, *a: x.expand(*a)``).
 
 
 BUILTIN_CALLABLES = {v for v in vars(builtins).values() if callable(v)}
