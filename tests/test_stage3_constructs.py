@@ -500,3 +500,36 @@ def test_getattr_default_on_a_missing_attribute_of_a_constant():
     x = torch.randn(3)
     torch.testing.assert_close(tc.compile(optional_flag, backend="eager", fullgraph=True)(
         x, None), x + 1)
+
+
+class Tied(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(3, 3)
+        self.b = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU())
+        self.b[0].weight = self.a.weight  # shared: listed once
+        self.register_buffer("s", torch.ones(3))
+
+    def forward(self, x):
+        # transformers' ``self.dtype``: the first floating-point parameter's
+        dtype = next(p.dtype for p in self.parameters() if p.is_floating_point())
+        count = len(list(self.modules())) + 10 * len(list(self.buffers()))
+        names = [k for k, _ in self.named_parameters()]
+        return x.to(dtype) * count + sum(p.sum() for p in self.parameters()), names
+
+
+def test_module_tree_walks_are_guarded_lists():
+    """Were graph breaks (``module.parameters()``, and inside it a ``set`` of modules):
+    the items in PyTorch's order through their own sources; unsharing a weight changes the
+    list, and the guard that the two were one tensor sends it to a recompile."""
+    m, x = Tied(), torch.randn(3)
+    compiled = tc.compile(m, backend="eager", fullgraph=True)
+    out, names = compiled(x)
+    want, want_names = m(x)
+    torch.testing.assert_close(out, want)
+    assert names == want_names == ["a.weight", "a.bias", "b.0.bias"]
+    m.b[0].weight = torch.nn.Parameter(torch.randn(3, 3))
+    out, names = compiled(x)
+    want, want_names = m(x)
+    torch.testing.assert_close(out, want)
+    assert names == want_names

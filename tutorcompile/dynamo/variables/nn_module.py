@@ -12,8 +12,8 @@ import torch
 
 from ..exc import Unsupported
 from ..source import AttrSource, GetItemSource, Source
-from .base import VariableTracker
-from .containers import ConstantVariable, ListVariable, TupleVariable
+from .base import BoundMethodVariable, VariableTracker
+from .containers import ConstantVariable, ListIteratorVariable, ListVariable, TupleVariable
 from .functions import UserMethodVariable
 from .tensor import TensorVariable
 
@@ -49,6 +49,9 @@ class NNModuleVariable(VariableTracker):
             # an instance attribute (a class property would win): a function there is not bound
             return tx.wrap_nested(m.__dict__[name], src)
         static = inspect.getattr_static(m, name, None)
+        if name in _TREE_WALKS and static is getattr(torch.nn.Module, name) and \
+                self.source is not None:
+            return BoundMethodVariable(self, name)  # answered from the module tree below
         if isinstance(static, types.FunctionType):
             return UserMethodVariable(static, self, _class_attr(self.source, m, name))
         if isinstance(static, staticmethod):
@@ -128,9 +131,47 @@ class NNModuleVariable(VariableTracker):
             if name == "values":
                 return TupleVariable([v for _, v in entries])
             return TupleVariable([TupleVariable([ConstantVariable(k), v]) for k, v in entries])
-        if name in ("parameters", "buffers", "children", "modules", "named_parameters"):
-            raise Unsupported(f"module.{name}() while tracing")
+        if name in _TREE_WALKS:
+            return self._walk_tree(tx, name, args, kwargs)
         return super().call_method(tx, name, args, kwargs)
+
+    def _walk_tree(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        """``self.parameters()`` (transformers' ``self.dtype``: the first floating-point
+        parameter's dtype), ``named_modules()``, ``buffers()``...: the items in PyTorch's
+        order, each wrapped through its own source (``_modules['a']._parameters['w']``),
+        with the tree they come from guarded -- the key lists of every module's
+        ``_modules``, ``_parameters`` and ``_buffers`` -- and a tensor met twice guarded as
+        the same tensor, so dropping the repeat (``remove_duplicate``) stays right."""
+        if self.source is None or args or kwargs:
+            raise Unsupported(f"module.{name}() with arguments, or of a module built while "
+                              "tracing")
+        m, kind = self.value, name.removeprefix("named_")
+        modules = list(m.named_modules(remove_duplicate=False))
+        sources = {"": self.source}
+        for path, sub in modules:  # parents come before their children
+            src = sources[path]
+            for table in ("_modules", "_parameters", "_buffers"):
+                tx.guards.DICT_KEYS(AttrSource(src, table), sub.__dict__[table])
+            for child in sub._modules:
+                sources[f"{path}.{child}" if path else child] = _child(src, child)
+        if kind in ("modules", "children"):
+            pairs = [(path, sub) for path, sub in modules if kind == "modules" or
+                     (path and "." not in path)]
+            items = [(p, tx.wrap_nested(sub, sources[p])) for p, sub in pairs]
+        else:
+            table = "_parameters" if kind == "parameters" else "_buffers"
+            items = [(f"{path}.{k}" if path else k,
+                      tx.wrap_nested(t, GetItemSource(AttrSource(sources[path], table), k)))
+                     for path, sub in modules for k, t in sub.__dict__[table].items()
+                     if t is not None]
+        seen, unique = set(), []
+        for path, vt in items:  # the first of each object, as PyTorch's remove_duplicate
+            if id(vt) not in seen:
+                seen.add(id(vt))
+                unique.append((path, vt))
+        return ListIteratorVariable([TupleVariable([ConstantVariable(p), vt])
+                                     if name.startswith("named_") else vt
+                                     for p, vt in unique])
 
     def reconstruct(self, rc):
         if self.constructed is not None:
@@ -145,6 +186,10 @@ class NNModuleVariable(VariableTracker):
 
     def __repr__(self):
         return f"NNModuleVariable({type(self.value).__name__})"
+
+
+_TREE_WALKS = ("parameters", "named_parameters", "buffers", "named_buffers", "children",
+               "named_children", "modules", "named_modules")
 
 
 def _class_attr(source: Source | None, m: torch.nn.Module, name: str) -> Source | None:
