@@ -533,3 +533,25 @@ def test_module_tree_walks_are_guarded_lists():
     want, want_names = m(x)
     torch.testing.assert_close(out, want)
     assert names == want_names
+
+
+class RebindsBuffer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.arange(4.0))
+
+    def forward(self, x):
+        # CTRL: "won't be sent to the correct dtype along the model, so we do it manually"
+        self.table = self.table.to(dtype=x.dtype)
+        return x * self.table
+
+
+def test_a_buffer_rebound_in_forward_is_replayed():
+    """Was a graph break ("assignment ... a parameter, buffer, submodule or tensor"): the
+    new tensor is set on the module after the graph, still a buffer, as eager leaves it."""
+    m, ref = RebindsBuffer(), RebindsBuffer()
+    compiled = tc.compile(m, backend="aot_eager", fullgraph=True)
+    for dtype in (torch.float64, torch.float64, torch.float32):
+        x = torch.randn(4, dtype=dtype)
+        torch.testing.assert_close(compiled(x), ref(x))
+        assert "table" in m._buffers and m.table.dtype == ref.table.dtype == dtype
