@@ -1036,13 +1036,16 @@ def _is_with_exit(vt: Any) -> bool:
 
 
 def _keyed_by_identity(key: Any) -> bool:
-    """A dict key that hashes and compares by identity -- an enum member, a class, a
+    """A dict key that is a fixed object known by identity -- an enum member, a class, a
     ``typing`` special form (huggingface_hub's validator table is keyed by ``list``,
     ``Union``, ``Literal``): a lookup with such a key folds while tracing like a constant's,
-    and its guards spell it ``K[i]``, the very object."""
+    and its guards spell it ``K[i]``, the very object. (Not any object that hashes by
+    identity: a module or a tensor as a key is no constant.)"""
     if isinstance(key, enum.Enum):
         return True
     cls = type(key)  # a class's metaclass, for a class key
+    if not isinstance(key, type) and cls.__module__ != "typing":
+        return False
     return cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__
 
 

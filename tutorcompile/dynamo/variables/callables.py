@@ -341,7 +341,10 @@ class UserDefinedObjectVariable(VariableTracker):
             if self.pending:
                 raise Unsupported(f"reading {name!r} of a {type(self.value).__name__} with a "
                                   "__getattribute__ hook and pending writes")
-            if self.source is not None:  # read for real, and re-read so by the guard
+            if self.source is not None and not isinstance(
+                    inspect.getattr_static(self.value, name, None), types.FunctionType):
+                # a data attribute, read for real (the hook may rename it) and re-read so by
+                # the guard; a method stays bound to this very tracker (below)
                 return tx.wrap_nested(getattr(self.value, name), AttrSource(self.source, name))
         return self.generic_getattr(tx, name)
 
