@@ -82,7 +82,7 @@ def test_captured_as_one_graph(name):
 def test_more_architectures_are_one_graph_with_eager_values_and_gradients(name):
     """More architectures (:data:`~tutorcompile.models.HF_MORE_MODELS`: ALBERT, BLOOM,
     DeBERTa-v2, Gemma, GPT-NeoX, Mixtral, MPNet, Phi, Qwen2, Starcoder2, BART, CANINE, CTRL,
-    XLNet, SqueezeBERT, MPT), each through the decomposing rung: one graph (torch.compile
+    XLNet, SqueezeBERT, MPT, Mamba), each through the decomposing rung: one graph (torch.compile
     captures each as one, CTRL as two), eager's hidden states and every parameter's
     gradient."""
     model, ids = hf_model(name), hf_input_ids()

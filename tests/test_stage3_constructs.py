@@ -555,3 +555,30 @@ def test_a_buffer_rebound_in_forward_is_replayed():
         x = torch.randn(4, dtype=dtype)
         torch.testing.assert_close(compiled(x), ref(x))
         assert "table" in m._buffers and m.table.dtype == ref.table.dtype == dtype
+
+
+def selective_scan(a, b, reverse):
+    # Mamba's selective scan, as transformers writes it when compiling
+    from torch._higher_order_ops.associative_scan import associative_scan
+
+    def combine_fn(left, right):
+        a_left, b_left = left
+        a_right, b_right = right
+        return a_left * a_right, a_right * b_left + b_right
+    _, states = associative_scan(combine_fn, (a, b), dim=2, reverse=reverse,
+                                 combine_mode="generic")
+    return states
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_associative_scan_is_unrolled_with_eager_values_and_gradients(reverse):
+    """Was a graph break per call ("NestedUserFunctionVariable cannot be a graph
+    argument"): combine_fn is inlined once per position of the scan dimension."""
+    a = torch.rand(2, 3, 5, 4, requires_grad=True)
+    b = torch.randn(2, 3, 5, 4, requires_grad=True)
+    compiled = tc.compile(selective_scan, backend="aot_eager", fullgraph=True)
+    out, want = compiled(a, b, reverse), selective_scan(a, b, reverse)
+    torch.testing.assert_close(out, want)
+    got = torch.autograd.grad(out.pow(2).sum(), (a, b))
+    for g, w in zip(got, torch.autograd.grad(want.pow(2).sum(), (a, b))):
+        torch.testing.assert_close(g, w)

@@ -199,8 +199,8 @@ HF_MORE_MODELS = ("albert", "bloom", "deberta-v2", "gemma", "gpt_neox", "mixtral
                   # validators (BART); stateless modules built in forward (CANINE); a buffer
                   # rebound in forward (CTRL); ``self.dtype`` walking ``parameters()`` (XLNet);
                   # ``nn.LayerNorm.forward(self, x)`` (SqueezeBERT); ``getattr(None, ...,
-                  # default)`` (MPT)
-                  "bart", "canine", "ctrl", "xlnet", "squeezebert", "mpt")
+                  # default)`` (MPT); an associative scan over a Python function (Mamba)
+                  "bart", "canine", "ctrl", "xlnet", "squeezebert", "mpt", "mamba")
 
 
 def _hf_configs(t) -> dict:
@@ -273,6 +273,8 @@ def _hf_configs(t) -> dict:
             embedding_size=64, max_position_embeddings=64, **small)),
         "mpt": lambda: t.MptModel(t.MptConfig(n_layers=2, d_model=64, n_heads=4, max_seq_len=64,
                                               **small)),
+        "mamba": lambda: t.MambaModel(t.MambaConfig(num_hidden_layers=2, hidden_size=64,
+                                                    state_size=8, **small)),
     }
 
 

@@ -47,6 +47,7 @@ callables       user-defined classes and objects, ``super()``, dataclasses, and 
                 (mirrors user_defined.py and builtin.py: kept together because the
                 builtin handlers and the user-defined trackers call each other)
 copying         ``copy.deepcopy`` and ``id()`` of trackers (guarded copies, real ids)
+higher_order_ops  torch functions that take a function (``associative_scan``): unrolled
 ==============  ==========================================================================
 
 Mirrors: torch/_dynamo/variables/ (its builder.py is ``InstructionTranslator.wrap_nested`` in
@@ -65,6 +66,7 @@ from .ctx_manager import *  # noqa: F403
 from .ctx_manager import __all__ as _ctx_manager_all
 from .functions import *  # noqa: F403
 from .functions import __all__ as _functions_all
+from .higher_order_ops import *  # noqa: F403 (registers the associative_scan handler)
 from .misc import *  # noqa: F403
 from .misc import __all__ as _misc_all
 from .nn_module import *  # noqa: F403
