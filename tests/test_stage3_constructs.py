@@ -582,3 +582,28 @@ def test_associative_scan_is_unrolled_with_eager_values_and_gradients(reverse):
     got = torch.autograd.grad(out.pow(2).sum(), (a, b))
     for g, w in zip(got, torch.autograd.grad(want.pow(2).sum(), (a, b))):
         torch.testing.assert_close(g, w)
+
+
+def pops_then_breaks(x, **kwargs):
+    flag = kwargs["flag"]
+    kwargs.pop("flag")  # transformers' mBART pops return_dict so
+    print("a graph break")
+    return x + flag
+
+
+def overwrites_then_breaks(x, d):
+    old = d["k"]
+    d["k"] = 5.0
+    print("a graph break")
+    return x + old
+
+
+def test_values_read_before_a_replayed_write_keep_what_was_read():
+    """At a break the locals are rebuilt through their sources *before* the traced writes
+    are replayed -- was a KeyError (``flag`` popped first) and a silent ``x + 5``."""
+    x = torch.zeros(1)
+    torch.testing.assert_close(tc.compile(pops_then_breaks, backend="eager")(x, flag=2.0),
+                               x + 2)
+    d = {"k": 1.0}
+    torch.testing.assert_close(tc.compile(overwrites_then_breaks, backend="eager")(x, d), x + 1)
+    assert d == {"k": 5.0}
