@@ -80,9 +80,11 @@ def test_captured_as_one_graph(name):
 
 @pytest.mark.parametrize("name", HF_MORE_MODELS)
 def test_more_architectures_are_one_graph_with_eager_values_and_gradients(name):
-    """Ten more architectures (ALBERT, BLOOM, DeBERTa-v2, Gemma, GPT-NeoX, Mixtral, MPNet,
-    Phi, Qwen2, Starcoder2), each through the decomposing rung: one graph as torch.compile
-    captures them, eager's hidden states and every parameter's gradient."""
+    """More architectures (:data:`~tutorcompile.models.HF_MORE_MODELS`: ALBERT, BLOOM,
+    DeBERTa-v2, Gemma, GPT-NeoX, Mixtral, MPNet, Phi, Qwen2, Starcoder2, BART, CANINE, CTRL,
+    XLNet, SqueezeBERT, MPT, Mamba), each through the decomposing rung: one graph (torch.compile
+    captures each as one, CTRL as two), eager's hidden states and every parameter's
+    gradient."""
     model, ids = hf_model(name), hf_input_ids()
     out = tc.explain(model)(ids)
     assert (out.graph_count, out.graph_break_count) == (1, 0), str(out)

@@ -6,11 +6,15 @@ is the exception on both sides: a break with a reason.
 """
 
 import collections
+import collections.abc
+import copy
 import dataclasses
 import functools
+import importlib.util
 import itertools
 import math
 import operator
+import types
 import typing
 
 import numpy as np
@@ -277,3 +281,329 @@ def test_no_grad_block_cuts_the_gradient(backend):
     got, w.grad = w.grad.clone(), None
     detaches_inside_no_grad(x, w).sum().backward()
     torch.testing.assert_close(got, w.grad)
+
+
+class MappedConfig:
+    """A transformers-style config: ``attribute_map`` renames attributes in both hooks, and
+    ``to_dict`` deep-copies ``__dict__`` (``PreTrainedConfig``, reduced to plain Python)."""
+    attribute_map = {"hidden": "d_model"}
+
+    def __init__(self, d_model=4, scale=2.0):
+        self.d_model, self.decoder_layers, self.names, self.scale = d_model, 2, ["a"], scale
+
+    def __setattr__(self, key, value):
+        if key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        super().__setattr__(key, value)
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+    def to_dict(self):
+        return copy.deepcopy(self.__dict__)
+
+
+def decoder_view(x, cfg):
+    # transformers' get_text_config(decoder=True) on a flat encoder-decoder config
+    c = copy.deepcopy(cfg)
+    for key in c.to_dict():
+        if key.startswith("decoder_"):
+            value = getattr(c, key)
+            delattr(c, key)
+            setattr(c, key[len("decoder_"):], value)
+    c.names.append("b")
+    c.hidden = c.hidden + 1
+    return x * c.hidden + c.layers * len(c.names) * c.scale
+
+
+def test_deepcopy_of_a_config_is_traced_on_trackers_and_guarded():
+    """Was 3 graph breaks (``id()`` in copy.py's memo, then ``setattr``/``delattr``): the
+    copy is made on trackers, its class's attribute hooks are inlined, and every value it
+    copied is guarded -- a changed config recompiles; the original is never written."""
+    made = []
+
+    def counting(gm, example_inputs):
+        made.append(gm)
+        return gm
+    cfg, x = MappedConfig(), torch.randn(3)
+    compiled = tc.compile(decoder_view, backend=counting, fullgraph=True)
+    torch.testing.assert_close(compiled(x, cfg), decoder_view(x, cfg))
+    assert cfg.__dict__ == MappedConfig().__dict__  # the copy's writes stayed in the copy
+    cfg.scale = 3.0
+    torch.testing.assert_close(compiled(x, cfg), decoder_view(x, cfg))
+    cfg.names.append("z")
+    torch.testing.assert_close(compiled(x, cfg), decoder_view(x, cfg))
+    assert len(made) == 3
+
+
+def identity_of(x, obj):
+    return x + 1, id(obj)
+
+
+def test_id_of_an_object_from_outside_is_a_guarded_constant():
+    compiled = tc.compile(identity_of, backend="eager", fullgraph=True)
+    a, b, x = Holder(), Holder(), torch.randn(3)
+    assert compiled(x, a)[1] == id(a)
+    assert compiled(x, b)[1] == id(b)  # the guard ``obj is <a>`` failed: recompiled
+
+
+def identity_of_new(x):
+    return x + 1, id(Holder()) > 0
+
+
+def test_id_of_an_object_made_while_tracing_is_a_break():
+    out = tc.explain(identity_of_new)(torch.randn(3))
+    assert out.graph_break_count == 1 and "id()" in out.break_reasons[0].reason
+
+
+class Tagged:
+    kind = "tagged"
+
+
+def class_of_new_object(x):
+    t = Tagged()
+    return x + 1 if t.__class__ is Tagged and type(t).kind == "tagged" else x - 1
+
+
+def test_class_of_an_object_made_while_tracing():
+    # was silently x - 1: ``__class__`` looked up on the class gave its metaclass, ``type``
+    x = torch.randn(3)
+    torch.testing.assert_close(tc.compile(class_of_new_object, backend="eager",
+                                          fullgraph=True)(x), x + 1)
+
+
+VALIDATORS = {typing.Union: "union", list: "list", collections.abc.Sequence: "sequence",
+              types.UnionType: "union"}
+
+
+def validated(x, expected):
+    # huggingface_hub's strict dataclasses look a field's type up in a table keyed so
+    kind = VALIDATORS.get(typing.get_origin(expected) or expected, "simple")
+    return x * len(kind)
+
+
+def test_a_dict_keyed_by_classes_and_typing_forms_is_read_whole():
+    """Was a graph break ("a dict with non-constant keys"): classes and typing's special
+    forms hash by identity, so a lookup folds; the guard names the key object itself."""
+    x = torch.randn(3)
+    compiled = tc.compile(validated, backend="eager", fullgraph=True)
+    for expected in (list, int | None, int):
+        torch.testing.assert_close(compiled(x, expected), validated(x, expected))
+    VALIDATORS[int] = "integer"  # the table changed: the guard on int's absence fails
+    try:
+        torch.testing.assert_close(compiled(x, int), x * len("integer"))
+    finally:
+        del VALIDATORS[int]
+
+
+class SiLUActivation(torch.nn.Module):  # transformers' activations: no __init__ of their own
+    def forward(self, x):
+        return torch.nn.functional.silu(x)
+
+
+class Instantier(collections.OrderedDict):
+    """transformers' ``ACT2FN``: every read builds a new module from the stored class."""
+
+    def __getitem__(self, key):
+        content = super().__getitem__(key)
+        cls, kwargs = content if isinstance(content, tuple) else (content, {})
+        return cls(**kwargs)
+
+
+ACTS = Instantier({"silu": SiLUActivation, "elu": (torch.nn.ELU, {"alpha": 0.5})})
+
+
+def pooled_activation(x, name):
+    pooled = torch.nn.MaxPool1d(kernel_size=2, stride=2)(x)  # CANINE's downsampling
+    pad = torch.nn.ConstantPad1d((1, 0), 0)
+    return ACTS[name](pad(pooled)), pad
+
+
+@pytest.mark.parametrize("name", ["silu", "elu"])
+def test_stateless_modules_built_in_forward(name):
+    """Were graph breaks ("constructing an instance of MaxPool1d", ``super().__getitem__``
+    found in a C class): a module whose ``__init__`` is torch.nn's and that holds no state is
+    built while tracing; a dict subclass's override reads its storage, guarded through
+    ``dict.items``; a module returned from the graph is built again after it."""
+    x = torch.randn(2, 3, 8)
+    compiled = tc.compile(pooled_activation, backend="eager", fullgraph=True)
+    out, pad = compiled(x, name)
+    want, _ = pooled_activation(x, name)
+    torch.testing.assert_close(out, want)
+    assert isinstance(pad, torch.nn.ConstantPad1d) and pad.padding == (1, 0)
+    ACTS["silu"] = torch.nn.Tanh  # the stored class changed: the guard on it fails
+    try:
+        torch.testing.assert_close(compiled(x, "silu")[0], pooled_activation(x, "silu")[0])
+    finally:
+        ACTS["silu"] = SiLUActivation
+
+
+def new_linear(x):
+    return torch.nn.Linear(3, 3)(x)
+
+
+def test_a_module_with_parameters_built_in_forward_is_a_break():
+    x = torch.randn(2, 3)
+    out = tc.explain(new_linear)(x)
+    assert out.graph_break_count == 1 and "parameters" in out.break_reasons[0].reason
+    # the Linear built (and refused) while tracing drew no random numbers: the compiled call
+    # leaves the generator where eager leaves it
+    start = torch.get_rng_state()
+    new_linear(x)
+    after_eager = torch.get_rng_state()
+    torch.set_rng_state(start)
+    tc.compile(new_linear, backend="eager")(x)
+    assert torch.equal(torch.get_rng_state(), after_eager)
+
+
+@tc.dynamo.assume_constant_result
+def installed(name):
+    return importlib.util.find_spec(name) is not None
+
+
+def probes(x):
+    if installed("torch") and importlib.util.find_spec("no_such_package_here") is None:
+        return x + 1
+    return x - 1
+
+
+def test_installed_package_probes_are_constants():
+    """Were graph breaks (``importlib.util.find_spec`` is C code underneath, and
+    transformers' ``is_torch_available`` is marked ``assume_constant_result``)."""
+    x = torch.randn(3)
+    torch.testing.assert_close(tc.compile(probes, backend="eager", fullgraph=True)(x), x + 1)
+
+
+class ChannelsLayerNorm(torch.nn.LayerNorm):
+    """SqueezeBERT's layer norm over channels: the parent's forward, called by name."""
+
+    def forward(self, x):
+        return torch.nn.LayerNorm.forward(self, x.permute(0, 2, 1)).permute(0, 2, 1)
+
+
+def test_a_torch_module_method_called_by_name_is_inlined():
+    # was a graph break per call: the unbound forward was taken for a torch op, the module
+    # for its argument ("NNModuleVariable cannot be a graph argument")
+    m, x = ChannelsLayerNorm(4), torch.randn(2, 4, 5)
+    torch.testing.assert_close(tc.compile(m, backend="aot_eager", fullgraph=True)(x), m(x))
+
+
+def optional_flag(x, cache):
+    # transformers' masking utils, with no cache: getattr(None, "is_compileable", False)
+    return x + 1 if not getattr(cache, "is_compileable", False) else x - 1
+
+
+def test_getattr_default_on_a_missing_attribute_of_a_constant():
+    # was a graph break: the AttributeError raised while tracing was not getattr's to catch
+    x = torch.randn(3)
+    torch.testing.assert_close(tc.compile(optional_flag, backend="eager", fullgraph=True)(
+        x, None), x + 1)
+
+
+class Tied(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(3, 3)
+        self.b = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU())
+        self.b[0].weight = self.a.weight  # shared: listed once
+        self.register_buffer("s", torch.ones(3))
+
+    def forward(self, x):
+        # transformers' ``self.dtype``: the first floating-point parameter's
+        dtype = next(p.dtype for p in self.parameters() if p.is_floating_point())
+        count = len(list(self.modules())) + 10 * len(list(self.buffers()))
+        names = [k for k, _ in self.named_parameters()]
+        return x.to(dtype) * count + sum(p.sum() for p in self.parameters()), names
+
+
+def test_module_tree_walks_are_guarded_lists():
+    """Were graph breaks (``module.parameters()``, and inside it a ``set`` of modules):
+    the items in PyTorch's order through their own sources; unsharing a weight changes the
+    list, and the guard that the two were one tensor sends it to a recompile."""
+    m, x = Tied(), torch.randn(3)
+    compiled = tc.compile(m, backend="eager", fullgraph=True)
+    out, names = compiled(x)
+    want, want_names = m(x)
+    torch.testing.assert_close(out, want)
+    assert names == want_names == ["a.weight", "a.bias", "b.0.bias"]
+    m.b[0].weight = torch.nn.Parameter(torch.randn(3, 3))
+    out, names = compiled(x)
+    want, want_names = m(x)
+    torch.testing.assert_close(out, want)
+    assert names == want_names
+
+
+class RebindsBuffer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.arange(4.0))
+
+    def forward(self, x):
+        # CTRL: "won't be sent to the correct dtype along the model, so we do it manually"
+        self.table = self.table.to(dtype=x.dtype)
+        return x * self.table
+
+
+def test_a_buffer_rebound_in_forward_is_replayed():
+    """Was a graph break ("assignment ... a parameter, buffer, submodule or tensor"): the
+    new tensor is set on the module after the graph, still a buffer, as eager leaves it."""
+    m, ref = RebindsBuffer(), RebindsBuffer()
+    compiled = tc.compile(m, backend="aot_eager", fullgraph=True)
+    for dtype in (torch.float64, torch.float64, torch.float32):
+        x = torch.randn(4, dtype=dtype)
+        torch.testing.assert_close(compiled(x), ref(x))
+        assert "table" in m._buffers and m.table.dtype == ref.table.dtype == dtype
+
+
+def selective_scan(a, b, reverse):
+    # Mamba's selective scan, as transformers writes it when compiling
+    from torch._higher_order_ops.associative_scan import associative_scan
+
+    def combine_fn(left, right):
+        a_left, b_left = left
+        a_right, b_right = right
+        return a_left * a_right, a_right * b_left + b_right
+    _, states = associative_scan(combine_fn, (a, b), dim=2, reverse=reverse,
+                                 combine_mode="generic")
+    return states
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_associative_scan_is_unrolled_with_eager_values_and_gradients(reverse):
+    """Was a graph break per call ("NestedUserFunctionVariable cannot be a graph
+    argument"): combine_fn is inlined once per position of the scan dimension."""
+    a = torch.rand(2, 3, 5, 4, requires_grad=True)
+    b = torch.randn(2, 3, 5, 4, requires_grad=True)
+    compiled = tc.compile(selective_scan, backend="aot_eager", fullgraph=True)
+    out, want = compiled(a, b, reverse), selective_scan(a, b, reverse)
+    torch.testing.assert_close(out, want)
+    got = torch.autograd.grad(out.pow(2).sum(), (a, b))
+    for g, w in zip(got, torch.autograd.grad(want.pow(2).sum(), (a, b))):
+        torch.testing.assert_close(g, w)
+
+
+def pops_then_breaks(x, **kwargs):
+    flag = kwargs["flag"]
+    kwargs.pop("flag")  # transformers' mBART pops return_dict so
+    print("a graph break")
+    return x + flag
+
+
+def overwrites_then_breaks(x, d):
+    old = d["k"]
+    d["k"] = 5.0
+    print("a graph break")
+    return x + old
+
+
+def test_values_read_before_a_replayed_write_keep_what_was_read():
+    """At a break the locals are rebuilt through their sources *before* the traced writes
+    are replayed -- was a KeyError (``flag`` popped first) and a silent ``x + 5``."""
+    x = torch.zeros(1)
+    torch.testing.assert_close(tc.compile(pops_then_breaks, backend="eager")(x, flag=2.0),
+                               x + 2)
+    d = {"k": 1.0}
+    torch.testing.assert_close(tc.compile(overwrites_then_breaks, backend="eager")(x, d), x + 1)
+    assert d == {"k": 5.0}

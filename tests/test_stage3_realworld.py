@@ -739,4 +739,4 @@ def test_writing_a_tensor_to_a_module_attribute_is_a_break_with_a_reason():
             return x + 1
 
     report = tc.explain(CachesATensor())(torch.randn(3))
-    assert "a parameter, buffer, submodule or tensor" in report.break_reasons[0].reason
+    assert "a parameter, submodule or tensor" in report.break_reasons[0].reason

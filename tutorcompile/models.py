@@ -194,7 +194,13 @@ HF_MODELS = ("gpt2", "bert", "llama", "mistral", "distilbert", "opt", "t5")
 # functools.partial activation (Gemma, Starcoder2), a mixture of experts behind a decorated
 # forward (Mixtral), partial rotary embeddings (Phi, GPT-NeoX), biased q/k/v (Qwen2).
 HF_MORE_MODELS = ("albert", "bloom", "deberta-v2", "gemma", "gpt_neox", "mixtral", "mpnet",
-                  "phi", "qwen2", "starcoder2")
+                  "phi", "qwen2", "starcoder2",
+                  # and: a cache built from a deep copy of the config, through strict-dataclass
+                  # validators (BART); stateless modules built in forward (CANINE); a buffer
+                  # rebound in forward (CTRL); ``self.dtype`` walking ``parameters()`` (XLNet);
+                  # ``nn.LayerNorm.forward(self, x)`` (SqueezeBERT); ``getattr(None, ...,
+                  # default)`` (MPT); an associative scan over a Python function (Mamba)
+                  "bart", "canine", "ctrl", "xlnet", "squeezebert", "mpt", "mamba")
 
 
 def _hf_configs(t) -> dict:
@@ -251,6 +257,24 @@ def _hf_configs(t) -> dict:
             num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
             intermediate_size=128, max_position_embeddings=64, bos_token_id=0,
             eos_token_id=0, **small)),
+        "bart": lambda: t.BartModel(t.BartConfig(
+            encoder_layers=2, decoder_layers=2, d_model=64, encoder_attention_heads=4,
+            decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128,
+            max_position_embeddings=64, **small)),
+        "canine": lambda: t.CanineModel(t.CanineConfig(  # no vocabulary: hashed code points
+            num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
+            max_position_embeddings=64)),
+        "ctrl": lambda: t.CTRLModel(t.CTRLConfig(n_layer=2, n_embd=64, n_head=4, dff=128,
+                                                 n_positions=64, **small)),
+        "xlnet": lambda: t.XLNetModel(t.XLNetConfig(n_layer=2, d_model=64, n_head=4,
+                                                    d_inner=128, **small)),
+        "squeezebert": lambda: t.SqueezeBertModel(t.SqueezeBertConfig(
+            num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
+            embedding_size=64, max_position_embeddings=64, **small)),
+        "mpt": lambda: t.MptModel(t.MptConfig(n_layers=2, d_model=64, n_heads=4, max_seq_len=64,
+                                              **small)),
+        "mamba": lambda: t.MambaModel(t.MambaConfig(num_hidden_layers=2, hidden_size=64,
+                                                    state_size=8, **small)),
     }
 
 

@@ -10,7 +10,8 @@
     guards            sources, GuardBuilder, guards printed as readable Python
     eval_frame        compile(): the per-(code, resume point) cache, graph breaks, recompiles
     debugging         explain(fn)(*args): graphs, breaks, guards, recompile reasons
-    decorators        mark_dynamic / mark_static: which sizes may change, said up front
+    decorators        mark_dynamic / mark_static: which sizes may change, said up front;
+                      assume_constant_result
 
 ``bytecode`` and ``vm`` do not import torch: they run (and are tested) on Python builds
 without it. Everything else loads on first use (PEP 562).
@@ -29,6 +30,7 @@ _EXPORTS = {
     "InstructionTranslator": "symbolic_convert", "VM": "vm", "Frame": "vm",
     "normalize": "bytecode", "Unsupported": "exc", "GraphBreakError": "exc",
     "mark_dynamic": "decorators", "mark_static": "decorators",
+    "assume_constant_result": "decorators",
 }
 
 

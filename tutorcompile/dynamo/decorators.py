@@ -8,7 +8,11 @@ symbolic, not even with ``dynamic=True``. The marks are the attributes PyTorch's
 ``torch._dynamo.mark_dynamic`` / ``mark_static`` set, so a tensor marked either way means
 the same to both compilers.
 
-Mirrors: torch/_dynamo/decorators.py (``mark_dynamic``, ``mark_static``).
+``assume_constant_result(fn)`` says ``fn``'s answer never changes (an installed-package probe):
+capture calls it, for real, and puts the result into the graph as a constant, unguarded.
+
+Mirrors: torch/_dynamo/decorators.py (``mark_dynamic``, ``mark_static``,
+``assume_constant_result``).
 """
 
 from __future__ import annotations
@@ -37,3 +41,10 @@ def marked_dims(t: torch.Tensor) -> tuple[set[int], set[int]]:
     """The dimensions marked dynamic and those marked static."""
     return (set(getattr(t, "_dynamo_dynamic_indices", ()) or ()),
             set(getattr(t, "_dynamo_static_indices", ()) or ()))
+
+
+def assume_constant_result(fn):
+    """Mark ``fn``: capture calls it and uses its result as a constant, without a guard (the
+    attribute is PyTorch's, so a function marked for either compiler is marked for both)."""
+    fn._dynamo_marked_constant = True
+    return fn

@@ -662,6 +662,14 @@ def execute_entry(entry: CacheEntry, frame: Frame) -> Any:
         outputs = dict(zip(entry.output_nodes, _profiled_graph_call(entry, inputs)))
     rc = Reconstructor(env, outputs)
     result = entry.result
+    # the values the frame goes on with are fetched before the writes are replayed: a source
+    # names what the traced code read (``a = d["k"]; d["k"] = 5`` -- ``a`` is the old value,
+    # and ``kwargs.pop("flag")`` must not make ``flag`` unreachable)
+    if result.kind == "return":
+        return_value = rc(result.return_value)
+    else:
+        new_stack = [rc(v) for v in result.stack]
+        new_locals = {k: rc(v) for k, v in result.locals.items()}
     if result.side_effects:  # writes the traced code made to outside objects, in order
         writes = [(vt, rc(vt), name, rc(value) if name is not None
                    else value.rebuild_items(rc)) for vt, name, value in result.side_effects]
@@ -682,10 +690,8 @@ def execute_entry(entry: CacheEntry, frame: Frame) -> Any:
             else:
                 obj[:] = value
     if result.kind == "return":
-        frame.return_value = rc(result.return_value)
+        frame.return_value = return_value
         return _RETURN
-    new_stack = [rc(v) for v in result.stack]
-    new_locals = {k: rc(v) for k, v in result.locals.items()}
     frame.stack, frame.locals, frame.ip = new_stack, new_locals, result.break_ip
     return None
 

@@ -118,6 +118,21 @@ class GetItemSource(Source):
 
 
 @dataclass(frozen=True)
+class DictStorageSource(Source):
+    """The items a dict subclass stores, whatever its own ``__getitem__`` does (transformers'
+    ``ACT2FN`` builds a new module on every read): ``dict.items`` reads the storage itself
+    (``dict.copy`` would not -- an ``OrderedDict`` subclass is copied through its own
+    ``__getitem__``)."""
+    base: Source
+
+    def name(self) -> str:
+        return f"B['dict'](B['dict'].items({self.base.name()}))"
+
+    def get(self, env):
+        return dict(dict.items(self.base.get(env)))
+
+
+@dataclass(frozen=True)
 class CellContentsSource(Source):
     base: Source
 

@@ -398,7 +398,7 @@ class InstructionTranslator(VM):
                 return TupleVariable(items, source)
             return NamedTupleVariable(items, type(value), source)
         if isinstance(value, dict) and reads_like_dict(type(value)):
-            if not all(is_constant_value(k) or isinstance(k, enum.Enum) for k in value):
+            if not all(is_constant_value(k) or _keyed_by_identity(k) for k in value):
                 raise Unsupported("a dict with non-constant keys")
             factory = getattr(value, "default_factory", None)
             if factory is not None:
@@ -1033,6 +1033,20 @@ def _is_with_exit(vt: Any) -> bool:
     if isinstance(vt, BoundMethodVariable):
         return vt.name == "__exit__" and isinstance(vt.obj, NullContextVariable)
     return isinstance(vt, UserMethodVariable) and vt.fn.__name__ == "__exit__"
+
+
+def _keyed_by_identity(key: Any) -> bool:
+    """A dict key that is a fixed object known by identity -- an enum member, a class, a
+    ``typing`` special form (huggingface_hub's validator table is keyed by ``list``,
+    ``Union``, ``Literal``): a lookup with such a key folds while tracing like a constant's,
+    and its guards spell it ``K[i]``, the very object. (Not any object that hashes by
+    identity: a module or a tensor as a key is no constant.)"""
+    if isinstance(key, enum.Enum):
+        return True
+    cls = type(key)  # a class's metaclass, for a class key
+    if not isinstance(key, type) and cls.__module__ != "typing":
+        return False
+    return cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__
 
 
 def _has_handler(value: Any) -> bool:

@@ -46,6 +46,8 @@ misc            cells, globals, Python modules, ``os.environ``, ``DELETED``
 callables       user-defined classes and objects, ``super()``, dataclasses, and builtins
                 (mirrors user_defined.py and builtin.py: kept together because the
                 builtin handlers and the user-defined trackers call each other)
+copying         ``copy.deepcopy`` and ``id()`` of trackers (guarded copies, real ids)
+higher_order_ops  torch functions that take a function (``associative_scan``): unrolled
 ==============  ==========================================================================
 
 Mirrors: torch/_dynamo/variables/ (its builder.py is ``InstructionTranslator.wrap_nested`` in
@@ -58,10 +60,13 @@ from .callables import *  # noqa: F403
 from .callables import __all__ as _callables_all
 from .containers import *  # noqa: F403
 from .containers import __all__ as _containers_all
+from .copying import *  # noqa: F403
+from .copying import __all__ as _copying_all
 from .ctx_manager import *  # noqa: F403
 from .ctx_manager import __all__ as _ctx_manager_all
 from .functions import *  # noqa: F403
 from .functions import __all__ as _functions_all
+from .higher_order_ops import *  # noqa: F403 (registers the associative_scan handler)
 from .misc import *  # noqa: F403
 from .misc import __all__ as _misc_all
 from .nn_module import *  # noqa: F403
@@ -72,4 +77,4 @@ from .torch import *  # noqa: F403
 from .torch import __all__ as _torch_all
 
 __all__ = (_base_all + _containers_all + _tensor_all + _functions_all + _torch_all
-           + _nn_module_all + _ctx_manager_all + _misc_all + _callables_all)
+           + _nn_module_all + _ctx_manager_all + _misc_all + _callables_all + _copying_all)

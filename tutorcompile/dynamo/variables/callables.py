@@ -17,6 +17,8 @@ import collections
 import dataclasses
 import enum
 import functools
+import importlib.metadata
+import importlib.util
 import inspect
 import itertools
 import math
@@ -29,12 +31,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..exc import TracedException, Unsupported
-from ..source import AttrSource, Source
+from ..source import AttrSource, DictStorageSource, Source
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
 
-from .base import LATE_BOUND, VariableTracker, is_constant_value
+from .base import LATE_BOUND, BoundMethodVariable, VariableTracker, is_constant_value
 from .containers import (
     BaseListVariable,
     ConstantVariable,
@@ -87,6 +89,18 @@ class SuperVariable(VariableTracker):
                 return UserMethodVariable(attr, obj)
             if klass is object and name == "__init__":
                 return BuiltinVariable(_object_init)
+            if klass is object and name in _OBJECT_SLOTS and isinstance(
+                    obj, UserDefinedObjectVariable):
+                return _ObjectSlotVariable(obj, name)  # a custom hook's ``super()`` call
+            if klass in (dict, collections.OrderedDict) and name in _DICT_READS and \
+                    isinstance(obj, UserDefinedObjectVariable) and obj.source is not None \
+                    and isinstance(obj.value, dict):
+                # a dict subclass's override reading its own storage (ACT2FN's
+                # ``super().__getitem__``): the stored items, read and guarded through
+                # ``dict.items`` -- never through the override itself
+                storage = tx.wrap_nested(dict(dict.items(obj.value)),
+                                         DictStorageSource(obj.source))
+                return BoundMethodVariable(storage, name)
             if callable(attr) and (klass is dict and isinstance(obj, ConstDictVariable) or
                                    klass in (list, tuple) and isinstance(obj, BaseListVariable)):
                 # the container's own method on a tracker of that container (a dict subclass
@@ -104,6 +118,42 @@ class SuperVariable(VariableTracker):
 
 def _object_init(*args, **kwargs):
     """``object.__init__``: nothing to do."""
+
+
+_OBJECT_SLOTS = ("__getattribute__", "__setattr__", "__delattr__")
+_DICT_READS = ("__getitem__", "get", "__contains__")
+_ABSENT = object()
+
+
+class _ObjectSlotVariable(VariableTracker):
+    """``super().__getattribute__`` / ``__setattr__`` / ``__delattr__`` reaching ``object``
+    from a class's own attribute hook (transformers' configs map names through
+    ``attribute_map`` so): the generic rule, applied to the tracker."""
+
+    def __init__(self, obj: UserDefinedObjectVariable, name: str):
+        self.obj, self.name = obj, name
+
+    def call_function(self, tx, args, kwargs):
+        if kwargs or not args or not args[0].is_python_constant():
+            raise Unsupported(f"object.{self.name} with a non-constant name")
+        attr = args[0].as_python_constant()
+        if self.name == "__getattribute__":
+            return self.obj.generic_getattr(tx, attr)
+        if self.name == "__setattr__":
+            self.obj.generic_setattr(tx, attr, args[1], hooked=True)
+        else:
+            self.obj.delete_attr(tx, attr, hooked=True)
+        return ConstantVariable(None)
+
+    def children(self):
+        return [self.obj]
+
+
+def _python_hook(cls: type, name: str) -> types.FunctionType | None:
+    """The class's own attribute hook (``__getattribute__``, ``__setattr__``...) when it is
+    written in Python, else None (``object``'s)."""
+    hook = inspect.getattr_static(cls, name, None)
+    return hook if isinstance(hook, types.FunctionType) else None
 
 
 class _BoundContainerMethod(VariableTracker):
@@ -173,6 +223,8 @@ class UserDefinedClassVariable(VariableTracker):
                 a.is_python_constant() for a in [*args, *kwargs.values()]):
             return ConstantVariable(cls(*[a.as_python_constant() for a in args],
                                         **{k: v.as_python_constant() for k, v in kwargs.items()}))
+        if isinstance(cls, type) and issubclass(cls, torch.nn.Module):
+            return _new_stateless_module(tx, cls, args, kwargs)
         if dataclasses.is_dataclass(cls) and not any(
                 isinstance(v, UserDefinedObjectVariable) and v.fresh for v in args):
             return DataclassVariable(cls, args, kwargs)
@@ -211,6 +263,33 @@ class UserDefinedClassVariable(VariableTracker):
         return f"UserDefinedClassVariable({self.value.__qualname__})"
 
 
+def _new_stateless_module(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
+    """``nn.MaxPool1d(kernel_size=k)(x)``, ``ACT2FN["silu"]`` (transformers'
+    ``SiLUActivation()``) inside ``forward``: a module whose ``__init__`` is torch.nn's own,
+    built from Python constants and holding no parameters, buffers or submodules, is built
+    now, for real -- that ``__init__`` only stores the arguments -- and called like any
+    module (``forward`` inlined). Every call of the compiled code would build the same one;
+    if it escapes the graph it is built again from the same arguments. A module with state
+    (``nn.Linear`` draws its initial weights), or with an ``__init__`` (or ``__new__``, or
+    metaclass) of its own that could do anything, is a graph break.
+    (PyTorch's Dynamo traces ``__init__`` of any module class instead.)"""
+    builders = [k for k in cls.__mro__ if "__init__" in vars(k) or "__new__" in vars(k)]
+    if type(cls) is not type or not all(k is object or k.__module__.startswith(
+            "torch.nn.modules.") for k in builders):
+        raise Unsupported(f"constructing an instance of {cls.__qualname__} (its __init__ is "
+                          "not torch.nn's)")
+    if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+        raise Unsupported(f"constructing {cls.__qualname__} from values that are not Python "
+                          "constants")
+    with torch.random.fork_rng(devices=[]):  # a draw would be undone, and refused below
+        module = cls(*[a.as_python_constant() for a in args],
+                     **{k: v.as_python_constant() for k, v in kwargs.items()})
+    if module._parameters or module._buffers or module._modules:
+        raise Unsupported(f"constructing {cls.__qualname__} inside the compiled region (it "
+                          "has parameters, buffers or submodules)")
+    return NNModuleVariable(module, None, constructed=(cls, list(args), dict(kwargs)))
+
+
 def reads_like_dict(cls: type) -> bool:
     """A dict subclass whose reads are dict's own (its items are its contents): tracked as a
     dict that keeps its class; methods it adds in Python are inlined."""
@@ -242,15 +321,37 @@ class UserDefinedObjectVariable(VariableTracker):
     the graph ran (Dynamo's side effects). A *fresh* object (``Cls(...)`` while tracing) is a
     placeholder instance plus its attributes; after the graph a new instance is built."""
 
-    def __init__(self, value: Any, source: Source | None = None, fresh: bool = False):
+    def __init__(self, value: Any, source: Source | None = None, fresh: bool = False,
+                 class_source: Source | None = None):
         self.value, self.source = value, source
         self.pending: dict[str, VariableTracker] = {}
         self.fresh = fresh
+        # a fresh copy of an object from outside (``copy.deepcopy``) reads its class's
+        # attributes through the original's ``__class__``: guarded, and writable
+        self.class_source = class_source
 
     def python_type(self):
         return type(self.value)
 
     def var_getattr(self, tx, name):
+        hook = _python_hook(type(self.value), "__getattribute__")
+        if hook is not None:
+            if self.fresh:  # the class's own rule, run on the tracker (object's rule below)
+                return tx.inline_user_function(hook, [self, ConstantVariable(name)], {})
+            if self.pending:
+                raise Unsupported(f"reading {name!r} of a {type(self.value).__name__} with a "
+                                  "__getattribute__ hook and pending writes")
+            if self.source is not None and not isinstance(
+                    inspect.getattr_static(self.value, name, None), types.FunctionType):
+                # a data attribute, read for real (the hook may rename it) and re-read so by
+                # the guard; a method stays bound to this very tracker (below)
+                return tx.wrap_nested(getattr(self.value, name), AttrSource(self.source, name))
+        return self.generic_getattr(tx, name)
+
+    def generic_getattr(self, tx, name):
+        """``object.__getattribute__``: the instance's attributes, then its class's."""
+        if name == "__dict__":
+            return self._instance_dict(tx)
         if self.pending.get(name) is DELETED:
             if self.fresh and not hasattr(type(self.value), name):
                 raise TracedException(AttributeError(
@@ -273,13 +374,23 @@ class UserDefinedObjectVariable(VariableTracker):
         if isinstance(static, property) and static.fget is not None:
             return tx.inline_user_function(static.fget, [self], {})
         if self.fresh:
-            if not hasattr(type(self.value), name):
+            # found in the class's MRO, never through its metaclass: ``obj.__class__`` is
+            # the class (``type(cls).__class__`` would be ``type``)
+            if name == "__class__":
+                return UserDefinedClassVariable(type(self.value), self.class_source)
+            if inspect.getattr_static(self.value, name, _ABSENT) is _ABSENT:
                 getattr_hook = inspect.getattr_static(type(self.value), "__getattr__", None)
                 if isinstance(getattr_hook, types.FunctionType):
                     return tx.inline_user_function(getattr_hook, [self, ConstantVariable(
                         name)], {})
                 raise Unsupported(f"AttributeError: {type(self.value).__name__} object has no "
                                   f"attribute {name!r}")
+            if hasattr(type(static), "__get__"):  # a descriptor of a kind not handled above
+                raise Unsupported(f"attribute {name!r} of a {type(self.value).__name__} made "
+                                  f"while tracing (a {type(static).__name__})")
+            if self.class_source is not None:
+                return tx.wrap_nested(getattr(type(self.value), name),
+                                      AttrSource(self.class_source, name))
             return _class_attribute(tx, type(self.value), name)
         if self.source is None:
             raise Unsupported(f"attribute {name} of an object created while tracing")
@@ -295,15 +406,42 @@ class UserDefinedObjectVariable(VariableTracker):
             return self.pending[name] is not DELETED or hasattr(type(self.value), name)
         return hasattr(type(self.value) if self.fresh else self.value, name)
 
+    def _instance_dict(self, tx) -> VariableTracker:
+        """``obj.__dict__``: for an object made while tracing, a live read-only view of its
+        attributes; for one from outside, the real dict through its source (while no write
+        to the object waits: the real dict would not show it yet)."""
+        if self.fresh:
+            return InstanceDictVariable(self)
+        if self.source is None or self.pending:
+            raise Unsupported(f"__dict__ of a {type(self.value).__name__} with pending writes")
+        return tx.wrap_nested(self.value.__dict__, AttrSource(self.source, "__dict__"))
+
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
-        self._check_writable(name)
+        hook = _python_hook(type(self.value), "__setattr__")
+        if hook is not None and self.fresh:
+            tx.inline_user_function(hook, [self, ConstantVariable(name), value], {})
+            return
+        self.generic_setattr(tx, name, value)
+
+    def generic_setattr(self, tx, name: str, value: VariableTracker,
+                        hooked: bool = False) -> None:
+        """``object.__setattr__``: a pending write to the instance's ``__dict__``
+        (``hooked``: called from the class's own ``__setattr__``)."""
+        self._check_writable(name, hooked)
+        if self.source is not None and AttrSource(self.source, "__dict__").name() in \
+                tx.wrapped:  # that tracker of the real dict would miss this write
+            raise Unsupported(f"assignment to attribute {name!r} after reading __dict__")
         tx.record_side_effect(self)
         self.pending[name] = value
 
-    def delete_attr(self, tx, name: str) -> None:
+    def delete_attr(self, tx, name: str, hooked: bool = False) -> None:
         """``del obj.name``: a pending deletion, replayed after the graph (an object made
         while tracing just drops the attribute)."""
-        self._check_writable(name)
+        hook = _python_hook(type(self.value), "__delattr__")
+        if hook is not None and self.fresh and not hooked:
+            tx.inline_user_function(hook, [self, ConstantVariable(name)], {})
+            return
+        self._check_writable(name, hooked, "__delattr__")
         self.guard_hasattr(tx, name)
         current = self.pending.get(name)
         if current is DELETED or current is None and (
@@ -316,11 +454,17 @@ class UserDefinedObjectVariable(VariableTracker):
         else:
             self.pending[name] = DELETED
 
-    def _check_writable(self, name: str) -> None:
-        """Writes we can replay: plain instance ``__dict__`` entries."""
+    def _check_writable(self, name: str, hooked: bool = False,
+                        op: str = "__setattr__") -> None:
+        """Writes we can replay: plain instance ``__dict__`` entries (``hooked``: the write
+        is ``object.__setattr__`` called by the class's own hook, already traced)."""
         cls = type(self.value)
-        if inspect.getattr_static(cls, "__setattr__", None) is not object.__setattr__ or \
-                inspect.getattr_static(cls, "__delattr__", None) is not object.__delattr__:
+        # an object from outside gets the write replayed by setattr/delattr after the graph
+        # (both hooks would run); one made while tracing is rebuilt from its __dict__, so
+        # only the hook of this very operation matters (a Python one was inlined: hooked)
+        hooks = ("__setattr__", "__delattr__") if not self.fresh else \
+            (op,) if not hooked else ()
+        if any(inspect.getattr_static(cls, h, None) is not getattr(object, h) for h in hooks):
             raise Unsupported(f"assignment to attribute {name!r} of a {cls.__name__} (a "
                               "custom __setattr__/__delattr__)")
         if not hasattr(self.value, "__dict__") or hasattr(inspect.getattr_static(
@@ -358,6 +502,39 @@ class UserDefinedObjectVariable(VariableTracker):
 
     def __repr__(self):
         return f"UserDefinedObjectVariable({type(self.value).__name__})"
+
+
+class InstanceDictVariable(ConstDictVariable):
+    """``obj.__dict__`` of an object made while tracing: a live view of its attributes
+    (``to_dict`` reads it after ``setattr`` calls), read-only -- a write through it would
+    bypass the object's pending writes, so it is a graph break."""
+
+    def __init__(self, owner: UserDefinedObjectVariable):
+        self.owner, self.source, self.lazy = owner, None, None
+        self.mutated, self.dict_cls, self.default_factory = False, dict, None
+
+    @property
+    def _items(self) -> dict[str, VariableTracker]:
+        return self.owner.pending
+
+    @_items.setter
+    def _items(self, value) -> None:
+        raise Unsupported("writing to the __dict__ of an object made while tracing")
+
+    def setitem(self, tx, key, value):
+        raise Unsupported("writing to the __dict__ of an object made while tracing")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in ("__setitem__", "update", "pop", "setdefault", "clear", "__delitem__",
+                    "popitem"):
+            raise Unsupported("writing to the __dict__ of an object made while tracing")
+        return super().call_method(tx, name, args, kwargs)
+
+    def children(self):
+        return [self.owner]
+
+    def reconstruct(self, rc):
+        return rc(self.owner).__dict__
 
 
 def _class_attribute(tx, cls: type, name: str) -> VariableTracker:
@@ -556,8 +733,6 @@ _UNSUPPORTED_BUILTINS = {
     input: "input() reads from the terminal",
     open: "open() touches the file system",
     id: "id() depends on object identity",
-    setattr: "setattr() mutates an object",
-    delattr: "delattr() mutates an object",
 }
 _PURE_BUILTINS = {abs, all, any, bool, bytes, callable, chr, complex, divmod, float, format,
                   frozenset, hash, hex, int, len, max, min, oct, ord, pow, repr, round, sorted,
@@ -861,8 +1036,8 @@ def _getattr(tx, obj, name, default=None):
         return default
     try:
         return tx.load_attr(obj, n)
-    except Unsupported:
-        if default is None:
+    except TracedException as e:  # ``getattr(None, "is_compileable", False)``
+        if default is None or not isinstance(e.exc, AttributeError):
             raise
         return default
 
@@ -961,6 +1136,38 @@ def _int_float(fn):
     return handler
 
 
+def _setattr(tx, obj, name, value):
+    """``setattr(obj, "name", v)`` is ``obj.name = v``: the same pending write, or the same
+    graph break."""
+    tx.store_attr(obj, _attr_name(name), value)
+    return ConstantVariable(None)
+
+
+def _delattr(tx, obj, name):
+    """``delattr(obj, "name")`` is ``del obj.name``."""
+    tx.delete_attr(obj, _attr_name(name))
+    return ConstantVariable(None)
+
+
+def _attr_name(name: VariableTracker) -> str:
+    if not name.is_python_constant():
+        raise Unsupported("setattr/delattr with a non-constant name")
+    return name.as_python_constant()
+
+
+def _installed_package_probe(fn):
+    """``importlib.util.find_spec("mambapy")`` / ``importlib.metadata.version(...)`` -- what
+    transformers' ``is_*_available()`` helpers ask -- on a constant name: answered now, for
+    real, as PyTorch's Dynamo does (``functions.py``), taking what is installed as fixed for
+    the life of the process (it is not guarded). C code underneath, so anything else breaks."""
+    def handler(tx, *args, **kwargs):
+        if kwargs or not all(a.is_python_constant() for a in args):
+            raise Unsupported(f"{fn.__module__}.{fn.__name__} on a value that is not a "
+                              "Python constant")
+        return ConstantVariable(fn(*[a.as_python_constant() for a in args]))
+    return handler
+
+
 def _callable(tx, obj):
     return ConstantVariable(isinstance(obj, (UserFunctionVariable, UserMethodVariable,
                                              NestedUserFunctionVariable, TorchFunctionVariable,
@@ -981,15 +1188,13 @@ _BUILTIN_HANDLERS: dict[Callable, Callable] = {
     itertools.islice: _islice, collections.deque: _deque, _fromkeys: _fromkeys_handler,
     dataclasses.replace: _replace, dataclasses.fields: _fields, dataclasses.asdict: _asdict,
     _object_init: lambda tx, *a, **k: ConstantVariable(None),
+    setattr: _setattr, delattr: _delattr,
+    importlib.util.find_spec: _installed_package_probe(importlib.util.find_spec),
+    importlib.metadata.version: _installed_package_probe(importlib.metadata.version),
 }
 
 # Python functions with a handler for what was made while tracing, inlined for the rest
 _INLINED_WHEN_UNHANDLED = {dataclasses.replace, dataclasses.fields, dataclasses.asdict}
-
-
-# Python functions of these torch packages are traced into like user code (Dynamo's
-# MOD_INLINELIST in torch/_dynamo/trace_rules.py): they are plain Python over torch ops, e.g.
-# the lambdas of torch.testing's OpInfo database (``lambda x, *a: x.expand(*a)``).
 
 
 BUILTIN_CALLABLES = {v for v in vars(builtins).values() if callable(v)}
@@ -999,5 +1204,6 @@ LATE_BOUND["BuiltinVariable"] = BuiltinVariable
 
 __all__ = [
     'BUILTIN_CALLABLES', 'BUILTIN_HANDLERS', 'BuiltinVariable', 'DataclassVariable',
-    'SuperVariable', 'UserDefinedClassVariable', 'UserDefinedObjectVariable',
+    'InstanceDictVariable', 'SuperVariable', 'UserDefinedClassVariable',
+    'UserDefinedObjectVariable',
 ]

@@ -50,7 +50,10 @@ class ConstantVariable(VariableTracker):
         return bool(self.value)
 
     def var_getattr(self, tx, name):
-        attr = getattr(self.value, name)
+        try:
+            attr = getattr(self.value, name)
+        except AttributeError as e:  # what the traced code may catch, or getattr's default
+            raise TracedException(e) from None
         if isinstance(attr, (types.BuiltinMethodType, types.MethodWrapperType)):
             return BoundMethodVariable(self, name)  # "Relu".lower: folded when called
         if isinstance(attr, type):  # (3).__class__, an enum member's class

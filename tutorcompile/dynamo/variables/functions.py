@@ -10,8 +10,23 @@ import types
 
 from ..exc import Unsupported
 from ..source import AttrSource, Source
-from .base import LATE_BOUND, VariableTracker
+from .base import LATE_BOUND, VariableTracker, is_constant_value
 from .containers import ConstantVariable, ConstDictVariable, TupleVariable
+
+
+def _assumed_constant(fn, args: list, kwargs: dict) -> VariableTracker:
+    """A function marked ``assume_constant_result`` (by ``torch._dynamo`` or ours: the same
+    attribute; transformers marks its ``is_torch_available()``-style probes so) is called now,
+    for real, and its result is a constant of the graph -- unguarded, as the mark promises."""
+    if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+        raise Unsupported(f"{fn.__qualname__} (assume_constant_result) on values that are not "
+                          "Python constants")
+    value = fn(*[a.as_python_constant() for a in args],
+               **{k: v.as_python_constant() for k, v in kwargs.items()})
+    if not is_constant_value(value):
+        raise Unsupported(f"{fn.__qualname__} (assume_constant_result) returned a "
+                          f"{type(value).__name__}, not a Python constant")
+    return ConstantVariable(value)
 
 
 class UserFunctionVariable(VariableTracker):
@@ -22,6 +37,8 @@ class UserFunctionVariable(VariableTracker):
         return types.FunctionType
 
     def call_function(self, tx, args, kwargs):
+        if getattr(self.fn, "_dynamo_marked_constant", False):
+            return _assumed_constant(self.fn, args, kwargs)
         return tx.inline_user_function(self.fn, args, kwargs, fn_source=self.source)
 
     def var_getattr(self, tx, name):

@@ -12,8 +12,8 @@ import torch
 
 from ..exc import Unsupported
 from ..source import AttrSource, GetItemSource, Source
-from .base import VariableTracker
-from .containers import ConstantVariable, ListVariable, TupleVariable
+from .base import BoundMethodVariable, VariableTracker
+from .containers import ConstantVariable, ListIteratorVariable, ListVariable, TupleVariable
 from .functions import UserMethodVariable
 from .tensor import TensorVariable
 
@@ -23,9 +23,13 @@ class NNModuleVariable(VariableTracker):
 
     fresh = False  # from outside: its writes are replayed after the graph
 
-    def __init__(self, module: torch.nn.Module, source: Source):
+    def __init__(self, module: torch.nn.Module, source: Source | None,
+                 constructed: tuple[type, list, dict] | None = None):
         self.value, self.source = module, source
         self.pending: dict[str, VariableTracker] = {}  # attributes written while tracing
+        # a stateless torch.nn module built while tracing (no source): its class and the
+        # trackers of its constructor's arguments, to build it again after the graph
+        self.constructed = constructed
 
     def python_type(self):
         return type(self.value)
@@ -39,12 +43,15 @@ class NNModuleVariable(VariableTracker):
                 # PyTorch's spelling: L['self']._modules['fc']._parameters['weight']
                 src = GetItemSource(AttrSource(self.source, table), name)
                 return tx.wrap_nested(m.__dict__[table][name], src)
-        src = AttrSource(self.source, name)
+        src = AttrSource(self.source, name) if self.source is not None else None
         if name in m.__dict__ and not hasattr(
                 type(inspect.getattr_static(type(m), name, None)), "__set__"):
             # an instance attribute (a class property would win): a function there is not bound
             return tx.wrap_nested(m.__dict__[name], src)
         static = inspect.getattr_static(m, name, None)
+        if name in _TREE_WALKS and static is getattr(torch.nn.Module, name) and \
+                self.source is not None:
+            return BoundMethodVariable(self, name)  # answered from the module tree below
         if isinstance(static, types.FunctionType):
             return UserMethodVariable(static, self, _class_attr(self.source, m, name))
         if isinstance(static, staticmethod):
@@ -56,20 +63,25 @@ class NNModuleVariable(VariableTracker):
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
         """``self.shift_size = 0`` (Swin shrinks its window to small inputs): a plain
         attribute written now, read back by the rest of the trace and set on the module after
-        the graph ran, as PyTorch's Dynamo replays it. A parameter, buffer or submodule write
-        changes what the graph's inputs are: a graph break."""
+        the graph ran, as PyTorch's Dynamo replays it. A buffer rebound to a tensor the graph
+        computed (CTRL's ``self.pos_encoding = self.pos_encoding.to(dtype)``) is replayed the
+        same way -- ``nn.Module.__setattr__`` keeps it a buffer, and the next call reads it
+        as an input like any buffer. A parameter or submodule write is a graph break."""
         m = self.value
-        if any(name in m.__dict__.get(t, {}) for t in ("_parameters", "_buffers", "_modules")) \
-                or isinstance(value, (TensorVariable, NNModuleVariable)):
-            raise Unsupported(f"assignment to {type(m).__name__}.{name}: a parameter, buffer, "
-                              "submodule or tensor")
+        if self.constructed is not None:
+            raise Unsupported(f"assignment to {type(m).__name__}.{name} of a module built "
+                              "while tracing")
+        buffer = name in m.__dict__.get("_buffers", {})
+        if any(name in m.__dict__.get(t, {}) for t in ("_parameters", "_modules")) \
+                or isinstance(value, NNModuleVariable) \
+                or isinstance(value, TensorVariable) and not buffer \
+                or buffer and not isinstance(value, TensorVariable):
+            raise Unsupported(f"assignment to {type(m).__name__}.{name}: a parameter, "
+                              "submodule or tensor (only a buffer may get a new tensor)")
         if type(m).__setattr__ is not torch.nn.Module.__setattr__:
             raise Unsupported(f"assignment to {type(m).__name__}.{name} (a custom __setattr__)")
         tx.record_side_effect(self)
         self.pending[name] = value
-
-    def children(self):
-        return list(self.pending.values())
 
     def call_function(self, tx, args, kwargs):
         m = self.value
@@ -124,15 +136,65 @@ class NNModuleVariable(VariableTracker):
             if name == "values":
                 return TupleVariable([v for _, v in entries])
             return TupleVariable([TupleVariable([ConstantVariable(k), v]) for k, v in entries])
-        if name in ("parameters", "buffers", "children", "modules", "named_parameters"):
-            raise Unsupported(f"module.{name}() while tracing")
+        if name in _TREE_WALKS:
+            return self._walk_tree(tx, name, args, kwargs)
         return super().call_method(tx, name, args, kwargs)
 
+    def _walk_tree(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        """``self.parameters()`` (transformers' ``self.dtype``: the first floating-point
+        parameter's dtype), ``named_modules()``, ``buffers()``...: the items in PyTorch's
+        order, each wrapped through its own source (``_modules['a']._parameters['w']``),
+        with the tree they come from guarded -- the key lists of every module's
+        ``_modules``, ``_parameters`` and ``_buffers`` -- and a tensor met twice guarded as
+        the same tensor, so dropping the repeat (``remove_duplicate``) stays right."""
+        if self.source is None or args or kwargs:
+            raise Unsupported(f"module.{name}() with arguments, or of a module built while "
+                              "tracing")
+        m, kind = self.value, name.removeprefix("named_")
+        modules = list(m.named_modules(remove_duplicate=False))
+        sources = {"": self.source}
+        for path, sub in modules:  # parents come before their children
+            src = sources[path]
+            for table in ("_modules", "_parameters", "_buffers"):
+                tx.guards.DICT_KEYS(AttrSource(src, table), sub.__dict__[table])
+            for child in sub._modules:
+                sources[f"{path}.{child}" if path else child] = _child(src, child)
+        if kind in ("modules", "children"):
+            pairs = [(path, sub) for path, sub in modules if kind == "modules" or
+                     (path and "." not in path)]
+            items = [(p, tx.wrap_nested(sub, sources[p])) for p, sub in pairs]
+        else:
+            table = "_parameters" if kind == "parameters" else "_buffers"
+            items = [(f"{path}.{k}" if path else k,
+                      tx.wrap_nested(t, GetItemSource(AttrSource(sources[path], table), k)))
+                     for path, sub in modules for k, t in sub.__dict__[table].items()
+                     if t is not None]
+        seen, unique = set(), []
+        for path, vt in items:  # the first of each object, as PyTorch's remove_duplicate
+            if id(vt) not in seen:
+                seen.add(id(vt))
+                unique.append((path, vt))
+        return ListIteratorVariable([TupleVariable([ConstantVariable(p), vt])
+                                     if name.startswith("named_") else vt
+                                     for p, vt in unique])
+
     def reconstruct(self, rc):
+        if self.constructed is not None:
+            cls, args, kwargs = self.constructed
+            return cls(*[rc(a) for a in args], **{k: rc(v) for k, v in kwargs.items()})
         return self.value
+
+    def children(self):
+        if self.constructed is None:
+            return list(self.pending.values())
+        return [*self.constructed[1], *self.constructed[2].values()]
 
     def __repr__(self):
         return f"NNModuleVariable({type(self.value).__name__})"
+
+
+_TREE_WALKS = ("parameters", "named_parameters", "buffers", "named_buffers", "children",
+               "named_children", "modules", "named_modules")
 
 
 def _class_attr(source: Source | None, m: torch.nn.Module, name: str) -> Source | None:

@@ -99,7 +99,12 @@ def _tracing_state() -> dict:
 _TRACING_STATE = _tracing_state()
 
 
-_INLINED_TORCH_MODULES = ("torch.testing",)
+# Python functions of these torch packages are traced into like user code (Dynamo's
+# MOD_INLINELIST in torch/_dynamo/trace_rules.py): the lambdas of torch.testing's OpInfo
+# database (``lambda x, *a: x.expand(*a)``); a torch.nn module's methods called on their own
+# (SqueezeBERT's ``nn.LayerNorm.forward(self, x)`` on its subclass) -- the same ``forward``
+# that calling the module inlines.
+_INLINED_TORCH_MODULES = ("torch.testing", "torch.nn.modules.")
 
 
 def in_torch(module: str | None) -> bool:
