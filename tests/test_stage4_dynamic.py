@@ -378,3 +378,21 @@ def test_an_extern_keeps_symbolic_sizes_read_off_two_samples():
         torch.testing.assert_close(got, want)
     assert [c.num_compiles for c in made] == [1, 1]
     assert not made[1].artifacts.shape_env.guards
+
+
+def shift_tokens_right(ids):
+    """BART's decoder inputs: the ids moved one place right, a start token in front -- a
+    slice assignment whose length is the symbolic length minus one."""
+    shifted = ids.new_zeros(ids.shape)
+    shifted[:, 1:] = ids[:, :-1].clone()
+    shifted[:, 0] = 2
+    return shifted * 3
+
+
+def test_a_slice_assignment_of_a_symbolic_length_is_not_pinned_to_it():
+    backend, made = _counting(aot_eager_decomp_partition)
+    compiled = eval_frame.compile(shift_tokens_right, backend=backend)
+    for b, t in ((1, 8), (2, 9), (3, 17), (16, 64), (5, 8)):
+        ids = torch.randint(0, 100, (b, t))
+        assert torch.equal(compiled(ids), shift_tokens_right(ids))
+    assert [c.num_compiles for c in made] == [1, 1]

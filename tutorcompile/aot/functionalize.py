@@ -45,6 +45,7 @@ from ..errors import TutorcompileError
 from ..fx import Graph, GraphModule, Node
 from ..fx.node import map_arg
 from ..ops import ops
+from ..ops.prims import _slice_length
 from .decompositions import (
     RANDOM_FILLS,
     _is_t,
@@ -112,7 +113,7 @@ def _setitem_rule(base, index, value):
             step_at = {(k - 1 if k > out_dim else k): v for k, v in step_at.items()}
         elif s is not None and s[0] == "slice":
             per_dim[src_dim] = (s[2], s[3], s[4], False)
-            size = len(range(s[2], s[3], s[4]))
+            size = _slice_length(base.shape[src_dim], s[2], s[3], s[4])  # (symbolic too)
             indexed_shape.append(size)
             shape_no_new.append(size)
             out_dim += 1
@@ -128,7 +129,8 @@ def _setitem_rule(base, index, value):
     if tuple(value.shape) != tuple(indexed_shape):
         value = ops.expand(value, tuple(indexed_shape))
     full_shape = tuple(1 if p is not None and p[3] else
-                       (len(range(*p[:3])) if p is not None else base.shape[d])
+                       (_slice_length(base.shape[d], *p[:3]) if p is not None else
+                        base.shape[d])
                        for d, p in enumerate(per_dim))
     value = ops.reshape(value, full_shape)
 
