@@ -1706,7 +1706,8 @@ def empty_like(a, *size, dtype=None, device=None, layout=None, pin_memory=False,
 
 
 # =======================================================================================
-# Special functions: lgamma, digamma (polygamma of order 0), erfinv, spherical_bessel_j0.
+# Special functions: lgamma, digamma (polygamma of order 0; the higher orders are in
+# decompositions_polygamma.py), erfinv, spherical_bessel_j0.
 # The argument is shifted up by a fixed number of steps (a recurrence), the asymptotic
 # series takes over there, and a reflection formula covers negative arguments -- branch
 # free, so each is one pointwise kernel. Branches that ``where`` discards are fed safe
@@ -1789,13 +1790,6 @@ def digamma(a):
     zero = ops.eq(a, 0)
     at_zero = ops.where(ops.lt(ops.div(1.0, a), 0), math.inf, -math.inf)   # sign of zero
     return ops.where(zero, at_zero, out)
-
-
-@register_decomposition(*_both("polygamma"), torch.special.polygamma)
-def polygamma(n, a):
-    if n != 0 or not _is_t(a):
-        raise NotImplementedError("polygamma of order > 0")
-    return digamma(_float(a))
 
 
 _ERFINV_A = (0.886226899, -1.645349621, 0.914624893, -0.140543331)
