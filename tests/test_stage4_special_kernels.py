@@ -73,3 +73,22 @@ def test_polygamma_at_poles_and_between_them(n):
     got = tc.compile(lambda x: torch.polygamma(n, x), backend="inductor")(x)
     torch.testing.assert_close(got, torch.polygamma(n, x), equal_nan=True, rtol=1e-4,
                                atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", "tuvw")
+def test_chebyshev_polynomials_from_their_closed_forms(kind):
+    """Inside [-1, 1], at +-1, beyond (both signs), infinities; degrees negative, fractional
+    (truncated), 0, 1, 2, large enough to overflow (NaN once the recurrence's P_{n-2} is
+    infinite, as eager's loop gives) -- values as eager's recurrence."""
+    fn = getattr(torch.special, f"chebyshev_polynomial_{kind}")
+    x = torch.cat([torch.tensor([-8.48, -1.0, 1.0, 0.0, -0.5, 0.999, 1.0001, -1.0001, 3.0,
+                                 float("inf"), float("-inf"), 50.0, -50.0]),
+                   torch.randn(40) * 3])
+    tc.reset()
+    compiled = tc.compile(fn, backend="inductor")
+    for n in (torch.tensor(3.61), torch.tensor(-1.77), 0, 1, 2, 5, 7, 9, 12, 30, 60,
+              torch.arange(-2.0, 51.0)):
+        torch.testing.assert_close(compiled(x, n), fn(x, n), equal_nan=True, rtol=1e-4,
+                                   atol=1e-4)
+    _check(lambda x, n: fn(x, n), (torch.randn(6), torch.tensor([0.0, 1.0, 2.0, 3.0, 7.0,
+                                                                   11.0])))

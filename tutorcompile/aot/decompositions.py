@@ -940,6 +940,7 @@ def _random_fill_rule(x, method, *args, **kwargs):
 # The long tail registers itself into the same table: the math of tensors, then the
 # neural-network functions built on it.
 from . import (  # noqa: E402,F401
+    decompositions_chebyshev,
     decompositions_index,
     decompositions_masked,
     decompositions_math,
