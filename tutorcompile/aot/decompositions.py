@@ -945,6 +945,7 @@ from . import (  # noqa: E402,F401
     decompositions_masked,
     decompositions_math,
     decompositions_nn,
+    decompositions_normal,
     decompositions_polygamma,
     decompositions_scan,
     decompositions_sort,
