@@ -116,3 +116,30 @@ def test_normal_tails_match_eager_across_their_branches():
     _check(lambda a: torch.special.erfcx(a), (finite,))
     _check(lambda a: torch.special.log_ndtr(a), (finite,))
     _check(lambda a: torch.special.ndtri(a), (p[4:-1],))
+
+
+def _scatter_case(reduce, include_self, index_reduce, dim):
+    x = torch.randn(4, 6)
+    x[1, 2] = 0.0
+    if index_reduce:
+        index = torch.tensor([2, 0, 2]) if dim == 0 else torch.tensor([2, 0, 2, 5])
+        src = torch.randn(3, 6) if dim == 0 else torch.randn(4, 4)
+        src[0, 2] = x[2, 2] if dim == 0 else x[0, 2]       # a tie with the target
+        return (lambda a, i, s: a.index_reduce(dim, i, s, reduce, include_self=include_self),
+                (x, index, src))
+    index = torch.tensor([[0, 5, 5], [1, 1, 1], [2, 3, 2], [4, 4, 0]])
+    src = torch.randn(4, 3)
+    src[2, 0] = 0.0
+    src[1, 1] = x[1, 1]
+    return (lambda a, i, s: a.scatter_reduce(1, i, s, reduce, include_self=include_self),
+            (x, index, src))
+
+
+@pytest.mark.parametrize("index_reduce,dim", [(False, 1), (True, 0), (True, 1)])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", ["prod", "amax", "amin"])
+def test_colliding_scatter_reductions_compare_densely(reduce, include_self, index_reduce, dim):
+    """prod/amax/amin of writes that collide, with zeros and ties with the target: values
+    and gradients as eager (ties share the gradient as PyTorch's backward shares it)."""
+    torch.manual_seed(1)
+    _check(*_scatter_case(reduce, include_self, index_reduce, dim))

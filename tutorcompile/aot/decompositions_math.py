@@ -27,7 +27,7 @@ import operator
 import torch
 import torch.nn.functional as F
 
-from ..ops import ops
+from ..ops import GraphValue, make_meta, ops
 from ..ops.table import normalize_dim
 from .decompositions import (
     DECOMPOSITIONS,
@@ -1642,10 +1642,58 @@ def _scatter_sum_and_count(a, scatter, include_self):
     return ops.add(base, total), count, hit
 
 
-def _scatter_reduce(a, reduce, include_self, scatter):
-    if not _is_float(a) or reduce not in ("sum", "mean"):
-        raise NotImplementedError(f"reduce={reduce!r} or an integer tensor (prod, amax and "
-                                  "amin have no generated scatter)")
+MAX_DENSE_SCATTER = 1 << 22
+"""The most elements a dense comparison (every target against every source) may have."""
+
+
+def _dense_reduce(a, reduce, include_self, hit, candidates, matches):
+    """``prod``/``amax``/``amin`` of colliding writes, with no atomic update to lean on: every
+    target compares itself with every source (``matches``, broadcast against ``candidates``
+    along a last dimension of sources) and reduces the sources that land on it -- a
+    reduction kernel, quadratic in size, so only for sizes up to ``MAX_DENSE_SCATTER``.
+    ``a`` itself joins the reduction as one more column when ``include_self``, so that ties
+    share the gradient evenly among ``a`` and the sources, as PyTorch's backward does."""
+    if reduce == "prod":
+        from .decompositions_scan import product  # (that module builds on this one)
+        red = product(ops.where(matches, candidates, 1.0), (-1,), False)
+        red = ops.mul(a, red) if include_self else red
+    else:
+        sign = 1.0 if reduce == "amax" else -1.0
+        values = ops.where(matches, ops.mul(candidates, sign), -math.inf)
+        if include_self:
+            own = ops.mul(a, sign)
+        else:
+            # PyTorch's backward shares a tie with ``a`` even when ``a`` is not included
+            # (its count of ties does not mask ``a``; only ``a``'s own gradient is masked):
+            # ``a`` joins where it equals the sources' extreme, detached, so the sources
+            # get eager's share and ``a`` nothing
+            own = _detached(ops.mul(a, sign))
+            own = ops.where(ops.eq(own, ops.amax(values, (-1,))), own, -math.inf)
+        values = ops.cat([ops.unsqueeze(own, -1), values], -1)
+        red = ops.mul(ops.amax(values, (-1,)), sign)
+    return ops.where(hit, red, a)
+
+
+def _detached(x):
+    """``x`` as a value the gradient does not flow through (``detach`` in a graph)."""
+    if not isinstance(x, GraphValue):
+        return x
+    from .prim_graph import extern_call  # (prim_graph imports this table)
+    return extern_call(torch.Tensor.detach, (x,), {}, meta=make_meta(x.shape, x.dtype,
+                                                                       x.device))
+
+
+def _scatter_reduce(a, reduce, include_self, scatter, dense=None):
+    """``sum``/``mean`` from two scatter-adds (values and counts); ``prod``/``amax``/``amin``
+    from ``dense()`` -> ``(candidates, matches)`` (see :func:`_dense_reduce`), with the
+    count's scatter-add still run: it says which targets are hit, and rejects an index out
+    of range as PyTorch does."""
+    if not _is_float(a) or reduce not in ("sum", "mean", "prod", "amax", "amin") or (
+            reduce not in ("sum", "mean") and dense is None):
+        raise NotImplementedError(f"reduce={reduce!r} or an integer tensor")
+    if reduce in ("prod", "amax", "amin"):
+        hit = ops.gt(scatter(False), 0)
+        return _dense_reduce(a, reduce, include_self, hit, *dense())
     total, count, hit = _scatter_sum_and_count(a, scatter, include_self)
     if reduce == "sum":
         return total
@@ -1668,7 +1716,18 @@ def scatter_reduce(a, dim, index, src, reduce, *, include_self=True):
         v = ops.reshape(src, (-1,)) if values else \
             ops.full((math.prod(index.shape),), 1.0, dtype=a.dtype, device=a.device)
         return ops.reshape(ops.index_add(zeros, 0, offsets, v), tuple(a.shape))
-    return _scatter_reduce(a, reduce, include_self, scatter)
+
+    def dense():
+        """Every element of ``a`` (flattened) against every source element's offset."""
+        n, m = math.prod(a.shape), math.prod(index.shape)
+        if n * m > MAX_DENSE_SCATTER:
+            raise NotImplementedError(f"a {n} x {m} comparison (prod/amax/amin of colliding "
+                                      "writes are compared densely)")
+        targets = ops.reshape(ops.iota(n, dtype=torch.int64, device=a.device), (n, 1))
+        matches = ops.reshape(ops.eq(targets, ops.reshape(offsets, (1, m))),
+                              tuple(a.shape) + (m,))
+        return ops.reshape(src, (m,)), matches
+    return _scatter_reduce(a, reduce, include_self, scatter, dense)
 
 
 @register_decomposition(*_both("index_reduce"))
@@ -1687,7 +1746,22 @@ def index_reduce(a, dim, index, source, reduce, *, include_self=True):
         v = source if values else ops.full(tuple(source.shape), 1.0, dtype=a.dtype,
                                            device=a.device)
         return ops.index_add(zeros, d, index, v)
-    return _scatter_reduce(a, reduce, include_self, scatter)
+
+    def dense():
+        """Along ``d`` only: position ``p`` of ``a`` against ``index[k]``, for every ``k``;
+        the sources moved so that their ``k`` is a last dimension."""
+        k = index.shape[0]
+        if math.prod(a.shape) * k > MAX_DENSE_SCATTER:
+            raise NotImplementedError("a comparison too large (prod/amax/amin of colliding "
+                                      "writes are compared densely)")
+        shape = [1] * (len(a.shape) + 1)
+        shape[d], shape[-1] = a.shape[d], k
+        targets = ops.reshape(positions(a, d), tuple(shape[:-1]) + (1,))
+        matches = ops.eq(targets, ops.reshape(index, (1,) * len(a.shape) + (k,)))
+        order = tuple(i for i in range(len(a.shape)) if i != d) + (d,)
+        moved = ops.unsqueeze(ops.permute(source, order), d)   # (..., 1 at d, ..., k)
+        return moved, matches
+    return _scatter_reduce(a, reduce, include_self, scatter, dense)
 
 
 @register_decomposition(*_both("empty_like"), "method:new_empty", "method:new_empty_strided",
