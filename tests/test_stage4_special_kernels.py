@@ -143,3 +143,16 @@ def test_colliding_scatter_reductions_compare_densely(reduce, include_self, inde
     and gradients as eager (ties share the gradient as PyTorch's backward shares it)."""
     torch.manual_seed(1)
     _check(*_scatter_case(reduce, include_self, index_reduce, dim))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
+@pytest.mark.parametrize("initial", [None, 1.0, -3.0])
+def test_segment_reduce_with_empty_segments(reduce, initial):
+    """Empty segments (initial, or PyTorch's default), by lengths and by offsets, 1-d and 2-d
+    data (no ties: see segment_reduce's docstring)."""
+    torch.manual_seed(2)
+    for bounds in ({"lengths": torch.tensor([0, 1, 2, 2, 0, 2])},
+                   {"offsets": torch.tensor([0, 0, 1, 3, 5, 5, 7])}):
+        for data in (torch.randn(7), torch.randn(7, 3)):
+            _check(lambda x, bounds=bounds: torch.segment_reduce(x, reduce, initial=initial,
+                                                                 **bounds), (data,))

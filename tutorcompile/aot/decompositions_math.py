@@ -1764,6 +1764,62 @@ def index_reduce(a, dim, index, source, reduce, *, include_self=True):
     return _scatter_reduce(a, reduce, include_self, scatter, dense)
 
 
+@register_decomposition(torch.segment_reduce)
+def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0,
+                   unsafe=False, initial=None):
+    """Segments of consecutive elements along axis 0, given by their ``lengths`` or by
+    ``offsets`` (segment ``s`` is ``data[offsets[s]:offsets[s + 1]]``), reduced: every
+    segment is compared with every element (``start <= j < end``, a dense mask) and the
+    elements inside it are summed, multiplied or maximised -- :func:`_dense_reduce`'s idea,
+    without a scatter. ``initial`` starts every reduction (the whole value of an empty
+    segment; without it sum 0, prod 1, max -inf, min inf, mean NaN, as PyTorch). The
+    segments are assumed to cover the data (PyTorch checks that unless ``unsafe``). Equal
+    maxima inside a segment share its gradient evenly (``amax``'s rule); PyTorch's backward
+    shares it so for ``lengths`` without ``initial`` but gives each tie the whole gradient
+    for ``offsets`` or with an ``initial``."""
+    data = _floating_only(data)
+    if indices is not None or axis != 0 or len(data.shape) == 0 or reduce not in (
+            "sum", "mean", "max", "min", "prod"):
+        raise NotImplementedError("indices, an axis other than 0, or a 0-d input")
+    bounds = lengths if lengths is not None else offsets
+    if not _is_t(bounds) or len(bounds.shape) != 1 or bounds.dtype not in (torch.int64,
+                                                                            torch.int32):
+        raise NotImplementedError("lengths/offsets that are not a 1-d integer tensor")
+    if lengths is not None:      # the end of segment s: lengths[0] + ... + lengths[s]
+        n_seg = lengths.shape[0]
+        up_to = ops.le(ops.reshape(ops.iota(n_seg, dtype=torch.int64, device=data.device),
+                                   (1, n_seg)),
+                       ops.reshape(ops.iota(n_seg, dtype=torch.int64, device=data.device),
+                                   (n_seg, 1)))
+        end = ops.sum(ops.where(up_to, ops.reshape(lengths, (1, n_seg)), 0), (1,))
+        start = ops.sub(end, lengths)
+    else:
+        n_seg = offsets.shape[0] - 1
+        start, end = ops.slice(offsets, 0, 0, n_seg, 1), ops.slice(offsets, 0, 1, n_seg + 1, 1)
+    n, rest = data.shape[0], (1,) * (len(data.shape) - 1)
+    j = ops.reshape(ops.iota(n, dtype=torch.int64, device=data.device), (1, n) + rest)
+    inside = ops.logical_and(ops.ge(j, ops.reshape(start, (n_seg, 1) + rest)),
+                             ops.lt(j, ops.reshape(end, (n_seg, 1) + rest)))
+    values = ops.unsqueeze(data, 0)
+    count = ops.sum(ops.convert_element_type(inside, data.dtype), (1,))
+    if reduce in ("sum", "mean"):
+        out = ops.sum(ops.where(inside, values, 0.0), (1,))
+        out = out if initial is None else ops.add(out, initial)
+        if reduce == "mean":
+            empty = initial if initial is not None else math.nan
+            out = ops.where(ops.gt(count, 0), ops.div(out, ops.maximum(count, 1.0)), empty)
+        return out
+    if reduce == "prod":
+        from .decompositions_scan import product  # (that module builds on this one)
+        out = product(ops.where(inside, values, 1.0), (1,), False)
+        return out if initial is None else ops.mul(out, initial)
+    sign = 1.0 if reduce == "max" else -1.0
+    out = ops.mul(ops.amax(ops.where(inside, ops.mul(values, sign), -math.inf), (1,)), sign)
+    if initial is not None:
+        out = (ops.maximum if reduce == "max" else ops.minimum)(out, initial)
+    return out
+
+
 @register_decomposition(*_both("empty_like"), "method:new_empty", "method:new_empty_strided",
                         torch.Tensor.new_empty, torch.Tensor.new_empty_strided)
 def empty_like(a, *size, dtype=None, device=None, layout=None, pin_memory=False,
