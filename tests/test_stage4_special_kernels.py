@@ -8,6 +8,7 @@ ops on PyTorch's own samples and counts the kernels they become.
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import tutorcompile as tc
 from tutorcompile.aot import aot_function
@@ -50,7 +51,8 @@ def _check(fn, args, tol=None):
         wanted = [i for i, a in enumerate(eager_in) if a.requires_grad]
         ge = torch.autograd.grad(expected, [eager_in[i] for i in wanted], cot,
                                  allow_unused=True)
-        gg = torch.autograd.grad(got, [got_in[i] for i in wanted], cot, allow_unused=True)
+        gg = torch.autograd.grad(got, [got_in[i] for i in wanted], cot, allow_unused=True,
+                                 materialize_grads=True)
         for e, g in zip(ge, gg):
             torch.testing.assert_close(torch.zeros_like(e) if g is None else g,
                                        torch.zeros_like(g) if e is None else e,
@@ -156,3 +158,18 @@ def test_segment_reduce_with_empty_segments(reduce, initial):
         for data in (torch.randn(7), torch.randn(7, 3)):
             _check(lambda x, bounds=bounds: torch.segment_reduce(x, reduce, initial=initial,
                                                                  **bounds), (data,))
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("padding", ["zeros", "border"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("k", [2, 3])
+def test_grid_sample_reads_and_weights_as_eager(k, mode, padding, align_corners):
+    """Points inside, outside and exactly on the edges (where ``border`` gives no gradient,
+    as ATen): input and grid gradients as eager's."""
+    torch.manual_seed(3)
+    x = torch.randn((2, 3) + (5, 6, 4)[:k])
+    grid = torch.rand((2, 4, 7) + ((3,) if k == 3 else ()) + (k,)) * 2.4 - 1.2
+    grid[0, 0, 0], grid[0, 0, 1] = 1.0, -1.0
+    _check(lambda a, g: F.grid_sample(a, g, mode=mode, padding_mode=padding,
+                                      align_corners=align_corners), (x, grid))

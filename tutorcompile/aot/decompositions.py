@@ -941,6 +941,7 @@ def _random_fill_rule(x, method, *args, **kwargs):
 # neural-network functions built on it.
 from . import (  # noqa: E402,F401
     decompositions_chebyshev,
+    decompositions_grid_sample,
     decompositions_index,
     decompositions_masked,
     decompositions_math,
