@@ -173,3 +173,20 @@ def test_grid_sample_reads_and_weights_as_eager(k, mode, padding, align_corners)
     grid[0, 0, 0], grid[0, 0, 1] = 1.0, -1.0
     _check(lambda a, g: F.grid_sample(a, g, mode=mode, padding_mode=padding,
                                       align_corners=align_corners), (x, grid))
+
+
+def test_nextafter_steps_exactly_one_float():
+    """Every pair of zeros, +-1, powers of two, subnormals, the smallest normals, the
+    largest floats, infinities, NaN: bit-exact as eager; gradients as eager's (1, 0 where
+    x == y; 0 for y)."""
+    f32 = torch.finfo(torch.float32)
+    vals = torch.tensor([0.0, -0.0, 1.0, -1.0, 2.0, 0.5, 3.0, -8.48, 1e-40, -1e-40, f32.tiny,
+                         -f32.tiny, f32.tiny * 2, f32.tiny * 1.5, 2.0 ** -110, 2.0 ** -149,
+                         f32.max, -f32.max, float("inf"), float("-inf"), float("nan"), 1e30])
+    x, y = (t.flatten() for t in torch.meshgrid(vals, vals, indexing="ij"))
+    tc.reset()
+    got = tc.compile(lambda a, b: torch.nextafter(a, b), backend="inductor")(x, y)
+    expected = torch.nextafter(x, y)
+    assert ((got == expected) | (got.isnan() & expected.isnan())).all()
+    a = torch.tensor([1.0, -2.5, 3.0, 0.0])
+    _check(lambda a, b: torch.nextafter(a, b), (a, torch.tensor([2.0, 0.0, 3.0, -1.0])))

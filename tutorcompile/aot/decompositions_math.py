@@ -2107,6 +2107,44 @@ def frexp(a):
     return mantissa, ops.convert_element_type(e, torch.int32)
 
 
+@register_decomposition(*_both("nextafter"))
+def nextafter(x, y):
+    """The next float after ``x`` toward ``y``, by rounding instead of bit patterns: adding
+    ``d`` with ``ulp / 2 < d < ulp`` to ``x`` rounds to the neighbour (to nearest, the only
+    mode). ``|x| * 2^-p`` (``p`` the precision: 24 for float32) is in ``[ulp/2, ulp)`` for
+    ``|x|`` in a binade -- a hair more, ``|x| (2^-p + 2^(1-2p))``, is strictly inside for
+    the step away from zero; toward zero ``|x| 2^-p`` is strictly inside, or exactly the
+    (halved) gap below a power of two. Below the smallest normals the gap is the smallest
+    subnormal (a step the kernel computes only where the CPU does not flush subnormals to
+    zero); infinities step to the largest finite float, ``x == y`` gives ``y``. The gradient
+    is eager's: 1 for ``x`` (0 where ``x == y``), 0 for ``y``."""
+    if not (_is_t(x) and _is_t(y)) or x.dtype not in (torch.float32, torch.float64) \
+            or y.dtype != x.dtype:
+        raise NotImplementedError("a Python number, or not float32/float64")
+    info = torch.finfo(x.dtype)
+    p = {torch.float32: 24, torch.float64: 53}[x.dtype]
+    up = ops.gt(y, x)
+    away = ops.eq(up, ops.gt(x, 0))                   # away from zero, or toward it
+    ax = ops.abs(x)
+    sign = ops.where(up, 1.0, -1.0)                   # the direction of the step
+    # near the subnormals the step itself would be subnormal and lose its hair: step in
+    # a copy scaled up by a power of two (exact), and scale the neighbour back (exact)
+    scale = ops.where(ops.lt(ax, info.tiny * 2.0 ** (p + 2)), 2.0 ** (2 * p + 16), 1.0)
+    finite = ops.where(ops.eq(ax, math.inf), 0.0, x)
+    axs = ops.mul(ax, scale)
+    step = ops.where(away, ops.mul(axs, 2.0 ** -p + 2.0 ** (1 - 2 * p)),
+                     ops.mul(axs, 2.0 ** -p))
+    moved = ops.div(ops.add(ops.mul(finite, scale), ops.mul(sign, step)), scale)
+    # below 2 * tiny every gap is the smallest subnormal
+    moved = ops.where(ops.lt(ax, info.tiny * 2),
+                      ops.add(finite, ops.mul(sign, info.smallest_normal * 2.0 ** (1 - p))),
+                      moved)
+    out = ops.add(finite, _detached(ops.sub(moved, finite)))
+    out = ops.where(ops.eq(ax, math.inf), ops.where(ops.gt(x, 0), info.max, -info.max), out)
+    out = ops.where(ops.logical_or(ops.ne(x, x), ops.ne(y, y)), math.nan, out)
+    return ops.where(ops.eq(x, y), _detached(y), out)
+
+
 @register_decomposition("method:repeat")
 def repeat(a, *sizes):
     """Tile ``a``: each dimension ``s`` repeated ``r`` times is a new ``(r, s)`` pair of
