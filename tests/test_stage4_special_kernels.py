@@ -190,3 +190,23 @@ def test_nextafter_steps_exactly_one_float():
     assert ((got == expected) | (got.isnan() & expected.isnan())).all()
     a = torch.tensor([1.0, -2.5, 3.0, 0.0])
     _check(lambda a, b: torch.nextafter(a, b), (a, torch.tensor([2.0, 0.0, 3.0, -1.0])))
+
+
+def test_max_unpool_writes_back_last_writer_wins_and_every_write_gets_its_gradient():
+    """Overlapping pooling windows record the same position twice; arbitrary indices may
+    collide with different values (the last write wins, as PyTorch's loop); every write's
+    gradient is its position's; an index outside the plane raises, as eager."""
+    torch.manual_seed(4)
+    x = torch.randn(2, 3, 7, 6)
+    pooled, idx = F.max_pool2d(x, 3, stride=2, padding=1, return_indices=True)
+    _check(lambda p, i: F.max_unpool2d(p, i, 3, stride=2, padding=1, output_size=(7, 6)),
+           (pooled, idx))
+    values = torch.randn(1, 2, 5)
+    colliding = torch.tensor([[[3, 1, 3, 0, 3], [2, 2, 9, 8, 0]]])
+    _check(lambda v, i: F.max_unpool1d(v, i, 2), (values, colliding))
+    _check(lambda v, i: F.max_unpool3d(v, i, 2),
+           (torch.randn(1, 2, 2, 2, 1), torch.randint(0, 8, (1, 2, 2, 2, 1))))
+    tc.reset()
+    with pytest.raises(IndexError, match="out of range"):
+        tc.compile(lambda v, i: F.max_unpool1d(v, i, 2), backend="inductor")(
+            values, torch.tensor([[[3, 1, 3, 0, 10], [2, 2, 9, 8, 0]]]))

@@ -30,7 +30,14 @@ from .decompositions import (
     register_decomposition,
     softmax,
 )
-from .decompositions_math import _floating_only, _is_float, pairwise_distance, positions
+from .decompositions_math import (
+    MAX_DENSE_SCATTER,
+    _detached,
+    _floating_only,
+    _is_float,
+    pairwise_distance,
+    positions,
+)
 
 # =======================================================================================
 # Activations
@@ -1076,3 +1083,58 @@ def native_batch_norm(x, weight, bias, running_mean, running_var, training, mome
     centered = ops.sub(x, ops.reshape(mean, (x.shape[1],) + (1,) * (len(x.shape) - 2)))
     invstd = ops.rsqrt(ops.add(ops.mean(ops.mul(centered, centered), dims), eps))
     return out, mean, invstd
+
+
+def _spatial(v, k: int) -> tuple[int, ...]:
+    return tuple(v) if isinstance(v, (tuple, list)) else (v,) * k
+
+
+def max_unpool(x, indices, k: int, kernel_size, stride, padding, output_size):
+    """The inverse of max pooling: a zero image with every pooled value written back at
+    its recorded position (flat within its plane). Positions may repeat (overlapping
+    windows record the same maximum twice); PyTorch writes in order, so the last write
+    wins, and its backward reads ``grad[index]`` for every write. Both come from one dense
+    comparison of every output position with every recorded index (per plane): ``S``, the
+    sum of the values written to a position, carries the gradient (each write gets its
+    position's), and the value is the last writer's: ``out = S + detach(last - S)``. A
+    scatter-add of ones counts the writes (and rejects an index outside the plane, as
+    PyTorch does)."""
+    x = _floating_only(x)
+    if len(x.shape) != k + 2 or tuple(indices.shape) != tuple(x.shape) or 0 in tuple(x.shape):
+        raise NotImplementedError("an unbatched or empty input")
+    kernel, pad = _spatial(kernel_size, k), _spatial(padding, k)
+    step = kernel if stride is None else _spatial(stride, k)
+    if output_size is not None:
+        sizes = tuple(int(v) for v in tuple(output_size)[-k:])
+    else:
+        sizes = tuple((i - 1) * s - 2 * p + kk
+                      for i, s, p, kk in zip(x.shape[2:], step, pad, kernel))
+    planes, m, n_out = x.shape[0] * x.shape[1], math.prod(x.shape[2:]), math.prod(sizes)
+    if planes * m * n_out > MAX_DENSE_SCATTER:
+        raise NotImplementedError("a comparison too large (max_unpool compares densely)")
+    values = ops.reshape(x, (planes, 1, m))
+    index = ops.reshape(indices, (planes, 1, m))
+    where_to = ops.eq(index, ops.reshape(ops.iota(n_out, dtype=torch.int64, device=x.device),
+                                         (1, n_out, 1)))
+    written = ops.sum(ops.where(where_to, values, 0.0), (2,))
+    order = ops.reshape(ops.iota(m, dtype=torch.int64, device=x.device), (1, 1, m))
+    last = ops.amax(ops.where(where_to, order, -1), (2,), keepdim=True)
+    last_value = ops.sum(ops.where(ops.eq(order, last), values, 0.0), (2,))
+    # the count of writes per position, from a scatter-add that rejects a bad index
+    flat = ops.reshape(indices, (planes, m))
+    valid = ops.logical_and(ops.ge(flat, 0), ops.lt(flat, n_out))
+    plane = ops.reshape(ops.iota(planes, dtype=torch.int64, device=x.device), (planes, 1))
+    offsets = ops.reshape(ops.where(valid, ops.add(flat, ops.mul(plane, n_out)), -1), (-1,))
+    count = ops.index_add(ops.full((planes * n_out,), 0.0, dtype=x.dtype, device=x.device), 0,
+                          offsets, ops.full((planes * m,), 1.0, dtype=x.dtype,
+                                            device=x.device))
+    out = ops.add(written, _detached(ops.sub(last_value, written)))
+    out = ops.where(ops.gt(ops.reshape(count, (planes, n_out)), 0.0), out, 0.0)
+    return ops.reshape(out, tuple(x.shape[:2]) + sizes)
+
+
+for _k, _fn in ((1, F.max_unpool1d), (2, F.max_unpool2d), (3, F.max_unpool3d)):
+    register_decomposition(_fn)(
+        (lambda k: lambda input, indices, kernel_size, stride=None, padding=0,
+         output_size=None: max_unpool(input, indices, k, kernel_size, stride, padding,
+                                      output_size))(_k))
