@@ -210,3 +210,31 @@ def test_max_unpool_writes_back_last_writer_wins_and_every_write_gets_its_gradie
     with pytest.raises(IndexError, match="out of range"):
         tc.compile(lambda v, i: F.max_unpool1d(v, i, 2), backend="inductor")(
             values, torch.tensor([[[3, 1, 3, 0, 10], [2, 2, 9, 8, 0]]]))
+
+
+EMBEDDING_BAGS = {
+    "sum weighted": (lambda w, i, o, p: F.embedding_bag(i, w, o, mode="sum",
+                                                        per_sample_weights=p),
+                     lambda: (torch.tensor([5, 1, 6, 5, 6]), torch.tensor([0, 3]),
+                              torch.randn(5))),
+    "mean empty bag": (lambda w, i, o: F.embedding_bag(i, w, o, mode="mean"),
+                       lambda: (torch.tensor([5, 1, 6, 5, 6]), torch.tensor([0, 0, 3, 5]))),
+    "max": (lambda w, i, o: F.embedding_bag(i, w, o, mode="max"),
+            lambda: (torch.tensor([5, 1, 6, 5, 6]), torch.tensor([0, 2, 2]))),
+    "last offset, padding": (lambda w, i, o: F.embedding_bag(i, w, o, mode="mean",
+                                                             include_last_offset=True,
+                                                             padding_idx=5),
+                             lambda: (torch.tensor([5, 1, 6, 5, 6]),
+                                      torch.tensor([0, 2, 4, 5]))),
+    "2-d": (lambda w, i: F.embedding_bag(i, w, mode="sum"),
+            lambda: (torch.tensor([[1, 2, 3], [4, 4, 9]]),)),
+    "2-d padding": (lambda w, i: F.embedding_bag(i, w, mode="mean", padding_idx=4),
+                    lambda: (torch.tensor([[1, 2, 3], [4, 4, 9]]),)),
+}
+
+
+@pytest.mark.parametrize("name", EMBEDDING_BAGS)
+def test_embedding_bag_reduces_bags_as_eager(name):
+    torch.manual_seed(5)
+    fn, rest = EMBEDDING_BAGS[name]
+    _check(fn, (torch.randn(10, 5),) + rest())

@@ -1138,3 +1138,55 @@ for _k, _fn in ((1, F.max_unpool1d), (2, F.max_unpool2d), (3, F.max_unpool3d)):
         (lambda k: lambda input, indices, kernel_size, stride=None, padding=0,
          output_size=None: max_unpool(input, indices, k, kernel_size, stride, padding,
                                       output_size))(_k))
+
+
+@register_decomposition(F.embedding_bag)
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,  # noqa: A002
+                  scale_grad_by_freq=False, mode="mean", sparse=False,
+                  per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """Embedding rows gathered (``index_select``, whose gradient is an ``index_add`` into the
+    table) and reduced per bag: bag ``b`` holds the indices from ``offsets[b]`` up to the
+    next offset (or the fixed rows of a 2-d ``input``). Membership is a dense mask, bag
+    against position (``start <= j < end``, ``padding_idx`` left out), so the sum, mean or
+    max is one reduction; an empty bag gives zeros, as PyTorch. ``per_sample_weights``
+    scale the rows (``sum`` only, as PyTorch requires)."""
+    weight = _floating_only(weight)
+    if max_norm is not None or scale_grad_by_freq or sparse or mode not in (
+            "sum", "mean", "max") or (per_sample_weights is not None and mode != "sum"):
+        raise NotImplementedError("max_norm, scale_grad_by_freq, sparse or a weighted mean")
+    if len(input.shape) == 2:
+        if offsets is not None:
+            raise NotImplementedError("offsets with a 2-d input")
+        n_bags, length = input.shape
+        flat = ops.reshape(input, (n_bags * length,))
+        starts = ops.mul(ops.iota(n_bags, dtype=torch.int64, device=weight.device), length)
+        ends = ops.add(starts, length)
+    elif len(input.shape) == 1 and offsets is not None and len(offsets.shape) == 1:
+        flat, n = input, input.shape[0]
+        n_bags = offsets.shape[0] - 1 if include_last_offset else offsets.shape[0]
+        starts = ops.slice(offsets, 0, 0, n_bags, 1)
+        ends = ops.cat([ops.slice(offsets, 0, 1, offsets.shape[0], 1),
+                        ops.full((1,), n, dtype=offsets.dtype, device=weight.device)], 0)
+        ends = ops.slice(ends, 0, 0, n_bags, 1)
+    else:
+        raise NotImplementedError("a 1-d input without offsets")
+    total = flat.shape[0]
+    if 0 in (total, n_bags) or n_bags * total * weight.shape[1] > MAX_DENSE_SCATTER:
+        raise NotImplementedError("empty bags or a comparison too large")
+    rows = ops.index_select(weight, 0, flat)
+    if per_sample_weights is not None:
+        rows = ops.mul(rows, ops.unsqueeze(ops.reshape(per_sample_weights, (total,)), 1))
+    j = ops.reshape(ops.iota(total, dtype=torch.int64, device=weight.device), (1, total))
+    member = ops.logical_and(ops.ge(j, ops.reshape(starts, (n_bags, 1))),
+                             ops.lt(j, ops.reshape(ends, (n_bags, 1))))
+    if padding_idx is not None:
+        member = ops.logical_and(member, ops.ne(ops.reshape(flat, (1, total)),
+                                                padding_idx % weight.shape[0]))
+    member = ops.unsqueeze(member, 2)
+    rows = ops.unsqueeze(rows, 0)
+    count = ops.sum(ops.convert_element_type(member, weight.dtype), (1,))
+    if mode == "max":
+        out = ops.amax(ops.where(member, rows, -math.inf), (1,))
+        return ops.where(ops.gt(count, 0.0), out, 0.0)
+    out = ops.sum(ops.where(member, rows, 0.0), (1,))
+    return out if mode == "sum" else ops.div(out, ops.maximum(count, 1.0))
