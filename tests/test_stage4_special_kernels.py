@@ -238,3 +238,16 @@ def test_embedding_bag_reduces_bags_as_eager(name):
     torch.manual_seed(5)
     fn, rest = EMBEDDING_BAGS[name]
     _check(fn, (torch.randn(10, 5),) + rest())
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"spacing": None}, {"spacing": 2.0}, {"dim": 1},
+                                    {"dim": (0, -1), "spacing": [0.5, 3]}, {"edge_order": 2},
+                                    {"spacing": (2.0,), "dim": 2, "edge_order": 2}])
+def test_gradient_by_finite_differences(kwargs):
+    torch.manual_seed(6)
+    x = torch.randn(5, 4, 6)
+    tc.reset()
+    compiled = tc.compile(lambda a: torch.gradient(a, **kwargs), backend="inductor")
+    for got, expected in zip(compiled(x), torch.gradient(x, **kwargs), strict=True):
+        torch.testing.assert_close(got, expected)
+    _check(lambda a: torch.stack(torch.gradient(a, **kwargs)).sum(0), (x,))

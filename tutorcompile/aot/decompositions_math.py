@@ -2107,6 +2107,46 @@ def frexp(a):
     return mantissa, ops.convert_element_type(e, torch.int32)
 
 
+@register_decomposition(torch.gradient)
+def gradient(a, *, spacing=1, dim=None, edge_order=1):
+    """Finite differences with uniform spacing ``h`` along each dimension: central
+    differences ``(f[i+1] - f[i-1]) / 2h`` inside, one-sided ones at the two ends (of first
+    order ``(f[1] - f[0]) / h``, or second, ``(-3 f[0] + 4 f[1] - f[2]) / 2h``) -- slices and
+    a ``cat``, one kernel per dimension. Coordinates given as tensors (non-uniform spacing)
+    stay PyTorch's call."""
+    a = _floating_only(a)
+    ndim = len(a.shape)
+    dims = list(range(ndim)) if dim is None else (
+        [dim] if isinstance(dim, int) else list(dim))
+    dims = [normalize_dim(d, ndim) for d in dims]
+    spacing = 1 if spacing is None else spacing
+    steps = list(spacing) if isinstance(spacing, (list, tuple)) else [spacing] * len(dims)
+    if len(steps) == 1 and len(dims) > 1:
+        steps = steps * len(dims)
+    if edge_order not in (1, 2) or len(steps) != len(dims) or not all(
+            isinstance(h, (int, float)) and not isinstance(h, bool) for h in steps) or any(
+            a.shape[d] < edge_order + 1 for d in dims):
+        raise NotImplementedError("coordinates as tensors, or a dimension too short")
+    out = []
+    for d, h in zip(dims, steps):
+        n = a.shape[d]
+
+        def at(lo, hi, d=d):
+            return ops.slice(a, d, lo, hi, 1)
+        inner = ops.div(ops.sub(at(2, n), at(0, n - 2)), 2.0 * h)
+        if edge_order == 1:
+            first = ops.div(ops.sub(at(1, 2), at(0, 1)), float(h))
+            last = ops.div(ops.sub(at(n - 1, n), at(n - 2, n - 1)), float(h))
+        else:
+            first = ops.div(ops.add(ops.sub(ops.mul(at(1, 2), 4.0), ops.mul(at(0, 1), 3.0)),
+                                    ops.neg(at(2, 3))), 2.0 * h)
+            last = ops.div(ops.add(ops.sub(ops.mul(at(n - 1, n), 3.0),
+                                           ops.mul(at(n - 2, n - 1), 4.0)), at(n - 3, n - 2)),
+                           2.0 * h)
+        out.append(ops.cat([first, inner, last], d))
+    return tuple(out)
+
+
 @register_decomposition(*_both("nextafter"))
 def nextafter(x, y):
     """The next float after ``x`` toward ``y``, by rounding instead of bit patterns: adding
