@@ -251,3 +251,15 @@ def test_gradient_by_finite_differences(kwargs):
     for got, expected in zip(compiled(x), torch.gradient(x, **kwargs), strict=True):
         torch.testing.assert_close(got, expected)
     _check(lambda a: torch.stack(torch.gradient(a, **kwargs)).sum(0), (x,))
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_of_an_empty_1d_input_is_pytorchs_call(training):
+    """OpInfo's fourth batch_norm sample: a (0,) input has no channel dimension; the rule
+    declines it (PyTorch's call) instead of raising IndexError while decomposing."""
+    def fn(x, rm, rv):
+        return F.batch_norm(x, rm, rv, training=training)
+    args = (torch.randn(0), torch.randn(0), torch.rand(0))
+    tc.reset()
+    got = tc.compile(fn, backend="inductor")(*(a.clone() for a in args))
+    torch.testing.assert_close(got, fn(*(a.clone() for a in args)))
