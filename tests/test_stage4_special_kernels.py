@@ -263,3 +263,17 @@ def test_batch_norm_of_an_empty_1d_input_is_pytorchs_call(training):
     tc.reset()
     got = tc.compile(fn, backend="inductor")(*(a.clone() for a in args))
     torch.testing.assert_close(got, fn(*(a.clone() for a in args)))
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"min": 0, "max": 10}, {"bins": 1, "min": 0, "max": 10},
+                                    {"bins": 7}, {"bins": 10, "min": 0, "max": 9.9}])
+def test_histc_counts_as_eager(kwargs):
+    """The data's own range, a single point (widened), elements on the edges and outside
+    (and NaN with given bounds): exactly eager's counts."""
+    torch.manual_seed(7)
+    tc.reset()
+    compiled = tc.compile(lambda a: torch.histc(a, **kwargs), backend="inductor")
+    for x in (torch.tensor(-8.48), torch.randn(1000) * 3, torch.tensor([1.0, 1.0, 1.0]),
+              torch.arange(100.0) / 10, torch.tensor([0.0, 10.0, 10.5, -1.0, float("nan")])):
+        if "min" in kwargs or not x.isnan().any():
+            torch.testing.assert_close(compiled(x), torch.histc(x, **kwargs), rtol=0, atol=0)

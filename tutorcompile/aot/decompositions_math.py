@@ -2185,6 +2185,42 @@ def nextafter(x, y):
     return ops.where(ops.eq(x, y), _detached(y), out)
 
 
+@register_decomposition(*_both("histc"))
+def histc(a, bins=100, min=0, max=0):  # noqa: A002 - PyTorch's argument names
+    """Counts in ``bins`` equal bins over ``[min, max]`` (the data's own range when both are
+    0; widened by 1 each way when it is a single point). An element's bin is ATen's
+    ``int((x - min) * bins / (max - min))``, rounded in the input's precision at each step
+    as ATen computes it; ``x == max`` falls in the last bin; elements outside the range
+    (and NaN) are not counted -- they are added to an extra bin that is then cut off, so
+    the count is one ``index_add`` of ones."""
+    a = _floating_only(a)
+    if not isinstance(bins, int) or bins <= 0 or _is_t(min) or _is_t(max) or min > max \
+            or 0 in tuple(a.shape):
+        raise NotImplementedError("tensor bounds, min > max, or an empty input")
+    x = ops.reshape(a, (math.prod(a.shape),))
+    dtype = a.dtype
+
+    def rounded(v):
+        return ops.convert_element_type(v, dtype)
+    if min == max:
+        lo, hi = ops.amax(ops.neg(x), (0,), keepdim=True), ops.amax(x, (0,), keepdim=True)
+        lo = ops.neg(lo)
+        same = ops.eq(lo, hi)
+        lo, hi = ops.where(same, ops.sub(lo, 1.0), lo), ops.where(same, ops.add(hi, 1.0), hi)
+    else:
+        lo = ops.full((1,), min, dtype=dtype, device=a.device)
+        hi = ops.full((1,), max, dtype=dtype, device=a.device)
+    inside = ops.logical_and(ops.ge(x, lo), ops.le(x, hi))
+    pos = rounded(ops.div(rounded(ops.mul(rounded(ops.sub(x, lo)), float(bins))),
+                          rounded(ops.sub(hi, lo))))
+    pos = ops.convert_element_type(ops.where(inside, pos, float(bins + 1)), torch.int64)
+    pos = ops.where(ops.eq(pos, bins), bins - 1, ops.minimum(pos, bins))
+    ones = ops.full((x.shape[0],), 1.0, dtype=dtype, device=a.device)
+    counts = ops.index_add(ops.full((bins + 1,), 0.0, dtype=dtype, device=a.device), 0, pos,
+                           ones)
+    return ops.slice(counts, 0, 0, bins, 1)
+
+
 @register_decomposition("method:repeat")
 def repeat(a, *sizes):
     """Tile ``a``: each dimension ``s`` repeated ``r`` times is a new ``(r, s)`` pair of
