@@ -277,3 +277,20 @@ def test_histc_counts_as_eager(kwargs):
               torch.arange(100.0) / 10, torch.tensor([0.0, 10.0, 10.5, -1.0, float("nan")])):
         if "min" in kwargs or not x.isnan().any():
             torch.testing.assert_close(compiled(x), torch.histc(x, **kwargs), rtol=0, atol=0)
+
+
+EINSUMS = {
+    "i->": (3,), "i,j->ij": ((3,), (4,)), "ij->ji": ((3, 4),), "ji": ((3, 4),),
+    "bij,bjk->bik": ((2, 3, 4), (2, 4, 5)), "ij,jk": ((3, 4), (4, 5)), "i,i->": ((4,), (4,)),
+    "bhqd,bhkd->bhqk": ((2, 3, 4, 5), (2, 3, 6, 5)), "ij,jk,kl->il": ((2, 3), (3, 4), (4, 5)),
+    "ijk,ik->j": ((2, 3, 4), (2, 4)), "ab,cd->": ((2, 3), (4, 5)), "abc->b": ((2, 3, 4),),
+    "i,i,i->i": ((4,), (4,), (4,)), "a,b,c": ((2,), (3,), (4,)),
+}
+
+
+@pytest.mark.parametrize("equation", EINSUMS)
+def test_einsum_as_sums_products_and_matmuls(equation):
+    torch.manual_seed(8)
+    shapes = EINSUMS[equation]
+    shapes = (shapes,) if isinstance(shapes[0], int) else shapes
+    _check(lambda *ops: torch.einsum(equation, *ops), tuple(torch.randn(s) for s in shapes))

@@ -944,6 +944,7 @@ def _random_fill_rule(x, method, *args, **kwargs):
 # neural-network functions built on it.
 from . import (  # noqa: E402,F401
     decompositions_chebyshev,
+    decompositions_einsum,
     decompositions_grid_sample,
     decompositions_index,
     decompositions_masked,
