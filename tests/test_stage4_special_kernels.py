@@ -294,3 +294,34 @@ def test_einsum_as_sums_products_and_matmuls(equation):
     shapes = EINSUMS[equation]
     shapes = (shapes,) if isinstance(shapes[0], int) else shapes
     _check(lambda *ops: torch.einsum(equation, *ops), tuple(torch.randn(s) for s in shapes))
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("kwargs", [{"momentum": 0.5, "eps": 0.6}, {}, {"use_input_stats": False}])
+def test_instance_norm_updates_running_statistics_as_eager(backend, kwargs):
+    """Functionalized like batch norm: the compiled call writes back the running mean and
+    variance PyTorch's in-place update leaves (instance means and unbiased variances
+    averaged over the batch); output and gradients as eager's."""
+    torch.manual_seed(9)
+    x, w, b = torch.randn(3, 4, 5, 6), torch.randn(4), torch.randn(4)
+    rm, rv = torch.randn(4), torch.rand(4) + 0.5
+
+    def fn(x, rm, rv, w, b):
+        return F.instance_norm(x, rm, rv, w, b, **kwargs)
+    eager = [x.clone().requires_grad_(), rm.clone(), rv.clone(), w.clone().requires_grad_(),
+             b.clone().requires_grad_()]
+    got = [x.clone().requires_grad_(), rm.clone(), rv.clone(), w.clone().requires_grad_(),
+           b.clone().requires_grad_()]
+    tc.reset()
+    expected, out = fn(*eager), tc.compile(fn, backend=backend)(*got)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(got[1], eager[1])
+    torch.testing.assert_close(got[2], eager[2])
+    cot = torch.randn_like(expected)
+    for e, g in zip(torch.autograd.grad(expected, [eager[0], eager[3], eager[4]], cot),
+                    torch.autograd.grad(out, [got[0], got[3], got[4]], cot)):
+        torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
+    if backend == "inductor":
+        aot = aot_function(fn)
+        aot(*(t.detach().clone() for t in (x, rm, rv, w, b)))
+        assert "F.instance_norm" not in aot.artifacts.decomposition_report.extern

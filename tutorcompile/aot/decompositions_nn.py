@@ -412,20 +412,72 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
     return out if weight is None else ops.mul(out, weight)
 
 
-@register_decomposition(F.instance_norm)
-def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None,
-                  use_input_stats=True, momentum=0.1, eps=1e-5):
-    if running_mean is not None or running_var is not None or not use_input_stats:
-        raise NotImplementedError("instance_norm with running statistics")
+def instance_norm_functional(x, running_mean=None, running_var=None, weight=None, bias=None,
+                             use_input_stats=True, momentum=0.1, eps=1e-5):
+    """``F.instance_norm`` without mutation: ``(out, new_running_mean, new_running_var)``.
+
+    With running statistics and ``use_input_stats``, PyTorch folds the batch into the
+    channels, runs batch norm (updating a copy of the statistics per instance) and averages
+    the copies back: the new running mean is ``(1 - momentum) * mean + momentum * (the
+    instance means averaged over the batch)``, the variance likewise with each instance's
+    unbiased variance. Functionalization (``functionalize.py``) rewrites such a call into
+    this one and writes the statistics back, as for ``F.batch_norm``. As a torch function
+    it is also the eager reference."""
+    if isinstance(x, torch.Tensor):  # eager: PyTorch on copies of the statistics
+        rm = None if running_mean is None else running_mean.clone()
+        rv = None if running_var is None else running_var.clone()
+        out = F.instance_norm(x, rm, rv, weight, bias, use_input_stats, momentum, eps)
+        return out, rm, rv
+    return _instance_norm(x, running_mean, running_var, weight, bias, use_input_stats,
+                          momentum, eps)
+
+
+def _instance_norm(x, running_mean, running_var, weight, bias, use_input_stats, momentum,
+                   eps):
     x = _floating_only(x)
-    centered, _, rstd = _normalize(x, tuple(range(2, len(x.shape))), eps)
-    out = ops.mul(centered, rstd)
+    if len(x.shape) < 3 or 0 in tuple(x.shape):
+        raise NotImplementedError("an unbatched or empty input")
+    spatial = tuple(range(2, len(x.shape)))
     shape = (x.shape[1],) + (1,) * (len(x.shape) - 2)
+    new_mean, new_var = running_mean, running_var
+    if use_input_stats:
+        centered, mu, rstd = _normalize(x, spatial, eps)
+        out = ops.mul(centered, rstd)
+        if running_mean is not None:
+            n = math.prod(x.shape[d] for d in spatial)
+            means = ops.mean(ops.reshape(mu, tuple(x.shape[:2])), (0,))
+            var = ops.mean(ops.mul(centered, centered), spatial)
+            unbiased = ops.mean(ops.mul(var, n / max(n - 1, 1)), (0,))
+            new_mean = ops.add(ops.mul(running_mean, 1 - momentum), ops.mul(means, momentum))
+            new_var = ops.add(ops.mul(running_var, 1 - momentum), ops.mul(unbiased, momentum))
+    else:
+        if running_mean is None or running_var is None:
+            raise NotImplementedError("use_input_stats=False without running statistics")
+        out = ops.mul(ops.sub(x, ops.reshape(running_mean, shape)),
+                      ops.reshape(ops.rsqrt(ops.add(running_var, eps)), shape))
     if weight is not None:
         out = ops.mul(out, ops.reshape(weight, shape))
     if bias is not None:
         out = ops.add(out, ops.reshape(bias, shape))
-    return out
+    return out, new_mean, new_var
+
+
+@register_decomposition(instance_norm_functional)
+def _instance_norm_functional_rule(x, running_mean=None, running_var=None, weight=None,
+                                   bias=None, use_input_stats=True, momentum=0.1, eps=1e-5):
+    return _instance_norm(x, running_mean, running_var, weight, bias, use_input_stats,
+                          momentum, eps)
+
+
+@register_decomposition(F.instance_norm)
+def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    # Reached with statistics to update only if functionalization left them (it rewrites
+    # those calls into instance_norm_functional): then they stay PyTorch's in-place call.
+    if use_input_stats and running_mean is not None:
+        raise NotImplementedError("instance_norm updating running statistics in place")
+    return _instance_norm(x, running_mean, running_var, weight, bias, use_input_stats,
+                          momentum, eps)[0]
 
 
 @register_decomposition(torch.native_layer_norm)
