@@ -325,3 +325,30 @@ def test_instance_norm_updates_running_statistics_as_eager(backend, kwargs):
         aot = aot_function(fn)
         aot(*(t.detach().clone() for t in (x, rm, rv, w, b)))
         assert "F.instance_norm" not in aot.artifacts.decomposition_report.extern
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_batch_norm_with_update_writes_back_the_statistics(backend):
+    """aten._batch_norm_with_update functionalized: its four results as eager's, the
+    running statistics updated in the caller's tensors, and the output's gradients."""
+    torch.manual_seed(10)
+    x, w, b = torch.randn(5, 3, 4), torch.randn(3), torch.randn(3)
+    rm, rv = torch.randn(3), torch.rand(3) + 0.5
+
+    def fn(x, w, b, rm, rv):
+        return torch.ops.aten._batch_norm_with_update(x, w, b, rm, rv, 0.5, 0.6)
+    eager = [x.clone().requires_grad_(), w.clone().requires_grad_(),
+             b.clone().requires_grad_(), rm.clone(), rv.clone()]
+    got = [x.clone().requires_grad_(), w.clone().requires_grad_(),
+           b.clone().requires_grad_(), rm.clone(), rv.clone()]
+    tc.reset()
+    expected, out = fn(*eager), tc.compile(fn, backend=backend)(*got)
+    assert len(out) == len(expected) == 4
+    for e, g in zip(expected, out):
+        torch.testing.assert_close(g, e)
+    torch.testing.assert_close(got[3], eager[3])
+    torch.testing.assert_close(got[4], eager[4])
+    cot = torch.randn_like(expected[0])
+    for e, g in zip(torch.autograd.grad(expected[0], eager[:3], cot),
+                    torch.autograd.grad(out[0], got[:3], cot)):
+        torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)

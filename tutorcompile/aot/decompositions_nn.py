@@ -469,6 +469,43 @@ def _instance_norm_functional_rule(x, running_mean=None, running_var=None, weigh
                           momentum, eps)
 
 
+def batch_norm_with_update_functional(x, weight, bias, running_mean, running_var, momentum,
+                                      eps):
+    """``aten._batch_norm_with_update`` (what ``F.batch_norm`` in training becomes in
+    PyTorch's own graphs) without mutation: its four results -- the output, the batch's
+    mean and reciprocal standard deviation per channel, an empty reserve -- then the new
+    running mean and variance, which functionalization writes back. As a torch function it
+    is also the eager reference."""
+    if isinstance(x, torch.Tensor):
+        rm, rv = running_mean.clone(), running_var.clone()
+        out = torch.ops.aten._batch_norm_with_update(x, weight, bias, rm, rv, momentum, eps)
+        return (*out, rm, rv)
+    x = _floating_only(x)
+    if len(x.shape) < 2 or 0 in tuple(x.shape):
+        raise NotImplementedError("an input without a channel dimension, or an empty one")
+    from .decompositions import _batch_norm_rule
+    out, new_mean, new_var = _batch_norm_rule(x, running_mean, running_var, weight, bias,
+                                              True, momentum, eps)
+    dims = (0,) + tuple(range(2, len(x.shape)))
+    mean = ops.mean(x, dims)
+    centered = ops.sub(x, ops.reshape(mean, (x.shape[1],) + (1,) * (len(x.shape) - 2)))
+    rstd = ops.rsqrt(ops.add(ops.mean(ops.mul(centered, centered), dims), eps))
+    reserve = ops.full((0,), 0, dtype=torch.uint8, device=x.device)
+    return out, mean, rstd, reserve, new_mean, new_var
+
+
+register_decomposition(batch_norm_with_update_functional)(batch_norm_with_update_functional)
+
+
+def leading_results(results, n: int) -> tuple:
+    """The first ``n`` results of a call that returns a tuple: how a functional rewrite that
+    returns more (the new statistics) shows the original call's own results."""
+    return tuple(results[:n])
+
+
+register_decomposition(leading_results)(leading_results)
+
+
 @register_decomposition(F.instance_norm)
 def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats=True, momentum=0.1, eps=1e-5):

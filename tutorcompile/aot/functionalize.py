@@ -53,7 +53,11 @@ from .decompositions import (
     random_fill_like,
     register_decomposition,
 )
-from .decompositions_nn import instance_norm_functional
+from .decompositions_nn import (
+    batch_norm_with_update_functional,
+    instance_norm_functional,
+    leading_results,
+)
 
 
 class FunctionalizationError(TutorcompileError):
@@ -369,6 +373,18 @@ def functionalize(graph: Graph) -> FunctionalGraph:
             write_back(ref, value, node)
             refs[node] = ref  # an in-place op returns its (mutated) input
             continue
+        if node.op == "call_function" and node.target in _BN_WITH_UPDATE:
+            # aten._batch_norm_with_update(x, w, b, running_mean, running_var, momentum, eps)
+            call = new.call_function(batch_norm_with_update_functional,
+                                     tuple(map_arg(tuple(node.args), current)),
+                                     map_arg(dict(node.kwargs), current), name=node.name)
+            call.meta = dict(node.meta)
+            for i, stat in ((4, node.args[3]), (5, node.args[4])):
+                write_back(refs[stat], new.call_function(operator.getitem, (call, i)), node)
+            refs[node] = _Ref(node)   # its own four results: the first four of the call
+            latest[node] = new.call_function(leading_results, (call, 4))
+            version[node] = 0
+            continue
         if node.op == "call_function" and node.target in _STATISTICS_UPDATES \
                 and _bn_training(node) and _arg(node, 1, "running_mean") is not None:
             out = _functional_batch_norm(new, node, refs, current, write_back)
@@ -456,6 +472,8 @@ _BN_NAMES = ("input", "running_mean", "running_var", "weight", "bias", "training
 # functional twin and the sixth argument's default.
 _STATISTICS_UPDATES = {F.batch_norm: (batch_norm_functional, False),
                        F.instance_norm: (instance_norm_functional, True)}
+_BN_WITH_UPDATE = (torch.ops.aten._batch_norm_with_update,
+                   torch.ops.aten._batch_norm_with_update.default)
 
 
 def _bn_training(node: Node) -> bool:
