@@ -697,6 +697,9 @@ def batch_norm_functional(x, running_mean, running_var, weight=None, bias=None,
 
 def _batch_norm_rule(x, running_mean, running_var, weight, bias, training, momentum, eps):
     ndim = len(x.shape)
+    if ndim < 2 or 0 in tuple(x.shape):
+        # (PyTorch's own checks and messages for these: an empty batch, or no channels)
+        raise NotImplementedError("an input without a channel dimension, or an empty one")
     dims = (0,) + tuple(range(2, ndim))
     new_mean, new_var = running_mean, running_var
     if training:
@@ -940,10 +943,15 @@ def _random_fill_rule(x, method, *args, **kwargs):
 # The long tail registers itself into the same table: the math of tensors, then the
 # neural-network functions built on it.
 from . import (  # noqa: E402,F401
+    decompositions_chebyshev,
+    decompositions_einsum,
+    decompositions_grid_sample,
     decompositions_index,
     decompositions_masked,
     decompositions_math,
     decompositions_nn,
+    decompositions_normal,
+    decompositions_polygamma,
     decompositions_scan,
     decompositions_sort,
     decompositions_special,

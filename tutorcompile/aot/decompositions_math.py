@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from ..fx.symbolic_shapes import SymInt
-from ..ops import ops
+from ..ops import GraphValue, make_meta, ops
 from ..ops.table import normalize_dim
 from .decompositions import (
     DECOMPOSITIONS,
@@ -1644,10 +1644,58 @@ def _scatter_sum_and_count(a, scatter, include_self):
     return ops.add(base, total), count, hit
 
 
-def _scatter_reduce(a, reduce, include_self, scatter):
-    if not _is_float(a) or reduce not in ("sum", "mean"):
-        raise NotImplementedError(f"reduce={reduce!r} or an integer tensor (prod, amax and "
-                                  "amin have no generated scatter)")
+MAX_DENSE_SCATTER = 1 << 22
+"""The most elements a dense comparison (every target against every source) may have."""
+
+
+def _dense_reduce(a, reduce, include_self, hit, candidates, matches):
+    """``prod``/``amax``/``amin`` of colliding writes, with no atomic update to lean on: every
+    target compares itself with every source (``matches``, broadcast against ``candidates``
+    along a last dimension of sources) and reduces the sources that land on it -- a
+    reduction kernel, quadratic in size, so only for sizes up to ``MAX_DENSE_SCATTER``.
+    ``a`` itself joins the reduction as one more column when ``include_self``, so that ties
+    share the gradient evenly among ``a`` and the sources, as PyTorch's backward does."""
+    if reduce == "prod":
+        from .decompositions_scan import product  # (that module builds on this one)
+        red = product(ops.where(matches, candidates, 1.0), (-1,), False)
+        red = ops.mul(a, red) if include_self else red
+    else:
+        sign = 1.0 if reduce == "amax" else -1.0
+        values = ops.where(matches, ops.mul(candidates, sign), -math.inf)
+        if include_self:
+            own = ops.mul(a, sign)
+        else:
+            # PyTorch's backward shares a tie with ``a`` even when ``a`` is not included
+            # (its count of ties does not mask ``a``; only ``a``'s own gradient is masked):
+            # ``a`` joins where it equals the sources' extreme, detached, so the sources
+            # get eager's share and ``a`` nothing
+            own = _detached(ops.mul(a, sign))
+            own = ops.where(ops.eq(own, ops.amax(values, (-1,))), own, -math.inf)
+        values = ops.cat([ops.unsqueeze(own, -1), values], -1)
+        red = ops.mul(ops.amax(values, (-1,)), sign)
+    return ops.where(hit, red, a)
+
+
+def _detached(x):
+    """``x`` as a value the gradient does not flow through (``detach`` in a graph)."""
+    if not isinstance(x, GraphValue):
+        return x
+    from .prim_graph import extern_call  # (prim_graph imports this table)
+    return extern_call(torch.Tensor.detach, (x,), {}, meta=make_meta(x.shape, x.dtype,
+                                                                       x.device))
+
+
+def _scatter_reduce(a, reduce, include_self, scatter, dense=None):
+    """``sum``/``mean`` from two scatter-adds (values and counts); ``prod``/``amax``/``amin``
+    from ``dense()`` -> ``(candidates, matches)`` (see :func:`_dense_reduce`), with the
+    count's scatter-add still run: it says which targets are hit, and rejects an index out
+    of range as PyTorch does."""
+    if not _is_float(a) or reduce not in ("sum", "mean", "prod", "amax", "amin") or (
+            reduce not in ("sum", "mean") and dense is None):
+        raise NotImplementedError(f"reduce={reduce!r} or an integer tensor")
+    if reduce in ("prod", "amax", "amin"):
+        hit = ops.gt(scatter(False), 0)
+        return _dense_reduce(a, reduce, include_self, hit, *dense())
     total, count, hit = _scatter_sum_and_count(a, scatter, include_self)
     if reduce == "sum":
         return total
@@ -1670,7 +1718,18 @@ def scatter_reduce(a, dim, index, src, reduce, *, include_self=True):
         v = ops.reshape(src, (-1,)) if values else \
             ops.full((math.prod(index.shape),), 1.0, dtype=a.dtype, device=a.device)
         return ops.reshape(ops.index_add(zeros, 0, offsets, v), tuple(a.shape))
-    return _scatter_reduce(a, reduce, include_self, scatter)
+
+    def dense():
+        """Every element of ``a`` (flattened) against every source element's offset."""
+        n, m = math.prod(a.shape), math.prod(index.shape)
+        if n * m > MAX_DENSE_SCATTER:
+            raise NotImplementedError(f"a {n} x {m} comparison (prod/amax/amin of colliding "
+                                      "writes are compared densely)")
+        targets = ops.reshape(ops.iota(n, dtype=torch.int64, device=a.device), (n, 1))
+        matches = ops.reshape(ops.eq(targets, ops.reshape(offsets, (1, m))),
+                              tuple(a.shape) + (m,))
+        return ops.reshape(src, (m,)), matches
+    return _scatter_reduce(a, reduce, include_self, scatter, dense)
 
 
 @register_decomposition(*_both("index_reduce"))
@@ -1689,7 +1748,78 @@ def index_reduce(a, dim, index, source, reduce, *, include_self=True):
         v = source if values else ops.full(tuple(source.shape), 1.0, dtype=a.dtype,
                                            device=a.device)
         return ops.index_add(zeros, d, index, v)
-    return _scatter_reduce(a, reduce, include_self, scatter)
+
+    def dense():
+        """Along ``d`` only: position ``p`` of ``a`` against ``index[k]``, for every ``k``;
+        the sources moved so that their ``k`` is a last dimension."""
+        k = index.shape[0]
+        if math.prod(a.shape) * k > MAX_DENSE_SCATTER:
+            raise NotImplementedError("a comparison too large (prod/amax/amin of colliding "
+                                      "writes are compared densely)")
+        shape = [1] * (len(a.shape) + 1)
+        shape[d], shape[-1] = a.shape[d], k
+        targets = ops.reshape(positions(a, d), tuple(shape[:-1]) + (1,))
+        matches = ops.eq(targets, ops.reshape(index, (1,) * len(a.shape) + (k,)))
+        order = tuple(i for i in range(len(a.shape)) if i != d) + (d,)
+        moved = ops.unsqueeze(ops.permute(source, order), d)   # (..., 1 at d, ..., k)
+        return moved, matches
+    return _scatter_reduce(a, reduce, include_self, scatter, dense)
+
+
+@register_decomposition(torch.segment_reduce)
+def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0,
+                   unsafe=False, initial=None):
+    """Segments of consecutive elements along axis 0, given by their ``lengths`` or by
+    ``offsets`` (segment ``s`` is ``data[offsets[s]:offsets[s + 1]]``), reduced: every
+    segment is compared with every element (``start <= j < end``, a dense mask) and the
+    elements inside it are summed, multiplied or maximised -- :func:`_dense_reduce`'s idea,
+    without a scatter. ``initial`` starts every reduction (the whole value of an empty
+    segment; without it sum 0, prod 1, max -inf, min inf, mean NaN, as PyTorch). The
+    segments are assumed to cover the data (PyTorch checks that unless ``unsafe``). Equal
+    maxima inside a segment share its gradient evenly (``amax``'s rule); PyTorch's backward
+    shares it so for ``lengths`` without ``initial`` but gives each tie the whole gradient
+    for ``offsets`` or with an ``initial``."""
+    data = _floating_only(data)
+    if indices is not None or axis != 0 or len(data.shape) == 0 or reduce not in (
+            "sum", "mean", "max", "min", "prod"):
+        raise NotImplementedError("indices, an axis other than 0, or a 0-d input")
+    bounds = lengths if lengths is not None else offsets
+    if not _is_t(bounds) or len(bounds.shape) != 1 or bounds.dtype not in (torch.int64,
+                                                                            torch.int32):
+        raise NotImplementedError("lengths/offsets that are not a 1-d integer tensor")
+    if lengths is not None:      # the end of segment s: lengths[0] + ... + lengths[s]
+        n_seg = lengths.shape[0]
+        up_to = ops.le(ops.reshape(ops.iota(n_seg, dtype=torch.int64, device=data.device),
+                                   (1, n_seg)),
+                       ops.reshape(ops.iota(n_seg, dtype=torch.int64, device=data.device),
+                                   (n_seg, 1)))
+        end = ops.sum(ops.where(up_to, ops.reshape(lengths, (1, n_seg)), 0), (1,))
+        start = ops.sub(end, lengths)
+    else:
+        n_seg = offsets.shape[0] - 1
+        start, end = ops.slice(offsets, 0, 0, n_seg, 1), ops.slice(offsets, 0, 1, n_seg + 1, 1)
+    n, rest = data.shape[0], (1,) * (len(data.shape) - 1)
+    j = ops.reshape(ops.iota(n, dtype=torch.int64, device=data.device), (1, n) + rest)
+    inside = ops.logical_and(ops.ge(j, ops.reshape(start, (n_seg, 1) + rest)),
+                             ops.lt(j, ops.reshape(end, (n_seg, 1) + rest)))
+    values = ops.unsqueeze(data, 0)
+    count = ops.sum(ops.convert_element_type(inside, data.dtype), (1,))
+    if reduce in ("sum", "mean"):
+        out = ops.sum(ops.where(inside, values, 0.0), (1,))
+        out = out if initial is None else ops.add(out, initial)
+        if reduce == "mean":
+            empty = initial if initial is not None else math.nan
+            out = ops.where(ops.gt(count, 0), ops.div(out, ops.maximum(count, 1.0)), empty)
+        return out
+    if reduce == "prod":
+        from .decompositions_scan import product  # (that module builds on this one)
+        out = product(ops.where(inside, values, 1.0), (1,), False)
+        return out if initial is None else ops.mul(out, initial)
+    sign = 1.0 if reduce == "max" else -1.0
+    out = ops.mul(ops.amax(ops.where(inside, ops.mul(values, sign), -math.inf), (1,)), sign)
+    if initial is not None:
+        out = (ops.maximum if reduce == "max" else ops.minimum)(out, initial)
+    return out
 
 
 @register_decomposition(*_both("empty_like"), "method:new_empty", "method:new_empty_strided",
@@ -1708,7 +1838,8 @@ def empty_like(a, *size, dtype=None, device=None, layout=None, pin_memory=False,
 
 
 # =======================================================================================
-# Special functions: lgamma, digamma (polygamma of order 0), erfinv, spherical_bessel_j0.
+# Special functions: lgamma, digamma (polygamma of order 0; the higher orders are in
+# decompositions_polygamma.py), erfinv, spherical_bessel_j0.
 # The argument is shifted up by a fixed number of steps (a recurrence), the asymptotic
 # series takes over there, and a reflection formula covers negative arguments -- branch
 # free, so each is one pointwise kernel. Branches that ``where`` discards are fed safe
@@ -1791,13 +1922,6 @@ def digamma(a):
     zero = ops.eq(a, 0)
     at_zero = ops.where(ops.lt(ops.div(1.0, a), 0), math.inf, -math.inf)   # sign of zero
     return ops.where(zero, at_zero, out)
-
-
-@register_decomposition(*_both("polygamma"), torch.special.polygamma)
-def polygamma(n, a):
-    if n != 0 or not _is_t(a):
-        raise NotImplementedError("polygamma of order > 0")
-    return digamma(_float(a))
 
 
 _ERFINV_A = (0.886226899, -1.645349621, 0.914624893, -0.140543331)
@@ -1983,6 +2107,120 @@ def frexp(a):
                          ops.where(small, ops.mul(mantissa, 2.0), mantissa))
     e = ops.where(big, ops.add(e, 1.0), ops.where(small, ops.sub(e, 1.0), e))
     return mantissa, ops.convert_element_type(e, torch.int32)
+
+
+@register_decomposition(torch.gradient)
+def gradient(a, *, spacing=1, dim=None, edge_order=1):
+    """Finite differences with uniform spacing ``h`` along each dimension: central
+    differences ``(f[i+1] - f[i-1]) / 2h`` inside, one-sided ones at the two ends (of first
+    order ``(f[1] - f[0]) / h``, or second, ``(-3 f[0] + 4 f[1] - f[2]) / 2h``) -- slices and
+    a ``cat``, one kernel per dimension. Coordinates given as tensors (non-uniform spacing)
+    stay PyTorch's call."""
+    a = _floating_only(a)
+    ndim = len(a.shape)
+    dims = list(range(ndim)) if dim is None else (
+        [dim] if isinstance(dim, int) else list(dim))
+    dims = [normalize_dim(d, ndim) for d in dims]
+    spacing = 1 if spacing is None else spacing
+    steps = list(spacing) if isinstance(spacing, (list, tuple)) else [spacing] * len(dims)
+    if len(steps) == 1 and len(dims) > 1:
+        steps = steps * len(dims)
+    if edge_order not in (1, 2) or len(steps) != len(dims) or not all(
+            isinstance(h, (int, float)) and not isinstance(h, bool) for h in steps) or any(
+            a.shape[d] < edge_order + 1 for d in dims):
+        raise NotImplementedError("coordinates as tensors, or a dimension too short")
+    out = []
+    for d, h in zip(dims, steps):
+        n = a.shape[d]
+
+        def at(lo, hi, d=d):
+            return ops.slice(a, d, lo, hi, 1)
+        inner = ops.div(ops.sub(at(2, n), at(0, n - 2)), 2.0 * h)
+        if edge_order == 1:
+            first = ops.div(ops.sub(at(1, 2), at(0, 1)), float(h))
+            last = ops.div(ops.sub(at(n - 1, n), at(n - 2, n - 1)), float(h))
+        else:
+            first = ops.div(ops.add(ops.sub(ops.mul(at(1, 2), 4.0), ops.mul(at(0, 1), 3.0)),
+                                    ops.neg(at(2, 3))), 2.0 * h)
+            last = ops.div(ops.add(ops.sub(ops.mul(at(n - 1, n), 3.0),
+                                           ops.mul(at(n - 2, n - 1), 4.0)), at(n - 3, n - 2)),
+                           2.0 * h)
+        out.append(ops.cat([first, inner, last], d))
+    return tuple(out)
+
+
+@register_decomposition(*_both("nextafter"))
+def nextafter(x, y):
+    """The next float after ``x`` toward ``y``, by rounding instead of bit patterns: adding
+    ``d`` with ``ulp / 2 < d < ulp`` to ``x`` rounds to the neighbour (to nearest, the only
+    mode). ``|x| * 2^-p`` (``p`` the precision: 24 for float32) is in ``[ulp/2, ulp)`` for
+    ``|x|`` in a binade -- a hair more, ``|x| (2^-p + 2^(1-2p))``, is strictly inside for
+    the step away from zero; toward zero ``|x| 2^-p`` is strictly inside, or exactly the
+    (halved) gap below a power of two. Below the smallest normals the gap is the smallest
+    subnormal (a step the kernel computes only where the CPU does not flush subnormals to
+    zero); infinities step to the largest finite float, ``x == y`` gives ``y``. The gradient
+    is eager's: 1 for ``x`` (0 where ``x == y``), 0 for ``y``."""
+    if not (_is_t(x) and _is_t(y)) or x.dtype not in (torch.float32, torch.float64) \
+            or y.dtype != x.dtype:
+        raise NotImplementedError("a Python number, or not float32/float64")
+    info = torch.finfo(x.dtype)
+    p = {torch.float32: 24, torch.float64: 53}[x.dtype]
+    up = ops.gt(y, x)
+    away = ops.eq(up, ops.gt(x, 0))                   # away from zero, or toward it
+    ax = ops.abs(x)
+    sign = ops.where(up, 1.0, -1.0)                   # the direction of the step
+    # near the subnormals the step itself would be subnormal and lose its hair: step in
+    # a copy scaled up by a power of two (exact), and scale the neighbour back (exact)
+    scale = ops.where(ops.lt(ax, info.tiny * 2.0 ** (p + 2)), 2.0 ** (2 * p + 16), 1.0)
+    finite = ops.where(ops.eq(ax, math.inf), 0.0, x)
+    axs = ops.mul(ax, scale)
+    step = ops.where(away, ops.mul(axs, 2.0 ** -p + 2.0 ** (1 - 2 * p)),
+                     ops.mul(axs, 2.0 ** -p))
+    moved = ops.div(ops.add(ops.mul(finite, scale), ops.mul(sign, step)), scale)
+    # below 2 * tiny every gap is the smallest subnormal
+    moved = ops.where(ops.lt(ax, info.tiny * 2),
+                      ops.add(finite, ops.mul(sign, info.smallest_normal * 2.0 ** (1 - p))),
+                      moved)
+    out = ops.add(finite, _detached(ops.sub(moved, finite)))
+    out = ops.where(ops.eq(ax, math.inf), ops.where(ops.gt(x, 0), info.max, -info.max), out)
+    out = ops.where(ops.logical_or(ops.ne(x, x), ops.ne(y, y)), math.nan, out)
+    return ops.where(ops.eq(x, y), _detached(y), out)
+
+
+@register_decomposition(*_both("histc"))
+def histc(a, bins=100, min=0, max=0):  # noqa: A002 - PyTorch's argument names
+    """Counts in ``bins`` equal bins over ``[min, max]`` (the data's own range when both are
+    0; widened by 1 each way when it is a single point). An element's bin is ATen's
+    ``int((x - min) * bins / (max - min))``, rounded in the input's precision at each step
+    as ATen computes it; ``x == max`` falls in the last bin; elements outside the range
+    (and NaN) are not counted -- they are added to an extra bin that is then cut off, so
+    the count is one ``index_add`` of ones."""
+    a = _floating_only(a)
+    if not isinstance(bins, int) or bins <= 0 or _is_t(min) or _is_t(max) or min > max \
+            or 0 in tuple(a.shape):
+        raise NotImplementedError("tensor bounds, min > max, or an empty input")
+    x = ops.reshape(a, (math.prod(a.shape),))
+    dtype = a.dtype
+
+    def rounded(v):
+        return ops.convert_element_type(v, dtype)
+    if min == max:
+        lo, hi = ops.amax(ops.neg(x), (0,), keepdim=True), ops.amax(x, (0,), keepdim=True)
+        lo = ops.neg(lo)
+        same = ops.eq(lo, hi)
+        lo, hi = ops.where(same, ops.sub(lo, 1.0), lo), ops.where(same, ops.add(hi, 1.0), hi)
+    else:
+        lo = ops.full((1,), min, dtype=dtype, device=a.device)
+        hi = ops.full((1,), max, dtype=dtype, device=a.device)
+    inside = ops.logical_and(ops.ge(x, lo), ops.le(x, hi))
+    pos = rounded(ops.div(rounded(ops.mul(rounded(ops.sub(x, lo)), float(bins))),
+                          rounded(ops.sub(hi, lo))))
+    pos = ops.convert_element_type(ops.where(inside, pos, float(bins + 1)), torch.int64)
+    pos = ops.where(ops.eq(pos, bins), bins - 1, ops.minimum(pos, bins))
+    ones = ops.full((x.shape[0],), 1.0, dtype=dtype, device=a.device)
+    counts = ops.index_add(ops.full((bins + 1,), 0.0, dtype=dtype, device=a.device), 0, pos,
+                           ones)
+    return ops.slice(counts, 0, 0, bins, 1)
 
 
 @register_decomposition("method:repeat")

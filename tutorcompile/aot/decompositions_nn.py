@@ -30,7 +30,14 @@ from .decompositions import (
     register_decomposition,
     softmax,
 )
-from .decompositions_math import _floating_only, _is_float, pairwise_distance, positions
+from .decompositions_math import (
+    MAX_DENSE_SCATTER,
+    _detached,
+    _floating_only,
+    _is_float,
+    pairwise_distance,
+    positions,
+)
 
 # =======================================================================================
 # Activations
@@ -405,20 +412,109 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
     return out if weight is None else ops.mul(out, weight)
 
 
-@register_decomposition(F.instance_norm)
-def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None,
-                  use_input_stats=True, momentum=0.1, eps=1e-5):
-    if running_mean is not None or running_var is not None or not use_input_stats:
-        raise NotImplementedError("instance_norm with running statistics")
+def instance_norm_functional(x, running_mean=None, running_var=None, weight=None, bias=None,
+                             use_input_stats=True, momentum=0.1, eps=1e-5):
+    """``F.instance_norm`` without mutation: ``(out, new_running_mean, new_running_var)``.
+
+    With running statistics and ``use_input_stats``, PyTorch folds the batch into the
+    channels, runs batch norm (updating a copy of the statistics per instance) and averages
+    the copies back: the new running mean is ``(1 - momentum) * mean + momentum * (the
+    instance means averaged over the batch)``, the variance likewise with each instance's
+    unbiased variance. Functionalization (``functionalize.py``) rewrites such a call into
+    this one and writes the statistics back, as for ``F.batch_norm``. As a torch function
+    it is also the eager reference."""
+    if isinstance(x, torch.Tensor):  # eager: PyTorch on copies of the statistics
+        rm = None if running_mean is None else running_mean.clone()
+        rv = None if running_var is None else running_var.clone()
+        out = F.instance_norm(x, rm, rv, weight, bias, use_input_stats, momentum, eps)
+        return out, rm, rv
+    return _instance_norm(x, running_mean, running_var, weight, bias, use_input_stats,
+                          momentum, eps)
+
+
+def _instance_norm(x, running_mean, running_var, weight, bias, use_input_stats, momentum,
+                   eps):
     x = _floating_only(x)
-    centered, _, rstd = _normalize(x, tuple(range(2, len(x.shape))), eps)
-    out = ops.mul(centered, rstd)
+    if len(x.shape) < 3 or 0 in tuple(x.shape):
+        raise NotImplementedError("an unbatched or empty input")
+    spatial = tuple(range(2, len(x.shape)))
     shape = (x.shape[1],) + (1,) * (len(x.shape) - 2)
+    new_mean, new_var = running_mean, running_var
+    if use_input_stats:
+        centered, mu, rstd = _normalize(x, spatial, eps)
+        out = ops.mul(centered, rstd)
+        if running_mean is not None:
+            n = math.prod(x.shape[d] for d in spatial)
+            means = ops.mean(ops.reshape(mu, tuple(x.shape[:2])), (0,))
+            var = ops.mean(ops.mul(centered, centered), spatial)
+            unbiased = ops.mean(ops.mul(var, n / max(n - 1, 1)), (0,))
+            new_mean = ops.add(ops.mul(running_mean, 1 - momentum), ops.mul(means, momentum))
+            new_var = ops.add(ops.mul(running_var, 1 - momentum), ops.mul(unbiased, momentum))
+    else:
+        if running_mean is None or running_var is None:
+            raise NotImplementedError("use_input_stats=False without running statistics")
+        out = ops.mul(ops.sub(x, ops.reshape(running_mean, shape)),
+                      ops.reshape(ops.rsqrt(ops.add(running_var, eps)), shape))
     if weight is not None:
         out = ops.mul(out, ops.reshape(weight, shape))
     if bias is not None:
         out = ops.add(out, ops.reshape(bias, shape))
-    return out
+    return out, new_mean, new_var
+
+
+@register_decomposition(instance_norm_functional)
+def _instance_norm_functional_rule(x, running_mean=None, running_var=None, weight=None,
+                                   bias=None, use_input_stats=True, momentum=0.1, eps=1e-5):
+    return _instance_norm(x, running_mean, running_var, weight, bias, use_input_stats,
+                          momentum, eps)
+
+
+def batch_norm_with_update_functional(x, weight, bias, running_mean, running_var, momentum,
+                                      eps):
+    """``aten._batch_norm_with_update`` (what ``F.batch_norm`` in training becomes in
+    PyTorch's own graphs) without mutation: its four results -- the output, the batch's
+    mean and reciprocal standard deviation per channel, an empty reserve -- then the new
+    running mean and variance, which functionalization writes back. As a torch function it
+    is also the eager reference."""
+    if isinstance(x, torch.Tensor):
+        rm, rv = running_mean.clone(), running_var.clone()
+        out = torch.ops.aten._batch_norm_with_update(x, weight, bias, rm, rv, momentum, eps)
+        return (*out, rm, rv)
+    x = _floating_only(x)
+    if len(x.shape) < 2 or 0 in tuple(x.shape):
+        raise NotImplementedError("an input without a channel dimension, or an empty one")
+    from .decompositions import _batch_norm_rule
+    out, new_mean, new_var = _batch_norm_rule(x, running_mean, running_var, weight, bias,
+                                              True, momentum, eps)
+    dims = (0,) + tuple(range(2, len(x.shape)))
+    mean = ops.mean(x, dims)
+    centered = ops.sub(x, ops.reshape(mean, (x.shape[1],) + (1,) * (len(x.shape) - 2)))
+    rstd = ops.rsqrt(ops.add(ops.mean(ops.mul(centered, centered), dims), eps))
+    reserve = ops.full((0,), 0, dtype=torch.uint8, device=x.device)
+    return out, mean, rstd, reserve, new_mean, new_var
+
+
+register_decomposition(batch_norm_with_update_functional)(batch_norm_with_update_functional)
+
+
+def leading_results(results, n: int) -> tuple:
+    """The first ``n`` results of a call that returns a tuple: how a functional rewrite that
+    returns more (the new statistics) shows the original call's own results."""
+    return tuple(results[:n])
+
+
+register_decomposition(leading_results)(leading_results)
+
+
+@register_decomposition(F.instance_norm)
+def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    # Reached with statistics to update only if functionalization left them (it rewrites
+    # those calls into instance_norm_functional): then they stay PyTorch's in-place call.
+    if use_input_stats and running_mean is not None:
+        raise NotImplementedError("instance_norm updating running statistics in place")
+    return _instance_norm(x, running_mean, running_var, weight, bias, use_input_stats,
+                          momentum, eps)[0]
 
 
 @register_decomposition(torch.native_layer_norm)
@@ -1076,3 +1172,110 @@ def native_batch_norm(x, weight, bias, running_mean, running_var, training, mome
     centered = ops.sub(x, ops.reshape(mean, (x.shape[1],) + (1,) * (len(x.shape) - 2)))
     invstd = ops.rsqrt(ops.add(ops.mean(ops.mul(centered, centered), dims), eps))
     return out, mean, invstd
+
+
+def _spatial(v, k: int) -> tuple[int, ...]:
+    return tuple(v) if isinstance(v, (tuple, list)) else (v,) * k
+
+
+def max_unpool(x, indices, k: int, kernel_size, stride, padding, output_size):
+    """The inverse of max pooling: a zero image with every pooled value written back at
+    its recorded position (flat within its plane). Positions may repeat (overlapping
+    windows record the same maximum twice); PyTorch writes in order, so the last write
+    wins, and its backward reads ``grad[index]`` for every write. Both come from one dense
+    comparison of every output position with every recorded index (per plane): ``S``, the
+    sum of the values written to a position, carries the gradient (each write gets its
+    position's), and the value is the last writer's: ``out = S + detach(last - S)``. A
+    scatter-add of ones counts the writes (and rejects an index outside the plane, as
+    PyTorch does)."""
+    x = _floating_only(x)
+    if len(x.shape) != k + 2 or tuple(indices.shape) != tuple(x.shape) or 0 in tuple(x.shape):
+        raise NotImplementedError("an unbatched or empty input")
+    kernel, pad = _spatial(kernel_size, k), _spatial(padding, k)
+    step = kernel if stride is None else _spatial(stride, k)
+    if output_size is not None:
+        sizes = tuple(int(v) for v in tuple(output_size)[-k:])
+    else:
+        sizes = tuple((i - 1) * s - 2 * p + kk
+                      for i, s, p, kk in zip(x.shape[2:], step, pad, kernel))
+    planes, m, n_out = x.shape[0] * x.shape[1], math.prod(x.shape[2:]), math.prod(sizes)
+    if planes * m * n_out > MAX_DENSE_SCATTER:
+        raise NotImplementedError("a comparison too large (max_unpool compares densely)")
+    values = ops.reshape(x, (planes, 1, m))
+    index = ops.reshape(indices, (planes, 1, m))
+    where_to = ops.eq(index, ops.reshape(ops.iota(n_out, dtype=torch.int64, device=x.device),
+                                         (1, n_out, 1)))
+    written = ops.sum(ops.where(where_to, values, 0.0), (2,))
+    order = ops.reshape(ops.iota(m, dtype=torch.int64, device=x.device), (1, 1, m))
+    last = ops.amax(ops.where(where_to, order, -1), (2,), keepdim=True)
+    last_value = ops.sum(ops.where(ops.eq(order, last), values, 0.0), (2,))
+    # the count of writes per position, from a scatter-add that rejects a bad index
+    flat = ops.reshape(indices, (planes, m))
+    valid = ops.logical_and(ops.ge(flat, 0), ops.lt(flat, n_out))
+    plane = ops.reshape(ops.iota(planes, dtype=torch.int64, device=x.device), (planes, 1))
+    offsets = ops.reshape(ops.where(valid, ops.add(flat, ops.mul(plane, n_out)), -1), (-1,))
+    count = ops.index_add(ops.full((planes * n_out,), 0.0, dtype=x.dtype, device=x.device), 0,
+                          offsets, ops.full((planes * m,), 1.0, dtype=x.dtype,
+                                            device=x.device))
+    out = ops.add(written, _detached(ops.sub(last_value, written)))
+    out = ops.where(ops.gt(ops.reshape(count, (planes, n_out)), 0.0), out, 0.0)
+    return ops.reshape(out, tuple(x.shape[:2]) + sizes)
+
+
+for _k, _fn in ((1, F.max_unpool1d), (2, F.max_unpool2d), (3, F.max_unpool3d)):
+    register_decomposition(_fn)(
+        (lambda k: lambda input, indices, kernel_size, stride=None, padding=0,
+         output_size=None: max_unpool(input, indices, k, kernel_size, stride, padding,
+                                      output_size))(_k))
+
+
+@register_decomposition(F.embedding_bag)
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,  # noqa: A002
+                  scale_grad_by_freq=False, mode="mean", sparse=False,
+                  per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """Embedding rows gathered (``index_select``, whose gradient is an ``index_add`` into the
+    table) and reduced per bag: bag ``b`` holds the indices from ``offsets[b]`` up to the
+    next offset (or the fixed rows of a 2-d ``input``). Membership is a dense mask, bag
+    against position (``start <= j < end``, ``padding_idx`` left out), so the sum, mean or
+    max is one reduction; an empty bag gives zeros, as PyTorch. ``per_sample_weights``
+    scale the rows (``sum`` only, as PyTorch requires)."""
+    weight = _floating_only(weight)
+    if max_norm is not None or scale_grad_by_freq or sparse or mode not in (
+            "sum", "mean", "max") or (per_sample_weights is not None and mode != "sum"):
+        raise NotImplementedError("max_norm, scale_grad_by_freq, sparse or a weighted mean")
+    if len(input.shape) == 2:
+        if offsets is not None:
+            raise NotImplementedError("offsets with a 2-d input")
+        n_bags, length = input.shape
+        flat = ops.reshape(input, (n_bags * length,))
+        starts = ops.mul(ops.iota(n_bags, dtype=torch.int64, device=weight.device), length)
+        ends = ops.add(starts, length)
+    elif len(input.shape) == 1 and offsets is not None and len(offsets.shape) == 1:
+        flat, n = input, input.shape[0]
+        n_bags = offsets.shape[0] - 1 if include_last_offset else offsets.shape[0]
+        starts = ops.slice(offsets, 0, 0, n_bags, 1)
+        ends = ops.cat([ops.slice(offsets, 0, 1, offsets.shape[0], 1),
+                        ops.full((1,), n, dtype=offsets.dtype, device=weight.device)], 0)
+        ends = ops.slice(ends, 0, 0, n_bags, 1)
+    else:
+        raise NotImplementedError("a 1-d input without offsets")
+    total = flat.shape[0]
+    if 0 in (total, n_bags) or n_bags * total * weight.shape[1] > MAX_DENSE_SCATTER:
+        raise NotImplementedError("empty bags or a comparison too large")
+    rows = ops.index_select(weight, 0, flat)
+    if per_sample_weights is not None:
+        rows = ops.mul(rows, ops.unsqueeze(ops.reshape(per_sample_weights, (total,)), 1))
+    j = ops.reshape(ops.iota(total, dtype=torch.int64, device=weight.device), (1, total))
+    member = ops.logical_and(ops.ge(j, ops.reshape(starts, (n_bags, 1))),
+                             ops.lt(j, ops.reshape(ends, (n_bags, 1))))
+    if padding_idx is not None:
+        member = ops.logical_and(member, ops.ne(ops.reshape(flat, (1, total)),
+                                                padding_idx % weight.shape[0]))
+    member = ops.unsqueeze(member, 2)
+    rows = ops.unsqueeze(rows, 0)
+    count = ops.sum(ops.convert_element_type(member, weight.dtype), (1,))
+    if mode == "max":
+        out = ops.amax(ops.where(member, rows, -math.inf), (1,))
+        return ops.where(ops.gt(count, 0.0), out, 0.0)
+    out = ops.sum(ops.where(member, rows, 0.0), (1,))
+    return out if mode == "sum" else ops.div(out, ops.maximum(count, 1.0))

@@ -54,6 +54,11 @@ from .decompositions import (
     random_fill_like,
     register_decomposition,
 )
+from .decompositions_nn import (
+    batch_norm_with_update_functional,
+    instance_norm_functional,
+    leading_results,
+)
 
 
 class FunctionalizationError(TutorcompileError):
@@ -370,7 +375,19 @@ def functionalize(graph: Graph) -> FunctionalGraph:
             write_back(ref, value, node)
             refs[node] = ref  # an in-place op returns its (mutated) input
             continue
-        if node.op == "call_function" and node.target is F.batch_norm \
+        if node.op == "call_function" and node.target in _BN_WITH_UPDATE:
+            # aten._batch_norm_with_update(x, w, b, running_mean, running_var, momentum, eps)
+            call = new.call_function(batch_norm_with_update_functional,
+                                     tuple(map_arg(tuple(node.args), current)),
+                                     map_arg(dict(node.kwargs), current), name=node.name)
+            call.meta = dict(node.meta)
+            for i, stat in ((4, node.args[3]), (5, node.args[4])):
+                write_back(refs[stat], new.call_function(operator.getitem, (call, i)), node)
+            refs[node] = _Ref(node)   # its own four results: the first four of the call
+            latest[node] = new.call_function(leading_results, (call, 4))
+            version[node] = 0
+            continue
+        if node.op == "call_function" and node.target in _STATISTICS_UPDATES \
                 and _bn_training(node) and _arg(node, 1, "running_mean") is not None:
             out = _functional_batch_norm(new, node, refs, current, write_back)
             refs[node] = _Ref(node)
@@ -452,17 +469,29 @@ def _arg(node: Node, i: int, name: str) -> Any:
 
 _BN_NAMES = ("input", "running_mean", "running_var", "weight", "bias", "training", "momentum",
              "eps")
+# The calls that update running statistics in place, with the same eight arguments (the
+# sixth, batch norm's ``training``, is instance norm's ``use_input_stats``): their
+# functional twin and the sixth argument's default.
+_STATISTICS_UPDATES = {F.batch_norm: (batch_norm_functional, False),
+                       F.instance_norm: (instance_norm_functional, True)}
+_BN_WITH_UPDATE = (torch.ops.aten._batch_norm_with_update,
+                   torch.ops.aten._batch_norm_with_update.default)
 
 
 def _bn_training(node: Node) -> bool:
-    return bool(_arg(node, 5, "training"))
+    default = _STATISTICS_UPDATES[node.target][1]
+    value = _arg(node, 5, "use_input_stats" if node.target is F.instance_norm else "training")
+    return bool(default if value is None else value)
 
 
 def _functional_batch_norm(new: Graph, node: Node, refs, current, write_back) -> None:
-    values = [_arg(node, i, n) for i, n in enumerate(_BN_NAMES)]
-    defaults = (None, None, None, None, None, False, 0.1, 1e-5)
+    functional, training = _STATISTICS_UPDATES[node.target]
+    names = _BN_NAMES if node.target is F.batch_norm else \
+        _BN_NAMES[:5] + ("use_input_stats",) + _BN_NAMES[6:]
+    values = [_arg(node, i, n) for i, n in enumerate(names)]
+    defaults = (None, None, None, None, None, training, 0.1, 1e-5)
     values = [d if v is None and i >= 3 else v for i, (v, d) in enumerate(zip(values, defaults))]
-    call = new.call_function(batch_norm_functional, tuple(map_arg(tuple(values), current)),
+    call = new.call_function(functional, tuple(map_arg(tuple(values), current)),
                              name=node.name)
     call.meta = dict(node.meta)
     out = new.call_function(operator.getitem, (call, 0))
