@@ -329,7 +329,9 @@ def _fast_cache_hit(fn: types.FunctionType, args: list, config: Config) -> Any:
     takes the general path of :func:`run_frame`."""
     code = fn.__code__
     if (len(args) != code.co_argcount or code.co_kwonlyargcount or code.co_freevars
-            or code.co_flags & (CO_VARARGS | CO_VARKEYWORDS)) or autocast_on():
+            or code.co_flags & (CO_VARARGS | CO_VARKEYWORDS)):
+        return _MISS
+    if _is_autocast_enabled("cpu") or _is_autocast_enabled("cuda"):   # autocast_on(), inlined
         return _MISS
     cache = _CACHES.get((code, config.cache_key))
     if cache is None or 0 in cache.skip_from:
@@ -435,13 +437,16 @@ AUTOCAST_REASON = ("torch.autocast is on around this call, and mixed precision i
                    "lower-precision tensors autocast makes as the wrong type")
 
 
+_is_autocast_enabled = torch.is_autocast_enabled
+
+
 def autocast_on() -> bool:
     """Is ``torch.autocast`` on (CPU or CUDA)? Then no frame is compiled and no cache entry
     runs: the function runs uncompiled, with autocast applying to each op as in eager.
 
     (Real Dynamo traces under autocast and AOTAutograd records the casts it makes, so the
     graph holds them; our capture and AOT compute dtypes without it.)"""
-    return torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda")
+    return _is_autocast_enabled("cpu") or _is_autocast_enabled("cuda")
 
 
 def _user_stacklevel() -> int:
