@@ -396,3 +396,21 @@ def test_a_slice_assignment_of_a_symbolic_length_is_not_pinned_to_it():
         ids = torch.randint(0, 100, (b, t))
         assert torch.equal(compiled(ids), shift_tokens_right(ids))
     assert [c.num_compiles for c in made] == [1, 1]
+
+
+def ranges_of_the_length(x):
+    """MPT's ALiBi (``arange(1 - t, 1, dtype=torch.int32)``), XLNet's relative positions
+    (``arange(t, -2, -1.0)``: a float step makes floats) and a step of 3."""
+    t = x.shape[1]
+    alibi = torch.arange(1 - t, 1, dtype=torch.int32)
+    backwards = torch.arange(t, -2, -1.0)
+    return x * alibi + backwards[:t].sum() + torch.arange(0, t, 3).sum()
+
+
+def test_arange_of_a_symbolic_length_with_any_whole_step_and_dtype_stays_symbolic():
+    backend, made = _counting(aot_eager_decomp_partition)
+    compiled = eval_frame.compile(ranges_of_the_length, backend=backend)
+    for b, t in ((1, 8), (2, 9), (3, 17), (16, 64), (5, 8)):
+        x = torch.randn(b, t)
+        torch.testing.assert_close(compiled(x), ranges_of_the_length(x))
+    assert [c.num_compiles for c in made] == [1, 1]

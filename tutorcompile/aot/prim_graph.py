@@ -463,16 +463,25 @@ def _symbolic_result_meta(key: Any, args: tuple, kwargs: dict) -> Any:
 def _symbolic_arange(*args: Any, dtype: torch.dtype | None = None, device: Any = None,
                      layout: Any = None, requires_grad: bool = False,
                      pin_memory: bool = False) -> Any:
-    """``torch.arange`` of integers with a symbolic bound: the ``iota`` prim, its length a
-    size the graph computes (GPT's positions ``arange(0, t)`` for any sequence length).
-    None when it is not that (floats, a non-default layout): the caller specialises."""
+    """``torch.arange`` with a symbolic bound and a whole step: the ``iota`` prim, its
+    length a size the graph computes (GPT's positions ``arange(0, t)``, MPT's ALiBi
+    ``arange(1 - t, 1, dtype=torch.int32)``, XLNet's ``arange(k, -q, -1.0)``), converted to
+    the dtype asked for (a float step makes floats, as ``torch.arange``). None when it is
+    not that (a fractional step or bound, a non-default layout): the caller specialises."""
     start, end, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3]
-    if not all(isinstance(v, (int, SymInt)) and not isinstance(v, bool)
-               for v in (start, end, step)) or step != 1 or layout not in (None, torch.strided) \
-            or dtype not in (None, torch.int64) or requires_grad or pin_memory:
+    whole = isinstance(step, float) and step.is_integer()
+    if not all(isinstance(v, (int, SymInt)) and not isinstance(v, bool) for v in (start, end)) \
+            or not (whole or type(step) is int) or step == 0 \
+            or layout not in (None, torch.strided) or requires_grad or pin_memory:
         return None
-    return ops.iota(max(end - start, 0), start, 1, dtype=torch.int64,
-                    device=torch.device(device or "cpu"))
+    dtype = dtype or (torch.get_default_dtype() if whole else torch.int64)
+    if dtype.is_complex or dtype == torch.bool:
+        return None
+    step = int(step)
+    length = (end - start + step - (1 if step > 0 else -1)) // step   # ceil((end - start) / step)
+    positions = ops.iota(max(length, 0), start, step, dtype=torch.int64,
+                         device=torch.device(device or "cpu"))
+    return positions if dtype == torch.int64 else ops.convert_element_type(positions, dtype)
 
 
 def _random_extern_call(fn: Callable, args: tuple, kwargs: dict,
