@@ -44,6 +44,7 @@ from ...ops import set_handler
 from .. import ir
 from ..codecache import triton_module
 from .common import (
+    HALF_DTYPES,
     CSEVar,
     KernelPlan,
     KernelWriter,
@@ -173,8 +174,8 @@ class TritonKernel(KernelWriter):
         widen = "".join(f" + 0 * {n}" for n in need if n not in used)
         mask = "xmask & rmask" if full else "xmask"
         addr = f"{self.out_name(node.name)} + {print_index(expr, 'triton')}{widen}"
-        if node.get_dtype() != value.dtype and value.dtype == compute_dtype(node.get_dtype()):
-            value = self.narrow(value, node.get_dtype())   # a 16-bit float, computed in fp32
+        if node.get_dtype() in HALF_DTYPES:   # computed in float32: rounded as it is stored
+            value = self.narrow(value, node.get_dtype())
         self.writeline(f"tl.store({addr}, {value}, {mask})")
 
     # -- structure -----------------------------------------------------------------------
