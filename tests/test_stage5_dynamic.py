@@ -417,3 +417,30 @@ def test_every_partial_product_of_a_materialised_size_knows_its_size():
     computed = [n for n in graph.nodes if n.op == "call_function"]
     assert len(computed) == 4   # s0, s1, s0*s1, 2*s0*s1
     assert all("sym" in n.meta for n in computed), [n.name for n in computed]
+
+
+class _FirstEight(torch.autograd.Function):
+    """An opaque call whose result has min(n, 8) rows: 8 at the hint 16 and at 16 + 7."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x[:8] * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        raise NotImplementedError
+
+
+def first_rows(x):
+    return (_FirstEight.apply(x) * x[:4].sum(0)).sum(0)
+
+
+def test_an_extern_whose_size_is_a_clamp_of_a_symbol_is_not_taken_for_a_constant():
+    """An extern's symbolic result is read off meta runs; a size that is the same number at
+    the hint and at the moved point (``min(n, 8)``) is checked at a third, small one -- the
+    kernels once assumed 8 rows of a 5-row result (a silently wrong sum)."""
+    compiled = eval_frame.compile(first_rows, backend=_counting()[0])
+    with torch.no_grad():
+        for n in (16, 20, 5, 12, 3):
+            x = torch.randn(n, 4)
+            torch.testing.assert_close(compiled(x), first_rows(x))

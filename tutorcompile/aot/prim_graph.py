@@ -174,7 +174,8 @@ def _symbolic_extern_result(fn: Callable, args: tuple, kwargs: dict) -> Any:
     value (by a step of its own: 7, 11, 13...). A result dimension that equals, at both
     points, a dimension or int argument of the call (``s0``, ``2*s1``: whatever expression
     it holds) *is* that expression -- if exactly one expression fits; one that is the same
-    number at both is a constant. When every dimension is explained so, the result is
+    number at both is a constant. A third run, every symbol at 2, must agree with what
+    the first two found. When every dimension is explained so, the result is
     symbolic and nothing is guarded: ``perm // top_k`` of a sorted index tensor
     (Mixtral's experts), an ``autograd.Function`` that keeps its input's shape (BLOOM's
     GELU). Anything else (a result whose size is a product no argument holds) answers
@@ -196,7 +197,11 @@ def _symbolic_extern_result(fn: Callable, args: tuple, kwargs: dict) -> Any:
     moved = {s: shape_env.var_to_val[s] + step for s, step in zip(symbols, _STEPS)}
     if len(moved) < len(symbols):
         return None
-    points = [dict(shape_env.var_to_val), {**shape_env.var_to_val, **moved}]
+    # the hints, every symbol moved up, and every symbol at 2 (the least a dynamic size is):
+    # the first two find each dimension's expression, the third checks it -- a dimension
+    # that is a clamp of a size (``min(s0, 8)``: 8 at both the hint 16 and 23) is caught
+    points = [dict(shape_env.var_to_val), {**shape_env.var_to_val, **moved},
+              {**shape_env.var_to_val, **{s: 2 for s in symbols}}]
 
     def at(value: Any, point: dict) -> Any:
         if isinstance(value, SymInt):
@@ -220,28 +225,32 @@ def _symbolic_extern_result(fn: Callable, args: tuple, kwargs: dict) -> Any:
         torch.set_rng_state(rng)
     device = next((v.device for v in leaves if isinstance(v, GraphValue)), "cpu")
 
-    def meta_of(first: Any, second: Any) -> TensorMeta | None:
-        if not (isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)):
+    def meta_of(first: Any, second: Any, third: Any) -> TensorMeta | None:
+        if not all(isinstance(t, torch.Tensor) for t in (first, second, third)):
             return None
-        if first.dim() != second.dim() or first.dtype != second.dtype:
+        if not first.dim() == second.dim() == third.dim() or \
+                not first.dtype == second.dtype == third.dtype:
             return None
         shape = []
-        for a, b in zip(first.shape, second.shape):
-            if a == b:
+        for a, b, c in zip(first.shape, second.shape, third.shape):
+            if a == b == c:
                 shape.append(int(a))
                 continue
             found = {sympy.sympify(e.expr): e for e in exprs
                      if at(e, points[0]) == a and at(e, points[1]) == b}
             if len(found) != 1:   # none, or two that agree at both points: cannot tell
                 return None
-            shape.append(next(iter(found.values())))
+            (expr,) = found.values()
+            if at(expr, points[2]) != c:
+                return None
+            shape.append(expr)
         return make_meta(as_shape(shape), first.dtype, device)
-    first, second = samples
+    first, second, third = samples
     if isinstance(first, torch.Tensor):
-        return meta_of(first, second)
-    if isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)) and \
-            len(first) == len(second) and first:
-        metas = tuple(meta_of(a, b) for a, b in zip(first, second))
+        return meta_of(first, second, third)
+    if all(isinstance(t, (tuple, list)) for t in samples) and \
+            len(first) == len(second) == len(third) and first:
+        metas = tuple(meta_of(a, b, c) for a, b, c in zip(first, second, third))
         return None if any(m is None for m in metas) else metas
     return None
 
