@@ -602,6 +602,39 @@ def test_adaptive_max_pool_indices_match_pytorch_with_ties_and_nan():
                            "adaptive max with indices")
 
 
+@pytest.mark.parametrize("pool", [
+    lambda x: F.max_pool2d(x, 2),
+    lambda x: F.max_pool2d(x, 3, 2, 1),                    # overlapping, padded
+    lambda x: F.max_pool2d(x, 2, 2, 1, ceil_mode=True),
+    lambda x: F.max_pool2d(x, 2, 1, dilation=2),
+    lambda x: F.max_pool1d(x.flatten(2), 3, 2),
+    lambda x: F.max_pool3d(x.unsqueeze(1), 2, 1),
+], ids=["2x2", "3x3 padded", "ceil_mode", "dilated", "1d", "3d"])
+@pytest.mark.parametrize("backend", ["aot", "inductor"])
+def test_max_pool_gradient_goes_where_pytorchs_goes_on_ties_and_nan(pool, backend):
+    """Whole numbers tie in most windows, a NaN sits in some and a -inf window meets the
+    padding: the gradient goes to the element PyTorch picks (the first maximum, the last
+    NaN), never split between tied elements as ``maximum``'s gradient would."""
+    x = torch.randint(0, 3, (2, 3, 6, 6)).double()
+    x[0, 0, 0, 0] = x[0, 1, 2, 3] = x[1, 2, 3, 3] = float("nan")
+    x[1, 0, :3, :3] = float("-inf")
+    g = torch.randn(pool(x).shape, dtype=F64)
+    if backend == "aot":
+        compiled = aot_function(pool)
+    else:
+        import tutorcompile as tc
+        tc.reset()
+        compiled = tc.compile(pool, backend="inductor", fullgraph=True)
+    leaf, ref = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out, want = compiled(leaf), pool(ref)
+    torch.testing.assert_close(out, want, equal_nan=True, rtol=0, atol=0)
+    out.backward(g)
+    want.backward(g)
+    torch.testing.assert_close(leaf.grad, ref.grad, rtol=0, atol=0)
+    if backend == "aot":
+        assert compiled.artifacts.decomposition_report.extern == {}
+
+
 def test_chunk_cat_pads_and_interleaves_chunks_as_prims():
     a, b = torch.randn(2, 7), torch.randn(2, 4)
     fn = lambda a, b: torch._chunk_cat([a, b], 1, 3)  # noqa: E731

@@ -655,14 +655,51 @@ def _max_pool(n):
         kernel, stride, dilation, pad = _pool_args(n, kernel_size, stride, padding, dilation,
                                                    ceil_mode)
         extra = _ceil_extra(x, n, kernel, stride, dilation, pad, ceil_mode)
+        valid = None
         if any(pad) or any(extra):
-            x = constant_pad(x, [(p, p + e) for p, e in zip(pad, extra)], float("-inf"))
+            sides = [(p, p + e) for p, e in zip(pad, extra)]
+            real = ops.full(tuple(x.shape[-n:]), True, dtype=torch.bool, device=x.device)
+            valid = list(_window_terms(constant_pad(real, sides, False), n, kernel, stride,
+                                       dilation))
+            x = constant_pad(x, sides, float("-inf"))
         terms = list(_window_terms(x, n, kernel, stride, dilation))
-        best = terms[0]
-        for t in terms[1:]:
-            best = ops.maximum(best, t)
-        return best
+        return _pick_max(terms, valid)
     return rule
+
+
+def _pick_max(terms, valid=None):
+    """The window maximum, from the window's elements as tensors shaped like the output:
+    a chain of ``where`` that picks the element PyTorch's max pooling picks, so the
+    gradient goes where PyTorch's goes (:func:`_window_score`). ``valid`` marks, per
+    element, the windows where it is input and not padding."""
+    best = terms[0]
+    for t in terms[1:]:
+        best = ops.maximum(best, t)
+    k = len(terms)
+    scores = [_window_score(t, best, k, i, valid[i] if valid else None)
+              for i, t in enumerate(terms)]
+    top = scores[0]
+    for s in scores[1:]:
+        top = ops.maximum(top, s)
+    out = terms[-1]
+    for t, s in zip(terms[-2::-1], scores[-2::-1]):
+        out = ops.where(ops.eq(s, top), t, out)
+    return out
+
+
+def _window_score(t, best, k, pos, valid=None):
+    """Which element of a window max pooling picks -- where its gradient goes: PyTorch scans
+    the window in order and moves to an element that is larger or NaN
+    (``cpu_max_pool``: ``if ((val > maxval) || std::isnan(val))``), so it ends on the
+    *first* maximum, or the *last* NaN. Element ``pos`` of ``k`` scores ``k + pos`` if it
+    is NaN, ``k - 1 - pos`` if it equals the maximum (and is not padding) and ``-1``
+    otherwise: the window's highest score is the one PyTorch picks, and no two elements
+    tie. (``maximum``'s own gradient would split a tie -- equal values, as in an image of
+    whole numbers or a clamp's output -- between them.)"""
+    hit = ops.eq(t, best)
+    if valid is not None:
+        hit = ops.logical_and(hit, valid)
+    return ops.where(ops.ne(t, t), float(k + pos), ops.where(hit, float(k - 1 - pos), -1.0))
 
 
 register_decomposition(F.avg_pool1d)(_avg_pool(1))
