@@ -390,3 +390,34 @@ def test_long_float_sums_are_as_close_as_eager(layout, fn, shape, offset):
         return (v.double() - exact).abs().mean().item()
     ratio = error(compiled(x)) / error(eager)
     assert ratio <= 2, f"{ratio:.1f}x eager's error"
+
+
+def test_a_split_reshape_indexes_without_dividing():
+    """A reshape that only splits dims (``(N, C, 32, 32) -> (N, C, 16, 2, 16, 2)``, max
+    pooling's windows) maps each index to ``2*ho + i``: loads through it are affine in the
+    loop variables, with no division for the vectoriser to turn into a gather."""
+    def window_corners(x):
+        w = ops.reshape(x, (2, 3, 4, 2, 8, 2))
+        corner = [ops.reshape(ops.slice(ops.slice(w, 3, i, i + 1), 5, j, j + 1), (2, 3, 4, 8))
+                  for i, j in ((0, 1), (1, 0))]
+        return ops.add(*corner)
+    compiled = run(window_corners, torch.randn(2, 3, 8, 16), backend="cpp")
+    loads = [line for s in compiled.kernel_sources.values() for line in s.splitlines()
+             if "in_ptr" in line and "[" in line]
+    assert loads and not any("/" in line or "%" in line for line in loads), loads
+
+
+def test_a_short_last_dim_vectorises_the_dim_before_it():
+    """C++: writing a value into every other element along a last dim of 2 (a max pool's
+    gradient in its window view) from a flat loop reads the source at ``x0 / 2`` -- a
+    gather, left scalar where gathers are slow. The dim before it becomes the vector loop
+    and the short one runs unrolled inside it: the source is read at ``x1``."""
+    if not probe().has_cxx:
+        pytest.skip("no C++ compiler")
+    g = torch.randn(64, 16, 1)
+    compiled = run(lambda g: ops.slice_scatter(ops.full((64, 16, 2), 0.0), g, 2, 1, 2), g,
+                   backend="cpp")
+    (source,) = compiled.kernel_sources.values()
+    assert "#pragma GCC unroll 2" in source and "x2 < 2" in source, source
+    loads = [line for line in source.splitlines() if "in_ptr" in line and "[" in line]
+    assert loads and not any("/" in line for line in loads), source

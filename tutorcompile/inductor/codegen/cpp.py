@@ -119,7 +119,7 @@ class CppKernel(KernelWriter):
 
     def __init__(self, plan: KernelPlan, name: str, tile: int = TILE,
                  parallel: bool | None = None, nest_reduction: bool = False,
-                 split_inner: int = 0):
+                 split_inner: int = 0, short_inner: bool = False):
         super().__init__(plan, name)
         self.tile = tile
         self.parallel = parallel
@@ -128,6 +128,12 @@ class CppKernel(KernelWriter):
         self.nest_reduction = nest_reduction
         self.watch_r = False
         self.wants_nesting = False
+        # pointwise_body's loop over a short last dim: flat (``x0`` over every element), or
+        # with the dim before it vectorised and the short one unrolled inside (see
+        # pointwise_body); a flat loop that divides ``x0`` in a load or store asks for that
+        self.short_inner = short_inner
+        self.watch_flat = False
+        self.wants_short_inner = False
         self.written: set[str] = set()   # stored by a loop already closed (a full phase)
         # symbolic sizes: the C++ condition for threads, and the parallel loops open now,
         # each as (its indent, where its lines start, the pragma of its serial twin)
@@ -372,10 +378,27 @@ class CppKernel(KernelWriter):
             self.emit_nodes([], [])
             return
         outer, inner = math.prod(shape[:-1]), shape[-1]
-        if hint_int(inner) < 8 or outer == 0:   # (empty: the flat loop runs 0 times)
+        if self.short_inner:
+            # The last dim is short and a flat loop would divide its index (below): the dim
+            # before it is the vector loop and the short one runs inside it, unrolled. A
+            # max pool's gradient written into its (w/2, 2) split view then reads the pooled
+            # gradient at ``x1``, not ``x0 / 2`` -- a gather g++ leaves scalar on CPUs whose
+            # gathers are slow (3.5x on AlexNet's 8x16x32x32 scatter, measured on one core).
+            self.open_loop("x0", math.prod(shape[:-2]), "omp parallel for" if big else None)
+            self.open_loop("x1", shape[-2], "omp simd")
+            self.writeline(f"#pragma GCC unroll {inner}")
+            self.open_loop("x2", inner, None)
+            xvars = ir.unflatten_index(ir.index_symbol("x0"), shape[:-2]) + \
+                [ir.index_symbol("x1"), ir.index_symbol("x2")]
+            self.emit_nodes(xvars, [])
+            for _ in range(3):
+                self.close_loop()
+        elif hint_int(inner) < 8 or outer == 0:   # (empty: the flat loop runs 0 times)
             # A short last dimension gives the vectoriser nothing to work with: run one
             # flat loop over all elements instead (indices come from div/mod by constants).
             numel = math.prod(shape)
+            self.watch_flat = len(shape) >= 2 and isinstance(inner, int) and \
+                hint_int(shape[-2]) >= SPLIT_MIN
             self.open_loop("x0", numel, "omp parallel for simd" if big else "omp simd")
             self.emit_nodes(ir.unflatten_index(ir.index_symbol("x0"), shape), [])
             self.close_loop()
@@ -462,6 +485,11 @@ class CppKernel(KernelWriter):
     def offset_of(self, layout: ir.FixedLayout, index) -> Any:
         expr = layout.offset_of(index)
         self.note_split(expr)
+        if self.watch_flat and not self.wants_short_inner:
+            x0 = ir.index_symbol("x0")
+            self.wants_short_inner = any(
+                isinstance(e, (ir.FloorDiv, ir.ModularIndexing)) and x0 in e.args[0].free_symbols
+                for e in sympy.preorder_traversal(ir.simplify_index(expr)))
         if self.unsplit:
             expr = sympy.sympify(expr).xreplace(self.unsplit)
         if self.rejoin:
@@ -904,6 +932,9 @@ def _generate(plan: KernelPlan, name: str, **choices):
     source = kernel.generate()
     if kernel.wants_nesting:   # a flat reduction loop would divide its index: nest it
         kernel = CppKernel(plan, name, nest_reduction=True, **choices)
+        source = kernel.generate()
+    if kernel.wants_short_inner:   # a flat pointwise loop would divide its index
+        kernel = CppKernel(plan, name, short_inner=True, **choices)
         source = kernel.generate()
     split = kernel.split_factor()
     if split:   # the vector loop's index divides it: split it (CppKernel.note_split)
