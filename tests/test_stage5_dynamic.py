@@ -80,16 +80,15 @@ def test_capstone_cnn_trains_with_two_compiles():
                                          for b in (1, 2, 3, 5, 16)], tol=1e-4)
     assert [c.compiled.num_compiles for c in made] == [1, 1]
     assert made[1].compiled.artifacts.shape_env.guards == []
-    # the max-pool's strided slices are saved for the backward: their strides are checked
-    # per call (a symbolic backward still, not one per size)
     backward = made[1].compiled.artifacts.backward.compiled
     assert backward.symbolic is not None and not backward._variants
-    # the wrapper makes the same calls as the static one's: a max-pool window is one
-    # as_strided with a symbolic size (not two slices by the prim's reference), the
-    # convolutions and their gradients are PyTorch's calls (the input gradient's stand-in
-    # expanded to the symbolic shape per call), each written with settled arguments
+    # the wrapper makes the same calls as the static one's: a max pool saves which element
+    # of each window it picked (bool masks of the symbolic pooled shape, for its
+    # gradient), the convolutions and their gradients are PyTorch's calls (the input
+    # gradient's stand-in expanded to the symbolic shape per call), each written with
+    # settled arguments
     forward = made[1].compiled.artifacts.forward.compiled
-    assert "torch.as_strided(buf1, (s0, 4, 16, 16), (4096, 1024, 64, 2), 33)" in \
+    assert "empty_strided((s0, 4, 16, 16), (1024, 256, 16, 1), dtype=torch.bool" in \
         forward.wrapper_code
     assert forward.wrapper_code.count("torch.convolution(") == 5
     assert backward.wrapper_code.count(".expand((s0, ") == 4

@@ -655,6 +655,8 @@ def _max_pool(n):
         kernel, stride, dilation, pad = _pool_args(n, kernel_size, stride, padding, dilation,
                                                    ceil_mode)
         extra = _ceil_extra(x, n, kernel, stride, dilation, pad, ceil_mode)
+        if stride == kernel and not any(pad) and not any(extra) and set(dilation) == {1}:
+            return _pick_max(list(_tile_terms(x, n, kernel)))
         valid = None
         if any(pad) or any(extra):
             sides = [(p, p + e) for p, e in zip(pad, extra)]
@@ -685,6 +687,27 @@ def _pick_max(terms, valid=None):
     for t, s in zip(terms[-2::-1], scores[-2::-1]):
         out = ops.where(ops.eq(s, top), t, out)
     return out
+
+
+def _tile_terms(x, n, kernel):
+    """The elements of windows that tile the input (stride = kernel, no padding or
+    dilation: AlexNet's and VGG's ``2x2, stride 2``), each shaped like the output. Each
+    spatial dim ``D`` splits into ``(D // k, k)`` -- a view -- and an element is a slice
+    of width 1 of every ``k`` dim. Its gradient, a ``slice_scatter``, then writes a
+    constant position in the split view (``k == i``), where a strided slice's writes every
+    other element and must divide its index to find the source (a gather, which g++ does
+    not vectorise on every CPU)."""
+    lead, spatial = tuple(x.shape[:-n]), tuple(x.shape[-n:])
+    out = tuple(s // k for s, k in zip(spatial, kernel))
+    for i, (o, k) in enumerate(zip(out, kernel)):
+        if o * k != spatial[i]:   # the rows and columns no window reaches
+            x = ops.slice(x, len(lead) + i, 0, o * k, 1)
+    split = ops.reshape(x, lead + tuple(v for o, k in zip(out, kernel) for v in (o, k)))
+    for offsets in itertools.product(*(range(k) for k in kernel)):
+        v = split
+        for i, k in enumerate(offsets):
+            v = ops.slice(v, len(lead) + 2 * i + 1, k, k + 1, 1)
+        yield ops.reshape(v, lead + out)
 
 
 def _window_score(t, best, k, pos, valid=None):
