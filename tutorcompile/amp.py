@@ -1,0 +1,138 @@
+"""Mixed precision as explicit casts: what ``torch.autocast`` does to one call, written down.
+
+Under ``torch.autocast("cpu", dtype=torch.bfloat16)`` PyTorch's dispatcher changes the
+dtypes a call computes in: its **Autocast** dispatch key sits in front of each ATen op and,
+by the op's policy, casts the floating-point arguments first -- to bfloat16 for the ops on
+the lower-precision list (``linear``, ``matmul``, ``conv2d``...), to float32 for the ops on
+the float32 list (``mse_loss``...), to the widest dtype for the promote list (``cat``,
+``stack``) -- and leaves every other op alone. The casts are ordinary ``aten._to_copy``
+calls, differentiable like any other.
+
+A compiled graph must compute the same thing with no autocast state at run time: generated
+C++ or Triton kernels never meet the dispatcher, and our AOT stage decomposes torch calls by
+its own table. So the casts are made explicit when the graph is captured: each torch call
+made while autocast is on is run once on fake tensors under a ``TorchDispatchMode``, which
+sits *below* the Autocast key and so sees the casts it inserted -- ``_to_copy`` calls whose
+argument is, by identity, one of the call's own inputs. The graph then gets
+``x.to(torch.bfloat16)`` before the call instead of the autocast state around it.
+
+That rewrite is only right when all autocast did was cast the call's inputs. An op whose
+policy applies *inside* its implementation (``scaled_dot_product_attention`` casts its
+intermediate views) would be silently different, so :func:`autocast_casts` checks: the call
+is run again on the cast inputs with autocast off, and the ATen ops it runs (with their
+argument dtypes) must be exactly the ops it ran under autocast, less the input casts. When
+they are not, the answer is None and the caller breaks the graph there.
+
+Autocast's weight cache (a parameter cast once per region) is turned off while probing: a
+cached cast has the same values as a fresh one, but would hide the cast from the probe.
+
+Mirrors: what torch/_dynamo/variables/ctx_manager.py (``AutocastModeVariable``) and AOT
+tracing through the Autocast key (aten/src/ATen/autocast_mode.cpp) achieve together; real
+Dynamo records ``torch.amp._enter_autocast``/``_exit_autocast`` nodes and lets AOTAutograd's
+``make_fx`` see the casts in the ATen graph.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
+def autocast_state() -> tuple:
+    """The autocast state that decides a graph's dtypes: ``(device, dtype)`` for every device
+    autocast is on for, ``()`` when it is off. Guards compare it on every call (a cache
+    entry compiled under bfloat16 autocast must never run without it, nor under float16)."""
+    if not torch._C._is_any_autocast_enabled():
+        return ()
+    return tuple((d, torch.get_autocast_dtype(d)) for d in AUTOCAST_DEVICES
+                 if torch.is_autocast_enabled(d))
+
+
+def autocast_on() -> bool:
+    """Is ``torch.autocast`` on for any device?"""
+    return torch._C._is_any_autocast_enabled()
+
+
+@contextlib.contextmanager
+def regions(entered: list) -> Iterator[None]:
+    """Re-enter the autocast regions a traced function is inside (each a
+    ``(device, dtype, enabled, cache_enabled)``), innermost last."""
+    with contextlib.ExitStack() as stack:
+        for device, dtype, enabled, cache_enabled in entered:
+            stack.enter_context(torch.autocast(device, dtype=dtype, enabled=enabled,
+                                               cache_enabled=cache_enabled))
+        yield
+
+
+class _OpLog(TorchDispatchMode):
+    """Every ATen op a call runs, with its argument and result dtypes; and the casts of the
+    call's own inputs (by identity) among them."""
+
+    def __init__(self, inputs: list[torch.Tensor]):
+        super().__init__()
+        self.inputs: dict[int, list[int]] = {}
+        for i, t in enumerate(inputs):
+            self.inputs.setdefault(id(t), []).append(i)
+        self.ops: list[tuple] = []
+        self.input_casts: list[tuple[int, torch.dtype]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if func is torch.ops.aten._to_copy.default and id(args[0]) in self.inputs \
+                and set(kwargs) <= {"dtype"}:
+            self.input_casts += [(i, kwargs["dtype"]) for i in self.inputs[id(args[0])]]
+        elif _dtypes(out):  # (not a metadata query such as prim.device)
+            self.ops.append((func, _dtypes((args, kwargs)), _dtypes(out)))
+        return out
+
+
+def _dtypes(tree: Any) -> tuple:
+    return tuple(x.dtype for x in tree_leaves(tree) if isinstance(x, torch.Tensor))
+
+
+def autocast_casts(run: Callable[[list], Any], inputs: list[torch.Tensor],
+                   in_place: bool = False) -> tuple[Any, dict[int, torch.dtype] | None]:
+    """Run ``run(inputs)`` under the autocast state in force; find the casts autocast made.
+
+    ``inputs`` are the call's tensor arguments, which ``run`` puts in their places. Returns
+    ``(result, casts)``: ``casts`` maps the index of an input to the dtype autocast cast it
+    to (``{}``: autocast changed nothing), or is None when the call is not "cast the inputs,
+    then the op": with the inputs cast and autocast off it runs other ATen ops than autocast
+    did, an input was cast to two dtypes, or an in-place op would write to a cast copy.
+    """
+    cache = torch.is_autocast_cache_enabled()
+    torch.set_autocast_cache_enabled(False)
+    try:
+        with _OpLog(inputs) as log:
+            result = run(inputs)
+    finally:
+        torch.set_autocast_cache_enabled(cache)
+    casts: dict[int, torch.dtype] = {}
+    for i, dtype in log.input_casts:
+        if casts.setdefault(i, dtype) != dtype:
+            return result, None
+    if not casts:
+        return result, casts
+    if in_place and 0 in casts:
+        return result, None
+    try:
+        with torch._C._DisableAutocast():
+            cast = [t.to(casts[i]) if i in casts else t for i, t in enumerate(inputs)]
+            with _OpLog([]) as replay:
+                run(cast)
+    except Exception:  # noqa: BLE001 -- the op refuses its inputs cast: not a cast plan
+        return result, None
+    if replay.ops != log.ops:
+        return result, None
+    return result, casts
+
+
+__all__ = ["AUTOCAST_DEVICES", "autocast_casts", "autocast_on", "autocast_state", "regions"]
