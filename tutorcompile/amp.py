@@ -119,9 +119,7 @@ def autocast_casts(run: Callable[[list], Any], inputs: list[torch.Tensor],
     for i, dtype in log.input_casts:
         if casts.setdefault(i, dtype) != dtype:
             return result, None
-    if not casts:
-        return result, casts
-    if in_place and 0 in casts:
+    if in_place and casts:
         return result, None
     try:
         with torch._C._DisableAutocast():
