@@ -242,3 +242,18 @@ def test_aot_function_records_the_casts_and_keys_on_the_autocast_state():
         got, want = compiled(x), plain(x)
     assert got.dtype == torch.bfloat16 and torch.equal(got, want)
     assert compiled(x).dtype == torch.float32 and compiled.num_compiles == 2
+
+
+def unsqueezes_in_place(x, w):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x.clone()
+        y.unsqueeze_(0)      # mutates metadata: the probe must not apply it to the example
+        return (y @ w) * y.dim()   # (a size read while tracing comes from the example)
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_a_metadata_mutation_under_autocast_is_traced_once(backend):
+    x, w = torch.randn(4, 8), torch.randn(8, 8)
+    got, want = tc.compile(unsqueezes_in_place, backend=backend)(x, w), unsqueezes_in_place(x, w)
+    assert got.shape == want.shape == (1, 4, 8)
+    _check([got], [want])

@@ -11,17 +11,18 @@ calls, differentiable like any other.
 A compiled graph must compute the same thing with no autocast state at run time: generated
 C++ or Triton kernels never meet the dispatcher, and our AOT stage decomposes torch calls by
 its own table. So the casts are made explicit when the graph is captured: each torch call
-made while autocast is on is run once on fake tensors under a ``TorchDispatchMode``, which
+made while autocast is on is run on fake tensors under a ``TorchDispatchMode``, which
 sits *below* the Autocast key and so sees the casts it inserted -- ``_to_copy`` calls whose
 argument is, by identity, one of the call's own inputs. The graph then gets
 ``x.to(torch.bfloat16)`` before the call instead of the autocast state around it.
 
-That rewrite is only right when all autocast did was cast the call's inputs. An op whose
-policy applies *inside* its implementation (``scaled_dot_product_attention`` casts its
-intermediate views) would be silently different, so :func:`autocast_casts` checks: the call
-is run again on the cast inputs with autocast off, and the ATen ops it runs (with their
-argument dtypes) must be exactly the ops it ran under autocast, less the input casts. When
-they are not, the answer is None and the caller breaks the graph there.
+That rewrite is only right when all autocast did was cast the call's inputs. A call with
+no policy of its own whose implementation calls ops that have one (``torch.einsum``: autocast
+casts the reshaped views it hands ``bmm``) would be silently different, so
+:func:`autocast_casts` checks: the call is run again on the cast inputs with autocast off,
+and the ATen ops it runs (with their argument and result dtypes) must be exactly the ops it
+ran under autocast, less the input casts. When they are not, the answer is None and the
+caller breaks the graph there, naming the call.
 
 Autocast's weight cache (a parameter cast once per region) is turned off while probing: a
 cached cast has the same values as a fresh one, but would hide the cast from the probe.
@@ -99,38 +100,44 @@ def _dtypes(tree: Any) -> tuple:
 
 
 def autocast_casts(run: Callable[[list], Any], inputs: list[torch.Tensor],
-                   in_place: bool = False) -> tuple[Any, dict[int, torch.dtype] | None]:
-    """Run ``run(inputs)`` under the autocast state in force; find the casts autocast made.
+                   in_place: bool = False) -> dict[int, torch.dtype] | None:
+    """The casts autocast, in the state in force, makes of a call's inputs.
 
-    ``inputs`` are the call's tensor arguments, which ``run`` puts in their places. Returns
-    ``(result, casts)``: ``casts`` maps the index of an input to the dtype autocast cast it
-    to (``{}``: autocast changed nothing), or is None when the call is not "cast the inputs,
-    then the op": with the inputs cast and autocast off it runs other ATen ops than autocast
-    did, an input was cast to two dtypes, or an in-place op would write to a cast copy.
+    ``inputs`` are the call's tensor arguments; ``run(values)`` makes the call with
+    ``values`` in their places. Returns a map from the index of an input to the dtype
+    autocast cast it to (``{}``: autocast changed nothing), or None when the call is not
+    "cast the inputs, then the op": with the inputs cast and autocast off it runs other ATen
+    ops than autocast did (``einsum`` casts the views it hands ``bmm``, not its inputs), an
+    input was cast to two dtypes, or a mutating op would write to a cast copy. The check
+    runs for ``{}`` too: no cast of an input does not mean no cast.
     """
+    # on copies: a mutating op (``unsqueeze_`` changes metadata, even of a fake tensor)
+    # runs here twice more than in the program; one copy per tensor keeps ``x @ x`` one
+    copies: dict[int, torch.Tensor] = {}
+    with torch.no_grad():
+        inputs = [copies[id(t)] if id(t) in copies else copies.setdefault(id(t), t.clone())
+                  for t in inputs]
     cache = torch.is_autocast_cache_enabled()
     torch.set_autocast_cache_enabled(False)
     try:
         with _OpLog(inputs) as log:
-            result = run(inputs)
+            run(inputs)
     finally:
         torch.set_autocast_cache_enabled(cache)
     casts: dict[int, torch.dtype] = {}
     for i, dtype in log.input_casts:
         if casts.setdefault(i, dtype) != dtype:
-            return result, None
+            return None
     if in_place and casts:
-        return result, None
+        return None
     try:
         with torch._C._DisableAutocast():
             cast = [t.to(casts[i]) if i in casts else t for i, t in enumerate(inputs)]
             with _OpLog([]) as replay:
                 run(cast)
     except Exception:  # noqa: BLE001 -- the op refuses its inputs cast: not a cast plan
-        return result, None
-    if replay.ops != log.ops:
-        return result, None
-    return result, casts
+        return None
+    return casts if replay.ops == log.ops else None
 
 
 __all__ = ["AUTOCAST_DEVICES", "autocast_casts", "autocast_on", "autocast_state", "regions"]

@@ -131,7 +131,7 @@ class _Recorder(TorchFunctionMode):
         try:
             with self.fake_mode:
                 fakes = [self.fake_mode.from_tensor(t) for t in tensors]
-                _, casts = autocast_casts(run, fakes, mutates)
+                casts = autocast_casts(run, fakes, mutates)
         except Exception as e:  # noqa: BLE001 -- an op fake tensors cannot run
             raise TutorcompileError(f"{name} under torch.autocast: the casts autocast makes "
                                     f"could not be found on fake tensors ({e})") from None

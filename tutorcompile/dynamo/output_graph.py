@@ -164,7 +164,7 @@ class OutputGraph:
         try:
             with self.fake_mode, _quiet_fake_tensor_log(), \
                     torch.set_grad_enabled(self.tx.grad_enabled):
-                _, casts = autocast_casts(run, [t.example() for t in tensors], mutates)
+                casts = autocast_casts(run, [t.example() for t in tensors], mutates)
         except Exception:  # noqa: BLE001 -- the op fails on these values: _create_node says why
             return args, kwargs
         if casts is None:
