@@ -257,3 +257,43 @@ def test_a_metadata_mutation_under_autocast_is_traced_once(backend):
     got, want = tc.compile(unsqueezes_in_place, backend=backend)(x, w), unsqueezes_in_place(x, w)
     assert got.shape == want.shape == (1, 4, 8)
     _check([got], [want])
+
+
+# --- PyTorch's Dynamo in front: its graphs hold _enter_autocast nodes, or none at all ----------
+def inside_with_nested_off(x, w):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = F.gelu(F.linear(x, w)) + 1
+        with torch.autocast("cpu", enabled=False):
+            z = y.float() @ w
+    return y, z
+
+
+@pytest.mark.parametrize("backend", ["tutorcompile", "aot_eager_backend"])
+def test_graphs_from_pytorchs_dynamo_get_the_casts(backend):
+    """Real Dynamo records ``torch.amp._enter_autocast``/``_exit_autocast`` nodes for a
+    region, and nothing for autocast around the call: our AOT stage turns both into casts
+    (without them its graphs computed float32 where eager gives bfloat16)."""
+    from tutorcompile.aot import aot_eager_backend
+    from tutorcompile.torch_backend import register
+    be = register() if backend == "tutorcompile" else aot_eager_backend
+    x, w = torch.randn(4, 8, requires_grad=True), torch.randn(8, 8, requires_grad=True)
+    torch._dynamo.reset()
+    got, want = torch.compile(inside_with_nested_off, backend=be)(x, w), \
+        inside_with_nested_off(x, w)
+    assert [t.dtype for t in want] == [torch.bfloat16, torch.float32]
+    _check(got, want)
+    grads = [torch.autograd.grad(a.float().sum() + b.sum(), [x, w]) for a, b in (got, want)]
+    for g, e in zip(*grads):   # sums of bf16 products: bf16 rounding of the tensor's scale
+        assert g.dtype == e.dtype
+        torch.testing.assert_close(g, e, rtol=1.6e-2, atol=1.6e-2 * e.abs().max().item())
+
+    def plain(x, w):
+        return torch.softmax(F.linear(x, w), -1)
+    torch._dynamo.reset()
+    compiled = torch.compile(plain, backend=be)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got, want = compiled(x, w), plain(x, w)
+    assert want.dtype == torch.bfloat16
+    _check([got], [want])
+    assert compiled(x, w).dtype == torch.float32
+    torch._dynamo.reset()

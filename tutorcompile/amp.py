@@ -40,8 +40,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
+
+from .errors import TutorcompileError
+from .fx import Graph, GraphModule, Node
+from .fx.node import map_arg
 
 AUTOCAST_DEVICES = ("cpu", "cuda")
 
@@ -140,4 +145,122 @@ def autocast_casts(run: Callable[[list], Any], inputs: list[torch.Tensor],
     return casts if replay.ops == log.ops else None
 
 
-__all__ = ["AUTOCAST_DEVICES", "autocast_casts", "autocast_on", "autocast_state", "regions"]
+def _tensors_in(args: tuple, kwargs: dict) -> list:
+    """The tensors a call takes, in order: top-level ones and those in a list or tuple."""
+    found = []
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            found.append(a)
+        elif isinstance(a, (tuple, list)) and not isinstance(a, torch.Size):
+            found += [t for t in a if isinstance(t, torch.Tensor)]
+    return found
+
+
+def _replace_tensors(args: tuple, kwargs: dict, values: list) -> tuple[tuple, dict]:
+    """``args``/``kwargs`` with their tensors (as :func:`_tensors_in` orders them) replaced
+    by ``values``, in order."""
+    it = iter(values)
+
+    def one(a):
+        if isinstance(a, torch.Tensor):
+            return next(it)
+        if isinstance(a, (tuple, list)) and not isinstance(a, torch.Size) and any(
+                isinstance(t, torch.Tensor) for t in a):
+            return type(a)(next(it) if isinstance(t, torch.Tensor) else t for t in a)
+        return a
+    return tuple(one(a) for a in args), {k: one(v) for k, v in kwargs.items()}
+
+
+def _caller(node: Node) -> Callable:
+    """``node``'s call as a function of its arguments (a method: of its tensor too)."""
+    if node.op == "call_method":
+        return lambda obj, *a, **k: getattr(obj, node.target)(*a, **k)
+    return node.target
+
+
+def make_autocast_explicit(gm: GraphModule, inputs: list) -> GraphModule:
+    """A torch-level graph from real Dynamo, compiled under autocast or holding
+    ``torch.amp._enter_autocast``/``_exit_autocast`` nodes, rewritten to hold the casts
+    instead: each call is run on fake tensors under the autocast state in force at its
+    place (the state around the compilation, changed by the enter/exit nodes), the casts
+    :func:`autocast_casts` finds become ``.to(dtype)`` nodes before it, and the enter/exit
+    nodes go. ``gm`` itself when autocast plays no part. (Our own Dynamo captures the casts
+    already and compiles with autocast off, so its graphs come back as they are.)
+
+    Raises :class:`~tutorcompile.errors.TutorcompileError` for a call autocast casts inside
+    (see :func:`autocast_casts`), or one that cannot run on fake tensors."""
+    enter, leave = torch.amp.autocast_mode._enter_autocast, torch.amp.autocast_mode._exit_autocast
+    if not autocast_on() and not any(n.target is enter for n in gm.graph.nodes):
+        return gm
+    graph = gm.graph.copy("make_autocast_explicit")
+    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    env: dict[Node, Any] = {}
+    open_regions: dict[Node, torch.autocast] = {}
+    try:
+        with fake_mode:
+            for node, x in zip(graph.placeholders, inputs):
+                env[node] = fake_mode.from_tensor(x) if isinstance(x, torch.Tensor) else x
+            for node in graph.nodes:
+                if node.op in ("placeholder", "output"):
+                    continue
+                if node.target is enter:
+                    device, dtype, enabled, cache = node.args
+                    open_regions[node] = mgr = torch.autocast(
+                        device, dtype=dtype, enabled=enabled, cache_enabled=cache)
+                    mgr.__enter__()
+                    continue
+                if node.target is leave:
+                    open_regions.pop(node.args[0]).__exit__(None, None, None)
+                    continue
+                if autocast_on():
+                    _insert_casts(graph, node, env)
+                args, kwargs = map_arg((node.args, node.kwargs), env.__getitem__)
+                try:
+                    env[node] = _caller(node)(*args, **kwargs)
+                except Exception as e:  # noqa: BLE001 -- say which node and why
+                    raise TutorcompileError(f"{node.format_node()}: cannot run on fake "
+                                            f"tensors to find the casts autocast makes "
+                                            f"({e})") from None
+    finally:  # regions an error left open, innermost first
+        for mgr in reversed(list(open_regions.values())):
+            mgr.__exit__(None, None, None)
+    for node in reversed(graph.nodes):
+        if node.target in (enter, leave):
+            graph.erase_node(node)
+    graph.lint()
+    return GraphModule({}, graph, type(gm).__name__)
+
+
+def _insert_casts(graph: Graph, node: Node, env: dict) -> None:
+    """Add before ``node`` the casts autocast, as it is now, makes of its tensor inputs."""
+    args, kwargs = map_arg((node.args, node.kwargs), env.__getitem__)
+    tensors = _tensors_in(args, kwargs)
+    if not tensors:
+        return
+    call = _caller(node)
+
+    def run(values: list) -> Any:
+        a, k = _replace_tensors(args, kwargs, values)
+        return call(*a, **k)
+    name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+    casts = autocast_casts(run, tensors, name.endswith("_") and not name.endswith("__")
+                           or "out" in kwargs)
+    where = node.meta.get("source") or node.format_node()
+    if casts is None:
+        raise TutorcompileError(f"{name} under torch.autocast ({where}): autocast does more "
+                                "than cast its inputs, which the graph cannot say as casts")
+    by_value = {id(env[n]): n for n in node.all_input_nodes}
+    for i, dtype in casts.items():
+        source = by_value.get(id(tensors[i]))
+        if source is None:
+            raise TutorcompileError(f"{name} under torch.autocast ({where}): autocast casts "
+                                    "a tensor that is no input of the graph's node")
+        with graph.inserting_before(node):
+            cast = graph.call_method("to", (source,), {"dtype": dtype})
+        cast.meta["source"] = node.meta.get("source")
+        env[cast] = tensors[i].to(dtype)
+        node.replace_input_with(source, cast)
+
+
+__all__ = ["AUTOCAST_DEVICES", "autocast_casts", "autocast_on", "autocast_state",
+           "make_autocast_explicit", "regions"]

@@ -72,7 +72,7 @@ from typing import Any
 import torch
 
 from .._logging import log_artifact, phase
-from ..amp import autocast_state
+from ..amp import autocast_state, make_autocast_explicit
 from ..fx import Graph, GraphModule, Node, TensorMeta, exec_generated
 from ..fx.symbolic_shapes import ShapeEnv, as_shape
 from ..ops import PRIMS
@@ -210,7 +210,9 @@ class AOTCompiled:
 
     def compile(self, inputs: list, num_args: int) -> CompiledArtifacts:
         gm, lifted, dynamic_dims = self.gm, [], self.dynamic_dims
-        if gm is None:
+        if gm is not None:   # a graph from PyTorch's Dynamo: autocast as casts (ours has them)
+            gm = make_autocast_explicit(gm, inputs)
+        else:
             params = dict(self.named_params()) if self.named_params else None
             gm, _ = trace_with_inputs(self.fn, inputs[:num_args], params)
             gm, lifted = _prepare(gm)
@@ -337,8 +339,8 @@ class AOTCompiled:
         The common cases call the compiled forward (inference) or the ``autograd.Function``
         (training) with nothing in between: no parameters lifted from ``get_attr``, no
         mutated input to copy back, a tuple of outputs returned as the graph makes it."""
-        if self.named_params is not None or len(self.cache) != 1:
-            return self
+        if self.named_params is not None or len(self.cache) != 1 or next(iter(self.cache))[-1]:
+            return self   # (compiled under autocast: __call__ runs it with autocast off)
         (art,) = self.cache.values()
         functional = art.functional
         plain = (not self.params and art.all_tensors and not functional.mutated_inputs
