@@ -145,7 +145,7 @@ def autocast_casts(run: Callable[[list], Any], inputs: list[torch.Tensor],
     return casts if replay.ops == log.ops else None
 
 
-def _tensors_in(args: tuple, kwargs: dict) -> list:
+def tensors_in(args: tuple, kwargs: dict) -> list:
     """The tensors a call takes, in order: top-level ones and those in a list or tuple."""
     found = []
     for a in (*args, *kwargs.values()):
@@ -156,8 +156,8 @@ def _tensors_in(args: tuple, kwargs: dict) -> list:
     return found
 
 
-def _replace_tensors(args: tuple, kwargs: dict, values: list) -> tuple[tuple, dict]:
-    """``args``/``kwargs`` with their tensors (as :func:`_tensors_in` orders them) replaced
+def replace_tensors(args: tuple, kwargs: dict, values: list) -> tuple[tuple, dict]:
+    """``args``/``kwargs`` with their tensors (as :func:`tensors_in` orders them) replaced
     by ``values``, in order."""
     it = iter(values)
 
@@ -234,13 +234,13 @@ def make_autocast_explicit(gm: GraphModule, inputs: list) -> GraphModule:
 def _insert_casts(graph: Graph, node: Node, env: dict) -> None:
     """Add before ``node`` the casts autocast, as it is now, makes of its tensor inputs."""
     args, kwargs = map_arg((node.args, node.kwargs), env.__getitem__)
-    tensors = _tensors_in(args, kwargs)
+    tensors = tensors_in(args, kwargs)
     if not tensors:
         return
     call = _caller(node)
 
     def run(values: list) -> Any:
-        a, k = _replace_tensors(args, kwargs, values)
+        a, k = replace_tensors(args, kwargs, values)
         return call(*a, **k)
     name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
     casts = autocast_casts(run, tensors, name.endswith("_") and not name.endswith("__")
@@ -263,4 +263,4 @@ def _insert_casts(graph: Graph, node: Node, env: dict) -> None:
 
 
 __all__ = ["AUTOCAST_DEVICES", "autocast_casts", "autocast_on", "autocast_state",
-           "make_autocast_explicit", "regions"]
+           "make_autocast_explicit", "regions", "replace_tensors", "tensors_in"]

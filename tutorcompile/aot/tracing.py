@@ -36,7 +36,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.overrides import TorchFunctionMode
 
-from ..amp import autocast_casts, autocast_on
+from ..amp import autocast_casts, autocast_on, replace_tensors, tensors_in
 from ..errors import TutorcompileError
 from ..fx import Graph, GraphModule, Node
 from ..fx.node import map_aggregate
@@ -102,29 +102,12 @@ class _Recorder(TorchFunctionMode):
         :mod:`tutorcompile.amp`), so the graph computes in eager's dtypes without autocast.
         (The call itself then runs under autocast on inputs of the dtypes autocast wants:
         nothing more is cast.)"""
-        tensors: list[torch.Tensor] = []
-        for a in (*args, *kwargs.values()):
-            if isinstance(a, torch.Tensor):
-                tensors.append(a)
-            elif isinstance(a, (tuple, list)) and not isinstance(a, torch.Size):
-                tensors += [t for t in a if isinstance(t, torch.Tensor)]
+        tensors = tensors_in(args, kwargs)
         if not tensors:
             return args, kwargs
 
-        def rebuild(values: list) -> tuple[tuple, dict]:
-            it = iter(values)
-
-            def one(a):
-                if isinstance(a, torch.Tensor):
-                    return next(it)
-                if isinstance(a, (tuple, list)) and not isinstance(a, torch.Size) and any(
-                        isinstance(t, torch.Tensor) for t in a):
-                    return type(a)(next(it) if isinstance(t, torch.Tensor) else t for t in a)
-                return a
-            return tuple(one(a) for a in args), {k: one(v) for k, v in kwargs.items()}
-
         def run(values: list):
-            new_args, new_kwargs = rebuild(values)
+            new_args, new_kwargs = replace_tensors(args, kwargs, values)
             return func(*new_args, **new_kwargs)
 
         mutates = name.endswith("_") and not name.endswith("__") or "out" in kwargs
@@ -147,7 +130,7 @@ class _Recorder(TorchFunctionMode):
             values[i] = tensors[i].to(dtype)
             self.env[id(values[i])] = node
             self.keep.append(values[i])
-        return rebuild(values)
+        return replace_tensors(args, kwargs, values)
 
     def _node(self, func, name: str, args, kwargs) -> Node:
         a = map_aggregate(tuple(args), self.as_arg)
