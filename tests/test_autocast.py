@@ -297,3 +297,17 @@ def test_graphs_from_pytorchs_dynamo_get_the_casts(backend):
     _check([got], [want])
     assert compiled(x, w).dtype == torch.float32
     torch._dynamo.reset()
+
+
+def test_a_batch_size_that_changes_under_autocast_keeps_the_casts():
+    """After a size changes the frame is captured again with that size dynamic; the casts
+    are captured again with it, and eager's numbers stay exact on aot_eager."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(block_size=8, n_layer=1, n_embd=32))
+    compiled = tc.compile(model, backend="aot_eager")
+    for batch in (2, 3, 5):
+        idx = torch.randint(0, 128, (batch, 8))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            got, want = compiled(idx), model(idx)
+        assert got.dtype == want.dtype == torch.bfloat16
+        assert torch.equal(got, want)

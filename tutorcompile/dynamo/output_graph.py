@@ -165,8 +165,9 @@ class OutputGraph:
             with self.fake_mode, _quiet_fake_tensor_log(), \
                     torch.set_grad_enabled(self.tx.grad_enabled):
                 casts = autocast_casts(run, [t.example() for t in tensors], mutates)
-        except Exception:  # noqa: BLE001 -- the op fails on these values: _create_node says why
-            return args, kwargs
+        except Exception as e:  # noqa: BLE001 -- never a call without the casts it may need
+            raise Unsupported(f"{what} under torch.autocast: its casts could not be found on "
+                              f"fake tensors ({type(e).__name__}: {e})") from None
         if casts is None:
             raise Unsupported(f"{what} under torch.autocast: autocast does more than cast its "
                               "inputs (casts inside the op, or a write to a cast copy), which "

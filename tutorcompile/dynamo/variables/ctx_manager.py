@@ -93,6 +93,11 @@ class AutocastVariable(VariableTracker):
             return ConstantVariable(None)
         raise Unsupported(f"{self.cls.__name__}.{name}")
 
+    def reconstruct(self, rc):   # (a region made but not yet entered when the graph ends)
+        device, dtype, enabled, cache_enabled = self.state
+        return torch.autocast(device, dtype=dtype, enabled=enabled,
+                              cache_enabled=cache_enabled)
+
     def __repr__(self):
         device, dtype, enabled, _ = self.state
         return f"AutocastVariable({device!r}, {dtype}, enabled={enabled})"
