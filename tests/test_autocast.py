@@ -311,3 +311,32 @@ def test_a_batch_size_that_changes_under_autocast_keeps_the_casts():
             got, want = compiled(idx), model(idx)
         assert got.dtype == want.dtype == torch.bfloat16
         assert torch.equal(got, want)
+
+
+def region_made_before_a_break(x, w):
+    ctx = torch.autocast("cpu", dtype=torch.bfloat16)
+    y = x @ w
+    print("a break before the region is entered")
+    with ctx:
+        return y @ w
+
+
+def data_dependent_in_region(x, w):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return x.nonzero().float() @ w
+
+
+def test_a_region_made_before_a_break_is_rebuilt_after_it(capsys):
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    got = tc.compile(region_made_before_a_break, backend="aot_eager")(x, w)
+    want = region_made_before_a_break(x, w)
+    assert got.dtype == want.dtype == torch.bfloat16 and torch.equal(got, want)
+
+
+def test_a_call_whose_casts_fake_tensors_cannot_show_is_a_break_not_a_guess():
+    x, w = torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.randn(2, 2)
+    report = tc.explain(data_dependent_in_region)(x, w)
+    assert any("nonzero under torch.autocast" in r for r in report.skipped_frames)
+    got = tc.compile(data_dependent_in_region, backend="aot_eager")(x, w)
+    want = data_dependent_in_region(x, w)
+    assert got.dtype == want.dtype == torch.bfloat16 and torch.equal(got, want)
