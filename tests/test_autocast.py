@@ -340,3 +340,21 @@ def test_a_call_whose_casts_fake_tensors_cannot_show_is_a_break_not_a_guess():
     got = tc.compile(data_dependent_in_region, backend="aot_eager")(x, w)
     want = data_dependent_in_region(x, w)
     assert got.dtype == want.dtype == torch.bfloat16 and torch.equal(got, want)
+
+
+def test_the_guard_holds_the_autocast_dtype():
+    """An entry compiled under bfloat16 autocast fails its guard under float16 autocast."""
+    x, w = torch.randn(4, 8), torch.randn(8, 8)
+    with torch.autocast("cpu", dtype=torch.float16):
+        if (x @ w).dtype != torch.float16:
+            pytest.skip("this torch does not autocast to float16 on CPU")
+
+    def mm(x, w):
+        return x @ w
+    compiled = tc.compile(mm, backend="inductor")
+    for dtype in (torch.bfloat16, torch.float16, torch.bfloat16):
+        with torch.autocast("cpu", dtype=dtype):
+            got, want = compiled(x, w), mm(x, w)
+        assert got.dtype == want.dtype == dtype
+        _check([got], [want])
+    assert len(cache_entries(mm)) == 2

@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from ..amp import autocast_state
+from ..amp import AUTOCAST_DEVICES, autocast_state
 from ..fx import exec_generated
 from .source import KEYS, Source, is_literal
 
@@ -230,13 +230,15 @@ class GuardBuilder:
         """The autocast state the graph's casts were made for: off, or on for these devices
         with these dtypes. A graph captured without autocast has no casts, and one captured
         under bfloat16 autocast has bfloat16 casts: neither may run under another state."""
-        state = autocast_state()
-        if not state:
+        state = dict(autocast_state())
+        if not state:   # (one call: the common case, on every cache hit)
             self.add("AUTOCAST", "not torch._C._is_any_autocast_enabled()",
                      comment="global state")
-        else:
-            self.add("AUTOCAST", f"{self.bind(autocast_state, 'autocast_state')}() == "
-                     f"{state!r}", comment="global state")
+            return
+        self.add("AUTOCAST", " and ".join(
+            f"torch.is_autocast_enabled({d!r}) and torch.get_autocast_dtype({d!r}) == "
+            f"{state[d]}" if d in state else f"not torch.is_autocast_enabled({d!r})"
+            for d in AUTOCAST_DEVICES), comment="global state")
 
     def SHAPE_ENV(self, expr: str, comment: str = "") -> None:
         self.add("SHAPE_ENV", expr, comment=comment or "symbolic size")
