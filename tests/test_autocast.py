@@ -358,3 +358,37 @@ def test_the_guard_holds_the_autocast_dtype():
         assert got.dtype == want.dtype == dtype
         _check([got], [want])
     assert len(cache_entries(mm)) == 2
+
+
+@torch.autocast("cpu", dtype=torch.bfloat16)
+def decorated(x, w):
+    return F.linear(x, w).relu()
+
+
+REGION = torch.autocast("cpu", dtype=torch.bfloat16)
+
+
+def with_a_global_region(x, w):
+    with REGION:
+        return F.linear(x, w).relu()
+
+
+def test_decorator_form_and_a_region_made_outside_are_captured():
+    """``@torch.autocast(...)`` and ``with REGION:`` enter an object made outside the frame:
+    its state is read from it, and a global one is guarded by identity (rebinding it to
+    another region compiles again)."""
+    global REGION
+    x, w = torch.randn(4, 8), torch.randn(8, 8)
+    for fn in (decorated, with_a_global_region):
+        report = tc.explain(fn)(x, w)
+        assert report.graph_count == 1 and report.graph_break_count == 0
+        assert not report.skipped_frames
+        got, want = tc.compile(fn, backend="aot_eager")(x, w), fn(x, w)
+        assert got.dtype == want.dtype == torch.bfloat16 and torch.equal(got, want)
+    compiled = tc.compile(with_a_global_region, backend="aot_eager")
+    saved, REGION = REGION, torch.autocast("cpu", enabled=False)
+    try:
+        got, want = compiled(x, w), with_a_global_region(x, w)
+        assert got.dtype == want.dtype == torch.float32 and torch.equal(got, want)
+    finally:
+        REGION = saved

@@ -762,6 +762,13 @@ class InstructionTranslator(VM):
         # manager written in Python has its __enter__ inlined here, and its __exit__ inlined
         # where the block ends (the normal exit's call, or WITH_EXCEPT_START below)
         mgr = self.realize(f.stack[-1])
+        made = getattr(mgr, "fn", None)
+        if isinstance(made, torch.autocast):
+            # a torch.autocast made outside the frame (a global, or the decorator form's
+            # closure): its state, fixed when it was made, guarded by identity
+            if mgr.source is not None:
+                self.guards.ID_MATCH(mgr.source, made)
+            mgr = f.stack[-1] = AutocastVariable.from_object(made)
         if not (isinstance(mgr, (GradModeVariable, AutocastVariable))
                 or _python_context_manager(mgr)):
             raise Unsupported(f"with-block on {mgr} (only torch.no_grad/enable_grad, "

@@ -54,10 +54,9 @@ def _autocast(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
     PyTorch's warning), and its state becomes an :class:`AutocastVariable`."""
     if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
         raise Unsupported("torch.autocast with arguments that are not constants")
-    mgr = cls(*[a.as_python_constant() for a in args],
-              **{k: v.as_python_constant() for k, v in kwargs.items()})
-    return AutocastVariable(cls, (mgr.device, mgr.fast_dtype, mgr._enabled,
-                                  mgr._cache_enabled))
+    return AutocastVariable.from_object(cls(*[a.as_python_constant() for a in args],
+                                            **{k: v.as_python_constant()
+                                               for k, v in kwargs.items()}))
 
 
 class AutocastVariable(VariableTracker):
@@ -75,6 +74,11 @@ class AutocastVariable(VariableTracker):
     def __init__(self, cls: type, state: tuple):
         self.cls = cls
         self.state = state   # (device, dtype, enabled, cache_enabled)
+
+    @classmethod
+    def from_object(cls, mgr: torch.autocast) -> AutocastVariable:
+        """The region a real ``torch.autocast`` object describes."""
+        return cls(type(mgr), (mgr.device, mgr.fast_dtype, mgr._enabled, mgr._cache_enabled))
 
     def python_type(self):
         return self.cls
