@@ -504,7 +504,7 @@ def test_write_to_a_mutable_class_attribute_is_never_lost():
         SharedLog.entries.clear()
 
 
-# --- autocast: a disabled region captured whole, global state never baked in -----------------
+# --- autocast: regions captured, the global state guarded ---------------------------------
 def matmul_without_autocast(x):
     with torch.autocast("cpu", enabled=False):   # transformers' rotary embeddings do this
         y = x @ x
@@ -517,26 +517,29 @@ def branches_on_autocast(x):
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_disabled_autocast_region_is_one_graph_and_stays_right_under_autocast(backend):
+    """Under autocast around the call the frame is compiled for that state: the disabled
+    region's matmul stays float32, as in eager."""
     x = torch.randn(4, 4)
     c = tc.compile(matmul_without_autocast, backend=backend, fullgraph=True)
     torch.testing.assert_close(c(x), matmul_without_autocast(x))
-    lenient = tc.compile(matmul_without_autocast, backend=backend)
-    with torch.autocast("cpu", dtype=torch.bfloat16), pytest.warns(tc.FallbackWarning):
-        got, want = lenient(x), matmul_without_autocast(x)   # runs uncompiled, see below
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got, want = c(x), matmul_without_autocast(x)
     assert got.dtype == want.dtype == torch.float32
     torch.testing.assert_close(got, want)
+    assert len(cache_entries(matmul_without_autocast)) == 2
 
 
 def test_a_frame_that_reads_the_autocast_state_gives_the_branch_autocast_picks():
-    """Compiled without autocast, the ``else`` branch; under autocast the frame runs
-    uncompiled (see below), so the branch is eager's there too."""
+    """Compiled without autocast, the ``else`` branch; under autocast the guard on the
+    autocast state fails and a second entry takes the other branch; outside again, the
+    first entry."""
     x = torch.randn(3)
     c = compile_eager(branches_on_autocast)
     torch.testing.assert_close(c(x), x - 1)
-    with torch.autocast("cpu", dtype=torch.bfloat16), pytest.warns(tc.FallbackWarning):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
         torch.testing.assert_close(c(x), x * 2)
     torch.testing.assert_close(c(x), x - 1)
-    assert len(cache_entries(branches_on_autocast)) == 1
+    assert len(cache_entries(branches_on_autocast)) == 2
 
 
 def prints_inside_disabled_autocast(x):
@@ -553,48 +556,49 @@ def test_break_inside_a_disabled_autocast_region_runs_it_uncompiled(capsys):
     assert capsys.readouterr().out.count("a break inside the region") == 2
 
 
-# --- torch.autocast around a compiled call: not modelled, so nothing compiled runs -------------
+# --- torch.autocast around a compiled call: compiled for that state, guarded on it ------------
 def linear_then_reductions(x, w):
     return torch.relu(x @ w).sum(-1) + x.exp().mean(-1)
 
 
 def autocast_around_a_callee(x, w):
-    with torch.autocast("cpu", dtype=torch.bfloat16):   # a break: the region runs for real
-        return linear_then_reductions(x, w)             # ... and its callee is a frame too
+    with torch.autocast("cpu", dtype=torch.bfloat16):   # captured: its casts are nodes
+        return linear_then_reductions(x, w)             # ... and its callee is inlined
 
 
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
-def test_under_autocast_functions_run_uncompiled_with_a_warning_and_eager_values(backend):
-    """Kernels compiled for float32 once read the bfloat16 result of a matmul that autocast
-    made (NaNs, or a crash writing past a buffer): under autocast nothing compiled runs --
-    neither a new capture nor an entry cached before -- and outside it, the entry does."""
+def test_under_autocast_functions_compile_for_it_and_match_eager(backend):
+    """Kernels compiled for float32 must never read the bfloat16 result of a matmul that
+    autocast made: under autocast the frame compiles again with the casts in its graph
+    (the entry cached before fails its autocast guard), and outside it the first entry
+    runs again."""
     x, w = torch.randn(8, 16), torch.randn(16, 16)
     compiled = tc.compile(linear_then_reductions, backend=backend)
     torch.testing.assert_close(compiled(x, w), linear_then_reductions(x, w))
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        with pytest.warns(tc.FallbackWarning, match="autocast"):
-            got = compiled(x, w)
-        want = linear_then_reductions(x, w)
-        assert torch.equal(got, want)
-    assert len(cache_entries(linear_then_reductions)) == 1
+        got, want = compiled(x, w), linear_then_reductions(x, w)
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want, rtol=1.6e-2, atol=1e-2)
+    assert len(cache_entries(linear_then_reductions)) == 2
     torch.testing.assert_close(compiled(x, w), linear_then_reductions(x, w))
 
     tc.reset()
-    with pytest.warns(tc.FallbackWarning, match="autocast"):
-        got = tc.compile(autocast_around_a_callee, backend=backend)(x, w)
-    assert torch.equal(got, autocast_around_a_callee(x, w))
+    got = tc.compile(autocast_around_a_callee, backend=backend)(x, w)
+    want = autocast_around_a_callee(x, w)
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want, rtol=1.6e-2, atol=1e-2)
     assert cache_entries(linear_then_reductions) == []
 
 
-def test_fullgraph_under_autocast_is_an_error_that_says_why():
+def test_fullgraph_under_autocast_is_one_graph_guarded_on_the_state():
     x, w = torch.randn(8, 16), torch.randn(16, 16)
     compiled = tc.compile(linear_then_reductions, backend="inductor", fullgraph=True)
-    with torch.autocast("cpu", dtype=torch.bfloat16), \
-            pytest.raises(tc.dynamo.GraphBreakError, match="autocast is on"):
-        compiled(x, w)
-    report = tc.explain(linear_then_reductions)
-    with torch.autocast("cpu", dtype=torch.bfloat16), pytest.warns(tc.FallbackWarning):
-        assert "mixed precision is not modelled" in report(x, w).skipped_frames[0]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got, want = compiled(x, w), linear_then_reductions(x, w)
+        report = tc.explain(linear_then_reductions)(x, w)
+    torch.testing.assert_close(got, want, rtol=1.6e-2, atol=1e-2)
+    assert report.graph_count == 1 and not report.skipped_frames
+    assert "torch.get_autocast_dtype('cpu') == torch.bfloat16" in str(report)
 
 
 # --- a transformers ModelOutput made in the graph, read by position and by key ---------------

@@ -20,6 +20,10 @@ copied back after the forward ran.
 
 When no input requires grad (or grad mode is off) only the forward graph is built and run.
 
+Under ``torch.autocast`` the traced graph holds the casts autocast made (see
+``tracing.py``), so it is compiled once per autocast state (part of the key) and runs with
+autocast off, as PyTorch's runtime wrapper runs it.
+
 Per call, only what must be is done: the input signature is looked up, the compiled
 forward runs (inside the ``autograd.Function`` when gradients are needed), outputs are handed
 back in the user's structure. Which inputs are tensors, which outputs are not
@@ -68,6 +72,7 @@ from typing import Any
 import torch
 
 from .._logging import log_artifact, phase
+from ..amp import autocast_state, make_autocast_explicit
 from ..fx import Graph, GraphModule, Node, TensorMeta, exec_generated
 from ..fx.symbolic_shapes import ShapeEnv, as_shape
 from ..ops import PRIMS
@@ -205,13 +210,16 @@ class AOTCompiled:
 
     def compile(self, inputs: list, num_args: int) -> CompiledArtifacts:
         gm, lifted, dynamic_dims = self.gm, [], self.dynamic_dims
-        if gm is None:
+        if gm is not None:   # a graph from PyTorch's Dynamo: autocast as casts (ours has them)
+            gm = make_autocast_explicit(gm, inputs)
+        else:
             params = dict(self.named_params()) if self.named_params else None
             gm, _ = trace_with_inputs(self.fn, inputs[:num_args], params)
             gm, lifted = _prepare(gm)
             inputs = [*inputs, *lifted]
             dynamic_dims = self._marked_dynamic(inputs)
-        art = self._compile_graph(gm, inputs, dynamic_dims)
+        with torch._C._DisableAutocast():  # (the casts autocast makes are in the graph)
+            art = self._compile_graph(gm, inputs, dynamic_dims)
         art.lifted = tuple(lifted)
         return art
 
@@ -273,7 +281,7 @@ class AOTCompiled:
         that compile time is spent when the backend runs and the first call only runs the
         graph. The backward is compiled at the first backward, as in PyTorch."""
         inputs = [*example_inputs, *self.params]
-        key = (*_key(inputs), torch.is_grad_enabled(), None)   # as __call__ makes it
+        key = (*_key(inputs), torch.is_grad_enabled(), None, autocast_state())  # as __call__
         if key not in self.cache:
             self._compile_and_cache(key, inputs, len(example_inputs))
         self.artifacts = self.cache[key]
@@ -284,7 +292,7 @@ class AOTCompiled:
         compile; either way remember it under this exact ``key``."""
         generic = None
         if self.dynamic_dims:
-            generic = (*_generic_key(inputs, self.dynamic_dims), key[-2:])
+            generic = (*_generic_key(inputs, self.dynamic_dims), key[-3:])
             for art in self.symbolic.get(generic, ()):
                 if art.shape_env.check_guards(inputs):
                     self.cache[key] = art
@@ -309,11 +317,15 @@ class AOTCompiled:
         else:
             inputs = [*args, *(t for _, t in self.named_params())]
             training = self.fn.training
-        key = (*_key(inputs), torch.is_grad_enabled(), training)
+        amp = autocast_state()
+        key = (*_key(inputs), torch.is_grad_enabled(), training, amp)
         art = self.cache.get(key)
         if art is None:
             art = self._compile_and_cache(key, inputs, len(args))
         self.artifacts = art
+        if amp:   # traced under autocast: its casts are in the graphs, which run without it
+            with torch._C._DisableAutocast():
+                return _run(art, [*inputs, *art.lifted] if art.lifted else inputs)
         return _run(art, [*inputs, *art.lifted] if art.lifted else inputs)
 
     def direct(self) -> Callable:
@@ -327,8 +339,8 @@ class AOTCompiled:
         The common cases call the compiled forward (inference) or the ``autograd.Function``
         (training) with nothing in between: no parameters lifted from ``get_attr``, no
         mutated input to copy back, a tuple of outputs returned as the graph makes it."""
-        if self.named_params is not None or len(self.cache) != 1:
-            return self
+        if self.named_params is not None or len(self.cache) != 1 or next(iter(self.cache))[-1]:
+            return self   # (compiled under autocast: __call__ runs it with autocast off)
         (art,) = self.cache.values()
         functional = art.functional
         plain = (not self.params and art.all_tensors and not functional.mutated_inputs

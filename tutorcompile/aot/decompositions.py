@@ -670,7 +670,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
         out = ops.mul(out, weight)
     if bias is not None:
         out = ops.add(out, bias)
-    return out
+    return _cast(out, x.dtype)  # bfloat16 x, float32 weight (autocast): PyTorch gives bf16
 
 
 def _channel(v, ndim):

@@ -399,7 +399,7 @@ def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
         out = ops.mul(out, ops.reshape(weight, shape))
     if bias is not None:
         out = ops.add(out, ops.reshape(bias, shape))
-    return out
+    return _cast(out, x.dtype)  # a bfloat16 x with float32 parameters stays bfloat16
 
 
 @register_decomposition(F.rms_norm)
@@ -527,7 +527,7 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
         out = ops.mul(out, weight)
     if bias is not None:
         out = ops.add(out, bias)
-    return out, mu, rstd
+    return _cast(out, x.dtype), mu, rstd  # mixed dtypes: out in x's, statistics in float32
 
 
 @register_decomposition(torch.native_group_norm)
@@ -541,7 +541,8 @@ def native_group_norm(x, weight, bias, n, c, hw, group, eps):
         out = ops.mul(out, ops.reshape(weight, shape))
     if bias is not None:
         out = ops.add(out, ops.reshape(bias, shape))
-    return out, ops.reshape(mu, (n, group)), ops.reshape(rstd, (n, group))
+    return (_cast(out, x.dtype), ops.reshape(mu, (n, group)),
+            ops.reshape(rstd, (n, group)))
 
 # =======================================================================================
 # Pooling and padding: windows as strided slices, padding as blocks of full

@@ -13,6 +13,10 @@ recorded call (``F.gelu``'s own implementation) are not recorded: the mode is of
 call runs, so the graph keeps the user's level of abstraction. Parameters and buffers become
 inputs; other tensors the function closes over become constants.
 
+Under ``torch.autocast`` (around the traced call or inside it) the casts autocast makes
+are recorded as ``.to(dtype)`` nodes before each call, as Dynamo records them
+(:mod:`tutorcompile.amp`): the graph computes in eager's dtypes with no autocast state.
+
 The example inputs are cloned and the run happens under ``no_grad`` with the RNG state
 restored afterwards, so tracing neither mutates the caller's tensors nor shifts random
 numbers.
@@ -29,8 +33,11 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.overrides import TorchFunctionMode
 
+from ..amp import autocast_casts, autocast_on, replace_tensors, tensors_in
+from ..errors import TutorcompileError
 from ..fx import Graph, GraphModule, Node
 from ..fx.node import map_aggregate
 
@@ -39,6 +46,7 @@ class _Recorder(TorchFunctionMode):
     def __init__(self, graph: Graph, env: dict[int, Node], keep: list, attrs: dict):
         super().__init__()
         self.graph, self.env, self.keep, self.attrs = graph, env, keep, attrs
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
 
     def as_arg(self, a: Any) -> Any:
         if isinstance(a, torch.Tensor):
@@ -56,8 +64,10 @@ class _Recorder(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
         name = getattr(func, "__name__", "")
+        if autocast_on() and name not in ("__get__", "__set__"):
+            args, kwargs = self.autocast_inputs(func, name, args, kwargs)
+        out = func(*args, **kwargs)
         if name == "__set__":
             return out
         if name == "__setitem__":
@@ -84,6 +94,43 @@ class _Recorder(TorchFunctionMode):
                     item.meta["aliases_input"] = False  # topk's values: a tensor of its own
                     self.env[id(v)] = item
         return out
+
+    def autocast_inputs(self, func, name: str, args: tuple, kwargs: dict
+                        ) -> tuple[tuple, dict]:
+        """Under ``torch.autocast``: the call's arguments with the casts autocast makes
+        recorded as ``.to(dtype)`` nodes (found on fake copies, see
+        :mod:`tutorcompile.amp`), so the graph computes in eager's dtypes without autocast.
+        (The call itself then runs under autocast on inputs of the dtypes autocast wants:
+        nothing more is cast.)"""
+        tensors = tensors_in(args, kwargs)
+        if not tensors:
+            return args, kwargs
+
+        def run(values: list):
+            new_args, new_kwargs = replace_tensors(args, kwargs, values)
+            return func(*new_args, **new_kwargs)
+
+        mutates = name.endswith("_") and not name.endswith("__") or "out" in kwargs
+        try:
+            with self.fake_mode:
+                fakes = [self.fake_mode.from_tensor(t) for t in tensors]
+                casts = autocast_casts(run, fakes, mutates)
+        except Exception as e:  # noqa: BLE001 -- an op fake tensors cannot run
+            raise TutorcompileError(f"{name} under torch.autocast: the casts autocast makes "
+                                    f"could not be found on fake tensors ({e})") from None
+        if casts is None:
+            raise TutorcompileError(f"{name} under torch.autocast: autocast does more than "
+                                    "cast its inputs, which the traced graph cannot say as "
+                                    "casts")
+        if not casts:
+            return args, kwargs
+        values = list(tensors)
+        for i, dtype in casts.items():
+            node = self.graph.call_method("to", (self.as_arg(tensors[i]),), {"dtype": dtype})
+            values[i] = tensors[i].to(dtype)
+            self.env[id(values[i])] = node
+            self.keep.append(values[i])
+        return replace_tensors(args, kwargs, values)
 
     def _node(self, func, name: str, args, kwargs) -> Node:
         a = map_aggregate(tuple(args), self.as_arg)

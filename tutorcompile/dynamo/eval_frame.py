@@ -38,8 +38,6 @@ import builtins
 import contextlib
 import functools
 import inspect
-import os
-import sys
 import sysconfig
 import time
 import types
@@ -51,7 +49,7 @@ from typing import Any
 import torch
 
 from .._logging import log_artifact, phase
-from ..errors import FallbackWarning
+from ..amp import autocast_on
 from ..fx import GraphModule
 from .backends import check_options, lookup_backend
 from .decorators import marked_dims
@@ -162,7 +160,6 @@ class FrameCache:
     skip_from: set[int] = field(default_factory=set)  # resume points that run uncompiled
     dynamic: dict[str, set[int]] = field(default_factory=dict)  # source -> dynamic dims
     warned: bool = False            # the recompile limit was hit (warned once)
-    autocast_warned: bool = False   # called under torch.autocast (warned once)
 
 
 @dataclass
@@ -331,8 +328,6 @@ def _fast_cache_hit(fn: types.FunctionType, args: list, config: Config) -> Any:
     if (len(args) != code.co_argcount or code.co_kwonlyargcount or code.co_freevars
             or code.co_flags & (CO_VARARGS | CO_VARKEYWORDS)):
         return _MISS
-    if _is_autocast_enabled("cpu") or _is_autocast_enabled("cuda"):   # autocast_on(), inlined
-        return _MISS
     cache = _CACHES.get((code, config.cache_key))
     if cache is None or 0 in cache.skip_from:
         return _MISS
@@ -432,53 +427,11 @@ def _check_and_fetch(entry: CacheEntry, env: dict) -> Callable:
     return in_turn
 
 
-AUTOCAST_REASON = ("torch.autocast is on around this call, and mixed precision is not "
-                   "modelled: code compiled for the dtypes it traced would read the "
-                   "lower-precision tensors autocast makes as the wrong type")
-
-
-_is_autocast_enabled = torch.is_autocast_enabled
-
-
-def autocast_on() -> bool:
-    """Is ``torch.autocast`` on (CPU or CUDA)? Then no frame is compiled and no cache entry
-    runs: the function runs uncompiled, with autocast applying to each op as in eager.
-
-    (Real Dynamo traces under autocast and AOTAutograd records the casts it makes, so the
-    graph holds them; our capture and AOT compute dtypes without it.)"""
-    return _is_autocast_enabled("cpu") or _is_autocast_enabled("cuda")
-
-
-def _user_stacklevel() -> int:
-    """The ``stacklevel`` of a warning that names the user's line: the first caller outside
-    this package and torch (a module call passes through ``torch.nn.Module.__call__``)."""
-    ours = (os.path.dirname(os.path.dirname(__file__)), os.path.dirname(torch.__file__))
-    frame, level = sys._getframe(2), 2
-    while frame is not None and frame.f_code.co_filename.startswith(ours):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
-def _uncompiled_under_autocast(frame: Frame, cache: FrameCache, config: Config) -> Any:
-    if config.fullgraph:
-        raise GraphBreakError(AUTOCAST_REASON, frame.code.co_filename,
-                              frame.code.co_firstlineno, "")
-    if not cache.autocast_warned:
-        cache.autocast_warned = True
-        warnings.warn(f"tutorcompile: {frame.code.co_name} runs uncompiled: "
-                      f"{AUTOCAST_REASON}", FallbackWarning, stacklevel=_user_stacklevel())
-        log_artifact("graph_breaks", AUTOCAST_REASON, f"{frame.code.co_name}: uncompiled")
-    _notify("skip", frame, CaptureResult("skip", reason=AUTOCAST_REASON), None)  # explain
-    return ConcreteRunner(config).run(frame)
-
-
 def run_frame(frame: Frame, config: Config) -> Any:
     key = (frame.code, config.cache_key)
     cache = _CACHES.get(key)
     if cache is None:
         cache = _CACHES[key] = FrameCache()
-    if autocast_on():
-        return _uncompiled_under_autocast(frame, cache, config)
     runner = None
     while True:
         ip = frame.ip
@@ -591,11 +544,16 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
         if node.op == "call_method" and node.target == "size" and not node.users:
             output.graph.erase_node(node)
     gm = compiled = None
+    under_autocast = autocast_on()
     where = f"{frame.code.co_name}" + (f" (resume point {frame.ip})" if frame.ip else "")
     if output.op_count:
         gm = GraphModule(torch.nn.Module(), output.graph, class_name="GraphModule")
         log_artifact("graph_code", lambda: gm.code, where)   # before the backend's artifacts
-        compiled = config.compile_graph(gm, list(output.input_values))
+        # captured under autocast: the graph holds every cast autocast made, so the backend
+        # compiles it, and it runs, with autocast off (as AOTAutograd's runtime wrapper
+        # does); the AUTOCAST guard keeps it to calls made under this state
+        with torch._C._DisableAutocast() if under_autocast else contextlib.nullcontext():
+            compiled = config.compile_graph(gm, list(output.input_values))
     check = result.guards.build()
     scopes = {k: v for k, v in check.env.items() if k.startswith("G_")}
     sources = list(output.input_sources)
@@ -604,6 +562,8 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
     direct = getattr(compiled, "direct", None)
     if direct is not None and not output.any_dynamic:
         entry.call = direct()
+    if under_autocast and compiled is not None:
+        entry.call = _without_autocast(entry.call)
     env = {"L": frame.locals, "G": frame.globals, "B": frame.builtins, "S": frame.stack}
     entry.fetch_inputs = _input_fetcher(sources, scopes, env)
     entry.check_and_fetch = _check_and_fetch(entry, env)
@@ -615,6 +575,16 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
     log_artifact("guards", lambda: str(entry.check), where)
     _log_break(frame, result)
     return entry
+
+
+def _without_autocast(call: Callable) -> Callable:
+    """A compiled graph captured under autocast, run with autocast off: its casts are in
+    the graph, and its ops must not be cast again (a kernel of ours never would be, an op
+    left to PyTorch would)."""
+    def run(*args: Any) -> Any:
+        with torch._C._DisableAutocast():
+            return call(*args)
+    return run
 
 
 def _log_break(frame: Frame, result: CaptureResult) -> None:

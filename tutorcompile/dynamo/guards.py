@@ -21,7 +21,7 @@ Python attribute reads); where it is missing, inline Python tests do the same.
 
 Guard kinds (PyTorch's names): TENSOR_MATCH, CONSTANT_MATCH, TYPE_MATCH, ID_MATCH,
 SEQUENCE_LENGTH, DICT_KEYS (a dict read whole), DICT_CONTAINS (one key of a dict from outside
-read: ``'k' in G['REGISTRY']``), GRAD_MODE, SHAPE_ENV (symbolic sizes), NOT_SHADOWED.
+read: ``'k' in G['REGISTRY']``), GRAD_MODE, AUTOCAST, SHAPE_ENV (symbolic sizes), NOT_SHADOWED.
 
 Mirrors: torch/_dynamo/guards.py (``GuardBuilder``, ``CheckFunctionManager``).
 """
@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 
+from ..amp import AUTOCAST_DEVICES, autocast_state
 from ..fx import exec_generated
 from .source import KEYS, Source, is_literal
 
@@ -224,6 +225,20 @@ class GuardBuilder:
     def GRAD_MODE(self) -> None:
         self.add("GRAD_MODE", f"torch.is_grad_enabled() == {torch.is_grad_enabled()}",
                  comment="global state")
+
+    def AUTOCAST(self) -> None:
+        """The autocast state the graph's casts were made for: off, or on for these devices
+        with these dtypes. A graph captured without autocast has no casts, and one captured
+        under bfloat16 autocast has bfloat16 casts: neither may run under another state."""
+        state = dict(autocast_state())
+        if not state:   # (one call: the common case, on every cache hit)
+            self.add("AUTOCAST", "not torch._C._is_any_autocast_enabled()",
+                     comment="global state")
+            return
+        self.add("AUTOCAST", " and ".join(
+            f"torch.is_autocast_enabled({d!r}) and torch.get_autocast_dtype({d!r}) == "
+            f"{state[d]}" if d in state else f"not torch.is_autocast_enabled({d!r})"
+            for d in AUTOCAST_DEVICES), comment="global state")
 
     def SHAPE_ENV(self, expr: str, comment: str = "") -> None:
         self.add("SHAPE_ENV", expr, comment=comment or "symbolic size")

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from ..amp import autocast_casts, autocast_on, regions
 from ..fx import Graph
 from ..fx.interpreter import tensor_meta
 from ..fx.node import Node
@@ -108,9 +109,79 @@ class OutputGraph:
 
     # --- nodes ---------------------------------------------------------------------------
     def create_node(self, op: str, target: Any, args: tuple, kwargs: dict) -> VariableTracker:
-        """Add ``target(*args, **kwargs)`` to the graph, run it on fake values, wrap it."""
+        """Add ``target(*args, **kwargs)`` to the graph, run it on fake values, wrap it.
+
+        Under ``torch.autocast`` (around the call, or a region traced in it) the casts
+        autocast makes are added first, as ``.to(dtype)`` nodes of the inputs
+        (:meth:`autocast_inputs`), and the op runs on the fake values under that state."""
         args = tuple(_as_vt(a) for a in args)
         kwargs = {k: _as_vt(v) for k, v in kwargs.items()}
+        entered = self.tx.autocast_stack
+        if not entered and not autocast_on():
+            return self._create_node(op, target, args, kwargs)
+        with regions(entered):
+            if autocast_on():
+                args, kwargs = self.autocast_inputs(op, target, args, kwargs)
+            return self._create_node(op, target, args, kwargs)
+
+    def autocast_inputs(self, op: str, target: Any, args: tuple, kwargs: dict
+                        ) -> tuple[tuple, dict]:
+        """The arguments of a call made under autocast, with the casts autocast would make
+        added to the graph (``x.to(torch.bfloat16)`` for ``F.linear``'s inputs): the graph
+        then computes in eager's dtypes with no autocast state at run time. A call whose
+        autocast policy does more than cast its inputs is a graph break."""
+        tensors: list[TensorVariable] = []
+        for a in (*args, *kwargs.values()):
+            if isinstance(a, TensorVariable):
+                tensors.append(a)
+            elif type(a) in (ListVariable, TupleVariable):   # torch.cat([a, b]): promoted
+                tensors += [i for i in a.items if isinstance(i, TensorVariable)]
+        if not tensors:
+            return args, kwargs
+
+        def rebuild(values: list, as_vt: bool) -> tuple[tuple, dict]:
+            it = iter(values)
+
+            def one(a):
+                if isinstance(a, TensorVariable):
+                    return next(it)
+                if type(a) in (ListVariable, TupleVariable) and any(
+                        isinstance(i, TensorVariable) for i in a.items):
+                    items = [next(it) if isinstance(i, TensorVariable) else
+                             i if as_vt else i.example() for i in a.items]
+                    return type(a)(items) if as_vt else a.python_type()(items)
+                return a if as_vt else a.example()
+            return tuple(one(a) for a in args), {k: one(v) for k, v in kwargs.items()}
+
+        def run(values: list) -> Any:
+            ex_args, ex_kwargs = rebuild(values, as_vt=False)
+            if op == "call_method":
+                return getattr(ex_args[0], target)(*ex_args[1:], **ex_kwargs)
+            return target(*ex_args, **ex_kwargs)
+
+        what = target if isinstance(target, str) else getattr(target, "__name__", target)
+        mutates = what.endswith("_") and not what.endswith("__") or "out" in kwargs
+        try:
+            with self.fake_mode, _quiet_fake_tensor_log(), \
+                    torch.set_grad_enabled(self.tx.grad_enabled):
+                casts = autocast_casts(run, [t.example() for t in tensors], mutates)
+        except Exception as e:  # noqa: BLE001 -- never a call without the casts it may need
+            raise Unsupported(f"{what} under torch.autocast: its casts could not be found on "
+                              f"fake tensors ({type(e).__name__}: {e})") from None
+        if casts is None:
+            raise Unsupported(f"{what} under torch.autocast: autocast does more than cast its "
+                              "inputs (casts inside the op, or a write to a cast copy), which "
+                              "the graph cannot say as casts")
+        if not casts:
+            return args, kwargs
+        values = list(tensors)
+        for i, dtype in casts.items():
+            values[i] = self._create_node("call_method", "to", (tensors[i],),
+                                          {"dtype": ConstantVariable(dtype)})
+        return rebuild(values, as_vt=True)
+
+    def _create_node(self, op: str, target: Any, args: tuple, kwargs: dict
+                     ) -> VariableTracker:
         no_grad = not self.tx.grad_enabled
         if no_grad:  # inside a traced torch.no_grad block: cut the op from autograd
             args = tuple(self.detached(a) for a in args)

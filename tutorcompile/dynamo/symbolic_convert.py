@@ -54,6 +54,7 @@ from .variables import (
     BUILTIN_CALLABLES,
     BUILTIN_HANDLERS,
     DELETED,
+    AutocastVariable,
     BaseListVariable,
     BoundMethodVariable,
     BuiltinVariable,
@@ -69,7 +70,6 @@ from .variables import (
     NamedTupleVariable,
     NestedUserFunctionVariable,
     NNModuleVariable,
-    NullContextVariable,
     PartialVariable,
     PythonModuleVariable,
     ResumeIterator,
@@ -149,6 +149,7 @@ class InstructionTranslator(VM):
         self._scopes: dict[int, str] = {id(frame.globals): "G"}
         self.side_effect_objects: list[VariableTracker] = []  # outside objects written to
         self.grad_stack: list[bool] = []  # grad mode of traced no_grad/enable_grad blocks
+        self.autocast_stack: list[tuple] = []  # traced torch.autocast regions, innermost last
         self._globals_written: dict[str, GlobalsVariable] = {}  # by scope label
         self._writes = 0  # see writes_recorded
 
@@ -180,7 +181,7 @@ class InstructionTranslator(VM):
         while True:
             mark = (len(self.output.created), len(self._wrapped_order))
             saved = (root.ip, list(root.stack), dict(root.locals), list(self.grad_stack),
-                     list(root.exc_stack))
+                     list(root.exc_stack), list(self.autocast_stack))
             self.journal = {}
             try:
                 if self.step(root) is _RETURN:
@@ -188,7 +189,8 @@ class InstructionTranslator(VM):
                                                       return_value=root.return_value))
             except Unsupported as e:
                 self._rollback(mark)
-                root.ip, root.stack, root.locals, self.grad_stack, root.exc_stack = saved
+                (root.ip, root.stack, root.locals, self.grad_stack, root.exc_stack,
+                 self.autocast_stack) = saved
                 self.frames = [root]
                 if root.exc_stack or any(isinstance(v, TracedException) for v in root.stack):
                     # inside a handler of an exception the traced code raised: the real frame
@@ -221,6 +223,7 @@ class InstructionTranslator(VM):
                 result.side_effects += [(vt, name, value) for name, value in vt.pending.items()]
         if self.output.op_count:
             self.guards.GRAD_MODE()
+            self.guards.AUTOCAST()
         return result
 
     def _rollback(self, mark: tuple[int, int]) -> None:
@@ -759,10 +762,17 @@ class InstructionTranslator(VM):
         # manager written in Python has its __enter__ inlined here, and its __exit__ inlined
         # where the block ends (the normal exit's call, or WITH_EXCEPT_START below)
         mgr = self.realize(f.stack[-1])
-        if not (isinstance(mgr, (GradModeVariable, NullContextVariable))
+        made = getattr(mgr, "fn", None)
+        if isinstance(made, torch.autocast):
+            # a torch.autocast made outside the frame (a global, or the decorator form's
+            # closure): its state, fixed when it was made, guarded by identity
+            if mgr.source is not None:
+                self.guards.ID_MATCH(mgr.source, made)
+            mgr = f.stack[-1] = AutocastVariable.from_object(made)
+        if not (isinstance(mgr, (GradModeVariable, AutocastVariable))
                 or _python_context_manager(mgr)):
             raise Unsupported(f"with-block on {mgr} (only torch.no_grad/enable_grad, "
-                              "autocast(enabled=False) and context managers whose "
+                              "torch.autocast and context managers whose "
                               "__enter__/__exit__ are Python are traced)")
         super().BEFORE_WITH(f, inst)
 
@@ -1029,9 +1039,9 @@ def _python_context_manager(mgr: VariableTracker) -> bool:
 
 def _is_with_exit(vt: Any) -> bool:
     """The bound __exit__ that BEFORE_WITH left on the stack for a Python context manager
-    (or a no-op one such as ``autocast(enabled=False)``)."""
+    (or a ``torch.autocast`` region's)."""
     if isinstance(vt, BoundMethodVariable):
-        return vt.name == "__exit__" and isinstance(vt.obj, NullContextVariable)
+        return vt.name == "__exit__" and isinstance(vt.obj, AutocastVariable)
     return isinstance(vt, UserMethodVariable) and vt.fn.__name__ == "__exit__"
 
 

@@ -41,7 +41,7 @@ tensor          tensors, dynamic sizes, tensor methods
 functions       user functions and methods, closures, ``functools.partial``
 torch           ``torch.*`` callables and the compile-time state seen while tracing
 nn_module       ``nn.Module``
-ctx_manager     grad mode, autocast, ``nullcontext``
+ctx_manager     grad mode, autocast regions
 misc            cells, globals, Python modules, ``os.environ``, ``DELETED``
 callables       user-defined classes and objects, ``super()``, dataclasses, and builtins
                 (mirrors user_defined.py and builtin.py: kept together because the

@@ -210,8 +210,8 @@ class UserDefinedClassVariable(VariableTracker):
         cls = self.value
         if cls in (torch.no_grad, torch.enable_grad) and not args and not kwargs:
             return GradModeVariable(cls)
-        if cls is torch.autocast:
-            return _autocast(tx, args, kwargs)
+        if issubclass(cls, torch.autocast):   # torch.amp / torch.cpu.amp / torch.cuda.amp
+            return _autocast(tx, cls, args, kwargs)
         if cls is torch.device and all(
                 a.is_python_constant() for a in [*args, *kwargs.values()]):
             return ConstantVariable(torch.device(*[a.as_python_constant() for a in args],

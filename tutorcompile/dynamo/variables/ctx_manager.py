@@ -1,11 +1,9 @@
-"""Context-manager trackers: grad mode (``torch.no_grad()`` ...), autocast and
-``contextlib.nullcontext``.
+"""Context-manager trackers: grad mode (``torch.no_grad()`` ...) and autocast regions
+(``torch.autocast(...)``).
 
 Mirrors: torch/_dynamo/variables/ctx_manager.py.
 """
 from __future__ import annotations
-
-import inspect
 
 import torch
 
@@ -49,31 +47,38 @@ class GradModeVariable(VariableTracker):
         return f"GradModeVariable({self.cls.__name__})"
 
 
-def _autocast(tx, args: list, kwargs: dict) -> VariableTracker:
-    """``torch.autocast(device, enabled=False)`` where autocast is off already (transformers'
-    rotary embeddings): nothing changes inside, guarded on autocast staying off. Turning
-    mixed precision on inside a graph is not modelled: a break."""
+def _autocast(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
+    """``torch.autocast(...)`` (or ``torch.amp.autocast``, ``torch.cpu.amp.autocast``...)
+    with constant arguments: the real object is made, so its checks and defaults are
+    PyTorch's own (an unsupported dtype, or ``"cuda"`` without a GPU, turns it off with
+    PyTorch's warning), and its state becomes an :class:`AutocastVariable`."""
     if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
         raise Unsupported("torch.autocast with arguments that are not constants")
-    bound = inspect.signature(torch.autocast.__init__).bind(
-        None, *[a.as_python_constant() for a in args],
-        **{k: v.as_python_constant() for k, v in kwargs.items()})
-    bound.apply_defaults()
-    device, enabled = bound.arguments["device_type"], bound.arguments["enabled"]
-    if enabled or not isinstance(device, str) or torch.is_autocast_enabled(device):
-        raise Unsupported("torch.autocast that enables or changes mixed precision inside the "
-                          "graph (not modelled)")
-    tx.guards.add("AUTOCAST", f"torch.is_autocast_enabled({device!r}) == False",
-                  comment="global state")
-    return NullContextVariable(torch.autocast)
+    return AutocastVariable.from_object(cls(*[a.as_python_constant() for a in args],
+                                            **{k: v.as_python_constant()
+                                               for k, v in kwargs.items()}))
 
 
-class NullContextVariable(VariableTracker):
-    """A context manager that changes nothing the graph sees (``autocast(enabled=False)``
-    with autocast already off): entering and leaving it are no-ops."""
+class AutocastVariable(VariableTracker):
+    """A ``torch.autocast`` region inside the traced function. Entering it pushes its state
+    on ``tx.autocast_stack``; every op captured inside is run on fake tensors under that
+    state, and the casts autocast makes are written into the graph as ``.to(dtype)`` nodes
+    (see :mod:`tutorcompile.amp`). The graph itself holds no autocast state: enter and exit
+    leave no node, as the casts already say everything they did.
 
-    def __init__(self, cls: type):
+    (Real Dynamo's ``AutocastModeVariable`` records ``torch.amp._enter_autocast`` and
+    ``_exit_autocast`` nodes instead, and AOTAutograd's ATen-level trace replays them so the
+    Autocast dispatch key inserts the casts. Our AOT stage decomposes torch-level calls by
+    its own table and never passes them through that key, so the casts are found here.)"""
+
+    def __init__(self, cls: type, state: tuple):
         self.cls = cls
+        self.state = state   # (device, dtype, enabled, cache_enabled)
+
+    @classmethod
+    def from_object(cls, mgr: torch.autocast) -> AutocastVariable:
+        """The region a real ``torch.autocast`` object describes."""
+        return cls(type(mgr), (mgr.device, mgr.fast_dtype, mgr._enabled, mgr._cache_enabled))
 
     def python_type(self):
         return self.cls
@@ -85,13 +90,21 @@ class NullContextVariable(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__enter__":
+            tx.autocast_stack.append(self.state)
             return self
         if name == "__exit__":
+            tx.autocast_stack.pop()
             return ConstantVariable(None)
         raise Unsupported(f"{self.cls.__name__}.{name}")
 
+    def reconstruct(self, rc):   # (a region made but not yet entered when the graph ends)
+        device, dtype, enabled, cache_enabled = self.state
+        return torch.autocast(device, dtype=dtype, enabled=enabled,
+                              cache_enabled=cache_enabled)
+
     def __repr__(self):
-        return f"NullContextVariable({self.cls.__name__})"
+        device, dtype, enabled, _ = self.state
+        return f"AutocastVariable({device!r}, {dtype}, enabled={enabled})"
 
 
-__all__ = ['GradModeVariable', 'NullContextVariable']
+__all__ = ['AutocastVariable', 'GradModeVariable']

@@ -12,8 +12,9 @@ from typing import Any
 
 import torch
 
+from ...amp import regions
 from ..exc import Unsupported
-from ..source import Source, is_literal
+from ..source import Source
 from .base import VariableTracker
 from .containers import ConstantVariable, SizeVariable, wrap_constant_result
 
@@ -48,14 +49,12 @@ class TorchFunctionVariable(VariableTracker):
         if fn is torch.is_grad_enabled:
             tx.guards.GRAD_MODE()
             return ConstantVariable(tx.grad_enabled)  # inside a traced no_grad block: False
-        if fn is torch.is_autocast_enabled and all(
-                a.is_python_constant() and is_literal(a.as_python_constant()) for a in args) \
-                and not kwargs:
-            device = ", ".join(repr(a.as_python_constant()) for a in args)
-            enabled = fn(*[a.as_python_constant() for a in args])
-            tx.guards.add("AUTOCAST", f"torch.is_autocast_enabled({device}) == {enabled}",
-                          comment="global state")
-            return ConstantVariable(enabled)
+        if fn is torch.is_autocast_enabled:
+            # the state inside the traced autocast regions, on top of the global one
+            tx.guards.AUTOCAST()
+            with regions(tx.autocast_stack):
+                return wrap_constant_result(fn(*[a.example() for a in args],
+                                               **{k: v.example() for k, v in kwargs.items()}))
         if fn in self.FOLDABLE:
             return wrap_constant_result(fn(*[a.example() for a in args],
                                            **{k: v.example() for k, v in kwargs.items()}))
