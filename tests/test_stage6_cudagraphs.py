@@ -98,3 +98,34 @@ def test_cpu_stand_in_has_a_cuda_graphs_contract():
     assert out2 is out                         # same buffer, overwritten by the replay
     torch.testing.assert_close(out, (a * 2) @ b)
     assert static[0].data_ptr() == entry.static_inputs[0].data_ptr()
+
+
+def test_parameters_are_read_in_place_and_never_copied(monkeypatch):
+    """Replays copy a call's activations into the recording's static buffers, but read the
+    parameters where they live: an in-place update (an optimizer step) reaches the next
+    replay with no copy, and a different tensor in a parameter's place records a new graph
+    instead of writing over the old parameter. (Recorded with the CPU stand-in, which has a
+    CUDA Graph's contract, so the bookkeeping runs on any machine.)"""
+    import tutorcompile.cudagraphs as cg
+    from tutorcompile.cudagraphs import record_on_cpu
+    monkeypatch.setattr(cg, "skip_reason", lambda args, **kw: None)
+    monkeypatch.setattr(cg, "record_cuda_graph",
+                        lambda fn, static, warmup, pool: record_on_cpu(fn, static))
+    monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: None)
+    w1 = torch.nn.Parameter(torch.randn(8, 8), requires_grad=False)
+    w2 = torch.nn.Parameter(torch.randn(8, 2), requires_grad=False)
+    graphed = CUDAGraphed(tiny_mlp_step, name="mlp")
+    x = torch.randn(4, 8)
+    torch.testing.assert_close(graphed(x, w1, w2), tiny_mlp_step(x, w1, w2))
+    (entry,) = graphed.graphs.values()
+    assert entry.static_inputs[1] is w1 and entry.static_inputs[2] is w2
+    assert entry.static_inputs[0] is not x            # an activation: a static copy
+    with torch.no_grad():
+        w1.mul_(0.5)                                  # an optimizer step, in place
+    x2 = torch.randn(4, 8)
+    torch.testing.assert_close(graphed(x2, w1, w2), tiny_mlp_step(x2, w1, w2))
+    assert entry.copies == 2                          # x and x2, never a parameter
+    other = torch.nn.Parameter(torch.randn(8, 8), requires_grad=False)
+    torch.testing.assert_close(graphed(x2, other, w2), tiny_mlp_step(x2, other, w2))
+    assert len(graphed.graphs) == 2 and entry.static_inputs[1] is w1
+    assert "2 replays, 2 input copies" in graphed.summary()

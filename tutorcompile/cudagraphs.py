@@ -6,7 +6,10 @@ Graph records every launch of one call (addresses included) and replays the whol
 with a single launch. The price is that addresses are frozen, which dictates the design:
 
 * **static inputs**: each recorded graph owns input buffers; a call copies its arguments
-  into them before the replay;
+  into them before the replay -- except parameters, whose addresses do not change between
+  calls: the recording reads them where they live, and a call that passes a different
+  tensor in a parameter's place records a new graph (a training step's update writes the
+  parameters in place, so the next replay already sees the new weights);
 * **static outputs**: a replay writes into the same output buffers every time, so the result
   of one call is overwritten by the next -- ``clone_outputs=True`` returns copies instead;
 * **one graph per input-shape key**, all allocated from one shared memory pool;
@@ -36,10 +39,19 @@ from ._logging import log_artifact
 NO_CUDA = "CUDA Graphs need a CUDA device, and none is visible; the function runs normally"
 
 
-def _key(args: Sequence[Any]) -> tuple:
-    """What a recorded graph is specialised to: tensor shapes/dtypes/strides and plain values."""
-    return tuple((tuple(a.shape), a.dtype, a.device, a.stride()) if isinstance(a, torch.Tensor)
-                 else ("value", a) for a in args)
+def _key(args: Sequence[Any], fixed: Sequence[int] = ()) -> tuple:
+    """What a recorded graph is specialised to: tensor shapes/dtypes/strides and plain values,
+    and the address of each input in ``fixed`` (read in place, not copied)."""
+    return tuple((tuple(a.shape), a.dtype, a.device, a.stride(),
+                  a.data_ptr() if i in fixed else None) if isinstance(a, torch.Tensor)
+                 else ("value", a) for i, a in enumerate(args))
+
+
+def fixed_inputs(args: Sequence[Any]) -> tuple[int, ...]:
+    """The inputs a recording reads where they are instead of copying: parameters, whose
+    storage lives as long as the model and is updated in place (PyTorch's cudagraph trees
+    call them static inputs)."""
+    return tuple(i for i, a in enumerate(args) if isinstance(a, torch.nn.Parameter))
 
 
 def skip_reason(args: Sequence[Any], *, mutates_inputs: bool = False, dynamic: bool = False,
@@ -115,15 +127,18 @@ def _copy_into(dst: Any, src: Any) -> None:
 
 @dataclass
 class RecordedGraph:
-    """One recording with the static input buffers it reads."""
+    """One recording with the static input buffers it reads (a parameter: the parameter
+    itself, which a call's key has already matched by address)."""
     recording: Recording
     static_inputs: list[Any]
     replays: int = 0
+    copies: int = 0   # input copies made by replays (parameters are never copied)
 
     def replay(self, args: Sequence[Any]) -> Any:
         for static, new in zip(self.static_inputs, args):
             if isinstance(static, torch.Tensor) and static.data_ptr() != new.data_ptr():
                 static.copy_(new)
+                self.copies += 1
         self.recording.replay()
         self.replays += 1
         return self.recording.static_outputs
@@ -151,7 +166,7 @@ class CUDAGraphed:
         reason = skip_reason(args, mutates_inputs=self.mutates_inputs, dynamic=self.dynamic,
                              unsupported_ops=self.unsupported_ops)
         if reason is None:
-            key = _key(args)
+            key = _key(args, fixed_inputs(args))
             entry = self.graphs.get(key)
             if entry is None:
                 try:
@@ -168,7 +183,9 @@ class CUDAGraphed:
         return self.fn(*args)
 
     def _record(self, args: Sequence[Any]) -> RecordedGraph:
-        static_inputs = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        fixed = fixed_inputs(args)
+        static_inputs = [a.clone() if isinstance(a, torch.Tensor) and i not in fixed else a
+                         for i, a in enumerate(args)]
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
         recording = record_cuda_graph(self.fn, static_inputs, self.warmup, self.pool)
@@ -181,7 +198,8 @@ class CUDAGraphed:
         lines = [f"{self.name}: {len(self.graphs)} recorded graph(s)"]
         for key, entry in self.graphs.items():
             shapes = ", ".join(str(list(k[0])) for k in key if k[0] != "value")
-            lines.append(f"  inputs {shapes}: {entry.replays} replays")
+            lines.append(f"  inputs {shapes}: {entry.replays} replays, "
+                         f"{entry.copies} input copies")
         lines += [f"  skipped: {reason}" for reason in self.skips]
         return "\n".join(lines)
 
