@@ -283,6 +283,32 @@ def test_check_function_is_cheapest_first_and_agrees_with_each_guard(batched, mo
     assert not both({"self": model, "input": x})
 
 
+def test_a_dynamic_tensor_check_is_inline_and_agrees_with_each_guard():
+    """A tensor with a dynamic dim is checked inline too (each dim on its own: the dynamic
+    one at least 2, the others exact, contiguity as traced), no ``check_tensor`` call per
+    hit, and answers exactly what the guard says on each kind of miss."""
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU()).eval()
+    compiled = compile_eager(model)
+    compiled(torch.randn(2, 3))
+    compiled(torch.randn(5, 3))                    # a new batch size: dim 0 dynamic
+    entry = cache_entries(model)[-1]
+    check = entry.check
+    assert "check_tensor(" not in check.source and ".size(0) >= 2" in check.source
+
+    def both(x):
+        L = {"self": model, "input": x}
+        answer = check(L, type(model).forward.__globals__, {}, [])
+        assert answer == (check.failure(L, type(model).forward.__globals__, {}, []) is None)
+        return answer
+
+    assert both(torch.randn(7, 3)) and both(torch.randn(2, 3))
+    assert not both(torch.randn(1, 3))                             # 0/1 specialised
+    assert not both(torch.randn(7, 4))                             # a static dim
+    assert not both(torch.randn(3, 7).t())                         # not contiguous
+    assert not both(torch.randn(7, 3, 1))                          # rank
+    assert not both(torch.randn(7, 3).double())                    # dtype
+
+
 def test_building_the_check_is_linear_in_the_guards(monkeypatch):
     """Each guard's expression has only its own source chain's locals put in: the number of
     substitutions per guard stays flat as the network deepens. Trying every bound name on

@@ -185,8 +185,30 @@ def test_a_static_cache_hit_calls_the_compiled_wrapper_with_no_key(monkeypatch):
     check(x)
     model.net[0].weight.requires_grad_(True)
     check(torch.randn(5, 10))                        # a new batch size: dynamic from here on
+    # symbolic in the batch size, with no guard of AOT's own: the guards' "any size >= 2"
+    # is all it needs, so no key either
+    monkeypatch.setattr(aot_autograd, "_key", no_key)
     check(torch.randn(7, 10))
-    assert any(e.call is e.compiled for e in cache_entries(model))   # the keyed path
+    monkeypatch.undo()
+    assert all(e.call not in (e.compiled, e.compiled.compiled) for e in cache_entries(model))
+
+
+def test_a_dynamic_entry_keys_its_inputs_when_aot_relied_on_a_size():
+    """With ``dynamic=True`` every dim is a symbol; the matmul needs the feature size to
+    be the weight's (a guard ``s1 == 10`` in AOT's shape environment, which Dynamo's guards
+    do not check), so that entry keeps AOT's keyed path, where the guard is checked."""
+    from tutorcompile.dynamo.eval_frame import cache_entries
+    torch.manual_seed(0)
+    model = MLP((10, 5, 2))
+    compiled = tc.compile(model, dynamic=True)
+    with torch.no_grad():
+        for b in (3, 6):
+            x = torch.randn(b, 10)
+            torch.testing.assert_close(compiled(x), model(x))
+    (entry,) = cache_entries(model)
+    arts = list(entry.compiled.compiled.cache.values())
+    assert all(a is arts[0] for a in arts) and arts[0].shape_env.guards
+    assert entry.call is entry.compiled.compiled      # AOTCompiled.__call__: keyed
 
 
 def _python_calls(fn, *args) -> list[str]:

@@ -139,7 +139,8 @@ class CacheEntry:
     check_and_fetch: Callable | None = None
     # what runs the graph: ``compiled``, or its ``direct()`` form when the guards pin every
     # graph input's shape, strides, dtype, device and requires_grad, and the grad mode (the
-    # backend need not key its inputs again; see ``AOTCompiled.direct``)
+    # backend need not key its inputs again; see ``AOTCompiled.direct``), or with dynamic
+    # sizes its ``direct_dynamic()`` form
     call: Callable | None = None
 
     @property
@@ -559,8 +560,8 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
     sources = list(output.input_sources)
     entry = CacheEntry(check, result, gm, compiled, output_nodes, sources,
                        frame.code.co_name, frame.ip, scopes, call=compiled)
-    direct = getattr(compiled, "direct", None)
-    if direct is not None and not output.any_dynamic:
+    direct = getattr(compiled, "direct_dynamic" if output.any_dynamic else "direct", None)
+    if direct is not None:
         entry.call = direct()
     if under_autocast and compiled is not None:
         entry.call = _without_autocast(entry.call)

@@ -160,12 +160,16 @@ class GuardBuilder:
                 f"requires_grad={value.requires_grad}{extra})")
         comment = ("dims " + ", ".join(map(str, sorted(dynamic_dims))) + " dynamic (>= 2)"
                    if dynamic_dims else "")
-        fast = None
-        if stride is not None:  # inline: attribute reads, no Python call per tensor
-            fast = (f"type({{v}}) is {tname} and {{v}}.dtype is {value.dtype} and "
-                    f"{{v}}.requires_grad is {value.requires_grad} and {{v}}.size() == {size} "
-                    f"and {{v}}.stride() == {stride} and "
-                    f"{{v}}.device == {self.literal_device(value.device)}")
+        # inline: attribute reads, no Python call per tensor
+        fast = (f"type({{v}}) is {tname} and {{v}}.dtype is {value.dtype} and "
+                f"{{v}}.requires_grad is {value.requires_grad} and ")
+        if stride is not None:
+            fast += f"{{v}}.size() == {size} and {{v}}.stride() == {stride} and "
+        else:   # each dim on its own: a dynamic one is at least 2, the others exact
+            fast += f"{{v}}.dim() == {len(size)} and " + "".join(
+                f"{{v}}.size({d}) >= 2 and " if s is None else f"{{v}}.size({d}) == {s} and "
+                for d, s in enumerate(size)) + f"{{v}}.is_contiguous() is {contiguous} and "
+        fast += f"{{v}}.device == {self.literal_device(value.device)}"
         self.add("TENSOR_MATCH", expr, source, comment,
                  (ttype, value.dtype, str(value.device), size, stride, value.requires_grad,
                   contiguous), fast)

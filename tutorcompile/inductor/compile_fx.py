@@ -563,7 +563,8 @@ def inductor_backend(gm: Any, example_inputs: Sequence[Any], **options: Any) -> 
     def run(*args):
         return compiled(*args)
     run.compiled = compiled
-    run.direct = compiled.direct   # (Dynamo's cache entry calls this when guards pin inputs)
+    # (Dynamo's cache entry calls these when its guards pin the inputs, or all but sizes)
+    run.direct, run.direct_dynamic = compiled.direct, compiled.direct_dynamic
     return run
 
 
