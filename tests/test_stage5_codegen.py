@@ -421,3 +421,29 @@ def test_a_short_last_dim_vectorises_the_dim_before_it():
     assert "#pragma GCC unroll 2" in source and "x2 < 2" in source, source
     loads = [line for line in source.splitlines() if "in_ptr" in line and "[" in line]
     assert loads and not any("/" in line for line in loads), source
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nan_in_maximum_minimum_and_relu_follows_eager(backend):
+    """A NaN on either side of ``torch.maximum``/``minimum`` is the answer, ``relu(NaN)`` is
+    NaN, and their gradients go where PyTorch's go (a NaN wins no comparison, so nothing
+    is masked: ``relu`` passes it, both sides of ``maximum`` get it). ``std::max`` drops a
+    NaN second argument and Triton's ``maximum`` drops either on a GPU unless asked."""
+    import tutorcompile as tc
+    from tutorcompile.inductor.compile_fx import inductor_backend
+    nan = float("nan")
+
+    def fn(a, b):
+        return torch.maximum(a, b) * 2 + torch.minimum(a, b) * 3 + torch.relu(a) * 5
+    a = torch.tensor([1.0, nan, 2.0, nan, 4.0, -1.0])
+    b = torch.tensor([nan, 1.0, 3.0, nan, 4.0, -2.0])
+    tc.reset()
+    compiled = tc.compile(fn, backend=lambda gm, ex: inductor_backend(gm, ex, backend=backend))
+    leaves = [t.clone().requires_grad_() for t in on(backend, a, b)]
+    refs = [t.clone().requires_grad_() for t in (a, b)]
+    got, want = compiled(*leaves), fn(*refs)
+    torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+    got.sum().backward()
+    want.sum().backward()
+    for leaf, ref in zip(leaves, refs):
+        torch.testing.assert_close(leaf.grad.cpu(), ref.grad, equal_nan=True)

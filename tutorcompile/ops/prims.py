@@ -196,9 +196,13 @@ register("tanh", "pointwise", torch.tanh, float_meta,
 register("sigmoid", "pointwise", torch.sigmoid, float_meta,
          vjp=lambda g, out, a: (ops.mul(g, ops.mul(out, ops.sub(1.0, out))),),
          triton="tl.sigmoid({0})", cpp="(1 / (1 + simd_exp(-{0})))")
+# NaN: relu(NaN) is NaN and its gradient passes (PyTorch's threshold_backward zeroes only
+# where the output is <= 0); std::max(NaN, 0) keeps its first argument, Triton's maximum
+# drops a NaN on a GPU unless told to propagate it
 register("relu", "pointwise", torch.relu, same_meta,
-         vjp=lambda g, out, a: (ops.where(ops.gt(out, 0), g, 0.0),),
-         triton="tl.maximum({0}, 0)", cpp="std::max({0}, decltype({0})(0))")
+         vjp=lambda g, out, a: (ops.where(ops.le(out, 0), 0.0, g),),
+         triton="tl.maximum({0}, 0, propagate_nan=tl.PropagateNan.ALL)",
+         cpp="std::max({0}, decltype({0})(0))")
 register("erf", "pointwise", torch.erf, float_meta,
          vjp=lambda g, out, a: (ops.mul(g, ops.mul(ops.exp(ops.neg(ops.mul(a, a))),
                                                    2.0 / math.sqrt(math.pi))),),
@@ -216,21 +220,25 @@ register("ceil", "pointwise", torch.ceil, same_meta,
 
 
 def _minmax_vjp(pick_a):
-    """maximum/minimum: the gradient goes to the chosen input; ties split it in half."""
+    """maximum/minimum: the gradient goes to the chosen input; ties split it in half. As
+    PyTorch writes it, an input gets nothing only where it strictly lost, so with a NaN
+    (no comparison holds) both inputs get the whole gradient."""
     def vjp(g, out, a, b):
-        half = ops.mul(g, 0.5)
-        ga = ops.where(pick_a(a, b), g, ops.where(ops.eq(a, b), half, 0.0))
-        gb = ops.where(pick_a(b, a), g, ops.where(ops.eq(a, b), half, 0.0))
+        share = ops.where(ops.eq(a, b), ops.mul(g, 0.5), g)
+        ga = ops.where(pick_a(b, a), 0.0, share)
+        gb = ops.where(pick_a(a, b), 0.0, share)
         return (ga if is_tensor_like(a) else None), (gb if is_tensor_like(b) else None)
     return vjp
 
 
 register("maximum", "pointwise", _with_scalars(torch.maximum), binary_meta,
          vjp=_minmax_vjp(lambda x, y: ops.gt(x, y)),
-         triton="tl.maximum({0}, {1})", cpp="std::max({0}, {1})")
+         triton="tl.maximum({0}, {1}, propagate_nan=tl.PropagateNan.ALL)",
+         cpp="tc_maximum({0}, {1})")
 register("minimum", "pointwise", _with_scalars(torch.minimum), binary_meta,
          vjp=_minmax_vjp(lambda x, y: ops.lt(x, y)),
-         triton="tl.minimum({0}, {1})", cpp="std::min({0}, {1})")
+         triton="tl.minimum({0}, {1}, propagate_nan=tl.PropagateNan.ALL)",
+         cpp="tc_minimum({0}, {1})")
 register("where", "pointwise", torch.where, where_meta,
          vjp=lambda g, out, c, a, b: (None, ops.where(c, g, 0.0), ops.where(c, 0.0, g)),
          triton="tl.where({0}, {1}, {2})", cpp="({0} ? {1} : {2})")

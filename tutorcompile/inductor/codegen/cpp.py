@@ -846,6 +846,13 @@ inline float simd_exp(float x) {
 // any other type: std::exp, with its own result type
 template <typename T>
 inline auto simd_exp(T x) { return std::exp(x); }
+
+// torch.maximum/minimum: a NaN on either side is the answer. (std::max(a, b) is
+// (a < b) ? b : a, which drops a NaN b; a select of two comparisons still vectorises.)
+template <typename T>
+inline T tc_maximum(T a, T b) { return ((a != a) | (a > b)) ? a : b; }
+template <typename T>
+inline T tc_minimum(T a, T b) { return ((a != a) | (a < b)) ? a : b; }
 """
 
 
