@@ -414,3 +414,19 @@ def test_arange_of_a_symbolic_length_with_any_whole_step_and_dtype_stays_symboli
         x = torch.randn(b, t)
         torch.testing.assert_close(compiled(x), ranges_of_the_length(x))
     assert [c.num_compiles for c in made] == [1, 1]
+
+
+def alibi_cut_to_the_length(x):
+    """MPT's ALiBi bias: built for the longest length from constants only (a constant
+    tensor of the graph), then cut at ``max(0, 64 - t)``, a symbolic bound of a slice."""
+    bias = torch.arange(-63.0, 1.0).view(1, 1, 64)
+    return x + bias[:, 0, max(0, bias.size(2) - x.shape[1]):]
+
+
+def test_a_constant_tensor_sliced_at_a_symbolic_bound_is_not_pinned_to_it():
+    backend, made = _counting(aot_eager_decomp_partition)
+    compiled = eval_frame.compile(alibi_cut_to_the_length, backend=backend)
+    for b, t in ((1, 8), (2, 9), (3, 17), (16, 64), (5, 8)):
+        x = torch.randn(b, t)
+        torch.testing.assert_close(compiled(x), alibi_cut_to_the_length(x))
+    assert [c.num_compiles for c in made] == [1, 1]   # before: a compile per length
