@@ -40,8 +40,10 @@ def sum_to_shape(grad: Any, shape: Sequence[int]) -> Any:
     lead = len(gshape) - len(shape)
     if lead < 0:  # a gradient smaller than its input: it broadcasts up
         return ops.expand(grad, shape)
+    # (a size the gradient has too was not stretched: asked first, that decides nothing --
+    # CANINE's ``t // 4 - 1`` molecules, 1 at t = 9, must not be guarded to stay 1)
     dims = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape)
-                                      if s == 1 and gshape[lead + i] != 1)
+                                      if gshape[lead + i] != s and s == 1)
     if dims:
         grad = ops.sum(grad, dims, keepdim=True)
     if lead:
