@@ -242,3 +242,22 @@ def test_a_range_up_to_a_size_guards_its_number_of_steps_only():
     x = torch.randn(2, 10)  # 3 chunks: the guard fails, a second graph
     torch.testing.assert_close(c(x), first_chunks(x))
     assert len(cache_entries(first_chunks)) == 2
+
+
+def steps_then_halves(x):
+    steps = torch.stack([x[:, i] * i for i in range(x.shape[1])], 1)  # length specialised
+    first, second = (steps + x).chunk(2, dim=2)
+    return first * second
+
+
+def test_a_split_after_a_specialised_length_does_not_break():
+    """The symbolic run behind a split's count relies on the length the loop already
+    pinned (and guarded): that is no reason for a graph break."""
+    run = tc_explain(steps_then_halves)   # automatic: batch and length dynamic at (4, 6)
+    c = compile_eager(steps_then_halves)
+    for b, t in ((3, 5), (4, 6), (2, 6)):
+        x = torch.randn(b, t, 4)
+        out = run(x)
+        torch.testing.assert_close(c(x), steps_then_halves(x))
+    assert out.graph_break_count == 0, str(out)
+    assert len(cache_entries(steps_then_halves)) == 2
