@@ -481,3 +481,20 @@ def test_a_symbolic_size_that_is_1_at_the_example_is_not_guarded_to_stay_1():
     # before: expand's shape rule and the gradient's sum_to_shape asked ``t // 4 - 1 == 1``
     # first, and the guard failed at every other length
     assert [c.num_compiles for c in made] == [1, 1]
+
+
+def test_the_gradient_of_a_repeat_by_a_count_that_is_1_at_the_example_stays_symbolic():
+    """``last`` repeated ``t % 4`` times: 1 at t = 9, where the symbolic graph is made. The
+    gradient sums over that dimension whatever its size, instead of guarding ``t % 4 == 1``
+    (a recompile at t = 11)."""
+    backend, made = _counting(aot_eager_decomp_partition)
+    compiled = eval_frame.compile(repeat_to_the_length, backend=backend)
+    for b, t in ((1, 10), (2, 9), (3, 17), (4, 11), (5, 14)):   # (t % 4 never 0)
+        x = torch.randn(b, t, requires_grad=True)
+        y = x.detach().requires_grad_()
+        out, want = compiled(x), repeat_to_the_length(y)
+        torch.testing.assert_close(out, want)
+        out.pow(2).sum().backward()
+        want.pow(2).sum().backward()
+        torch.testing.assert_close(x.grad, y.grad)
+    assert [c.num_compiles for c in made] == [1, 1]
