@@ -607,3 +607,16 @@ def test_values_read_before_a_replayed_write_keep_what_was_read():
     d = {"k": 1.0}
     torch.testing.assert_close(tc.compile(overwrites_then_breaks, backend="eager")(x, d), x + 1)
     assert d == {"k": 5.0}
+
+
+def test_associative_scan_over_a_symbolic_length_specialises_it_not_the_batch():
+    """Was a graph break (Mamba's scan then split each layer's graph, and the pieces
+    recompiled at every size: 32 graphs over batch 1..16 and lengths 8..64, now 6 -- one
+    per length, as unrolling needs; torch.compile makes 8). The length is guarded."""
+    compiled = tc.compile(selective_scan, backend="eager", dynamic=True, fullgraph=True)
+    for b, t in ((2, 5), (3, 5), (4, 6)):
+        a, x = torch.rand(b, 3, t, 4), torch.randn(b, 3, t, 4)
+        torch.testing.assert_close(compiled(a, x, False), selective_scan(a, x, False))
+    entries = eval_frame.cache_entries(selective_scan)
+    assert len(entries) == 2    # one per length; batch 3 reused the first
+    assert "L['a'].size()[2] == 5  # specialised" in str(entries[0].check)

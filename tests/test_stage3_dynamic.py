@@ -207,3 +207,57 @@ def test_mark_static_keeps_a_dim_specialised_even_with_dynamic_true():
     entries = cache_entries(scale_by_batch)
     assert len(entries) == 2
     assert "size=[4, None]" in str(entries[0].check)
+
+
+def alibi_window(x, bias):
+    # MPT's attention: ``max(0, position_bias.size(1) - query_length)``, 0 at every length
+    start = max(0, bias.size(1) - x.shape[1])
+    return x + bias[:, start:, :x.shape[1]].sum(1)
+
+
+def test_max_of_sizes_is_chosen_by_a_guarded_comparison_not_specialised():
+    c = compile_eager(alibi_window, dynamic=True)
+    bias = torch.randn(3, 1, 64)
+    for t in (8, 9, 17, 64):
+        x = torch.randn(3, t)
+        torch.testing.assert_close(c(x, bias), alibi_window(x, bias))
+    (entry,) = cache_entries(alibi_window)  # before: one graph per length (1 - t == -7)
+    assert "(1 - L['x'].size()[1]) <= 0" in str(entry.check)
+
+
+def first_chunks(x):
+    # CANINE's local attention: chunks of 4 from 1, the last one cut at the length
+    parts = [x[:, start:min(x.shape[1], start + 4)].sum(1)
+             for start in range(1, x.shape[1], 4)]
+    return torch.stack(parts, 1)
+
+
+def test_a_range_up_to_a_size_guards_its_number_of_steps_only():
+    c = compile_eager(first_chunks, dynamic=True)
+    for t in (6, 8, 9, 7):      # 2 chunks for lengths 6..9
+        x = torch.randn(2, t)
+        torch.testing.assert_close(c(x), first_chunks(x))
+    (entry,) = cache_entries(first_chunks)
+    assert "len(range(1, L['x'].size()[1], 4)) == 2" in str(entry.check)
+    x = torch.randn(2, 10)  # 3 chunks: the guard fails, a second graph
+    torch.testing.assert_close(c(x), first_chunks(x))
+    assert len(cache_entries(first_chunks)) == 2
+
+
+def steps_then_halves(x):
+    steps = torch.stack([x[:, i] * i for i in range(x.shape[1])], 1)  # length specialised
+    first, second = (steps + x).chunk(2, dim=2)
+    return first * second
+
+
+def test_a_split_after_a_specialised_length_does_not_break():
+    """The symbolic run behind a split's count relies on the length the loop already
+    pinned (and guarded): that is no reason for a graph break."""
+    run = tc_explain(steps_then_halves)   # automatic: batch and length dynamic at (4, 6)
+    c = compile_eager(steps_then_halves)
+    for b, t in ((3, 5), (4, 6), (2, 6)):
+        x = torch.randn(b, t, 4)
+        out = run(x)
+        torch.testing.assert_close(c(x), steps_then_halves(x))
+    assert out.graph_break_count == 0, str(out)
+    assert len(cache_entries(steps_then_halves)) == 2

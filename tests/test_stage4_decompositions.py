@@ -179,6 +179,9 @@ CASES = {
                           + x.repeat(2, 1)[:3] + torch.tile(x, (1, 2))[:, 1:6]
                           + F.unfold(im, 2, padding=1, stride=2).sum() * 0.1,
                           lambda: [r(3, 5), r(1, 2, 4, 4)]),
+    "repeat_interleave": (lambda x: torch.repeat_interleave(x, 2, dim=1)
+                          + x.repeat_interleave(2).view(3, 10)
+                          + x[:, -1:].repeat_interleave(10, -1), lambda: [r(3, 5)]),
     "mvlgamma": (lambda x: torch.mvlgamma(x + 1, 3) + torch.special.multigammaln(x, 1),
                  lambda: [r(3, 4, positive=True)]),
     "margin_losses": (lambda x, w: F.multi_margin_loss(x, torch.tensor([0, 3, 1]), p=2,

@@ -82,6 +82,16 @@ def test_decisions_record_guards_and_facts_true_for_every_size_are_dropped():
     assert str(env.failed_guard([torch.empty(9)])).startswith("(s0 == 8)")
 
 
+def test_a_length_regrouped_by_floor_division_and_remainder_is_known_equal():
+    env = ShapeEnv()
+    t = env.create_symbol(9, (0, 1))
+    # CANINE: ``t // 4`` molecules of 4 characters and ``t % 4`` left over are t characters
+    assert 4 * (t // 4) + t % 4 == t and t - t % 4 == 4 * (t // 4)
+    assert env.guards == []       # (before: a guard per comparison, true for every t)
+    assert t % 4 + 8 == 9         # a fact about the remainder itself is guarded
+    assert len(env.guards) == 1
+
+
 # --- the decomposed AOT rung compiles once for every batch size ---------------------
 
 def _counting(backend):
@@ -413,4 +423,78 @@ def test_arange_of_a_symbolic_length_with_any_whole_step_and_dtype_stays_symboli
     for b, t in ((1, 8), (2, 9), (3, 17), (16, 64), (5, 8)):
         x = torch.randn(b, t)
         torch.testing.assert_close(compiled(x), ranges_of_the_length(x))
+    assert [c.num_compiles for c in made] == [1, 1]
+
+
+def alibi_cut_to_the_length(x):
+    """MPT's ALiBi bias: built for the longest length from constants only (a constant
+    tensor of the graph), then cut at ``max(0, 64 - t)``, a symbolic bound of a slice."""
+    bias = torch.arange(-63.0, 1.0).view(1, 1, 64)
+    return x + bias[:, 0, max(0, bias.size(2) - x.shape[1]):]
+
+
+def test_a_constant_tensor_sliced_at_a_symbolic_bound_is_not_pinned_to_it():
+    backend, made = _counting(aot_eager_decomp_partition)
+    compiled = eval_frame.compile(alibi_cut_to_the_length, backend=backend)
+    for b, t in ((1, 8), (2, 9), (3, 17), (16, 64), (5, 8)):
+        x = torch.randn(b, t)
+        torch.testing.assert_close(compiled(x), alibi_cut_to_the_length(x))
+    assert [c.num_compiles for c in made] == [1, 1]   # before: a compile per length
+
+
+def repeat_to_the_length(x):
+    """CANINE's ``_repeat_molecules``: each of ``t // 4`` molecules 4 times, then the last
+    one ``t % 4`` more times -- a repeat count that is a symbolic size."""
+    molecules = x[:, ::4][:, :x.shape[1] // 4]
+    last = molecules[:, -1:]
+    return x + torch.cat([molecules.repeat_interleave(4, dim=1),
+                          last.repeat_interleave(x.shape[1] % 4, dim=1)], dim=1)
+
+
+def test_repeat_interleave_by_a_symbolic_count_stays_symbolic():
+    backend, made = _counting(aot_eager_decomp_partition)
+    compiled = eval_frame.compile(repeat_to_the_length, backend=backend)
+    for b, t in ((1, 8), (2, 9), (3, 17), (16, 64), (5, 11)):
+        x = torch.randn(b, t)
+        torch.testing.assert_close(compiled(x), repeat_to_the_length(x))
+    assert [c.num_compiles for c in made] == [1, 1]   # before: a compile per length
+
+
+def molecules_after_the_first(x):
+    """CANINE's ``t // 4 - 1`` molecules: one molecule at t = 9, the size the symbolic graph
+    is first compiled for -- a symbolic size whose example value happens to be 1."""
+    molecules = x[:, ::4][:, 1:x.shape[1] // 4]
+    return molecules.repeat_interleave(4, dim=1) * x[:, :4 * (x.shape[1] // 4) - 4]
+
+
+def test_a_symbolic_size_that_is_1_at_the_example_is_not_guarded_to_stay_1():
+    backend, made = _counting(aot_eager_decomp_partition)
+    compiled = eval_frame.compile(molecules_after_the_first, backend=backend)
+    for b, t in ((1, 8), (2, 9), (3, 17), (16, 64), (5, 11)):
+        x = torch.randn(b, t, requires_grad=True)
+        y = x.detach().requires_grad_()
+        out, want = compiled(x), molecules_after_the_first(y)
+        torch.testing.assert_close(out, want)
+        out.sum().backward()
+        want.sum().backward()
+        torch.testing.assert_close(x.grad, y.grad)
+    # before: expand's shape rule and the gradient's sum_to_shape asked ``t // 4 - 1 == 1``
+    # first, and the guard failed at every other length
+    assert [c.num_compiles for c in made] == [1, 1]
+
+
+def test_the_gradient_of_a_repeat_by_a_count_that_is_1_at_the_example_stays_symbolic():
+    """``last`` repeated ``t % 4`` times: 1 at t = 9, where the symbolic graph is made. The
+    gradient sums over that dimension whatever its size, instead of guarding ``t % 4 == 1``
+    (a recompile at t = 11)."""
+    backend, made = _counting(aot_eager_decomp_partition)
+    compiled = eval_frame.compile(repeat_to_the_length, backend=backend)
+    for b, t in ((1, 10), (2, 9), (3, 17), (4, 11), (5, 14)):   # (t % 4 never 0)
+        x = torch.randn(b, t, requires_grad=True)
+        y = x.detach().requires_grad_()
+        out, want = compiled(x), repeat_to_the_length(y)
+        torch.testing.assert_close(out, want)
+        out.pow(2).sum().backward()
+        want.pow(2).sum().backward()
+        torch.testing.assert_close(x.grad, y.grad)
     assert [c.num_compiles for c in made] == [1, 1]

@@ -443,3 +443,43 @@ def test_an_extern_whose_size_is_a_clamp_of_a_symbol_is_not_taken_for_a_constant
         for n in (16, 20, 5, 12, 3):
             x = torch.randn(n, 4)
             torch.testing.assert_close(compiled(x), first_rows(x))
+
+
+def test_a_size_used_as_a_value_is_an_expression_of_the_kernel_size_arguments():
+    # the gradient of a cat at ``4 * (t // 4)`` (whole molecules, then the rest) puts that
+    # offset into a kernel as a value: the C++ kernel printed it as a literal, ``int()`` of
+    # the size -- specialised, a compile per multiple of 4
+    def molecules_then_rest(x):
+        t = x.shape[1]
+        return torch.cat([x[:, :4 * (t // 4)] * 2, x[:, 4 * (t // 4):]], 1)
+    backend, made = _counting()
+    compiled = eval_frame.compile(molecules_then_rest, backend=backend)
+    for b, t in [(1, 9), (2, 10), (3, 17), (5, 11), (4, 33)]:   # (t % 4 never 0)
+        x = torch.randn(b, t, requires_grad=True)
+        y = x.detach().requires_grad_()
+        out, want = compiled(x), molecules_then_rest(y)
+        torch.testing.assert_close(out, want)
+        out.pow(2).sum().backward()
+        want.pow(2).sum().backward()
+        torch.testing.assert_close(x.grad, y.grad)
+    assert [c.compiled.num_compiles for c in made] == [1, 1]
+
+
+def test_a_symbolic_size_that_is_1_at_the_example_is_lowered_without_a_guard():
+    # CANINE's ``t // 4 - 1`` molecules are 1 at t = 9, where the symbolic graph is made:
+    # reshape, expand and the kernels' indexing asked ``== 1`` of it (a guard that failed
+    # at every other length); they now tell a literal 1 by its expression
+    def molecules_after_the_first(x):
+        molecules = x[:, ::4][:, 1:x.shape[1] // 4]
+        return molecules.repeat_interleave(4, dim=1) * x[:, :4 * (x.shape[1] // 4) - 4]
+    backend, made = _counting()
+    compiled = eval_frame.compile(molecules_after_the_first, backend=backend)
+    for b, t in [(1, 8), (2, 9), (3, 17), (16, 64), (5, 11)]:
+        x = torch.randn(b, t, requires_grad=True)
+        y = x.detach().requires_grad_()
+        out, want = compiled(x), molecules_after_the_first(y)
+        torch.testing.assert_close(out, want)
+        out.pow(2).sum().backward()
+        want.pow(2).sum().backward()
+        torch.testing.assert_close(x.grad, y.grad)
+    assert [c.compiled.num_compiles for c in made] == [1, 1]

@@ -1602,7 +1602,7 @@ def sum_to_size(a, *size):
         else tuple(size)
     lead = len(a.shape) - len(size)
     dims = tuple(range(lead)) + tuple(lead + k for k, s in enumerate(size)
-                                      if s == 1 and a.shape[lead + k] != 1)
+                                      if a.shape[lead + k] != s and s == 1)
     if not dims:
         return a
     out = ops.sum(a, dims, keepdim=True)
@@ -2242,6 +2242,23 @@ def repeat(a, *sizes):
 def tile(a, dims):
     dims = tuple(dims)
     return repeat(a, (1,) * (len(a.shape) - len(dims)) + dims)
+
+
+@register_decomposition(*_both("repeat_interleave"))
+def repeat_interleave(a, repeats=None, dim=None, *, output_size=None):
+    """Each element ``repeats`` times in a row along ``dim`` (the flattened tensor when
+    ``dim`` is None): ``a`` unsqueezed after ``dim``, expanded there to ``repeats``,
+    flattened into ``dim`` -- a view and one copy, and a count that may be a symbolic size
+    (CANINE repeats its last molecule ``t % 4 + 4`` times). A tensor of counts (one per
+    element: the result's length is in the data) stays a PyTorch call."""
+    if not isinstance(repeats, (int, SymInt)) or isinstance(repeats, bool) or repeats < 0:
+        raise NotImplementedError("repeats given as a tensor")   # (or negative: torch's error)
+    if dim is None:
+        a, dim = ops.reshape(a, (math.prod(a.shape),)), 0
+    d = normalize_dim(dim, len(a.shape))
+    shape = tuple(a.shape)
+    spread = ops.expand(ops.unsqueeze(a, d + 1), shape[:d + 1] + (repeats,) + shape[d + 1:])
+    return ops.reshape(spread, shape[:d] + (shape[d] * repeats,) + shape[d + 1:])
 
 
 @register_decomposition(*_both("tensordot"))

@@ -378,9 +378,12 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
     if not has_values and not is_random(node):
         # Python arithmetic on shapes, or a deterministic factory (torch.arange): computed
         # now; a tensor becomes a constant of the graph. Arithmetic on symbolic sizes stays
-        # symbolic; a torch function given one specialises it (with a guard)
-        if getattr(fn, "__module__", None) not in ("_operator", "operator") and any(
-                isinstance(v, SymInt) for v in tree_leaves((args, kwargs))):
+        # symbolic; a torch function given one (a slice's bound too: MPT's constant ALiBi
+        # bias cut at ``64 - t``) is decomposed, or else specialises it (with a guard)
+        if (getattr(fn, "__module__", None) not in ("_operator", "operator")
+                and _has_symbolic_size((args, kwargs))) or (
+                fn is operator.getitem and isinstance(args[0], torch.Tensor)
+                and _has_symbolic_size(args[1:])):
             if fn is torch.arange:
                 positions = _symbolic_arange(*args, **kwargs)
                 if positions is not None:

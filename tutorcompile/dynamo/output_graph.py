@@ -234,8 +234,10 @@ class OutputGraph:
             return False
         sizes = [(args[0], dim)] + [(n, None) for n in _nodes_in((args[1:], kwargs))]
         found = self.symbolic_sizes(sizes, f"{what}'s count is static")
+        guarded = self.tx.guards.guards
         if found is None or not all(isinstance(v, int) for v in found[0]) or any(
-                guard.specializes for guard in found[1]):
+                guard.specializes and not _already_guarded(guard.expr, guarded)
+                for guard in found[1]):
             return False  # (a graph pinned to one size is worse than the break)
         self._install(found[1])
         return True
@@ -348,6 +350,13 @@ _COUNT_FROM_SIZE = {"unbind", "split", "chunk", "tensor_split", "unsafe_split", 
 # where their ``dim`` argument sits (the others are refused on dynamically shaped tensors)
 _DIM_POSITION = {"unbind": 1, "split": 2, "chunk": 2, "tensor_split": 2, "unsafe_split": 2,
                  "unsafe_chunk": 2}
+
+
+def _already_guarded(expr: str, guards: list) -> bool:
+    """Is ``expr`` (``(L['x'].size()[1] == 9)``) a guard the graph already has? A length
+    that Mamba's scan, unrolled, specialised pins the graph to it already: the symbolic run
+    finding it again is no reason to break."""
+    return any(expr in (g.expr, f"({g.expr})") for g in guards)
 
 
 def _nodes_in(value: Any) -> list[Node]:

@@ -108,6 +108,9 @@ class ShapeEnv:
         return result
 
     def _statically_true(self, fact: Any) -> bool:
+        # ``a % b`` is ``a - b * (a // b)``: written so, sympy sees that CANINE's characters
+        # regrouped, ``4 * (t // 4) + t % 4``, are ``t`` characters again
+        fact = fact.replace(sympy.Mod, lambda a, b: a - b * sympy.floor(a / b))
         lifted = {s: sympy.Symbol(f"_{s.name}", integer=True, nonnegative=True) + 2
                   for s in fact.free_symbols}
         return fact.xreplace(lifted) is sympy.true

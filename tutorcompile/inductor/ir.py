@@ -183,14 +183,16 @@ def flatten_index(index: Sequence[Any], shape: Sequence[int]) -> sympy.Expr:
 
 def unflatten_index(flat: Any, shape: Sequence[int]) -> list[sympy.Expr]:
     """The inverse of :func:`flatten_index`: the digits of ``flat`` in the radices ``shape``,
-    assuming ``0 <= flat < numel`` (so the first digit needs no modulus)."""
+    assuming ``0 <= flat < numel`` (so the first digit needs no modulus). Sizes are told
+    apart by their expressions (guarding nothing): a symbolic size that is 1 at the example
+    still gets its digit, which is 0 whenever it is 1."""
     flat = sympy.sympify(flat)
     strides = contiguous_strides(shape)
     out = []
     for k, (size, stride) in enumerate(zip(shape, strides)):
-        if size == 1:
+        if size_expr(size) == 1:
             out.append(sympy.Integer(0))
-        elif k == 0 or all(s == 1 for s in shape[:k]):
+        elif k == 0 or all(size_expr(s) == 1 for s in shape[:k]):
             out.append(FloorDiv(flat, stride))
         else:
             out.append(ModularIndexing(flat, stride, size))

@@ -479,8 +479,10 @@ def lower_reshape(lowering, node, a, shape):
     out_shape = tuple(out_shape)
     if ir.same_sizes(in_shape, out_shape):
         return a
-    in_kept = [k for k, s in enumerate(in_shape) if s != 1]
-    out_kept = [k for k, s in enumerate(out_shape) if s != 1]
+    # (a symbolic size counts as kept even where it is 1 at the example: carried over one to
+    # one, its index is right for every value, and ``t % 4 != 1`` need not be guarded)
+    in_kept = [k for k, s in enumerate(in_shape) if ir.size_expr(s) != 1]
+    out_kept = [k for k, s in enumerate(out_shape) if ir.size_expr(s) != 1]
     if ir.same_sizes([in_shape[k] for k in in_kept], [out_shape[k] for k in out_kept]):
         # Only size-1 dimensions come or go: the other indices carry over one to one.
         def reindex(index):
@@ -554,9 +556,16 @@ def lower_expand(lowering, node, a, shape):
     in_shape = tuple(a.get_size())
     lead = len(out_shape) - len(in_shape)
 
+    def stretched(k: int) -> bool:
+        # decided on the expressions first: a literal 1 reads index 0 whatever it stretches
+        # to, the same size reads through; only other symbolic sizes are compared (guarded)
+        size, out = ir.size_expr(in_shape[k]), ir.size_expr(out_shape[lead + k])
+        if size == 1 or size == out:
+            return size == 1
+        return in_shape[k] == 1 and out_shape[lead + k] != 1
+
     def reindex(index):
-        return [0 if in_shape[k] == 1 and out_shape[lead + k] != 1 else index[lead + k]
-                for k in range(len(in_shape))]
+        return [0 if stretched(k) else index[lead + k] for k in range(len(in_shape))]
     return _view(node, a, out_shape, reindex)
 
 

@@ -31,24 +31,34 @@ from .virtualized import GraphHandler, GraphValue, ops, set_handler
 
 
 def sum_to_shape(grad: Any, shape: Sequence[int]) -> Any:
-    """Sum ``grad`` over the dimensions that broadcasting added or stretched to get ``shape``."""
+    """Sum ``grad`` over the dimensions that broadcasting added or stretched to get ``shape``.
+
+    Sizes are compared so as to decide nothing about a symbolic size that need not be
+    decided: the same size (``s0`` and ``s0``) was not stretched; a literal 1 is summed over
+    whatever the gradient's size (a sum over a size that is 1 too is a copy) -- asking
+    ``t % 4 == 1`` instead would pin the graph to t % 4 being 1 (t = 9, the example) or not."""
     shape, gshape = tuple(shape), tuple(grad.shape)
-    # (lengths first: a tuple comparison compares sizes before lengths, and a comparison of
-    # a symbolic size would install a guard the program does not need)
-    if len(gshape) == len(shape) and gshape == shape:
+    if len(gshape) == len(shape) and all(map(_same_size, gshape, shape)):
         return grad
     lead = len(gshape) - len(shape)
     if lead < 0:  # a gradient smaller than its input: it broadcasts up
         return ops.expand(grad, shape)
-    dims = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape)
-                                      if s == 1 and gshape[lead + i] != 1)
+    dims = tuple(range(lead)) + tuple(
+        lead + i for i, s in enumerate(shape)
+        if (not _same_size(gshape[lead + i], 1) if _same_size(s, 1) else
+            gshape[lead + i] != s and s == 1))
     if dims:
         grad = ops.sum(grad, dims, keepdim=True)
     if lead:
         grad = ops.reshape(grad, tuple(grad.shape)[lead:])
-    if tuple(grad.shape) != shape:
+    if not all(map(_same_size, grad.shape, shape)):
         grad = ops.expand(grad, shape)
     return grad
+
+
+def _same_size(a: Any, b: Any) -> bool:
+    """The same int or the same symbolic expression (deciding nothing, guarding nothing)."""
+    return getattr(a, "expr", a) == getattr(b, "expr", b)   # (sympy's == is structural)
 
 
 def _fit(grad: Any, arg: Any) -> Any:

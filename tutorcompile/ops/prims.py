@@ -390,7 +390,9 @@ def _expand_meta(a, shape):
         want = shape[lead + i]
         if want == -1:
             out[lead + i] = size
-        elif size != 1 and size != want:
+        elif type(size) is int and size == 1:   # (a literal 1 stretches to anything)
+            continue
+        elif size != want and size != 1:   # (a size kept as it is decides nothing)
             raise ValueError(f"expand: cannot expand size {size} to {want} in dimension "
                              f"{lead + i}")
     if any(s < 0 for s in out):

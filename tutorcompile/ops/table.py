@@ -120,9 +120,15 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
     for shape in shapes:
         for i, size in enumerate(shape):
             j = ndim - len(shape) + i
-            if out[j] == 1:
+            # a literal 1 first, then an equal size: neither decides anything about a
+            # symbolic size (``t // 4 - 1`` is 1 at t = 9, but must not be guarded to be)
+            if type(out[j]) is int and out[j] == 1:
                 out[j] = size
-            elif size != 1 and size != out[j]:
+            elif type(size) is int and size == 1 or size == out[j]:
+                continue
+            elif out[j] == 1:
+                out[j] = size
+            elif size != 1:
                 raise ValueError(f"shapes {[tuple(s) for s in shapes]} cannot be broadcast: "
                                  f"size {size} does not match {out[j]} in dimension {j}")
     return tuple(out)

@@ -45,6 +45,7 @@ from .containers import (
     ListIteratorVariable,
     ListVariable,
     NamedTupleVariable,
+    RangeVariable,
     SetVariable,
     SizeVariable,
     TupleVariable,
@@ -785,6 +786,22 @@ def _isinstance(tx, obj, cls):
 
 
 def _range(tx, *args):
+    """``range(...)``; ``range(start, n, step)`` up to a symbolic size ``n`` with int
+    ``start`` and ``step`` (CANINE's chunks of local attention, ``range(0, seq_len, 128)``)
+    guards only its number of steps (``len(range(0, s, 128)) == 1``: every length up to
+    128), not the size: the steps themselves are ints that do not depend on it. Reading
+    ``.stop`` gives the size back. Any other symbolic bound is specialised (guarded)."""
+    if len(args) >= 2 and isinstance(args[1], SymIntVariable) and not any(
+            isinstance(a, SymIntVariable) for a in args[:1] + args[2:]):
+        stop = tx.output.size_expression(args[1])
+        if stop is not None:
+            steps = range(*[a.value if isinstance(a, SymIntVariable) else a.as_python_constant()
+                            for a in args])
+            bounds = [stop if a is args[1] else tx.guards.literal(a.as_python_constant())
+                      for a in args]
+            tx.guards.SHAPE_ENV(f"len(range({', '.join(bounds)})) == {len(steps)}",
+                                "the number of steps of a range up to a size")
+            return RangeVariable(steps, args[1])
     values = [a.specialize(tx) if isinstance(a, SymIntVariable) else a.as_python_constant()
               for a in args]
     return ConstantVariable(range(*values))
@@ -1000,9 +1017,26 @@ def _minmax(fn):
             return tx.output.create_node("call_function", op, tuple(items), {})
         if all(i.is_python_constant() for i in items):
             return ConstantVariable(fn(i.as_python_constant() for i in items))
-        vals = [i.specialize(tx) if isinstance(i, SymIntVariable) else i.as_python_constant()
-                for i in items]
-        return ConstantVariable(fn(vals))
+        if all(isinstance(i, SymIntVariable) or i.is_python_constant() and isinstance(
+                i.as_python_constant(), (int, float)) for i in items):
+            # ``max(0, bias.size(1) - q_len)`` (MPT): the winner is chosen by comparisons,
+            # each guarded, and stays symbolic -- no size is specialised. A tie gives the
+            # same value whichever side wins, so each guard includes it: ``s0 <= 64`` for
+            # ``min(s0, 64)`` at s0 = 9 also covers s0 = 64. (PyTorch keeps ``sym_max`` in
+            # the graph instead, needing no guard; ``1 - s0 <= 0`` holds for every size
+            # these graphs take, so the guard costs no recompile here.)
+            def hint(v):
+                return v.value if isinstance(v, SymIntVariable) else v.as_python_constant()
+            beats = operator.gt if fn is max else operator.lt
+            best = items[0]
+            for item in items[1:]:
+                wins = beats(hint(item), hint(best))
+                side = (operator.ge if wins else operator.le) if fn is max else \
+                    (operator.le if wins else operator.ge)
+                tx.binary_op(side, item, best)     # True at the hints: guarded
+                best = item if wins else best      # (the first of equal items, as Python)
+            return best
+        raise Unsupported(f"{fn.__name__}() of {', '.join(map(str, items))}")
     return handler
 
 

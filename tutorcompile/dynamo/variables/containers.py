@@ -88,6 +88,25 @@ class ConstantVariable(VariableTracker):
         return f"ConstantVariable({self.value!r})"
 
 
+class RangeVariable(ConstantVariable):
+    """``range(start, n, step)`` up to a symbolic size ``n``: its steps are those of the
+    example (``value``, a guard keeps their number), but ``.stop`` is the size ``n`` (a
+    :class:`SymIntVariable`), not the example's value of it."""
+
+    def __init__(self, value: range, stop: VariableTracker):
+        super().__init__(value)
+        self.stop = stop
+
+    def var_getattr(self, tx, name):
+        return self.stop if name == "stop" else super().var_getattr(tx, name)
+
+    def reconstruct(self, rc):
+        return range(self.value.start, rc(self.stop), self.value.step)
+
+    def __repr__(self):
+        return f"RangeVariable({self.value.start}, {self.stop}, {self.value.step})"
+
+
 def wrap_constant_result(value: Any) -> VariableTracker:
     """Wrap the result of folding an operation on constants."""
     if is_constant_value(value):
@@ -655,6 +674,6 @@ class DequeVariable(ListVariable):
 __all__ = [
     'BaseListVariable', 'ConstDictVariable', 'ConstantVariable', 'DequeVariable',
     'DictViewVariable', 'ListIteratorVariable', 'ListVariable', 'NamedTupleVariable',
-    'ResumeIterator', 'SetVariable', 'SizeVariable', 'SliceVariable', 'TupleVariable',
-    'wrap_constant_result',
+    'RangeVariable', 'ResumeIterator', 'SetVariable', 'SizeVariable', 'SliceVariable',
+    'TupleVariable', 'wrap_constant_result',
 ]

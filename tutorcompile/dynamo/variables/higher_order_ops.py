@@ -8,8 +8,9 @@ records one higher-order op that owns it. This teaching Dynamo has no subgraphs;
 ``associative_scan(combine_fn, xs, dim)`` (Mamba's selective scan, when compiling) is the
 inclusive scan ``out[0] = x[0]``, ``out[i] = combine_fn(out[i-1], x[i])`` along ``dim``; with
 ``combine_mode="generic"`` ``combine_fn`` sees one slice at a time (it is vmapped over the
-scan dimension), so each step selects a slice. The scan dimension must have a fixed size (a
-symbolic one is a graph break): the graph holds one ``combine_fn`` per position. Sequential
+scan dimension), so each step selects a slice. The graph holds one ``combine_fn`` per
+position, so a symbolic length is specialised (guarded: a graph per length, as Mamba's is
+under torch.compile too) while the other sizes stay symbolic. Sequential
 steps do the arithmetic in the order eager Mamba's own loop does; PyTorch's parallel-prefix
 scan regroups it (equal up to rounding).
 
@@ -38,10 +39,10 @@ def _associative_scan(tx, combine_fn, xs, dim, reverse=None, combine_mode=None):
         raise Unsupported("associative_scan over something other than tensors")
     d = const["dim"] % leaves[0].fake.dim()
     length = leaves[0].size_var(tx, d)
-    if isinstance(length, SymIntVariable):
-        raise Unsupported("associative_scan over a dimension of symbolic size (unrolled: "
-                          "one step per position)")
-    n = length.as_python_constant()
+    # unrolled one step per position: a symbolic length is specialised (guarded), the
+    # other sizes stay symbolic
+    n = length.specialize(tx) if isinstance(length, SymIntVariable) else \
+        length.as_python_constant()
     if n == 0:
         raise Unsupported("associative_scan over an empty dimension")
     steps = range(n - 1, -1, -1) if const["reverse"] else range(n)

@@ -40,6 +40,7 @@ from typing import Any
 import sympy
 import torch
 
+from ...fx.symbolic_shapes import is_symbolic
 from ...ops import OpsHandler
 from ...ops.virtualized import spell
 from .. import ir
@@ -200,13 +201,19 @@ class KernelPlan:
         if ir.same_sizes(size, ref):
             return own
         if ir.same_sizes(_squeeze(size), _squeeze(ref)):
-            kept = iter([i for i, s in zip(own, ref) if s != 1])
-            return [0 if s == 1 else next(kept) for s in size]
+            kept = iter([i for i, s in zip(own, ref) if not _is_one(s)])
+            return [0 if _is_one(s) else next(kept) for s in size]
         return ir.unflatten_index(ir.flatten_index(own, ref), size)
 
 
+def _is_one(size: Any) -> bool:
+    """A literal 1, told by its expression: a symbolic size that is 1 at the example is not
+    (asking it would guard ``t // 4 - 1 == 1``)."""
+    return ir.size_expr(size) == 1
+
+
 def _squeeze(shape) -> tuple[int, ...]:
-    return tuple(s for s in shape if not (isinstance(s, int) and s == 1))
+    return tuple(s for s in shape if not _is_one(s))
 
 
 # ---------------------------------------------------------------------------------------
@@ -358,7 +365,7 @@ class KernelWriter(OpsHandler):
         # compute_dtype); a conversion to one rounds, then widens again
         computed = compute_dtype(dtype)
         text = spell(getattr(prim, self.language), args, kwargs,
-                     lambda a: a.name if isinstance(a, CSEVar) else self.literal(a, computed),
+                     lambda a: a.name if isinstance(a, CSEVar) else self.operand(a, computed),
                      lambda d: self.dtype_name(compute_dtype(d)))
         var = self.cse(text, computed, deps)
         if dtype in HALF_DTYPES:
@@ -366,7 +373,16 @@ class KernelWriter(OpsHandler):
         return var
 
     def constant(self, value, dtype):
+        if is_symbolic(value):   # a size as a value (``where(m, x, 4 * (s1 // 4))``)
+            return self.index_expr(value.expr, dtype)
         return self.wrap_constant(value, compute_dtype(dtype))
+
+    def operand(self, value: Any, dtype: torch.dtype) -> str:
+        """A Python operand of a prim as kernel text: a literal, or for a symbolic size the
+        expression over the kernel's size arguments (not its example value, guarded)."""
+        if is_symbolic(value):
+            return self.index_expr(value.expr, dtype).name
+        return self.literal(value, dtype)
 
     def loaded(self, text: str, dtype: torch.dtype, deps: frozenset[str]) -> CSEVar:
         """The value of a load expression, widened to the dtype it is computed in."""
