@@ -19,6 +19,8 @@ Masks follow the index: a load whose address uses ``rindex`` is masked with
 
 Under ``TRITON_INTERPRET=1`` (no GPU) the same source runs on CPU tensors; each program
 instance costs milliseconds there, so the launcher picks large blocks and few programs.
+Each launch also says how many warps run a program (:func:`choose_num_warps`, from the
+block) and how deep to pipeline its loops (``num_stages``), as Inductor's configs do.
 
 Symbolic sizes (one compilation for every batch size): ``xnumel``/``rnumel`` are already
 arguments; the size symbols an index uses (``s0``) are arguments after them, the grid is
@@ -303,6 +305,37 @@ def choose_blocks(plan: KernelPlan, persistent: bool) -> tuple[int, int]:
     return xblock, rblock
 
 
+def choose_num_warps(kind: str, xblock: int, rblock: int = 1, rnumel: int = 1) -> int:
+    """How many warps (groups of 32 GPU threads) run one program of a ``kind`` kernel
+    (``"pointwise"``, ``"persistent"`` or ``"looped"``) with the given block.
+
+    A program's block is spread over its threads: too few warps and each thread holds (and
+    loads one after another) a long run of the block; too many and threads sit idle or
+    registers run out. Inductor's rule of thumb, followed here: a pointwise block gives each
+    warp about 256 elements (1 to 8 warps, at least 4 from 128 elements); a reduction block
+    (``XBLOCK * RBLOCK``) about 128 (2 to 16 warps, 32 for rows over 8192), and a persistent
+    reduction, which keeps its whole row in registers, half as many at most. The count is a
+    power of two. It changes speed, never values: under the interpreter it has no effect.
+
+    Mirrors: torch/_inductor/runtime/triton_heuristics.py (``_num_warps``, ``triton_config``,
+    ``triton_config_reduction``, ``register_intensive`` persistent reductions).
+    """
+    def clamp(warps: int, low: int, high: int) -> int:
+        return next_power_of_2(min(max(warps, low), high))
+    if kind == "pointwise":
+        warps = clamp(xblock // 256, 1, 8)
+        return max(warps, 4) if xblock >= 128 else warps
+    most = 16 if rnumel <= 8192 else 32
+    if kind == "persistent":
+        most //= 2
+    return clamp(xblock * rblock // 128, 2, most)
+
+
+# Software-pipelining depth of a kernel's loops: Inductor's pointwise and reduction configs
+# use 1 (their loads are streamed once; deeper pipelines pay off for matmul tiles).
+NUM_STAGES = 1
+
+
 class TritonKernelCall:
     """A Triton kernel ready to launch: ``call(*tensors)`` with inputs then outputs.
 
@@ -310,7 +343,8 @@ class TritonKernelCall:
 
     def __init__(self, name: str, source: str, arg_names: list[str], plan: KernelPlan,
                  persistent: bool, blocks: tuple[int, int] | None = None,
-                 build_source: str | None = None, size_args: list[str] = ()):
+                 build_source: str | None = None, size_args: list[str] = (),
+                 num_warps: int | None = None):
         self.name = name
         self.source = source
         self.arg_names = arg_names
@@ -321,6 +355,10 @@ class TritonKernelCall:
         self.xnumel, self.rnumel = plan.xnumel, plan.rnumel
         self.is_reduction = plan.is_reduction
         self.xblock, self.rblock = blocks or choose_blocks(plan, persistent)
+        kind = ("persistent" if persistent else "looped") if plan.is_reduction else "pointwise"
+        self.num_warps = num_warps or choose_num_warps(kind, self.xblock, self.rblock,
+                                                       hint_int(plan.rnumel))
+        self.num_stages = NUM_STAGES
         if build_source is None:
             self.fn = getattr(triton_module(TRITON_PRELUDE + source + "\n", name), name)
         else:   # the canonical text: a kernel repeated in the graph is loaded once
@@ -373,17 +411,19 @@ class TritonKernelCall:
         sizes += "".join(f"{s}, " for s in self.size_args)
         blocks = f"XBLOCK={self.xblock}" + (f", RBLOCK={self.rblock}" if self.is_reduction
                                             else "")
+        blocks += f", num_warps={self.num_warps}, num_stages={self.num_stages}"
         if self.symbolic:
             grid = f"(max(1, -(-({xnumel}) // {self.xblock})),)"
             return f"{name}({grid}, {', '.join(args)}, {sizes}{blocks})"
         return f"{name}({', '.join(args)}, {sizes}{blocks})"
 
     def __call__(self, *tensors: torch.Tensor) -> None:
+        launch = {"num_warps": self.num_warps, "num_stages": self.num_stages}
         if self.is_reduction:
             self.launcher(*tensors, self.xnumel, self.rnumel, XBLOCK=self.xblock,
-                          RBLOCK=self.rblock)
+                          RBLOCK=self.rblock, **launch)
         else:
-            self.launcher(*tensors, self.xnumel, XBLOCK=self.xblock)
+            self.launcher(*tensors, self.xnumel, XBLOCK=self.xblock, **launch)
 
 
 def generate_triton_kernel(plan: KernelPlan, name: str, persistent: bool | None = None):
@@ -404,5 +444,5 @@ def compile_triton_kernel(plan: KernelPlan, name: str, persistent: bool | None =
     return call, ins, outs
 
 
-__all__ = ["TritonKernel", "TritonKernelCall", "choose_blocks", "compile_triton_kernel",
-           "config", "generate_triton_kernel"]
+__all__ = ["TritonKernel", "TritonKernelCall", "choose_blocks", "choose_num_warps",
+           "compile_triton_kernel", "config", "generate_triton_kernel"]
