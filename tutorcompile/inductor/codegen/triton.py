@@ -56,6 +56,7 @@ from .common import (
     origin_sources,
     print_index,
 )
+from .one_pass import OnePassPlan, find_one_pass, replay
 
 TRITON_TYPES = {torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
                 torch.float32: "tl.float32", torch.float64: "tl.float64",
@@ -100,6 +101,7 @@ class TritonKernel(KernelWriter):
             persistent = isinstance(plan.rnumel, int) and \
                 next_power_of_2(plan.rnumel) <= config.max_persistent_rblock()
         self.persistent = persistent if plan.is_reduction else False
+        self.one_pass = OnePassPlan()   # looped reductions: found in generate_body
 
     def dtype_name(self, dtype: torch.dtype) -> str:
         return TRITON_TYPES[dtype]
@@ -202,6 +204,8 @@ class TritonKernel(KernelWriter):
                 self.writeline("rmask = rindex < rnumel")
             xvars = ir.unflatten_index(ir.index_symbol("xindex"), plan.kept_shape)
             rvars = ir.unflatten_index(ir.index_symbol("rindex"), plan.reduced_shape)
+            if not self.persistent:   # statistics that can share a pass over the row
+                self.one_pass = find_one_pass(plan, plan.full_index(xvars, rvars))
 
             def emit_full(nodes: list[ir.ComputedBuffer]) -> None:
                 self.open_r_loop()
@@ -228,6 +232,17 @@ class TritonKernel(KernelWriter):
         self.indent -= 1
 
     def emit_reduction(self, node: ir.ComputedBuffer, xvars, rvars) -> None:
+        if node.name in self.reduction_values:   # computed in its pair's pass (and stored)
+            return
+        if (earlier := self.one_pass.same.get(node.name)) is not None:
+            self.finish_reduction(node, self.reduction_values[earlier][0], xvars, rvars)
+            return
+        if (pair := self.one_pass.pairs.get(node.name)) is not None:
+            kind, second = pair
+            second = next(n for n in self.plan.nodes if n.name == second)
+            emit = self.emit_online_softmax if kind == "online_softmax" else self.emit_welford
+            emit(node, second, xvars, rvars)
+            return
         data: ir.Reduction = node.data
         dtype = compute_dtype(data.dtype)   # a 16-bit float reduces in float32
         t = TRITON_TYPES[dtype]
@@ -263,10 +278,95 @@ class TritonKernel(KernelWriter):
             if track_nan:
                 result = self.cse(f"tl.where(tl.max({nan_acc}, 1)[:, None] > 0, float('nan'), "
                                   f"{result})", dtype)
+        self.finish_reduction(node, result, xvars, rvars)
+
+    def finish_reduction(self, node: ir.ComputedBuffer, result: CSEVar, xvars, rvars) -> None:
+        """``result`` is ``node``'s value for the rows of the block: later phases read it,
+        and it is stored if anything outside the kernel does."""
         out_index = self.plan.node_index(node, xvars, rvars)
         self.reduction_values[node.name] = (result, out_index)
         if node.name in self.plan.stored:
             self.store(node, out_index, result)
+
+    def emit_online_softmax(self, max_node: ir.ComputedBuffer, sum_node: ir.ComputedBuffer,
+                            xvars, rvars) -> None:
+        """``max(x)`` and ``sum(exp(x - max(x)))`` in one pass over the row (see
+        ``one_pass``): each lane keeps a running max and the sum of its terms shifted by
+        that max, rescaled by ``exp(old - new)`` when the max grows. While every value a
+        lane has seen is -inf its max is -inf: it counts terms as 1 (``exp(0)``), and a
+        finite max later scales them by ``exp(-inf) = 0``."""
+        dtype = compute_dtype(max_node.data.dtype)
+        t = TRITON_TYPES[dtype]
+        index = self.plan.full_index(xvars, rvars)
+        m_acc, s_acc = self.newvar(dtype, "max"), self.newvar(dtype, "sum")
+        nan_acc = self.newvar(torch.int32, "nan")
+        self.writeline(f"{m_acc} = tl.full([XBLOCK, RBLOCK], float('-inf'), {t})")
+        self.writeline(f"{s_acc} = tl.zeros([XBLOCK, RBLOCK], {t})")
+        self.writeline(f"{nan_acc} = tl.zeros([XBLOCK, RBLOCK], tl.int32)")
+        self.open_r_loop()
+        value = max_node.data.inner_fn(index)
+        m_new = self.cse(f"tl.where(xmask & rmask, tl.maximum({m_acc}, {value}), {m_acc})",
+                         dtype)
+        # the sum's own expression, exp(x - max), evaluated with the running max
+        self.reduction_values[max_node.name] = (m_new, self.plan.node_index(max_node, xvars,
+                                                                            rvars))
+        term = sum_node.data.inner_fn(index)
+        empty = self.cse(f"{m_new} == float('-inf')", torch.bool)
+        scale = self.cse(f"tl.where({empty}, 1.0, tl.exp({m_acc} - {m_new}))", dtype)
+        self.writeline(f"{s_acc} = tl.where(xmask & rmask, {s_acc} * {scale} + "
+                       f"tl.where({empty}, 1.0, {term}), {s_acc})")
+        self.writeline(f"{nan_acc} = tl.where(xmask & rmask & ({value} != {value}), 1, "
+                       f"{nan_acc})")
+        self.writeline(f"{m_acc} = {m_new}")
+        self.close_r_loop()
+        row_max = self.cse(f"tl.max({m_acc}, 1)[:, None]", dtype)
+        row_max = self.cse(f"tl.where(tl.max({nan_acc}, 1)[:, None] > 0, float('nan'), "
+                           f"{row_max})", dtype)   # torch.amax keeps NaNs
+        row_sum = self.cse(f"tl.sum({s_acc} * tl.exp({m_acc} - {row_max}), 1)[:, None]", dtype)
+        self.finish_reduction(max_node, row_max, xvars, rvars)
+        self.finish_reduction(sum_node, row_sum, xvars, rvars)
+
+    def emit_welford(self, sum_node: ir.ComputedBuffer, squares_node: ir.ComputedBuffer,
+                     xvars, rvars) -> None:
+        """``sum(x)`` and ``sum((x - c)**2)`` (``c`` computed from the sum) in one pass
+        over the row (see ``one_pass``). Each lane keeps the plain sum and Welford's count,
+        running mean and M2 of ``x - k``, ``k`` the row's first value: shifted, the lanes'
+        means are small numbers held to float32's *relative* precision. (Unshifted, a lane's
+        mean of ``1e4 + noise`` is off by float32's spacing at 1e4, ~5e-4, and merging the
+        lanes turns that into an error of the variance 1000x the two-pass one.) The lanes
+        merge around the row's mean ``mu``, and ``sum((x - c)**2) = M2 + n * (mu - c)**2``."""
+        dtype = compute_dtype(sum_node.data.dtype)
+        t = TRITON_TYPES[dtype]
+        index = self.plan.full_index(xvars, rvars)
+        # (every row has a first value: a looped row is longer than a block, or symbolic,
+        # and symbolic sizes are never 0)
+        shift = sum_node.data.inner_fn(self.plan.full_index(xvars, [0] * len(rvars)))
+        total, count = self.newvar(dtype, "sum"), self.newvar(dtype, "count")
+        mean, m2 = self.newvar(dtype, "mean"), self.newvar(dtype, "m2")
+        for acc in (total, count, mean, m2):
+            self.writeline(f"{acc} = tl.zeros([XBLOCK, RBLOCK], {t})")
+        self.open_r_loop()
+        value = sum_node.data.inner_fn(index)
+        self.writeline(f"{total} = tl.where(xmask & rmask, {total} + {value}, {total})")
+        shifted = self.cse(f"{value} - {shift}", dtype)
+        count_new = self.cse(f"{count} + 1", dtype)
+        delta = self.cse(f"{shifted} - {mean}", dtype)
+        mean_new = self.cse(f"{mean} + {delta} / {count_new}", dtype)
+        self.writeline(f"{m2} = tl.where(xmask & rmask, {m2} + {delta} * ({shifted} - "
+                       f"{mean_new}), {m2})")
+        self.writeline(f"{mean} = tl.where(xmask & rmask, {mean_new}, {mean})")
+        self.writeline(f"{count} = tl.where(xmask & rmask, {count_new}, {count})")
+        self.close_r_loop()
+        row_sum = self.cse(f"tl.sum({total}, 1)[:, None]", dtype)
+        n = self.cse(f"tl.sum({count}, 1)[:, None]", dtype)
+        mu = self.cse(f"tl.sum({count} * {mean}, 1)[:, None] / {n}", dtype)   # of x - k
+        row_m2 = self.cse(f"tl.sum({m2} + {count} * ({mean} - {mu}) * ({mean} - {mu}), 1)"
+                          "[:, None]", dtype)
+        self.finish_reduction(sum_node, row_sum, xvars, rvars)
+        centre = replay(self.one_pass.centre[squares_node.name], {sum_node.name: row_sum})
+        off = self.cse(f"({shift} - {centre}) + {mu}", dtype)   # mu - c, small terms first
+        squares = self.cse(f"{row_m2} + {n} * {off} * {off}", dtype)
+        self.finish_reduction(squares_node, squares, xvars, rvars)
 
     def generate(self) -> str:
         self.generate_body()
