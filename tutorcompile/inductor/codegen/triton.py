@@ -12,7 +12,9 @@ A reduction kernel works on an ``[XBLOCK, RBLOCK]`` tile: ``XBLOCK`` rows, ``RBL
 columns of each. When a whole row fits in one block the kernel is *persistent*: the row is
 loaded once and every phase (max, sum, the normalising epilogue) reuses it -- the fused
 softmax of the Triton tutorial. Otherwise it is *looped*: each phase walks the row in
-``RBLOCK`` steps with an accumulator (``tl.where(mask, acc + v, acc)``).
+``RBLOCK`` steps with an accumulator (``tl.where(mask, acc + v, acc)``) -- and statistics
+that can share a walk do (``one_pass.py``: online softmax, Welford), so a looped softmax or
+layer norm reads its row twice: statistics, then output.
 
 Masks follow the index: a load whose address uses ``rindex`` is masked with
 ``xmask & rmask``; one that only uses ``xindex`` with ``xmask``; a scalar address needs none.
