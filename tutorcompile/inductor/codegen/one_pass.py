@@ -63,19 +63,22 @@ class _NotFollowed(Exception):
 
 
 class ExpressionProbe(OpsHandler):
-    """Runs an inner function and returns its value as a hashable tree.
+    """Runs an inner function and returns its value as a tree of tuples, equal when the
+    computations are the same.
 
     ``("call", prim_name, args, kwargs)``, ``("load", buffer_name, offset)``,
-    ``("constant", value, dtype)``, ``("index", expr, dtype)``, and ``("reduction", name)``
-    for a reduction of the same kernel (named by its first identical copy, ``same``).
-    Pointwise buffers of the kernel are inlined, as the kernel writer inlines them."""
+    ``("constant", value, dtype)``, ``("number", type, value)`` (a Python number argument:
+    ``True`` and ``1`` differ), ``("index", expr, dtype)``, and ``("reduction", name)`` for a
+    reduction of the same kernel (named by its first identical copy, ``same``). Pointwise
+    buffers of the kernel are inlined, as the kernel writer inlines them."""
 
     def __init__(self, plan: KernelPlan, same: dict[str, str]):
         self.plan = plan
         self.same = same
 
     def call(self, prim, args, kwargs):
-        return ("call", prim.name, tuple(args), tuple(sorted(kwargs.items())))
+        args = tuple(a if isinstance(a, tuple) else ("number", type(a), a) for a in args)
+        return ("call", prim.name, args, tuple(sorted(kwargs.items())))
 
     def load(self, buffer, index):
         if buffer.name in self.plan.names:
@@ -104,18 +107,13 @@ class OnePassPlan:
     same: dict[str, str] = field(default_factory=dict)
     centre: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def second(self) -> set[str]:
-        return {b for _, b in self.pairs.values()}
-
 
 def _leaves(tree: Any):
     if isinstance(tree, tuple) and tree and tree[0] == "call":
         for arg in tree[2]:
             yield from _leaves(arg)
-    elif isinstance(tree, tuple):
+    else:
         yield tree
-    # (a plain number argument is a leaf that reads nothing)
 
 
 def find_one_pass(plan: KernelPlan, index: list) -> OnePassPlan:
@@ -171,17 +169,17 @@ def _centre_of_squares(tree: Any, x: Any, reduction: tuple) -> Any:
     if value != x:
         return None
     leaves = list(_leaves(centre))
-    if reduction not in leaves or any(leaf[0] not in ("reduction", "constant")
+    if reduction not in leaves or any(leaf[0] not in ("reduction", "constant", "number")
                                       for leaf in leaves):
         return None
     return centre
 
 
 def replay(tree: Any, values: dict[str, Any]) -> Any:
-    """Compute a recorded tree (calls, constants, reductions) under the current handler,
+    """Compute a recorded tree (calls, numbers, reductions) under the current handler,
     a reduction's value taken from ``values``."""
-    if not isinstance(tree, tuple):
-        return tree
+    if tree[0] == "number":
+        return tree[2]
     if tree[0] == "reduction":
         return values[tree[1]]
     if tree[0] == "constant":
