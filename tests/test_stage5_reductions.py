@@ -253,3 +253,17 @@ def test_other_statistics_keep_their_passes(looped):
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-4)
     assert all("mean" not in s and "tl.exp(max" not in s
                for s in compiled.kernel_sources.values())
+
+
+def test_max_autotune_times_the_one_pass_looped_variant(looped):
+    """Under max-autotune a reduction's looped variant (one-pass statistics) competes with
+    the persistent one; whichever wins is right."""
+    args = on("triton", torch.randn(6, 40) + 3, torch.randn(40), torch.randn(40))
+    plan, _ = _plan(examples.layernorm, *args)
+    looped_source, *_ = triton_codegen.generate_triton_kernel(plan, "k", persistent=False)
+    assert r_loops(looped_source) == 2
+    compiled = compile_fx(trace(examples.layernorm, *args), args, backend="triton",
+                          mode="max-autotune")
+    assert "max-autotune" in next(iter(compiled.kernel_sources.values()))
+    torch.testing.assert_close(compiled(*args), examples.TORCH["layernorm"](*args), rtol=1e-4,
+                               atol=1e-4)
