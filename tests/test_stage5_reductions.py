@@ -267,3 +267,19 @@ def test_max_autotune_times_the_one_pass_looped_variant(looped):
     assert "max-autotune" in next(iter(compiled.kernel_sources.values()))
     torch.testing.assert_close(compiled(*args), examples.TORCH["layernorm"](*args), rtol=1e-4,
                                atol=1e-4)
+
+
+def test_one_pass_statistics_over_a_symbolic_row_length():
+    """A row of symbolic length is always looped; its statistics still take one pass each,
+    and one compiled kernel serves every length: softmax's statistics, layer norm's, the
+    output (five passes without them)."""
+    def fn(x, w):
+        return torch.softmax(x, -1) + F.layer_norm(x, (x.shape[-1],)) * w.sum()
+    compiled, sources = compiled_torch_fn(fn)
+    w = torch.randn(3)
+    for cols in (20, 37, 70):
+        x = offset_rows(5, cols, offset=100.0, seed=cols)
+        tc.mark_dynamic(x, 1)
+        torch.testing.assert_close(compiled(x, w), fn(x, w), rtol=1e-4, atol=1e-4)
+    (looped,) = [s for s in sources() if "looped reduction" in s]
+    assert r_loops(looped) == 3, looped
