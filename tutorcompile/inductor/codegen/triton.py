@@ -335,7 +335,7 @@ class TritonKernel(KernelWriter):
         running mean and M2 of ``x - k``, ``k`` the row's first value: shifted, the lanes'
         means are small numbers held to float32's *relative* precision. (Unshifted, a lane's
         mean of ``1e4 + noise`` is off by float32's spacing at 1e4, ~5e-4, and merging the
-        lanes turns that into an error of the variance 1000x the two-pass one.) The lanes
+        lanes turns that into an error of the variance ~800x the two-pass one.) The lanes
         merge around the row's mean ``mu``, and ``sum((x - c)**2) = M2 + n * (mu - c)**2``."""
         dtype = compute_dtype(sum_node.data.dtype)
         t = TRITON_TYPES[dtype]
