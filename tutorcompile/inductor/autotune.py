@@ -1,8 +1,8 @@
 """``mode="max-autotune"``: try a few variants of each kernel and keep the fastest.
 
-Triton: block sizes (and persistent vs looped reductions). C++: with or without the OpenMP
-parallel loop, and the tile width of outer-dimension reductions (each variant is one more
-compiler run, so autotuning C++ costs seconds per kernel).
+Triton: block sizes, warps per program (and persistent vs looped reductions). C++: with or
+without the OpenMP parallel loop, and the tile width of outer-dimension reductions (each
+variant is one more compiler run, so autotuning C++ costs seconds per kernel).
 
 
 A Triton kernel's best ``XBLOCK``/``RBLOCK`` depends on the shape and the device; the heuristics in
@@ -21,19 +21,28 @@ import time
 
 import torch
 
+from ..fx.symbolic_shapes import hint_int
 from .codegen.common import KernelPlan
 from .codegen.triton import (
     TritonKernelCall,
     choose_blocks,
+    choose_num_warps,
     generate_triton_kernel,
     interpreted,
     next_power_of_2,
 )
 
 
-def candidate_blocks(plan: KernelPlan, persistent: bool) -> list[tuple[int, int]]:
-    """The heuristic's choice plus a few neighbours (powers of two)."""
+def candidate_blocks(plan: KernelPlan, persistent: bool) -> list[tuple[int, int, int]]:
+    """(XBLOCK, RBLOCK, num_warps): the heuristic's choice first, then a few neighbours
+    (powers of two) -- other block sizes with their heuristic warps, and the heuristic's
+    blocks with half and twice its warps."""
     x, r = choose_blocks(plan, persistent)
+    kind = ("persistent" if persistent else "looped") if plan.is_reduction else "pointwise"
+
+    def warps(xb: int, rb: int) -> int:
+        return choose_num_warps(kind, xb, rb, hint_int(plan.rnumel))
+    w = warps(x, r)
     cands = {(x, r)}
     for f in (2, 4):
         if x // f >= 1:
@@ -44,8 +53,12 @@ def candidate_blocks(plan: KernelPlan, persistent: bool) -> list[tuple[int, int]
         for rr in (r // 2, r * 2):
             if rr >= 16:
                 cands.add((x, rr))
-    limit = 3 if interpreted() else 8
-    return sorted(cands, key=lambda c: (c != (x, r), c))[:limit]
+    blocks = sorted(cands, key=lambda c: (c != (x, r), c))
+    if interpreted():   # warps change nothing there: spend the few runs on block sizes
+        return [(xb, rb, warps(xb, rb)) for xb, rb in blocks[:3]]
+    out = [(x, r, w)] + [(x, r, w2) for w2 in (w // 2, w * 2) if 1 <= w2 <= 32]
+    out += [(xb, rb, warps(xb, rb)) for xb, rb in blocks[1:]]
+    return list(dict.fromkeys(out))[:12]
 
 
 def _scratch(buffer) -> torch.Tensor:
@@ -78,15 +91,15 @@ def autotuned_triton_kernel(plan: KernelPlan, name: str):
             continue
         source, ins, outs, persistent = generate_triton_kernel(plan, name, persistent)
         args = [_scratch(b) for b in ins + outs]
-        for blocks in candidate_blocks(plan, persistent):
+        for xblock, rblock, num_warps in candidate_blocks(plan, persistent):
             call = TritonKernelCall(name, source, [b.name for b in ins + outs], plan,
-                                    persistent, blocks)
+                                    persistent, (xblock, rblock), num_warps=num_warps)
             t = _time(call, args)
             if best is None or t < best[0]:
                 best = (t, call, ins, outs)
     _, call, ins, outs = best
     call.source = call.source + (f"\n# max-autotune: XBLOCK={call.xblock}, "
-                                 f"RBLOCK={call.rblock}")
+                                 f"RBLOCK={call.rblock}, num_warps={call.num_warps}")
     return call, ins, outs
 
 

@@ -12,13 +12,17 @@ A reduction kernel works on an ``[XBLOCK, RBLOCK]`` tile: ``XBLOCK`` rows, ``RBL
 columns of each. When a whole row fits in one block the kernel is *persistent*: the row is
 loaded once and every phase (max, sum, the normalising epilogue) reuses it -- the fused
 softmax of the Triton tutorial. Otherwise it is *looped*: each phase walks the row in
-``RBLOCK`` steps with an accumulator (``tl.where(mask, acc + v, acc)``).
+``RBLOCK`` steps with an accumulator (``tl.where(mask, acc + v, acc)``) -- and statistics
+that can share a walk do (``one_pass.py``: online softmax, Welford), so a looped softmax or
+layer norm reads its row twice: statistics, then output.
 
 Masks follow the index: a load whose address uses ``rindex`` is masked with
 ``xmask & rmask``; one that only uses ``xindex`` with ``xmask``; a scalar address needs none.
 
 Under ``TRITON_INTERPRET=1`` (no GPU) the same source runs on CPU tensors; each program
 instance costs milliseconds there, so the launcher picks large blocks and few programs.
+Each launch also says how many warps run a program (:func:`choose_num_warps`, from the
+block) and how deep to pipeline its loops (``num_stages``), as Inductor's configs do.
 
 Symbolic sizes (one compilation for every batch size): ``xnumel``/``rnumel`` are already
 arguments; the size symbols an index uses (``s0``) are arguments after them, the grid is
@@ -54,6 +58,7 @@ from .common import (
     origin_sources,
     print_index,
 )
+from .one_pass import OnePassPlan, find_one_pass, replay
 
 TRITON_TYPES = {torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
                 torch.float32: "tl.float32", torch.float64: "tl.float64",
@@ -98,6 +103,7 @@ class TritonKernel(KernelWriter):
             persistent = isinstance(plan.rnumel, int) and \
                 next_power_of_2(plan.rnumel) <= config.max_persistent_rblock()
         self.persistent = persistent if plan.is_reduction else False
+        self.one_pass = OnePassPlan()   # looped reductions: found in generate_body
 
     def dtype_name(self, dtype: torch.dtype) -> str:
         return TRITON_TYPES[dtype]
@@ -200,6 +206,8 @@ class TritonKernel(KernelWriter):
                 self.writeline("rmask = rindex < rnumel")
             xvars = ir.unflatten_index(ir.index_symbol("xindex"), plan.kept_shape)
             rvars = ir.unflatten_index(ir.index_symbol("rindex"), plan.reduced_shape)
+            if not self.persistent:   # statistics that can share a pass over the row
+                self.one_pass = find_one_pass(plan, plan.full_index(xvars, rvars))
 
             def emit_full(nodes: list[ir.ComputedBuffer]) -> None:
                 self.open_r_loop()
@@ -226,6 +234,17 @@ class TritonKernel(KernelWriter):
         self.indent -= 1
 
     def emit_reduction(self, node: ir.ComputedBuffer, xvars, rvars) -> None:
+        if node.name in self.reduction_values:   # computed in its pair's pass (and stored)
+            return
+        if (earlier := self.one_pass.same.get(node.name)) is not None:
+            self.finish_reduction(node, self.reduction_values[earlier][0], xvars, rvars)
+            return
+        if (pair := self.one_pass.pairs.get(node.name)) is not None:
+            kind, second = pair
+            second = next(n for n in self.plan.nodes if n.name == second)
+            emit = self.emit_online_softmax if kind == "online_softmax" else self.emit_welford
+            emit(node, second, xvars, rvars)
+            return
         data: ir.Reduction = node.data
         dtype = compute_dtype(data.dtype)   # a 16-bit float reduces in float32
         t = TRITON_TYPES[dtype]
@@ -261,10 +280,95 @@ class TritonKernel(KernelWriter):
             if track_nan:
                 result = self.cse(f"tl.where(tl.max({nan_acc}, 1)[:, None] > 0, float('nan'), "
                                   f"{result})", dtype)
+        self.finish_reduction(node, result, xvars, rvars)
+
+    def finish_reduction(self, node: ir.ComputedBuffer, result: CSEVar, xvars, rvars) -> None:
+        """``result`` is ``node``'s value for the rows of the block: later phases read it,
+        and it is stored if anything outside the kernel does."""
         out_index = self.plan.node_index(node, xvars, rvars)
         self.reduction_values[node.name] = (result, out_index)
         if node.name in self.plan.stored:
             self.store(node, out_index, result)
+
+    def emit_online_softmax(self, max_node: ir.ComputedBuffer, sum_node: ir.ComputedBuffer,
+                            xvars, rvars) -> None:
+        """``max(x)`` and ``sum(exp(x - max(x)))`` in one pass over the row (see
+        ``one_pass``): each lane keeps a running max and the sum of its terms shifted by
+        that max, rescaled by ``exp(old - new)`` when the max grows. While every value a
+        lane has seen is -inf its max is -inf: it counts terms as 1 (``exp(0)``), and a
+        finite max later scales them by ``exp(-inf) = 0``."""
+        dtype = compute_dtype(max_node.data.dtype)
+        t = TRITON_TYPES[dtype]
+        index = self.plan.full_index(xvars, rvars)
+        m_acc, s_acc = self.newvar(dtype, "max"), self.newvar(dtype, "sum")
+        nan_acc = self.newvar(torch.int32, "nan")
+        self.writeline(f"{m_acc} = tl.full([XBLOCK, RBLOCK], float('-inf'), {t})")
+        self.writeline(f"{s_acc} = tl.zeros([XBLOCK, RBLOCK], {t})")
+        self.writeline(f"{nan_acc} = tl.zeros([XBLOCK, RBLOCK], tl.int32)")
+        self.open_r_loop()
+        value = max_node.data.inner_fn(index)
+        m_new = self.cse(f"tl.where(xmask & rmask, tl.maximum({m_acc}, {value}), {m_acc})",
+                         dtype)
+        # the sum's own expression, exp(x - max), evaluated with the running max
+        self.reduction_values[max_node.name] = (m_new, self.plan.node_index(max_node, xvars,
+                                                                            rvars))
+        term = sum_node.data.inner_fn(index)
+        empty = self.cse(f"{m_new} == float('-inf')", torch.bool)
+        scale = self.cse(f"tl.where({empty}, 1.0, tl.exp({m_acc} - {m_new}))", dtype)
+        self.writeline(f"{s_acc} = tl.where(xmask & rmask, {s_acc} * {scale} + "
+                       f"tl.where({empty}, 1.0, {term}), {s_acc})")
+        self.writeline(f"{nan_acc} = tl.where(xmask & rmask & ({value} != {value}), 1, "
+                       f"{nan_acc})")
+        self.writeline(f"{m_acc} = {m_new}")
+        self.close_r_loop()
+        row_max = self.cse(f"tl.max({m_acc}, 1)[:, None]", dtype)
+        row_max = self.cse(f"tl.where(tl.max({nan_acc}, 1)[:, None] > 0, float('nan'), "
+                           f"{row_max})", dtype)   # torch.amax keeps NaNs
+        row_sum = self.cse(f"tl.sum({s_acc} * tl.exp({m_acc} - {row_max}), 1)[:, None]", dtype)
+        self.finish_reduction(max_node, row_max, xvars, rvars)
+        self.finish_reduction(sum_node, row_sum, xvars, rvars)
+
+    def emit_welford(self, sum_node: ir.ComputedBuffer, squares_node: ir.ComputedBuffer,
+                     xvars, rvars) -> None:
+        """``sum(x)`` and ``sum((x - c)**2)`` (``c`` computed from the sum) in one pass
+        over the row (see ``one_pass``). Each lane keeps the plain sum and Welford's count,
+        running mean and M2 of ``x - k``, ``k`` the row's first value: shifted, the lanes'
+        means are small numbers held to float32's *relative* precision. (Unshifted, a lane's
+        mean of ``1e4 + noise`` is off by float32's spacing at 1e4, ~5e-4, and merging the
+        lanes turns that into an error of the variance ~800x the two-pass one.) The lanes
+        merge around the row's mean ``mu``, and ``sum((x - c)**2) = M2 + n * (mu - c)**2``."""
+        dtype = compute_dtype(sum_node.data.dtype)
+        t = TRITON_TYPES[dtype]
+        index = self.plan.full_index(xvars, rvars)
+        # (every row has a first value: a looped row is longer than a block, or symbolic,
+        # and symbolic sizes are never 0)
+        shift = sum_node.data.inner_fn(self.plan.full_index(xvars, [0] * len(rvars)))
+        total, count = self.newvar(dtype, "sum"), self.newvar(dtype, "count")
+        mean, m2 = self.newvar(dtype, "mean"), self.newvar(dtype, "m2")
+        for acc in (total, count, mean, m2):
+            self.writeline(f"{acc} = tl.zeros([XBLOCK, RBLOCK], {t})")
+        self.open_r_loop()
+        value = sum_node.data.inner_fn(index)
+        self.writeline(f"{total} = tl.where(xmask & rmask, {total} + {value}, {total})")
+        shifted = self.cse(f"{value} - {shift}", dtype)
+        count_new = self.cse(f"{count} + 1", dtype)
+        delta = self.cse(f"{shifted} - {mean}", dtype)
+        mean_new = self.cse(f"{mean} + {delta} / {count_new}", dtype)
+        self.writeline(f"{m2} = tl.where(xmask & rmask, {m2} + {delta} * ({shifted} - "
+                       f"{mean_new}), {m2})")
+        self.writeline(f"{mean} = tl.where(xmask & rmask, {mean_new}, {mean})")
+        self.writeline(f"{count} = tl.where(xmask & rmask, {count_new}, {count})")
+        self.close_r_loop()
+        row_sum = self.cse(f"tl.sum({total}, 1)[:, None]", dtype)
+        n = self.cse(f"tl.sum({count}, 1)[:, None]", dtype)
+        mu = self.cse(f"tl.sum({count} * {mean}, 1)[:, None] / {n}", dtype)   # of x - k
+        row_m2 = self.cse(f"tl.sum({m2} + {count} * ({mean} - {mu}) * ({mean} - {mu}), 1)"
+                          "[:, None]", dtype)
+        self.finish_reduction(sum_node, row_sum, xvars, rvars)
+        centre = replay(self.one_pass.centre[squares_node.name], {sum_node.name: row_sum})
+        off = self.cse(f"({shift} - {centre}) + {mu}", dtype)   # mu - c, small terms first
+        squares = self.cse(f"{row_m2} + {n} * {off} * {off}", dtype)
+        self.finish_reduction(squares_node, squares, xvars, rvars)
 
     def generate(self) -> str:
         self.generate_body()
@@ -303,6 +407,37 @@ def choose_blocks(plan: KernelPlan, persistent: bool) -> tuple[int, int]:
     return xblock, rblock
 
 
+def choose_num_warps(kind: str, xblock: int, rblock: int = 1, rnumel: int = 1) -> int:
+    """How many warps (groups of 32 GPU threads) run one program of a ``kind`` kernel
+    (``"pointwise"``, ``"persistent"`` or ``"looped"``) with the given block.
+
+    A program's block is spread over its threads: too few warps and each thread holds (and
+    loads one after another) a long run of the block; too many and threads sit idle or
+    registers run out. Inductor's rule of thumb, followed here: a pointwise block gives each
+    warp about 256 elements (1 to 8 warps, at least 4 from 128 elements); a reduction block
+    (``XBLOCK * RBLOCK``) about 128 (2 to 16 warps, 32 for rows over 8192), and a persistent
+    reduction, which keeps its whole row in registers, half as many at most. The count is a
+    power of two. It changes speed, never values: under the interpreter it has no effect.
+
+    Mirrors: torch/_inductor/runtime/triton_heuristics.py (``_num_warps``, ``triton_config``,
+    ``triton_config_reduction``, ``register_intensive`` persistent reductions).
+    """
+    def clamp(warps: int, low: int, high: int) -> int:
+        return next_power_of_2(min(max(warps, low), high))
+    if kind == "pointwise":
+        warps = clamp(xblock // 256, 1, 8)
+        return max(warps, 4) if xblock >= 128 else warps
+    most = 16 if rnumel <= 8192 else 32
+    if kind == "persistent":
+        most //= 2
+    return clamp(xblock * rblock // 128, 2, most)
+
+
+# Software-pipelining depth of a kernel's loops: Inductor's pointwise and reduction configs
+# use 1 (their loads are streamed once; deeper pipelines pay off for matmul tiles).
+NUM_STAGES = 1
+
+
 class TritonKernelCall:
     """A Triton kernel ready to launch: ``call(*tensors)`` with inputs then outputs.
 
@@ -310,7 +445,8 @@ class TritonKernelCall:
 
     def __init__(self, name: str, source: str, arg_names: list[str], plan: KernelPlan,
                  persistent: bool, blocks: tuple[int, int] | None = None,
-                 build_source: str | None = None, size_args: list[str] = ()):
+                 build_source: str | None = None, size_args: list[str] = (),
+                 num_warps: int | None = None):
         self.name = name
         self.source = source
         self.arg_names = arg_names
@@ -321,6 +457,10 @@ class TritonKernelCall:
         self.xnumel, self.rnumel = plan.xnumel, plan.rnumel
         self.is_reduction = plan.is_reduction
         self.xblock, self.rblock = blocks or choose_blocks(plan, persistent)
+        kind = ("persistent" if persistent else "looped") if plan.is_reduction else "pointwise"
+        self.num_warps = num_warps or choose_num_warps(kind, self.xblock, self.rblock,
+                                                       hint_int(plan.rnumel))
+        self.num_stages = NUM_STAGES
         if build_source is None:
             self.fn = getattr(triton_module(TRITON_PRELUDE + source + "\n", name), name)
         else:   # the canonical text: a kernel repeated in the graph is loaded once
@@ -373,17 +513,19 @@ class TritonKernelCall:
         sizes += "".join(f"{s}, " for s in self.size_args)
         blocks = f"XBLOCK={self.xblock}" + (f", RBLOCK={self.rblock}" if self.is_reduction
                                             else "")
+        blocks += f", num_warps={self.num_warps}, num_stages={self.num_stages}"
         if self.symbolic:
             grid = f"(max(1, -(-({xnumel}) // {self.xblock})),)"
             return f"{name}({grid}, {', '.join(args)}, {sizes}{blocks})"
         return f"{name}({', '.join(args)}, {sizes}{blocks})"
 
     def __call__(self, *tensors: torch.Tensor) -> None:
+        launch = {"num_warps": self.num_warps, "num_stages": self.num_stages}
         if self.is_reduction:
             self.launcher(*tensors, self.xnumel, self.rnumel, XBLOCK=self.xblock,
-                          RBLOCK=self.rblock)
+                          RBLOCK=self.rblock, **launch)
         else:
-            self.launcher(*tensors, self.xnumel, XBLOCK=self.xblock)
+            self.launcher(*tensors, self.xnumel, XBLOCK=self.xblock, **launch)
 
 
 def generate_triton_kernel(plan: KernelPlan, name: str, persistent: bool | None = None):
@@ -404,5 +546,5 @@ def compile_triton_kernel(plan: KernelPlan, name: str, persistent: bool | None =
     return call, ins, outs
 
 
-__all__ = ["TritonKernel", "TritonKernelCall", "choose_blocks", "compile_triton_kernel",
-           "config", "generate_triton_kernel"]
+__all__ = ["TritonKernel", "TritonKernelCall", "choose_blocks", "choose_num_warps",
+           "compile_triton_kernel", "config", "generate_triton_kernel"]
