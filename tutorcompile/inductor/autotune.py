@@ -11,6 +11,16 @@ kernel on scratch buffers of the right sizes with each candidate (persistent and
 variants for reductions) and keeps the fastest, measured with ``tutorcompile.bench``.
 Under the Triton interpreter timings say little about a GPU, so the candidates are few.
 
+Matrix products are a *choice between algorithms* (:func:`select_matmul`): the PyTorch call
+(cuBLAS on a GPU) against the Triton matmul template (``codegen/triton_template.py``) in a
+few block-size configs, each timed on the real sizes and checked against PyTorch's answer.
+The fastest correct one is kept; a template can then take the pointwise consumers of the
+product as its epilogue. Every choice and its timings go into an :class:`AutotuneTable`
+(``CompiledGraph.autotune_table``, also printed in ``output_code``). Without
+``mode="max-autotune"``, and on the C++ backend, matmul stays the PyTorch call. Under the
+interpreter the template always loses on time (milliseconds a program): tests set
+``matmul_choice.force = "template"`` to check the template's values.
+
 Mirrors: torch/_inductor/runtime/triton_heuristics.py (``CachingAutotuner``) and
 torch/_inductor/select_algorithm.py.
 """
@@ -18,6 +28,7 @@ torch/_inductor/select_algorithm.py.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 
 import torch
 
@@ -111,3 +122,140 @@ def autotuned_cpp_kernel(plan: KernelPlan, name: str):
     _, call, ins, outs, tile, parallel = best
     call.source = call.source + f"\n// max-autotune: tile={tile}, parallel={parallel}"
     return call, ins, outs
+
+
+# ---------------------------------------------------------------------------------------
+# Matmul: the PyTorch call or a Triton template
+# ---------------------------------------------------------------------------------------
+
+@dataclass
+class MatmulChoice:
+    """``force``: ``None`` (the fastest correct candidate wins), ``"template"`` (the fastest
+    template config, even if PyTorch is faster: how tests check templates under the
+    interpreter) or ``"extern"``. Timings are taken either way."""
+    force: str | None = None
+
+
+matmul_choice = MatmulChoice()
+
+
+@dataclass
+class AutotuneRow:
+    op: str            # the graph node and what it computes: "mm_1 (mm 33x17 @ 17x45)"
+    choice: str        # "extern torch.mm" or "triton template"
+    config: str        # block sizes of a template; "" for the extern
+    time_s: float | None   # None: not timed (it failed, see note)
+    chosen: bool = False
+    note: str = ""
+
+
+@dataclass
+class AutotuneTable:
+    """What ``mode="max-autotune"`` timed and chose: one row per candidate.
+
+    Mirrors: the timing table torch/_inductor/select_algorithm.py prints
+    (``AlgorithmSelectorCache.log_results``)."""
+    rows: list[AutotuneRow] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        if not self.rows:
+            return "autotune: nothing was chosen between algorithms"
+        lines = ["autotune choices (time per call on the real sizes; * = chosen):"]
+        for r in self.rows:
+            t = f"{r.time_s * 1e3:9.3f} ms" if r.time_s is not None else "        -   "
+            mark = "*" if r.chosen else " "
+            lines.append(f"  {mark} {r.op:<34} {r.choice:<18} {r.config:<38} {t}"
+                         + (f"  {r.note}" if r.note else ""))
+        return "\n".join(lines)
+
+
+def _scratch_value(value) -> torch.Tensor:
+    """A random tensor of an IR value's size (for timing the PyTorch call)."""
+    return torch.randn(tuple(value.get_size()), device=value.get_device()).to(value.get_dtype())
+
+
+def select_matmul(lowering, node, a, b, bias, extern):
+    """``a @ b`` (``+ bias``): time the PyTorch call and template configs, keep the
+    fastest correct one (see :class:`MatmulChoice`), record the timings.
+
+    ``extern()`` makes the PyTorch call's buffer; a template wins as a
+    :class:`~.ir.TemplateBuffer`. The candidates run on random inputs of the real sizes
+    (the template on buffers laid out as the real ones: a transposed weight stays a
+    transposed read); a template whose result differs from PyTorch's is rejected."""
+    from .codegen.triton_template import (
+        compile_template_kernel,
+        matmul_configs,
+        template_shapes,
+    )
+    from .ir import FixedLayout, TemplateBuffer
+    batch, m, n, k = template_shapes(a, b)
+    what = "addmm" if bias is not None else ("bmm" if batch else "mm")
+    op = f"{node.name} ({what} {'x'.join(map(str, batch)) + ' x ' if batch else ''}" \
+         f"{m}x{k} @ {k}x{n})"
+    layout = FixedLayout.contiguous((*batch, m, n), a.get_dtype(), a.get_device())
+    name = lowering.new_name()
+
+    args = [_scratch_value(v) for v in ([bias] if bias is not None else []) + [a, b]]
+    torch_fn = torch.addmm if bias is not None else torch.matmul
+    extern_row = AutotuneRow(op, f"extern torch.{'addmm' if bias is not None else what}", "",
+                             _time(torch_fn, args))
+    rows = [extern_row]
+    tol = 1e-4 if a.get_dtype() == torch.float32 else 2e-2
+    for config in matmul_configs(m, n, k):
+        buf = TemplateBuffer(name, layout, a, b, bias, config, [node])
+        call, ins, outs = compile_template_kernel([buf], {name}, f"tune_{node.name}")
+        scratch = {x.name: _scratch(x) for x in ins + outs}
+        # the operands as the template reads them, for PyTorch's answer on the same values
+        operands = [_rebuild(v, scratch)
+                    for v in ([bias] if bias is not None else []) + [a, b]]
+        checked = all(t is not None for t in operands)
+        bm, bn, bk, warps, stages = config
+        row = AutotuneRow(op, "triton template",
+                          f"BLOCK_M={bm} BLOCK_N={bn} BLOCK_K={bk} warps={warps}", None)
+        tensors = [scratch[x.name] for x in ins + outs]
+        row.time_s = _time(call, tensors)
+        if not checked:
+            row.note = "values not compared (an operand's view is not a PyTorch view)"
+        elif not torch.allclose(scratch[name].float(), torch_fn(*operands).float(), rtol=tol,
+                                atol=tol):
+            row.note = "rejected: differs from PyTorch"
+            row.time_s = None
+        rows.append(row)
+    templates = [r for r in rows[1:] if r.time_s is not None]
+    best_template = min(templates, key=lambda r: r.time_s) if templates else None
+    force = matmul_choice.force
+    forced = f"forced by autotune.matmul_choice.force = {force!r}"
+    if force == "template" and best_template is not None:
+        best, why = best_template, forced
+    elif force == "extern":
+        best, why = extern_row, forced
+    elif best_template is None:
+        best, why = extern_row, "no template config gave PyTorch's answer"
+    elif force is None and best_template.time_s < extern_row.time_s:
+        best, why = best_template, ""
+    else:
+        best, why = extern_row, ""
+    best.chosen = True
+    best.note = best.note or why
+    lowering.autotune_table.rows.extend(rows)
+    if best is extern_row:
+        return extern(f"(max-autotune: {best.choice} chosen over the Triton template"
+                      f"{', ' + why if why else ''})")
+    config = matmul_configs(m, n, k)[rows.index(best) - 1]
+    return lowering.register(TemplateBuffer(name, layout, a, b, bias, config, [node]))
+
+
+def _rebuild(value, scratch: dict) -> torch.Tensor | None:
+    """The operand ``value`` as a PyTorch tensor over the scratch buffers the template reads
+    (a transposed weight: the transpose of its scratch base); None when a view cannot be
+    rebuilt as one (then the template's values are not compared)."""
+    from .ir import View
+    if not isinstance(value, View):
+        return scratch.get(value.name)
+    base = _rebuild(value.base, scratch)
+    if base is None:
+        return None
+    try:
+        return value.node.target.reference(base, *value.node.args[1:], **value.node.kwargs)
+    except Exception:   # (a view whose arguments are not plain sizes)
+        return None

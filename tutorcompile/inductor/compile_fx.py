@@ -180,6 +180,12 @@ class CompiledGraph:
         return self._current.kernel_sources
 
     @property
+    def autotune_table(self):
+        """``mode="max-autotune"``'s choices between algorithms (matmul: PyTorch or a
+        Triton template) with their timings: an :class:`~.autotune.AutotuneTable`."""
+        return self._current.autotune_table
+
+    @property
     def compile_time_s(self) -> float:
         return self._current.compile_time_s
 
@@ -203,6 +209,8 @@ class _Variant:
         self.fusion_report = None
         self.scheduler = None
         self.size_sources: dict = {}
+        from .autotune import AutotuneTable
+        self.autotune_table = AutotuneTable()
         if backend == "eager":
             self.run = GraphModule({}, graph)
             self.wrapper_code = self.run.code
@@ -213,7 +221,8 @@ class _Variant:
         if fusion:
             graph = split_reductions(fuse_addmm(graph))
         with phase("lowering"):
-            lowering = lower_graph(graph, inputs, backend)
+            lowering = lower_graph(graph, inputs, backend, mode)
+        self.autotune_table = lowering.autotune_table
         self.size_sources = lowering.size_sources
         with phase("scheduling"):
             self.scheduler = (scheduler_cls or Scheduler)(lowering, backend).fuse(
@@ -221,8 +230,8 @@ class _Variant:
         self.fusion_report = self.scheduler.report
         compile_kernel = _kernel_compiler(backend, mode)
         with phase("codegen"):      # C++ builds start here, in the background
-            kernels = {group.name: compile_kernel(self.scheduler.plan(group.buffers),
-                                                  group.name)
+            kernels = {group.name: self._compile_template(group) if group.is_template else
+                       compile_kernel(self.scheduler.plan(group.buffers), group.name)
                        for group in self.scheduler.groups if not group.is_extern}
         with phase("build"):        # what is left of them
             wait_for_builds()
@@ -240,10 +249,18 @@ class _Variant:
             sections[0] += f"\n# C++ built with: {cxx_compiler()[1]} {' '.join(cpp_flags())}"
         for name, src in self.kernel_sources.items():
             sections.append(f"# ---- kernel {name} ----\n{src}")
+        if self.autotune_table.rows:
+            sections.append("# ---- max-autotune ----\n" + "\n".join(
+                f"# {line}" for line in str(self.autotune_table).splitlines()))
         sections.append("# ---- wrapper ----\n" + wrapper.bound_globals() + "\n" +
                         self.wrapper_code)
         self.output_code = "\n\n".join(sections)
         self.compile_time_s = time.perf_counter() - start
+
+    def _compile_template(self, group) -> tuple:
+        from .codegen.triton_template import compile_template_kernel
+        return compile_template_kernel(group.buffers, self.scheduler.stored_names(group.buffers),
+                                       group.name)
 
     def __call__(self, *inputs: Any) -> Any:
         return self.run(*inputs)
