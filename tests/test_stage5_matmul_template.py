@@ -82,6 +82,7 @@ def test_fused_epilogues(force_template):
     assert compiled.num_kernels == 1    # addmm + relu: one template kernel, nothing else
     (source,) = templates(compiled).values()
     assert "tl.maximum" in source and "epilogue" in source
+    assert "# max-autotune: BLOCK_M=" in source and "extern torch.addmm" in source
 
     def gelu_residual(x, w, res):
         y = ops.matmul(x, w)
@@ -148,7 +149,7 @@ def test_autotune_table_lists_the_extern_and_the_templates():
     (under the interpreter, PyTorch's call)."""
     compiled = run(lambda a, b: ops.relu(ops.matmul(a, b)), torch.randn(33, 17),
                    torch.randn(17, 45))
-    rows = compiled.autotune_table.rows
+    rows = [r for r in compiled.autotune_table.rows if r.op.startswith("matmul")]
     assert [r.choice for r in rows][:2] == ["extern torch.mm", "triton template"]
     assert all(r.time_s is not None and r.time_s > 0 for r in rows)
     (chosen,) = [r for r in rows if r.chosen]
@@ -158,6 +159,12 @@ def test_autotune_table_lists_the_extern_and_the_templates():
     assert "# ---- max-autotune ----" in compiled.output_code
     if chosen.choice.startswith("extern"):
         assert not templates(compiled) and "torch.mm(" in compiled.wrapper_code
+        # the relu is then a kernel of its own, whose block sizes are timed in the table too
+        assert any(r.choice == "triton kernel" and r.chosen
+                   for r in compiled.autotune_table.rows)
+    else:
+        (source,) = templates(compiled).values()
+        assert f"# max-autotune: {chosen.config}" in source
 
 
 def test_a_wrong_template_is_rejected(monkeypatch):

@@ -4,7 +4,6 @@ Triton: block sizes (and persistent vs looped reductions). C++: with or without 
 parallel loop, and the tile width of outer-dimension reductions (each variant is one more
 compiler run, so autotuning C++ costs seconds per kernel).
 
-
 A Triton kernel's best ``XBLOCK``/``RBLOCK`` depends on the shape and the device; the heuristics in
 ``codegen/triton.py`` pick a reasonable one without running anything. Autotuning runs the
 kernel on scratch buffers of the right sizes with each candidate (persistent and looped
@@ -15,14 +14,20 @@ Matrix products are a *choice between algorithms* (:func:`select_matmul`): the P
 (cuBLAS on a GPU) against the Triton matmul template (``codegen/triton_template.py``) in a
 few block-size configs, each timed on the real sizes and checked against PyTorch's answer.
 The fastest correct one is kept; a template can then take the pointwise consumers of the
-product as its epilogue. Every choice and its timings go into an :class:`AutotuneTable`
-(``CompiledGraph.autotune_table``, also printed in ``output_code``). Without
-``mode="max-autotune"``, and on the C++ backend, matmul stays the PyTorch call. Under the
-interpreter the template always loses on time (milliseconds a program): tests set
-``matmul_choice.force = "template"`` to check the template's values.
+product as its epilogue.
+
+Every candidate timed -- a matmul's algorithms, a kernel's block sizes or C++ variants --
+is a row of the compilation's :class:`AutotuneTable` (``CompiledGraph.autotune_table``,
+printed in ``output_code``), and the winner's kernel says why it won in a last comment
+(``# max-autotune: ...``).
+
+Without ``mode="max-autotune"``, and on the C++ backend, matmul stays the PyTorch call.
+Under the interpreter the template always loses on time (milliseconds a program): tests
+set ``matmul_choice.force = "template"`` to check the template's values.
 
 Mirrors: torch/_inductor/runtime/triton_heuristics.py (``CachingAutotuner``) and
-torch/_inductor/select_algorithm.py.
+torch/_inductor/select_algorithm.py (``AlgorithmSelectorCache``: choices, timings, the
+check of each choice's output).
 """
 
 from __future__ import annotations
@@ -80,8 +85,9 @@ def _time(call, args, repeat: int = 3) -> float:
     return (time.perf_counter() - start) / repeat
 
 
-def autotuned_triton_kernel(plan: KernelPlan, name: str):
-    """Like ``compile_triton_kernel`` but benchmarks candidate block sizes first."""
+def autotuned_triton_kernel(plan: KernelPlan, name: str, table: AutotuneTable | None = None):
+    """Like ``compile_triton_kernel`` but benchmarks candidate block sizes first (each
+    timing a row of ``table``)."""
     variants = [None] if not plan.is_reduction else [True, False]
     best = None
     for persistent in variants:
@@ -93,16 +99,20 @@ def autotuned_triton_kernel(plan: KernelPlan, name: str):
             call = TritonKernelCall(name, source, [b.name for b in ins + outs], plan,
                                     persistent, blocks)
             t = _time(call, args)
+            _record(table, name, "triton kernel", f"XBLOCK={blocks[0]} RBLOCK={blocks[1]}"
+                    + (" persistent" if persistent else ""), t)
             if best is None or t < best[0]:
                 best = (t, call, ins, outs)
     _, call, ins, outs = best
+    _choose(table, name, best[0])
     call.source = call.source + (f"\n# max-autotune: XBLOCK={call.xblock}, "
                                  f"RBLOCK={call.rblock}")
     return call, ins, outs
 
 
-def autotuned_cpp_kernel(plan: KernelPlan, name: str):
-    """Like ``compile_cpp_kernel`` but times the parallel/serial and tile-width variants."""
+def autotuned_cpp_kernel(plan: KernelPlan, name: str, table: AutotuneTable | None = None):
+    """Like ``compile_cpp_kernel`` but times the parallel/serial and tile-width variants
+    (each timing a row of ``table``)."""
     from .codegen.cpp import TILE, compile_cpp_kernel
     tiles = [TILE]
     if plan.is_reduction and len(plan.shape) - 1 not in plan.reduced_dims:
@@ -117,9 +127,11 @@ def autotuned_cpp_kernel(plan: KernelPlan, name: str):
             seen_sources.add(call.source)
             args = [_scratch(b) for b in ins + outs]
             t = _time(call, args)
+            _record(table, name, "cpp kernel", f"tile={tile} parallel={parallel}", t)
             if best is None or t < best[0]:
                 best = (t, call, ins, outs, tile, parallel)
     _, call, ins, outs, tile, parallel = best
+    _choose(table, name, best[0])
     call.source = call.source + f"\n// max-autotune: tile={tile}, parallel={parallel}"
     return call, ins, outs
 
@@ -167,6 +179,17 @@ class AutotuneTable:
             lines.append(f"  {mark} {r.op:<34} {r.choice:<18} {r.config:<38} {t}"
                          + (f"  {r.note}" if r.note else ""))
         return "\n".join(lines)
+
+
+def _record(table: AutotuneTable | None, op: str, choice: str, config: str, t: float) -> None:
+    if table is not None:
+        table.rows.append(AutotuneRow(op, choice, config, t))
+
+
+def _choose(table: AutotuneTable | None, op: str, t: float) -> None:
+    """Mark the fastest of ``op``'s rows (time ``t``) as chosen."""
+    if table is not None:
+        next(r for r in table.rows if r.op == op and r.time_s == t).chosen = True
 
 
 def _scratch_value(value) -> torch.Tensor:
@@ -242,7 +265,10 @@ def select_matmul(lowering, node, a, b, bias, extern):
         return extern(f"(max-autotune: {best.choice} chosen over the Triton template"
                       f"{', ' + why if why else ''})")
     config = matmul_configs(m, n, k)[rows.index(best) - 1]
-    return lowering.register(TemplateBuffer(name, layout, a, b, bias, config, [node]))
+    buf = TemplateBuffer(name, layout, a, b, bias, config, [node])
+    buf.autotune_note = (f"{best.config}: {best.time_s * 1e3:.3f} ms; {extern_row.choice}: "
+                         f"{extern_row.time_s * 1e3:.3f} ms{' (' + why + ')' if why else ''}")
+    return lowering.register(buf)
 
 
 def _rebuild(value, scratch: dict) -> torch.Tensor | None:

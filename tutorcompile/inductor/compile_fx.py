@@ -36,6 +36,7 @@ torch/_inductor/graph.py (``GraphLowering.compile_to_module``).
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import warnings
@@ -228,7 +229,7 @@ class _Variant:
             self.scheduler = (scheduler_cls or Scheduler)(lowering, backend).fuse(
                 enabled=fusion)
         self.fusion_report = self.scheduler.report
-        compile_kernel = _kernel_compiler(backend, mode)
+        compile_kernel = _kernel_compiler(backend, mode, self.autotune_table)
         with phase("codegen"):      # C++ builds start here, in the background
             kernels = {group.name: self._compile_template(group) if group.is_template else
                        compile_kernel(self.scheduler.plan(group.buffers), group.name)
@@ -435,18 +436,20 @@ def _meta(shape: tuple, like: TensorMeta) -> TensorMeta:
                       like.requires_grad)
 
 
-def _kernel_compiler(backend: str, mode: str | None) -> Callable:
+def _kernel_compiler(backend: str, mode: str | None, table=None) -> Callable:
+    """``(plan, name) -> (call, ins, outs)`` for a backend; under max-autotune it times
+    variants, each a row of ``table``."""
     if backend == "cpp":
         from .codegen.cpp import compile_cpp_kernel
         if mode == "max-autotune":
             from .autotune import autotuned_cpp_kernel
-            return autotuned_cpp_kernel
+            return functools.partial(autotuned_cpp_kernel, table=table)
         return compile_cpp_kernel
     if backend == "triton":
         from .codegen.triton import compile_triton_kernel
         if mode == "max-autotune":
             from .autotune import autotuned_triton_kernel
-            return autotuned_triton_kernel
+            return functools.partial(autotuned_triton_kernel, table=table)
         return compile_triton_kernel
     raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
 

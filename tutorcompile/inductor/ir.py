@@ -634,6 +634,7 @@ class TemplateBuffer(ComputedBuffer):
         super().__init__(name, layout, data, origins)
         self.a, self.b, self.bias = a, b, bias
         self.config = config
+        self.autotune_note = ""   # the timings that chose it (a comment under its kernel)
 
     def _no_inner_fn(self, index):
         from .codegen.common import FusionError

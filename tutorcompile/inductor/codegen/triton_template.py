@@ -262,7 +262,8 @@ class TritonTemplateKernel(TritonKernel):
                   + (f", epilogue {', '.join(epilogue)}" if epilogue else "")
                   + f"; graph nodes: {', '.join(origin_names(self.plan.nodes))}",
                   *(f"    #   {line}" for line in origin_sources(self.plan.nodes))]
-        return "\n".join(header + ["    " + line for line in self.lines])
+        footer = [f"# max-autotune: {t.autotune_note}"] if t.autotune_note else []
+        return "\n".join(header + ["    " + line for line in self.lines] + footer)
 
 
 def _broadcast_load(value: ir.IRNode, out_size: tuple, index: list) -> Any:
