@@ -225,25 +225,28 @@ def select_matmul(lowering, node, a, b, bias, extern):
     rows = [extern_row]
     tol = 1e-4 if a.get_dtype() == torch.float32 else 2e-2
     for config in matmul_configs(m, n, k):
-        buf = TemplateBuffer(name, layout, a, b, bias, config, [node])
-        call, ins, outs = compile_template_kernel([buf], {name}, f"tune_{node.name}")
-        scratch = {x.name: _scratch(x) for x in ins + outs}
-        # the operands as the template reads them, for PyTorch's answer on the same values
-        operands = [_rebuild(v, scratch)
-                    for v in ([bias] if bias is not None else []) + [a, b]]
-        checked = all(t is not None for t in operands)
         bm, bn, bk, warps, stages = config
         row = AutotuneRow(op, "triton template",
                           f"BLOCK_M={bm} BLOCK_N={bn} BLOCK_K={bk} warps={warps}", None)
-        tensors = [scratch[x.name] for x in ins + outs]
-        row.time_s = _time(call, tensors)
+        rows.append(row)
+        buf = TemplateBuffer(name, layout, a, b, bias, config, [node])
+        try:
+            call, ins, outs = compile_template_kernel([buf], {name}, f"tune_{node.name}")
+            scratch = {x.name: _scratch(x) for x in ins + outs}
+            row.time_s = _time(call, [scratch[x.name] for x in ins + outs])
+        except Exception as e:   # (Triton's compile and launch errors have no common base)
+            row.note = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}"
+            continue
+        # the operands as the template read them, for PyTorch's answer on the same values
+        operands = [_rebuild(v, scratch)
+                    for v in ([bias] if bias is not None else []) + [a, b]]
+        checked = all(t is not None for t in operands)
         if not checked:
             row.note = "values not compared (an operand's view is not a PyTorch view)"
         elif not torch.allclose(scratch[name].float(), torch_fn(*operands).float(), rtol=tol,
                                 atol=tol):
             row.note = "rejected: differs from PyTorch"
             row.time_s = None
-        rows.append(row)
     templates = [r for r in rows[1:] if r.time_s is not None]
     best_template = min(templates, key=lambda r: r.time_s) if templates else None
     force = matmul_choice.force
@@ -253,7 +256,7 @@ def select_matmul(lowering, node, a, b, bias, extern):
     elif force == "extern":
         best, why = extern_row, forced
     elif best_template is None:
-        best, why = extern_row, "no template config gave PyTorch's answer"
+        best, why = extern_row, "no template config ran and gave PyTorch's answer"
     elif force is None and best_template.time_s < extern_row.time_s:
         best, why = best_template, ""
     else:

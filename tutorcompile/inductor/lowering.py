@@ -297,7 +297,8 @@ class GraphLowering:
         """Is ``a @ b`` (``+ bias``) a choice between PyTorch and a Triton template? Only
         under ``mode="max-autotune"`` on the Triton backend, for float32/float16/bfloat16
         operands of one dtype with static sizes, and a bias that broadcasts to the
-        product's rows and columns."""
+        product's rows and columns. (The template indexes with 32-bit integers and puts the
+        batch on the grid's second axis, which CUDA limits to 65535.)"""
         from .codegen.triton_template import TEMPLATE_DTYPES
         values = [a, b] + ([bias] if bias is not None else [])
         if self.mode != "max-autotune" or self.backend != "triton" or \
@@ -309,6 +310,10 @@ class GraphLowering:
         if len(dtypes) != 1 or dtypes.pop() not in TEMPLATE_DTYPES or \
                 not all(isinstance(s, int) and s > 0 for size in sizes for s in size) or \
                 len(sizes[0]) < 2 or len(sizes[1]) < 2 or sizes[0][-1] != sizes[1][-2]:
+            return False
+        batch = torch.broadcast_shapes(sizes[0][:-2], sizes[1][:-2])
+        out_numel = math.prod(batch) * sizes[0][-2] * sizes[1][-1]
+        if math.prod(batch) > 65535 or max(out_numel, *map(math.prod, sizes)) >= 2 ** 31:
             return False
         if bias is not None:
             out = (sizes[0][-2], sizes[1][-1])

@@ -205,8 +205,8 @@ class TritonTemplateKernel(TritonKernel):
             # half operands go to tl.dot as they are (fp32 accumulation) -- except under the
             # interpreter, whose bfloat16 dot returns garbage: there they are widened first
             self.raw_loads = a_dtype in HALF_DTYPES and not interpreted()
-            a = self._operand(t.a, batch_vars, [rm, rka])
-            b = self._operand(t.b, batch_vars, [rkb, rn])
+            a = self._operand(t.a, batch_vars, [rm, rka], "[BLOCK_M, BLOCK_K]")
+            b = self._operand(t.b, batch_vars, [rkb, rn], "[BLOCK_K, BLOCK_N]")
             self.raw_loads = False
             precision = "" if a.dtype in HALF_DTYPES else ", input_precision=\"ieee\""
             w(f"acc += tl.dot({a}, {b}{precision})")
@@ -231,14 +231,21 @@ class TritonTemplateKernel(TritonKernel):
                 value = product if node is t else node.data.inner_fn(own)
                 self.store(node, own, value)
 
-    def _operand(self, value: ir.IRNode, batch_vars: list, tile: list) -> CSEVar:
-        """Load a block of a matmul operand (its batch dims broadcast against the output's)."""
+    def _operand(self, value: ir.IRNode, batch_vars: list, tile: list,
+                 block: str) -> CSEVar:
+        """Load a ``block`` of a matmul operand (its batch dims broadcast against the
+        output's). ``tl.dot`` takes full 2-d blocks: an operand that does not vary along
+        a dimension (an expanded row, a broadcast scalar) is broadcast to the block."""
         nbatch = len(value.get_size()) - 2
         sizes = tuple(value.get_size())[:nbatch]
         lead = len(batch_vars) - nbatch
         own = [0 if sizes[d] == 1 and self.batch[lead + d] != 1 else batch_vars[lead + d]
                for d in range(nbatch)]
-        return value.make_loader()(own + tile)
+        loaded = value.make_loader()(own + tile)
+        if not {t.name for t in tile} <= loaded.deps:
+            loaded = self.cse(f"tl.broadcast_to({loaded}, {block})", loaded.dtype,
+                              loaded.deps | {t.name for t in tile})
+        return loaded
 
     @staticmethod
     def _index_for(node: ir.Buffer, index: list, out_size: tuple) -> list:
