@@ -231,3 +231,24 @@ def test_default_mode_keeps_the_extern(force_template, mode):
                    torch.randn(16, 8), mode=mode)
     assert not templates(compiled) and not compiled.autotune_table.rows
     assert "torch.mm(" in compiled.wrapper_code
+
+
+@pytest.mark.skipif(not probe().has_cxx, reason="no C++ compiler")
+def test_cpp_backend_keeps_the_extern_under_max_autotune(force_template):
+    """Templates are Triton's: C++ max-autotune times its kernels' variants only."""
+    a, b = torch.randn(8, 16), torch.randn(16, 8)
+    graph = trace(lambda a, b: ops.relu(ops.matmul(a, b)), a, b)
+    compiled = compile_fx(graph, [a, b], backend="cpp", mode="max-autotune")
+    torch.testing.assert_close(compiled(a, b), torch.relu(a @ b))
+    assert "torch.mm(" in compiled.wrapper_code
+    assert {r.choice for r in compiled.autotune_table.rows} == {"cpp kernel"}
+
+
+def test_lowering_reference_evaluates_a_template(force_template):
+    """The loop IR's own interpreter computes a template buffer as PyTorch's product."""
+    from tutorcompile.inductor.lowering import evaluate_lowering, lower_graph
+    x, w, bias = torch.randn(6, 5), torch.randn(5, 7), torch.randn(7)
+    graph = trace(lambda x, w, bias: ops.relu(ops.matmul(x, w)), x, w, bias)
+    lowering = lower_graph(graph, [x, w, bias], "triton", "max-autotune")
+    assert any(type(b).__name__ == "TemplateBuffer" for b in lowering.buffers)
+    torch.testing.assert_close(evaluate_lowering(lowering, x, w, bias), torch.relu(x @ w))

@@ -220,8 +220,9 @@ def select_matmul(lowering, node, a, b, bias, extern):
 
     args = [_scratch_value(v) for v in ([bias] if bias is not None else []) + [a, b]]
     torch_fn = torch.addmm if bias is not None else torch.matmul
+    repeat = 3 if interpreted() else 20   # (a GPU product takes microseconds)
     extern_row = AutotuneRow(op, f"extern torch.{'addmm' if bias is not None else what}", "",
-                             _time(torch_fn, args))
+                             _time(torch_fn, args, repeat))
     rows = [extern_row]
     tol = 1e-4 if a.get_dtype() == torch.float32 else 2e-2
     for config in matmul_configs(m, n, k):
@@ -233,7 +234,7 @@ def select_matmul(lowering, node, a, b, bias, extern):
         try:
             call, ins, outs = compile_template_kernel([buf], {name}, f"tune_{node.name}")
             scratch = {x.name: _scratch(x) for x in ins + outs}
-            row.time_s = _time(call, [scratch[x.name] for x in ins + outs])
+            row.time_s = _time(call, [scratch[x.name] for x in ins + outs], repeat)
         except Exception as e:   # (Triton's compile and launch errors have no common base)
             row.note = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}"
             continue

@@ -851,7 +851,11 @@ def evaluate_lowering(lowering: GraphLowering, *inputs: torch.Tensor) -> Any:
         return v
 
     for buf in lowering.buffers:
-        if isinstance(buf, ExternKernel):
+        if isinstance(buf, ir.TemplateBuffer):   # (a matmul template: PyTorch's product)
+            a, b = as_tensor(buf.a), as_tensor(buf.b)
+            out = (torch.matmul(a, b) if buf.bias is None else
+                   torch.addmm(as_tensor(buf.bias), a, b)).contiguous()
+        elif isinstance(buf, ExternKernel):
             args = map_aggregate(buf.args, as_tensor)
             kwargs = map_aggregate(buf.kwargs, as_tensor)
             fn = buf.kernel.reference if isinstance(buf.kernel, Prim) else buf.kernel
