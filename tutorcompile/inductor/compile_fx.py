@@ -461,7 +461,9 @@ def compile_fx(gm: GraphModule | Graph | torch.fx.GraphModule, example_inputs: S
 
     ``fusion=False`` keeps one kernel per op (to measure what fusion buys);
     ``scheduler_cls`` swaps in a :class:`~.scheduler.Scheduler` subclass (your own
-    ``can_fuse``); ``mode="max-autotune"`` benchmarks block sizes of Triton kernels.
+    ``can_fuse``); ``mode="max-autotune"`` benchmarks kernel variants (block sizes, C++
+    parallel/tiling) and, on Triton, PyTorch's matmul against a Triton matmul template
+    (``CompiledGraph.autotune_table`` holds the timings).
     """
     graph = _as_graph(gm)
     example_inputs = list(example_inputs)
