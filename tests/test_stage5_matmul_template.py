@@ -73,6 +73,11 @@ def test_template_addmm_and_bmm(force_template):
     assert len(templates(compiled)) == 2
     assert all("tl.program_id(1)" in s and "matmul template (bmm, 3 x 9x21" in s
                for s in templates(compiled).values())
+    # attention's (batch, heads) dims: one grid axis, unflattened; a broadcast head dim
+    q4, k4 = torch.randn(2, 3, 5, 8), torch.randn(2, 1, 8, 6)
+    compiled = run(lambda q4, k4: ops.matmul(q4, k4), q4, k4)
+    (source,) = templates(compiled).values()
+    assert "matmul template (bmm, 2x3 x 5x8 @ 8x6)" in source
 
 
 def test_fused_epilogues(force_template):

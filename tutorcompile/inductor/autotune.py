@@ -221,7 +221,9 @@ def select_matmul(lowering, node, a, b, bias, extern):
     args = [_scratch_value(v) for v in ([bias] if bias is not None else []) + [a, b]]
     torch_fn = torch.addmm if bias is not None else torch.matmul
     repeat = 3 if interpreted() else 20   # (a GPU product takes microseconds)
-    extern_row = AutotuneRow(op, f"extern torch.{'addmm' if bias is not None else what}", "",
+    # (the wrapper calls torch.mm for two matrices, else the prim's own torch.matmul)
+    callee = "addmm" if bias is not None else "matmul" if batch else "mm"
+    extern_row = AutotuneRow(op, f"extern torch.{callee}", "",
                              _time(torch_fn, args, repeat))
     rows = [extern_row]
     tol = 1e-4 if a.get_dtype() == torch.float32 else 2e-2
