@@ -204,7 +204,12 @@ def select_matmul(lowering, node, a, b, bias, extern):
     ``extern()`` makes the PyTorch call's buffer; a template wins as a
     :class:`~.ir.TemplateBuffer`. The candidates run on random inputs of the real sizes
     (the template on buffers laid out as the real ones: a transposed weight stays a
-    transposed read); a template whose result differs from PyTorch's is rejected."""
+    transposed read); a template whose result differs from PyTorch's is rejected.
+
+    The candidates are timed on the bare product: what a template's fused epilogue saves
+    (a kernel launch, and writing and reading back the product) is not counted, so the
+    choice leans toward PyTorch. (Inductor can time the fused kernels instead:
+    ``benchmark_epilogue_fusion`` in torch/_inductor/config.py.)"""
     from .codegen.triton_template import (
         compile_template_kernel,
         matmul_configs,
