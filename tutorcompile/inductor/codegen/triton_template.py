@@ -73,13 +73,10 @@ TEMPLATE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 GROUP_M = 8
 
-# the index symbols of the template: rows, columns, the K block (as a row of A's block and
-# as a column of B's), and the batch; and the mask each one needs in a load or a store
+# the index symbols of the template -- rows, columns, the K block (as a row of A's block and
+# as a column of B's) -- and the mask each one needs in a load or a store (the batch index
+# ``rb`` needs none: the grid has exactly one program row per batch)
 _MASKS = {"rm": "mmask", "rn": "nmask", "rka": "kmask_a", "rkb": "kmask_b"}
-
-
-def _sym(name: str) -> sympy.Symbol:
-    return ir.index_symbol(name)
 
 
 def template_shapes(a: ir.IRNode, b: ir.IRNode) -> tuple[tuple, int, int, int]:
@@ -174,8 +171,8 @@ class TritonTemplateKernel(TritonKernel):
         t = self.template
         m, n, k = self.m, self.n, self.k
         out_size = tuple(t.get_size())
-        batch_vars = ir.unflatten_index(_sym("rb"), self.batch) if self.batch else []
-        rm, rn, rka, rkb = _sym("rm"), _sym("rn"), _sym("rka"), _sym("rkb")
+        batch_vars = ir.unflatten_index(ir.index_symbol("rb"), self.batch) if self.batch else []
+        rm, rn, rka, rkb = (ir.index_symbol(s) for s in ("rm", "rn", "rka", "rkb"))
         w = self.writeline
         with set_handler(self):
             w("# which tile: programs walk GROUP_M rows of tiles column by column (L2 reuse)")
