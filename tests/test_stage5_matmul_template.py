@@ -13,6 +13,8 @@ import importlib
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from torch import nn
 
 import tutorcompile as tc
@@ -59,6 +61,22 @@ def test_template_mm_ragged_and_transposed(force_template, dtype):
     assert all("tl.dot" in s and "for k in range(0, 17, BLOCK_K)" in s for s in sources.values())
     # the transposed operand is read with its strides: element (k, n) of bt.T is bt[n, k]
     assert any("17 * rn + rkb" in s for s in sources.values())
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@given(m=st.integers(1, 40), n=st.integers(1, 40), k=st.integers(1, 40),
+       batch=st.sampled_from([(), (2,)]), a_t=st.booleans(), b_t=st.booleans())
+def test_template_matches_torch_for_any_sizes_and_layouts(m, n, k, batch, a_t, b_t):
+    """Every size from 1 (blocks mostly masked) to past a block, either operand read
+    transposed. (The choice is forced inside: hypothesis runs the body many times.)"""
+    a = torch.randn(*batch, k, m).transpose(-1, -2) if a_t else torch.randn(*batch, m, k)
+    b = torch.randn(*batch, n, k).transpose(-1, -2) if b_t else torch.randn(*batch, k, n)
+    old, autotune.matmul_choice.force = autotune.matmul_choice.force, "template"
+    try:
+        compiled = run(lambda a, b: ops.matmul(a, b), a, b)
+    finally:
+        autotune.matmul_choice.force = old
+    assert len(templates(compiled)) == 1
 
 
 def test_template_addmm_and_bmm(force_template):
