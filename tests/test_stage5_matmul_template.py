@@ -61,6 +61,8 @@ def test_template_mm_ragged_and_transposed(force_template, dtype):
     assert all("tl.dot" in s and "for k in range(0, 17, BLOCK_K)" in s for s in sources.values())
     # the transposed operand is read with its strides: element (k, n) of bt.T is bt[n, k]
     assert any("17 * rn + rkb" in s for s in sources.values())
+    if dtype == torch.float32:   # full precision, as torch.mm (not Triton's default TF32)
+        assert all('input_precision="ieee"' in s for s in sources.values())
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))

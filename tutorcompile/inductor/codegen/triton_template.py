@@ -15,10 +15,11 @@ writes it by hand once, as a template, and fills in the parts that vary. The sha
   in registers -- which is why block sizes are tuned per shape and per device.
 * **float32 accumulation.** The accumulator is float32 whatever the inputs (float16 and
   bfloat16 operands go to ``tl.dot`` as they are and come out in float32); the result is
-  rounded to the output dtype only when it is stored. Float32 operands are multiplied in
-  full precision (``input_precision="ieee"``): Triton's default on a GPU is TF32, 10 bits
-  of mantissa, which PyTorch's ``torch.mm`` does not use by default -- a template that
-  silently used it would be a different, less exact answer.
+  rounded to the output dtype only when it is stored. Float32 operands are multiplied as
+  PyTorch multiplies them (:func:`fp32_precision`): in full precision
+  (``input_precision="ieee"``) unless ``torch.backends.cuda.matmul.allow_tf32`` is set.
+  Triton's own default on a GPU is TF32, 10 bits of mantissa: a template that silently
+  used it would be a different, less exact answer than the ``torch.mm`` it replaces.
 * **Masks for ragged edges.** ``M``, ``N`` and ``K`` need not be multiples of the blocks (a
   33 x 17 @ 17 x 45 product has a ragged tile in every direction): every load is masked
   with the indices it uses (``(rm < M) & (rka < K)``) and reads 0 outside, which adds
@@ -107,6 +108,15 @@ def matmul_configs(m: int, n: int, k: int) -> list[tuple[int, int, int, int, int
         if config not in seen:
             seen.append(config)
     return seen
+
+
+def fp32_precision() -> str:
+    """How ``tl.dot`` multiplies float32 operands: as ``torch.mm`` does on this device --
+    ``"tf32"`` where PyTorch is allowed TF32 on a GPU, else ``"ieee"`` (full precision;
+    always under the interpreter)."""
+    if not interpreted() and torch.backends.cuda.matmul.allow_tf32:
+        return "tf32"
+    return "ieee"
 
 
 class TritonTemplateKernel(TritonKernel):
@@ -205,7 +215,8 @@ class TritonTemplateKernel(TritonKernel):
             a = self._operand(t.a, batch_vars, [rm, rka], "[BLOCK_M, BLOCK_K]")
             b = self._operand(t.b, batch_vars, [rkb, rn], "[BLOCK_K, BLOCK_N]")
             self.raw_loads = False
-            precision = "" if a.dtype in HALF_DTYPES else ", input_precision=\"ieee\""
+            precision = "" if a.dtype in HALF_DTYPES else \
+                f", input_precision=\"{fp32_precision()}\""
             w(f"acc += tl.dot({a}, {b}{precision})")
             self.pop_scope()
             self.indent -= 1
@@ -322,4 +333,4 @@ def compile_template_kernel(buffers: list[ir.ComputedBuffer], stored: set[str], 
 
 
 __all__ = ["TEMPLATE_DTYPES", "TemplateKernelCall", "TritonTemplateKernel",
-           "compile_template_kernel", "matmul_configs", "template_shapes"]
+           "compile_template_kernel", "fp32_precision", "matmul_configs", "template_shapes"]
