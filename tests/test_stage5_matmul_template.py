@@ -210,11 +210,18 @@ def test_residual_epilogue_through_a_reshape_and_broadcast_operands(force_templa
     tc.reset()
 
 
-def test_autotune_table_lists_the_extern_and_the_templates():
+def test_autotune_table_lists_the_extern_and_the_templates(capsys):
     """Nothing forced: every candidate is timed, and the fastest correct one is chosen
-    (under the interpreter, PyTorch's call)."""
-    compiled = run(lambda a, b: ops.relu(ops.matmul(a, b)), torch.randn(33, 17),
-                   torch.randn(17, 45))
+    (usually PyTorch's call under the interpreter); TUTORCOMPILE_LOGS=autotuning shows it."""
+    tc.set_logs(autotuning=True)
+    try:
+        compiled = run(lambda a, b: ops.relu(ops.matmul(a, b)), torch.randn(33, 17),
+                       torch.randn(17, 45))
+    finally:
+        tc.set_logs()
+    logged = capsys.readouterr().out
+    assert logged.startswith("[tutorcompile:autotuning]")
+    assert str(compiled.autotune_table) in logged
     rows = [r for r in compiled.autotune_table.rows if r.op.startswith("matmul")]
     assert [r.choice for r in rows][:2] == ["extern torch.mm", "triton template"]
     assert all(r.time_s is not None and r.time_s > 0 for r in rows)

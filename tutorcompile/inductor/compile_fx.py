@@ -115,6 +115,8 @@ class CompiledGraph:
         if variant.fusion_report is not None:
             log_artifact("fusion", lambda: str(variant.fusion_report), title)
         log_artifact("output_code", lambda: variant.output_code, title)
+        if variant.autotune_table.rows:
+            log_artifact("autotuning", lambda: str(variant.autotune_table), title)
         return variant
 
     def _compile_symbolic(self, inputs: list[Any]) -> _Variant | None:
