@@ -14,7 +14,9 @@ writes it by hand once, as a template, and fills in the parts that vary. The sha
   multiply-adds: bigger tiles reuse each loaded element more, until the tile no longer fits
   in registers -- which is why block sizes are tuned per shape and per device.
 * **float32 accumulation.** The accumulator is float32 whatever the inputs (float16 and
-  bfloat16 operands go to ``tl.dot`` as they are and come out in float32); the result is
+  bfloat16 operands go to ``tl.dot`` as they are and come out in float32 -- except under
+  the CPU interpreter, whose bfloat16 ``tl.dot`` returns garbage (Triton 3.7): there they
+  are widened to float32 first, the same products at interpreter speed); the result is
   rounded to the output dtype only when it is stored. Float32 operands are multiplied as
   PyTorch multiplies them (:func:`fp32_precision`): in full precision
   (``input_precision="ieee"``) unless ``torch.backends.cuda.matmul.allow_tf32`` is set.
