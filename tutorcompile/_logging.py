@@ -42,6 +42,8 @@ ARTIFACTS = {
     "partition": "stage 4: what the partitioner saved and recomputed",
     "fusion": "stage 5: fusion decisions, and the reason for each fusion not taken",
     "output_code": "stage 5: generated kernels and the wrapper that runs them",
+    "autotuning": "stage 5: what mode='max-autotune' timed (kernel variants; matmul: "
+                  "PyTorch's call or a Triton template) and what it chose",
     "cudagraphs": "stage 6: recorded graphs and the reason for each skip",
     "compile_times": "every stage: seconds spent compiling, per phase (capture, AOT, "
                      "lowering, scheduling, codegen, C++/Triton build)",

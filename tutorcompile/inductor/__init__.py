@@ -10,6 +10,8 @@
     ir            Pointwise, Reduction, View, ComputedBuffer, ExternKernel, ReferenceHandler
     schedule / Scheduler, FusionReport      can_fuse, score_fusion, why-not-fused (scheduler.py)
     codegen.cpp, codegen.triton             the two kernel writers; codecache: disk cache
+    codegen.triton_template                 the Triton matmul template (max-autotune), with
+                                            fused epilogues; autotune: choices + timing table
     examples      softmax, layernorm, rmsnorm, chain, mlp, all_pointwise (+ torch versions)
 
 Mirrors: torch/_inductor (ir.py, lowering.py, scheduler.py, codegen/, codecache.py,

@@ -36,6 +36,7 @@ torch/_inductor/graph.py (``GraphLowering.compile_to_module``).
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import warnings
@@ -114,6 +115,8 @@ class CompiledGraph:
         if variant.fusion_report is not None:
             log_artifact("fusion", lambda: str(variant.fusion_report), title)
         log_artifact("output_code", lambda: variant.output_code, title)
+        if variant.autotune_table.rows:
+            log_artifact("autotuning", lambda: str(variant.autotune_table), title)
         return variant
 
     def _compile_symbolic(self, inputs: list[Any]) -> _Variant | None:
@@ -180,6 +183,12 @@ class CompiledGraph:
         return self._current.kernel_sources
 
     @property
+    def autotune_table(self):
+        """``mode="max-autotune"``'s choices between algorithms (matmul: PyTorch or a
+        Triton template) with their timings: an :class:`~.autotune.AutotuneTable`."""
+        return self._current.autotune_table
+
+    @property
     def compile_time_s(self) -> float:
         return self._current.compile_time_s
 
@@ -203,6 +212,8 @@ class _Variant:
         self.fusion_report = None
         self.scheduler = None
         self.size_sources: dict = {}
+        from .autotune import AutotuneTable
+        self.autotune_table = AutotuneTable()
         if backend == "eager":
             self.run = GraphModule({}, graph)
             self.wrapper_code = self.run.code
@@ -213,16 +224,17 @@ class _Variant:
         if fusion:
             graph = split_reductions(fuse_addmm(graph))
         with phase("lowering"):
-            lowering = lower_graph(graph, inputs, backend)
+            lowering = lower_graph(graph, inputs, backend, mode)
+        self.autotune_table = lowering.autotune_table
         self.size_sources = lowering.size_sources
         with phase("scheduling"):
             self.scheduler = (scheduler_cls or Scheduler)(lowering, backend).fuse(
                 enabled=fusion)
         self.fusion_report = self.scheduler.report
-        compile_kernel = _kernel_compiler(backend, mode)
+        compile_kernel = _kernel_compiler(backend, mode, self.autotune_table)
         with phase("codegen"):      # C++ builds start here, in the background
-            kernels = {group.name: compile_kernel(self.scheduler.plan(group.buffers),
-                                                  group.name)
+            kernels = {group.name: self._compile_template(group) if group.is_template else
+                       compile_kernel(self.scheduler.plan(group.buffers), group.name)
                        for group in self.scheduler.groups if not group.is_extern}
         with phase("build"):        # what is left of them
             wait_for_builds()
@@ -240,10 +252,18 @@ class _Variant:
             sections[0] += f"\n# C++ built with: {cxx_compiler()[1]} {' '.join(cpp_flags())}"
         for name, src in self.kernel_sources.items():
             sections.append(f"# ---- kernel {name} ----\n{src}")
+        if self.autotune_table.rows:
+            sections.append("# ---- max-autotune ----\n" + "\n".join(
+                f"# {line}" for line in str(self.autotune_table).splitlines()))
         sections.append("# ---- wrapper ----\n" + wrapper.bound_globals() + "\n" +
                         self.wrapper_code)
         self.output_code = "\n\n".join(sections)
         self.compile_time_s = time.perf_counter() - start
+
+    def _compile_template(self, group) -> tuple:
+        from .codegen.triton_template import compile_template_kernel
+        return compile_template_kernel(group.buffers, self.scheduler.stored_names(group.buffers),
+                                       group.name)
 
     def __call__(self, *inputs: Any) -> Any:
         return self.run(*inputs)
@@ -418,18 +438,20 @@ def _meta(shape: tuple, like: TensorMeta) -> TensorMeta:
                       like.requires_grad)
 
 
-def _kernel_compiler(backend: str, mode: str | None) -> Callable:
+def _kernel_compiler(backend: str, mode: str | None, table=None) -> Callable:
+    """``(plan, name) -> (call, ins, outs)`` for a backend; under max-autotune it times
+    variants, each a row of ``table``."""
     if backend == "cpp":
         from .codegen.cpp import compile_cpp_kernel
         if mode == "max-autotune":
             from .autotune import autotuned_cpp_kernel
-            return autotuned_cpp_kernel
+            return functools.partial(autotuned_cpp_kernel, table=table)
         return compile_cpp_kernel
     if backend == "triton":
         from .codegen.triton import compile_triton_kernel
         if mode == "max-autotune":
             from .autotune import autotuned_triton_kernel
-            return autotuned_triton_kernel
+            return functools.partial(autotuned_triton_kernel, table=table)
         return compile_triton_kernel
     raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
 
@@ -441,7 +463,9 @@ def compile_fx(gm: GraphModule | Graph | torch.fx.GraphModule, example_inputs: S
 
     ``fusion=False`` keeps one kernel per op (to measure what fusion buys);
     ``scheduler_cls`` swaps in a :class:`~.scheduler.Scheduler` subclass (your own
-    ``can_fuse``); ``mode="max-autotune"`` benchmarks block sizes of Triton kernels.
+    ``can_fuse``); ``mode="max-autotune"`` benchmarks kernel variants (block sizes, C++
+    parallel/tiling) and, on Triton, PyTorch's matmul against a Triton matmul template
+    (``CompiledGraph.autotune_table`` holds the timings).
     """
     graph = _as_graph(gm)
     example_inputs = list(example_inputs)

@@ -613,3 +613,37 @@ def evaluate_buffer(buffer: ComputedBuffer, storage: dict[str, torch.Tensor]) ->
             out = value.amax(dims, keepdim=True)
         value = out.reshape(data.ranges)
     return value.contiguous()
+
+
+class TemplateBuffer(ComputedBuffer):
+    """A matrix product that a generated Triton *template* computes: ``a @ b`` (batch
+    dimensions broadcast, as the ``matmul`` prim's), plus ``bias`` when it is an ``addmm``.
+
+    ``mode="max-autotune"`` makes one when a template config beat the PyTorch call (or a
+    test forced it): then pointwise consumers of the product can be fused into the
+    template as its *epilogue* (:meth:`~.scheduler.Scheduler.can_fuse`), computed on the
+    float32 accumulator tile before anything is stored. ``config`` is the winning
+    ``(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)``.
+
+    Its loop body is no pointwise function: nothing inlines it (a kernel that reads it
+    reads its stored result); only the template writer computes it.
+
+    Mirrors: torch/_inductor/ir.py (``TritonTemplateBuffer``)."""
+
+    def __init__(self, name: str, layout: FixedLayout, a: IRNode, b: IRNode,
+                 bias: IRNode | None, config: tuple, origins=None):
+        data = Pointwise(layout.size, layout.dtype, layout.device, self._no_inner_fn)
+        super().__init__(name, layout, data, origins)
+        self.a, self.b, self.bias = a, b, bias
+        self.config = config
+        self.autotune_note = ""   # the timings that chose it (a comment under its kernel)
+
+    def _no_inner_fn(self, index):
+        from .codegen.common import FusionError
+        raise FusionError(f"{self.name} is a matmul template; only its own kernel computes it")
+
+    def inputs(self) -> list[IRNode]:
+        return [self.a, self.b] + ([self.bias] if self.bias is not None else [])
+
+    def reads(self) -> list[str]:
+        return sorted({base_buffer(v).name for v in self.inputs()})

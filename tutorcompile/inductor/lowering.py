@@ -17,7 +17,11 @@ each call becomes:
   indices, ``slice_scatter`` (the gradient of a slice) a ``where`` over positions;
 * ``matmul`` and ``convolution`` become :class:`~.ir.ExternKernel` calls into PyTorch, and
   so does any node whose target is not a prim at all (a torch function left in the graph):
-  the compiler never refuses a graph, it calls PyTorch and says so.
+  the compiler never refuses a graph, it calls PyTorch and says so. Under
+  ``mode="max-autotune"`` on the Triton backend a matrix product (``matmul``, and the
+  ``torch.addmm`` that ``fuse_addmm`` makes) is a choice instead: the PyTorch call or a
+  Triton matmul template (:class:`~.ir.TemplateBuffer`), timed on the real sizes
+  (``autotune.select_matmul``);
 
 Each non-view prim gets its own :class:`~.ir.ComputedBuffer` -- "one kernel per op", the
 naive starting point. Deciding which of them share a kernel is the scheduler's job.
@@ -98,10 +102,14 @@ class SymbolicLoweringError(LoweringError):
 class GraphLowering:
     """Lower a prim graph to buffers; ``buffers`` (in order), ``graph_inputs``, ``outputs``."""
 
-    def __init__(self, graph: Graph, example_inputs: Sequence[Any], backend: str = "cpp"):
+    def __init__(self, graph: Graph, example_inputs: Sequence[Any], backend: str = "cpp",
+                 mode: str | None = None):
+        from .autotune import AutotuneTable
         self.graph = graph
         self.example_inputs = list(example_inputs)
         self.backend = backend
+        self.mode = mode
+        self.autotune_table = AutotuneTable()   # max-autotune's choices between algorithms
         self.buffers: list[ir.Buffer] = []
         self.graph_inputs: list[InputBuffer | None] = []
         self.env: dict[Node, Any] = {}
@@ -276,8 +284,43 @@ class GraphLowering:
             # Inductor's ``nop`` lowering); a graph output keeps its own detached tensor
             return args[0]
         name = getattr(target, "__name__", str(target))
+        if target is torch.addmm and len(args) == 3 and not kwargs and \
+                self.tunes_matmul(node, *args[1:], bias=args[0]):
+            from .autotune import select_matmul
+            return select_matmul(self, node, args[1], args[2], args[0], lambda note: self.extern(
+                node, target, args, kwargs, f"addmm is a library call (BLAS), run by PyTorch "
+                f"{note}"))
         return self.extern(node, target, args, kwargs,
                            f"{name} is not a prim; it runs in PyTorch")
+
+    def tunes_matmul(self, node: Node, a: Any, b: Any, bias: Any = None) -> bool:
+        """Is ``a @ b`` (``+ bias``) a choice between PyTorch and a Triton template? Only
+        under ``mode="max-autotune"`` on the Triton backend, for float32/float16/bfloat16
+        operands of one dtype with static sizes, and a bias that broadcasts to the
+        product's rows and columns. (The template indexes with 32-bit integers and puts the
+        batch on the grid's second axis, which CUDA limits to 65535.)"""
+        from .codegen.triton_template import TEMPLATE_DTYPES
+        values = [a, b] + ([bias] if bias is not None else [])
+        if self.mode != "max-autotune" or self.backend != "triton" or \
+                not all(isinstance(v, IRNode) for v in values):
+            return False
+        meta = node.meta.get("tensor_meta")
+        dtypes = {v.get_dtype() for v in values} | {getattr(meta, "dtype", None)}
+        sizes = [tuple(v.get_size()) for v in values]
+        if len(dtypes) != 1 or dtypes.pop() not in TEMPLATE_DTYPES or \
+                not all(isinstance(s, int) and s > 0 for size in sizes for s in size) or \
+                len(sizes[0]) < 2 or len(sizes[1]) < 2 or sizes[0][-1] != sizes[1][-2]:
+            return False
+        batch = torch.broadcast_shapes(sizes[0][:-2], sizes[1][:-2])
+        out_numel = math.prod(batch) * sizes[0][-2] * sizes[1][-1]
+        if math.prod(batch) > 65535 or max(out_numel, *map(math.prod, sizes)) >= 2 ** 31:
+            return False
+        if bias is not None:
+            out = (sizes[0][-2], sizes[1][-1])
+            if len(sizes[0]) != 2 or len(sizes[1]) != 2 or len(sizes[2]) > 2 or \
+                    torch.broadcast_shapes(sizes[2], out) != out:
+                return False
+        return True
 
     def unsupported_dtype(self, node: Node, args) -> str | None:
         ok = KERNEL_DTYPES[self.backend]
@@ -770,18 +813,29 @@ def _extern_rule(reason: str):
     return rule
 
 
-for _name, _why in (("matmul", "is a library call (BLAS), run by PyTorch"),
-                    ("convolution", "is a library call, run by PyTorch"),
+@register_lowering(PRIMS["matmul"])
+def lower_matmul(lowering, node, a, b):
+    """A PyTorch call -- or, under max-autotune, the faster of it and a Triton template."""
+    def extern(note: str = ""):
+        return lowering.extern(node, node.target, (a, b), {}, "matmul is a library call "
+                               f"(BLAS), run by PyTorch{' ' + note if note else ''}")
+    if lowering.tunes_matmul(node, a, b):
+        from .autotune import select_matmul
+        return select_matmul(lowering, node, a, b, None, extern)
+    return extern()
+
+
+for _name, _why in (("convolution", "is a library call, run by PyTorch"),
                     ("convolution_backward_input", "is a library call, run by PyTorch"),
                     ("convolution_backward_weight", "is a library call, run by PyTorch")):
     if _name in PRIMS:
         lowerings[PRIMS[_name]] = _extern_rule(_why)
 
 
-def lower_graph(graph: Graph, example_inputs: Sequence[Any], backend: str = "cpp"
-                ) -> GraphLowering:
+def lower_graph(graph: Graph, example_inputs: Sequence[Any], backend: str = "cpp",
+                mode: str | None = None) -> GraphLowering:
     """Lower ``graph`` (prim calls with ``tensor_meta``) for ``example_inputs``."""
-    return GraphLowering(graph, example_inputs, backend).run()
+    return GraphLowering(graph, example_inputs, backend, mode).run()
 
 
 def evaluate_lowering(lowering: GraphLowering, *inputs: torch.Tensor) -> Any:
@@ -806,7 +860,11 @@ def evaluate_lowering(lowering: GraphLowering, *inputs: torch.Tensor) -> Any:
         return v
 
     for buf in lowering.buffers:
-        if isinstance(buf, ExternKernel):
+        if isinstance(buf, ir.TemplateBuffer):   # (a matmul template: PyTorch's product)
+            a, b = as_tensor(buf.a), as_tensor(buf.b)
+            out = (torch.matmul(a, b) if buf.bias is None else
+                   torch.addmm(as_tensor(buf.bias), a, b)).contiguous()
+        elif isinstance(buf, ExternKernel):
             args = map_aggregate(buf.args, as_tensor)
             kwargs = map_aggregate(buf.kwargs, as_tensor)
             fn = buf.kernel.reference if isinstance(buf.kernel, Prim) else buf.kernel

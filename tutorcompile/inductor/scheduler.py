@@ -8,7 +8,9 @@ scheduler merges buffers into kernels:
 * **reduction fusion** -- pointwise producers into a reduction, a reduction into the
   pointwise epilogue that reads it, and reductions over the same rows into each other
   (softmax, layernorm and RMSNorm become one kernel each);
-* **horizontal fusion** -- siblings that read the same input share one pass over it.
+* **horizontal fusion** -- siblings that read the same input share one pass over it;
+* **epilogue fusion** -- pointwise consumers of a matmul template (``mode="max-autotune"``)
+  run on its output tile before it is stored (:meth:`Scheduler.template_refusal`).
 
 Each candidate pair is checked by :meth:`Scheduler.can_fuse`, which answers ``(ok, reason)``:
 extern kernels never fuse, a fusion must not create a cycle through a third kernel, the loop
@@ -56,6 +58,7 @@ class Group:
         self.name = ""
         self.names = frozenset(b.name for b in buffers)
         self.is_extern = any(isinstance(b, ir.ExternKernel) for b in buffers)
+        self.is_template = isinstance(buffers[0], ir.TemplateBuffer)   # (always first)
         self.first = min(int(b.name[3:]) for b in buffers)
         self.deps: set[Group] = set()
         self.users: set[Group] = set()
@@ -82,7 +85,7 @@ class Refusal:
 @dataclass
 class KernelInfo:
     name: str
-    kind: str                  # pointwise | reduction | extern
+    kind: str                  # pointwise | reduction | extern | template
     buffers: list[str]
     graph_nodes: list[str]
     stored: list[str]
@@ -234,6 +237,10 @@ class Scheduler:
                                "fuses with a PyTorch call")
         if g1.buffers[0].get_device() != g2.buffers[0].get_device():
             return False, "different devices"
+        if g1.is_template or g2.is_template:
+            why = self.template_refusal(g1, g2)
+            if why is not None:
+                return False, why
         if self.reaches(g1, g2, True) or self.reaches(g2, g1, True):
             return False, ("fusing would create a cycle: another kernel sits between them "
                            "(it needs one's output and produces the other's input)")
@@ -246,9 +253,34 @@ class Scheduler:
         reason = self._trial_cache[key]
         return (reason is None), (reason or "")
 
+    def template_refusal(self, g1: Group, g2: Group) -> str | None:
+        """A matmul template takes only an *epilogue*: pointwise buffers that read its
+        product (directly or through each other) and iterate the product's elements. None
+        if ``g2`` is one for ``g1``; else the reason."""
+        template = (g1 if g1.is_template else g2).buffers[0]
+        if g2.is_template:
+            return (f"{template.name} is a matmul template: nothing fuses into its inputs "
+                    "(only pointwise consumers of its product, as an epilogue)")
+        if g2 not in g1.users:
+            return (f"{template.name} is a matmul template: it fuses only with consumers of "
+                    "its product")
+        numel = ir.size_expr(template.layout.numel)
+        for b in g2.buffers:
+            if b.is_reduction or not isinstance(b, ir.ComputedBuffer):
+                return f"{b.name} is not pointwise: a matmul template's epilogue is pointwise"
+            if ir.size_expr(b.layout.numel) != numel:
+                return (f"{b.name} has {b.layout.numel} elements, the matmul template "
+                        f"{template.name}'s product {template.layout.numel}: an epilogue "
+                        "computes one element per element of the product")
+        return None
+
     def _trial(self, buffers: list[ir.Buffer]) -> str | None:
         """Plan and generate the fused kernel; the FusionError message if that fails."""
         try:
+            if isinstance(buffers[0], ir.TemplateBuffer):
+                from .codegen.triton_template import TritonTemplateKernel
+                TritonTemplateKernel(buffers, self.stored_names(buffers), "trial").generate()
+                return None
             plan = self.plan(buffers)
             if self.backend == "triton":
                 from .codegen.triton import TritonKernel
@@ -410,7 +442,8 @@ class Scheduler:
                     t = getattr(o.target, "name", None) or getattr(o.target, "__name__", "op")
                     if t not in ops:
                         ops.append(t)
-            kind = "red" if any(b.is_reduction for b in g.buffers) else "poi"
+            kind = "tem" if g.is_template else \
+                "red" if any(b.is_reduction for b in g.buffers) else "poi"
             short = "_".join(ops[:6]) + ("_etc" if len(ops) > 6 else "")
             g.name = f"{self.backend}_{kind}_fused_{short}_{i}"
         for g in self.groups:
@@ -436,7 +469,7 @@ class Scheduler:
                 if not g.is_extern else [b.name for b in g.buffers]
             read_after += sum(self._nbytes(r) for r in reads)
             written_after += sum(self.by_name[s].layout.nbytes for s in stored)
-            kind = "extern" if g.is_extern else (
+            kind = "extern" if g.is_extern else "template" if g.is_template else (
                 "reduction" if any(b.is_reduction for b in g.buffers) else "pointwise")
             nodes: list[str] = []
             for b in g.buffers:
