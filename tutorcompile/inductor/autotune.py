@@ -112,8 +112,8 @@ def autotuned_triton_kernel(plan: KernelPlan, name: str, table: AutotuneTable | 
             call = TritonKernelCall(name, source, [b.name for b in ins + outs], plan,
                                     persistent, (xblock, rblock), num_warps=num_warps)
             t = _time(call, args)
-            _record(table, name, "triton kernel", f"XBLOCK={blocks[0]} RBLOCK={blocks[1]}"
-                    + (" persistent" if persistent else ""), t)
+            _record(table, name, "triton kernel", f"XBLOCK={xblock} RBLOCK={rblock} "
+                    f"num_warps={num_warps}" + (" persistent" if persistent else ""), t)
             if best is None or t < best[0]:
                 best = (t, call, ins, outs)
     _, call, ins, outs = best
