@@ -656,7 +656,10 @@ def _max_pool(n):
         kernel, stride, dilation, pad = _pool_args(n, kernel_size, stride, padding, dilation,
                                                    ceil_mode)
         extra = _ceil_extra(x, n, kernel, stride, dilation, pad, ceil_mode)
-        if stride == kernel and not any(pad) and not any(extra) and set(dilation) == {1}:
+        if stride == kernel and not any(pad) and not any(extra) and set(dilation) == {1} \
+                and all(isinstance(s, int) for s in x.shape[-n:]):
+            # (a symbolic length keeps the strided slices: splitting it would ask whether
+            # the windows cover it, ``t % 4 == 0``, and guard on the answer)
             return _pick_max(list(_tile_terms(x, n, kernel)))
         valid = None
         if any(pad) or any(extra):
