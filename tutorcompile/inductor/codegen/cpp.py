@@ -847,12 +847,14 @@ inline float simd_exp(float x) {
 template <typename T>
 inline auto simd_exp(T x) { return std::exp(x); }
 
-// torch.maximum/minimum: a NaN on either side is the answer. (std::max(a, b) is
-// (a < b) ? b : a, which drops a NaN b; a select of two comparisons still vectorises.)
+// torch.maximum/minimum: a NaN on either side is the answer. std::max(a, b) is
+// (a < b) ? b : a, which keeps a NaN a but drops a NaN b: test b first. (Written as
+// ((a != a) | (a > b)) ? a : b, g++ 12 leaves the loop scalar: AlexNet's inference ran
+// 1.7x slower.)
 template <typename T>
-inline T tc_maximum(T a, T b) { return ((a != a) | (a > b)) ? a : b; }
+inline T tc_maximum(T a, T b) { return (b != b) ? b : std::max(a, b); }
 template <typename T>
-inline T tc_minimum(T a, T b) { return ((a != a) | (a < b)) ? a : b; }
+inline T tc_minimum(T a, T b) { return (b != b) ? b : std::min(a, b); }
 """
 
 
