@@ -6,8 +6,8 @@ written against the virtualized ``ops`` and register into the one table of
 ``decompositions.py``; each declines (``NotImplementedError``) what it does not cover,
 which then stays an extern PyTorch call named in the report. A loss is its pointwise part
 plus the reduction; a class-index loss picks the target's class by comparing with the
-class positions (``iota``); pooling is the sum or maximum of the window's strided slices,
-one pointwise kernel.
+class positions (``iota``); pooling is the sum of the window's strided slices, or the one
+of them max pooling picks, one pointwise kernel.
 
 Mirrors: torch/_decomp/decompositions.py and torch/_refs/nn/functional/__init__.py.
 """
@@ -698,9 +698,9 @@ def _tile_terms(x, n, kernel):
     dilation: AlexNet's and VGG's ``2x2, stride 2``), each shaped like the output. Each
     spatial dim ``D`` splits into ``(D // k, k)`` -- a view -- and an element is a slice
     of width 1 of every ``k`` dim. Its gradient, a ``slice_scatter``, then writes a
-    constant position in the split view (``k == i``), where a strided slice's writes every
-    other element and must divide its index to find the source (a gather, which g++ does
-    not vectorise on every CPU)."""
+    constant position in the split view (``k == i``), where a strided slice's gradient
+    writes every other element and must divide its index to find the source (a gather,
+    which g++ does not vectorise on every CPU)."""
     lead, spatial = tuple(x.shape[:-n]), tuple(x.shape[-n:])
     out = tuple(s // k for s, k in zip(spatial, kernel))
     for i, (o, k) in enumerate(zip(out, kernel)):
