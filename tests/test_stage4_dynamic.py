@@ -105,6 +105,18 @@ def _counting(backend):
     return counting, made
 
 
+def _values_and_grads_at(compiled, fn, sizes):
+    """``compiled`` against ``fn`` on a ``(b, t)`` input of each size: values and gradients."""
+    for b, t in sizes:
+        x = torch.randn(b, t, requires_grad=True)
+        y = x.detach().requires_grad_()
+        out, want = compiled(x), fn(y)
+        torch.testing.assert_close(out, want)
+        out.pow(2).sum().backward()
+        want.pow(2).sum().backward()
+        torch.testing.assert_close(x.grad, y.grad)
+
+
 def _train_and_compare(model, compiled, batches):
     ref = copy.deepcopy(model)
     for b in batches:
@@ -470,14 +482,8 @@ def molecules_after_the_first(x):
 def test_a_symbolic_size_that_is_1_at_the_example_is_not_guarded_to_stay_1():
     backend, made = _counting(aot_eager_decomp_partition)
     compiled = eval_frame.compile(molecules_after_the_first, backend=backend)
-    for b, t in ((1, 8), (2, 9), (3, 17), (16, 64), (5, 11)):
-        x = torch.randn(b, t, requires_grad=True)
-        y = x.detach().requires_grad_()
-        out, want = compiled(x), molecules_after_the_first(y)
-        torch.testing.assert_close(out, want)
-        out.sum().backward()
-        want.sum().backward()
-        torch.testing.assert_close(x.grad, y.grad)
+    _values_and_grads_at(compiled, molecules_after_the_first,
+                         ((1, 8), (2, 9), (3, 17), (16, 64), (5, 11)))
     # before: expand's shape rule and the gradient's sum_to_shape asked ``t // 4 - 1 == 1``
     # first, and the guard failed at every other length
     assert [c.num_compiles for c in made] == [1, 1]
@@ -489,12 +495,6 @@ def test_the_gradient_of_a_repeat_by_a_count_that_is_1_at_the_example_stays_symb
     (a recompile at t = 11)."""
     backend, made = _counting(aot_eager_decomp_partition)
     compiled = eval_frame.compile(repeat_to_the_length, backend=backend)
-    for b, t in ((1, 10), (2, 9), (3, 17), (4, 11), (5, 14)):   # (t % 4 never 0)
-        x = torch.randn(b, t, requires_grad=True)
-        y = x.detach().requires_grad_()
-        out, want = compiled(x), repeat_to_the_length(y)
-        torch.testing.assert_close(out, want)
-        out.pow(2).sum().backward()
-        want.pow(2).sum().backward()
-        torch.testing.assert_close(x.grad, y.grad)
+    _values_and_grads_at(compiled, repeat_to_the_length,
+                         ((1, 10), (2, 9), (3, 17), (4, 11), (5, 14)))   # (t % 4 never 0)
     assert [c.num_compiles for c in made] == [1, 1]

@@ -40,6 +40,18 @@ def _counting():
     return counting, made
 
 
+def _values_and_grads_at(compiled, fn, sizes):
+    """``compiled`` against ``fn`` on a ``(b, t)`` input of each size: values and gradients."""
+    for b, t in sizes:
+        x = torch.randn(b, t, requires_grad=True)
+        y = x.detach().requires_grad_()
+        out, want = compiled(x), fn(y)
+        torch.testing.assert_close(out, want)
+        out.pow(2).sum().backward()
+        want.pow(2).sum().backward()
+        torch.testing.assert_close(x.grad, y.grad)
+
+
 def _train_and_compare(model, compiled, batches, tol=1e-5):
     ref = copy.deepcopy(model)
     for x, y in batches:
@@ -454,14 +466,8 @@ def test_a_size_used_as_a_value_is_an_expression_of_the_kernel_size_arguments():
         return torch.cat([x[:, :4 * (t // 4)] * 2, x[:, 4 * (t // 4):]], 1)
     backend, made = _counting()
     compiled = eval_frame.compile(molecules_then_rest, backend=backend)
-    for b, t in [(1, 9), (2, 10), (3, 17), (5, 11), (4, 33)]:   # (t % 4 never 0)
-        x = torch.randn(b, t, requires_grad=True)
-        y = x.detach().requires_grad_()
-        out, want = compiled(x), molecules_then_rest(y)
-        torch.testing.assert_close(out, want)
-        out.pow(2).sum().backward()
-        want.pow(2).sum().backward()
-        torch.testing.assert_close(x.grad, y.grad)
+    _values_and_grads_at(compiled, molecules_then_rest,
+                         [(1, 9), (2, 10), (3, 17), (5, 11), (4, 33)])   # (t % 4 never 0)
     assert [c.compiled.num_compiles for c in made] == [1, 1]
 
 
@@ -474,12 +480,6 @@ def test_a_symbolic_size_that_is_1_at_the_example_is_lowered_without_a_guard():
         return molecules.repeat_interleave(4, dim=1) * x[:, :4 * (x.shape[1] // 4) - 4]
     backend, made = _counting()
     compiled = eval_frame.compile(molecules_after_the_first, backend=backend)
-    for b, t in [(1, 8), (2, 9), (3, 17), (16, 64), (5, 11)]:
-        x = torch.randn(b, t, requires_grad=True)
-        y = x.detach().requires_grad_()
-        out, want = compiled(x), molecules_after_the_first(y)
-        torch.testing.assert_close(out, want)
-        out.pow(2).sum().backward()
-        want.pow(2).sum().backward()
-        torch.testing.assert_close(x.grad, y.grad)
+    _values_and_grads_at(compiled, molecules_after_the_first,
+                         [(1, 8), (2, 9), (3, 17), (16, 64), (5, 11)])
     assert [c.compiled.num_compiles for c in made] == [1, 1]
