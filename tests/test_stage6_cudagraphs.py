@@ -87,6 +87,30 @@ def test_capture_failure_falls_back_with_a_reason():
     assert graphed.skips and graphed.skips[0].startswith("capture failed")
 
 
+@pytest.mark.gpu
+def test_capture_failure_leaves_no_state_behind():
+    """After a failed capture: random numbers work outside a capture (the generator left
+    capture mode), work runs on the stream it ran on before, and a later capture of a
+    function that draws random numbers records and replays."""
+    def syncs(x):
+        return x * x.sum().item()
+
+    stream = torch.cuda.current_stream()
+    CUDAGraphed(syncs)(torch.randn(4, device="cuda"))
+    assert torch.cuda.current_stream() == stream
+    assert torch.rand(3, device="cuda").shape == (3,)   # raised "Offset increment ..."
+
+    def noisy(x):
+        return torch.nn.functional.dropout(x, 0.5, training=True)
+
+    graphed = CUDAGraphed(noisy)
+    x = torch.ones(1000, device="cuda")
+    first, second = graphed(x).clone(), graphed(x).clone()
+    assert len(graphed.graphs) == 1 and not graphed.skips
+    assert set(first.unique().tolist()) <= {0.0, 2.0}
+    assert not torch.equal(first, second)                 # each replay draws a new mask
+
+
 def test_cpu_stand_in_has_a_cuda_graphs_contract():
     from tutorcompile.cudagraphs import RecordedGraph, record_on_cpu
     static = [torch.randn(3, 4), torch.randn(4, 2)]

@@ -94,11 +94,45 @@ def record_cuda_graph(fn: Callable, static_inputs: Sequence[Any], warmup: int = 
     with torch.cuda.stream(side):
         for _ in range(warmup):
             fn(*static_inputs)
-    torch.cuda.current_stream().wait_stream(side)
+    caller = torch.cuda.current_stream()
+    caller.wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, pool=pool):
-        static_outputs = fn(*static_inputs)
+    try:
+        with torch.cuda.graph(graph, pool=pool):
+            static_outputs = fn(*static_inputs)
+    except BaseException:
+        _undo_failed_capture(graph, caller)
+        raise
     return Recording(graph.replay, static_outputs)
+
+
+def _undo_failed_capture(graph: Any, caller: Any) -> None:
+    """Put back what a capture that raised leaves behind, so the program goes on as if it
+    had not been tried.
+
+    An op that cannot be captured (``.item()`` synchronises) invalidates the capture; the
+    ``with torch.cuda.graph`` block then raises from ``capture_end`` before its own clean-up:
+
+    * the current stream is still the capture stream (``__exit__`` restores it after
+      ``capture_end``): later work would run on a side stream;
+    * the CUDA generator is still in capture mode (``capture_end`` calls the generator's
+      ``capture_epilogue`` after ending the stream's capture): the next random op outside a
+      capture raises "Offset increment outside graph capture encountered unexpectedly" --
+      seen on an H100 as a test that passes alone and fails after the capture-failure test.
+
+    The stream is set back; the graph is reset (newer PyTorch releases the generator's
+    capture state there); and one successful capture of a trivial op runs the generator's
+    prologue and epilogue again, which leaves it out of capture mode in every version (see
+    ``CUDAGeneratorState::capture_epilogue`` in aten/src/ATen/cuda/CUDAGeneratorImpl.cpp).
+    The generator's seed and offset are not touched: random numbers drawn after a failed
+    capture follow on from the warm-up calls'."""
+    torch.cuda.set_stream(caller)
+    graph.reset()
+    scratch = torch.zeros(1, device=caller.device)
+    repair = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(repair):
+        scratch.add_(1)
+    repair.reset()
 
 
 def record_on_cpu(fn: Callable, static_inputs: Sequence[Any]) -> Recording:
