@@ -22,8 +22,9 @@ None between steps, as ``optimizer.zero_grad()`` does). The models are
 32×32 images, an MLP 784→256→256→10.
 
 Timing: ``torch.set_num_threads(--threads)`` (1 by default: on a small shared machine, more
-threads measure the other processes, see FACTS.md), medians of many calls
-(:func:`tutorcompile.bench.measure`). Read ratios, not absolutes.
+threads measure the other processes, see FACTS.md), medians of many calls, the candidates'
+samples interleaved so a slow spell of the machine lands on all of them
+(:func:`tutorcompile.bench.measure_together`). Read ratios, not absolutes.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import torch  # noqa: E402
 
 import tutorcompile as tc  # noqa: E402
 from tutorcompile import models  # noqa: E402
-from tutorcompile.bench import breakdown, count_calls, format_ms, measure  # noqa: E402
+from tutorcompile.bench import breakdown, count_calls, format_ms, measure, measure_together  # noqa: E402
 from tutorcompile.dynamo.eval_frame import cache_entries  # noqa: E402
 
 MODELS = {
@@ -97,8 +98,8 @@ def run_case(name: str, train: bool, batch: int, device: str, torch_compile: boo
         # train mode, so compare only in eval mode)
         if not train:
             torch.testing.assert_close(fns["tutorcompile"](x), model(x), rtol=1e-3, atol=1e-3)
-        for label, fn in fns.items():
-            row[f"{label} ms"] = measure(fn, *args, name=label, **timing).median_ms
+        for label, m in measure_together(fns, *args, **timing).items():
+            row[f"{label} ms"] = m.median_ms
         b = breakdown(ours, x, name=row["case"], **timing)
         row["guards_us"], row["graph_us"], row["python_us"] = \
             b.guard_us, b.graph_us, b.overhead_us
@@ -116,13 +117,18 @@ def tiny_mlp_overhead(timing: dict, torch_compile: bool) -> list[dict]:
     x = torch.randn(4, 10)
     rows = []
     with torch.no_grad():
-        eager = measure(model, x, name="eager", **timing).median_ms * 1000
         for backend in ("eager", "aot_eager", "inductor"):
             tc.reset()
             ours = tc.compile(model, backend=backend)
             ours(x)
-            row = {"backend": backend, "eager_us": eager,
-                   "tutorcompile_us": measure(ours, x, **timing).median_ms * 1000}
+            fns = {"eager": model, "tutorcompile": ours}
+            if torch_compile:
+                torch._dynamo.reset()
+                fns["torch.compile"] = torch.compile(model, backend=backend)
+                fns["torch.compile"](x)
+            row = {"backend": backend}
+            for label, m in measure_together(fns, x, **timing).items():
+                row[f"{label}_us"] = m.median_ms * 1000
             (entry,) = cache_entries(model)
             env = ({"self": model, "input": x}, type(model).forward.__globals__, {}, [])
             assert entry.check(*env)
@@ -131,11 +137,6 @@ def tiny_mlp_overhead(timing: dict, torch_compile: bool) -> list[dict]:
                                       ).median_ms * 1000
             row["graph_us"] = measure(entry.call, *entry.fetch_inputs(*env), name="graph",
                                       **timing).median_ms * 1000
-            if torch_compile:
-                torch._dynamo.reset()
-                theirs = torch.compile(model, backend=backend)
-                theirs(x)
-                row["torch.compile_us"] = measure(theirs, x, **timing).median_ms * 1000
             rows.append(row)
     return rows
 

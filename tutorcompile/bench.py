@@ -19,7 +19,8 @@ adds milliseconds to a sample) and a fixed thread count (``torch.set_num_threads
 number of physical cores, or 1 to see per-call overhead); compare ratios measured in one run.
 
 ``compare({"eager": f, "tutorcompile": tc.compile(f)}, x)`` measures several callables side by
-side in one run and gives a table, ratios against a baseline, and a bar chart.
+side in one run, their samples interleaved (``measure_together``), and gives a table, ratios
+against a baseline, and a bar chart.
 
 Mirrors: torch/utils/benchmark (Timer, blocked_autorange) and triton.testing.do_bench.
 """
@@ -155,6 +156,43 @@ def measure(fn: Callable, *args: Any, name: str = "fn", warmup: int = 2, repeat:
         if time.perf_counter() - start > max_time and len(samples) >= 3:
             break
     return Measurement(name, samples, calls_per_sample=calls)
+
+
+def measure_together(fns: dict[str, Callable], *args: Any, warmup: int = 2, repeat: int = 5,
+                     min_time: float = 0.2, max_time: float = 10.0, device: str | None = None
+                     ) -> dict[str, Measurement]:
+    """:func:`measure` for several callables on the same ``args``, in rounds: each round
+    takes one sample of every callable, starting one further along each time.
+
+    On a shared machine the speed drifts over seconds (another process, the host of a
+    virtual machine). Timed one after the other, a callable measured in a slow spell looks
+    slower than one measured before it: on this project's 2-core machine the same eager
+    training step measured 390 us, then 570 us a minute later, and ratios taken that way
+    swung between 0.9x and 1.5x. Interleaved, a slow spell lands on every callable alike
+    and the ratio of their medians holds. ``min_time`` is per callable."""
+    device = device or ("cuda" if _uses_cuda(args) else "cpu")
+    calls: dict[str, int] = {}
+    for name, fn in fns.items():
+        for _ in range(warmup):
+            fn(*args)
+        synchronize(device)
+        n = 1
+        while _time_calls(fn, args, {}, n, device) < 1e-3 and n < 1 << 16:
+            n *= 2
+        calls[name] = n
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    names = list(fns)
+    start = time.perf_counter()
+    rounds = 0
+    while rounds < repeat or time.perf_counter() - start < min_time * len(names):
+        for name in names[rounds % len(names):] + names[:rounds % len(names)]:
+            n = calls[name]
+            samples[name].append(_time_calls(fns[name], args, {}, n, device) * 1000 / n)
+        rounds += 1
+        if time.perf_counter() - start > max_time * len(names) and rounds >= 3:
+            break
+    return {name: Measurement(name, samples[name], calls_per_sample=calls[name])
+            for name in names}
 
 
 def _time_calls(fn: Callable, args: tuple, kwargs: dict, calls: int, device: str) -> float:
@@ -301,21 +339,21 @@ def compare(candidates: dict[str, Callable], *args: Any, baseline: str | None = 
     iterator = names
     if progress:
         from tqdm.auto import tqdm
-        iterator = tqdm(names, desc="timing", leave=False)
-    results: dict[str, Measurement] = {}
+        iterator = tqdm(names, desc="compiling and checking", leave=False)
+    compile_times: dict[str, float | None] = {}
     reference = candidates[baseline](*args)
     for name in iterator:
         fn = candidates[name]
-        compile_s = None
+        compile_times[name] = None
         if name in compiled:
-            compile_s, out = time_first_call(fn, *args)
+            compile_times[name], out = time_first_call(fn, *args)
         else:
             out = fn(*args)
         if verify is None or name in verify:
             _assert_close(out, reference, name, baseline, rtol, atol)
-        m = measure(fn, *args, name=name, **measure_kwargs)
-        m.compile_s = compile_s
-        results[name] = m
+    results = measure_together(candidates, *args, **measure_kwargs)
+    for name, m in results.items():
+        m.compile_s = compile_times[name]
     unverified = [] if verify is None else [n for n in names if n not in verify | {baseline}]
     return Comparison(results, baseline, meta={"unverified": unverified})
 
