@@ -15,12 +15,34 @@ from tutorcompile.bench import (
     compare,
     fit_overhead,
     measure,
+    measure_together,
     ranges_disagree,
     ratio_range,
     sweep,
 )
 
 pytestmark = pytest.mark.foundation
+
+
+def test_measure_together_interleaves_samples_in_rotating_order():
+    """One sample of each callable per round, the first one rotating: a slow spell of the
+    machine falls on all of them, not on whichever happened to be timed then."""
+    log = []
+
+    def slow(tag):   # ~2 ms: one call per sample
+        def f():
+            log.append(tag)
+            time.sleep(0.002)
+        return f
+
+    result = measure_together({"a": slow("a"), "b": slow("b"), "c": slow("c")},
+                              warmup=0, repeat=6, min_time=0.0)
+    assert {name: len(m.times_ms) for name, m in result.items()} == {"a": 6, "b": 6, "c": 6}
+    assert all(m.calls_per_sample == 1 for m in result.values())
+    sampled = log[3:]   # after each one's batch-size probe
+    rounds = [sampled[i:i + 3] for i in range(0, len(sampled), 3)]
+    assert rounds == [list("abc"), list("bca"), list("cab")] * 2
+    assert all(m.median_ms > 1.5 for m in result.values())
 
 
 def test_statistics_of_a_measurement():
