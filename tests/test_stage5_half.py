@@ -109,16 +109,20 @@ def test_converting_to_and_from_16_bits_matches_torch_bit_for_bit(backend, dtype
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", HALVES, ids=str)
-def test_the_capstone_gpt_trains_in_16_bits_through_generated_kernels(dtype):
-    """The GPT in float16 / bfloat16 under the inductor (C++ kernels): no op falls back to
-    PyTorch for its dtype, and the loss and every gradient are eager's within a few units
-    in the last place of the gradient's size."""
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_capstone_gpt_trains_in_16_bits_through_generated_kernels(backend, dtype):
+    """The GPT in float16 / bfloat16 under the inductor (C++ kernels; Triton kernels on the
+    GPU, or under the interpreter without one): no op falls back to PyTorch for its dtype,
+    and the loss and every gradient are eager's within a few units in the last place of the
+    gradient's size."""
     torch.manual_seed(0)
     model = models.GPT().to(dtype)
     ref = models.GPT().to(dtype)
     ref.load_state_dict(model.state_dict())
     ids, targets = model.example_inputs(4)[0], model.targets(4)
-    compiled, graphs = compiled_fn(model, "cpp")
+    if on(backend, ids)[0].is_cuda:
+        model, ref, ids, targets = model.cuda(), ref.cuda(), ids.cuda(), targets.cuda()
+    compiled, graphs = compiled_fn(model, backend)
     logits, want = compiled(ids), ref(ids)
     assert logits.dtype == dtype
     torch.testing.assert_close(logits.float(), want.float(), rtol=4 * EPS[dtype],
