@@ -13,7 +13,9 @@ BACKENDS = [pytest.param("cpp", marks=pytest.mark.skipif(not probe().has_cxx,
 
 
 def on(backend, *tensors):
-    """Triton runs CUDA tensors on a GPU machine and CPU tensors under the interpreter."""
+    """Triton runs CUDA tensors on a GPU machine and CPU tensors under the interpreter.
+
+    Modules move too (``nn.Module.cuda()`` moves its parameters in place and returns it)."""
     if backend == "triton" and torch.cuda.is_available():
         return tuple(t.cuda() for t in tensors)
     return tensors

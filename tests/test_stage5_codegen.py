@@ -66,7 +66,10 @@ def test_reductions_odd_sizes(backend, shape, dims, keepdim):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_reductions_on_non_contiguous_input(backend):
-    x = torch.randn(40, 30)[::2, 1:].t()                   # (29, 20), strided, offset
+    # the view is taken on the kernel's device: moving it there would copy it dense
+    (base,) = on(backend, torch.randn(40, 30))
+    x = base[::2, 1:].t()                                  # (29, 20), strided, offset
+    assert x.storage_offset() == 1 and x.stride() == (1, 60)
     run(lambda x: (ops.var(x, (1,), correction=1), ops.amax(x, (0,))), x, backend=backend,
         rtol=1e-4, atol=1e-4)
 
@@ -156,9 +159,11 @@ def test_max_autotune_keeps_a_correct_variant(backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_max_reductions_keep_nans(backend, monkeypatch):
-    """torch.amax returns NaN for a row holding one; std::max and tl.max would drop it."""
-    monkeypatch.setattr(triton_codegen.config, "max_persistent_rblock_interpreted", 32)
-    monkeypatch.setattr(triton_codegen.config, "looped_rblock_interpreted", 16)
+    """torch.amax returns NaN for a row holding one; std::max and tl.max would drop it.
+    Rows of 50 are looped in steps of 16 (on a GPU too), the last step masked."""
+    for where in ("interpreted", "gpu"):
+        monkeypatch.setattr(triton_codegen.config, f"max_persistent_rblock_{where}", 32)
+        monkeypatch.setattr(triton_codegen.config, f"looped_rblock_{where}", 16)
     rows, cols = torch.randn(4, 50), torch.randn(50, 40)
     rows[1, 7] = cols[7, 3] = float("nan")
     run(lambda r, c: (ops.amax(r, (1,)), ops.amax(c, (0,)), ops.amax(r, (1,), keepdim=True)),
