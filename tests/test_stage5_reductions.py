@@ -94,7 +94,8 @@ def looped(monkeypatch):
 
 def compiled_torch_fn(fn):
     """``fn`` (torch-level code) through our Dynamo, AOT and the Triton kernel writer; and a
-    function that lists the compiled graphs' kernel sources."""
+    function that lists the compiled graphs' kernel sources. (Its inputs go through
+    ``on("triton", ...)``: CUDA tensors on a GPU machine.)"""
     made = []
 
     def keep(gm, example_inputs):
@@ -133,7 +134,7 @@ def test_looped_softmax_reads_each_row_twice(looped, fn):
     """Online softmax: the max and the sum of exponentials in one pass, the output in a
     second (three passes without it). Rows with -inf (some, all), NaN and +inf give what
     eager gives: the running max starts at -inf and meets them all."""
-    x = offset_rows()
+    (x,) = on("triton", offset_rows())
     x[1, ::7] = float("-inf")
     x[2] = float("-inf")
     x[3, 50] = float("nan")
@@ -147,7 +148,7 @@ def test_looped_softmax_reads_each_row_twice(looped, fn):
 
 
 def test_looped_softmax_in_bfloat16(looped):
-    x = torch.randn(6, 100).to(torch.bfloat16)
+    (x,) = on("triton", torch.randn(6, 100).to(torch.bfloat16))
     compiled, sources = compiled_torch_fn(lambda x: torch.softmax(x, -1))
     got = compiled(x)
     assert r_loops(sources()[0]) == 2
@@ -160,7 +161,7 @@ def test_looped_layer_norm_statistics_in_one_pass(looped):
     ``var``'s own sum of x and its sum of squared deviations: three passes without it), the
     output in a second. Rows of 1e4 + unit noise: a naive sum of squares in float32 would
     lose the variance entirely; Welford is as close to float64 as eager."""
-    x, w, b = offset_rows(), torch.randn(100), torch.randn(100)
+    x, w, b = on("triton", offset_rows(), torch.randn(100), torch.randn(100))
 
     def fn(x, w, b):
         return F.layer_norm(x, (100,), w, b)
@@ -174,8 +175,8 @@ def test_looped_layer_norm_statistics_in_one_pass(looped):
 
 
 def test_looped_layer_norm_in_bfloat16(looped):
-    x, w, b = (torch.randn(6, 100).to(torch.bfloat16), torch.randn(100).to(torch.bfloat16),
-               torch.randn(100).to(torch.bfloat16))
+    x, w, b = on("triton", torch.randn(6, 100).to(torch.bfloat16),
+                 torch.randn(100).to(torch.bfloat16), torch.randn(100).to(torch.bfloat16))
     compiled, sources = compiled_torch_fn(lambda x, w, b: F.layer_norm(x, (100,), w, b))
     got = compiled(x, w, b)
     assert r_loops(sources()[0]) == 2
@@ -189,7 +190,7 @@ def test_looped_layer_norm_in_bfloat16(looped):
     (lambda x: torch.std(x, -1, keepdim=True), 1),
 ], ids=["var", "var_mean", "std"])
 def test_looped_variance_is_one_pass(looped, fn, loops):
-    x = offset_rows()
+    (x,) = on("triton", offset_rows())
     compiled, sources = compiled_torch_fn(fn)
     got = compiled(x)
     (source,) = sources()
@@ -207,8 +208,7 @@ def _tuple(v):
 def test_looped_batch_norm_statistics_in_one_pass(looped):
     """Training batch norm: per-channel statistics over N, H, W (120 values a channel,
     apart in memory) in one pass, the output in a second; the running statistics too."""
-    x = 1e3 + torch.randn(4, 3, 5, 6)
-    rm, rv = torch.zeros(3), torch.ones(3)
+    x, rm, rv = on("triton", 1e3 + torch.randn(4, 3, 5, 6), torch.zeros(3), torch.ones(3))
 
     def fn(x, rm, rv):
         return F.batch_norm(x, rm, rv, training=True)
@@ -276,9 +276,9 @@ def test_one_pass_statistics_over_a_symbolic_row_length():
     def fn(x, w):
         return torch.softmax(x, -1) + F.layer_norm(x, (x.shape[-1],)) * w.sum()
     compiled, sources = compiled_torch_fn(fn)
-    w = torch.randn(3)
+    (w,) = on("triton", torch.randn(3))
     for cols in (20, 37, 70):
-        x = offset_rows(5, cols, offset=100.0, seed=cols)
+        (x,) = on("triton", offset_rows(5, cols, offset=100.0, seed=cols))
         tc.mark_dynamic(x, 1)
         torch.testing.assert_close(compiled(x, w), fn(x, w), rtol=1e-4, atol=1e-4)
     (looped,) = [s for s in sources() if "looped reduction" in s]
