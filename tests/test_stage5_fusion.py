@@ -9,6 +9,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.kernel_backends import on
 from tutorcompile.environment import probe
 from tutorcompile.fx import GraphModule
 from tutorcompile.inductor import examples, scheduler
@@ -33,7 +34,8 @@ def scheduled(fn, *inputs, backend="cpp", fusion=True):
 ])
 @pytest.mark.parametrize("backend", ["cpp", "triton"])
 def test_each_example_is_one_kernel(name, args, backend):
-    graph, sched = scheduled(getattr(examples, name), *args, backend=backend)
+    # (scheduled, not compiled: Triton's buffers are still on the device it would run on)
+    graph, sched = scheduled(getattr(examples, name), *on(backend, *args), backend=backend)
     report = sched.report
     assert report.kernels_after == 1, str(report)
     assert report.kernels_before == len(sched.buffers) > 1

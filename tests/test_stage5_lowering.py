@@ -12,6 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.kernel_backends import on
 from tutorcompile.fx import GraphModule
 from tutorcompile.inductor import examples, ir
 from tutorcompile.inductor.lowering import evaluate_lowering, lower_graph, lowerings
@@ -182,9 +183,10 @@ def test_iota_is_computed_from_the_loop_index(backend):
         best = ops.amax(x, (1,), keepdim=True)
         first = ops.neg(ops.amax(ops.neg(ops.where(ops.eq(x, best), cols, m)), (1,)))
         return first, ops.where(ops.le(cols, rows), x, 0.0)
-    x = torch.randn(5, 7)
+    (x,) = on(backend, torch.randn(5, 7))
     compiled = compile_fx(trace(f, x), [x], backend=backend)
     first, lower = compiled(x)
     assert compiled.num_kernels >= 1 and "runs in PyTorch" not in compiled.wrapper_code
     torch.testing.assert_close(first, x.argmax(1))
-    torch.testing.assert_close(lower, x * (torch.arange(7) <= torch.arange(1, 10, 2)[:, None]))
+    mask = torch.arange(7, device=x.device) <= torch.arange(1, 10, 2, device=x.device)[:, None]
+    torch.testing.assert_close(lower, x * mask)
