@@ -17,6 +17,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.kernel_backends import on
 from tutorcompile.aot import (
     DECOMPOSITIONS,
     aot_function,
@@ -55,7 +56,8 @@ CASES = {
     "log_softmax": (lambda x: F.log_softmax(x, dim=1), lambda: [r(4, 9)]),
     "layer_norm": (lambda x, w, b: F.layer_norm(x, (8,), w, b), lambda: [r(3, 5, 8), r(8), r(8)]),
     "batch_norm_eval": (lambda x, w, b: F.batch_norm(
-        x, torch.linspace(-1, 1, 4, dtype=F64), torch.linspace(0.5, 2, 4, dtype=F64), w, b,
+        x, torch.linspace(-1, 1, 4, dtype=F64, device=x.device),
+        torch.linspace(0.5, 2, 4, dtype=F64, device=x.device), w, b,
         False), lambda: [r(3, 4, 5), r(4), r(4)]),
     "batch_norm_train_no_stats": (lambda x, w, b: F.batch_norm(x, None, None, w, b, True),
                                   lambda: [r(6, 4, 5), r(4), r(4)]),
@@ -158,7 +160,8 @@ CASES = {
                 + torch.topk(x, 2, 1)[0].sum(1, keepdim=True)
                 + torch.kthvalue(x, 2, 1, keepdim=True)[0] + x.median(1, keepdim=True)[0]
                 + torch.quantile(x, 0.3, dim=1, keepdim=True)
-                + torch.nanquantile(x, torch.tensor([0.5, 0.9], dtype=F64), dim=1).sum(0)[:, None]
+                + torch.nanquantile(x, torch.tensor([0.5, 0.9], dtype=F64, device=x.device),
+                                    dim=1).sum(0)[:, None]
                 + x.msort() - x.nanmedian(), lambda: [r(4, 5)]),
     "aten_softmax_pieces": (lambda x, g: torch.ops.aten._softmax_backward_data(
         g, x.softmax(1), 1, F64) + torch.ops.aten._safe_softmax.default(x, 0)
@@ -184,11 +187,14 @@ CASES = {
                           + x[:, -1:].repeat_interleave(10, -1), lambda: [r(3, 5)]),
     "mvlgamma": (lambda x: torch.mvlgamma(x + 1, 3) + torch.special.multigammaln(x, 1),
                  lambda: [r(3, 4, positive=True)]),
-    "margin_losses": (lambda x, w: F.multi_margin_loss(x, torch.tensor([0, 3, 1]), p=2,
+    "margin_losses": (lambda x, w: F.multi_margin_loss(x, torch.tensor([0, 3, 1],
+                                                                    device=x.device), p=2,
                                                        weight=w, margin=0.7)
-                      + F.multi_margin_loss(x, torch.tensor([2, 2, 0]), reduction="sum")
+                      + F.multi_margin_loss(x, torch.tensor([2, 2, 0], device=x.device),
+                                            reduction="sum")
                       + F.multilabel_margin_loss(x, torch.tensor([[3, 0, -1, 1], [1, 1, 2, -1],
-                                                                  [-1, 0, 0, 0]])),
+                                                                  [-1, 0, 0, 0]],
+                                                                 device=x.device)),
                       lambda: [r(3, 4), r(4).abs().detach()]),
     "tensordot": (lambda a, b: torch.tensordot(a, b[:, :3], ([0, 1], [0, 1])).sum()
                             + torch.tensordot(a, b[:2, :3].T, 1).sum(),
@@ -456,7 +462,7 @@ KERNEL_BACKENDS = [
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_kernel_writers_match_eager_values_and_grads(name, backend):
     fn, make = CASES[name]
-    inputs = make()
+    inputs = on(backend, *make())   # (CUDA tensors for Triton on a GPU machine)
     compiler = inner_compiler(backend=backend)
     check_values_and_grads(aot_function(fn, fw_compiler=compiler, bw_compiler=compiler), fn,
                            inputs, f"{name} ({backend})")
