@@ -620,3 +620,26 @@ def test_associative_scan_over_a_symbolic_length_specialises_it_not_the_batch():
     entries = eval_frame.cache_entries(selective_scan)
     assert len(entries) == 2    # one per length; batch 3 reused the first
     assert "L['a'].size()[2] == 5  # specialised" in str(entries[0].check)
+
+
+def annotated_lists(x):
+    # TorchScript-minded code (timm's CrossViT): typing subscripts and torch.jit.annotate
+    outs = torch.jit.annotate(typing.List[torch.Tensor], [])  # noqa: UP006
+    table = torch.jit.annotate(typing.Dict[str, typing.List[torch.Tensor]], {})  # noqa: UP006
+    outs.append(x + 1)
+    table["a"] = [x * 2]
+    width = len(typing.Tuple[int, typing.Optional[float], ...].__args__)  # noqa: UP006, UP045
+    more = torch.jit.annotate(list[torch.Tensor], [x])
+    return outs[0] + table["a"][0] * width + more[0]
+
+
+def test_typing_subscripts_and_jit_annotate_are_traced_whole():
+    """Were eight graph breaks on CrossViT ("a _lru_cache_wrapper object without a source":
+    typing caches ``List[...]`` behind an lru_cache made in a closure; then "_GenericAlias
+    cannot be a graph argument" for ``torch.jit.annotate``): a typing subscript of types is
+    computed while tracing, and ``torch.jit.annotate`` is the value it annotates."""
+    x = torch.randn(3)
+    compiled = tc.compile(annotated_lists, backend="eager", fullgraph=True)
+    torch.testing.assert_close(compiled(x), annotated_lists(x))
+    (graph,) = tc.explain(annotated_lists)(x).graphs
+    assert "annotate" not in graph.code

@@ -469,6 +469,8 @@ class InstructionTranslator(VM):
                 g.ID_MATCH(source, value)
             return UserDefinedClassVariable(value, source)
         if source is None:
+            if _is_typing_form(value):   # read from one made while tracing (List[int])
+                return UserDefinedObjectVariable(value)
             raise Unsupported(f"a {type(value).__name__} object without a source")
         g.TYPE_MATCH(source, value)
         return UserDefinedObjectVariable(value, source)
@@ -874,6 +876,10 @@ class InstructionTranslator(VM):
         return self.inline_user_function(method, [obj, *args], {})
 
     def _getitem(self, a, b):
+        if isinstance(a, UserDefinedObjectVariable) and _is_typing_form(a.value) or \
+                isinstance(a, (BuiltinVariable, UserDefinedClassVariable)) and \
+                _generic_class(a.as_python_constant()):
+            return self._typing_subscript(a, b)
         dunder = self.call_dunder(a, "__getitem__", [b])
         if dunder is not None:
             return dunder
@@ -888,6 +894,24 @@ class InstructionTranslator(VM):
                 raise TracedException(e) from None
             return wrap_constant_result(value)
         raise Unsupported(f"indexing {a}")
+
+    def _typing_subscript(self, a, b):
+        """``List[torch.Tensor]``, ``Optional[int]``, ``list[int]`` written inside traced
+        code (TorchScript-minded models write ``torch.jit.annotate(List[Tensor],
+        [])``: timm's CrossViT does, once per block). typing caches these subscriptions in a
+        ``functools.lru_cache`` made inside a closure, which has no source to trace into --
+        seven graph breaks on CrossViT. A subscription of a typing construct by types is an
+        immutable description of a type, the same for the same arguments: it is computed
+        here (Dynamo's ``TypingVariable`` does the same), with ``a`` guarded by identity
+        where it was read (``List`` rebound to ``Dict`` would give another result)."""
+        try:
+            key = _typing_argument(b)
+        except (Unsupported, NotImplementedError, AttributeError, TypeError):
+            raise Unsupported(f"a typing subscript {a}[{b}]") from None
+        form = a.value if isinstance(a, UserDefinedObjectVariable) else a.as_python_constant()
+        if a.source is not None:
+            self.guards.ID_MATCH(a.source, form)
+        return UserDefinedObjectVariable(form[key])
 
     def _contains(self, container, item):
         dunder = self.call_dunder(container, "__contains__", [item])
@@ -1075,6 +1099,37 @@ def _unwrap_compiled(value: Any, source: Source | None) -> tuple[Any, Source | N
         return inner, (GetItemSource(AttrSource(source, "_modules"), "_orig_mod")
                        if source is not None else None)
     return None
+
+
+def _is_typing_form(value: Any) -> bool:
+    """A construct of the ``typing`` module (``List``, ``Optional``, ``Union``) or what
+    subscribing one or a builtin class gives (``List[int]``, ``list[int]``, ``int | None``)."""
+    return type(value).__module__ == "typing" or isinstance(
+        value, (types.GenericAlias, types.UnionType))
+
+
+def _generic_class(cls: Any) -> bool:
+    """A builtin or standard-library class whose subscription makes a type annotation
+    (``list[int]``, ``collections.abc.Sequence[int]``): ``__class_getitem__`` there only
+    builds a ``types.GenericAlias``."""
+    return isinstance(cls, type) and "__class_getitem__" in dir(cls) and \
+        cls.__module__ in ("builtins", "collections", "collections.abc", "typing")
+
+
+def _typing_argument(vt: VariableTracker) -> Any:
+    """The Python value of a typing subscript's argument: a class (``torch.Tensor``,
+    ``int``), a typing construct, ``None``, ``...``, or a tuple of them."""
+    if isinstance(vt, BaseListVariable):
+        return tuple(_typing_argument(i) for i in vt.items)
+    if isinstance(vt, UserDefinedObjectVariable):
+        if _is_typing_form(vt.value) and not vt.pending:
+            return vt.value
+        raise Unsupported(f"{vt} as a type argument")
+    value = vt.as_python_constant()
+    if not (value is None or value is Ellipsis or isinstance(value, type)
+            or _is_typing_form(value)):
+        raise Unsupported(f"{value!r} as a type argument")
+    return value
 
 
 def _identical(a: VariableTracker, b: VariableTracker) -> bool:

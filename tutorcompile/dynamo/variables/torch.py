@@ -46,6 +46,11 @@ class TorchFunctionVariable(VariableTracker):
         fn = self.fn
         if fn in _TRACING_STATE:  # "am I being compiled?" -- yes, by us (as under Dynamo)
             return ConstantVariable(_TRACING_STATE[fn])
+        if fn is torch.jit.annotate:
+            # TorchScript's type annotation of a value (``torch.jit.annotate(List[Tensor],
+            # [])``): in eager it returns the value itself -- so does the traced call
+            # (Dynamo's ``handle_jit_annotate``), not a graph node taking a type
+            return args[1] if len(args) > 1 else kwargs["the_value"]
         if fn is torch.is_grad_enabled:
             tx.guards.GRAD_MODE()
             return ConstantVariable(tx.grad_enabled)  # inside a traced no_grad block: False
