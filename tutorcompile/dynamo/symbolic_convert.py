@@ -876,9 +876,9 @@ class InstructionTranslator(VM):
         return self.inline_user_function(method, [obj, *args], {})
 
     def _getitem(self, a, b):
-        if isinstance(a, UserDefinedObjectVariable) and _is_typing_form(a.value) or \
-                isinstance(a, (BuiltinVariable, UserDefinedClassVariable)) and \
-                _generic_class(a.as_python_constant()):
+        if (isinstance(a, UserDefinedObjectVariable) and _is_typing_form(a.value)) or (
+                isinstance(a, (BuiltinVariable, UserDefinedClassVariable))
+                and _generic_class(a.as_python_constant())):
             return self._typing_subscript(a, b)
         dunder = self.call_dunder(a, "__getitem__", [b])
         if dunder is not None:
@@ -1118,7 +1118,8 @@ def _generic_class(cls: Any) -> bool:
 
 def _typing_argument(vt: VariableTracker) -> Any:
     """The Python value of a typing subscript's argument: a class (``torch.Tensor``,
-    ``int``), a typing construct, ``None``, ``...``, or a tuple of them."""
+    ``int``), a typing construct, a constant (``None``, ``...``, a forward reference
+    ``"Tensor"``, ``Literal[1]``'s ``1``), or a tuple of them."""
     if isinstance(vt, BaseListVariable):
         return tuple(_typing_argument(i) for i in vt.items)
     if isinstance(vt, UserDefinedObjectVariable):
@@ -1126,7 +1127,7 @@ def _typing_argument(vt: VariableTracker) -> Any:
             return vt.value
         raise Unsupported(f"{vt} as a type argument")
     value = vt.as_python_constant()
-    if not (value is None or value is Ellipsis or isinstance(value, type)
+    if not (is_constant_value(value) or value is Ellipsis or isinstance(value, type)
             or _is_typing_form(value)):
         raise Unsupported(f"{value!r} as a type argument")
     return value
