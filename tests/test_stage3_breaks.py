@@ -227,3 +227,26 @@ def test_stage3_artifacts_go_through_tutorcompile_logs(capsys):
     assert "[tutorcompile:guards] with_print" in out and "check_tensor(L['x']" in out
     assert "[tutorcompile:graph_code] with_print" in out and "sin = l_x.sin()" in out
     assert "[tutorcompile:recompiles] with_print" in out
+
+
+def zeros_made_a_leaf(q, w):
+    x = q @ w  # MRA's attention without its CUDA kernel: a zero leaf that asks for grad
+    return x + torch.zeros_like(x).requires_grad_(), torch.ones_like(x).requires_grad_()
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_requires_grad_on_an_intermediate_breaks_and_matches_eager(backend):
+    """``requires_grad_()`` changes autograd state, not a value: the functional graph has no
+    op for it (AOT once looked up ``Tensor.requires_grad``, a property, as its functional
+    form and crashed). It breaks, as in PyTorch's Dynamo, and eager runs it."""
+    q, w = torch.randn(3, 4), torch.randn(4, 4, requires_grad=True)
+    out = explain(zeros_made_a_leaf)(q, w)
+    assert out.graph_break_count == 2
+    assert all("requires_grad_" in br.reason for br in out.break_reasons)
+    eval_frame.reset()
+    got, leaf = eval_frame.compile(zeros_made_a_leaf, backend=backend)(q, w)
+    want, want_leaf = zeros_made_a_leaf(q, w)
+    torch.testing.assert_close(got, want)
+    assert leaf.requires_grad
+    (gw,) = torch.autograd.grad(got.sum() + leaf.sum(), [w])
+    torch.testing.assert_close(gw, torch.autograd.grad(want.sum(), [w])[0])

@@ -130,6 +130,13 @@ class TensorMethodVariable(VariableTracker):
         if name in ("item", "tolist", "numpy", "__bool__", "__int__", "__float__",
                     "data_ptr", "storage"):
             raise Unsupported(f"tensor.{name}() needs the tensor's data (data-dependent)")
+        if name == "requires_grad_":
+            # turns a tensor into a leaf of autograd: a graph holds values, not autograd
+            # state, so eager runs it (MRA's fallback attention returns
+            # ``torch.zeros_like(query).requires_grad_()``). PyTorch's Dynamo breaks here too
+            # ("requires_grad_() intermediate leaked as output").
+            raise Unsupported("tensor.requires_grad_() changes autograd state, which a graph "
+                              "does not capture")
         if name in ("size", "stride", "dim", "numel", "nelement", "ndimension", "is_contiguous",
                     "element_size", "get_device", "is_floating_point", "is_complex",
                     "dtype"):
