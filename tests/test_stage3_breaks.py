@@ -250,3 +250,22 @@ def test_requires_grad_on_an_intermediate_breaks_and_matches_eager(backend):
     assert leaf.requires_grad
     (gw,) = torch.autograd.grad(got.sum() + leaf.sum(), [w])
     torch.testing.assert_close(gw, torch.autograd.grad(want.sum(), [w])[0])
+
+
+def compiling() -> bool:
+    # transformers.utils.is_torchdynamo_compiling: no tensor in its arguments, and torch
+    # imported inside it, not a global it names
+    return __import__("torch").compiler.is_compiling()
+
+
+def loop_then_ask(x):
+    for i in range(2):
+        print(i)  # a break inside a loop: this frame runs uncompiled
+    return x if compiling() else x + 1
+
+
+def test_a_frame_without_tensors_called_from_uncompiled_code_runs_as_plain_python(capsys):
+    x = torch.randn(3)
+    torch.testing.assert_close(compile_eager(loop_then_ask)(x), x + 1)
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(loop_then_ask, backend="eager")(x), x + 1)
