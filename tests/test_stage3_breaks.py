@@ -258,6 +258,26 @@ def compiling() -> bool:
     return __import__("torch").compiler.is_compiling()
 
 
+def mask_unless_compiling(x, mask=None):
+    # LongT5 and SwitchTransformers: no default mask while compiling; eager makes one
+    if mask is None and not compiling():
+        mask = torch.ones(x.shape[0])
+    return x * mask[:, None]
+
+
+def test_an_exception_the_traced_code_raises_skips_the_frame():
+    """Tracing takes the compiling side of the ``if`` and then fails on ``None[:, None]``.
+    Breaking just before the failing subscript would run it for real on the traced
+    side's None; PyTorch's Dynamo instead runs the whole frame uncompiled, where
+    ``compiling()`` is False (a frame without tensors is not captured either)."""
+    x = torch.randn(3, 2)
+    torch.testing.assert_close(compile_eager(mask_unless_compiling)(x),
+                               mask_unless_compiling(x))
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(mask_unless_compiling, backend="eager")(x),
+                               mask_unless_compiling(x))
+
+
 def loop_then_ask(x):
     for i in range(2):
         print(i)  # a break inside a loop: this frame runs uncompiled
