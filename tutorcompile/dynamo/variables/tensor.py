@@ -52,7 +52,8 @@ class TensorVariable(VariableTracker):
         if name in ("shape",):
             return SizeVariable(self.size_vars(tx))
         if name in ("dtype", "device", "layout", "requires_grad", "is_cuda", "is_sparse",
-                    "is_leaf", "is_quantized", "is_meta"):
+                    "is_leaf", "is_quantized", "is_meta", "is_nested", "is_cpu", "is_mps",
+                    "is_mkldnn", "is_xpu"):  # (nn.MultiheadAttention reads is_nested)
             return ConstantVariable(getattr(f, name))
         if name == "ndim":
             return ConstantVariable(f.dim())
