@@ -227,3 +227,65 @@ def test_stage3_artifacts_go_through_tutorcompile_logs(capsys):
     assert "[tutorcompile:guards] with_print" in out and "check_tensor(L['x']" in out
     assert "[tutorcompile:graph_code] with_print" in out and "sin = l_x.sin()" in out
     assert "[tutorcompile:recompiles] with_print" in out
+
+
+def zeros_made_a_leaf(q, w):
+    x = q @ w  # MRA's attention without its CUDA kernel: a zero leaf that asks for grad
+    return x + torch.zeros_like(x).requires_grad_(), torch.ones_like(x).requires_grad_()
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_requires_grad_on_an_intermediate_breaks_and_matches_eager(backend):
+    """``requires_grad_()`` changes autograd state, not a value: the functional graph has no
+    op for it (AOT once looked up ``Tensor.requires_grad``, a property, as its functional
+    form and crashed). It breaks, as in PyTorch's Dynamo, and eager runs it."""
+    q, w = torch.randn(3, 4), torch.randn(4, 4, requires_grad=True)
+    out = explain(zeros_made_a_leaf)(q, w)
+    assert out.graph_break_count == 2
+    assert all("requires_grad_" in br.reason for br in out.break_reasons)
+    eval_frame.reset()
+    got, leaf = eval_frame.compile(zeros_made_a_leaf, backend=backend)(q, w)
+    want, want_leaf = zeros_made_a_leaf(q, w)
+    torch.testing.assert_close(got, want)
+    assert leaf.requires_grad
+    (gw,) = torch.autograd.grad(got.sum() + leaf.sum(), [w])
+    torch.testing.assert_close(gw, torch.autograd.grad(want.sum(), [w])[0])
+
+
+def compiling() -> bool:
+    # transformers.utils.is_torchdynamo_compiling: no tensor in its arguments, and torch
+    # imported inside it, not a global it names
+    return __import__("torch").compiler.is_compiling()
+
+
+def mask_unless_compiling(x, mask=None):
+    # LongT5 and SwitchTransformers: no default mask while compiling; eager makes one
+    if mask is None and not compiling():
+        mask = torch.ones(x.shape[0])
+    return x * mask[:, None]
+
+
+def test_an_exception_the_traced_code_raises_skips_the_frame():
+    """Tracing takes the compiling side of the ``if`` and then fails on ``None[:, None]``.
+    Breaking just before the failing subscript would run it for real on the traced
+    side's None; PyTorch's Dynamo instead runs the whole frame uncompiled, where
+    ``compiling()`` is False (a frame without tensors is not captured either)."""
+    x = torch.randn(3, 2)
+    torch.testing.assert_close(compile_eager(mask_unless_compiling)(x),
+                               mask_unless_compiling(x))
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(mask_unless_compiling, backend="eager")(x),
+                               mask_unless_compiling(x))
+
+
+def loop_then_ask(x):
+    for i in range(2):
+        print(i)  # a break inside a loop: this frame runs uncompiled
+    return x if compiling() else x + 1
+
+
+def test_a_frame_without_tensors_called_from_uncompiled_code_runs_as_plain_python(capsys):
+    x = torch.randn(3)
+    torch.testing.assert_close(compile_eager(loop_then_ask)(x), x + 1)
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(loop_then_ask, backend="eager")(x), x + 1)

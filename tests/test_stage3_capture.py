@@ -239,3 +239,21 @@ def test_user_errors_surface_as_the_real_exception():
         return x + torch.ones(5)
     with pytest.raises(RuntimeError, match="must match the size"):
         compile_eager(bad)(torch.ones(3))
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_multihead_attention_is_one_graph_and_matches_eager(batch_first):
+    """``nn.MultiheadAttention.forward`` asks ``query.is_nested`` first (SigLIP's pooling
+    head); a tensor attribute we did not know was a break there, where Dynamo has none."""
+    torch.manual_seed(0)
+    m = torch.nn.MultiheadAttention(8, 2, batch_first=batch_first)
+    q = torch.randn(2, 3, 8, requires_grad=True)
+    kv = torch.randn(2, 5, 8) if batch_first else torch.randn(5, 2, 8)
+    if not batch_first:
+        q = torch.randn(3, 2, 8, requires_grad=True)
+    got = eval_frame.compile(m, backend="aot_eager", fullgraph=True)(q, kv, kv)
+    want = m(q, kv, kv)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+    torch.testing.assert_close(torch.autograd.grad(got[0].sum(), [q, *m.parameters()]),
+                               torch.autograd.grad(want[0].sum(), [q, *m.parameters()]))

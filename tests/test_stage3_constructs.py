@@ -643,3 +643,42 @@ def test_typing_subscripts_and_jit_annotate_are_traced_whole():
     torch.testing.assert_close(compiled(x), annotated_lists(x))
     (graph,) = tc.explain(annotated_lists)(x).graphs
     assert "annotate" not in graph.code
+
+
+class EmptyBag:  # falsy through __len__, written in Python
+    def __len__(self):
+        return 0
+
+
+class Off:  # falsy through __bool__
+    def __bool__(self):
+        return False
+
+
+def numpy_padding_test(x):
+    # Reformer: pad only when the length is not a multiple of np.lcm of the chunk lengths
+    pad = x.shape[-1] % np.lcm(4, 4) != 0 and x.shape[-1] > 4
+    return x + 1 if pad else x - 1
+
+
+def truth_of_objects(x, bag, off, flag):
+    y = x * 2 if bag else x * 3
+    y = y + 1 if off else y - 1
+    y = y.sin() if flag else y.cos()
+    return (y * 5 if EmptyBag() else y * 7), (not Off())
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_truth_of_an_object_is_its_bool_or_len_not_always_true(backend):
+    """``if obj:`` once took the true side for every object it did not know: a numpy bool
+    (np.False_ too), a 0-d array, an object whose ``__len__`` is 0 -- a silently wrong
+    branch. Python-level dunders are inlined; C-level ones (numpy) are a graph break."""
+    x = torch.randn(2, 16)
+    torch.testing.assert_close(tc.compile(numpy_padding_test, backend=backend)(x),
+                               numpy_padding_test(x))
+    for flag in (np.False_, np.True_, np.array(0.0), np.array(2)):
+        eval_frame.reset()
+        got = tc.compile(truth_of_objects, backend=backend)(x, EmptyBag(), Off(), flag)
+        want = truth_of_objects(x, EmptyBag(), Off(), flag)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] is want[1] is True

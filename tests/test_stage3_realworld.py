@@ -744,3 +744,39 @@ def test_writing_a_tensor_to_a_module_attribute_is_a_break_with_a_reason():
 
     report = tc.explain(CachesATensor())(torch.randn(3))
     assert "a parameter, submodule or tensor" in report.break_reasons[0].reason
+
+
+# --- a module converted to the dtype it has, in forward: SwitchTransformers' router ---------
+class Router(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.classifier = torch.nn.Linear(4, 3)
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        self.classifier = self.classifier.to(torch.float32)
+        return self.classifier(x).softmax(-1)
+
+
+def test_a_module_to_the_dtype_it_has_is_itself_and_one_graph():
+    """``nn.Module.to`` walks ``_apply`` (which reads ``param.grad`` and rebinds ``.data``):
+    19 breaks in SwitchTransformers, none in PyTorch's Dynamo. A ``to`` that converts
+    nothing is the module itself, its tensors' dtypes guarded; rebinding the attribute to
+    the same submodule changes nothing. Made double later, the guards fail and the
+    recompile runs the real conversion (a break), as eager does."""
+    import copy
+
+    ours = Router()
+    theirs = copy.deepcopy(ours)
+    x = torch.randn(2, 4, requires_grad=True)
+    report = tc.explain(ours)(x)
+    assert (report.graph_count, report.graph_break_count) == (1, 0), str(report)
+    compiled = tc.compile(ours, backend="aot_eager")
+    got, want = compiled(x), theirs(x)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(torch.autograd.grad(got[:, 0].sum(), [x, *ours.parameters()]),
+                               torch.autograd.grad(want[:, 0].sum(), [x, *theirs.parameters()]))
+    ours.double()
+    theirs.double()
+    torch.testing.assert_close(compiled(x), theirs(x))
+    assert ours.classifier.weight.dtype == theirs.classifier.weight.dtype == torch.float32

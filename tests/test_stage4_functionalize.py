@@ -209,3 +209,33 @@ def test_captured_update_of_one_result_of_a_multi_output_op(backend):
     x, y = _inputs(update_one_result_of_topk)
     compiled = tc.compile(update_one_result_of_topk, backend=backend, fullgraph=True)
     torch.testing.assert_close(compiled(x, y), update_one_result_of_topk(x, y), **TOL)
+
+
+# ``y[index] = v`` with the index patterns whose steps share a dimension number (each int
+# removes its dim, so the next index names the same number): Longformer writes
+# ``scores[:, 0, 0, :] = ...``. A scalar once went to y[:, 0, :, :] (silently wrong);
+# a tensor of the right shape failed to expand.
+SETITEM_INDEXES = [(slice(None), 0, 0, slice(None)), (1, 2), (0, slice(1, 3)),
+                   (slice(None), -1, slice(None, None, 2), 3), (Ellipsis, 0, 1),
+                   (0, None, slice(1, None)), (1, Ellipsis, 2)]
+
+
+@pytest.mark.parametrize("index", SETITEM_INDEXES, ids=str)
+@pytest.mark.parametrize("tensor_value", [False, True], ids=["scalar", "tensor"])
+def test_setitem_with_consecutive_int_indices(index, tensor_value):
+    x = torch.randn(2, 3, 4, 5, dtype=F64, requires_grad=True)
+    v = torch.randn_like(x[index]).requires_grad_() if tensor_value else 7.0
+
+    def fn(x, v):
+        y = x * 2
+        y[index] = v * 3
+        return y.sin()
+    ours = [a.detach().clone().requires_grad_() if isinstance(a, torch.Tensor) else a
+            for a in (x, v)]
+    out, want = aot_function(fn)(*ours), fn(x, v)
+    torch.testing.assert_close(out, want, **TOL)
+    leaves = [a for a in (x, v) if isinstance(a, torch.Tensor)]
+    our_leaves = [a for a in ours if isinstance(a, torch.Tensor)]
+    for g, w in zip(torch.autograd.grad(out.sum(), our_leaves),
+                    torch.autograd.grad(want.sum(), leaves)):
+        torch.testing.assert_close(g, w, **TOL)

@@ -459,3 +459,27 @@ def test_a_permute_of_a_permute_is_one_call_or_none():
     code = compiled.wrapper_code
     assert "torch.mm(a, b)" in code, code            # two matrices: the BLAS call itself
     assert code.count("torch.permute(") == 1, code   # the chain, as one call
+
+
+def cat_and_its_contiguous(a, b):
+    c = torch.cat([a, b], 1)  # MRA returns one value twice, once through .contiguous()
+    return c, c.contiguous(), c.float()
+
+
+@needs_cxx
+def test_one_value_returned_as_several_outputs_gets_a_tangent_each():
+    """Inductor's decompositions make ``c.contiguous()`` and ``c.float()`` the node ``c``
+    itself: three user outputs, one value. Each needs its own tangent placeholder (the
+    joint graph once named all three ``tangents_cat`` and refused the second), and the
+    value's gradient is their sum."""
+    a, b = (torch.randn(3, 4, requires_grad=True) for _ in range(2))
+    tc.reset()
+    got = tc.compile(cat_and_its_contiguous, backend="inductor")(a, b)
+    want = cat_and_its_contiguous(a, b)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+    weights = (1.0, 3.0, -2.0)
+    grads = torch.autograd.grad(sum(w * o.sum() for w, o in zip(weights, got)), [a, b])
+    expected = torch.autograd.grad(sum(w * o.sum() for w, o in zip(weights, want)), [a, b])
+    for g, w in zip(grads, expected):
+        torch.testing.assert_close(g, w)

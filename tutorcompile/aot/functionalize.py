@@ -99,34 +99,20 @@ def _setitem_rule(base, index, value):
     steps = basic_index(base, index)
     ndim = len(base.shape)
     per_dim: list[tuple | None] = [None] * ndim  # None: the whole dimension
-    # basic_index numbers dims of the evolving result; rebuild per *source* dim.
-    src_dim, shape_no_new, out_dim = 0, [], 0
-    step_at = {s[1]: s for s in steps}
-    indexed_shape = []
-    while src_dim < ndim or out_dim in step_at:
-        s = step_at.get(out_dim)
-        if s is not None and s[0] == "new":
-            indexed_shape.append(1)
-            out_dim += 1
-            continue
-        if src_dim >= ndim:
-            break
-        if s is not None and s[0] == "select":
-            per_dim[src_dim] = (s[2], s[2] + 1, 1, True)
-            step_at.pop(out_dim)
-            # a select removes the dim: later steps' dims shift by one in basic_index
-            step_at = {(k - 1 if k > out_dim else k): v for k, v in step_at.items()}
-        elif s is not None and s[0] == "slice":
-            per_dim[src_dim] = (s[2], s[3], s[4], False)
-            size = _slice_length(base.shape[src_dim], s[2], s[3], s[4])  # (symbolic too)
-            indexed_shape.append(size)
-            shape_no_new.append(size)
-            out_dim += 1
+    # basic_index numbers dims of the evolving result (a select removes its dim, so
+    # ``[:, 0, 0]`` is two selects of dim 1): replay the steps on the list of the
+    # result's dims, each the source dim it comes from (None: a new dim of size 1)
+    result_dims: list[int | None] = list(range(ndim))
+    for step in steps:
+        if step[0] == "new":
+            result_dims.insert(step[1], None)
+        elif step[0] == "select":
+            per_dim[result_dims.pop(step[1])] = (step[2], step[2] + 1, 1, True)
         else:
-            indexed_shape.append(base.shape[src_dim])
-            shape_no_new.append(base.shape[src_dim])
-            out_dim += 1
-        src_dim += 1
+            per_dim[result_dims[step[1]]] = (*step[2:], False)
+    indexed_shape = [1 if d is None else
+                     _slice_length(base.shape[d], *per_dim[d][:3]) if per_dim[d] is not None
+                     else base.shape[d] for d in result_dims]  # (symbolic too)
     if not _is_t(value):
         value = ops.full(tuple(indexed_shape), value, dtype=base.dtype, device=base.device)
     if value.dtype != base.dtype:

@@ -199,10 +199,17 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
 
         grads: dict[Node, Any] = {}
         tangent_outputs = []
+        tangent_names: set[str] = set()
         for i, r in enumerate(results[:num_user_outputs]):
             if isinstance(r, Node) and needs_grad.get(r) and \
                     is_differentiable(fwd_values[i].dtype):
-                t = handler.placeholder(f"tangents_{r.name}", fwd_values[i].meta)
+                # one value can be two outputs (``(c, c.contiguous())``, once contiguous
+                # decomposes to nothing): a tangent each, named apart, both summed into it
+                name = f"tangents_{r.name}"
+                if name in tangent_names:
+                    name = f"tangents_{r.name}_{i}"
+                tangent_names.add(name)
+                t = handler.placeholder(name, fwd_values[i].meta)
                 t.node.meta.update(phase="backward", partition_role="tangent")
                 tangent_outputs.append(i)
                 accumulate_grad(grads, r, t)

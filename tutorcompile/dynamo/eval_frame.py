@@ -686,6 +686,8 @@ class ConcreteRunner(VM):
         if isinstance(fn, types.MethodType):
             target, bound = fn.__func__, [fn.__self__, *args]
         if isinstance(target, types.FunctionType) and should_compile(target):
+            if not has_tensor_in_frame(target, bound, kwargs):
+                return fn(*args, **kwargs)
             return run_compiled(target, bound, kwargs, self.config)
         if isinstance(fn, torch.nn.Module) and not (fn._forward_hooks or
                                                     fn._forward_pre_hooks):
@@ -693,6 +695,38 @@ class ConcreteRunner(VM):
             if isinstance(forward, types.FunctionType) and should_compile(forward):
                 return run_compiled(forward, [fn, *args], kwargs, self.config)
         return fn(*args, **kwargs)
+
+
+def has_tensor_in_frame(fn: types.FunctionType, args: list, kwargs: dict) -> bool:
+    """Could a call of ``fn`` put anything in a graph: a tensor or module among its
+    arguments (in lists, tuples, dicts), or a ``torch`` module among the globals it names?
+    A frame without is not captured; it runs as plain Python, so code that asks
+    ``torch.compiler.is_compiling()`` from it (transformers' ``is_torchdynamo_compiling``)
+    hears False there, as it does in PyTorch.
+
+    Mirrors: ``has_tensor_in_frame`` in torch/_dynamo/convert_frame.py."""
+    for name in fn.__code__.co_names:
+        obj = fn.__globals__.get(name)
+        if isinstance(obj, types.ModuleType) and (obj is torch or
+                                                  obj.__name__.startswith("torch.")):
+            return True
+    seen: set[int] = set()
+
+    def has_tensor(obj: Any) -> bool:
+        if id(obj) in seen:
+            return False
+        seen.add(id(obj))
+        if isinstance(obj, (torch.Tensor, torch.nn.Module)) or (
+                type(obj) is type and issubclass(obj, torch.nn.Module)):
+            return True
+        if type(obj) in (list, tuple):
+            return any(has_tensor(v) for v in obj)
+        if type(obj) is dict:
+            return any(has_tensor(v) for v in list(obj.values()))
+        if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a namedtuple
+            return any(has_tensor(v) for v in obj)
+        return False
+    return any(has_tensor(v) for v in [*args, *kwargs.values()])
 
 
 def _notify(kind: str, frame: Frame, result: CaptureResult, entry: CacheEntry | None) -> None:

@@ -192,6 +192,16 @@ class InstructionTranslator(VM):
                 (root.ip, root.stack, root.locals, self.grad_stack, root.exc_stack,
                  self.autocast_stack) = saved
                 self.frames = [root]
+                if getattr(e, "raised", False):
+                    # the traced code raised and nothing traced catches it: the frame runs
+                    # uncompiled from here, as in PyTorch's Dynamo ("Skipping the function
+                    # and falling back to eager"), not from a break just before the raising
+                    # call. The prefix was traced where ``torch.compiler.is_compiling()`` is
+                    # True, and the exception may be that choice's consequence, one eager
+                    # never meets: LongT5 skips building a default attention mask while
+                    # compiling, then splits the mask, None, into blocks.
+                    return CaptureResult("skip", reason=e.reason,
+                                         location=getattr(e, "location", None))
                 if root.exc_stack or any(isinstance(v, TracedException) for v in root.stack):
                     # inside a handler of an exception the traced code raised: the real frame
                     # has no such exception to resume with, so it runs uncompiled from here
@@ -285,10 +295,12 @@ class InstructionTranslator(VM):
                 raise  # a ``raise`` of the traced code, on its way to a handler in a caller
             err = Unsupported(f"{type(e.exc).__name__} raised by the traced code: {e.exc}")
             err.location = self.location_of(frame, frame.ip - 1)
+            err.raised = True
             raise err from None
         except Exception as e:
             err = Unsupported(f"{type(e).__name__} raised while tracing: {e}")
             err.location = self.location_of(frame, frame.ip - 1)
+            err.raised = True
             raise err from e
 
     def on_exception(self, frame: Frame, exc: BaseException) -> None:

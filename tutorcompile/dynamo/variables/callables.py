@@ -334,6 +334,23 @@ class UserDefinedObjectVariable(VariableTracker):
     def python_type(self):
         return type(self.value)
 
+    def truth(self, tx):
+        """``if obj:`` as Python decides it: the class's ``__bool__``, else its ``__len__``,
+        else True. One written in Python is inlined; one in C (``numpy.bool_``, a 0-d
+        ``ndarray``) reads the object's data, so it is a graph break -- never "True
+        because it is an object", which took ``if np.False_:`` (Reformer's padding test,
+        ``n % np.lcm(4, 4) != 0``) down the wrong side."""
+        cls = type(self.value)
+        for name in ("__bool__", "__len__"):
+            method = inspect.getattr_static(cls, name, None)
+            if method is None:
+                continue
+            if isinstance(method, types.FunctionType):
+                return tx.truth(tx.inline_user_function(method, [self], {}))
+            raise Unsupported(f"the truth value of a {cls.__name__} ({cls.__name__}.{name} is "
+                              "not written in Python)")
+        return True
+
     def var_getattr(self, tx, name):
         hook = _python_hook(type(self.value), "__getattribute__")
         if hook is not None:

@@ -49,7 +49,7 @@ class NNModuleVariable(VariableTracker):
             # an instance attribute (a class property would win): a function there is not bound
             return tx.wrap_nested(m.__dict__[name], src)
         static = inspect.getattr_static(m, name, None)
-        if name in _TREE_WALKS and static is getattr(torch.nn.Module, name) and \
+        if name in (*_TREE_WALKS, "to") and static is getattr(torch.nn.Module, name) and \
                 self.source is not None:
             return BoundMethodVariable(self, name)  # answered from the module tree below
         if isinstance(static, types.FunctionType):
@@ -71,6 +71,9 @@ class NNModuleVariable(VariableTracker):
         if self.constructed is not None:
             raise Unsupported(f"assignment to {type(m).__name__}.{name} of a module built "
                               "while tracing")
+        if isinstance(value, NNModuleVariable) and value.constructed is None and \
+                m.__dict__.get("_modules", {}).get(name) is value.value:
+            return  # ``self.classifier = self.classifier.to(dtype)``, a no-op ``to``: the same
         buffer = name in m.__dict__.get("_buffers", {})
         if any(name in m.__dict__.get(t, {}) for t in ("_parameters", "_modules")) \
                 or isinstance(value, NNModuleVariable) \
@@ -138,7 +141,29 @@ class NNModuleVariable(VariableTracker):
             return TupleVariable([TupleVariable([ConstantVariable(k), v]) for k, v in entries])
         if name in _TREE_WALKS:
             return self._walk_tree(tx, name, args, kwargs)
+        if name == "to":
+            return self._to(tx, args, kwargs)
         return super().call_method(tx, name, args, kwargs)
+
+    def _to(self, tx, args: list, kwargs: dict) -> VariableTracker:
+        """``module.to(dtype)`` / ``.to(device)`` whose tensors already are so: ``self``, as
+        ``nn.Module.to`` returns (SwitchTransformers' router does
+        ``self.classifier = self.classifier.to(self.dtype)`` in every forward). Each
+        parameter and buffer is read through its source, so its dtype and device are
+        guarded; a ``to`` that would convert one is a graph break (it rebinds ``.data``)."""
+        if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+            raise Unsupported("module.to() with a tensor argument")
+        device, dtype, _, _ = torch._C._nn._parse_to(
+            *[a.as_python_constant() for a in args],
+            **{k: v.as_python_constant() for k, v in kwargs.items()})
+        for kind in ("parameters", "buffers"):
+            for vt in self._walk_tree(tx, kind, [], {}).items:
+                t = vt.example()
+                if (dtype is not None and (t.is_floating_point() or t.is_complex())
+                        and t.dtype != dtype) or (device is not None and t.device != device):
+                    raise Unsupported(f"module.to() that converts its tensors ({t.dtype} on "
+                                      f"{t.device} to {dtype} on {device})")
+        return self
 
     def _walk_tree(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
         """``self.parameters()`` (transformers' ``self.dtype``: the first floating-point

@@ -52,7 +52,8 @@ class TensorVariable(VariableTracker):
         if name in ("shape",):
             return SizeVariable(self.size_vars(tx))
         if name in ("dtype", "device", "layout", "requires_grad", "is_cuda", "is_sparse",
-                    "is_leaf", "is_quantized", "is_meta"):
+                    "is_leaf", "is_quantized", "is_meta", "is_nested", "is_cpu", "is_mps",
+                    "is_mkldnn", "is_xpu"):  # (nn.MultiheadAttention reads is_nested)
             return ConstantVariable(getattr(f, name))
         if name == "ndim":
             return ConstantVariable(f.dim())
@@ -130,6 +131,13 @@ class TensorMethodVariable(VariableTracker):
         if name in ("item", "tolist", "numpy", "__bool__", "__int__", "__float__",
                     "data_ptr", "storage"):
             raise Unsupported(f"tensor.{name}() needs the tensor's data (data-dependent)")
+        if name == "requires_grad_":
+            # turns a tensor into a leaf of autograd: a graph holds values, not autograd
+            # state, so eager runs it (MRA's fallback attention returns
+            # ``torch.zeros_like(query).requires_grad_()``). PyTorch's Dynamo breaks here too
+            # ("requires_grad_() intermediate leaked as output").
+            raise Unsupported("tensor.requires_grad_() changes autograd state, which a graph "
+                              "does not capture")
         if name in ("size", "stride", "dim", "numel", "nelement", "ndimension", "is_contiguous",
                     "element_size", "get_device", "is_floating_point", "is_complex",
                     "dtype"):
