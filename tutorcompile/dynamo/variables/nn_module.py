@@ -63,10 +63,13 @@ class NNModuleVariable(VariableTracker):
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
         """``self.shift_size = 0`` (Swin shrinks its window to small inputs): a plain
         attribute written now, read back by the rest of the trace and set on the module after
-        the graph ran, as PyTorch's Dynamo replays it. A buffer rebound to a tensor the graph
-        computed (CTRL's ``self.pos_encoding = self.pos_encoding.to(dtype)``) is replayed the
-        same way -- ``nn.Module.__setattr__`` keeps it a buffer, and the next call reads it
-        as an input like any buffer. A parameter or submodule write is a graph break."""
+        the graph ran, as PyTorch's Dynamo replays it. A tensor the graph computed is
+        replayed the same way, as one more output of the graph: a buffer rebound to it
+        (CTRL's ``self.pos_encoding = self.pos_encoding.to(dtype)``) stays a buffer
+        (``nn.Module.__setattr__``), a plain attribute (RecurrentGemma's
+        ``self.recurrent_states``, a cache of the last call's state) stays plain, and the
+        next call reads either through its source, guarded like any input. A parameter or
+        submodule write is a graph break."""
         m = self.value
         if self.constructed is not None:
             raise Unsupported(f"assignment to {type(m).__name__}.{name} of a module built "
@@ -77,10 +80,9 @@ class NNModuleVariable(VariableTracker):
         buffer = name in m.__dict__.get("_buffers", {})
         if any(name in m.__dict__.get(t, {}) for t in ("_parameters", "_modules")) \
                 or isinstance(value, NNModuleVariable) \
-                or isinstance(value, TensorVariable) and not buffer \
                 or buffer and not isinstance(value, TensorVariable):
-            raise Unsupported(f"assignment to {type(m).__name__}.{name}: a parameter, "
-                              "submodule or tensor (only a buffer may get a new tensor)")
+            raise Unsupported(f"assignment to {type(m).__name__}.{name}: a parameter or "
+                              "submodule (or a buffer set to a non-tensor)")
         if type(m).__setattr__ is not torch.nn.Module.__setattr__:
             raise Unsupported(f"assignment to {type(m).__name__}.{name} (a custom __setattr__)")
         tx.record_side_effect(self)
