@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from tests.kernel_backends import on
+from tests.test_stage4_dynamic import _values_and_grads_at
 from tutorcompile.dynamo import backends, eval_frame
 from tutorcompile.models import GPT, MLP, AlexNet, GPTConfig
 
@@ -39,18 +40,6 @@ def _counting():
         made.append(backends.inductor(gm, example_inputs, options={"backend": "cpp"}))
         return made[-1]
     return counting, made
-
-
-def _values_and_grads_at(compiled, fn, sizes):
-    """``compiled`` against ``fn`` on a ``(b, t)`` input of each size: values and gradients."""
-    for b, t in sizes:
-        x = torch.randn(b, t, requires_grad=True)
-        y = x.detach().requires_grad_()
-        out, want = compiled(x), fn(y)
-        torch.testing.assert_close(out, want)
-        out.pow(2).sum().backward()
-        want.pow(2).sum().backward()
-        torch.testing.assert_close(x.grad, y.grad)
 
 
 def _train_and_compare(model, compiled, batches, tol=1e-5):
