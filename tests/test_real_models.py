@@ -100,13 +100,6 @@ def test_more_architectures_are_one_graph_with_eager_values_and_gradients(name):
         torch.testing.assert_close(_grad(p), want[k], rtol=1e-4, atol=1e-5, msg=k)
 
 
-# Not one compile for every size, nor is it under torch.compile: Mamba's selective scan
-# (``associative_scan`` while compiling) is unrolled one step per position, so its length is
-# specialised -- 6 graphs over these SIZES, one per length. torch.compile (torch 2.13,
-# transformers 5.24, a counting backend, these SIZES) makes 8, one per call: its scan
-# guards the length's binary structure (``s1 % 2 != 0``, ``s1 // 8``...) and the batch.
-ONE_COMPILE_PER_LENGTH = {"mamba"}
-
 # the first change changes batch and length together (one at a time, Dynamo -- like
 # torch.compile -- marks each dynamic in turn: a recompile each)
 SIZES = [(1, 8), (2, 9), (3, 17), (16, 64), (5, 8), (9, 33), (16, 8), (4, 64)]
@@ -116,9 +109,11 @@ SIZES = [(1, 8), (2, 9), (3, 17), (16, 64), (5, 8), (9, 33), (16, 8), (4, 64)]
     *((name, "aot_eager_decomp_partition") for name in MODELS),
     *(pytest.param(name, "inductor", marks=pytest.mark.slow) for name in MODELS),
     # the symbolic sizes of a repeat count (BLOOM's alibi), of an autograd.Function and an
-    # integer floor division kept as PyTorch calls (BLOOM's GELU, Mixtral's experts)
+    # integer floor division kept as PyTorch calls (BLOOM's GELU, Mixtral's experts), and a
+    # scan over a symbolic length (Mamba's: torch.compile makes 8 graphs over these SIZES)
     *(pytest.param(name, "aot_eager_decomp_partition", marks=pytest.mark.slow)
-      for name in HF_MORE_MODELS if name not in ONE_COMPILE_PER_LENGTH)])
+      for name in HF_MORE_MODELS),
+    pytest.param("mamba", "inductor", marks=pytest.mark.slow)])
 def test_trains_with_two_compiles_for_batch_sizes_and_lengths(name, backend):
     """Batch 1..16 and lengths 8..64: eager's outputs and gradients at every size, from two
     graphs (the first call's, static, and one with symbolic sizes), each compiled once by

@@ -609,17 +609,93 @@ def test_values_read_before_a_replayed_write_keep_what_was_read():
     assert d == {"k": 5.0}
 
 
-def test_associative_scan_over_a_symbolic_length_specialises_it_not_the_batch():
-    """Was a graph break (Mamba's scan then split each layer's graph, and the pieces
-    recompiled at every size: 32 graphs over batch 1..16 and lengths 8..64, now 6 -- one
-    per length, as unrolling needs; torch.compile makes 8). The length is guarded."""
-    compiled = tc.compile(selective_scan, backend="eager", dynamic=True, fullgraph=True)
-    for b, t in ((2, 5), (3, 5), (4, 6)):
-        a, x = torch.rand(b, 3, t, 4), torch.randn(b, 3, t, 4)
-        torch.testing.assert_close(compiled(a, x, False), selective_scan(a, x, False))
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "aot_eager_decomp_partition",
+                                     "inductor"])
+def test_associative_scan_over_a_symbolic_length_is_one_graph_for_every_length(backend):
+    """Was one graph per length (Mamba: 6 over batch 1..16 and lengths 8..64; torch.compile
+    makes 8): unrolling needs the number of steps, so the length was specialised. Once it
+    is a symbol the scan is one ``sequential_scan`` node holding ``combine_fn`` -- no guard
+    on the length -- with eager's values and gradients at every length, both directions."""
+    from tutorcompile.ops.scan import sequential_scan
+    compiled = tc.compile(selective_scan, backend=backend, dynamic=True, fullgraph=True)
+    for b, t in ((2, 5), (3, 5), (4, 6), (2, 9)):
+        for reverse in (False, True):
+            a = torch.rand(b, 3, t, 4, requires_grad=True)
+            x = torch.randn(b, 3, t, 4, requires_grad=True)
+            out, want = compiled(a, x, reverse), selective_scan(a, x, reverse)
+            torch.testing.assert_close(out, want)
+            got = torch.autograd.grad(out.pow(2).sum(), (a, x))
+            for g, w in zip(got, torch.autograd.grad(want.pow(2).sum(), (a, x))):
+                torch.testing.assert_close(g, w)
     entries = eval_frame.cache_entries(selective_scan)
-    assert len(entries) == 2    # one per length; batch 3 reused the first
-    assert "L['a'].size()[2] == 5  # specialised" in str(entries[0].check)
+    assert len(entries) == 2    # one per direction (``reverse`` is a constant of the graph)
+    for entry in entries:
+        assert [n.target for n in entry.graph_module.graph.nodes
+                if n.op == "call_function"].count(sequential_scan) == 1
+        assert "size()[2] ==" not in str(entry.check), entry.check
+
+
+def scaled_scan(x, k):
+    from torch._higher_order_ops.associative_scan import associative_scan
+
+    def combine_fn(acc, cur):
+        return acc * k + cur     # k: a closure cell, read when the function was made
+    return associative_scan(combine_fn, x, dim=1, combine_mode="generic")
+
+
+def test_a_scan_function_with_a_closure_is_unrolled_for_each_length():
+    """A graph may hold only a function that computes the same thing on every call; a
+    closure's cells belong to the call that made it, so that scan stays unrolled -- its
+    length specialised, a graph per length -- and right when the closure's value changes."""
+    compiled = tc.compile(scaled_scan, backend="aot_eager", dynamic=True, fullgraph=True)
+    for t, k in ((5, 0.5), (5, 2.0), (7, 0.5)):
+        x = torch.randn(3, t)
+        want = x.clone()
+        for i in range(1, t):
+            want[:, i] = want[:, i - 1] * k + x[:, i]
+        torch.testing.assert_close(compiled(x, k), want)
+    checks = [str(e.check) for e in eval_frame.cache_entries(scaled_scan)]
+    assert len(checks) == 3 and all("specialised" in c for c in checks), checks
+
+
+def test_sequential_scan_is_associative_scan_and_keeps_symbolic_sizes():
+    """The function the graph calls: PyTorch's ``associative_scan`` values and gradients
+    (tuple or single tensor, both directions); on fake tensors with symbolic sizes its
+    result has the input's sizes, the length still a symbol."""
+    from torch._higher_order_ops.associative_scan import associative_scan
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import (
+        DimDynamic,
+        ShapeEnv,
+        StatelessSymbolicContext,
+    )
+
+    from tutorcompile.ops.scan import sequential_scan
+
+    def combine_fn(left, right):
+        return left[0] * right[0], right[0] * left[1] + right[1]
+
+    def loss(result):
+        return sum(t.sin().sum() for t in (result if isinstance(result, tuple) else [result]))
+    a = torch.rand(2, 6, 3, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(2, 6, 3, dtype=torch.float64, requires_grad=True)
+    for reverse in (False, True):
+        for fn, xs in ((combine_fn, (a, b)), (torch.add, b)):
+            got = sequential_scan(fn, xs, 1, reverse=reverse)
+            want = associative_scan(fn, xs, dim=1, reverse=reverse, combine_mode="generic")
+            torch.testing.assert_close(got, want)
+            leaves = [xs] if isinstance(xs, torch.Tensor) else list(xs)
+            for g, w in zip(torch.autograd.grad(loss(got), leaves),
+                            torch.autograd.grad(loss(want), leaves)):
+                torch.testing.assert_close(g, w)
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    context = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.STATIC, DimDynamic.DYNAMIC,
+                                                      DimDynamic.STATIC])
+    fake = mode.from_tensor(torch.empty(2, 9, 3), symbolic_context=context)
+    with mode:
+        out = sequential_scan(combine_fn, (fake, fake.to(torch.float64)), 1)
+    assert isinstance(out[0].shape[1], torch.SymInt) and out[0].shape == fake.shape
+    assert (out[0].dtype, out[1].dtype) == (torch.float32, torch.float64)
 
 
 def annotated_lists(x):

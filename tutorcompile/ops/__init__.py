@@ -11,6 +11,7 @@
     KernelSpellingHandler   pointwise calls -> Triton / C++ expression strings
     sum_to_shape, vjp        gradients of broadcasting, and of one prim call
     trace, backward_graph, grad_of   graphs of prims, and their gradients as graphs
+    scan.sequential_scan     the scan a graph calls when its length is symbolic (run by PyTorch)
 
 Mirrors: torch/_prims, torch/_inductor/virtualized.py, tools/autograd/derivatives.yaml.
 """

@@ -47,7 +47,8 @@ callables       user-defined classes and objects, ``super()``, dataclasses, and 
                 (mirrors user_defined.py and builtin.py: kept together because the
                 builtin handlers and the user-defined trackers call each other)
 copying         ``copy.deepcopy`` and ``id()`` of trackers (guarded copies, real ids)
-higher_order_ops  torch functions that take a function (``associative_scan``): unrolled
+higher_order_ops  torch functions that take a function (``associative_scan``): unrolled,
+                or one node once the length is symbolic
 ==============  ==========================================================================
 
 Mirrors: torch/_dynamo/variables/ (its builder.py is ``InstructionTranslator.wrap_nested`` in

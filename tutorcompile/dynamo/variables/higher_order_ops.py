@@ -1,30 +1,41 @@
 """Higher-order ops: torch functions that take a Python function (``associative_scan``).
 
-A graph node's arguments are tensors and constants, never a function, so a call that passes
-``combine_fn`` cannot be one node. PyTorch's Dynamo traces the function into a subgraph and
-records one higher-order op that owns it. This teaching Dynamo has no subgraphs; it
-*unrolls*: the function is inlined once per step, on trackers, and the steps join the graph.
+A graph node's arguments are tensors and constants, never a traced function, so a call that
+passes ``combine_fn`` cannot be one node of traced ops. PyTorch's Dynamo traces the function
+into a subgraph and records one higher-order op that owns it. This teaching Dynamo has no
+subgraphs; it does one of two things:
+
+* **Unroll**, while the length is a constant: the function is inlined once per step, on
+  trackers, and the steps join the graph (the code generators then fuse them).
+* **One node**, once the length is a symbol (a recompile on a new length, ``dynamic=True``,
+  ``mark_dynamic``): there is no number of steps to unroll, so the graph calls
+  :func:`~tutorcompile.ops.scan.sequential_scan` with the function object itself, and
+  PyTorch runs the loop -- one graph for every length. Only a function that computes the
+  same thing on every call may sit in a graph: a module-level one, or one made while tracing
+  with no closure and no defaults (Mamba's); any other keeps the unrolled path, which
+  specialises (guards) the length.
 
 ``associative_scan(combine_fn, xs, dim)`` (Mamba's selective scan, when compiling) is the
 inclusive scan ``out[0] = x[0]``, ``out[i] = combine_fn(out[i-1], x[i])`` along ``dim``; with
 ``combine_mode="generic"`` ``combine_fn`` sees one slice at a time (it is vmapped over the
-scan dimension), so each step selects a slice. The graph holds one ``combine_fn`` per
-position, so a symbolic length is specialised (guarded: a graph per length, as Mamba's is
-under torch.compile too) while the other sizes stay symbolic. Sequential
-steps do the arithmetic in the order eager Mamba's own loop does; PyTorch's parallel-prefix
-scan regroups it (equal up to rounding).
+scan dimension), so each step selects a slice. Both ways take the steps in the order eager
+Mamba's own loop does; PyTorch's parallel-prefix scan regroups them (equal up to rounding).
 
 Mirrors: torch/_dynamo/variables/higher_order_ops.py (``AssociativeScanHigherOrderVariable``).
 """
 
 from __future__ import annotations
 
+import types
+
 import torch
 from torch._higher_order_ops.associative_scan import associative_scan
 
+from ...ops.scan import sequential_scan
 from ..exc import Unsupported
 from .callables import _BUILTIN_HANDLERS
 from .containers import BaseListVariable, ListVariable, TupleVariable
+from .functions import NestedUserFunctionVariable, UserFunctionVariable
 from .tensor import SymIntVariable, TensorVariable
 
 
@@ -39,8 +50,15 @@ def _associative_scan(tx, combine_fn, xs, dim, reverse=None, combine_mode=None):
         raise Unsupported("associative_scan over something other than tensors")
     d = const["dim"] % leaves[0].fake.dim()
     length = leaves[0].size_var(tx, d)
-    # unrolled one step per position: a symbolic length is specialised (guarded), the
-    # other sizes stay symbolic
+    fn = _plain_function(combine_fn)
+    if isinstance(length, SymIntVariable) and fn is not None:
+        # one node for every length: PyTorch runs the scan
+        kwargs = {"dim": d, "reverse": bool(const["reverse"]),
+                  "combine_mode": const["combine_mode"] or "pointwise"}
+        return tx.output.create_node("call_function", sequential_scan,
+                                     (fn, xs if packed else leaves[0]), kwargs)
+    # unrolled one step per position: a symbolic length (of a function that cannot be a
+    # graph argument) is specialised -- guarded -- and the other sizes stay symbolic
     n = length.specialize(tx) if isinstance(length, SymIntVariable) else \
         length.as_python_constant()
     if n == 0:
@@ -66,6 +84,22 @@ def _associative_scan(tx, combine_fn, xs, dim, reverse=None, combine_mode=None):
                                      (ListVariable([outs[i][k] for i in range(n)]), d), {})
                for k in range(len(leaves))]
     return pack(stacked)
+
+
+def _plain_function(fn) -> types.FunctionType | None:
+    """``combine_fn`` as a function object that computes the same thing on every call, or
+    None: a module-level function (its identity is guarded where it was read), or one made
+    while tracing with no closure and no defaults -- its code is a constant of the traced
+    code and its globals are read when it runs."""
+    if isinstance(fn, UserFunctionVariable):
+        f = fn.fn
+        return f if f.__closure__ is None else None
+    if isinstance(fn, NestedUserFunctionVariable) and fn.closure is None \
+            and fn.defaults is None and fn.kwdefaults is None:
+        f = types.FunctionType(fn.code, fn.f_globals, fn.code.co_name)
+        f.__qualname__ = fn.qualname
+        return f
+    return None
 
 
 _BUILTIN_HANDLERS[associative_scan] = _associative_scan
