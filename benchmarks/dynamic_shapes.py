@@ -4,6 +4,7 @@ for one size?
     python benchmarks/dynamic_shapes.py                 # MLP, CNN, GPT; infer + train
     python benchmarks/dynamic_shapes.py --models mlp --batches 2,16 --modes infer
     python benchmarks/dynamic_shapes.py --models gpt --lengths 8,24,64   # lengths vary too
+    python benchmarks/dynamic_shapes.py --models mamba --lengths 16,64   # transformers' Mamba
 
 For every case (model × inference/training × batch), measured side by side in one run:
 ``static`` -- ``tc.compile(model, dynamic=False)``, compiled for that very batch size (sizes
@@ -35,15 +36,39 @@ from tutorcompile import models  # noqa: E402
 from tutorcompile.bench import format_ms, measure  # noqa: E402
 from tutorcompile.dynamo import backends, eval_frame  # noqa: E402
 
+
+class HFModel(torch.nn.Module):
+    """A tiny random-config ``transformers`` model as this benchmark calls one: token ids
+    in, the last hidden state out, the mean square of it as the loss."""
+
+    def __init__(self, name: str):
+        super().__init__()
+        self.inner = models.hf_model(name)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.inner(ids).last_hidden_state
+
+    @staticmethod
+    def loss(out: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return out.pow(2).mean()
+
+
 MODELS = {
     "mlp": lambda: models.MLP((784, 256, 256, 10)),
     "cnn": lambda: models.AlexNet(),
     "gpt": lambda: models.GPT(models.GPTConfig(block_size=64)),
+    # its selective scan: one sequential_scan node over a symbolic length, unrolled (and
+    # fused) in the static compilation
+    "mamba": lambda: HFModel("mamba"),
 }
+SEQUENCE_MODELS = ("gpt", "mamba")
 
 
 def _batch(model, b: int, t: int | None) -> tuple:
-    """Inputs and targets of batch ``b`` (and, for the GPT, sequence length ``t``)."""
+    """Inputs and targets of batch ``b`` (and, for a sequence model, length ``t``)."""
+    if isinstance(model, HFModel):
+        ids = models.hf_input_ids(b, t or 32)
+        return ids, ids
     if t is None:
         return model.example_inputs(b)[0], model.targets(b)
     return (torch.randint(0, model.cfg.vocab_size, (b, t)),
@@ -122,7 +147,8 @@ def main() -> None:
     parser.add_argument("--batches", default="2,8,32")
     parser.add_argument("--modes", default="infer,train")
     parser.add_argument("--lengths", default=None,
-                        help="GPT sequence lengths (default: the block size, fixed)")
+                        help="sequence lengths of the GPT and Mamba (default: fixed, the "
+                             "GPT's block size and 32)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3, help="best of this many medians")
     args = parser.parse_args()
@@ -149,7 +175,7 @@ def main() -> None:
                                 options={"backend": "cpp"})
             run_symbolic, run_static = _runner(symbolic, train), _runner(static, train)
             lengths = [int(t) for t in args.lengths.split(",")] \
-                if args.lengths and name == "gpt" else [None]
+                if args.lengths and name in SEQUENCE_MODELS else [None]
             for b, t in ((3, 9), (5, 17)):   # a size change: the dimensions become dynamic
                 run_symbolic(*_batch(model, b, None if lengths == [None] else t))
             for b, t in [(b, t) for b in batches for t in lengths]:

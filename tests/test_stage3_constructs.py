@@ -658,6 +658,25 @@ def test_a_scan_function_with_a_closure_is_unrolled_for_each_length():
     assert len(checks) == 3 and all("specialised" in c for c in checks), checks
 
 
+def _combine(acc, cur):
+    return acc + cur
+
+
+def scan_with_a_global(x):
+    from torch._higher_order_ops.associative_scan import associative_scan
+    return associative_scan(_combine, x, dim=0, combine_mode="generic")
+
+
+def test_a_module_level_scan_function_in_the_graph_is_guarded_by_identity(monkeypatch):
+    """The graph holds the function object read from the module: rebinding the name makes
+    a new graph, never a run of the old function."""
+    compiled = tc.compile(scan_with_a_global, backend="eager", dynamic=True, fullgraph=True)
+    for n in (3, 4):
+        torch.testing.assert_close(compiled(torch.ones(n)), torch.arange(1.0, n + 1))
+    monkeypatch.setitem(globals(), "_combine", lambda acc, cur: acc * cur * 2)
+    torch.testing.assert_close(compiled(torch.ones(4)), torch.tensor([1.0, 2, 4, 8]))
+
+
 def test_sequential_scan_is_associative_scan_and_keeps_symbolic_sizes():
     """The function the graph calls: PyTorch's ``associative_scan`` values and gradients
     (tuple or single tensor, both directions); on fake tensors with symbolic sizes its
