@@ -41,6 +41,7 @@ torch/_inductor/graph.py (``GraphLowering``).
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -54,6 +55,7 @@ from ..fx import Graph, Node
 from ..fx.node import map_aggregate, map_arg, tree_leaves
 from ..fx.symbolic_shapes import SymInt
 from ..ops import PRIMS, Prim, ops
+from ..ops.scan import sequential_scan
 from ..ops.table import (
     contiguous_strides,
     normalize_dim,
@@ -147,7 +149,10 @@ class GraphLowering:
                          reduction_type, keepdim)
         return self.register(ComputedBuffer(self.new_name(), layout, data, [node]))
 
-    def extern(self, node: Node, kernel: Callable, args, kwargs, reason: str) -> ExternKernel:
+    def extern(self, node: Node, kernel: Callable, args, kwargs, reason: str,
+               fallback: bool = True) -> ExternKernel:
+        """A call of ``kernel`` -- PyTorch's (a *fallback*, listed in ``fallbacks``), or
+        one generated here that the wrapper calls like one (a scan kernel)."""
         meta = node.meta.get("tensor_meta")
         multi = isinstance(meta, (tuple, list))
         if meta is None or not (multi or hasattr(meta, "shape")):
@@ -159,7 +164,8 @@ class GraphLowering:
             layout = FixedLayout((0,), (1,), torch.float32, self.device_of_args(args))
         else:
             layout = FixedLayout.contiguous(meta.shape, meta.dtype, meta.device)
-        self.fallbacks.append(f"{node.name}: {reason}")
+        if fallback:
+            self.fallbacks.append(f"{node.name}: {reason}")
         ext = ExternKernel(self.new_name(), layout, kernel, args, kwargs, [node], reason)
         ext.multi_output = multi
         return self.register(ext)
@@ -283,6 +289,8 @@ class GraphLowering:
             # the compiled graph runs without autograd: detach is the value itself (as
             # Inductor's ``nop`` lowering); a graph output keeps its own detached tensor
             return args[0]
+        if target is sequential_scan:
+            return self.lower_scan(node, args, kwargs)
         name = getattr(target, "__name__", str(target))
         if target is torch.addmm and len(args) == 3 and not kwargs and \
                 self.tunes_matmul(node, *args[1:], bias=args[0]):
@@ -292,6 +300,37 @@ class GraphLowering:
                 f"{note}"))
         return self.extern(node, target, args, kwargs,
                            f"{name} is not a prim; it runs in PyTorch")
+
+    def lower_scan(self, node: Node, args: tuple, kwargs: dict) -> ExternKernel:
+        """``sequential_scan`` over a symbolic length (Mamba's selective scan): one
+        generated C++ loop nest when ``combine_fn`` is pointwise (``codegen/cpp_scan.py``),
+        else -- and on the Triton backend -- PyTorch's loop, saying why."""
+        def fallback(why: str) -> ExternKernel:
+            return self.extern(node, node.target, args, kwargs,
+                               f"sequential_scan runs in PyTorch: {why}")
+        if self.backend != "cpp":
+            return fallback(f"the {self.backend} code generator writes no scan kernels")
+        bound = inspect.signature(sequential_scan).bind(*node.args, **node.kwargs)
+        bound.apply_defaults()
+        xs = bound.arguments["xs"]
+        packed = type(xs) if isinstance(xs, (tuple, list)) else None
+        leaves = list(xs) if packed else [xs]
+        if not all(isinstance(x, Node) and hasattr(x.meta.get("tensor_meta"), "shape")
+                   for x in leaves):
+            return fallback("its inputs are not tensors of the graph")
+        from .codegen.cpp_scan import compile_scan
+        name = f"cpp_scan_{len(self.buffers)}"
+        dim = normalize_dim(bound.arguments["dim"], len(leaves[0].meta["tensor_meta"].shape))
+        scan = compile_scan(name, bound.arguments["combine_fn"],
+                            [x.meta["tensor_meta"] for x in leaves], packed, dim,
+                            bool(bound.arguments["reverse"]))
+        if isinstance(scan, str):
+            return fallback(scan)
+        ir_xs = args[1] if len(args) > 1 else kwargs["xs"]
+        fn_name = getattr(bound.arguments["combine_fn"], "__name__", "combine_fn")
+        return self.extern(node, scan, (ir_xs,), {}, f"sequential_scan of {fn_name}: a "
+                           f"generated C++ loop over the scan dimension ({name})",
+                           fallback=False)
 
     def tunes_matmul(self, node: Node, a: Any, b: Any, bias: Any = None) -> bool:
         """Is ``a @ b`` (``+ bias``) a choice between PyTorch and a Triton template? Only

@@ -49,6 +49,7 @@ from ..fx.node import map_arg, qualified_name, tree_leaves
 from ..fx.symbolic_shapes import SymInt, hint_int, pycode
 from ..ops import PRIMS, Prim
 from . import ir
+from .codegen.cpp_scan import CppScan
 from .scheduler import Scheduler
 
 
@@ -331,6 +332,10 @@ class WrapperCodegen:
         self.reuse = reuse
         self.globals: dict[str, Any] = {"torch": torch, "empty_strided": torch.empty_strided}
         self.kernel_sources = {name: k[0].source for name, k in kernels.items()}
+        # and the kernels it calls like PyTorch calls (a scan: codegen/cpp_scan.py)
+        self.kernel_sources.update((g.buffers[0].kernel.__name__, g.buffers[0].kernel.source)
+                                   for g in scheduler.groups
+                                   if g.is_extern and isinstance(g.buffers[0].kernel, CppScan))
         self.view_names: dict[int, str] = {}
         self.params = [self.param_name(b, i) for i, b in enumerate(self.lowering.graph_inputs)]
         self.lines: list[WrapperLine] = []
@@ -378,6 +383,8 @@ class WrapperCodegen:
         if ext.kernel is PRIMS["matmul"] and len(ext.args) == 2 and not ext.kwargs and all(
                 isinstance(a, ir.IRNode) and len(a.get_size()) == 2 for a in ext.args):
             return "torch.mm"
+        if isinstance(ext.kernel, CppScan):
+            return self.bind(ext.kernel.__name__, ext.kernel)
         return self.callee(ext.kernel)
 
     def convolution_call(self, ext: ir.ExternKernel, lines: list[WrapperLine]) -> str | None:
@@ -536,8 +543,11 @@ class WrapperCodegen:
         text = literal(value, lambda v: self.value_expr(v, lines))
         if text is not None:
             return text
-        # any other object (a helper object of stage 4) is passed by name
-        return self.bind("const", value)
+        # any other object (a helper object of stage 4, a scan's combine_fn) is passed by
+        # name
+        name = getattr(value, "__name__", None)
+        return self.bind(name if callable(value) and isinstance(name, str) and
+                         name.isidentifier() else "const", value)
 
     # -- step 1: lines from the schedule and liveness -------------------------------------
     def plan(self) -> list[WrapperLine]:

@@ -37,6 +37,7 @@ from .callables import _BUILTIN_HANDLERS
 from .containers import BaseListVariable, ListVariable, TupleVariable
 from .functions import NestedUserFunctionVariable, UserFunctionVariable
 from .tensor import SymIntVariable, TensorVariable
+from .torch import TorchFunctionVariable
 
 
 def _associative_scan(tx, combine_fn, xs, dim, reverse=None, combine_mode=None):
@@ -88,9 +89,11 @@ def _associative_scan(tx, combine_fn, xs, dim, reverse=None, combine_mode=None):
 
 def _plain_function(fn) -> types.FunctionType | None:
     """``combine_fn`` as a function object that computes the same thing on every call, or
-    None: a module-level function (its identity is guarded where it was read), or one made
-    while tracing with no closure and no defaults -- its code is a constant of the traced
-    code and its globals are read when it runs."""
+    None: a torch function, a module-level function (its identity is guarded where it was
+    read), or one made while tracing with no closure and no defaults -- its code is a
+    constant of the traced code and its globals are read when it runs."""
+    if isinstance(fn, TorchFunctionVariable):   # torch.add, torch.maximum...
+        return fn.fn
     if isinstance(fn, UserFunctionVariable):
         f = fn.fn
         return f if f.__closure__ is None else None
