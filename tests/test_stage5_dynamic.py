@@ -508,7 +508,8 @@ def test_a_scan_over_a_symbolic_length_is_one_cpp_loop_over_it(fn):
     """Was PyTorch's loop, a few small ops per position (Mamba at length 16: 1.11-1.34x the
     static graph's time): a pointwise ``combine_fn`` is spelled into one C++ kernel whose
     length is an argument -- a tuple of leaves or one, either direction, float32 or
-    float64 -- with eager's values and gradients (the backward replays PyTorch's loop)."""
+    float64 -- and its gradient, from the VJP rules of its prims, into another, with
+    eager's values and gradients."""
     backend, made = _counting()
     compiled = eval_frame.compile(fn, backend=backend)
     _values_and_grads_at(compiled, fn, [(2, 5), (3, 9), (4, 17), (2, 33), (5, 9)])
@@ -519,6 +520,9 @@ def test_a_scan_over_a_symbolic_length_is_one_cpp_loop_over_it(fn):
     (scan,) = [k for k in forward.kernel_sources if k.startswith("cpp_scan")]
     assert "for (int64_t step = 1; step < n; step++)" in forward.kernel_sources[scan]
     assert f"{scan}(" in forward.wrapper_code   # called by its own name
+    backward = made[1].compiled.artifacts.backward.compiled
+    assert "a generated C++ loop back over it" in backward.wrapper_code, \
+        backward.wrapper_code
 
 
 def test_a_scan_whose_combine_fn_is_not_pointwise_runs_in_pytorch_and_says_why():
@@ -528,3 +532,29 @@ def test_a_scan_whose_combine_fn_is_not_pointwise_runs_in_pytorch_and_says_why()
     assert [c.compiled.num_compiles for c in made] == [1, 1]
     assert "sequential_scan runs in PyTorch: combine_fn calls mean, not a pointwise prim" in \
         made[1].compiled.artifacts.forward.compiled.wrapper_code
+
+
+def gated_scan(x, gate):
+    from torch._higher_order_ops.associative_scan import associative_scan
+
+    def combine_fn(left, right):
+        return left[0] * right[0], right[0] * left[1] + right[1]
+    return associative_scan(combine_fn, (gate, x), dim=0, reverse=True,
+                            combine_mode="generic")[1]
+
+
+def test_a_scan_of_two_inputs_only_one_needing_a_gradient_compiles_twice():
+    """Leaves from two inputs have sizes of their own symbols: the result's sizes were
+    found by running the scan at sizes where those differed (combine_fn then failed on
+    slices of two shapes), so the length was specialised -- a compile per length."""
+    backend, made = _counting()
+    compiled = eval_frame.compile(gated_scan, backend=backend)
+    for t, b in ((5, 2), (9, 3), (17, 4), (6, 2)):
+        x, gate = torch.randn(t, b, 3, requires_grad=True), torch.rand(t, b, 3)
+        y = x.detach().requires_grad_()
+        out, want = compiled(x, gate), gated_scan(y, gate)
+        torch.testing.assert_close(out, want)
+        out.sin().sum().backward()
+        want.sin().sum().backward()
+        torch.testing.assert_close(x.grad, y.grad)
+    assert [c.compiled.num_compiles for c in made] == [1, 1]

@@ -50,6 +50,7 @@ from typing import Any
 import sympy
 import torch
 
+from ..aot.joint import _Slot, extern_backward
 from ..errors import TutorcompileError
 from ..fx import Graph, Node
 from ..fx.node import map_aggregate, map_arg, tree_leaves
@@ -291,6 +292,8 @@ class GraphLowering:
             return args[0]
         if target is sequential_scan:
             return self.lower_scan(node, args, kwargs)
+        if target is extern_backward and node.args and node.args[0] is sequential_scan:
+            return self.lower_scan_backward(node, args, kwargs)
         name = getattr(target, "__name__", str(target))
         if target is torch.addmm and len(args) == 3 and not kwargs and \
                 self.tunes_matmul(node, *args[1:], bias=args[0]):
@@ -331,6 +334,48 @@ class GraphLowering:
         return self.extern(node, scan, (ir_xs,), {}, f"sequential_scan of {fn_name}: a "
                            f"generated C++ loop over the scan dimension ({name})",
                            fallback=False)
+
+    def lower_scan_backward(self, node: Node, args: tuple, kwargs: dict) -> ExternKernel:
+        """The gradient of ``sequential_scan`` (stage 4's ``extern_backward`` of it): a
+        generated C++ kernel when the forward's would be one and the VJP rules of
+        ``combine_fn``'s prims are pointwise too, else PyTorch's autograd through its loop."""
+        def fallback(why: str) -> ExternKernel:
+            return self.extern(node, node.target, args, kwargs, "the gradient of "
+                               f"sequential_scan runs in PyTorch: {why}")
+        if self.backend != "cpp":
+            return fallback(f"the {self.backend} code generator writes no scan kernels")
+        _, call_args, call_kwargs, grad_outputs, *inputs = node.args
+        bound = inspect.signature(sequential_scan).bind(*call_args, **call_kwargs)
+        bound.apply_defaults()
+        xs = bound.arguments["xs"]
+        packed = type(xs) if isinstance(xs, (tuple, list)) else None
+        slots = list(xs) if packed else [xs]
+        ir_grads = args[3]
+        if not packed:   # (one tensor scanned: one gradient, not a list)
+            grad_outputs, ir_grads = [grad_outputs], [ir_grads]
+        if not all(isinstance(x, _Slot) for x in slots) or \
+                not isinstance(grad_outputs, (tuple, list)) or len(grad_outputs) != len(slots):
+            return fallback("its arguments are not one tensor per leaf")
+        from .codegen.cpp_scan import compile_scan, compile_scan_backward
+        leaf_inputs = [x.index for x in slots]
+        metas = [inputs[i].meta.get("tensor_meta") for i in leaf_inputs]
+        if not all(hasattr(m, "shape") for m in metas):
+            return fallback("its inputs are not tensors of the graph")
+        dim = normalize_dim(bound.arguments["dim"], len(metas[0].shape))
+        reverse = bool(bound.arguments["reverse"])
+        scan = compile_scan(f"cpp_scan_{len(self.buffers)}", bound.arguments["combine_fn"],
+                            metas, packed, dim, reverse)
+        if isinstance(scan, str):
+            return fallback(scan)
+        needs_grad = node.kwargs.get("needs_grad") or [True] * len(inputs)
+        grad = compile_scan_backward(scan, bound.arguments["combine_fn"], reverse,
+                                     leaf_inputs, len(inputs), needs_grad,
+                                     [g is not None for g in grad_outputs])
+        if isinstance(grad, str):
+            return fallback(grad)
+        return self.extern(node, grad, (ir_grads, *args[4:]), {},
+                           "the gradient of sequential_scan: the scan again, then a "
+                           f"generated C++ loop back over it ({grad.__name__})", fallback=False)
 
     def tunes_matmul(self, node: Node, a: Any, b: Any, bias: Any = None) -> bool:
         """Is ``a @ b`` (``+ bias``) a choice between PyTorch and a Triton template? Only

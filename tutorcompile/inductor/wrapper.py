@@ -49,7 +49,7 @@ from ..fx.node import map_arg, qualified_name, tree_leaves
 from ..fx.symbolic_shapes import SymInt, hint_int, pycode
 from ..ops import PRIMS, Prim
 from . import ir
-from .codegen.cpp_scan import CppScan
+from .codegen.cpp_scan import GENERATED_EXTERNS
 from .scheduler import Scheduler
 
 
@@ -333,9 +333,9 @@ class WrapperCodegen:
         self.globals: dict[str, Any] = {"torch": torch, "empty_strided": torch.empty_strided}
         self.kernel_sources = {name: k[0].source for name, k in kernels.items()}
         # and the kernels it calls like PyTorch calls (a scan: codegen/cpp_scan.py)
-        self.kernel_sources.update((g.buffers[0].kernel.__name__, g.buffers[0].kernel.source)
-                                   for g in scheduler.groups
-                                   if g.is_extern and isinstance(g.buffers[0].kernel, CppScan))
+        generated = [g.buffers[0].kernel for g in scheduler.groups if g.is_extern and
+                     isinstance(g.buffers[0].kernel, GENERATED_EXTERNS)]
+        self.kernel_sources.update((k.__name__, k.source) for k in generated)
         self.view_names: dict[int, str] = {}
         self.params = [self.param_name(b, i) for i, b in enumerate(self.lowering.graph_inputs)]
         self.lines: list[WrapperLine] = []
@@ -383,7 +383,7 @@ class WrapperCodegen:
         if ext.kernel is PRIMS["matmul"] and len(ext.args) == 2 and not ext.kwargs and all(
                 isinstance(a, ir.IRNode) and len(a.get_size()) == 2 for a in ext.args):
             return "torch.mm"
-        if isinstance(ext.kernel, CppScan):
+        if isinstance(ext.kernel, GENERATED_EXTERNS):
             return self.bind(ext.kernel.__name__, ext.kernel)
         return self.callee(ext.kernel)
 
