@@ -16,7 +16,7 @@ import copy
 import pytest
 import torch
 
-from tests.kernel_backends import on
+from tests.kernel_backends import BACKENDS, on
 from tests.test_stage4_dynamic import _values_and_grads_at
 from tutorcompile.dynamo import backends, eval_frame
 from tutorcompile.models import GPT, MLP, AlexNet, GPTConfig
@@ -503,25 +503,40 @@ def scan_with_a_row_sum(x):
     return associative_scan(combine_fn, x, dim=1, combine_mode="generic")
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("fn", [decaying_sum, running_max_from_the_right])
-def test_a_scan_over_a_symbolic_length_is_one_cpp_loop_over_it(fn):
+def test_a_scan_over_a_symbolic_length_is_one_kernel_looping_over_it(fn, backend):
     """Was PyTorch's loop, a few small ops per position (Mamba at length 16: 1.11-1.34x the
-    static graph's time): a pointwise ``combine_fn`` is spelled into one C++ kernel whose
+    static graph's time): a pointwise ``combine_fn`` is spelled into one kernel whose
     length is an argument -- a tuple of leaves or one, either direction, float32 or
     float64 -- and its gradient, from the VJP rules of its prims, into another, with
     eager's values and gradients."""
-    backend, made = _counting()
-    compiled = eval_frame.compile(fn, backend=backend)
-    _values_and_grads_at(compiled, fn, [(2, 5), (3, 9), (4, 17), (2, 33), (5, 9)])
+    made = []
+
+    def counting(gm, example_inputs):
+        made.append(backends.inductor(gm, example_inputs, options={"backend": backend}))
+        return made[-1]
+    compiled = eval_frame.compile(fn, backend=counting)
+    for b, t in ((2, 5), (3, 9), (4, 17), (2, 33), (5, 9)):
+        (x,) = on(backend, torch.randn(b, t))
+        x.requires_grad_()
+        y = x.detach().requires_grad_()
+        out, want = compiled(x), fn(y)
+        torch.testing.assert_close(out, want)
+        out.pow(2).sum().backward()
+        want.pow(2).sum().backward()
+        torch.testing.assert_close(x.grad, y.grad)
     assert [c.compiled.num_compiles for c in made] == [1, 1]
+    language = {"cpp": "C++", "triton": "Triton"}[backend]
     forward = made[1].compiled.artifacts.forward.compiled
-    assert "a generated C++ loop over the scan dimension" in forward.wrapper_code
+    assert f"a generated {language} loop over the scan dimension" in forward.wrapper_code
     assert "sequential_scan runs in PyTorch" not in forward.wrapper_code
-    (scan,) = [k for k in forward.kernel_sources if k.startswith("cpp_scan")]
-    assert "for (int64_t step = 1; step < n; step++)" in forward.kernel_sources[scan]
+    (scan,) = [k for k in forward.kernel_sources if k.startswith(f"{backend}_scan")]
+    assert "range(1, n)" in forward.kernel_sources[scan] if backend == "triton" else \
+        "for (int64_t step = 1; step < n; step++)" in forward.kernel_sources[scan]
     assert f"{scan}(" in forward.wrapper_code   # called by its own name
     backward = made[1].compiled.artifacts.backward.compiled
-    assert "a generated C++ loop back over it" in backward.wrapper_code, \
+    assert f"a generated {language} loop back over it" in backward.wrapper_code, \
         backward.wrapper_code
 
 

@@ -306,13 +306,11 @@ class GraphLowering:
 
     def lower_scan(self, node: Node, args: tuple, kwargs: dict) -> ExternKernel:
         """``sequential_scan`` over a symbolic length (Mamba's selective scan): one
-        generated C++ loop nest when ``combine_fn`` is pointwise (``codegen/cpp_scan.py``),
-        else -- and on the Triton backend -- PyTorch's loop, saying why."""
+        generated kernel -- C++ or Triton, ``codegen/scan.py`` -- when ``combine_fn`` is
+        pointwise, else PyTorch's loop, saying why."""
         def fallback(why: str) -> ExternKernel:
             return self.extern(node, node.target, args, kwargs,
                                f"sequential_scan runs in PyTorch: {why}")
-        if self.backend != "cpp":
-            return fallback(f"the {self.backend} code generator writes no scan kernels")
         bound = inspect.signature(sequential_scan).bind(*node.args, **node.kwargs)
         bound.apply_defaults()
         xs = bound.arguments["xs"]
@@ -321,29 +319,32 @@ class GraphLowering:
         if not all(isinstance(x, Node) and hasattr(x.meta.get("tensor_meta"), "shape")
                    for x in leaves):
             return fallback("its inputs are not tensors of the graph")
-        from .codegen.cpp_scan import compile_scan
-        name = f"cpp_scan_{len(self.buffers)}"
-        dim = normalize_dim(bound.arguments["dim"], len(leaves[0].meta["tensor_meta"].shape))
-        scan = compile_scan(name, bound.arguments["combine_fn"],
-                            [x.meta["tensor_meta"] for x in leaves], packed, dim,
-                            bool(bound.arguments["reverse"]))
+        scan = self.scan_kernel(bound, [x.meta["tensor_meta"] for x in leaves], packed)
         if isinstance(scan, str):
             return fallback(scan)
         ir_xs = args[1] if len(args) > 1 else kwargs["xs"]
         fn_name = getattr(bound.arguments["combine_fn"], "__name__", "combine_fn")
         return self.extern(node, scan, (ir_xs,), {}, f"sequential_scan of {fn_name}: a "
-                           f"generated C++ loop over the scan dimension ({name})",
-                           fallback=False)
+                           f"generated {_LANGUAGE[self.backend]} loop over the scan dimension "
+                           f"({scan.__name__})", fallback=False)
+
+    def scan_kernel(self, bound: inspect.BoundArguments, metas: list, packed: type | None):
+        """The scan kernel of a bound ``sequential_scan`` call, or why there is none."""
+        from .codegen.scan import compile_scan
+        if self.backend not in _LANGUAGE:
+            return f"the {self.backend} backend writes no kernels"
+        dim = normalize_dim(bound.arguments["dim"], len(metas[0].shape))
+        return compile_scan(f"{self.backend}_scan_{len(self.buffers)}", self.backend,
+                            bound.arguments["combine_fn"], metas, packed, dim,
+                            bool(bound.arguments["reverse"]))
 
     def lower_scan_backward(self, node: Node, args: tuple, kwargs: dict) -> ExternKernel:
         """The gradient of ``sequential_scan`` (stage 4's ``extern_backward`` of it): a
-        generated C++ kernel when the forward's would be one and the VJP rules of
+        generated kernel when the forward's would be one and the VJP rules of
         ``combine_fn``'s prims are pointwise too, else PyTorch's autograd through its loop."""
         def fallback(why: str) -> ExternKernel:
             return self.extern(node, node.target, args, kwargs, "the gradient of "
                                f"sequential_scan runs in PyTorch: {why}")
-        if self.backend != "cpp":
-            return fallback(f"the {self.backend} code generator writes no scan kernels")
         _, call_args, call_kwargs, grad_outputs, *inputs = node.args
         bound = inspect.signature(sequential_scan).bind(*call_args, **call_kwargs)
         bound.apply_defaults()
@@ -356,26 +357,26 @@ class GraphLowering:
         if not all(isinstance(x, _Slot) for x in slots) or \
                 not isinstance(grad_outputs, (tuple, list)) or len(grad_outputs) != len(slots):
             return fallback("its arguments are not one tensor per leaf")
-        from .codegen.cpp_scan import compile_scan, compile_scan_backward
+        from .codegen.scan import compile_scan_backward
         leaf_inputs = [x.index for x in slots]
         metas = [inputs[i].meta.get("tensor_meta") for i in leaf_inputs]
         if not all(hasattr(m, "shape") for m in metas):
             return fallback("its inputs are not tensors of the graph")
-        dim = normalize_dim(bound.arguments["dim"], len(metas[0].shape))
-        reverse = bool(bound.arguments["reverse"])
-        scan = compile_scan(f"cpp_scan_{len(self.buffers)}", bound.arguments["combine_fn"],
-                            metas, packed, dim, reverse)
+        scan = self.scan_kernel(bound, metas, packed)
         if isinstance(scan, str):
             return fallback(scan)
         needs_grad = node.kwargs.get("needs_grad") or [True] * len(inputs)
-        grad = compile_scan_backward(scan, bound.arguments["combine_fn"], reverse,
-                                     leaf_inputs, len(inputs), needs_grad,
+        grad = compile_scan_backward(scan, bound.arguments["combine_fn"], metas[0].dtype,
+                                     bool(bound.arguments["reverse"]), leaf_inputs,
+                                     len(inputs), needs_grad,
                                      [g is not None for g in grad_outputs])
         if isinstance(grad, str):
             return fallback(grad)
         return self.extern(node, grad, (ir_grads, *args[4:]), {},
                            "the gradient of sequential_scan: the scan again, then a "
-                           f"generated C++ loop back over it ({grad.__name__})", fallback=False)
+                           f"generated {_LANGUAGE[self.backend]} loop back over it "
+                           f"({grad.__name__})",
+                           fallback=False)
 
     def tunes_matmul(self, node: Node, a: Any, b: Any, bias: Any = None) -> bool:
         """Is ``a @ b`` (``+ bias``) a choice between PyTorch and a Triton template? Only
@@ -914,6 +915,9 @@ for _name, _why in (("convolution", "is a library call, run by PyTorch"),
                     ("convolution_backward_weight", "is a library call, run by PyTorch")):
     if _name in PRIMS:
         lowerings[PRIMS[_name]] = _extern_rule(_why)
+
+
+_LANGUAGE = {"cpp": "C++", "triton": "Triton"}   # (of the scan kernels' descriptions)
 
 
 def lower_graph(graph: Graph, example_inputs: Sequence[Any], backend: str = "cpp",

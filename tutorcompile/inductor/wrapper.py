@@ -49,7 +49,7 @@ from ..fx.node import map_arg, qualified_name, tree_leaves
 from ..fx.symbolic_shapes import SymInt, hint_int, pycode
 from ..ops import PRIMS, Prim
 from . import ir
-from .codegen.cpp_scan import GENERATED_EXTERNS
+from .codegen.scan import GENERATED_EXTERNS
 from .scheduler import Scheduler
 
 
@@ -332,7 +332,7 @@ class WrapperCodegen:
         self.reuse = reuse
         self.globals: dict[str, Any] = {"torch": torch, "empty_strided": torch.empty_strided}
         self.kernel_sources = {name: k[0].source for name, k in kernels.items()}
-        # and the kernels it calls like PyTorch calls (a scan: codegen/cpp_scan.py)
+        # and the kernels it calls like PyTorch calls (a scan: codegen/scan.py)
         generated = [g.buffers[0].kernel for g in scheduler.groups if g.is_extern and
                      isinstance(g.buffers[0].kernel, GENERATED_EXTERNS)]
         self.kernel_sources.update((k.__name__, k.source) for k in generated)

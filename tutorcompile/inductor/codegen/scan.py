@@ -1,10 +1,11 @@
-"""A scan kernel for the CPU: ``sequential_scan`` with a pointwise ``combine_fn``, in C++.
+"""Scan kernels: ``sequential_scan`` with a pointwise ``combine_fn``, in C++ or Triton.
 
 Once its length is a symbol, Mamba's selective scan reaches stage 5 as one
 :func:`~tutorcompile.ops.scan.sequential_scan` node (see ``dynamo/variables/
 higher_order_ops.py``). Run by PyTorch it is a Python loop of a few small ops per position;
-when ``combine_fn`` is made of pointwise ops only, the whole scan is one loop nest instead,
-with the length an argument like any symbolic size::
+when ``combine_fn`` is made of pointwise ops only, the whole scan is one kernel instead,
+with the length an argument like any symbolic size. The leaves are contiguous, viewed as
+``outer x n x inner`` around the scan dimension; the C++ kernel::
 
     for (int64_t x0 = 0; x0 < outer; x0++)              // the dims before the scan dim
         for (int64_t step = 1; step < n; step++) {      // in order: each step reads the last
@@ -16,21 +17,23 @@ with the length an argument like any symbolic size::
             }
         }
 
-(step 0 copies the first position; ``reverse`` walks the rows the other way). The
-``combine_fn`` is traced on one-element tensors and decomposed into prims, and every
-prim is spelled by the same table the fused kernels use. Anything else -- a reduction or a
-view in ``combine_fn``, leaves of different shapes or dtypes, a dtype other than float32 or
-float64 -- keeps PyTorch's loop, and the lowering says why.
+(step 0 copies the first position; ``reverse`` walks the rows the other way). The Triton
+kernel gives each program a block of the ``outer x inner`` positions and loops over ``n``
+in it, the running value in registers. The ``combine_fn`` is traced on one-element tensors
+and decomposed into prims, and every prim is spelled by the same tables the fused kernels
+use. Anything else -- a reduction or a view in ``combine_fn``, leaves of different shapes
+or dtypes, a dtype other than float32 or float64 -- keeps PyTorch's loop, and the lowering
+says why.
 
 The backward graph asks for the scan's gradient through stage 4's ``extern_backward`` (which
-would replay the loop under PyTorch's autograd). Its kernel, :class:`CppScanBackward`, runs
+would replay the loop under PyTorch's autograd). Its kernel (:class:`ScanGradKernel`) runs
 the scan again and then walks back over it with the *VJP rules* of ``combine_fn``'s prims
 (stage 1's ``backward_graph``), spelled the same way: a reverse scan of gradients.
 
 Mirrors: torch/_inductor/ir.py (``Scan``: a pointwise ``combine_fn`` over a scan range, which
 Inductor's Triton backend lowers to ``tl.associative_scan``; its C++ backend has no
 ``BackendFeature.SCAN`` and falls back to the eager implementation) -- ours writes the
-sequential loop in C++, and its gradient too.
+sequential loop in C++ and in Triton, and their gradients too.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ import torch
 
 from ...fx import Graph, Node
 from ...ops import Prim
-from ...ops.virtualized import spell
+from ...ops.virtualized import TRITON_DTYPES, spell
 from .cpp import CPP_TYPES, CppKernelCall
 
 SCAN_DTYPES = (torch.float32, torch.float64)
@@ -55,26 +58,44 @@ def _extents(shape: Sequence[int], dim: int) -> tuple[int, int, int]:
     return math.prod(shape[:dim]), shape[dim], math.prod(shape[dim + 1:])
 
 
-class CppScan:
-    """A compiled scan: ``cpp_scan(xs)`` is ``sequential_scan(combine_fn, xs, dim,
-    reverse)`` for tensors ``xs`` of the shapes it was compiled for (any length, and any
-    size in the other dimensions: they are arguments too)."""
+XBLOCK = 128   # Triton: positions of the outer x inner plane per program
 
-    def __init__(self, name: str, source: str, packed: type | None, num_leaves: int,
-                 dim: int, dtype: torch.dtype):
+
+def _launcher(language: str, name: str, source: str, arg_names: list[str]):
+    """``launch(tensors, (outer, n, inner))`` for a scan kernel's source."""
+    if language == "cpp":
+        kernel = CppKernelCall(name, source, arg_names, size_args=SIZE_ARGS)
+        return lambda tensors, extents: kernel(*tensors, *extents)
+    from ..codecache import triton_module
+    from .triton import TRITON_PRELUDE
+    fn = getattr(triton_module(TRITON_PRELUDE + source + "\n", name), name)
+
+    def launch(tensors, extents):
+        outer, _, inner = extents
+        fn[(max(1, -(-outer * inner // XBLOCK)),)](*tensors, *extents, XBLOCK=XBLOCK)
+    return launch
+
+
+class ScanKernel:
+    """A compiled scan: ``kernel(xs)`` is ``sequential_scan(combine_fn, xs, dim, reverse)``
+    for tensors ``xs`` of the dtype it was compiled for (any length, and any size in the
+    other dimensions: they are arguments too)."""
+
+    def __init__(self, name: str, language: str, source: str, packed: type | None,
+                 num_leaves: int, dim: int):
         self.__name__ = name       # (the wrapper binds it under this name)
-        self.source = source
-        self.packed, self.num_leaves, self.dim, self.dtype = packed, num_leaves, dim, dtype
+        self.language, self.source = language, source
+        self.packed, self.num_leaves, self.dim = packed, num_leaves, dim
         k = range(num_leaves)
-        self.kernel = CppKernelCall(name, source, [f"in{i}" for i in k] +
-                                    [f"out{i}" for i in k], size_args=SIZE_ARGS)
+        self.launch = _launcher(language, name, source, [f"in{i}" for i in k] +
+                                [f"out{i}" for i in k])
 
     def scan(self, leaves: list[torch.Tensor]) -> list[torch.Tensor]:
         """The scan of contiguous ``leaves``, one result each."""
-        outs = [torch.empty(leaves[0].shape, dtype=self.dtype) for _ in leaves]
+        outs = [x.new_empty(x.shape) for x in leaves]
         extents = _extents(leaves[0].shape, self.dim)
         if extents[1]:
-            self.kernel(*leaves, *outs, *extents)
+            self.launch([*leaves, *outs], extents)
         return outs
 
     def __call__(self, xs: Any) -> Any:
@@ -82,11 +103,11 @@ class CppScan:
         return self.packed(outs) if self.packed else outs[0]
 
     def __repr__(self) -> str:
-        return f"<C++ scan kernel {self.__name__}>"
+        return f"<{self.language} scan kernel {self.__name__}>"
 
 
-class CppScanBackward:
-    """The gradient of a :class:`CppScan`, called as the backward graph calls PyTorch's
+class ScanGradKernel:
+    """The gradient of a :class:`ScanKernel`, called as the backward graph calls PyTorch's
     (``extern_backward``): ``grad(grad_outputs, *inputs)`` gives one gradient per input.
     It recomputes the scan (the forward saved only its inputs), then walks it backwards::
 
@@ -97,7 +118,7 @@ class CppScanBackward:
 
     -- the VJP rules of the combine's prims (stage 1), spelled like the forward."""
 
-    def __init__(self, scan: CppScan, source: str, leaf_inputs: Sequence[int],
+    def __init__(self, scan: ScanKernel, source: str, leaf_inputs: Sequence[int],
                  num_inputs: int, needs_grad: Sequence[bool], has_grad: Sequence[bool]):
         self.__name__ = f"{scan.__name__}_backward"
         self.scan, self.source = scan, source
@@ -106,7 +127,7 @@ class CppScanBackward:
         k = range(scan.num_leaves)
         args = [f"in{i}" for i in k] + [f"out{i}" for i in k] + \
             [f"grad_out{i}" for i in k if has_grad[i]] + [f"grad_in{i}" for i in k]
-        self.kernel = CppKernelCall(self.__name__, source, args, size_args=SIZE_ARGS)
+        self.launch = _launcher(scan.language, self.__name__, source, args)
 
     def __call__(self, grad_outputs: Sequence[Any], *inputs: torch.Tensor) -> tuple:
         leaves = [inputs[i].contiguous() for i in self.leaf_inputs]
@@ -115,7 +136,7 @@ class CppScanBackward:
         grad_in = [torch.empty_like(x) for x in leaves]
         extents = _extents(leaves[0].shape, self.scan.dim)
         if extents[1]:
-            self.kernel(*leaves, *outs, *grads, *grad_in, *extents)
+            self.launch([*leaves, *outs, *grads, *grad_in], extents)
         result: list[Any] = [None] * self.num_inputs
         for i, g in zip(self.leaf_inputs, grad_in):
             if self.needs_grad[i]:
@@ -123,7 +144,7 @@ class CppScanBackward:
         return tuple(result)
 
     def __repr__(self) -> str:
-        return f"<C++ scan gradient kernel {self.__name__}>"
+        return f"<{self.scan.language} scan gradient kernel {self.__name__}>"
 
 
 def combine_prims(combine_fn: Any, packed: type | None, num_leaves: int,
@@ -145,20 +166,23 @@ def combine_prims(combine_fn: Any, packed: type | None, num_leaves: int,
         return f"combine_fn could not be traced to prims ({type(e).__name__}: {e})"
 
 
-def spell_prims(graph: Graph, names: Sequence[str], dtype: torch.dtype, what: str
-                ) -> tuple[list[str], list[str | None]] | str:
-    """A graph of pointwise prims as C++: statements computing temporaries from its inputs
-    (called ``names``, in order), and the expression of each output (None for an output
-    that is None), or why it cannot be written so."""
+def spell_prims(graph: Graph, names: Sequence[str], dtype: torch.dtype, what: str,
+                language: str = "cpp") -> tuple[list[str], list[str | None]] | str:
+    """A graph of pointwise prims as ``language`` (``"cpp"`` or ``"triton"``): statements
+    computing temporaries from its inputs (called ``names``, in order), and the expression
+    of each output (None for an output that is None), or why it cannot be written so."""
     env: dict[Node, str] = {}
     lines: list[str] = []
+    cpp = language == "cpp"
 
     def operand(value: Any) -> str:
         if isinstance(value, str):
             return value
         if isinstance(value, bool):
-            return "true" if value else "false"
+            return ("true" if value else "false") if cpp else str(value)
         if isinstance(value, float):
+            if not cpp:
+                return f"float({str(value)!r})" if not math.isfinite(value) else repr(value)
             t = CPP_TYPES[dtype]
             if math.isinf(value):
                 return f"{'-' if value < 0 else ''}std::numeric_limits<{t}>::infinity()"
@@ -177,7 +201,8 @@ def spell_prims(graph: Graph, names: Sequence[str], dtype: torch.dtype, what: st
             continue
         elif node.op == "call_function":
             target = node.target
-            if not isinstance(target, Prim) or not target.is_pointwise or target.cpp is None:
+            if not isinstance(target, Prim) or not target.is_pointwise or \
+                    getattr(target, language) is None:
                 name = target.name if isinstance(target, Prim) else getattr(
                     target, "__name__", str(target))
                 return f"{what} calls {name}, not a pointwise prim"
@@ -187,11 +212,12 @@ def spell_prims(graph: Graph, names: Sequence[str], dtype: torch.dtype, what: st
             args = [env[a] if isinstance(a, Node) else a for a in node.args]
             kwargs = {k: env[v] if isinstance(v, Node) else v for k, v in node.kwargs.items()}
             try:
-                text = spell(target.cpp, args, kwargs, operand, CPP_TYPES.__getitem__)
+                text = spell(getattr(target, language), args, kwargs, operand,
+                             (CPP_TYPES if cpp else TRITON_DTYPES).__getitem__)
             except (TypeError, KeyError) as e:
-                return f"{what}'s {target.name} has an argument C++ cannot spell ({e})"
+                return f"{what}'s {target.name} has an argument {language} cannot spell ({e})"
             env[node] = f"tmp{len(lines)}"
-            lines.append(f"auto {env[node]} = {text};")
+            lines.append(f"auto {env[node]} = {text};" if cpp else f"{env[node]} = {text}")
         elif node.op == "output":
             results = node.args[0] if isinstance(node.args[0], (tuple, list)) else \
                 [node.args[0]]
@@ -215,9 +241,9 @@ def _position(step: str, reverse: bool) -> str:
     return f"n - 1 - ({step})" if reverse else step
 
 
-def scan_source(name: str, num_leaves: int, dtype: torch.dtype, reverse: bool,
+def cpp_scan_source(name: str, num_leaves: int, dtype: torch.dtype, reverse: bool,
                 lines: Sequence[str], results: Sequence[str]) -> str:
-    """The forward kernel: leaves contiguous, viewed as ``outer x n x inner``."""
+    """The C++ forward kernel: leaves contiguous, viewed as ``outer x n x inner``."""
     t = CPP_TYPES[dtype]
     k = range(num_leaves)
     params = [f"const {t}* __restrict__ in{i}" for i in k] + \
@@ -226,16 +252,16 @@ def scan_source(name: str, num_leaves: int, dtype: torch.dtype, reverse: bool,
     step = [f"auto left{i} = out{i}[prev + x1];" for i in k] + \
         [f"auto right{i} = in{i}[row + x1];" for i in k] + list(lines) + \
         [f"out{i}[row + x1] = {r};" for i, r in zip(k, results)]
-    return _loop_nest(name, params, f"an inclusive scan of {num_leaves} tensor(s)", reverse,
+    return _cpp_loop_nest(name, params, f"an inclusive scan of {num_leaves} tensor(s)", reverse,
                       _position("0", reverse), copies, _position("step", reverse),
                       _position("step - 1", reverse), "for (int64_t step = 1; step < n; "
                       "step++)", step)
 
 
-def scan_backward_source(name: str, num_leaves: int, dtype: torch.dtype, reverse: bool,
+def cpp_scan_backward_source(name: str, num_leaves: int, dtype: torch.dtype, reverse: bool,
                          has_grad: Sequence[bool], lines: Sequence[str],
                          results: Sequence[str | None]) -> str:
-    """The gradient kernel (see :class:`CppScanBackward`): ``grad_in`` holds the running
+    """The C++ gradient kernel (see :class:`ScanGradKernel`): ``grad_in`` holds the running
     gradient ``G`` of a position until its own gradient overwrites it."""
     t = CPP_TYPES[dtype]
     k = range(num_leaves)
@@ -254,13 +280,13 @@ def scan_backward_source(name: str, num_leaves: int, dtype: torch.dtype, reverse
         [f"grad_in{i}[prev + x1] = "
          f"{' + '.join([f'grad_out{i}[prev + x1]'] * has_grad[i] + [d] * (d is not None)) or zero};"
          for i, d in zip(k, d_left)]
-    return _loop_nest(name, params, f"the gradient of a scan of {num_leaves} tensor(s)",
+    return _cpp_loop_nest(name, params, f"the gradient of a scan of {num_leaves} tensor(s)",
                       reverse, _position("n - 1", reverse), firsts,
                       _position("step", reverse), _position("step - 1", reverse),
                       "for (int64_t step = n - 1; step >= 1; step--)", step)
 
 
-def _loop_nest(name: str, params: list[str], what: str, reverse: bool, first: str,
+def _cpp_loop_nest(name: str, params: list[str], what: str, reverse: bool, first: str,
                first_body: list[str], row: str, prev: str, steps: str, body: list[str]
                ) -> str:
     sig = (",\n" + " " * (len(name) + 17)).join(params)
@@ -294,22 +320,85 @@ extern "C" void {name}({sig})
 }}"""
 
 
-def _leaves_reason(xs_metas: Sequence[Any]) -> str | None:
+def triton_scan_source(name: str, num_leaves: int, dtype: torch.dtype, reverse: bool,
+                       lines: Sequence[str], results: Sequence[str]) -> str:
+    """The forward kernel in Triton: the running value of each leaf in registers."""
+    k = range(num_leaves)
+    params = [f"in{i}" for i in k] + [f"out{i}" for i in k]
+    first = [f"acc{i} = tl.load(in{i} + row, mask=xmask, other=0.0)" for i in k] + \
+        [f"tl.store(out{i} + row, acc{i}, mask=xmask)" for i in k]
+    step = [f"left{i} = acc{i}" for i in k] + \
+        [f"right{i} = tl.load(in{i} + row, mask=xmask, other=0.0)" for i in k] + \
+        list(lines) + [f"acc{i} = {r}" for i, r in zip(k, results)] + \
+        [f"tl.store(out{i} + row, acc{i}, mask=xmask)" for i in k]
+    return _triton_loop(name, params, f"an inclusive scan of {num_leaves} tensor(s)",
+                        reverse, _position("0", reverse), first, "step",
+                        [f"row = base + ({_position('step', reverse)}) * inner", *step], [])
+
+
+def triton_scan_backward_source(name: str, num_leaves: int, dtype: torch.dtype,
+                                reverse: bool, has_grad: Sequence[bool], lines: Sequence[str],
+                                results: Sequence[str | None]) -> str:
+    """The gradient kernel in Triton: the running gradient ``G`` of each leaf in
+    registers, walking from the last position to the first."""
+    k = range(num_leaves)
+    params = [f"in{i}" for i in k] + [f"out{i}" for i in k] + \
+        [f"grad_out{i}" for i in k if has_grad[i]] + [f"grad_in{i}" for i in k]
+    zero = f"tl.zeros([XBLOCK], {TRITON_DTYPES[dtype]})"
+    first = [f"g{i} = tl.load(grad_out{i} + row, mask=xmask, other=0.0)" if has_grad[i]
+             else f"g{i} = {zero}" for i in k]
+    d_left, d_right = results[:num_leaves], results[num_leaves:]
+    step = [f"row = base + ({_position('n - s', reverse)}) * inner",
+            f"prev = base + ({_position('n - s - 1', reverse)}) * inner"] + \
+        [f"left{i} = tl.load(out{i} + prev, mask=xmask, other=0.0)" for i in k] + \
+        [f"right{i} = tl.load(in{i} + row, mask=xmask, other=0.0)" for i in k] + \
+        list(lines) + \
+        [f"tl.store(grad_in{i} + row, {d or zero}, mask=xmask)" for i, d in zip(k, d_right)]
+    for i, d in zip(k, d_left):   # G of the position before, from this one's
+        terms = [f"tl.load(grad_out{i} + prev, mask=xmask, other=0.0)"] * has_grad[i] + \
+            [d] * (d is not None)
+        step.append(f"g{i}_prev = {' + '.join(terms) or zero}")
+    step += [f"g{i} = g{i}_prev" for i in k]
+    last = [f"row = base + ({_position('0', reverse)}) * inner"] + \
+        [f"tl.store(grad_in{i} + row, g{i}, mask=xmask)" for i in k]
+    return _triton_loop(name, params, f"the gradient of a scan of {num_leaves} tensor(s)",
+                        reverse, _position("n - 1", reverse), first, "s", step, last)
+
+
+def _triton_loop(name: str, params: list[str], what: str, reverse: bool, first: str,
+                 first_body: list[str], var: str, body: list[str], after: list[str]) -> str:
+    def block(lines: list[str], indent: int) -> str:
+        return "\n".join(" " * indent + line for line in lines)
+    return f"""# {name}: {what}, sequential along n{' (reversed)' if reverse else ''}
+@triton.jit
+def {name}({', '.join(params)}, outer, n, inner, XBLOCK: tl.constexpr):
+    xindex = tl.program_id(0).to(tl.int64) * XBLOCK + tl.arange(0, XBLOCK)
+    xmask = xindex < outer * inner
+    base = (xindex // inner) * n * inner + xindex % inner
+    row = base + ({first}) * inner
+{block(first_body, 4)}
+    for {var} in range(1, n):
+{block(body, 8)}
+{block(after, 4)}
+"""
+
+
+def _leaves_reason(xs_metas: Sequence[Any], language: str) -> str | None:
     dtypes = {m.dtype for m in xs_metas}
     if len(dtypes) != 1 or next(iter(dtypes)) not in SCAN_DTYPES:
         return f"the leaves' dtypes {sorted(map(str, dtypes))} are not one of float32, float64"
     if any(tuple(m.shape) != tuple(xs_metas[0].shape) for m in xs_metas):
         return "the leaves' shapes differ"
-    if any(torch.device(m.device).type != "cpu" for m in xs_metas):
+    if language == "cpp" and any(torch.device(m.device).type != "cpu" for m in xs_metas):
         return "the leaves are not on the CPU"
     return None
 
 
-def compile_scan(name: str, combine_fn: Any, xs_metas: Sequence[Any], packed: type | None,
-                 dim: int, reverse: bool) -> CppScan | str:
-    """A :class:`CppScan` for leaves like ``xs_metas`` (their shapes and dtypes), or why
-    there is none."""
-    why = _leaves_reason(xs_metas)
+def compile_scan(name: str, language: str, combine_fn: Any, xs_metas: Sequence[Any],
+                 packed: type | None, dim: int, reverse: bool) -> ScanKernel | str:
+    """A :class:`ScanKernel` in ``language`` for leaves like ``xs_metas`` (their shapes and
+    dtypes), or why there is none."""
+    why = _leaves_reason(xs_metas, language)
     if why is not None:
         return why
     dtype, k = xs_metas[0].dtype, len(xs_metas)
@@ -317,25 +406,26 @@ def compile_scan(name: str, combine_fn: Any, xs_metas: Sequence[Any], packed: ty
     if isinstance(prims, str):
         return prims
     spelled = spell_prims(prims, [f"left{i}" for i in range(k)] +
-                          [f"right{i}" for i in range(k)], dtype, "combine_fn")
+                          [f"right{i}" for i in range(k)], dtype, "combine_fn", language)
     if isinstance(spelled, str):
         return spelled
     lines, results = spelled
     if None in results:
         return "combine_fn returns None"
-    source = scan_source(name, k, dtype, reverse, lines, results)
-    return CppScan(name, source, packed, k, dim, dtype)
+    write = cpp_scan_source if language == "cpp" else triton_scan_source
+    return ScanKernel(name, language, write(name, k, dtype, reverse, lines, results), packed,
+                      k, dim)
 
 
-def compile_scan_backward(scan: CppScan, combine_fn: Any, reverse: bool,
-                          leaf_inputs: Sequence[int], num_inputs: int,
+def compile_scan_backward(scan: ScanKernel, combine_fn: Any, dtype: torch.dtype,
+                          reverse: bool, leaf_inputs: Sequence[int], num_inputs: int,
                           needs_grad: Sequence[bool], has_grad: Sequence[bool]
-                          ) -> CppScanBackward | str:
+                          ) -> ScanGradKernel | str:
     """The gradient kernel of ``scan`` (its leaves are ``inputs[leaf_inputs[i]]``; output
     ``i`` has a gradient where ``has_grad[i]``), or why there is none."""
     from ...ops.autodiff import backward_graph
     k = scan.num_leaves
-    prims = combine_prims(combine_fn, scan.packed, k, scan.dtype)
+    prims = combine_prims(combine_fn, scan.packed, k, dtype)
     if isinstance(prims, str):
         return prims
     try:
@@ -344,17 +434,20 @@ def compile_scan_backward(scan: CppScan, combine_fn: Any, reverse: bool,
         return f"combine_fn's gradient could not be built ({type(e).__name__}: {e})"
     names = [f"left{i}" for i in range(k)] + [f"right{i}" for i in range(k)] + \
         [f"g{i}" for i in range(k)]
-    spelled = spell_prims(grads, names, scan.dtype, "combine_fn's gradient")
+    spelled = spell_prims(grads, names, dtype, "combine_fn's gradient", scan.language)
     if isinstance(spelled, str):
         return spelled
     lines, results = spelled
-    source = scan_backward_source(f"{scan.__name__}_backward", k, scan.dtype, reverse,
-                                  has_grad, lines, results)
-    return CppScanBackward(scan, source, leaf_inputs, num_inputs, needs_grad, has_grad)
+    write = cpp_scan_backward_source if scan.language == "cpp" else \
+        triton_scan_backward_source
+    source = write(f"{scan.__name__}_backward", k, dtype, reverse, has_grad, lines, results)
+    return ScanGradKernel(scan, source, leaf_inputs, num_inputs, needs_grad, has_grad)
 
 
 # what the wrapper calls like a PyTorch op, by the kernel's own name, listing its source
-GENERATED_EXTERNS = (CppScan, CppScanBackward)
+GENERATED_EXTERNS = (ScanKernel, ScanGradKernel)
 
-__all__ = ["GENERATED_EXTERNS", "CppScan", "CppScanBackward", "combine_prims", "compile_scan",
-           "compile_scan_backward", "scan_backward_source", "scan_source", "spell_prims"]
+__all__ = ["GENERATED_EXTERNS", "ScanGradKernel", "ScanKernel", "combine_prims",
+           "compile_scan", "compile_scan_backward", "cpp_scan_backward_source",
+           "cpp_scan_source", "spell_prims", "triton_scan_backward_source",
+           "triton_scan_source"]
