@@ -5,20 +5,22 @@
 one ``combine_fn`` per position while the length is a constant; once the length is a
 symbol (a recompile on a new length) there is no number of steps to unroll, and the scan
 becomes one graph node calling :func:`sequential_scan` with the user's ``combine_fn``:
-the graph stays right for every length, and PyTorch runs the loop (an extern op: its
-gradient is PyTorch's, through the same loop).
+the graph stays right for every length. This function is what the node runs in PyTorch
+(eager and the aot backends; stage 5 writes a kernel instead when ``combine_fn`` is
+pointwise, ``inductor/codegen/scan.py``); as an extern op its gradient is PyTorch's,
+through the same loop.
 
 The steps go in eager Mamba's order, one position after another, so the values round as
 its own loop does. PyTorch's ``associative_scan`` regroups them into a parallel prefix
-(equal up to rounding), which on a CPU runs 3-4x slower than this loop.
+(equal up to rounding), which on a CPU ran 4.6x slower than this loop (Mamba's scan,
+4 x 128 x 64 x 8).
 
 Under fake or meta tensors (capture, and the shape inference of an extern) there is no
 loop to run: the result has the inputs' shapes, in the dtypes one ``combine_fn`` step
 makes -- so a symbolic length stays a symbol instead of being unrolled.
 
 Mirrors: torch/_higher_order_ops/associative_scan.py (``associative_scan``,
-``generic_associative_scan``) and torch/_higher_order_ops/scan.py (the sequential
-``scan``, which Inductor lowers to a loop).
+``generic_associative_scan``).
 """
 
 from __future__ import annotations

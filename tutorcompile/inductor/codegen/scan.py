@@ -242,7 +242,7 @@ def _position(step: str, reverse: bool) -> str:
 
 
 def cpp_scan_source(name: str, num_leaves: int, dtype: torch.dtype, reverse: bool,
-                lines: Sequence[str], results: Sequence[str]) -> str:
+                    lines: Sequence[str], results: Sequence[str]) -> str:
     """The C++ forward kernel: leaves contiguous, viewed as ``outer x n x inner``."""
     t = CPP_TYPES[dtype]
     k = range(num_leaves)
@@ -252,15 +252,15 @@ def cpp_scan_source(name: str, num_leaves: int, dtype: torch.dtype, reverse: boo
     step = [f"auto left{i} = out{i}[prev + x1];" for i in k] + \
         [f"auto right{i} = in{i}[row + x1];" for i in k] + list(lines) + \
         [f"out{i}[row + x1] = {r};" for i, r in zip(k, results)]
-    return _cpp_loop_nest(name, params, f"an inclusive scan of {num_leaves} tensor(s)", reverse,
-                      _position("0", reverse), copies, _position("step", reverse),
-                      _position("step - 1", reverse), "for (int64_t step = 1; step < n; "
-                      "step++)", step)
+    return _cpp_loop_nest(name, params, f"an inclusive scan of {num_leaves} tensor(s)",
+                          reverse, _position("0", reverse), copies, _position("step", reverse),
+                          _position("step - 1", reverse),
+                          "for (int64_t step = 1; step < n; step++)", step)
 
 
-def cpp_scan_backward_source(name: str, num_leaves: int, dtype: torch.dtype, reverse: bool,
-                         has_grad: Sequence[bool], lines: Sequence[str],
-                         results: Sequence[str | None]) -> str:
+def cpp_scan_backward_source(name: str, num_leaves: int, dtype: torch.dtype,
+                             reverse: bool, has_grad: Sequence[bool], lines: Sequence[str],
+                             results: Sequence[str | None]) -> str:
     """The C++ gradient kernel (see :class:`ScanGradKernel`): ``grad_in`` holds the running
     gradient ``G`` of a position until its own gradient overwrites it."""
     t = CPP_TYPES[dtype]
@@ -276,19 +276,19 @@ def cpp_scan_backward_source(name: str, num_leaves: int, dtype: torch.dtype, rev
     step = [f"auto left{i} = out{i}[prev + x1];" for i in k] + \
         [f"auto right{i} = in{i}[row + x1];" for i in k] + \
         [f"auto g{i} = grad_in{i}[row + x1];" for i in k] + list(lines) + \
-        [f"grad_in{i}[row + x1] = {d or zero};" for i, d in zip(k, d_right)] + \
-        [f"grad_in{i}[prev + x1] = "
-         f"{' + '.join([f'grad_out{i}[prev + x1]'] * has_grad[i] + [d] * (d is not None)) or zero};"
-         for i, d in zip(k, d_left)]
+        [f"grad_in{i}[row + x1] = {d or zero};" for i, d in zip(k, d_right)]
+    for i, d in zip(k, d_left):   # G of the position before, from this one's
+        terms = [f"grad_out{i}[prev + x1]"] * has_grad[i] + [d] * (d is not None)
+        step.append(f"grad_in{i}[prev + x1] = {' + '.join(terms) or zero};")
     return _cpp_loop_nest(name, params, f"the gradient of a scan of {num_leaves} tensor(s)",
-                      reverse, _position("n - 1", reverse), firsts,
-                      _position("step", reverse), _position("step - 1", reverse),
-                      "for (int64_t step = n - 1; step >= 1; step--)", step)
+                          reverse, _position("n - 1", reverse), firsts,
+                          _position("step", reverse), _position("step - 1", reverse),
+                          "for (int64_t step = n - 1; step >= 1; step--)", step)
 
 
 def _cpp_loop_nest(name: str, params: list[str], what: str, reverse: bool, first: str,
-               first_body: list[str], row: str, prev: str, steps: str, body: list[str]
-               ) -> str:
+                   first_body: list[str], row: str, prev: str, steps: str, body: list[str]
+                   ) -> str:
     sig = (",\n" + " " * (len(name) + 17)).join(params)
 
     def block(lines: list[str]) -> str:
