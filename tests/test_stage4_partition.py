@@ -101,6 +101,27 @@ def test_linear_on_a_batch_of_sequences_gets_its_weight_gradient_from_one_matmul
     torch.testing.assert_close(gw, ex_gw, **TOL)
 
 
+def test_default_partition_saves_an_input_not_a_view_of_it():
+    """A linear layer's backward reads the weight's transpose; the forward handed that view
+    over as a saved value of its own (and the backward transposed it back). It now saves
+    the weight, and the backward redoes the (free) view -- with the same gradients."""
+    x = torch.randn(4, 6, dtype=F64, requires_grad=True)
+    w = torch.randn(5, 6, dtype=F64, requires_grad=True)
+
+    def linear_relu(x, w):
+        return torch.relu(x @ w.t())
+    joint = _joint(linear_relu, x, w)
+    part = default_partition(joint)
+    saved = [name for name, *_ in part.report.saved]
+    assert "primals_w" in saved and not any("permute" in s or s == "t" for s in saved), saved
+    g = torch.randn(4, 5, dtype=F64)
+    out, *saved_values = GraphModule({}, part.forward.graph)(x.detach(), w.detach())
+    gx, gw = GraphModule({}, part.backward.graph)(*saved_values, g)
+    ex_gx, ex_gw = torch.autograd.grad(linear_relu(x, w), (x, w), g)
+    torch.testing.assert_close(gx, ex_gx, **TOL)
+    torch.testing.assert_close(gw, ex_gw, **TOL)
+
+
 def test_saved_bytes_report_is_exact():
     x = torch.randn(32, 16, requires_grad=True)
     b = torch.randn(16, requires_grad=True)

@@ -246,7 +246,8 @@ def _as_graph(joint: Any) -> tuple[Graph, int]:
 # ---------------------------------------------------------------------------------------
 
 def default_partition(joint: Any, *, num_fwd_outputs: int | None = None) -> Partition:
-    """Save every forward value the backward reads (eager autograd's choice)."""
+    """Save every forward value the backward reads (eager autograd's choice), but an
+    input rather than a view of it."""
     graph, n = (joint, num_fwd_outputs) if isinstance(joint, Graph) else _as_graph(joint)
     fwd_outs, bwd_outs = _outputs(graph, n)
     primals = [p for p in graph.placeholders if is_primal(p)]
@@ -259,7 +260,20 @@ def default_partition(joint: Any, *, num_fwd_outputs: int | None = None) -> Part
     backward = _ancestors(bwd_outs, forward | tangents) - forward
     saved = [n for n in graph.nodes if n in forward and n.op != "output"
              and any(u in backward for u in n.users)]
+    # A view of an input (a weight's transpose, which a matmul's backward reads) is saved
+    # as the input itself, the view recomputed in the backward -- views are free, as
+    # Inductor's partitioner counts them: one tensor fewer for the forward to hand over,
+    # and the backward's transpose of that transpose folds away.
+    saved = [_viewed_primal(s) or s for s in saved]
     return _partition(graph, n, saved, "default_partition")
+
+
+def _viewed_primal(node: Node) -> Node | None:
+    """The input ``node`` is a chain of views of, or None."""
+    while node.op == "call_function" and op_kind(node) == "view" and \
+            len(node.all_input_nodes) == 1:
+        node = node.all_input_nodes[0]
+    return node if is_primal(node) else None
 
 
 def _banned(node: Node) -> str | None:
