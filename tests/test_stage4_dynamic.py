@@ -105,10 +105,11 @@ def _counting(backend):
     return counting, made
 
 
-def _values_and_grads_at(compiled, fn, sizes):
-    """``compiled`` against ``fn`` on a ``(b, t)`` input of each size: values and gradients."""
+def _values_and_grads_at(compiled, fn, sizes, place=lambda x: x):
+    """``compiled`` against ``fn`` on a ``(b, t)`` input of each size (on the device
+    ``place`` puts it): values and gradients."""
     for b, t in sizes:
-        x = torch.randn(b, t, requires_grad=True)
+        x = place(torch.randn(b, t)).requires_grad_()
         y = x.detach().requires_grad_()
         out, want = compiled(x), fn(y)
         torch.testing.assert_close(out, want)

@@ -31,13 +31,13 @@ def _fresh():
     eval_frame.reset()
 
 
-def _counting():
+def _counting(backend="cpp"):
     """The ``"inductor"`` backend, keeping what it returned (``.compiled.num_compiles``: how
     many times AOT, and so the kernels, compiled each graph Dynamo handed down)."""
     made = []
 
     def counting(gm, example_inputs):
-        made.append(backends.inductor(gm, example_inputs, options={"backend": "cpp"}))
+        made.append(backends.inductor(gm, example_inputs, options={"backend": backend}))
         return made[-1]
     return counting, made
 
@@ -511,21 +511,10 @@ def test_a_scan_over_a_symbolic_length_is_one_kernel_looping_over_it(fn, backend
     length is an argument -- a tuple of leaves or one, either direction, float32 or
     float64 -- and its gradient, from the VJP rules of its prims, into another, with
     eager's values and gradients."""
-    made = []
-
-    def counting(gm, example_inputs):
-        made.append(backends.inductor(gm, example_inputs, options={"backend": backend}))
-        return made[-1]
+    counting, made = _counting(backend)
     compiled = eval_frame.compile(fn, backend=counting)
-    for b, t in ((2, 5), (3, 9), (4, 17), (2, 33), (5, 9)):
-        (x,) = on(backend, torch.randn(b, t))
-        x.requires_grad_()
-        y = x.detach().requires_grad_()
-        out, want = compiled(x), fn(y)
-        torch.testing.assert_close(out, want)
-        out.pow(2).sum().backward()
-        want.pow(2).sum().backward()
-        torch.testing.assert_close(x.grad, y.grad)
+    _values_and_grads_at(compiled, fn, [(2, 5), (3, 9), (4, 17), (2, 33), (5, 9)],
+                         place=lambda x: on(backend, x)[0])
     assert [c.compiled.num_compiles for c in made] == [1, 1]
     language = {"cpp": "C++", "triton": "Triton"}[backend]
     forward = made[1].compiled.artifacts.forward.compiled
