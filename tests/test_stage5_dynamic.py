@@ -562,3 +562,19 @@ def test_a_scan_of_two_inputs_only_one_needing_a_gradient_compiles_twice():
         want.sin().sum().backward()
         torch.testing.assert_close(x.grad, y.grad)
     assert [c.compiled.num_compiles for c in made] == [1, 1]
+
+
+def ragged_tail(x):
+    return torch.cat([x, torch.full((x.shape[0], x.shape[1] % 3), 2.0)], 1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_kernel_left_with_no_buffers_at_a_size_of_0_is_still_called_right(backend):
+    """Was a SyntaxError in the Triton wrapper (``kernel(grid, , s0*(s1 % 3), ...)``): the
+    graph recompiled at a length where the filled block is empty, and its kernel had no
+    tensor to take."""
+    counting, made = _counting(backend)
+    compiled = eval_frame.compile(ragged_tail, backend=counting)
+    for b, t in ((1, 8), (2, 10), (3, 17), (2, 9), (4, 64)):   # t % 3: 2, 1, 2, 0, 1
+        (x,) = on(backend, torch.randn(b, t))
+        torch.testing.assert_close(compiled(x), ragged_tail(x))

@@ -514,10 +514,10 @@ class TritonKernelCall:
         blocks = f"XBLOCK={self.xblock}" + (f", RBLOCK={self.rblock}" if self.is_reduction
                                             else "")
         blocks += f", num_warps={self.num_warps}, num_stages={self.num_stages}"
-        if self.symbolic:
-            grid = f"(max(1, -(-({xnumel}) // {self.xblock})),)"
-            return f"{name}({grid}, {', '.join(args)}, {sizes}{blocks})"
-        return f"{name}({', '.join(args)}, {sizes}{blocks})"
+        # (no tensor arguments at all: a kernel whose every buffer is empty at the sizes it
+        # was compiled for, a symbolic size that was 0 there)
+        grid = [f"(max(1, -(-({xnumel}) // {self.xblock})),)"] if self.symbolic else []
+        return f"{name}({', '.join([*grid, *args, sizes + blocks])})"
 
     def __call__(self, *tensors: torch.Tensor) -> None:
         launch = {"num_warps": self.num_warps, "num_stages": self.num_stages}
