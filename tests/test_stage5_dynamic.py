@@ -521,8 +521,8 @@ def test_a_scan_over_a_symbolic_length_is_one_kernel_looping_over_it(fn, backend
     assert f"a generated {language} loop over the scan dimension" in forward.wrapper_code
     assert "sequential_scan runs in PyTorch" not in forward.wrapper_code
     (scan,) = [k for k in forward.kernel_sources if k.startswith(f"{backend}_scan")]
-    assert "range(1, n)" in forward.kernel_sources[scan] if backend == "triton" else \
-        "for (int64_t step = 1; step < n; step++)" in forward.kernel_sources[scan]
+    loop = "range(1, n)" if backend == "triton" else "for (int64_t step = 1; step < n; step++)"
+    assert loop in forward.kernel_sources[scan], forward.kernel_sources[scan]
     assert f"{scan}(" in forward.wrapper_code   # called by its own name
     backward = made[1].compiled.artifacts.backward.compiled
     assert f"a generated {language} loop back over it" in backward.wrapper_code, \
