@@ -159,7 +159,10 @@ class FrameCache:
     """Everything remembered about one code object."""
     entries: dict[int, list[CacheEntry]] = field(default_factory=dict)
     skip_from: set[int] = field(default_factory=set)  # resume points that run uncompiled
-    dynamic: dict[str, set[int]] = field(default_factory=dict)  # source -> dynamic dims
+    # (resume point, source) -> dimensions seen to change. Keyed by resume point too: a
+    # stack slot ``S[0]`` or a local rebound between two resume points names another tensor
+    # at each (as the parameters of two of Dynamo's resume functions are two frames' own)
+    dynamic: dict[tuple[int, str], set[int]] = field(default_factory=dict)
     warned: bool = False            # the recompile limit was hit (warned once)
 
 
@@ -494,25 +497,25 @@ def _note_recompile(frame: Frame, cache: FrameCache, entries: list[CacheEntry]) 
         if len(expected) == value.dim():
             dims = {d for d, (a, b) in enumerate(zip(value.shape, expected))
                     if b is not None and a != b}
-            key = guard.source.name()
+            key = (frame.ip, guard.source.name())
             new = dims - cache.dynamic.get(key, set())
             if new:
                 cache.dynamic.setdefault(key, set()).update(new)
-                RECOMPILE_LOG.append(f"  marking {key} dims {sorted(new)} as dynamic")
+                RECOMPILE_LOG.append(f"  marking {key[1]} dims {sorted(new)} as dynamic")
     log_artifact("recompiles", lambda: "\n".join(RECOMPILE_LOG[start:]), where)
 
 
 def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry | None:
     def dynamic_dims(source, value):
         name = source.name()
-        dims = set(cache.dynamic.get(name, ()))
+        dims = set(cache.dynamic.get((frame.ip, name), ()))
         if config.dynamic and name.startswith(("L[", "S[")) and "." not in name:
             dims |= set(range(value.dim()))
         marked_dynamic, marked_static = marked_dims(value)
         dims = (dims | marked_dynamic) - marked_static
         if config.dynamic is False:
             dims = set()
-        return frozenset(d for d in dims if value.shape[d] >= 2)
+        return frozenset(d for d in dims if d < value.dim() and value.shape[d] >= 2)
 
     tx = InstructionTranslator(frame, dynamic_dims)
     result = tx.capture()
