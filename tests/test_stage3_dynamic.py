@@ -164,11 +164,18 @@ def test_a_split_along_a_static_dim_of_a_dynamic_tensor_stays_in_the_graph():
     assert "split" in dynamic.graph_module.code
 
 
-def test_a_split_whose_count_follows_a_dynamic_size_breaks():
-    # with every dim dynamic, w.shape[1] // 3 and the split dim are both w's dynamic size
+def test_a_split_whose_count_follows_a_dynamic_size_is_guarded():
+    # with every dim dynamic, w.shape[1] // 3 and the split dim are both w's dynamic size:
+    # the count, ceil(s / (s // 3)), is 3 for every width that is a multiple of 3 -- the
+    # graph keeps the split and a guard keeps the count
+    c = compile_eager(splits_features, dynamic=True)
+    for width in (6, 9, 12):
+        x, w = torch.randn(3, 4), torch.randn(4, width)
+        torch.testing.assert_close(c(x, w), splits_features(x, w))
+    (entry,) = cache_entries(splits_features)
+    assert "split gives 3 results" in str(entry.check)
     ex = tc_explain(splits_features, dynamic=True)(torch.randn(3, 4), torch.randn(4, 6))
-    assert any("number of results depends on a dynamic size" in r.reason
-               for r in ex.break_reasons)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0)
 
 
 def splits_rows(x):
@@ -176,10 +183,18 @@ def splits_rows(x):
     return a * b
 
 
-def test_a_split_along_a_dynamic_dim_still_breaks():
-    ex = tc_explain(splits_rows, dynamic=True)(torch.randn(4, 2))
-    assert any("number of results depends on a dynamic size" in r.reason
-               for r in ex.break_reasons)
+def test_a_split_along_a_dynamic_dim_guards_its_count():
+    c = compile_eager(splits_rows, dynamic=True)
+    for rows in (4, 6, 8):
+        x = torch.randn(rows, 2)
+        torch.testing.assert_close(c(x), splits_rows(x))
+    assert len(cache_entries(splits_rows)) == 1
+    # 5 rows split by 2 give 3 pieces: the guard fails, and the recompiled code raises
+    # what eager raises (the unpacking of three values into two)
+    with pytest.raises(ValueError, match="too many values to unpack"):
+        splits_rows(torch.randn(5, 2))
+    with pytest.raises(ValueError, match="too many values to unpack"):
+        c(torch.randn(5, 2))
 
 
 def test_mark_dynamic_makes_the_first_graph_size_generic():

@@ -982,12 +982,21 @@ def movedim(a, source, destination):
 
 def _split_sizes(a, d, split_size_or_sections):
     n = a.shape[d]
-    if isinstance(split_size_or_sections, int):
-        step = split_size_or_sections
-        if step <= 0:
-            raise NotImplementedError("a split size of zero")
-        return [min(step, n - s) for s in range(0, n, step)] or [0]
+    if not isinstance(split_size_or_sections, (list, tuple)):
+        return _even_pieces(n, split_size_or_sections)
     return list(split_size_or_sections)
+
+
+def _even_pieces(n, step) -> list:
+    """Sizes of the pieces of ``step`` along a size ``n``, the last one shorter. Symbolic
+    sizes stay symbolic: only the number of pieces, ``ceil(n / step)``, is decided (a
+    guard many sizes pass, such as ``ceil(s0 / 4) == 2``), not ``n`` itself."""
+    if step <= 0:
+        raise NotImplementedError("a split size of zero")
+    if n == 0:
+        return [0]
+    count = int((n + step - 1) // step)
+    return [step] * (count - 1) + [n - step * (count - 1)]
 
 
 def _pieces(a, d, sizes):
@@ -1008,8 +1017,7 @@ def split(a, split_size_or_sections, dim=0):
 def chunk(a, chunks, dim=0):
     d = normalize_dim(dim, len(a.shape))
     n = a.shape[d]
-    step = -(-n // chunks) if n else 1
-    return _pieces(a, d, [min(step, n - s) for s in range(0, n, step)] or [0])
+    return _pieces(a, d, _even_pieces(n, (n + chunks - 1) // chunks if n else 1))
 
 
 @register_decomposition(*_both("unbind"))

@@ -206,7 +206,7 @@ class OutputGraph:
             raise Unsupported(f"{what} failed on fake tensors: {kind}: {e}") from None
         if isinstance(out, (tuple, list)) and what in _COUNT_FROM_SIZE and any(
                 isinstance(a, TensorVariable) and self.is_dynamic_tensor(a) for a in args) \
-                and not self.count_is_static(what, proxy_args, proxy_kwargs):
+                and not self.count_is_static(what, proxy_args, proxy_kwargs, len(out)):
             # ``a, b, c = t.unbind(0)``: unrolled to the example's count, the graph would be
             # silently wrong for another size of a dynamic dimension
             raise Unsupported(f"{what} of a dynamically shaped tensor: the number of results "
@@ -220,26 +220,41 @@ class OutputGraph:
             node.meta["tensor_meta"] = meta
         return self.wrap_output(node, out)
 
-    def count_is_static(self, what: str, args: tuple, kwargs: dict) -> bool:
-        """Is the number of results of ``t.split(c, dim)`` (``chunk``, ``unbind``...) the
-        same for every size of the dynamic dims? Yes when the size along ``dim`` and the
-        sizes passed in do not depend on them, as symbolic shapes show
-        (:meth:`symbolic_sizes`): ``qkv(x).split(c, dim=2)`` with a dynamic batch splits 3
-        ways for every batch."""
+    def count_is_static(self, what: str, args: tuple, kwargs: dict, count: int) -> bool:
+        """Does ``t.split(c, dim)`` (``chunk``, ``unbind``...) give ``count`` results for
+        every size the graph will be called with? Symbolic shapes
+        (:meth:`symbolic_sizes`) answer: when the size along ``dim`` and the sizes passed
+        in do not depend on the dynamic dims (``qkv(x).split(c, dim=2)`` with a dynamic
+        batch splits 3 ways for every batch), or when the count is a function of them that
+        a guard can keep (``x.chunk(2, -1)`` of a dynamic width ``s`` gives
+        ``ceil(s / ceil(s / 2))`` results: 2 for every ``s >= 2``, the guard says so). A
+        count that only one size gives (``unbind`` of a dynamic dim) would pin the graph to
+        that size: a break is better."""
         if what not in _DIM_POSITION or not args or not isinstance(args[0], Node):
             return False
         position = _DIM_POSITION[what]
         dim = kwargs.get("dim", args[position] if len(args) > position else 0)
         if not isinstance(dim, int):
             return False
-        sizes = [(args[0], dim)] + [(n, None) for n in _nodes_in((args[1:], kwargs))]
+        passed = _nodes_in((args[1:], kwargs))
+        sizes = [(args[0], dim)] + [(n, None) for n in passed]
         found = self.symbolic_sizes(sizes, f"{what}'s count is static")
         guarded = self.tx.guards.guards
-        if found is None or not all(isinstance(v, int) for v in found[0]) or any(
-                guard.specializes and not _already_guarded(guard.expr, guarded)
-                for guard in found[1]):
+        if found is None or any(guard.specializes and not _already_guarded(guard.expr, guarded)
+                                for guard in found[1]):
             return False  # (a graph pinned to one size is worse than the break)
-        self._install(found[1])
+        values, guards = found
+        if all(isinstance(v, int) for v in values):
+            self._install(guards)
+            return True
+        exprs = {n: v for n, v in zip(passed, values[1:])}
+        count_expr = _count_expression(what, values[0], args[1:position], kwargs, exprs)
+        if count_expr is None:
+            return False
+        self._install(guards)
+        if count_expr != str(count):
+            self.tx.guards.SHAPE_ENV(f"({count_expr}) == {count}",
+                                     f"{what} gives {count} results")
         return True
 
     def size_expression(self, vt: SymIntVariable) -> str | None:
@@ -350,6 +365,36 @@ _COUNT_FROM_SIZE = {"unbind", "split", "chunk", "tensor_split", "unsafe_split", 
 # where their ``dim`` argument sits (the others are refused on dynamically shaped tensors)
 _DIM_POSITION = {"unbind": 1, "split": 2, "chunk": 2, "tensor_split": 2, "unsafe_split": 2,
                  "unsafe_chunk": 2}
+
+
+def _count_expression(what: str, size: int | str, passed: tuple, kwargs: dict,
+                      exprs: dict) -> str | None:
+    """How many results ``what`` gives along a dimension of ``size`` (an int or Python over
+    the inputs' sizes), as Python; None when that is not known here. ``passed`` are the
+    arguments between the tensor and ``dim``; ``exprs`` the expressions of graph nodes
+    among them (a split size computed from a size)."""
+    def as_expr(value) -> str | None:
+        if isinstance(value, bool) or value is None:
+            return None
+        if isinstance(value, int):
+            return str(value)
+        return f"({exprs[value]})" if value in exprs else None
+    arg = passed[0] if passed else next(
+        (kwargs[k] for k in ("chunks", "split_size", "split_size_or_sections", "sections",
+                             "indices_or_sections") if k in kwargs), None)
+    if what in ("split", "unsafe_split", "tensor_split") and isinstance(arg, (list, tuple)):
+        return str(len(arg) + (what == "tensor_split"))  # sizes or indices: a fixed count
+    if what == "tensor_split":
+        return as_expr(arg)  # that many sections, whatever the size
+    n, s = as_expr(arg), f"({size})"
+    if n is None:
+        return None
+    if what in ("split", "unsafe_split"):
+        return f"({s} + {n} - 1) // {n}"
+    if what in ("chunk", "unsafe_chunk"):
+        each = f"(({s} + {n} - 1) // {n})"
+        return f"({s} + {each} - 1) // {each}"
+    return None  # unbind: one result per element, a count only one size gives
 
 
 def _already_guarded(expr: str, guards: list) -> bool:

@@ -671,8 +671,11 @@ class VM:
 
     def UNPACK_SEQUENCE(self, f, inst):
         items = self.unpack(f.pop())
-        if len(items) != inst.arg:
-            raise ValueError(f"expected {inst.arg} values to unpack, got {len(items)}")
+        if len(items) > inst.arg:  # CPython's messages, which code may match on
+            raise ValueError(f"too many values to unpack (expected {inst.arg})")
+        if len(items) < inst.arg:
+            raise ValueError(f"not enough values to unpack (expected {inst.arg}, got "
+                             f"{len(items)})")
         f.stack.extend(reversed(items))
 
     def UNPACK_EX(self, f, inst):

@@ -60,8 +60,13 @@ class Guard:
 
     @property
     def specializes(self) -> bool:
-        """Does it pin a symbol to one value (``s0 == 3``)?"""
-        return isinstance(self.expr, sympy.Eq) and any(a.is_Number for a in self.expr.args)
+        """Does it pin a symbol to one value (``s0 == 3``, ``2*s0 + 1 == 7``)? An equation
+        through a rounding (``ceil(s0 / 4) == 2``: the number of chunks of a size, which
+        many sizes give) only narrows the range."""
+        if not isinstance(self.expr, sympy.Eq) or not any(a.is_Number for a in self.expr.args):
+            return False
+        side = next(a for a in self.expr.args if not a.is_Number)
+        return not side.has(sympy.floor, sympy.ceiling, sympy.Mod)
 
 
 class ShapeEnv:
@@ -116,7 +121,10 @@ class ShapeEnv:
         return fact.xreplace(lifted) is sympy.true
 
     def _add_guard(self, fact: Any, reason: str) -> None:
-        fact = sympy.simplify(fact)
+        try:
+            fact = sympy.simplify(fact)
+        except (ZeroDivisionError, TypeError, ValueError):
+            pass  # (sympy gives up on some nested roundings: the fact as it stands is right)
         if fact in self._seen:
             return
         self._seen.add(fact)
