@@ -23,6 +23,7 @@ Mirrors: torch/_dynamo/symbolic_convert.py.
 
 from __future__ import annotations
 
+import collections
 import enum
 import functools
 import inspect
@@ -37,7 +38,8 @@ from typing import Any
 
 import torch
 
-from .bytecode import JUMP_OPS
+from . import polyfills, trace_rules
+from .bytecode import JUMP_OPS, PY
 from .exc import TracedException, Unsupported
 from .guards import GuardBuilder
 from .output_graph import OutputGraph, _as_vt
@@ -58,13 +60,16 @@ from .variables import (
     BaseListVariable,
     BoundMethodVariable,
     BuiltinVariable,
+    CachedFunctionVariable,
     CellVariable,
     ClosureCellVariable,
     ConstantVariable,
     ConstDictVariable,
     EnvironVariable,
+    GeneratorVariable,
     GlobalsVariable,
     GradModeVariable,
+    IteratorVariable,
     ListIteratorVariable,
     ListVariable,
     NamedTupleVariable,
@@ -88,12 +93,16 @@ from .variables import (
     VariableTracker,
     is_constant_value,
     is_torch_callable,
+    suspended_generator,
     wrap_constant_result,
 )
 from .variables.callables import DataclassVariable, reads_like_dict
 from .vm import _RETURN, CO_GENERATOR_LIKE, NULL, VM, Frame, bind_arguments
 
 MAX_INLINE_DEPTH = 48
+# containers whose trackers model every method (a bound method of one becomes a call on it)
+_MODELLED_CONTAINERS = (list, dict, set, collections.deque, collections.OrderedDict,
+                        collections.defaultdict)
 _SYMBOLS = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.floordiv: "//",
             operator.mod: "%", operator.lt: "<", operator.le: "<=", operator.gt: ">",
             operator.ge: ">=", operator.eq: "==", operator.ne: "!=", operator.truediv: "/",
@@ -144,6 +153,7 @@ class InstructionTranslator(VM):
         self._wrapped_order: list[str] = []
         # lists and dicts from outside by id: one tracker per object, whatever the source
         self._containers: dict[int, tuple[Any, VariableTracker, str]] = {}
+        self._cells: dict[int, ClosureCellVariable] = {}  # real cells by id
         self.frames: list[Frame] = []
         self.journal: dict[int, tuple[VariableTracker, dict]] = {}
         self._scopes: dict[int, str] = {id(frame.globals): "G"}
@@ -168,7 +178,7 @@ class InstructionTranslator(VM):
                             comment="locals bound at this resume point")
         for name, value in c.locals.items():
             if isinstance(value, types.CellType):
-                root.locals[name] = ClosureCellVariable(value, LocalSource(name))
+                root.locals[name] = self.closure_cell(value, LocalSource(name))
             else:
                 root.locals[name] = LazyVariable(value, LocalSource(name))
         try:
@@ -218,6 +228,12 @@ class InstructionTranslator(VM):
                     return CaptureResult("skip", reason=f"{e.reason} (inside a with-block)",
                                          location=getattr(e, "location", None))
                 loc = getattr(e, "location", None) or self.location_of(root, root.ip)
+                gen = suspended_generator([*root.stack, *root.locals.values()])
+                if gen is not None:
+                    # its state is a frame of ours, half run: the real frame cannot be
+                    # given it, so the real frame runs uncompiled from here
+                    return CaptureResult("skip", reason=f"{e.reason} (while the generator "
+                                         f"{gen.frame.name} is suspended)", location=loc)
                 return self._finish(CaptureResult(
                     "break", stack=root.stack, locals=root.locals, break_ip=root.ip,
                     reason=e.reason, location=loc, in_loop=_in_loop(root, root.ip)))
@@ -264,7 +280,7 @@ class InstructionTranslator(VM):
             if vt not in self.side_effect_objects:
                 self.side_effect_objects.append(vt)
         self._journal(vt)
-        if not isinstance(vt, ListIteratorVariable):  # an iterator's position is no write
+        if not isinstance(vt, IteratorVariable):  # an iterator's position is no write
             self._writes += 1
         if hasattr(vt, "mutated"):
             vt.mutated = True
@@ -427,7 +443,7 @@ class InstructionTranslator(VM):
                                        None, type(value), factory)
             return self._one_per_object(value, vt, source)
         if isinstance(value, types.CellType):
-            return ClosureCellVariable(value, source)
+            return self.closure_cell(value, source)
         if type(value) is functools.partial:  # ``self.act = partial(F.gelu, approximate=...)``
             if source is None:
                 raise Unsupported("a functools.partial object without a source")
@@ -471,8 +487,16 @@ class InstructionTranslator(VM):
             if source is not None:
                 g.ID_MATCH(source, value)
             return TorchFunctionVariable(value, source)
+        if isinstance(value, trace_rules.C_CALLABLE_TYPES) and type(
+                getattr(value, "__self__", None)) in _MODELLED_CONTAINERS:
+            # a method bound to a list or dict (``log.append`` passed around): a call on
+            # that container's tracker, which journals the write
+            owner = self.wrap_nested(value.__self__, AttrSource(source, "__self__")
+                                     if source is not None else None)
+            return BoundMethodVariable(owner, value.__name__)
         if callable(value) and (value in BUILTIN_CALLABLES or isinstance(
-                value, types.BuiltinFunctionType)):
+                value, trace_rules.C_CALLABLE_TYPES)):
+            # any other C callable: folded when pure (``str.isalnum``), else a break
             if source is not None:
                 g.ID_MATCH(source, value)
             return BuiltinVariable(value, source)
@@ -486,6 +510,16 @@ class InstructionTranslator(VM):
             raise Unsupported(f"a {type(value).__name__} object without a source")
         g.TYPE_MATCH(source, value)
         return UserDefinedObjectVariable(value, source)
+
+    def closure_cell(self, cell: types.CellType, source: Source | None) -> VariableTracker:
+        """The tracker of a real cell: one per cell, however many closures share it, so a
+        write through one (``nonlocal``) is what a read through another sees."""
+        seen = self._cells.get(id(cell))
+        if seen is None or seen.cell is not cell:
+            seen = self._cells[id(cell)] = ClosureCellVariable(cell, source)
+        elif seen.source is None and source is not None:
+            seen.source = source
+        return seen
 
     def _one_per_object(self, value: Any, vt: VariableTracker,
                         source: Source | None) -> VariableTracker:
@@ -564,7 +598,8 @@ class InstructionTranslator(VM):
 
     def store_attr(self, obj, name, value):
         obj = self.realize(obj)
-        if isinstance(obj, (UserDefinedObjectVariable, NNModuleVariable)):
+        if isinstance(obj, (UserDefinedObjectVariable, NNModuleVariable,
+                            NestedUserFunctionVariable, CachedFunctionVariable)):
             return obj.store_attr(self, name, self.realize(value))
         raise Unsupported(f"assignment to attribute {name!r} of {obj} (mutation of an object)")
 
@@ -601,26 +636,115 @@ class InstructionTranslator(VM):
 
     def get_iter(self, v):
         v = self.realize(v)
-        if isinstance(v, ListIteratorVariable):
-            return v
+        if isinstance(v, IteratorVariable):
+            return v  # iter(it) is it
         dunder = self.call_dunder(v, "__iter__", [])
-        if dunder is not None:  # a class with __iter__ in Python (a generator, say)
+        if dunder is not None:  # a class with __iter__ in Python (often a generator)
+            if isinstance(dunder, UserDefinedObjectVariable) and _python_method(
+                    dunder, "__next__"):
+                return dunder  # an iterator object of a Python class
             return self.get_iter(dunder)
-        if isinstance(v, UserDefinedObjectVariable):  # (unpack would come back here)
+        if isinstance(v, UserDefinedObjectVariable):
+            if _python_method(v, "__getitem__"):  # the old sequence protocol
+                return self.inline_user_function(polyfills.sequence_iter, [v], {})
             raise Unsupported(f"iteration over a {type(v.value).__name__} object (no "
                               "__iter__ written in Python)")
-        return ListIteratorVariable(self.unpack(v))
+        return ListIteratorVariable(v.unpack(self))
 
     def iter_next(self, it):
-        if not isinstance(it, ListIteratorVariable):
-            raise Unsupported(f"next() on {it}")
-        return it.next(self)
+        if isinstance(it, IteratorVariable):
+            return it.next(self)
+        if isinstance(it, UserDefinedObjectVariable) and _python_method(it, "__next__"):
+            try:
+                return self.call_dunder(it, "__next__", [])
+            except TracedException as e:
+                if isinstance(e.exc, StopIteration):
+                    raise StopIteration from None
+                raise
+        raise Unsupported(f"next() on {it}")
 
     def unpack(self, seq):
         seq = self.realize(seq)
-        if isinstance(seq, UserDefinedObjectVariable):
-            return self.get_iter(seq).unpack(self)  # through the class's own __iter__
+        if isinstance(seq, UserDefinedObjectVariable):  # through the class's own __iter__
+            it, items = self.get_iter(seq), []
+            while True:
+                try:
+                    items.append(self.iter_next(it))
+                except StopIteration:
+                    return items
         return seq.unpack(self)
+
+    # --- generators ----------------------------------------------------------------------
+    def resume_generator(self, gen: GeneratorVariable, sent: VariableTracker | None,
+                         throw: BaseException | None = None) -> VariableTracker:
+        """Run ``gen``'s frame from where it stopped to its next ``yield`` and return the
+        value yielded; ``sent`` is the value of the ``yield`` expression it stopped at
+        (``throw``: raise that exception there instead). Raises StopIteration once the
+        body returns. The frame is copied first: rolling back the consuming instruction
+        restores the old one (the journal holds it)."""
+        if gen.done:
+            if throw is not None:
+                raise TracedException(throw)
+            raise StopIteration
+        self.record_mutation(gen)
+        frame = gen.frame = gen.frame.copy()
+        if not gen.started:
+            if throw is not None:  # thrown into a generator that never ran: it ends
+                gen.done = True
+                raise TracedException(throw)
+            if sent is not None and not (sent.is_python_constant() and
+                                         sent.as_python_constant() is None):
+                raise TracedException(TypeError("can't send non-None value to a "
+                                                "just-started generator"))
+            gen.started = True
+        elif throw is not None:
+            self._raise_in_frame(frame, TracedException(throw))
+        else:
+            frame.push(sent)  # the value of the yield expression it stopped at
+        self.frames.append(frame)
+        try:
+            while True:
+                outcome = self.step(frame)
+                if outcome is _YIELD:
+                    return frame.pop()
+                if outcome is _RETURN:
+                    gen.done = True
+                    raise StopIteration(frame.return_value)
+        except TracedException:
+            gen.done = True  # an exception out of the body finishes the generator
+            raise
+        finally:
+            self.frames.pop()
+
+    def close_generator(self, gen: GeneratorVariable) -> VariableTracker:
+        """``gen.close()``: GeneratorExit at the ``yield`` it stopped at; the body may
+        clean up (``finally``) but must not yield again."""
+        if gen.suspended:
+            try:
+                self.resume_generator(gen, None, throw=GeneratorExit())
+            except (StopIteration, TracedException) as e:
+                exc = getattr(e, "exc", None)
+                if exc is not None and not isinstance(exc, (GeneratorExit, StopIteration)):
+                    raise
+            else:
+                raise TracedException(RuntimeError("generator ignored GeneratorExit"))
+        self.record_mutation(gen)
+        gen.done = True
+        return ConstantVariable(None)
+
+    @staticmethod
+    def _raise_in_frame(frame: Frame, exc: TracedException) -> None:
+        """Raise ``exc`` at the frame's current instruction, as CPython raises a thrown
+        exception at the ``yield`` a generator stopped at: to the handler that protects it,
+        or out of the frame."""
+        entry = frame.ncode.handler_for(frame.ip)
+        if entry is None:
+            raise exc
+        del frame.stack[entry.depth:]
+        if entry.lasti:
+            frame.push(frame.instructions[frame.ip].offset)
+        frame.push(exc)
+        frame.ip = entry.target
 
     def build_tuple(self, items):
         return TupleVariable(items)
@@ -685,6 +809,10 @@ class InstructionTranslator(VM):
             cell.contents = self.realize(cell.contents)
             return cell.contents
         if isinstance(cell, ClosureCellVariable):
+            if "cell_contents" in cell.pending:  # written earlier in this capture
+                if cell.pending["cell_contents"] is DELETED:
+                    raise Unsupported(f"NameError: free variable {name!r} is empty")
+                return cell.pending["cell_contents"]
             src = CellContentsSource(cell.source) if cell.source is not None else None
             try:
                 contents = cell.cell.cell_contents
@@ -698,13 +826,23 @@ class InstructionTranslator(VM):
             self.record_mutation(cell)
             cell.contents = value
             return
-        raise Unsupported("assignment to a closure variable owned by code outside the "
-                          "compiled region (nonlocal)")
+        if isinstance(cell, ClosureCellVariable) and cell.source is not None:
+            # a cell of the real frame or of a closure (``nonlocal total; total += v``):
+            # written after the graph, like an attribute; reads here see the new value
+            self.record_side_effect(cell)
+            cell.pending["cell_contents"] = self.realize(value)
+            return
+        raise Unsupported("assignment to a closure variable that cannot be reached after "
+                          "the graph (nonlocal)")
 
     def make_function(self, frame, code, defaults, kwdefaults, annotations, closure):
         code = code.as_python_constant()
+        if isinstance(annotations, BaseListVariable):  # 3.11-3.13: (name, value) pairs
+            items = annotations.items
+            annotations = ConstDictVariable({k.as_python_constant(): v for k, v in
+                                             zip(items[::2], items[1::2])})
         return NestedUserFunctionVariable(code, frame.globals, defaults, kwdefaults, closure,
-                                          code.co_qualname)
+                                          code.co_qualname, annotations)
 
     def format_value(self, value, conversion, spec):
         value = self.realize(value)
@@ -1003,8 +1141,9 @@ class InstructionTranslator(VM):
                                   kwdefaults, fn.__qualname__, self.build_tuple,
                                   self.build_map_from_dict)
         for i, (name, cell) in enumerate(zip(code.co_freevars, fn.__closure__ or ())):
-            f_locals[name] = ClosureCellVariable(cell, sub("__closure__", i))
-        return self._run_inlined(Frame(code, fn.__globals__, f_locals, fn.__qualname__))
+            f_locals[name] = self.closure_cell(cell, sub("__closure__", i))
+        return self._run_inlined(Frame(code, fn.__globals__, f_locals, fn.__qualname__),
+                                 (UserFunctionVariable(fn, fn_source), list(args), kwargs))
 
     def _wrap_static(self, value, source: Source | None = None):
         """A default argument of an inlined function (guarded when it has a source)."""
@@ -1027,43 +1166,64 @@ class InstructionTranslator(VM):
         cells = self.unpack(fn.closure) if fn.closure is not None else []
         for name, cell in zip(code.co_freevars, cells):
             f_locals[name] = cell
-        return self._run_inlined(Frame(code, fn.f_globals, f_locals, fn.qualname))
+        return self._run_inlined(Frame(code, fn.f_globals, f_locals, fn.qualname),
+                                 (fn, list(args), kwargs))
 
-    def _run_inlined(self, frame: Frame):
+    def _run_inlined(self, frame: Frame, call: tuple | None = None):
+        if frame.code.co_flags & inspect.CO_GENERATOR:
+            # calling a generator function runs nothing yet: the generator is its frame,
+            # resumed each time its consumer asks for an item (``resume_generator``)
+            return GeneratorVariable(frame, call)
         self.frames.append(frame)
-        writes, nodes = self.writes_recorded, len(self.output.created)
         try:
-            result = self.run(frame)
+            return self.run(frame)
         finally:
             self.frames.pop()
-        if frame.code.co_flags & inspect.CO_GENERATOR:
-            # a generator (say a generator expression) is run to completion while tracing;
-            # the caller iterates over what it yielded. That runs its body ahead of the
-            # consumer's: only right when the body changes nothing the consumer could see
-            # (contextlib's ``yield`` between __enter__ and __exit__ is the common case)
-            if self.writes_recorded != writes or any(
-                    _mutates_in_place(n) for n in self.output.created[nodes:]):
-                raise Unsupported(f"generator {frame.code.co_qualname} writes to objects or "
-                                  "tensors: run ahead of its consumer, the order would change")
-            return ListIteratorVariable(getattr(frame, "yielded", []))
-        return result
 
     def RETURN_GENERATOR(self, f, inst):
-        f.yielded = []
         f.push(ConstantVariable(None))  # what the first resume "sends"; POP_TOP drops it
 
     def YIELD_VALUE(self, f, inst):
-        if not hasattr(f, "yielded"):
-            raise Unsupported("yield outside an inlined generator")
-        f.yielded.append(f.pop())
-        f.push(ConstantVariable(None))  # the value of the yield expression
+        if not any(f is g for g in self.frames[1:]) or not f.code.co_flags & \
+                inspect.CO_GENERATOR:
+            raise Unsupported("yield outside a traced generator")
+        return _YIELD  # the value stays on top of the stack for resume_generator
+
+    def GET_YIELD_FROM_ITER(self, f, inst):
+        f.push(self.get_iter(f.pop()))
+
+    def SEND(self, f, inst):
+        # ``yield from it``: hand the sent value to ``it`` and yield what it yields (the
+        # YIELD_VALUE that follows); when ``it`` returns, its value is the expression's
+        value, receiver = f.pop(), f.stack[-1]
+        try:
+            if isinstance(receiver, GeneratorVariable):
+                result = self.resume_generator(receiver, value)
+            elif value.is_python_constant() and value.as_python_constant() is None:
+                result = self.iter_next(receiver)
+            else:
+                raise Unsupported(f"send() to {receiver} inside yield from")
+        except StopIteration as stop:
+            returned = stop.args[0] if stop.args else ConstantVariable(None)
+            if PY < (3, 12):
+                f.pop()  # 3.11 replaces the receiver; 3.12+ leave it for END_SEND
+            f.push(returned)
+            f.ip = inst.target
+            return
+        f.push(result)
+
+    def END_SEND(self, f, inst):
+        value = f.pop()
+        f.pop()  # the receiver
+        f.push(value)
 
 
-def _mutates_in_place(node: Any) -> bool:
-    """A graph node that writes into a tensor (``t.add_(1)``, ``t[i] = v``)."""
-    name = getattr(node.target, "__name__", node.target)
-    return node.op in ("call_method", "call_function") and isinstance(name, str) and (
-        name == "setitem" or name.endswith("_") and not name.endswith("__"))
+_YIELD = object()  # a handler's way of saying "the generator frame yielded"
+
+
+def _python_method(obj: UserDefinedObjectVariable, name: str) -> bool:
+    """Does the object's class define ``name`` in Python (so that it can be inlined)?"""
+    return isinstance(inspect.getattr_static(type(obj.value), name, None), types.FunctionType)
 
 
 def _python_context_manager(mgr: VariableTracker) -> bool:

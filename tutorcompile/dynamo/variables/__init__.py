@@ -11,6 +11,8 @@ ConstantVariable            a Python constant -- operations on it are folded whi
 TupleVariable, ListVariable sequences of trackers (lists are mutable, journaled)
 ConstDictVariable           a dict with constant keys
 ListIteratorVariable        an iterator over a known list of trackers
+MapVariable, ZipVariable... lazy iterators: ``map``, ``filter``, ``zip``, ``enumerate``
+GeneratorVariable           a generator: a suspended frame, resumed by ``next``
 UserFunctionVariable        a Python function: calls are *inlined* (traced through)
 NestedUserFunctionVariable  a closure created while tracing (MAKE_FUNCTION)
 CellVariable                a closure cell created while tracing
@@ -34,7 +36,7 @@ Modules, by kind (each mirrors the torch/_dynamo/variables/ file of the same nam
 ==============  ==========================================================================
 base            ``VariableTracker``, ``Reconstructor``, a container method before its call
 containers      constants and containers -- tuples, lists, ``torch.Size``, dicts, sets,
-                deques, slices, iterators -- together, because folding a constant can give
+                deques, slices -- together, because folding a constant can give
                 a container and a container's method a constant (mirrors constant.py,
                 lists.py, dicts.py, sets.py)
 tensor          tensors, dynamic sizes, tensor methods
@@ -47,6 +49,7 @@ callables       user-defined classes and objects, ``super()``, dataclasses, and 
                 (mirrors user_defined.py and builtin.py: kept together because the
                 builtin handlers and the user-defined trackers call each other)
 copying         ``copy.deepcopy`` and ``id()`` of trackers (guarded copies, real ids)
+iter            iterators as values, lazily advanced: ``map``, ``zip``, generators
 higher_order_ops  torch functions that take a function (``associative_scan``): unrolled,
                 or one node once the length is symbolic
 ==============  ==========================================================================
@@ -68,6 +71,8 @@ from .ctx_manager import __all__ as _ctx_manager_all
 from .functions import *  # noqa: F403
 from .functions import __all__ as _functions_all
 from .higher_order_ops import *  # noqa: F403 (registers the associative_scan handler)
+from .iter import *  # noqa: F403
+from .iter import __all__ as _iter_all
 from .misc import *  # noqa: F403
 from .misc import __all__ as _misc_all
 from .nn_module import *  # noqa: F403
@@ -78,4 +83,5 @@ from .torch import *  # noqa: F403
 from .torch import __all__ as _torch_all
 
 __all__ = (_base_all + _containers_all + _tensor_all + _functions_all + _torch_all
-           + _nn_module_all + _ctx_manager_all + _misc_all + _callables_all + _copying_all)
+           + _nn_module_all + _ctx_manager_all + _misc_all + _callables_all + _copying_all
+           + _iter_all)

@@ -36,6 +36,7 @@ def is_constant_value(v: Any) -> bool:
 class VariableTracker:
     """Base class. ``source`` is set when the value came from outside the traced code."""
     source: Source | None = None
+    is_iterator = False  # advanced item by item (``variables/iter.py``)
 
     def python_type(self) -> type:
         raise Unsupported(f"type of {self}")

@@ -20,8 +20,6 @@ import functools
 import importlib.metadata
 import importlib.util
 import inspect
-import itertools
-import math
 import operator
 import sys
 import types
@@ -30,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .. import polyfills, trace_rules
 from ..exc import TracedException, Unsupported
 from ..source import AttrSource, DictStorageSource, Source
 
@@ -42,7 +41,6 @@ from .containers import (
     ConstantVariable,
     ConstDictVariable,
     DequeVariable,
-    ListIteratorVariable,
     ListVariable,
     NamedTupleVariable,
     RangeVariable,
@@ -53,10 +51,18 @@ from .containers import (
 )
 from .ctx_manager import GradModeVariable, _autocast
 from .functions import (
+    CachedFunctionVariable,
     NestedUserFunctionVariable,
     PartialVariable,
     UserFunctionVariable,
     UserMethodVariable,
+)
+from .iter import (
+    EnumerateVariable,
+    FilterVariable,
+    ListIteratorVariable,
+    MapVariable,
+    ZipVariable,
 )
 from .misc import DELETED, PythonModuleVariable
 from .nn_module import NNModuleVariable
@@ -500,6 +506,11 @@ class UserDefinedObjectVariable(VariableTracker):
         call = inspect.getattr_static(type(self.value), "__call__", None)
         if isinstance(call, types.FunctionType):
             return tx.inline_user_function(call, [self, *args], kwargs)
+        rebuilt = polyfills.as_python(self.value)
+        if rebuilt is not None:  # ``operator.itemgetter(1)`` made outside: its reads
+            if self.source is not None:
+                tx.guards.ID_MATCH(self.source, self.value)
+            return tx.wrap_nested(rebuilt, None).call_function(tx, args, kwargs)
         numpy = sys.modules.get("numpy")
         if numpy is not None and isinstance(self.value, numpy.ufunc):
             if self.source is not None:  # the type is guarded; the fold needs this very ufunc
@@ -683,8 +694,15 @@ class BuiltinVariable(VariableTracker):
         return f"BuiltinVariable({getattr(self.fn, '__name__', self.fn)})"
 
     def var_getattr(self, tx, name):
-        if self.fn is dict and name == "fromkeys":
-            return BuiltinVariable(_fromkeys)
+        if isinstance(self.fn, type):
+            # an attribute of a builtin class (``str.isalnum``, ``int.from_bytes``,
+            # ``dict.fromkeys``, ``str.__name__``): classes of C are fixed, so it is the
+            # value itself -- a method is a C callable, folded or unbound when called
+            try:
+                value = getattr(self.fn, name)
+            except AttributeError as e:
+                raise TracedException(e) from None
+            return tx.wrap_nested(value, None)
         if name in ("__name__", "__qualname__", "__module__") and hasattr(self.fn, name):
             return ConstantVariable(getattr(self.fn, name))  # ``typ.__name__``: fixed
         return super().var_getattr(tx, name)
@@ -711,15 +729,47 @@ class BuiltinVariable(VariableTracker):
         if fn in _UNSUPPORTED_BUILTINS:
             raise Unsupported(_UNSUPPORTED_BUILTINS[fn])
         if all(a.is_python_constant() for a in [*args, *kwargs.values()]) \
-                and fn in _PURE_BUILTINS:
+                and trace_rules.is_pure(fn):
             try:
                 value = fn(*[a.as_python_constant() for a in args],
                            **{k: v.as_python_constant() for k, v in kwargs.items()})
             except Exception as e:  # ``int("x")``: what CPython raises, the traced code
                 raise TracedException(e) from None  # may catch (else it is a break)
             return wrap_constant_result(value)
-        name = getattr(fn, "__qualname__", repr(fn))
-        raise Unsupported(f"call to a C function we cannot trace: {name}")
+        unbound = _call_unbound_method(tx, fn, args, kwargs)
+        if unbound is not None:
+            return unbound
+        name = trace_rules.builtin_name(fn)
+        if trace_rules.is_pure(fn):
+            raise Unsupported(f"{name} on values that are not Python constants")
+        raise Unsupported(f"call to a C function we cannot trace: {name} (not known to be "
+                          "pure, so not run while tracing)")
+
+
+def _call_unbound_method(tx, fn, args: list, kwargs: dict) -> VariableTracker | None:
+    """``list.append(out, x)``, ``dict.get(d, k)``, ``str.strip(s)``, ``object.__setattr__(
+    self, "a", v)``: a method of a builtin class called with its object first is that
+    object's method -- the tracker's own rule for it (the class's, not an override a
+    subclass wrote: ``dict.__getitem__(d, k)`` reads the storage). None when ``fn`` is no
+    such method or the object is of another kind."""
+    cls = getattr(fn, "__objclass__", None)
+    if not isinstance(cls, type) or not args:
+        return None
+    obj, rest, name = args[0], list(args[1:]), fn.__name__
+    if cls is object and isinstance(obj, UserDefinedObjectVariable) and name in _OBJECT_SLOTS:
+        return _ObjectSlotVariable(obj, name).call_function(tx, rest, kwargs)
+    if cls is object and name == "__init__":
+        return ConstantVariable(None)
+    try:
+        kind = _python_type(obj)
+    except Unsupported:
+        return None
+    if not (isinstance(kind, type) and issubclass(kind, cls)) or cls is object:
+        return None
+    if isinstance(obj, (ConstantVariable, BaseListVariable, ConstDictVariable, SetVariable,
+                        SymIntVariable)):
+        return obj.call_method(tx, name, rest, kwargs)
+    return None
 
 
 def _fold_numpy_ufunc(tx, fn, args, kwargs) -> VariableTracker:
@@ -752,13 +802,6 @@ _UNSUPPORTED_BUILTINS = {
     open: "open() touches the file system",
     id: "id() depends on object identity",
 }
-_PURE_BUILTINS = {abs, all, any, bool, bytes, callable, chr, complex, divmod, float, format,
-                  frozenset, hash, hex, int, len, max, min, oct, ord, pow, repr, round, sorted,
-                  str, sum, tuple, list, dict, set, reversed, enumerate, zip, range, slice,
-                  isinstance, issubclass, type, math.sqrt, math.floor, math.ceil, math.log,
-                  math.exp, math.pi.__class__, math.prod, math.isclose, math.isfinite,
-                  math.gcd, math.cos, math.sin, math.tanh, math.log2, math.pow} \
-    | set(_OPERATOR_BINARY) | set(_OPERATOR_UNARY)
 
 
 def _seq(tx, v: VariableTracker) -> list[VariableTracker]:
@@ -825,14 +868,21 @@ def _range(tx, *args):
 
 
 def _enumerate(tx, seq, start=None):
-    s = start.as_python_constant() if start is not None else 0
-    return ListVariable([TupleVariable([ConstantVariable(i + s), v])
-                         for i, v in enumerate(_seq(tx, seq))])
+    first = _int_constant(tx, start, "enumerate start") if start is not None else 0
+    return EnumerateVariable(tx.get_iter(seq), first)
 
 
 def _zip(tx, *seqs, strict=None):
-    lists = [_seq(tx, s) for s in seqs]
-    return ListVariable([TupleVariable(list(items)) for items in zip(*lists)])
+    check = bool(strict.as_python_constant()) if strict is not None else False
+    return ZipVariable([tx.get_iter(s) for s in seqs], check)
+
+
+def _int_constant(tx, v: VariableTracker, what: str) -> int:
+    if isinstance(v, SymIntVariable):
+        return v.specialize(tx)
+    if not v.is_python_constant():
+        raise Unsupported(f"{what} is not a Python constant")
+    return v.as_python_constant()
 
 
 def _tuple(tx, seq=None):
@@ -857,7 +907,7 @@ def _dict(tx, arg=None, **kwargs):
 
 
 def _reversed(tx, seq):
-    return ListVariable(list(reversed(_seq(tx, seq))))
+    return ListIteratorVariable(list(reversed(_seq(tx, seq))))
 
 
 def _sort_key(tx, key: VariableTracker | None, item: VariableTracker):
@@ -921,25 +971,19 @@ def _asdict(tx, obj, **kwargs):
     return inner(obj)
 
 
-def _fromkeys(*args):
-    """``dict.fromkeys`` (a stand-in the handler table knows)."""
-    return dict.fromkeys(*args)
-
-
-def _fromkeys_handler(tx, seq, value=None):
+def _fromkeys(tx, seq, value=None):
     v = value if value is not None else ConstantVariable(None)
     return ConstDictVariable({k.as_python_constant(): v for k in _seq(tx, seq)})
 
 
 def _map(tx, fn, *seqs):
-    return ListIteratorVariable([tx.call(fn, list(items), {})
-                                 for items in zip(*[_seq(tx, q) for q in seqs])])
+    if not seqs:
+        raise TracedException(TypeError("map() must have at least two arguments."))
+    return MapVariable(fn, [tx.get_iter(q) for q in seqs])
 
 
 def _filter(tx, fn, seq):
-    keep = fn.is_python_constant() and fn.as_python_constant() is None
-    return ListIteratorVariable([i for i in _seq(tx, seq)
-                                 if (tx.truth(i) if keep else tx.truth(tx.call(fn, [i], {})))])
+    return FilterVariable(fn, tx.get_iter(seq))
 
 
 def _reduce(tx, fn, seq, initial=None):
@@ -952,6 +996,13 @@ def _reduce(tx, fn, seq, initial=None):
     for item in items:
         acc = tx.call(fn, [acc, item], {})
     return acc
+
+
+def _lru_cache_wrapper(tx, fn, maxsize, typed, info_type):
+    """``functools.lru_cache(f)`` / ``functools.cache(f)`` applied while tracing (the C
+    wrapper object inside them): calls go to ``f`` -- the cache only saves recomputing a
+    pure function -- and the real wrapper is made after the graph if it escapes."""
+    return CachedFunctionVariable(fn, maxsize.as_python_constant(), typed.as_python_constant())
 
 
 def _partial(tx, fn, *args, **kwargs):
@@ -967,41 +1018,6 @@ def _frozenset(tx, seq=None):
     if not all(i.is_python_constant() for i in items):
         raise Unsupported("a frozenset of non-constant values")
     return ConstantVariable(frozenset(i.as_python_constant() for i in items))
-
-
-def _chain(tx, *seqs):
-    return ListIteratorVariable([i for q in seqs for i in _seq(tx, q)])
-
-
-def _product(tx, *seqs, repeat=None):
-    lists = [_seq(tx, q) for q in seqs] * (repeat.as_python_constant() if repeat else 1)
-    return ListIteratorVariable([TupleVariable(list(t)) for t in itertools.product(*lists)])
-
-
-def _zip_longest(tx, *seqs, fillvalue=None):
-    fill = fillvalue if fillvalue is not None else ConstantVariable(None)
-    lists = [_seq(tx, q) for q in seqs]
-    return ListIteratorVariable([TupleVariable(list(t)) for t in
-                                 itertools.zip_longest(*lists, fillvalue=fill)])
-
-
-def _accumulate(tx, seq, func=None, *, initial=None):
-    items = _seq(tx, seq)
-    out = [] if initial is None else [initial]
-    for item in items:
-        if not out:
-            out.append(item)
-            continue
-        prev = out[-1]
-        out.append(tx.binary_op(operator.add, prev, item) if func is None
-                   else tx.call(func, [prev, item], {}))
-    return ListIteratorVariable(out)
-
-
-def _islice(tx, seq, *bounds):
-    items = _seq(tx, seq)
-    return ListIteratorVariable(list(itertools.islice(items, *[b.as_python_constant()
-                                                                for b in bounds])))
 
 
 def _deque(tx, seq=None, maxlen=None):
@@ -1117,22 +1133,72 @@ def _str(tx, obj=None):
     return None
 
 
-def _signature(tx, obj, **kwargs):
-    """``inspect.signature(fn)`` of a function whose identity is known: a constant."""
+def _signature(tx, obj, *, follow_wrapped=None, **kwargs):
+    """``inspect.signature(fn)``: a fact about a function that cannot change while its
+    identity does not (guarded where it was read), so a constant. A decorated function is
+    followed through its ``__wrapped__`` chain, as inspect does."""
     if kwargs:
         return None
+    follow = follow_wrapped is None or follow_wrapped.as_python_constant()
+    for _ in range(100):  # inspect's own bound on __wrapped__ chains is the recursion limit
+        if not follow or not isinstance(obj, (UserFunctionVariable,
+                                              NestedUserFunctionVariable)):
+            break
+        try:
+            obj = obj.var_getattr(tx, "__wrapped__")
+        except TracedException:
+            break
     if isinstance(obj, UserFunctionVariable):
-        return ConstantVariable(inspect.signature(obj.fn))
+        return ConstantVariable(inspect.signature(obj.fn, follow_wrapped=False))
     if isinstance(obj, UserMethodVariable):
-        sig = inspect.signature(obj.fn)
+        sig = inspect.signature(obj.fn, follow_wrapped=False)
         return ConstantVariable(sig.replace(parameters=list(sig.parameters.values())[1:]))
+    if isinstance(obj, NestedUserFunctionVariable):
+        return ConstantVariable(inspect.signature(_stand_in(tx, obj), follow_wrapped=False))
+    if isinstance(obj, (UserDefinedClassVariable, BuiltinVariable, NNModuleVariable)):
+        try:  # a class's, a C function's, a module's: fixed with its (guarded) identity
+            return ConstantVariable(inspect.signature(obj.value if not isinstance(
+                obj, BuiltinVariable) else obj.fn))
+        except (TypeError, ValueError) as e:
+            raise TracedException(e) from None
     raise Unsupported(f"inspect.signature of {obj}")
 
 
+def _stand_in(tx, fn: NestedUserFunctionVariable) -> types.FunctionType:
+    """A real function with ``fn``'s code, defaults and annotations (its closure cells
+    empty): what ``inspect`` reads to describe it. Defaults must be constants."""
+    def constant(vt, what):
+        if vt is None:
+            return None
+        if not vt.is_python_constant():
+            raise Unsupported(f"inspect of a function made while tracing whose {what} are "
+                              "not constants")
+        return vt.as_python_constant()
+    cells = tuple(types.CellType() for _ in fn.code.co_freevars) or None
+    stand_in = types.FunctionType(fn.code, fn.f_globals, fn.code.co_name,
+                                  constant(fn.defaults, "defaults"), cells)
+    stand_in.__kwdefaults__ = constant(fn.kwdefaults, "keyword defaults")
+    if fn.annotations is not None:
+        stand_in.__annotations__ = {k: v.as_python_constant() if v.is_python_constant()
+                                    else getattr(v, "value", None)
+                                    for k, v in fn.annotations.items.items()}
+    return stand_in
+
+
 def _all_any(fn):
+    """``all``/``any``: item by item, stopping at the first item that decides, as CPython
+    does (``any(p(m) for m in mods)`` evaluates ``p`` no further)."""
+    decisive = fn is any
+
     def handler(tx, seq):
-        results = [tx.truth(item) for item in _seq(tx, seq)]
-        return ConstantVariable(fn(results))
+        it = tx.get_iter(seq)
+        while True:
+            try:
+                item = tx.iter_next(it)
+            except StopIteration:
+                return ConstantVariable(not decisive)
+            if tx.truth(item) is decisive:
+                return ConstantVariable(decisive)
     return handler
 
 
@@ -1159,17 +1225,26 @@ def _super(tx, *args):
     return SuperVariable(cls.as_python_constant(), obj)
 
 
-def _iter(tx, obj):
+def _iter(tx, obj, sentinel=None):
+    if sentinel is not None:  # iter(callable, sentinel)
+        return tx.inline_user_function(polyfills.iter_until, [obj, sentinel], {})
     return tx.get_iter(obj)
 
 
 def _next(tx, it, default=None):
     try:
-        return tx.iter_next(it)
+        return tx.iter_next(tx.realize(it))
     except StopIteration:
         if default is None:  # what CPython raises: contextlib's __exit__ catches it
             raise TracedException(StopIteration()) from None
         return default
+
+
+def _polyfill(fn: Callable) -> Callable:
+    """The handler of a C iterator (``itertools.chain``...): its Python version inlined."""
+    def handler(tx, *args, **kwargs):
+        return tx.inline_user_function(fn, list(args), kwargs)
+    return handler
 
 
 def _bool(tx, obj=None):
@@ -1234,15 +1309,16 @@ _BUILTIN_HANDLERS: dict[Callable, Callable] = {
     callable: _callable, super: _super, str: _str, inspect.signature: _signature,
     all: _all_any(all), any: _all_any(any), sorted: _sorted, map: _map, filter: _filter,
     functools.reduce: _reduce, functools.partial: _partial, set: _set, frozenset: _frozenset,
-    itertools.chain: _chain, itertools.product: _product,
-    itertools.zip_longest: _zip_longest, itertools.accumulate: _accumulate,
-    itertools.islice: _islice, collections.deque: _deque, _fromkeys: _fromkeys_handler,
+    functools._lru_cache_wrapper: _lru_cache_wrapper,
+    collections.deque: _deque, dict.fromkeys: _fromkeys,
     dataclasses.replace: _replace, dataclasses.fields: _fields, dataclasses.asdict: _asdict,
     _object_init: lambda tx, *a, **k: ConstantVariable(None),
     setattr: _setattr, delattr: _delattr,
     importlib.util.find_spec: _installed_package_probe(importlib.util.find_spec),
     importlib.metadata.version: _installed_package_probe(importlib.metadata.version),
 }
+
+_BUILTIN_HANDLERS.update({fn: _polyfill(poly) for fn, poly in polyfills.POLYFILLS.items()})
 
 # Python functions with a handler for what was made while tracing, inlined for the rest
 _INLINED_WHEN_UNHANDLED = {dataclasses.replace, dataclasses.fields, dataclasses.asdict}

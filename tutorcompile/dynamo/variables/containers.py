@@ -11,6 +11,7 @@ Mirrors: torch/_dynamo/variables/constant.py, lists.py, dicts.py, sets.py, iter.
 from __future__ import annotations
 
 import collections
+import collections.abc
 import inspect
 import operator
 import types
@@ -61,6 +62,9 @@ class ConstantVariable(VariableTracker):
         return wrap_constant_result(attr)
 
     def call_method(self, tx, name, args, kwargs):
+        # an iterator argument (``"-".join(reversed(parts))``, a generator) is read whole
+        # by the C method, as it would be: its items, if constants, are the argument
+        args = [TupleVariable(tx.unpack(a)) if a.is_iterator else a for a in args]
         if all(a.is_python_constant() for a in [*args, *kwargs.values()]):
             method = getattr(self.value, name)
             try:
@@ -77,7 +81,7 @@ class ConstantVariable(VariableTracker):
 
     def unpack(self, tx):
         if isinstance(self.value, (tuple, range, str, bytes, frozenset,
-                                   types.MappingProxyType)):
+                                   types.MappingProxyType, *_MAPPING_VIEWS)):
             return [ConstantVariable(v) for v in self.value]
         raise Unsupported(f"iteration over constant {self.value!r}")
 
@@ -119,7 +123,15 @@ def wrap_constant_result(value: Any) -> VariableTracker:
         return ConstDictVariable({k: ConstantVariable(v) for k, v in value.items()})
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
         return LATE_BOUND["BuiltinVariable"](value)
+    if isinstance(value, _MAPPING_VIEWS) and all(is_constant_value(v) for v in value):
+        # a view of a mapping folding read from a constant (``inspect.signature(fn)
+        # .parameters.keys()``): nothing can change the mapping, so the view is constant
+        return ConstantVariable(value)
     raise Unsupported(f"folding produced a non-constant {type(value).__name__}")
+
+
+_MAPPING_VIEWS = (collections.abc.KeysView, collections.abc.ValuesView,
+                  collections.abc.ItemsView)
 
 
 # --- containers ---------------------------------------------------------------------------------
@@ -536,50 +548,6 @@ class SliceVariable(VariableTracker):
         return slice(*[rc(p) for p in self.parts])
 
 
-class ResumeIterator:
-    """A real iterator over a known list, put on a rebuilt stack at a graph break.
-
-    ``items`` is what is left, so the next capture can see (and guard) the rest of the loop.
-    """
-
-    def __init__(self, items: list):
-        self.items = list(items)
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        if not self.items:
-            raise StopIteration
-        return self.items.pop(0)
-
-    def __repr__(self):
-        return f"ResumeIterator({self.items!r})"
-
-
-class ListIteratorVariable(VariableTracker):
-    def __init__(self, items: list[VariableTracker]):
-        self.items, self.index = list(items), 0
-
-    def next(self, tx) -> VariableTracker:
-        if self.index >= len(self.items):
-            raise StopIteration
-        tx.record_mutation(self)
-        self.index += 1
-        return self.items[self.index - 1]
-
-    def unpack(self, tx):
-        tx.record_mutation(self)
-        rest, self.index = self.items[self.index:], len(self.items)
-        return rest
-
-    def children(self):
-        return self.items[self.index:]
-
-    def reconstruct(self, rc):
-        return ResumeIterator([rc(i) for i in self.items[self.index:]])
-
-
 class SetVariable(VariableTracker):
     """A ``set`` of constants built while tracing (literals, ``set()``, comprehensions)."""
 
@@ -673,7 +641,7 @@ class DequeVariable(ListVariable):
 
 __all__ = [
     'BaseListVariable', 'ConstDictVariable', 'ConstantVariable', 'DequeVariable',
-    'DictViewVariable', 'ListIteratorVariable', 'ListVariable', 'NamedTupleVariable',
-    'RangeVariable', 'ResumeIterator', 'SetVariable', 'SizeVariable', 'SliceVariable',
+    'DictViewVariable', 'ListVariable', 'NamedTupleVariable',
+    'RangeVariable', 'SetVariable', 'SizeVariable', 'SliceVariable',
     'TupleVariable', 'wrap_constant_result',
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import types
 
-from ..exc import Unsupported
+from ..exc import TracedException, Unsupported
 from ..source import AttrSource, Source
 from .base import LATE_BOUND, VariableTracker, is_constant_value
 from .containers import ConstantVariable, ConstDictVariable, TupleVariable
@@ -42,21 +42,54 @@ class UserFunctionVariable(VariableTracker):
         return tx.inline_user_function(self.fn, args, kwargs, fn_source=self.source)
 
     def var_getattr(self, tx, name):
-        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+        if name in _FIXED_BY_IDENTITY:
+            # read off the function whose identity the guards fix (``ID_MATCH``)
             return ConstantVariable(getattr(self.fn, name))
         if name == "__class__":
             return tx.wrap_nested(types.FunctionType, None)
-        if name in ("__code__", "__defaults__", "__kwdefaults__", "__wrapped__", "__dict__"):
-            # fixed by the function's identity (ID_MATCH) or reached through its source
-            source = AttrSource(self.source, name) if self.source is not None else None
-            return tx.wrap_nested(getattr(self.fn, name), source)
-        raise Unsupported(f"attribute {name} of function {self.fn.__qualname__}")
+        if name == "__get__":
+            return BoundDescriptorGet(self)
+        try:
+            value = getattr(self.fn, name)
+        except AttributeError as e:  # ``getattr(fn, "__wrapped__", None)``
+            if self.source is not None:
+                tx.guards.add("HASATTR", f"not hasattr({self.source.name()}, {name!r})",
+                              self.source)
+            raise TracedException(e) from None
+        # anything else (``__dict__``, ``__wrapped__``, ``__defaults__``, an attribute a
+        # decorator set) is read through the function's source, and guarded there
+        source = AttrSource(self.source, name) if self.source is not None else None
+        return tx.wrap_nested(value, source)
 
     def reconstruct(self, rc):
         return self.fn
 
     def __repr__(self):
         return f"UserFunctionVariable({self.fn.__qualname__})"
+
+
+# a function's own fields, fixed once its identity is: what a decorator copies onto its
+# wrapper (``functools.wraps``) and what reasons and names print
+_FIXED_BY_IDENTITY = ("__name__", "__qualname__", "__module__", "__doc__")
+
+
+class BoundDescriptorGet(VariableTracker):
+    """``fn.__get__(obj, cls)``: the function bound to ``obj`` (a method), as a class
+    attribute lookup does -- libraries that attach functions to instances write it."""
+
+    def __init__(self, fn: VariableTracker):
+        self.fn = fn
+
+    def call_function(self, tx, args, kwargs):
+        obj = args[0] if args else kwargs.get("instance")
+        if obj is None or obj.is_python_constant() and obj.as_python_constant() is None:
+            return self.fn
+        if isinstance(self.fn, UserFunctionVariable):
+            return UserMethodVariable(self.fn.fn, obj, self.fn.source)
+        return LATE_BOUND["PartialVariable"](self.fn, [obj], {})
+
+    def children(self):
+        return [self.fn]
 
 
 class UserMethodVariable(VariableTracker):
@@ -79,12 +112,23 @@ class UserMethodVariable(VariableTracker):
 
 
 class NestedUserFunctionVariable(VariableTracker):
-    """A function object created by MAKE_FUNCTION during tracing (a closure or lambda)."""
+    """A function object created by MAKE_FUNCTION during tracing (a closure or lambda).
 
-    def __init__(self, code, f_globals, defaults, kwdefaults, closure, qualname):
+    A function is an object like any other: decorators read and write its attributes
+    (``functools.wraps`` copies ``__module__``, ``__name__``, ``__qualname__``, ``__doc__``
+    and ``__dict__`` onto a wrapper and sets ``__wrapped__``). Its own fields that are set
+    live in ``fields``; every other attribute lives in ``attrs``, its ``__dict__`` -- a dict
+    tracker, so ``wrapper.__dict__.update(...)`` writes the same attributes ``getattr``
+    reads. Both are rebuilt onto the real function after the graph."""
+
+    def __init__(self, code, f_globals, defaults, kwdefaults, closure, qualname,
+                 annotations=None):
         self.code, self.f_globals = code, f_globals
         self.defaults, self.kwdefaults, self.closure = defaults, kwdefaults, closure
         self.qualname = qualname
+        self.annotations = annotations
+        self.fields: dict[str, VariableTracker] = {}  # __name__, __doc__... once assigned
+        self.attrs = ConstDictVariable({})  # the function's __dict__
 
     def python_type(self):
         return types.FunctionType
@@ -92,17 +136,131 @@ class NestedUserFunctionVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         return tx.inline_nested_function(self, args, kwargs)
 
+    def field(self, name: str) -> VariableTracker:
+        """The value of one of the function's own fields (``__name__``...)."""
+        if name in self.fields:
+            return self.fields[name]
+        if name == "__name__":
+            return ConstantVariable(self.code.co_name)
+        if name == "__qualname__":
+            return ConstantVariable(self.qualname)
+        if name == "__module__":
+            return ConstantVariable(self.f_globals.get("__name__"))
+        if name == "__doc__":
+            doc = self.code.co_consts[0] if self.code.co_consts else None
+            return ConstantVariable(doc if isinstance(doc, str) else None)
+        if name == "__defaults__":
+            return self.defaults if self.defaults is not None else ConstantVariable(None)
+        if name == "__kwdefaults__":
+            return self.kwdefaults if self.kwdefaults is not None else ConstantVariable(None)
+        if name == "__annotations__":
+            return self.annotations if self.annotations is not None else ConstDictVariable({})
+        if name == "__type_params__":
+            return TupleVariable([])
+        raise KeyError(name)
+
+    def var_getattr(self, tx, name):
+        if name in _FUNCTION_FIELDS:
+            return self.field(name)
+        if name == "__dict__":
+            return self.attrs
+        if name == "__code__":
+            return ConstantVariable(self.code)
+        if name == "__closure__":
+            return self.closure if self.closure is not None else ConstantVariable(None)
+        if name == "__globals__":
+            return tx.wrap_nested(self.f_globals, None)
+        if name == "__class__":
+            return tx.wrap_nested(types.FunctionType, None)
+        if name == "__get__":
+            return BoundDescriptorGet(self)
+        found = self.attrs.lookup(ConstantVariable(name))
+        if found is None:
+            raise TracedException(AttributeError(
+                f"'function' object has no attribute {name!r}"))
+        return found
+
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        tx.record_mutation(self)
+        if name in _FUNCTION_FIELDS:
+            self.fields[name] = value
+        elif name == "__dict__":
+            if not isinstance(value, ConstDictVariable):
+                raise Unsupported("assigning a non-dict to a function's __dict__")
+            self.attrs = value
+        elif name in ("__code__", "__closure__", "__globals__"):
+            raise Unsupported(f"assigning {name} of a function made while tracing")
+        else:
+            self.attrs.setitem(tx, ConstantVariable(name), value)
+
+    def has_attr(self, name: str) -> bool:
+        return name in _FUNCTION_FIELDS or name in self.attrs.items or name in (
+            "__dict__", "__code__", "__closure__", "__globals__", "__class__", "__get__")
+
     def children(self):
-        return [v for v in (self.defaults, self.kwdefaults, self.closure) if v is not None]
+        return [v for v in (self.defaults, self.kwdefaults, self.closure, self.annotations)
+                if v is not None] + list(self.fields.values()) + [self.attrs]
 
     def reconstruct(self, rc):
         closure = tuple(rc(c) for c in self.closure.items) if self.closure else None
         defaults = rc(self.defaults) if self.defaults is not None else None
         fn = types.FunctionType(self.code, self.f_globals, self.code.co_name, defaults,
                                 closure)
+        rc.memo[id(self)] = fn  # before the attributes: ``inner.__wrapped__`` may be itself
         fn.__kwdefaults__ = rc(self.kwdefaults) if self.kwdefaults is not None else None
         fn.__qualname__ = self.qualname
+        if self.annotations is not None:
+            fn.__annotations__ = rc(self.annotations)
+        for name, value in self.fields.items():
+            setattr(fn, name, rc(value))
+        fn.__dict__.update(self.attrs.rebuild_items(rc))
         return fn
+
+    def __repr__(self):
+        return f"NestedUserFunctionVariable({self.qualname})"
+
+
+_FUNCTION_FIELDS = ("__name__", "__qualname__", "__module__", "__doc__", "__defaults__",
+                    "__kwdefaults__", "__annotations__", "__type_params__")
+
+
+class CachedFunctionVariable(VariableTracker):
+    """``functools.lru_cache``'s wrapper made while tracing: calls go to the function (the
+    cache only saves recomputing a pure function); attributes that ``update_wrapper`` and
+    ``lru_cache`` set live in ``attrs``, its ``__dict__``, rebuilt onto the real wrapper."""
+
+    def __init__(self, fn: VariableTracker, maxsize: int | None, typed: bool):
+        self.fn, self.maxsize, self.typed = fn, maxsize, typed
+        self.attrs = ConstDictVariable({})
+
+    def python_type(self):
+        return functools._lru_cache_wrapper
+
+    def call_function(self, tx, args, kwargs):
+        return tx.call(self.fn, args, kwargs)
+
+    def var_getattr(self, tx, name):
+        if name == "__dict__":
+            return self.attrs
+        found = self.attrs.lookup(ConstantVariable(name))
+        if found is not None:
+            return found
+        if name == "__wrapped__":
+            return self.fn
+        raise Unsupported(f"attribute {name!r} of an lru_cache wrapper made while tracing")
+
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        self.attrs.setitem(tx, ConstantVariable(name), value)
+
+    def children(self):
+        return [self.fn, self.attrs]
+
+    def reconstruct(self, rc):
+        wrapper = functools._lru_cache_wrapper(rc(self.fn), self.maxsize, self.typed,
+                                               functools._CacheInfo)
+        rc.memo[id(self)] = wrapper
+        wrapper.__dict__.update(self.attrs.rebuild_items(rc))
+        return wrapper
 
 
 class PartialVariable(VariableTracker):
@@ -135,8 +293,10 @@ class PartialVariable(VariableTracker):
 
 
 LATE_BOUND["UserMethodVariable"] = UserMethodVariable
+LATE_BOUND["PartialVariable"] = PartialVariable
 
 
 __all__ = [
-    'NestedUserFunctionVariable', 'PartialVariable', 'UserFunctionVariable', 'UserMethodVariable',
+    'BoundDescriptorGet', 'CachedFunctionVariable', 'NestedUserFunctionVariable', 'PartialVariable',
+    'UserFunctionVariable', 'UserMethodVariable',
 ]

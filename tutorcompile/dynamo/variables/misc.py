@@ -64,10 +64,19 @@ class GlobalsVariable(VariableTracker):
 
 
 class ClosureCellVariable(VariableTracker):
-    """A real cell from outside (a free variable of the compiled function)."""
+    """A real cell from outside: a free variable of the compiled function, or a cell
+    variable of the frame resumed after a graph break. A write (``nonlocal``) waits in
+    ``pending["cell_contents"]`` and is replayed on the cell after the graph, in order with
+    the other side effects (like an attribute write: ``setattr(cell, "cell_contents", v)``).
+    """
+    fresh = False
 
     def __init__(self, cell: types.CellType, source: Source):
         self.cell, self.source = cell, source
+        self.pending: dict[str, Any] = {}
+
+    def children(self):
+        return [v for v in self.pending.values() if isinstance(v, VariableTracker)]
 
 
 class PythonModuleVariable(VariableTracker):

@@ -13,8 +13,9 @@ import torch
 from ..exc import Unsupported
 from ..source import AttrSource, GetItemSource, Source
 from .base import BoundMethodVariable, VariableTracker
-from .containers import ConstantVariable, ListIteratorVariable, ListVariable, TupleVariable
+from .containers import ConstantVariable, ListVariable, TupleVariable
 from .functions import UserMethodVariable
+from .iter import ListIteratorVariable
 from .tensor import TensorVariable
 
 

@@ -1,0 +1,133 @@
+"""Which C callables may be *run while tracing*: the pure ones, folded on constants.
+
+A function written in Python is traced into (inlined), whatever library it comes from. A
+function written in C cannot be: the tracer sees only its result. When its arguments are
+Python constants and it is *pure* -- its result depends on nothing but its arguments, and it
+changes nothing -- calling it now, for real, gives the value every call of the compiled code
+would compute, so the result becomes a constant of the graph (``str.isalnum("a")`` is
+``True`` in every run). A C function that is not known to be pure stays a graph break, with
+its name in the reason: folding it could freeze a value that changes (``time.time()``) or
+skip a side effect (``random.random()`` advances a generator).
+
+Purity is decided by *where a callable lives*, not by listing callables one by one:
+
+* methods of the immutable builtin types (``str``, ``bytes``, ``int``, ``float``,
+  ``complex``, ``bool``, ``tuple``, ``frozenset``, ``range``, ``slice``...) in every spelling
+  -- bound (``"a".isalnum``), unbound (``str.isalnum``), reached with ``getattr``, or
+  alternate constructors (``int.from_bytes``, ``str.maketrans``, ``bytes.fromhex``);
+* every function of modules that hold only pure functions (``math``, ``cmath``,
+  ``operator`` but for the ones that write into an argument, ``unicodedata``...);
+* the builtins that are functions of their arguments (``len``, ``abs``, ``ord``, ``repr``,
+  ``sorted``...), and a few single functions elsewhere (``sys.intern``).
+
+Arguments count as constants only when they are immutable (a list is copied by
+``as_python_constant``: a function writing into it would write into the copy), which
+:func:`immutable_constant` decides.
+
+Mirrors: torch/_dynamo/trace_rules.py (which callables are inlined, folded, or break) and the
+constant folding of ``BuiltinVariable`` in torch/_dynamo/variables/builtin.py.
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+import sys
+import types
+from typing import Any
+
+# Builtin types whose instances cannot change: any method of theirs, given constants, is a
+# function of its arguments (each returns a new object, never mutating the receiver).
+IMMUTABLE_TYPES: frozenset[type] = frozenset({
+    str, bytes, int, float, complex, bool, tuple, frozenset, range, slice, type(None),
+    type(Ellipsis), type(NotImplemented),
+})
+
+# Modules every function of which is pure (given immutable arguments).
+PURE_MODULES: frozenset[str] = frozenset({
+    "math", "cmath", "operator", "_operator", "unicodedata", "binascii", "_struct",
+    "_bisect",
+})
+
+# Functions of ``operator`` that write into their first argument (``iadd`` on a list extends
+# it): pure only when that argument is immutable, which the constant check already demands,
+# and never when it is a container tracker -- so they are listed to keep the rule explicit.
+MUTATING_OPERATORS: frozenset[Any] = frozenset({
+    operator.setitem, operator.delitem, operator.iadd, operator.iand, operator.iconcat,
+    operator.ifloordiv, operator.ilshift, operator.imatmul, operator.imod, operator.imul,
+    operator.ior, operator.ipow, operator.irshift, operator.isub, operator.itruediv,
+    operator.ixor,
+})
+
+# Builtins that compute a value from their arguments alone.
+PURE_BUILTINS: frozenset[Any] = frozenset({
+    abs, all, any, ascii, bin, bool, bytes, callable, chr, complex, divmod, float, format,
+    frozenset, hash, hex, int, isinstance, issubclass, len, max, min, oct, ord, pow, repr,
+    round, sorted, str, sum, tuple, list, dict, set, reversed, enumerate, zip, range, slice,
+    type, sys.intern,
+})
+
+# Functions of impure modules that are pure all the same.
+PURE_FUNCTIONS: frozenset[Any] = frozenset({sys.intern, sys.getrecursionlimit})
+
+C_CALLABLE_TYPES = (types.BuiltinFunctionType, types.MethodDescriptorType,
+                    types.WrapperDescriptorType, types.ClassMethodDescriptorType,
+                    types.MethodWrapperType)
+
+
+def owner_of(fn: Any) -> Any:
+    """Where a C callable lives: the class of an unbound method (``str`` for
+    ``str.isalnum``), the class or instance a method is bound to (``int`` for
+    ``int.from_bytes``, ``"a"`` for ``"a".upper``), or the module of a function."""
+    objclass = getattr(fn, "__objclass__", None)
+    if objclass is not None:
+        return objclass
+    return getattr(fn, "__self__", None)
+
+
+def is_pure(fn: Any) -> bool:
+    """May ``fn`` be called while tracing when its arguments are immutable constants?"""
+    try:
+        if fn in PURE_BUILTINS or fn in PURE_FUNCTIONS:
+            return True
+        if fn in MUTATING_OPERATORS:
+            return False
+    except TypeError:  # unhashable
+        return False
+    if not isinstance(fn, C_CALLABLE_TYPES):
+        return False
+    owner = owner_of(fn)
+    if isinstance(owner, types.ModuleType):
+        return owner.__name__ in PURE_MODULES
+    if isinstance(owner, type):
+        return owner in IMMUTABLE_TYPES
+    if owner is None:  # a static method of a builtin class (``str.maketrans``)
+        cls = getattr(builtins, getattr(fn, "__qualname__", "").partition(".")[0], None)
+        return cls in IMMUTABLE_TYPES
+    return type(owner) in IMMUTABLE_TYPES and immutable_constant(owner)
+
+
+def immutable_constant(value: Any) -> bool:
+    """A value no code can change: numbers, strings, ``None``... and tuples/frozensets of
+    them (a tuple holding a list is not: the list inside can be written to)."""
+    if isinstance(value, (tuple, frozenset)):
+        return all(immutable_constant(v) for v in value)
+    if isinstance(value, slice):
+        return all(immutable_constant(v) for v in (value.start, value.stop, value.step))
+    return type(value) in IMMUTABLE_TYPES or isinstance(value, type) or value is None \
+        or isinstance(value, (types.BuiltinFunctionType, types.FunctionType)) \
+        or type(value).__module__ == "torch" and type(value).__name__ in (
+            "dtype", "device", "layout", "memory_format")
+
+
+def builtin_name(fn: Any) -> str:
+    """``str.isalnum``, ``math.comb``, ``len``: how a reason names a C callable."""
+    owner = owner_of(fn)
+    name = getattr(fn, "__name__", repr(fn))
+    if isinstance(owner, types.ModuleType) and owner is not builtins:
+        return f"{owner.__name__.lstrip('_')}.{name}"
+    if isinstance(owner, type):
+        return f"{owner.__name__}.{name}"
+    if owner is not None and not isinstance(owner, types.ModuleType):
+        return f"{type(owner).__name__}.{name}"
+    return name
