@@ -310,6 +310,12 @@ def sequence_iter(sequence: Any) -> Iterator:
         i += 1
 
 
+def count_elements(mapping: Any, iterable: Iterable) -> None:
+    """``collections._count_elements`` (what ``Counter.update`` calls)."""
+    for element in iterable:
+        mapping[element] = mapping.get(element, 0) + 1
+
+
 def iter_until(function: Callable, sentinel: Any) -> Iterator:
     """``iter(function, sentinel)``: call until the sentinel comes back."""
     while True:
@@ -381,7 +387,7 @@ POLYFILLS: dict[Any, Callable] = {
     itertools.permutations: permutations, itertools.groupby: groupby, itertools.tee: tee,
     itertools.pairwise: pairwise,
     operator.itemgetter: itemgetter, operator.attrgetter: attrgetter,
-    operator.methodcaller: methodcaller,
+    operator.methodcaller: methodcaller, collections._count_elements: count_elements,
 }
 if hasattr(itertools, "batched"):  # 3.12+
     POLYFILLS[itertools.batched] = batched

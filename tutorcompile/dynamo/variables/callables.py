@@ -232,13 +232,17 @@ class UserDefinedClassVariable(VariableTracker):
                                         **{k: v.as_python_constant() for k, v in kwargs.items()}))
         if isinstance(cls, type) and issubclass(cls, torch.nn.Module):
             return _new_stateless_module(tx, cls, args, kwargs)
-        if dataclasses.is_dataclass(cls) and not any(
+        if dataclasses.is_dataclass(cls) and not _plain_python_class(cls) and not any(
                 isinstance(v, UserDefinedObjectVariable) and v.fresh for v in args):
+            # a dataclass that is also a dict (transformers' ModelOutput): read from its
+            # constructor's arguments; a plain one is built like any class (below), its
+            # generated __init__ and __post_init__ inlined, its fields writable
             return DataclassVariable(cls, args, kwargs)
         if _plain_python_class(cls):
             # ``Cls(...)``: a placeholder instance (object.__new__, no side effect) whose
             # __init__ is inlined; its attributes live in the tracker until rebuilt
-            obj = UserDefinedObjectVariable(object.__new__(cls), fresh=True)
+            obj = UserDefinedObjectVariable(object.__new__(cls), fresh=True,
+                                            class_source=self.source)
             init = inspect.getattr_static(cls, "__init__")
             if isinstance(init, types.FunctionType):
                 tx.inline_user_function(init, [obj, *args], kwargs)
@@ -256,11 +260,17 @@ class UserDefinedClassVariable(VariableTracker):
                     factory = None
             d = _dict(tx, *args, **kwargs)
             return ConstDictVariable(d.items, dict_cls=cls, default_factory=factory)
-        if issubclass(cls, dict) and reads_like_dict(cls) and cls.__new__ is dict.__new__ \
-                and inspect.getattr_static(cls, "__init__") is dict.__init__:
+        if issubclass(cls, dict) and reads_like_dict(cls) and cls.__new__ is dict.__new__:
             # ``Registry(...)`` of a dict subclass that adds methods (transformers' configs
-            # and registries): built as dict(...) that keeps its class
-            return ConstDictVariable(_dict(tx, *args, **kwargs).items, dict_cls=cls)
+            # and registries, ``collections.Counter``): a dict that keeps its class, filled
+            # by dict's own __init__, or by the class's, inlined
+            init = inspect.getattr_static(cls, "__init__")
+            if init is dict.__init__:
+                return ConstDictVariable(_dict(tx, *args, **kwargs).items, dict_cls=cls)
+            if isinstance(init, types.FunctionType):
+                made = ConstDictVariable({}, dict_cls=cls)
+                tx.inline_user_function(init, [made, *args], kwargs)
+                return made
         raise Unsupported(f"constructing an instance of {cls.__qualname__}")
 
     def reconstruct(self, rc):
@@ -669,9 +679,12 @@ class DataclassVariable(VariableTracker):
 
 
 def _is_model_output(cls: type) -> bool:
-    """transformers' ModelOutput: its __post_init__ only mirrors fields into dict keys."""
-    return any(k.__name__ == "ModelOutput" and k.__module__.startswith("transformers")
-               for k in cls.__mro__)
+    """A model-output record: a dataclass that is also an ordered dict of its fields that
+    are not None, readable as a tuple (``to_tuple``) -- transformers' ``ModelOutput``,
+    diffusers' ``BaseOutput`` and the libraries that copy them. Their ``__post_init__``
+    only mirrors the fields into the dict's keys, which :class:`DataclassVariable` models."""
+    return issubclass(cls, collections.OrderedDict) and dataclasses.is_dataclass(cls) and \
+        callable(getattr(cls, "to_tuple", None))
 
 
 # --- builtins -------------------------------------------------------------------------------
@@ -739,11 +752,26 @@ class BuiltinVariable(VariableTracker):
         unbound = _call_unbound_method(tx, fn, args, kwargs)
         if unbound is not None:
             return unbound
+        if getattr(fn, "__name__", None) == "__subclasses__" and isinstance(
+                getattr(fn, "__self__", None), type) and not args and not kwargs:
+            return _subclasses(tx, self)
         name = trace_rules.builtin_name(fn)
         if trace_rules.is_pure(fn):
             raise Unsupported(f"{name} on values that are not Python constants")
         raise Unsupported(f"call to a C function we cannot trace: {name} (not known to be "
                           "pure, so not run while tracing)")
+
+
+def _subclasses(tx, method: BuiltinVariable) -> VariableTracker:
+    """``Base.__subclasses__()`` (a registry that finds its plugins so: einops' backends):
+    the classes defined so far, guarded by identity -- defining another one fails the
+    guard and captures again."""
+    subclasses = method.fn()
+    if method.source is not None:
+        ids = [id(c) for c in subclasses]
+        tx.guards.add("SUBCLASSES", f"[id(c) for c in {method.source.name()}()] == {ids!r}",
+                      method.source, f"subclasses of {method.fn.__self__.__name__}")
+    return ListVariable([tx.wrap_nested(c, None) for c in subclasses])
 
 
 def _call_unbound_method(tx, fn, args: list, kwargs: dict) -> VariableTracker | None:
@@ -954,13 +982,13 @@ def _fields(tx, obj):
 def _asdict(tx, obj, **kwargs):
     """``dataclasses.asdict`` of a dataclass made while tracing: a dict of its fields,
     recursing into dataclasses, lists, tuples and dicts as asdict does."""
-    if kwargs or not isinstance(obj, DataclassVariable):
+    if kwargs or not _made_dataclass(obj):
         return None
 
     def inner(v):
-        if isinstance(v, DataclassVariable):
+        if _made_dataclass(v):
             return ConstDictVariable({f.name: inner(v.var_getattr(tx, f.name))
-                                      for f in dataclasses.fields(v.cls)})
+                                      for f in dataclasses.fields(_dataclass_type(v))})
         if isinstance(v, ConstantVariable) and is_constant_value(v.value):
             return v  # asdict deep-copies: an immutable constant is its own copy
         if type(v) in (ListVariable, TupleVariable):
@@ -969,6 +997,12 @@ def _asdict(tx, obj, **kwargs):
             return ConstDictVariable({k: inner(i) for k, i in v.items.items()})
         raise Unsupported(f"dataclasses.asdict deep-copies {v}: not traced")
     return inner(obj)
+
+
+def _made_dataclass(obj: VariableTracker) -> bool:
+    """An instance of a dataclass made while tracing (its fields are trackers)."""
+    return isinstance(obj, DataclassVariable) or isinstance(
+        obj, UserDefinedObjectVariable) and obj.fresh and dataclasses.is_dataclass(obj.value)
 
 
 def _fromkeys(tx, seq, value=None):
@@ -1116,6 +1150,10 @@ def _hasattr(tx, obj, name):
         return ConstantVariable(obj.has_attr(n))
     if isinstance(obj, UserDefinedClassVariable):
         return ConstantVariable(hasattr(obj.value, n))  # the class is identity-guarded
+    if isinstance(obj, BuiltinVariable):
+        return ConstantVariable(hasattr(obj.fn, n))  # a C class or function: fixed
+    if isinstance(obj, NestedUserFunctionVariable):
+        return ConstantVariable(obj.has_attr(n))
     if isinstance(obj, NNModuleVariable):
         return ConstantVariable(guard_hasattr(tx, obj, n))
     if isinstance(obj, PythonModuleVariable):

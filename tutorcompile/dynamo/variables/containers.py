@@ -395,6 +395,9 @@ class ConstDictVariable(VariableTracker):
                 value = self.default_factory.call_function(tx, [], {})
                 self.setitem(tx, key, value)
                 return value
+            missing = inspect.getattr_static(self.dict_cls, "__missing__", None)
+            if isinstance(missing, types.FunctionType):  # a subclass's rule (Counter: 0)
+                return tx.inline_user_function(missing, [self, key], {})
             raise TracedException(KeyError(k))
         return found
 
@@ -404,7 +407,7 @@ class ConstDictVariable(VariableTracker):
 
     def var_getattr(self, tx, name):
         static = inspect.getattr_static(self.dict_cls, name, None)
-        if isinstance(static, types.FunctionType) and self.dict_cls.__module__ != "collections":
+        if isinstance(static, types.FunctionType):
             return LATE_BOUND["UserMethodVariable"](static, self)  # a dict subclass's method
         if callable(static):
             return BoundMethodVariable(self, name)
@@ -420,11 +423,18 @@ class ConstDictVariable(VariableTracker):
             return args[1] if len(args) > 1 else ConstantVariable(None)
         if name in ("keys", "values", "items"):
             return DictViewVariable(self, name)  # live: sees later changes to the dict
-        if name in ("__setitem__", "update", "pop", "setdefault", "clear", "__delitem__"):
+        if name in ("__setitem__", "update", "pop", "setdefault", "clear", "__delitem__",
+                    "__init__"):
             tx.record_mutation(self)
             if name == "__setitem__":
                 self.items[args[0].as_python_constant()] = args[1]
-            elif name == "update":
+            elif name in ("update", "__init__") and args and not isinstance(
+                    args[0], ConstDictVariable):  # from (key, value) pairs
+                for pair in tx.unpack(args[0]):
+                    k, v = tx.unpack(pair)
+                    self.items[k.as_python_constant()] = v
+                self.items.update(kwargs)
+            elif name in ("update", "__init__"):
                 other = args[0] if args else ConstDictVariable(kwargs)
                 if not isinstance(other, ConstDictVariable):
                     raise Unsupported("dict.update with a non-dict")

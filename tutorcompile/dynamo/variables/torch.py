@@ -17,6 +17,7 @@ from ..exc import Unsupported
 from ..source import Source
 from .base import VariableTracker
 from .containers import ConstantVariable, SizeVariable, wrap_constant_result
+from .tensor import TensorVariable
 
 
 class TorchFunctionVariable(VariableTracker):
@@ -51,6 +52,8 @@ class TorchFunctionVariable(VariableTracker):
             # [])``): in eager it returns the value itself -- so does the traced call
             # (Dynamo's ``handle_jit_annotate``), not a graph node taking a type
             return args[1] if len(args) > 1 else kwargs["the_value"]
+        if fn is torch.is_tensor and len(args) == 1:  # of anything, not only a tensor
+            return ConstantVariable(isinstance(args[0], TensorVariable))
         if fn is torch.is_grad_enabled:
             tx.guards.GRAD_MODE()
             return ConstantVariable(tx.grad_enabled)  # inside a traced no_grad block: False

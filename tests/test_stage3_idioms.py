@@ -1,0 +1,535 @@
+"""Stage 3: Python as model libraries write it -- each idiom captured whole, in every spelling.
+
+A corpus of small functions written for these tests, one idiom each, in the spellings real
+libraries use (einops parses its patterns with unbound ``str`` methods; x-transformers
+unpacks ``map(lambda t: ..., qkv)``; decorators copy attributes with ``functools.wraps``...).
+Each must be one graph with no break (``fullgraph=True``), under every backend, and give
+eager's values and gradients. The laziness of iterators is checked where CPython's order is
+observable: side effects interleaved with a consumer, ``any`` stopping early, an iterator
+consumed once.
+"""
+
+import collections
+import contextlib
+import dataclasses
+import functools
+import inspect
+import itertools
+import keyword
+import math
+import operator
+import sys
+
+import pytest
+import torch
+
+import tutorcompile as tc
+
+pytestmark = pytest.mark.stage3
+
+BACKENDS = ["eager", "aot_eager", "inductor"]
+
+
+# --- 1. pure C builtins, folded on constants in every spelling ------------------------------
+def parse_pattern(pattern):
+    """A miniature of einops' pattern parser: unbound str methods on every character."""
+    names, current = [], ""
+    for char in pattern:
+        if str.isalnum(char) or char == "_":
+            current += char
+        elif str.isspace(char) and current:
+            names.append(current)
+            current = ""
+    if current:
+        names.append(current)
+    if str.count(pattern, "...") > 1 or not all(str.isidentifier(n) for n in names):
+        raise ValueError(pattern)
+    return names
+
+
+def unbound_str_methods(x):
+    names = parse_pattern("b n  d")
+    return x.reshape(2, 3, 2).sum(len(names) - 1) * len(names)
+
+
+def str_methods_by_getattr(x):
+    upper = getattr(str, "upper")
+    check = getattr("abc", "startswith")
+    return x * len(upper("ab")) + check(("a", "z")) + str.join("-", ("a", "b")).count("-")
+
+
+def int_and_float_methods(x):
+    return x * int.bit_length(5) + (255).bit_length() + float.is_integer(2.0) + \
+        int.from_bytes(b"\x01\x00", "little") + float.fromhex("0x1.8p1")
+
+
+def math_and_operator(x):
+    return x * math.comb(4, 2) + math.factorial(3) + math.prod((2, 3)) + math.lcm(4, 6) + \
+        operator.mul(2, 3) + operator.index(4) + math.log2(8)
+
+
+def module_level_pure_functions(x):
+    return x * keyword.iskeyword("for") + len(sys.intern("ab")) + len(str.maketrans("a", "b"))
+
+
+def tuple_frozenset_bytes(x):
+    t = (3, 1, 2, 1)
+    return x * tuple.index(t, 2) + t.count(1) + frozenset.issubset(frozenset({1}), {1, 2}) + \
+        len(bytes.fromhex("ff00")) + tuple.__len__(t)
+
+
+def builtins_of_iterators(x):
+    parts = "a, b ,c".split(",")
+    stripped = list(map(str.strip, parts))
+    return x * len("-".join(reversed(stripped))) + len(sorted(stripped, key=str.upper)) + \
+        len(functools.partial(str.replace, "a-b", "-")("++"))
+
+
+def unbound_methods_of_containers(x):
+    out = []
+    list.append(out, x)
+    list.extend(out, (x * 2,))
+    d = {"k": x}
+    return list.__getitem__(out, 1) + dict.get(d, "k") + dict.get(d, "missing", x)
+
+
+# --- 2. iterators as values -------------------------------------------------------------------
+def map_unpacking(x):
+    q, k, v = map(lambda t: t * 2, x.chunk(3, dim=-1))
+    return q * k + v
+
+
+def map_over_two_iterables(x):
+    a, b = map(operator.add, x.chunk(2), (1, 2))
+    return a * b
+
+
+def map_over_modules(x, layers):
+    first, second = map(lambda m: m(x), layers)
+    return first + second
+
+
+def nested_generator_expressions(x):
+    grid = tuple(tuple(x[i] * j for j in range(2)) for i in range(2))
+    return sum(sum(row) for row in grid)
+
+
+def next_of_generator_over_modules(x, layers):
+    linear = next(m for m in (*layers, torch.nn.ReLU()) if isinstance(m, torch.nn.Linear))
+    return linear(x)
+
+
+def zip_enumerate_reversed_filter(x):
+    parts = x.chunk(4)
+    out = x.new_zeros(parts[0].shape)
+    for i, (a, b) in enumerate(zip(parts, reversed(parts)), 1):
+        out = out + i * a * b
+    kept = list(filter(lambda p: p is not None, (parts[0], None, parts[1])))
+    return out + sum(kept)
+
+
+def zip_strict_and_iter_next(x):
+    it = iter(x.chunk(3))
+    a = next(it)
+    rest = list(it)
+    pairs = list(zip(rest, (1, 2), strict=True))
+    return a + sum(p * w for p, w in pairs) + next(it, x)[0]
+
+
+def generator_function_with_writes(x):
+    log = []
+
+    def steps(t):
+        for i in range(3):
+            log.append(i)
+            t = t * 2
+            yield t
+    total = x
+    for y in steps(x):
+        log.append("used")
+        total = total + y
+    return total * len(log), tuple(log)
+
+
+def yield_from_and_send(x):
+    def inner(t):
+        got = yield t
+        yield t * got
+        return 10
+
+    def outer(t):
+        result = yield from inner(t)
+        yield t + result
+    gen = outer(x)
+    first = next(gen)
+    second = gen.send(3)
+    return first + second + next(gen)
+
+
+def any_all_stop_early(x):
+    log = []
+    found = any(log.append(i) or i >= 1 for i in range(5))
+    every = all(log.append(i) or i < 1 for i in range(5, 0, -1))
+    return x * found + every + len(log)
+
+
+def an_iterator_is_consumed_once(x):
+    it = map(lambda t: t + 1, x.chunk(2))
+    first = list(it)
+    second = list(it)
+    return first[0] + first[1] + len(second)
+
+
+def itertools_lazy_and_finite(x):
+    parts = x.chunk(3)
+    counted = list(zip(itertools.count(1), parts))
+    cycled = list(itertools.islice(itertools.cycle((1, 2)), 5))
+    chained = list(itertools.chain.from_iterable([parts[:1], parts[1:]]))
+    return sum(i * p for i, p in counted) + sum(cycled) + chained[2]
+
+
+def itertools_combinatorics(x):
+    pairs = list(itertools.combinations(range(3), 2))
+    perms = list(itertools.permutations("ab"))
+    prod = list(itertools.product((1, 2), repeat=2))
+    star = list(itertools.starmap(operator.mul, [(1, 2), (3, 4)]))
+    windows = list(itertools.pairwise((1, 2, 3)))
+    groups = [(k, len(list(g))) for k, g in itertools.groupby("aabbb")]
+    acc = list(itertools.accumulate((1, 2, 3), operator.mul))
+    a, b = itertools.tee(x.chunk(2))
+    return x * (len(pairs) + len(perms) + len(prod) + sum(star) + len(windows)
+                + groups[1][1] + acc[-1]) + sum(a)[0] + sum(b)[0]
+
+
+class Countdown:
+    """A Python iterator class (``__iter__`` returns self, ``__next__`` raises)."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.n == 0:
+            raise StopIteration
+        self.n -= 1
+        return self.n
+
+
+class Rows:
+    """The old sequence protocol: ``__getitem__`` until IndexError."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __getitem__(self, i):
+        if i >= 2:
+            raise IndexError(i)
+        return self.t[i]
+
+
+def iterator_classes(x):
+    return x * sum(Countdown(3)) + sum(Rows(x))
+
+
+# --- 3. the pure-Python standard library, inlined ---------------------------------------------
+def doubled(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs) * 2
+    return wrapper
+
+
+@doubled
+def add_one(t):
+    """Adds one."""
+    return t + 1
+
+
+def functools_wraps_inside(x):
+    @doubled
+    def scale(t, k=3):
+        return t * k
+    ok = scale.__name__ == "scale" and scale.__wrapped__.__name__ == "scale"
+    return scale(x) + add_one(x) * ok + (add_one.__doc__ == "Adds one.")
+
+
+def update_wrapper_and_attributes(x):
+    def inner(t):
+        return t - 1
+    inner.calls = 0
+
+    def wrapper(t):
+        return inner(t) * 2
+    functools.update_wrapper(wrapper, inner)
+    return wrapper(x) + wrapper.calls + (wrapper.__qualname__.endswith("inner"))
+
+
+@contextlib.contextmanager
+def scaled(log, k):
+    log.append("enter")
+    try:
+        yield k * 2
+    finally:
+        log.append("exit")
+
+
+def generator_context_managers(x):
+    log = []
+    with scaled(log, 3) as k:
+        y = x * k
+        log.append("body")
+    with contextlib.nullcontext(5) as five, scaled(log, 1) as two:
+        y = y + five + two
+    return y, tuple(log)
+
+
+def target(a, b, *, c=1):
+    return a
+
+
+def signatures(x):
+    keys = set(inspect.signature(target).parameters.keys())
+    wrapped_keys = list(inspect.signature(add_one).parameters)
+
+    def local(p, q=2):
+        return p
+    local_keys = tuple(inspect.signature(local).parameters)
+    return x * ("b" in keys) + ("z" in keys) + len(wrapped_keys) + len(local_keys)
+
+
+@dataclasses.dataclass
+class Options:
+    scale: float = 2.0
+    names: tuple = ("a",)
+
+    def __post_init__(self):
+        self.count = len(self.names)
+
+
+def dataclasses_made_inside(x):
+    opts = Options(scale=3.0, names=("a", "b"))
+    opts.scale = opts.scale + 1  # a write to a dataclass made while tracing
+    more = dataclasses.replace(opts, names=("c",))
+    fields = [f.name for f in dataclasses.fields(opts)]
+    return x * opts.scale + opts.count + more.count + len(fields)
+
+
+def caches_and_getters(x):
+    @functools.lru_cache(maxsize=None)
+    def heads(n):
+        return n // 2
+
+    @functools.cache
+    def width(n):
+        return n * 2
+    first = operator.itemgetter(0)
+    pair = operator.itemgetter(0, 2)
+    shape_of = operator.attrgetter("shape")
+    doubled_ = operator.methodcaller("mul", 2)
+    return doubled_(first(x.chunk(2))) * heads(8) + sum(pair((1, 2, 3))) + \
+        shape_of(x)[0] + width(2)
+
+
+ROW = operator.itemgetter(1)
+
+
+def getters_from_outside(x):
+    return ROW(x) * 2
+
+
+def closure_writes(x):
+    total = 0
+    seen = []
+
+    def add(v):
+        nonlocal total
+        total += v
+        seen.append(v)
+    add(1)
+    add(2)
+    return x * total + len(seen)
+
+
+def deque_and_counter_and_ordered(x):
+    q = collections.deque(x.chunk(2))
+    q.rotate(1)
+    counts = collections.Counter("abca")
+    order = collections.OrderedDict(a=1)
+    order["b"] = 2
+    return q[0] * counts["a"] + sum(order.values())
+
+
+def _linears():
+    torch.manual_seed(0)
+    return torch.nn.ModuleList([torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)])
+
+
+CASES = {
+    "unbound_str_methods": (unbound_str_methods, lambda: [torch.randn(3, 4)]),
+    "str_methods_by_getattr": (str_methods_by_getattr, lambda: [torch.randn(3)]),
+    "int_and_float_methods": (int_and_float_methods, lambda: [torch.randn(3)]),
+    "math_and_operator": (math_and_operator, lambda: [torch.randn(3)]),
+    "module_level_pure_functions": (module_level_pure_functions, lambda: [torch.randn(3)]),
+    "tuple_frozenset_bytes": (tuple_frozenset_bytes, lambda: [torch.randn(3)]),
+    "builtins_of_iterators": (builtins_of_iterators, lambda: [torch.randn(3)]),
+    "unbound_methods_of_containers": (unbound_methods_of_containers, lambda: [torch.randn(3)]),
+    "map_unpacking": (map_unpacking, lambda: [torch.randn(2, 6)]),
+    "map_over_two_iterables": (map_over_two_iterables, lambda: [torch.randn(4, 3)]),
+    "map_over_modules": (map_over_modules, lambda: [torch.randn(2, 4), _linears()]),
+    "nested_generator_expressions": (nested_generator_expressions, lambda: [torch.randn(2, 3)]),
+    "next_of_generator_over_modules": (next_of_generator_over_modules,
+                                       lambda: [torch.randn(2, 4), _linears()]),
+    "zip_enumerate_reversed_filter": (zip_enumerate_reversed_filter,
+                                      lambda: [torch.randn(8, 3)]),
+    "zip_strict_and_iter_next": (zip_strict_and_iter_next, lambda: [torch.randn(3, 2)]),
+    "generator_function_with_writes": (generator_function_with_writes,
+                                       lambda: [torch.randn(3)]),
+    "yield_from_and_send": (yield_from_and_send, lambda: [torch.randn(3)]),
+    "any_all_stop_early": (any_all_stop_early, lambda: [torch.randn(3)]),
+    "an_iterator_is_consumed_once": (an_iterator_is_consumed_once, lambda: [torch.randn(4)]),
+    "itertools_lazy_and_finite": (itertools_lazy_and_finite, lambda: [torch.randn(6, 2)]),
+    "itertools_combinatorics": (itertools_combinatorics, lambda: [torch.randn(4, 2)]),
+    "iterator_classes": (iterator_classes, lambda: [torch.randn(2, 3)]),
+    "functools_wraps_inside": (functools_wraps_inside, lambda: [torch.randn(3)]),
+    "update_wrapper_and_attributes": (update_wrapper_and_attributes, lambda: [torch.randn(3)]),
+    "generator_context_managers": (generator_context_managers, lambda: [torch.randn(3)]),
+    "signatures": (signatures, lambda: [torch.randn(3)]),
+    "dataclasses_made_inside": (dataclasses_made_inside, lambda: [torch.randn(3)]),
+    "caches_and_getters": (caches_and_getters, lambda: [torch.randn(4, 3)]),
+    "getters_from_outside": (getters_from_outside, lambda: [torch.randn(3, 2)]),
+    "closure_writes": (closure_writes, lambda: [torch.randn(3)]),
+    "deque_and_counter_and_ordered": (deque_and_counter_and_ordered, lambda: [torch.randn(4)]),
+}
+
+
+def _tensors(value):
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _leaves(args):
+    """The inputs with their own gradient: floating tensors, and modules' parameters."""
+    leaves = []
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.is_floating_point():
+            leaves.append(a.requires_grad_())
+        elif isinstance(a, torch.nn.Module):
+            leaves += list(a.parameters())
+    return leaves
+
+
+def _run(fn, args):
+    """Outputs (tensors, then everything else) and the gradients of their sum."""
+    leaves = _leaves(args)
+    out = fn(*args)
+    tensors = _tensors(out)
+    loss = sum(t.float().sum() for t in tensors if t.requires_grad)
+    grads = torch.autograd.grad(loss, leaves, allow_unused=True) if torch.is_tensor(
+        loss) else ()
+    others = [v for v in (out if isinstance(out, tuple) else (out,))
+              if not isinstance(v, torch.Tensor)]
+    return tensors, grads, others
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", list(CASES))
+def test_one_graph_with_eager_values_and_gradients(name, backend):
+    fn, make_inputs = CASES[name]
+
+    def make():
+        torch.manual_seed(0)
+        return make_inputs()
+    tc.reset()
+    expected = _run(fn, make())
+    compiled = tc.compile(fn, backend=backend, fullgraph=True)  # a break would raise
+    got = _run(compiled, make())
+    for a, b in zip(expected[0], got[0], strict=True):
+        torch.testing.assert_close(b, a)
+    for a, b in zip(expected[1], got[1], strict=True):
+        if a is None or b is None:
+            assert a is None and b is None
+        else:
+            torch.testing.assert_close(b, a)
+    assert got[2] == expected[2]  # side effects seen by the function, in CPython's order
+    explained = tc.explain(fn)(*make())
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+
+
+# --- what must stay a break, with a reason ----------------------------------------------------
+def impure_c_function(x):
+    import time
+    return x * (time.perf_counter() > 0)
+
+
+def test_a_c_function_not_known_to_be_pure_is_a_break_that_names_it():
+    tc.reset()
+    out = tc.explain(impure_c_function)(torch.randn(3))
+    assert out.graph_break_count == 1
+    assert "perf_counter" in out.break_reasons[0].reason
+    assert "not known to be pure" in out.break_reasons[0].reason
+    x = torch.randn(3)
+    torch.testing.assert_close(tc.compile(impure_c_function, backend="eager")(x), x)
+
+
+def suspended_generator_at_a_break(x):
+    gen = (t * 2 for t in x.chunk(2))
+    first = next(gen)
+    print("a break while the generator is half consumed")
+    return first + next(gen)
+
+
+def test_a_generator_suspended_at_a_break_runs_the_rest_uncompiled(capsys):
+    tc.reset()
+    x = torch.randn(4)
+    torch.testing.assert_close(tc.compile(suspended_generator_at_a_break, backend="eager")(x),
+                               suspended_generator_at_a_break(x))
+    out = tc.explain(suspended_generator_at_a_break)(x)
+    assert any("generator" in s and "suspended" in s for s in out.skipped_frames)
+
+
+def test_zip_strict_raises_what_cpython_raises():
+    def mismatched(x):
+        return [a * b for a, b in zip(x.chunk(2), (1, 2, 3), strict=True)]
+    tc.reset()
+    with pytest.raises(ValueError, match="zip\\(\\) argument 2 is longer than argument 1"):
+        mismatched(torch.randn(4))
+    with pytest.raises(ValueError, match="zip\\(\\) argument 2 is longer than argument 1"):
+        tc.compile(mismatched, backend="eager")(torch.randn(4))
+
+
+def test_a_closure_write_is_replayed_after_the_graph():
+    count = 0
+
+    def counted(x):
+        nonlocal count
+        count += 1
+        return x * count
+    tc.reset()
+    compiled = tc.compile(counted, backend="eager")
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), x * 1)
+    torch.testing.assert_close(compiled(x), x * 2)  # the guard on the cell sees the new count
+    assert count == 2
+
+
+def test_a_write_to_a_cell_of_the_resumed_frame_lands_in_the_frame():
+    def resumed(x):
+        scale = 1
+
+        def bump():
+            nonlocal scale
+            scale += 1
+        print("graph break")  # what follows runs in a resumed frame whose cell is real
+        bump()
+        bump()
+        return x * scale
+    tc.reset()
+    x = torch.randn(3)
+    torch.testing.assert_close(tc.compile(resumed, backend="eager")(x), x * 3)
+    out = tc.explain(resumed)(x)
+    assert out.graph_break_count == 1 and "print" in out.break_reasons[0].reason
