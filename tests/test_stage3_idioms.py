@@ -361,6 +361,49 @@ def deque_and_counter_and_ordered(x):
     return q[0] * counts["a"] + sum(order.values())
 
 
+# --- operators and builtins on Python objects, as CPython dispatches them ---------------------
+class Plain:
+    pass
+
+
+class Money:
+    def __init__(self, amount):
+        self.amount = amount
+
+    def __eq__(self, other):
+        return isinstance(other, Money) and self.amount == other.amount
+
+    def __add__(self, other):
+        return Money(self.amount + (other.amount if isinstance(other, Money) else other))
+
+    def __radd__(self, other):
+        return Money(other + self.amount)
+
+
+PLAIN = Plain()
+Pair = collections.namedtuple("Pair", "a b")
+
+
+def objects_compare_and_add(x):
+    m = Money(2) + Money(3)
+    n = 1 + m
+    return x * (PLAIN == None) + (PLAIN != None) + (m == Money(5)) + n.amount  # noqa: E711
+
+
+def namedtuples_and_sequences(x):
+    p = Pair(x, 2)
+    q = p + (3,)
+    return q[0] * q[2] + hasattr(p, "b") + hasattr(p, "zz") + len([1, 2] * 3) + len(2 * [0])
+
+
+def grad_mode_regions(x, w):
+    with torch.set_grad_enabled(False):
+        frozen = x * w
+    with torch.set_grad_enabled(True):
+        live = x * w
+    return frozen + live
+
+
 def _linears():
     torch.manual_seed(0)
     return torch.nn.ModuleList([torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)])
@@ -401,6 +444,9 @@ CASES = {
     "getters_from_outside": (getters_from_outside, lambda: [torch.randn(3, 2)]),
     "closure_writes": (closure_writes, lambda: [torch.randn(3)]),
     "deque_and_counter_and_ordered": (deque_and_counter_and_ordered, lambda: [torch.randn(4)]),
+    "objects_compare_and_add": (objects_compare_and_add, lambda: [torch.randn(3)]),
+    "namedtuples_and_sequences": (namedtuples_and_sequences, lambda: [torch.randn(3)]),
+    "grad_mode_regions": (grad_mode_regions, lambda: [torch.randn(3), torch.randn(3)]),
 }
 
 
@@ -533,3 +579,92 @@ def test_a_write_to_a_cell_of_the_resumed_frame_lands_in_the_frame():
     torch.testing.assert_close(tc.compile(resumed, backend="eager")(x), x * 3)
     out = tc.explain(resumed)(x)
     assert out.graph_break_count == 1 and "print" in out.break_reasons[0].reason
+
+
+@torch.compiler.disable
+def _kept_eager(t):
+    return t * 3
+
+
+def calls_a_disabled_function(x):
+    return _kept_eager(x + 1) - 1
+
+
+def test_torch_compiler_disable_is_one_break_as_in_torch_compile():
+    tc.reset()
+    out = tc.explain(calls_a_disabled_function)(torch.randn(3))
+    torch._dynamo.reset()
+    theirs = torch._dynamo.explain(calls_a_disabled_function)(torch.randn(3))
+    assert (out.graph_count, out.graph_break_count) == (theirs.graph_count,
+                                                          theirs.graph_break_count) == (2, 1)
+    assert "torch.compiler.disable" in out.break_reasons[0].reason
+    x = torch.randn(3)
+    torch.testing.assert_close(tc.compile(calls_a_disabled_function)(x), (x + 1) * 3 - 1)
+
+
+def set_grad_as_a_statement(x):
+    torch.set_grad_enabled(False)  # changes the mode for whatever runs next
+    try:
+        return x * 2
+    finally:
+        torch.set_grad_enabled(True)
+
+
+def test_set_grad_enabled_as_a_statement_is_a_break():
+    tc.reset()
+    out = tc.explain(set_grad_as_a_statement)(torch.randn(3, requires_grad=True))
+    assert any("as a statement" in b.reason for b in out.break_reasons)
+    y = tc.compile(set_grad_as_a_statement, backend="eager")(torch.randn(3, requires_grad=True))
+    assert not y.requires_grad and torch.is_grad_enabled()
+
+
+class Plugin:
+    pass
+
+
+class FirstPlugin(Plugin):
+    pass
+
+
+def counts_plugins(x):
+    return x * len(Plugin.__subclasses__())
+
+
+def test_subclasses_fold_under_a_guard_a_new_subclass_recompiles():
+    tc.reset()
+    compiled = tc.compile(counts_plugins, backend="eager", fullgraph=True)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), x * 1)
+
+    class SecondPlugin(Plugin):  # noqa: F841 -- defining it is the point
+        pass
+    torch.testing.assert_close(compiled(x), x * 2)
+
+
+class Block(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(x) * 2
+
+
+class LoopWithABreak(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([Block() for _ in range(3)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+            print("a break inside the loop")  # the frame is skipped from here
+        return x
+
+
+def test_a_skipped_frame_still_compiles_what_it_calls(capsys):
+    tc.reset()
+    model = LoopWithABreak()
+    x = torch.randn(4)
+    out = tc.explain(model)(x)
+    assert any(s.startswith("forward") and "print" in s for s in out.skipped_frames)
+    assert out.graph_count >= 1  # Block.forward, compiled as a frame of its own
+    assert all(ops == ["torch.relu", "operator.mul"] for ops in out.ops_per_graph), \
+        out.ops_per_graph
+    torch.testing.assert_close(tc.compile(model, backend="eager")(x), model(x))

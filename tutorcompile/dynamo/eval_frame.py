@@ -38,6 +38,7 @@ import builtins
 import contextlib
 import functools
 import inspect
+import os
 import sysconfig
 import time
 import types
@@ -55,6 +56,7 @@ from .backends import check_options, lookup_backend
 from .decorators import marked_dims
 from .exc import GraphBreakError, RecompileLimitWarning
 from .guards import CheckFunction
+from .source import KEYS
 from .symbolic_convert import CaptureResult, InstructionTranslator
 from .variables import (
     DELETED,
@@ -278,17 +280,20 @@ class OptimizedModule(torch.nn.Module):
 
 # --- running frames ---------------------------------------------------------------------------
 _STDLIB = sysconfig.get_paths().get("stdlib", "//none//")
+_TORCH = os.path.dirname(torch.__file__) + os.sep
 
 
 def should_compile(fn: Any) -> bool:
-    """Frames we capture: plain Python functions outside torch, this package and the stdlib."""
-    if not can_interpret(fn):
+    """Frames we capture: plain Python functions outside torch, this package and the stdlib,
+    and not marked ``torch.compiler.disable`` (whose wrapper lives in torch, though
+    ``functools.wraps`` gave it the module of the function it wraps)."""
+    if not can_interpret(fn) or fn.__dict__.get("_torchdynamo_disable"):
         return False
     module = getattr(fn, "__module__", "") or ""
     if in_torch(module) or module.startswith(("tutorcompile.", "typing", "functools")):
         return False
     filename = fn.__code__.co_filename
-    return not filename.startswith(_STDLIB)
+    return not filename.startswith((_STDLIB, _TORCH))
 
 
 def _run_plain(fn: Callable, args: list, kwargs: dict, config: Config) -> Any:
@@ -396,7 +401,7 @@ def _input_fetcher(sources: list, scopes: dict, env: dict) -> Callable:
         return tuple(src.get(scope) for src in sources)
     body = "".join(f"{src.name()}, " for src in sources)
     text = f"def fetch_inputs(L, G, B, S):\n    return ({body})\n"
-    namespace = {"__builtins__": builtins, **scopes}
+    namespace = {"__builtins__": builtins, "K": KEYS, **scopes}
     try:
         # (builtins.compile: this module defines its own compile, tutorcompile.compile)
         exec(builtins.compile(text, "<tutorcompile graph inputs>", "exec"), namespace)

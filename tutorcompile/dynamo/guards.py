@@ -39,7 +39,7 @@ import torch
 
 from ..amp import AUTOCAST_DEVICES, autocast_state
 from ..fx import exec_generated
-from .source import KEYS, Source, is_literal
+from .source import KEYS, ObjectSource, Source, is_literal
 
 _TENSOR_TYPES = {torch.Tensor: "torch.Tensor", torch.nn.Parameter: "torch.nn.Parameter"}
 
@@ -213,6 +213,8 @@ class GuardBuilder:
         self.add("TYPE_MATCH", f"type({source.name()}) is {tname}", source)
 
     def ID_MATCH(self, source: Source, value: Any, what: str = "") -> None:
+        if isinstance(source, ObjectSource) and source.value is value:
+            return  # the very object: nothing to check
         what = what or _describe(value)
         self.add("ID_MATCH", f"{source.name()} is {self.bind(value, _hint(value))}", source,
                  what)

@@ -8,7 +8,8 @@ left-hand side of every guard printed for that value (``L['x']``, ``G['scale']``
 
 Guard expressions are evaluated with four names bound: ``L`` (the frame's locals), ``G``
 (its globals), ``B`` (builtins) and ``S`` (the value stack, non-empty at resume points);
-``K`` holds the dict keys that have no literal spelling.
+``K`` holds the objects that have no literal spelling (dict keys such as enum members, and
+the fixed objects of :class:`ObjectSource`).
 
 Mirrors: torch/_dynamo/source.py.
 """
@@ -90,7 +91,7 @@ def is_literal(value: Any) -> bool:
     return t is tuple and all(is_literal(v) for v in value)
 
 
-KEYS: list[Any] = []  # dict keys with no literal spelling (an enum member): K[i] in guards
+KEYS: list[Any] = []  # objects with no literal spelling (an enum member): K[i] in guards
 _KEY_INDEX: dict[int, int] = {}
 
 
@@ -103,6 +104,21 @@ def key_expr(key: Any) -> str:
         _KEY_INDEX[id(key)] = len(KEYS)
         KEYS.append(key)  # kept alive, so the id stays unique
     return f"K[{_KEY_INDEX[id(key)]}]"
+
+
+@dataclass(frozen=True, eq=False)
+class ObjectSource(Source):
+    """A fixed object reached by no expression of the frame: a class of torch that is
+    traced into (``torch.distributions.Normal``), read from a module whose attributes are
+    trusted not to change. ``K[i]`` is the very object, so reads from it (a class
+    attribute) have a source to be guarded through and written back to."""
+    value: Any
+
+    def name(self) -> str:
+        return key_expr(self.value)
+
+    def get(self, env):
+        return self.value
 
 
 @dataclass(frozen=True)

@@ -956,6 +956,9 @@ class InstructionTranslator(VM):
             return ConstantVariable(same if fn is operator.is_ else not same)
         if fn is operator.contains:
             return self._contains(a, b)
+        if fn in _DUNDERS and (isinstance(a, UserDefinedObjectVariable) or
+                               isinstance(b, UserDefinedObjectVariable)):
+            return self._user_binary_op(fn, a, b)
         if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
             if fn is operator.getitem and not isinstance(a, TensorVariable):
                 raise Unsupported(f"indexing {a} with a tensor")
@@ -983,10 +986,11 @@ class InstructionTranslator(VM):
                 self.record_mutation(a)
                 a.items.extend(b.items)
                 return a
-            return type(a)(a.items + b.items) if not isinstance(a, SizeVariable) \
-                else TupleVariable(a.items + b.items)
+            return _sequence_like(a, a.items + b.items)
         if isinstance(a, BaseListVariable) and fn is operator.mul and b.is_python_constant():
-            return type(a)(a.items * b.as_python_constant())
+            return _sequence_like(a, a.items * b.as_python_constant())
+        if isinstance(b, BaseListVariable) and fn is operator.mul and a.is_python_constant():
+            return _sequence_like(b, b.items * a.as_python_constant())
         if fn in (operator.eq, operator.ne) and isinstance(a, BaseListVariable) and \
                 isinstance(b, BaseListVariable):
             if len(a.items) != len(b.items):
@@ -998,6 +1002,41 @@ class InstructionTranslator(VM):
                 and b.is_python_constant():
             return wrap_constant_result(fn(a.as_python_constant(), b.as_python_constant()))
         raise Unsupported(f"operator {getattr(fn, '__name__', fn)} on {a} and {b}")
+
+    def _user_binary_op(self, fn, a, b):
+        """``a op b`` with an object of a Python class on either side, as CPython decides
+        it: ``type(a).__op__(a, b)``, then ``type(b).__rop__(b, a)`` if that gave
+        NotImplemented (the reflected one first when b's class is a subclass of a's that
+        overrides it); for ``==``/``!=`` between objects whose classes define neither,
+        identity. Methods written in Python are inlined; one in C is a break."""
+        forward, reflected = _DUNDERS[fn]
+        inplace = _INPLACE[fn][0] if fn in _INPLACE else None
+        tries = [(a, inplace, b)] if inplace else []
+        tries += [(a, forward, b), (b, reflected, a)]
+        kind_a, kind_b = (_python_class(v) for v in (a, b))
+        if kind_a is not None and kind_b is not None and kind_b is not kind_a and \
+                issubclass(kind_b, kind_a) and reflected in vars(kind_b):
+            tries[-2:] = tries[-2:][::-1]
+        for obj, name, other in tries:
+            kind = _python_class(obj)
+            method = inspect.getattr_static(kind, name, None) if kind is not None else None
+            if method is None or method is getattr(object, name, None):
+                continue  # object's own: NotImplemented for an object of another kind
+            if not isinstance(method, types.FunctionType):
+                raise Unsupported(f"{kind.__name__}.{name} is not written in Python")
+            result = self.inline_user_function(method, [obj, other], {})
+            if not (result.is_python_constant() and
+                    result.as_python_constant() is NotImplemented):
+                return result
+        if fn in (operator.eq, operator.ne):
+            same = _identical(a, b)
+            for side in (a, b):
+                if isinstance(side, UserDefinedObjectVariable) and side.source is not None:
+                    self.guards.ID_MATCH(side.source, side.value)
+            return ConstantVariable(same if fn is operator.eq else not same)
+        raise TracedException(TypeError(
+            f"unsupported operand type(s) for {_SYMBOLS.get(fn, fn.__name__)}: "
+            f"{type(a.example()).__name__!r} and {type(b.example()).__name__!r}"))
 
     def unary_op(self, fn, a):
         a = self.realize(a)
@@ -1120,6 +1159,11 @@ class InstructionTranslator(VM):
 
     # --- inlining ---------------------------------------------------------------------------
     def inline_user_function(self, fn, args, kwargs, fn_source: Source | None = None):
+        if fn.__dict__.get("_torchdynamo_disable"):
+            # ``@torch.compiler.disable`` (torch._dynamo.disable): it runs, uncompiled, in
+            # the break -- one break, never a trace into torch's wrapper
+            raise Unsupported(f"{fn.__qualname__} is marked torch.compiler.disable: it runs "
+                              "uncompiled")
         code = fn.__code__
         if code.co_flags & CO_GENERATOR_LIKE & ~inspect.CO_GENERATOR:
             raise Unsupported(f"calling coroutine function {fn.__qualname__}")
@@ -1323,6 +1367,38 @@ def _identical(a: VariableTracker, b: VariableTracker) -> bool:
 
 class _Missing:
     pass
+
+
+def _sequence_like(seq: BaseListVariable, items: list) -> BaseListVariable:
+    """What ``+`` or ``*`` of a sequence gives: a list of a list, a plain tuple of any tuple
+    (a namedtuple or ``torch.Size`` plus a tuple is a tuple)."""
+    return ListVariable(items) if isinstance(seq, ListVariable) else TupleVariable(items)
+
+
+def _python_class(vt: VariableTracker) -> type | None:
+    """The class of an object of a Python class (a tracker of one); None otherwise."""
+    return type(vt.value) if isinstance(vt, UserDefinedObjectVariable) else None
+
+
+# operator -> (method, reflected method), as CPython looks them up
+_DUNDERS = {
+    operator.add: ("__add__", "__radd__"), operator.sub: ("__sub__", "__rsub__"),
+    operator.mul: ("__mul__", "__rmul__"), operator.truediv: ("__truediv__", "__rtruediv__"),
+    operator.floordiv: ("__floordiv__", "__rfloordiv__"), operator.mod: ("__mod__", "__rmod__"),
+    operator.pow: ("__pow__", "__rpow__"), operator.matmul: ("__matmul__", "__rmatmul__"),
+    operator.and_: ("__and__", "__rand__"), operator.or_: ("__or__", "__ror__"),
+    operator.xor: ("__xor__", "__rxor__"), operator.lshift: ("__lshift__", "__rlshift__"),
+    operator.rshift: ("__rshift__", "__rrshift__"), operator.eq: ("__eq__", "__eq__"),
+    operator.ne: ("__ne__", "__ne__"), operator.lt: ("__lt__", "__gt__"),
+    operator.le: ("__le__", "__ge__"), operator.gt: ("__gt__", "__lt__"),
+    operator.ge: ("__ge__", "__le__"),
+}
+# ``a += b``: ``__iadd__`` first, then what ``a + b`` would do
+_INPLACE = {operator.iadd: ("__iadd__", operator.add), operator.isub: ("__isub__", operator.sub),
+            operator.imul: ("__imul__", operator.mul),
+            operator.itruediv: ("__itruediv__", operator.truediv),
+            operator.ior: ("__ior__", operator.or_), operator.iand: ("__iand__", operator.and_)}
+_DUNDERS.update({op: _DUNDERS[plain] for op, (_, plain) in _INPLACE.items()})
 
 
 def _in_loop(frame: Frame, ip: int) -> bool:

@@ -67,7 +67,7 @@ from .iter import (
 from .misc import DELETED, PythonModuleVariable
 from .nn_module import NNModuleVariable
 from .tensor import SymIntVariable, TensorMethodVariable, TensorVariable
-from .torch import TorchFunctionVariable, in_torch
+from .torch import _INLINED_TORCH_MODULES, TorchFunctionVariable, in_torch
 
 # --- user-defined classes and objects ----------------------------------------------------------
 
@@ -217,6 +217,8 @@ class UserDefinedClassVariable(VariableTracker):
         cls = self.value
         if cls in (torch.no_grad, torch.enable_grad) and not args and not kwargs:
             return GradModeVariable(cls)
+        if cls is torch.set_grad_enabled:
+            return _set_grad_enabled(tx, args, kwargs)
         if issubclass(cls, torch.autocast):   # torch.amp / torch.cpu.amp / torch.cuda.amp
             return _autocast(tx, cls, args, kwargs)
         if cls is torch.device and all(
@@ -280,6 +282,21 @@ class UserDefinedClassVariable(VariableTracker):
         return f"UserDefinedClassVariable({self.value.__qualname__})"
 
 
+def _set_grad_enabled(tx, args: list, kwargs: dict) -> VariableTracker:
+    """``with torch.set_grad_enabled(mode):`` -- a grad-mode region like ``torch.no_grad()``.
+    The object sets the mode as it is made; entered at once (the next instruction is the
+    with-block's), that is the region. Called on its own as a statement it changes the
+    global mode for whatever runs next, inside the graph and after it: a break."""
+    mode = (args[0] if args else kwargs.get("mode"))
+    if mode is None or not mode.is_python_constant():
+        raise Unsupported("torch.set_grad_enabled with a mode that is not a constant")
+    frame = tx.frames[-1]
+    if frame.instructions[frame.ip].opname != "BEFORE_WITH":
+        raise Unsupported("torch.set_grad_enabled called as a statement (changes the global "
+                          "grad mode); use it as a with-block")
+    return GradModeVariable(torch.set_grad_enabled, bool(mode.as_python_constant()))
+
+
 def _new_stateless_module(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
     """``nn.MaxPool1d(kernel_size=k)(x)``, ``ACT2FN["silu"]`` (transformers'
     ``SiLUActivation()``) inside ``forward``: a module whose ``__init__`` is torch.nn's own,
@@ -320,7 +337,8 @@ def _plain_python_class(cls: type) -> bool:
     ``object.__new__``, attributes in ``__dict__``, no custom ``__setattr__``, not torch."""
     if not isinstance(cls, type) or type(cls) not in (type, abc.ABCMeta):
         return False
-    if cls.__module__ in ("builtins", "collections") or in_torch(cls.__module__):
+    if cls.__module__ in ("builtins", "collections") or in_torch(cls.__module__) and \
+            not cls.__module__.startswith(_INLINED_TORCH_MODULES):
         return False
     if issubclass(cls, (torch.nn.Module, torch.Tensor, BaseException, tuple, list, dict)):
         return False
@@ -1162,7 +1180,17 @@ def _hasattr(tx, obj, name):
         return ConstantVariable(hasattr(obj.fake, n))
     if obj.is_python_constant():
         return ConstantVariable(hasattr(obj.as_python_constant(), n))
-    raise Unsupported(f"hasattr on {obj}")
+    if isinstance(obj, (BaseListVariable, ConstDictVariable, SetVariable)):
+        # a builtin container (a namedtuple's fields are its class's too): its attributes
+        # are its class's
+        return ConstantVariable(hasattr(obj.python_type(), n))
+    try:  # what hasattr itself does: read it, and see whether AttributeError comes
+        tx.load_attr(obj, n)
+    except TracedException as e:
+        if isinstance(e.exc, AttributeError):
+            return ConstantVariable(False)
+        raise
+    return ConstantVariable(True)
 
 
 def _str(tx, obj=None):

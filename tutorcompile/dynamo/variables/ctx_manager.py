@@ -13,13 +13,14 @@ from .containers import ConstantVariable
 
 
 class GradModeVariable(VariableTracker):
-    """``torch.no_grad()`` / ``torch.enable_grad()`` used as a context manager (or as the
-    decorator ``@torch.no_grad()``, which enters one): inside, captured ops are cut from
-    autograd (their tensor arguments are detached in the graph), as eager would run them."""
+    """``torch.no_grad()`` / ``torch.enable_grad()`` / ``torch.set_grad_enabled(mode)`` used
+    as a context manager (or as the decorator ``@torch.no_grad()``, which enters one):
+    inside, captured ops are cut from autograd (their tensor arguments are detached in the
+    graph), as eager would run them."""
 
-    def __init__(self, cls: type):
+    def __init__(self, cls: type, enabled: bool | None = None):
         self.cls = cls
-        self.enabled = cls is torch.enable_grad
+        self.enabled = cls is torch.enable_grad if enabled is None else enabled
 
     def python_type(self):
         return self.cls
@@ -35,13 +36,13 @@ class GradModeVariable(VariableTracker):
         elif name == "__exit__":
             tx.grad_stack.pop()
         elif name == "clone":
-            return GradModeVariable(self.cls)
+            return GradModeVariable(self.cls, self.enabled)
         else:
             raise Unsupported(f"{self.cls.__name__}.{name}")
         return ConstantVariable(None)
 
-    def reconstruct(self, rc):
-        return self.cls()
+    def reconstruct(self, rc):  # (made, not entered: the context manager that would be)
+        return torch.enable_grad() if self.enabled else torch.no_grad()
 
     def __repr__(self):
         return f"GradModeVariable({self.cls.__name__})"

@@ -10,7 +10,7 @@ import types
 from typing import Any
 
 from ..exc import Unsupported
-from ..source import AttrSource, Source
+from ..source import AttrSource, ObjectSource, Source
 from .base import BoundMethodVariable, VariableTracker
 from .containers import ConstantVariable
 
@@ -90,6 +90,8 @@ class PythonModuleVariable(VariableTracker):
         trusted = self.value.__name__.split(".")[0] in ("torch", "math", "operator",
                                                         "builtins", "functools")
         source = None if trusted or self.source is None else AttrSource(self.source, name)
+        if trusted and isinstance(value, type):  # (its attributes need a source)
+            source = ObjectSource(value)
         return tx.wrap_nested(value, source)
 
     def reconstruct(self, rc):

@@ -110,8 +110,9 @@ _TRACING_STATE = _tracing_state()
 # MOD_INLINELIST in torch/_dynamo/trace_rules.py): the lambdas of torch.testing's OpInfo
 # database (``lambda x, *a: x.expand(*a)``); a torch.nn module's methods called on their own
 # (SqueezeBERT's ``nn.LayerNorm.forward(self, x)`` on its subclass) -- the same ``forward``
-# that calling the module inlines.
-_INLINED_TORCH_MODULES = ("torch.testing", "torch.nn.modules.")
+# that calling the module inlines; ``torch.distributions`` (a ``Normal`` made in forward: its
+# methods are Python over torch ops).
+_INLINED_TORCH_MODULES = ("torch.testing", "torch.nn.modules.", "torch.distributions.")
 
 
 def in_torch(module: str | None) -> bool:
