@@ -53,8 +53,8 @@ def unbound_str_methods(x):
 
 
 def str_methods_by_getattr(x):
-    upper = getattr(str, "upper")
-    check = getattr("abc", "startswith")
+    upper = getattr(str, "upper")  # noqa: B009 -- the spelling under test
+    check = getattr("abc", "startswith")  # noqa: B009
     return x * len(upper("ab")) + check(("a", "z")) + str.join("-", ("a", "b")).count("-")
 
 
@@ -317,7 +317,7 @@ def dataclasses_made_inside(x):
 
 
 def caches_and_getters(x):
-    @functools.lru_cache(maxsize=None)
+    @functools.lru_cache(maxsize=None)  # noqa: UP033 -- both spellings are tested
     def heads(n):
         return n // 2
 
