@@ -16,9 +16,11 @@ import functools
 import inspect
 import itertools
 import keyword
+import logging
 import math
 import operator
 import sys
+import warnings
 
 import pytest
 import torch
@@ -668,3 +670,22 @@ def test_a_skipped_frame_still_compiles_what_it_calls(capsys):
     assert all(ops == ["torch.relu", "operator.mul"] for ops in out.ops_per_graph), \
         out.ops_per_graph
     torch.testing.assert_close(tc.compile(model, backend="eager")(x), model(x))
+
+
+LOG = logging.getLogger("tutorcompile.tests.idioms")
+
+
+def reports_as_it_goes(x):
+    warnings.warn("careful: a report, not a value", UserWarning, stacklevel=2)
+    LOG.warning("scaled by %d", 3)
+    return x * 3
+
+
+def test_warnings_and_log_records_are_made_after_the_graph(caplog):
+    tc.reset()
+    compiled = tc.compile(reports_as_it_goes, backend="eager", fullgraph=True)
+    x = torch.randn(3)
+    with pytest.warns(UserWarning, match="careful: a report"), \
+            caplog.at_level(logging.WARNING, logger=LOG.name):
+        torch.testing.assert_close(compiled(x), x * 3)
+    assert [r.getMessage() for r in caplog.records] == ["scaled by 3"]

@@ -68,7 +68,8 @@ class ExplainOutput:
             for i, br in enumerate(self.break_reasons, 1):
                 lines.append(f"  Break Reason {i}: {br}")
         if self.skipped_frames:
-            lines.append("Skipped frames (graph break inside a loop):")
+            lines.append("Skipped frames (each runs uncompiled from where it broke; the "
+                         "functions it calls are compiled as frames of their own):")
             lines += [f"  {s}" for s in self.skipped_frames]
         lines.append("Ops per Graph:")
         for i, ops in enumerate(self.ops_per_graph, 1):
@@ -113,7 +114,11 @@ def explain(fn: Callable, *, backend: str | Callable = "eager",
             out.break_reasons.append(BreakReason(result.reason, filename, lineno, text,
                                                  frame.code.co_name))
         if kind == "skip":
-            out.skipped_frames.append(f"{frame.code.co_name}: {result.reason}")
+            where = ""
+            if result.location is not None:
+                filename, lineno, text = result.location
+                where = f"\n    at {filename.rsplit('/', 1)[-1]}:{lineno}: {text}"
+            out.skipped_frames.append(f"{frame.code.co_name}: {result.reason}{where}")
             return
         out.compiled_segments += 1
         if entry is not None and entry.graph_module is not None:

@@ -61,6 +61,7 @@ from .symbolic_convert import CaptureResult, InstructionTranslator
 from .variables import (
     DELETED,
     ConstDictVariable,
+    DeferredCallVariable,
     GlobalsVariable,
     Reconstructor,
     SymIntVariable,
@@ -658,7 +659,10 @@ def execute_entry(entry: CacheEntry, frame: Frame) -> Any:
         writes = [(vt, rc(vt), name, rc(value) if name is not None
                    else value.rebuild_items(rc)) for vt, name, value in result.side_effects]
         for vt, obj, name, value in writes:
-            if isinstance(vt, GlobalsVariable):  # ``global N; N = v`` / ``del N``
+            if isinstance(vt, DeferredCallVariable):  # ``warnings.warn(...)``, made now
+                fn, args, kwargs = value
+                fn(*args, **kwargs)
+            elif isinstance(vt, GlobalsVariable):  # ``global N; N = v`` / ``del N``
                 if value is DELETED:
                     del obj[name]
                 else:

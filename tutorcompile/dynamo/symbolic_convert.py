@@ -49,6 +49,7 @@ from .source import (
     GetItemSource,
     GlobalSource,
     LocalSource,
+    ObjectSource,
     Source,
     StackSource,
 )
@@ -65,6 +66,7 @@ from .variables import (
     ClosureCellVariable,
     ConstantVariable,
     ConstDictVariable,
+    DeferredCallVariable,
     EnvironVariable,
     GeneratorVariable,
     GlobalsVariable,
@@ -242,7 +244,9 @@ class InstructionTranslator(VM):
         result.output, result.guards = self.output, self.guards
         # attribute writes to objects from outside, replayed in order after the graph
         for vt in self.side_effect_objects:
-            if isinstance(vt, (ListVariable, ConstDictVariable)):
+            if isinstance(vt, DeferredCallVariable):
+                result.side_effects.append((vt, None, vt))  # made after the graph
+            elif isinstance(vt, (ListVariable, ConstDictVariable)):
                 if getattr(vt, "mutated", False):
                     result.side_effects.append((vt, None, vt))  # new contents, same object
             elif not vt.fresh:
@@ -292,6 +296,11 @@ class InstructionTranslator(VM):
         self._writes += 1
         if vt not in self.side_effect_objects:
             self.side_effect_objects.append(vt)
+
+    def defer_call(self, fn: VariableTracker, args: list, kwargs: dict) -> VariableTracker:
+        """A call that only reports (``trace_rules.REPORTING``), made after the graph."""
+        self.record_side_effect(DeferredCallVariable(fn, list(args), dict(kwargs)))
+        return ConstantVariable(None)
 
     def _journal(self, vt: VariableTracker) -> None:
         if id(vt) not in self.journal:
@@ -1159,6 +1168,8 @@ class InstructionTranslator(VM):
 
     # --- inlining ---------------------------------------------------------------------------
     def inline_user_function(self, fn, args, kwargs, fn_source: Source | None = None):
+        if fn in trace_rules.REPORTING:  # ``logger.warning(...)``: made after the graph
+            return self.defer_call(UserFunctionVariable(fn, fn_source), args, kwargs)
         if fn.__dict__.get("_torchdynamo_disable"):
             # ``@torch.compiler.disable`` (torch._dynamo.disable): it runs, uncompiled, in
             # the break -- one break, never a trace into torch's wrapper
@@ -1169,17 +1180,28 @@ class InstructionTranslator(VM):
             raise Unsupported(f"calling coroutine function {fn.__qualname__}")
         if len(self.frames) > MAX_INLINE_DEPTH:
             raise Unsupported("inlining too deep (recursion?)")
-        # With a source for the function, its defaults and closure cells are guarded too
-        # (``G['helper'].__defaults__[0]``, ``G['helper'].__closure__[0].cell_contents``).
-        def sub(attr: str, key: Any) -> Source | None:
-            return GetItemSource(AttrSource(fn_source, attr), key) if fn_source else None
+        # Its defaults and closure cells are reached through the function, and guarded
+        # there (``G['helper'].__defaults__[0]``, ``G['helper'].__closure__[0]
+        # .cell_contents``); a method found on a class has no source of its own: then the
+        # function itself is the base (``K[3].__closure__[0]``). Constant defaults of such
+        # a method are taken as they are (the class is guarded, they are its own).
+        base = fn_source if fn_source is not None else ObjectSource(fn)
+
+        def sub(attr: str, key: Any) -> Source:
+            return GetItemSource(AttrSource(base, attr), key)
+
+        def default(value: Any, source: Source) -> VariableTracker:
+            if fn_source is None and is_constant_value(value) and \
+                    trace_rules.immutable_constant(value):
+                return ConstantVariable(value)
+            return self.wrap_nested(value, source)
         defaults = None
         if fn.__defaults__:
-            defaults = [self._wrap_static(v, sub("__defaults__", i))
+            defaults = [default(v, sub("__defaults__", i))
                         for i, v in enumerate(fn.__defaults__)]
         kwdefaults = None
         if fn.__kwdefaults__:
-            kwdefaults = {k: self._wrap_static(v, sub("__kwdefaults__", k))
+            kwdefaults = {k: default(v, sub("__kwdefaults__", k))
                           for k, v in fn.__kwdefaults__.items()}
         f_locals = bind_arguments(code, list(args), dict(kwargs), tuple(defaults or ()),
                                   kwdefaults, fn.__qualname__, self.build_tuple,
@@ -1188,14 +1210,6 @@ class InstructionTranslator(VM):
             f_locals[name] = self.closure_cell(cell, sub("__closure__", i))
         return self._run_inlined(Frame(code, fn.__globals__, f_locals, fn.__qualname__),
                                  (UserFunctionVariable(fn, fn_source), list(args), kwargs))
-
-    def _wrap_static(self, value, source: Source | None = None):
-        """A default argument of an inlined function (guarded when it has a source)."""
-        if source is not None:
-            return self.wrap_nested(value, source)
-        if isinstance(value, torch.Tensor):
-            raise Unsupported("a tensor default argument of an inlined function")
-        return self._wrap(value, None)
 
     def inline_nested_function(self, fn: NestedUserFunctionVariable, args, kwargs):
         code = fn.code

@@ -20,6 +20,9 @@ Purity is decided by *where a callable lives*, not by listing callables one by o
 * the builtins that are functions of their arguments (``len``, ``abs``, ``ord``, ``repr``,
   ``sorted``...), and a few single functions elsewhere (``sys.intern``).
 
+Calls that only report (``warnings.warn``, a logger's ``warning``...) are in
+:data:`REPORTING`: made after the graph with the values it computed, never a break.
+
 Arguments count as constants only when they are immutable (a list is copied by
 ``as_python_constant``: a function writing into it would write into the copy), which
 :func:`immutable_constant` decides.
@@ -31,9 +34,11 @@ constant folding of ``BuiltinVariable`` in torch/_dynamo/variables/builtin.py.
 from __future__ import annotations
 
 import builtins
+import logging
 import operator
 import sys
 import types
+import warnings
 from typing import Any
 
 # Builtin types whose instances cannot change: any method of theirs, given constants, is a
@@ -131,3 +136,12 @@ def builtin_name(fn: Any) -> str:
     if owner is not None and not isinstance(owner, types.ModuleType):
         return f"{type(owner).__name__}.{name}"
     return name
+
+
+# Calls that only report -- they write to a log or the warnings machinery and compute
+# nothing a graph needs -- made after the graph instead of breaking it.
+REPORTING: frozenset[Any] = frozenset({
+    warnings.warn, logging.Logger.debug, logging.Logger.info, logging.Logger.warning,
+    logging.Logger.warn, logging.Logger.error, logging.Logger.exception,
+    logging.Logger.critical, logging.Logger.log,
+})

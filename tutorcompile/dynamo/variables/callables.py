@@ -190,6 +190,9 @@ class UserDefinedClassVariable(VariableTracker):
     def __init__(self, cls: type, source: Source | None = None):
         self.value, self.source = cls, source
 
+    def is_python_constant(self):
+        return True  # a class is known by identity (guarded where it was read)
+
     def as_python_constant(self):
         return self.value
 
@@ -715,6 +718,9 @@ class BuiltinVariable(VariableTracker):
     def python_type(self):
         return type(self.fn)
 
+    def is_python_constant(self):
+        return True  # builtin functions and classes cannot change
+
     def as_python_constant(self):
         return self.fn
 
@@ -759,6 +765,8 @@ class BuiltinVariable(VariableTracker):
             return ConstantVariable(fn(*[a.as_python_constant() for a in args]))  # to raise
         if fn in _UNSUPPORTED_BUILTINS:
             raise Unsupported(_UNSUPPORTED_BUILTINS[fn])
+        if fn in trace_rules.REPORTING:  # ``warnings.warn(...)``: made after the graph
+            return tx.defer_call(self, args, kwargs)
         if all(a.is_python_constant() for a in [*args, *kwargs.values()]) \
                 and trace_rules.is_pure(fn):
             try:
@@ -1393,6 +1401,7 @@ _INLINED_WHEN_UNHANDLED = {dataclasses.replace, dataclasses.fields, dataclasses.
 BUILTIN_CALLABLES = {v for v in vars(builtins).values() if callable(v)}
 BUILTIN_HANDLERS = _BUILTIN_HANDLERS  # callables, from any module, with a tracing rule
 LATE_BOUND["BuiltinVariable"] = BuiltinVariable
+LATE_BOUND["UserDefinedClassVariable"] = UserDefinedClassVariable
 
 
 __all__ = [

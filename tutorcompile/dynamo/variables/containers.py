@@ -121,8 +121,11 @@ def wrap_constant_result(value: Any) -> VariableTracker:
         return SetVariable([ConstantVariable(v) for v in value])
     if isinstance(value, dict) and all(is_constant_value(v) for v in value.values()):
         return ConstDictVariable({k: ConstantVariable(v) for k, v in value.items()})
-    if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+    if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)) or (
+            isinstance(value, type) and value.__module__ == "builtins"):
         return LATE_BOUND["BuiltinVariable"](value)
+    if isinstance(value, type):  # ``type(obj)`` folded: a class, known by identity
+        return LATE_BOUND["UserDefinedClassVariable"](value)
     if isinstance(value, _MAPPING_VIEWS) and all(is_constant_value(v) for v in value):
         # a view of a mapping folding read from a constant (``inspect.signature(fn)
         # .parameters.keys()``): nothing can change the mapping, so the view is constant

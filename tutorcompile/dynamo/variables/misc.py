@@ -79,6 +79,31 @@ class ClosureCellVariable(VariableTracker):
         return [v for v in self.pending.values() if isinstance(v, VariableTracker)]
 
 
+class DeferredCallVariable(VariableTracker):
+    """A call that only reports (``warnings.warn``, ``logger.warning``): it computes nothing
+    the graph needs, so instead of a break it is made after the graph, in order with the
+    other side effects, with the values the graph computed (PyTorch's Dynamo drops or
+    breaks on these). What it reports is the same; where it says it was called from is the
+    compiled code's replay, not the user's line."""
+    fresh = False
+
+    def __init__(self, fn: VariableTracker, args: list, kwargs: dict):
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+
+    def children(self):
+        return [self.fn, *self.args, *self.kwargs.values()]
+
+    def rebuild_items(self, rc):
+        return rc(self.fn), [rc(a) for a in self.args], {k: rc(v) for k, v in
+                                                          self.kwargs.items()}
+
+    def reconstruct(self, rc):
+        return None
+
+    def __repr__(self):
+        return f"DeferredCallVariable({self.fn})"
+
+
 class PythonModuleVariable(VariableTracker):
     """A Python module (``torch``, ``math``, a user's helper module)."""
 
@@ -139,6 +164,7 @@ class EnvironVariable(VariableTracker):
 
 
 __all__ = [
-    'CellVariable', 'ClosureCellVariable', 'DELETED', 'EnvironVariable', 'GlobalsVariable',
+    'CellVariable', 'ClosureCellVariable', 'DELETED', 'DeferredCallVariable', 'EnvironVariable',
+    'GlobalsVariable',
     'PythonModuleVariable',
 ]
