@@ -406,6 +406,43 @@ def grad_mode_regions(x, w):
     return frozen + live
 
 
+MODES = {"reflect", "constant"}
+
+
+class Callbacks:
+    scale = 2
+
+
+CALLBACKS = Callbacks()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Frozen:
+    a: int
+    b: int = 3
+
+    def total(self):
+        return self.a + self.b
+
+
+def sets_and_missing_attributes(x):
+    if "reflect" not in MODES:
+        raise ValueError(f"unknown mode; choose from {sorted(MODES)}")
+    try:
+        step = CALLBACKS.callback_step  # absent: CPython raises AttributeError
+    except AttributeError:
+        step = CALLBACKS.scale
+    frozen = Frozen(2)
+    return x * step + frozen.total() + len(MODES & {"reflect"})
+
+
+def pytree_round_trip(x):
+    from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+    leaves, spec = tree_flatten({"a": x, "b": (x * 2, [x * 3])})
+    doubled_ = tree_map(lambda t: t * 2, tree_unflatten([t + 1 for t in leaves], spec))
+    return doubled_["a"] + doubled_["b"][1][0]
+
+
 def _linears():
     torch.manual_seed(0)
     return torch.nn.ModuleList([torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)])
@@ -449,6 +486,8 @@ CASES = {
     "objects_compare_and_add": (objects_compare_and_add, lambda: [torch.randn(3)]),
     "namedtuples_and_sequences": (namedtuples_and_sequences, lambda: [torch.randn(3)]),
     "grad_mode_regions": (grad_mode_regions, lambda: [torch.randn(3), torch.randn(3)]),
+    "sets_and_missing_attributes": (sets_and_missing_attributes, lambda: [torch.randn(3)]),
+    "pytree_round_trip": (pytree_round_trip, lambda: [torch.randn(3)]),
 }
 
 
@@ -689,3 +728,21 @@ def test_warnings_and_log_records_are_made_after_the_graph(caplog):
             caplog.at_level(logging.WARNING, logger=LOG.name):
         torch.testing.assert_close(compiled(x), x * 3)
     assert [r.getMessage() for r in caplog.records] == ["scaled by 3"]
+
+
+SEEN = set()
+
+
+def records_a_mode(x, mode):
+    SEEN.add(mode)
+    return x + len(SEEN)
+
+
+def test_a_set_from_outside_is_guarded_by_value_and_its_writes_replayed():
+    tc.reset()
+    SEEN.clear()
+    compiled = tc.compile(records_a_mode, backend="eager", fullgraph=True)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x, "a"), x + 1)
+    torch.testing.assert_close(compiled(x, "b"), x + 2)  # the guard saw the new member
+    assert SEEN == {"a", "b"}

@@ -672,7 +672,7 @@ def execute_entry(entry: CacheEntry, frame: Frame) -> Any:
                     delattr(obj, name)
                 else:
                     setattr(obj, name, value)
-            elif isinstance(obj, dict):
+            elif isinstance(obj, (dict, set)):
                 obj.clear()
                 obj.update(value)
             else:

@@ -246,7 +246,7 @@ class InstructionTranslator(VM):
         for vt in self.side_effect_objects:
             if isinstance(vt, DeferredCallVariable):
                 result.side_effects.append((vt, None, vt))  # made after the graph
-            elif isinstance(vt, (ListVariable, ConstDictVariable)):
+            elif isinstance(vt, (ListVariable, ConstDictVariable, SetVariable)):
                 if getattr(vt, "mutated", False):
                     result.side_effects.append((vt, None, vt))  # new contents, same object
             elif not vt.fresh:
@@ -278,7 +278,7 @@ class InstructionTranslator(VM):
         tracker; after the graph its new contents are written back into the same object,
         so every alias sees them (Dynamo's side effects)."""
         if getattr(vt, "source", None) is not None:
-            if not isinstance(vt, (ListVariable, ConstDictVariable)):
+            if not isinstance(vt, (ListVariable, ConstDictVariable, SetVariable)):
                 raise Unsupported(f"mutation of a {vt.python_type().__name__} that comes "
                                   f"from outside the compiled region ({vt.source.name()})")
             if vt not in self.side_effect_objects:
@@ -418,7 +418,7 @@ class InstructionTranslator(VM):
             return SizeVariable([self.wrap_nested(v, GetItemSource(source, i) if source
                                                   else None) for i, v in enumerate(value)],
                                 source)
-        if source is not None and (type(value) is list or isinstance(value, dict)):
+        if source is not None and (type(value) in (list, set) or isinstance(value, dict)):
             # one mutable object reached through two sources (``log`` and ``ctx.log``) is
             # one tracker: two would replay their writes one over the other after the graph
             seen = self._containers.get(id(value))
@@ -437,6 +437,16 @@ class InstructionTranslator(VM):
             if type(value) is tuple:
                 return TupleVariable(items, source)
             return NamedTupleVariable(items, type(value), source)
+        if type(value) is set and source is not None:
+            # a set from outside (kornia's names of accepted modes): its members guarded by
+            # value, against a frozen copy (never the live set, which would always match)
+            if not all(is_constant_value(v) for v in value):
+                raise Unsupported("a set from outside holding values that are not constants")
+            g.TYPE_MATCH(source, value)
+            g.add("SET_MATCH", f"{source.name()} == {g.bind(frozenset(value), 'set')}",
+                  source)
+            vt = SetVariable([ConstantVariable(v) for v in value], source)
+            return self._one_per_object(value, vt, source)
         if isinstance(value, dict) and reads_like_dict(type(value)):
             if not all(is_constant_value(k) or _keyed_by_identity(k) for k in value):
                 raise Unsupported("a dict with non-constant keys")
@@ -1304,8 +1314,9 @@ def _keyed_by_identity(key: Any) -> bool:
     ``typing`` special form (huggingface_hub's validator table is keyed by ``list``,
     ``Union``, ``Literal``): a lookup with such a key folds while tracing like a constant's,
     and its guards spell it ``K[i]``, the very object. (Not any object that hashes by
-    identity: a module or a tensor as a key is no constant.)"""
-    if isinstance(key, enum.Enum):
+    identity: a module or a tensor as a key is no constant.) A function is one too: torch's
+    pytree registry is keyed by ``namedtuple`` itself."""
+    if isinstance(key, (enum.Enum, types.FunctionType, types.BuiltinFunctionType)):
         return True
     cls = type(key)  # a class's metaclass, for a class key
     if not isinstance(key, type) and cls.__module__ != "typing":

@@ -327,6 +327,17 @@ def _new_stateless_module(tx, cls: type, args: list, kwargs: dict) -> VariableTr
     return NNModuleVariable(module, None, constructed=(cls, list(args), dict(kwargs)))
 
 
+def _is_slot(cls: type, name: str) -> bool:
+    """Is ``name`` a ``__slots__`` member of ``cls`` (a plain storage descriptor)?"""
+    return isinstance(inspect.getattr_static(cls, name, None), types.MemberDescriptorType)
+
+
+def _slots_only(cls: type) -> bool:
+    """Instances keep their attributes in ``__slots__`` only, all declared in Python
+    (a ``dataclass(slots=True)``: torch's pytree ``TreeSpec``)."""
+    return all("__slots__" in vars(k) for k in cls.__mro__[:-1])
+
+
 def reads_like_dict(cls: type) -> bool:
     """A dict subclass whose reads are dict's own (its items are its contents): tracked as a
     dict that keeps its class; methods it adds in Python are inlined."""
@@ -337,7 +348,8 @@ def reads_like_dict(cls: type) -> bool:
 
 def _plain_python_class(cls: type) -> bool:
     """A class whose instances we can build while tracing: defined in Python, made by
-    ``object.__new__``, attributes in ``__dict__``, no custom ``__setattr__``, not torch."""
+    ``object.__new__``, attributes in ``__dict__``, any ``__setattr__`` written in Python,
+    not torch (but for the parts of torch traced like user code)."""
     if not isinstance(cls, type) or type(cls) not in (type, abc.ABCMeta):
         return False
     if cls.__module__ in ("builtins", "collections") or in_torch(cls.__module__) and \
@@ -345,10 +357,13 @@ def _plain_python_class(cls: type) -> bool:
         return False
     if issubclass(cls, (torch.nn.Module, torch.Tensor, BaseException, tuple, list, dict)):
         return False
-    if cls.__new__ is not object.__new__ or not hasattr(object.__new__(cls), "__dict__"):
+    if cls.__new__ is not object.__new__ or not (
+            hasattr(object.__new__(cls), "__dict__") or _slots_only(cls)):
         return False
-    if inspect.getattr_static(cls, "__setattr__") is not object.__setattr__:
-        return False
+    setattr_hook = inspect.getattr_static(cls, "__setattr__")
+    if setattr_hook is not object.__setattr__ and not isinstance(setattr_hook,
+                                                                  types.FunctionType):
+        return False  # (one written in Python -- a frozen dataclass's -- is inlined)
     init = inspect.getattr_static(cls, "__init__")
     return init is object.__init__ or isinstance(init, types.FunctionType)
 
@@ -438,8 +453,8 @@ class UserDefinedObjectVariable(VariableTracker):
                 if isinstance(getattr_hook, types.FunctionType):
                     return tx.inline_user_function(getattr_hook, [self, ConstantVariable(
                         name)], {})
-                raise Unsupported(f"AttributeError: {type(self.value).__name__} object has no "
-                                  f"attribute {name!r}")
+                raise TracedException(AttributeError(  # all of its attributes are known
+                    f"{type(self.value).__name__!r} object has no attribute {name!r}"))
             if hasattr(type(static), "__get__"):  # a descriptor of a kind not handled above
                 raise Unsupported(f"attribute {name!r} of a {type(self.value).__name__} made "
                                   f"while tracing (a {type(static).__name__})")
@@ -449,7 +464,12 @@ class UserDefinedObjectVariable(VariableTracker):
             return _class_attribute(tx, type(self.value), name)
         if self.source is None:
             raise Unsupported(f"attribute {name} of an object created while tracing")
-        return tx.wrap_nested(getattr(self.value, name), AttrSource(self.source, name))
+        try:
+            value = getattr(self.value, name)
+        except AttributeError as e:  # ``try: obj.callback except AttributeError``: guarded
+            guard_hasattr(tx, self, name)
+            raise TracedException(e) from None
+        return tx.wrap_nested(value, AttrSource(self.source, name))
 
     def guard_hasattr(self, tx, name: str) -> None:
         """Code branched on whether the attribute exists: guard it (sourced objects)."""
@@ -522,6 +542,8 @@ class UserDefinedObjectVariable(VariableTracker):
         if any(inspect.getattr_static(cls, h, None) is not getattr(object, h) for h in hooks):
             raise Unsupported(f"assignment to attribute {name!r} of a {cls.__name__} (a "
                               "custom __setattr__/__delattr__)")
+        if _is_slot(cls, name):
+            return  # a __slots__ member: object.__setattr__ stores it, after the graph
         if not hasattr(self.value, "__dict__") or hasattr(inspect.getattr_static(
                 cls, name, None), "__set__"):
             raise Unsupported(f"assignment to attribute {name!r} of a {cls.__name__} (a "
@@ -557,7 +579,11 @@ class UserDefinedObjectVariable(VariableTracker):
             return self.value
         obj = object.__new__(type(self.value))
         rc.memo[id(self)] = obj  # before the attributes: they may refer back to it
-        obj.__dict__.update({k: rc(v) for k, v in self.pending.items()})
+        for name, value in self.pending.items():
+            if _is_slot(type(obj), name):
+                object.__setattr__(obj, name, rc(value))
+            else:
+                obj.__dict__[name] = rc(value)
         return obj
 
     def __repr__(self):

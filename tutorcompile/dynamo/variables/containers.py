@@ -562,13 +562,19 @@ class SliceVariable(VariableTracker):
 
 
 class SetVariable(VariableTracker):
-    """A ``set`` of constants built while tracing (literals, ``set()``, comprehensions)."""
+    """A ``set`` of constants: built while tracing (literals, ``set()``, comprehensions), or
+    from outside (``source``: its members guarded; a write to it is replayed on the real
+    set after the graph, like a list's)."""
 
-    def __init__(self, items: list[VariableTracker]):
+    def __init__(self, items: list[VariableTracker], source: Source | None = None):
         if not all(i.is_python_constant() for i in items):
             raise Unsupported("a set of non-constant values (tensors hash by identity)")
         self.values = {i.as_python_constant(): None for i in items}  # insertion order
         self.mutated = False
+        self.source = source
+
+    def rebuild_items(self, rc) -> set:
+        return set(self.values)
 
     def python_type(self):
         return set

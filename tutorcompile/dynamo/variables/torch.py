@@ -112,7 +112,8 @@ _TRACING_STATE = _tracing_state()
 # (SqueezeBERT's ``nn.LayerNorm.forward(self, x)`` on its subclass) -- the same ``forward``
 # that calling the module inlines; ``torch.distributions`` (a ``Normal`` made in forward: its
 # methods are Python over torch ops).
-_INLINED_TORCH_MODULES = ("torch.testing", "torch.nn.modules.", "torch.distributions.")
+_INLINED_TORCH_MODULES = ("torch.testing", "torch.nn.modules.", "torch.distributions.",
+                         "torch.utils._pytree")
 
 
 def in_torch(module: str | None) -> bool:
