@@ -436,6 +436,15 @@ def sets_and_missing_attributes(x):
     return x * step + frozen.total() + len(MODES & {"reflect"})
 
 
+WINDOW = __import__("numpy").int64(4)
+
+
+def numpy_scalars(x):
+    import numpy as np
+    n = np.int64(x.shape[0])
+    return x * float(np.float32(2.0)) + int(n % WINDOW) + bool(np.bool_(True))
+
+
 def pytree_round_trip(x):
     from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
     leaves, spec = tree_flatten({"a": x, "b": (x * 2, [x * 3])})
@@ -488,6 +497,7 @@ CASES = {
     "grad_mode_regions": (grad_mode_regions, lambda: [torch.randn(3), torch.randn(3)]),
     "sets_and_missing_attributes": (sets_and_missing_attributes, lambda: [torch.randn(3)]),
     "pytree_round_trip": (pytree_round_trip, lambda: [torch.randn(3)]),
+    "numpy_scalars": (numpy_scalars, lambda: [torch.randn(6)]),
 }
 
 

@@ -119,6 +119,9 @@ def immutable_constant(value: Any) -> bool:
         return all(immutable_constant(v) for v in value)
     if isinstance(value, slice):
         return all(immutable_constant(v) for v in (value.start, value.stop, value.step))
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, numpy.generic):
+        return not isinstance(value, numpy.object_)
     return type(value) in IMMUTABLE_TYPES or isinstance(value, type) or value is None \
         or isinstance(value, (types.BuiltinFunctionType, types.FunctionType)) \
         or type(value).__module__ == "torch" and type(value).__name__ in (

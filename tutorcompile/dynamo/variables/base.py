@@ -10,6 +10,7 @@ Mirrors: torch/_dynamo/variables/base.py.
 from __future__ import annotations
 
 import inspect
+import sys
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,15 @@ CONSTANT_TYPES = (bool, int, float, complex, str, bytes, type(None), type(Ellips
 def is_constant_value(v: Any) -> bool:
     if isinstance(v, tuple):
         return all(is_constant_value(x) for x in v)
-    return isinstance(v, CONSTANT_TYPES) or v is NotImplemented
+    return isinstance(v, CONSTANT_TYPES) or v is NotImplemented or _numpy_scalar(v)
+
+
+def _numpy_scalar(v: Any) -> bool:
+    """A NumPy scalar (``np.int64(3)``, ``np.float32``, ``np.bool_``): immutable like an
+    int, so a constant (monai sizes its windows with them)."""
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(v, numpy.generic) and not isinstance(
+        v, numpy.object_)
 
 
 class VariableTracker:

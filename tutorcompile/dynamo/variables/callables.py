@@ -222,6 +222,12 @@ class UserDefinedClassVariable(VariableTracker):
             return GradModeVariable(cls)
         if cls is torch.set_grad_enabled:
             return _set_grad_enabled(tx, args, kwargs)
+        numpy = sys.modules.get("numpy")
+        if numpy is not None and issubclass(cls, numpy.generic) and not kwargs and \
+                len(args) <= 1:  # ``np.int64(n)``: an immutable scalar, a constant
+            value = args[0].specialize(tx) if args and isinstance(args[0], SymIntVariable) \
+                else args[0].as_python_constant() if args else None
+            return ConstantVariable(cls(value) if args else cls())
         if issubclass(cls, torch.autocast):   # torch.amp / torch.cpu.amp / torch.cuda.amp
             return _autocast(tx, cls, args, kwargs)
         if cls is torch.device and all(
