@@ -756,3 +756,37 @@ def test_a_set_from_outside_is_guarded_by_value_and_its_writes_replayed():
     torch.testing.assert_close(compiled(x, "a"), x + 1)
     torch.testing.assert_close(compiled(x, "b"), x + 2)  # the guard saw the new member
     assert SEEN == {"a", "b"}
+
+
+def break_inside_no_grad(x, w):
+    with torch.no_grad():
+        y = x * w
+        print("a break inside the block")
+        z = y * w
+    return z + x * w
+
+
+def break_inside_autocast(x, w):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x @ w
+        print("a break inside the block")
+        z = y @ w
+    return z.float() + x
+
+
+@pytest.mark.parametrize("fn", [break_inside_no_grad, break_inside_autocast])
+def test_a_break_inside_a_grad_or_autocast_block_resumes_inside_it(fn, capsys):
+    """Not a skipped frame: the region is entered for real at the break, the rest of the
+    block is captured in it, and leaving it is a break of its own."""
+    tc.reset()
+    torch.manual_seed(0)
+    x, w = torch.randn(3, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True)
+    out = tc.explain(fn)(x, w)
+    assert not out.skipped_frames and (out.graph_count, out.graph_break_count) == (3, 2)
+    tc.reset()
+    got, want = tc.compile(fn, backend="aot_eager")(x, w), fn(x, w)
+    torch.testing.assert_close(got, want)
+    assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
+    grads = torch.autograd.grad(got.sum(), (x, w))
+    for a, b in zip(grads, torch.autograd.grad(want.sum(), (x, w))):
+        torch.testing.assert_close(a, b)

@@ -79,6 +79,8 @@ from .variables import (
     NNModuleVariable,
     PartialVariable,
     PythonModuleVariable,
+    RealRegionExitVariable,
+    RegionExitVariable,
     ResumeIterator,
     SetVariable,
     SizeVariable,
@@ -94,6 +96,7 @@ from .variables import (
     UserMethodVariable,
     VariableTracker,
     is_constant_value,
+    is_real_region_exit,
     is_torch_callable,
     suspended_generator,
     wrap_constant_result,
@@ -219,11 +222,17 @@ class InstructionTranslator(VM):
                     # has no such exception to resume with, so it runs uncompiled from here
                     return CaptureResult("skip", reason=f"{e.reason} (inside an exception "
                                          "handler)", location=getattr(e, "location", None))
-                if self.grad_stack:
-                    # the break is inside a traced no_grad block that the real frame never
-                    # entered: run this part of the frame uncompiled instead
+                exits = [v.region for v in root.stack if isinstance(v, RegionExitVariable)]
+                if len(self.grad_stack) != sum(
+                        isinstance(r, GradModeVariable) for r in exits) or len(
+                        self.autocast_stack) != sum(isinstance(r, AutocastVariable)
+                                                    for r in exits):
+                    # inside a grad-mode or autocast region the real frame cannot be put
+                    # back in (one entered by a function inlined here): run this part of
+                    # the frame uncompiled instead. A region of the frame's own with-block
+                    # is entered for real when its exit is rebuilt (RegionExitVariable)
                     return CaptureResult("skip", reason=f"{e.reason} (inside a torch.no_grad"
-                                         "/enable_grad block)")
+                                         "/enable_grad or autocast region)")
                 if any(_is_with_exit(v) for v in root.stack):
                     # likewise inside a with-block whose __enter__ was traced: the real frame
                     # runs the whole block, __enter__ to __exit__
@@ -484,6 +493,8 @@ class InstructionTranslator(VM):
             if source is not None:
                 g.ID_MATCH(source, value)
             return UserFunctionVariable(value, source)
+        if source is not None and is_real_region_exit(value):  # resumed inside a region
+            return RealRegionExitVariable(value, source)
         if isinstance(value, types.MethodType) and isinstance(value.__func__,
                                                               types.FunctionType):
             self_src = AttrSource(source, "__self__") if source else None
@@ -1302,10 +1313,8 @@ def _python_context_manager(mgr: VariableTracker) -> bool:
 
 
 def _is_with_exit(vt: Any) -> bool:
-    """The bound __exit__ that BEFORE_WITH left on the stack for a Python context manager
-    (or a ``torch.autocast`` region's)."""
-    if isinstance(vt, BoundMethodVariable):
-        return vt.name == "__exit__" and isinstance(vt.obj, AutocastVariable)
+    """The bound __exit__ that BEFORE_WITH left on the stack for a context manager written
+    in Python: its __enter__ was traced, so the real frame is not inside it."""
     return isinstance(vt, UserMethodVariable) and vt.fn.__name__ == "__exit__"
 
 

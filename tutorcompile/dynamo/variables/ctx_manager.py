@@ -5,6 +5,8 @@ Mirrors: torch/_dynamo/variables/ctx_manager.py.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from ..exc import Unsupported
@@ -26,9 +28,15 @@ class GradModeVariable(VariableTracker):
         return self.cls
 
     def var_getattr(self, tx, name):
-        if name in ("__enter__", "__exit__", "clone"):
+        if name == "__exit__":
+            return RegionExitVariable(self)
+        if name in ("__enter__", "clone"):
             return BoundMethodVariable(self, name)
         raise Unsupported(f"{self.cls.__name__}.{name}")
+
+    def real_manager(self) -> Any:
+        """The real context manager for this region (not entered)."""
+        return torch.enable_grad() if self.enabled else torch.no_grad()
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__enter__":
@@ -42,7 +50,7 @@ class GradModeVariable(VariableTracker):
         return ConstantVariable(None)
 
     def reconstruct(self, rc):  # (made, not entered: the context manager that would be)
-        return torch.enable_grad() if self.enabled else torch.no_grad()
+        return self.real_manager()
 
     def __repr__(self):
         return f"GradModeVariable({self.cls.__name__})"
@@ -85,9 +93,17 @@ class AutocastVariable(VariableTracker):
         return self.cls
 
     def var_getattr(self, tx, name):
-        if name in ("__enter__", "__exit__"):
+        if name == "__exit__":
+            return RegionExitVariable(self)
+        if name == "__enter__":
             return BoundMethodVariable(self, name)
         raise Unsupported(f"{self.cls.__name__}.{name}")
+
+    def real_manager(self) -> Any:
+        """The real ``torch.autocast`` for this region (not entered)."""
+        device, dtype, enabled, cache_enabled = self.state
+        return torch.autocast(device, dtype=dtype, enabled=enabled,
+                              cache_enabled=cache_enabled)
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__enter__":
@@ -99,13 +115,62 @@ class AutocastVariable(VariableTracker):
         raise Unsupported(f"{self.cls.__name__}.{name}")
 
     def reconstruct(self, rc):   # (a region made but not yet entered when the graph ends)
-        device, dtype, enabled, cache_enabled = self.state
-        return torch.autocast(device, dtype=dtype, enabled=enabled,
-                              cache_enabled=cache_enabled)
+        return self.real_manager()
 
     def __repr__(self):
         device, dtype, enabled, _ = self.state
         return f"AutocastVariable({device!r}, {dtype}, enabled={enabled})"
 
 
-__all__ = ['AutocastVariable', 'GradModeVariable']
+class RegionExitVariable(VariableTracker):
+    """The ``__exit__`` that a with-block's BEFORE_WITH leaves on the stack for a grad-mode
+    or autocast region traced here. Called, the region ends. At a graph break inside the
+    block it is rebuilt as the real context manager's ``__exit__``, the manager *entered
+    then*: the breaking instruction and the rest of the block run inside the region for
+    real, and the frame's own exit call leaves it -- the frame resumes where Python would,
+    in the block, instead of running uncompiled to its end."""
+
+    def __init__(self, region: GradModeVariable | AutocastVariable):
+        self.region = region
+
+    def call_function(self, tx, args, kwargs):
+        return self.region.call_method(tx, "__exit__", args, kwargs)
+
+    def children(self):
+        return [self.region]
+
+    def reconstruct(self, rc):
+        manager = self.region.real_manager()
+        manager.__enter__()
+        return manager.__exit__
+
+    def __repr__(self):
+        return f"RegionExitVariable({self.region})"
+
+
+class RealRegionExitVariable(VariableTracker):
+    """The ``__exit__`` of a grad-mode or autocast region entered for real (by the frame,
+    before this capture began: a graph break inside the block), met on the rebuilt stack.
+    Leaving it changes the global state that the graph itself runs in, so the call is a
+    graph break: the real ``__exit__`` runs, and capture resumes after the block."""
+
+    def __init__(self, exit_fn: Any, source: Any):
+        self.exit_fn, self.source = exit_fn, source
+
+    def call_function(self, tx, args, kwargs):
+        raise Unsupported(f"leaving the {type(self.exit_fn.__self__).__name__} region the "
+                          "frame entered before this graph (after a break inside the block)")
+
+    def reconstruct(self, rc):
+        return self.source.get(rc.env)
+
+
+def is_real_region_exit(value: Any) -> bool:
+    """A bound ``__exit__`` of a real torch grad-mode or autocast context manager."""
+    owner = getattr(value, "__self__", None)
+    return getattr(value, "__name__", None) == "__exit__" and isinstance(
+        owner, (torch.no_grad, torch.enable_grad, torch.set_grad_enabled, torch.autocast))
+
+
+__all__ = ['AutocastVariable', 'GradModeVariable', 'RealRegionExitVariable',
+           'RegionExitVariable', 'is_real_region_exit']
