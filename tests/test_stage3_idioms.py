@@ -785,8 +785,9 @@ def test_a_break_inside_a_grad_or_autocast_block_resumes_inside_it(fn, capsys):
     assert not out.skipped_frames and (out.graph_count, out.graph_break_count) == (3, 2)
     tc.reset()
     got, want = tc.compile(fn, backend="aot_eager")(x, w), fn(x, w)
-    torch.testing.assert_close(got, want)
+    tol = dict(rtol=1.6e-2, atol=1e-2) if fn is break_inside_autocast else {}  # bfloat16
+    torch.testing.assert_close(got, want, **tol)
     assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
     grads = torch.autograd.grad(got.sum(), (x, w))
     for a, b in zip(grads, torch.autograd.grad(want.sum(), (x, w))):
-        torch.testing.assert_close(a, b)
+        torch.testing.assert_close(a, b, **tol)
