@@ -1,0 +1,438 @@
+"""The models of ``benchmarks/library_sweep.py``: tiny random-config models from PyPI libraries.
+
+One function per model, registered with the library it comes from; each returns
+``(module, args)`` or ``(module, args, kwargs)`` and is called under ``torch.manual_seed(0)``,
+so every build has the same weights and inputs. Nothing is downloaded. Sizes are chosen so
+that a forward takes well under a second on one CPU thread. Adding a model is one function
+here; ``library_sweep.py`` runs whatever this registry holds.
+
+The libraries are not dependencies of the project: ``pip install -e .[sweep]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass
+class ModelSpec:
+    name: str                  # "library.model"
+    library: str               # the PyPI distribution
+    build: Callable[[], tuple]
+    loss: Callable[[Any], torch.Tensor] | None = None  # default: sum of mean squares
+    input_grads: bool = False  # also compare the inputs' gradients (modules with no weights)
+    infer_in_train_mode: bool = False  # gpytorch: eval() switches to posterior prediction
+    note: str = ""
+
+
+REGISTRY: dict[str, ModelSpec] = {}
+
+
+def register(library: str, **options):
+    def wrap(fn):
+        name = f"{_short(library)}.{fn.__name__}"
+        REGISTRY[name] = ModelSpec(name, library, fn, **options)
+        return fn
+    return wrap
+
+
+def _short(library: str) -> str:
+    return {"segmentation-models-pytorch": "smp", "open-clip-torch": "open_clip",
+            "perceiver-pytorch": "perceiver", "vector-quantize-pytorch": "vq",
+            "denoising-diffusion-pytorch": "ddpm", "tab-transformer-pytorch": "tab",
+            "local-attention": "local_attention"}.get(library, library)
+
+
+def _timm_libraries_importable() -> None:
+    from tutorcompile.environment import make_torchvision_importable
+    make_torchvision_importable()
+
+
+# kornia: classical vision written as nn.Modules; KORNIA_CHECK argument checks everywhere.
+
+@register("kornia")
+def vit():
+    from kornia.models.vit import VisionTransformer
+    m = VisionTransformer(image_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4)
+    return m, (torch.randn(2, 3, 32, 32),)
+
+
+@register("kornia")
+def hardnet():
+    import kornia
+    return kornia.feature.HardNet(pretrained=False), (torch.randn(4, 1, 32, 32),)
+
+
+@register("kornia", input_grads=True, note="no weights: gradients of the input")
+def sift_descriptor():
+    import kornia
+    return kornia.feature.SIFTDescriptor(32, 8, 4), (torch.rand(4, 1, 32, 32),)
+
+
+@register("kornia", input_grads=True, note="no weights: gradients of the input")
+def color_filters():
+    import kornia
+
+    class Pipeline(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blur = kornia.filters.GaussianBlur2d((5, 5), (1.5, 1.5))
+            self.sobel = kornia.filters.Sobel()
+
+        def forward(self, img):
+            hsv = kornia.color.rgb_to_hsv(img)
+            gray = kornia.color.rgb_to_grayscale(kornia.enhance.adjust_brightness(img, 0.1))
+            return self.sobel(self.blur(gray)), hsv
+
+    return Pipeline(), (torch.rand(2, 3, 32, 32),)
+
+
+# MONAI: medical-imaging networks, configurable blocks, 2-D here.
+
+@register("monai")
+def basic_unet():
+    from monai.networks.nets import BasicUNet
+    m = BasicUNet(spatial_dims=2, in_channels=1, out_channels=2, features=(8, 8, 16, 32, 64, 8))
+    return m, (torch.randn(2, 1, 32, 32),)
+
+
+@register("monai")
+def segresnet():
+    from monai.networks.nets import SegResNet
+    m = SegResNet(spatial_dims=2, init_filters=8, in_channels=1, out_channels=2,
+                  blocks_down=(1, 2, 2), blocks_up=(1, 1))
+    return m, (torch.randn(2, 1, 32, 32),)
+
+
+@register("monai")
+def unetr():
+    from monai.networks.nets import UNETR
+    m = UNETR(in_channels=1, out_channels=2, img_size=(32, 32), spatial_dims=2, feature_size=8,
+              hidden_size=64, mlp_dim=128, num_heads=4)
+    return m, (torch.randn(1, 1, 32, 32),)
+
+
+@register("monai")
+def swin_unetr():
+    from monai.networks.nets import SwinUNETR
+    m = SwinUNETR(in_channels=1, out_channels=2, spatial_dims=2, feature_size=12,
+                  depths=(1, 1, 1, 1), num_heads=(3, 3, 3, 3), window_size=4)
+    return m, (torch.randn(1, 1, 64, 64),)
+
+
+# segmentation-models-pytorch: encoders from a registry, decoders as plain modules.
+
+@register("segmentation-models-pytorch")
+def unet_resnet18():
+    _timm_libraries_importable()
+    import segmentation_models_pytorch as smp
+    m = smp.Unet("resnet18", encoder_weights=None, classes=2, decoder_channels=(64, 32, 16, 8, 8))
+    return m, (torch.randn(2, 3, 64, 64),)
+
+
+@register("segmentation-models-pytorch")
+def fpn_mobilenet_v2():
+    _timm_libraries_importable()
+    import segmentation_models_pytorch as smp
+    m = smp.FPN("mobilenet_v2", encoder_weights=None, classes=2, decoder_pyramid_channels=32,
+                decoder_segmentation_channels=32)
+    return m, (torch.randn(2, 3, 64, 64),)
+
+
+@register("segmentation-models-pytorch")
+def segformer_mit_b0():
+    _timm_libraries_importable()
+    import segmentation_models_pytorch as smp
+    m = smp.Segformer("mit_b0", encoder_weights=None, classes=2,
+                      decoder_segmentation_channels=32)
+    return m, (torch.randn(1, 3, 64, 64),)
+
+
+# torchtune: decoders assembled by builder functions; TransformerDecoder with KV-cache logic.
+
+_TT = dict(vocab_size=256, num_layers=2, num_heads=4, num_kv_heads=2, embed_dim=64,
+           max_seq_len=64)
+
+
+def _tokens(vocab=256, shape=(2, 16)):
+    return torch.randint(0, vocab, shape)
+
+
+@register("torchtune")
+def llama3():
+    from torchtune.models.llama3 import llama3 as build
+    return build(**_TT), (_tokens(),)
+
+
+@register("torchtune")
+def qwen2():
+    from torchtune.models.qwen2 import qwen2 as build
+    return build(**_TT, intermediate_dim=128, tie_word_embeddings=True), (_tokens(),)
+
+
+@register("torchtune")
+def gemma():
+    from torchtune.models.gemma import gemma as build
+    return build(**_TT, head_dim=16, intermediate_dim=128), (_tokens(),)
+
+
+@register("torchtune")
+def lora_llama3():
+    from torchtune.models.llama3 import lora_llama3 as build
+    return build(["q_proj", "v_proj"], apply_lora_to_mlp=True, lora_rank=4, lora_alpha=8.0,
+                 **_TT), (_tokens(),)
+
+
+# open_clip: CLIP with a ViT or a ModifiedResNet tower; the training loss is ClipLoss.
+
+def _clip_loss(out):
+    import open_clip
+    return open_clip.ClipLoss()(*out[:3])
+
+
+def _clip(vision_cfg):
+    import open_clip
+    m = open_clip.CLIP(
+        embed_dim=32, vision_cfg=open_clip.CLIPVisionCfg(**vision_cfg),
+        text_cfg=open_clip.CLIPTextCfg(context_length=16, vocab_size=1000, width=64, heads=4,
+                                       layers=2))
+    image = torch.randn(2, 3, vision_cfg["image_size"], vision_cfg["image_size"])
+    return m, (image, torch.randint(1, 1000, (2, 16)))
+
+
+@register("open-clip-torch", loss=_clip_loss)
+def clip_vit():
+    return _clip(dict(layers=2, width=64, head_width=16, patch_size=8, image_size=32))
+
+
+@register("open-clip-torch", loss=_clip_loss)
+def clip_resnet():
+    return _clip(dict(layers=(1, 1, 1, 1), width=16, head_width=16, image_size=64))
+
+
+# lucidrains' libraries: einops, exists()/default() helpers, decorators, *args plumbing.
+
+@register("perceiver-pytorch")
+def perceiver():
+    from perceiver_pytorch import Perceiver
+    m = Perceiver(num_freq_bands=4, depth=2, max_freq=10.0, input_channels=3, input_axis=2,
+                  num_latents=16, latent_dim=32, cross_dim_head=16, latent_dim_head=16,
+                  latent_heads=2, num_classes=10)
+    return m, (torch.randn(2, 16, 16, 3),)
+
+
+@register("perceiver-pytorch")
+def perceiver_io():
+    from perceiver_pytorch import PerceiverIO
+    m = PerceiverIO(depth=2, dim=32, queries_dim=16, logits_dim=10, num_latents=16,
+                    latent_dim=32, cross_dim_head=16, latent_dim_head=16, latent_heads=2)
+    return m, (torch.randn(2, 24, 32),), {"queries": torch.randn(2, 8, 16)}
+
+
+@register("vector-quantize-pytorch", input_grads=True, note="EMA codebook: no weights")
+def vector_quantize():
+    from vector_quantize_pytorch import VectorQuantize
+    return VectorQuantize(dim=32, codebook_size=64, decay=0.8), (torch.randn(2, 16, 32),)
+
+
+@register("vector-quantize-pytorch", input_grads=True, note="EMA codebooks: no weights")
+def residual_vq():
+    from vector_quantize_pytorch import ResidualVQ
+    m = ResidualVQ(dim=32, num_quantizers=3, codebook_size=64)
+    return m, (torch.randn(2, 16, 32),)
+
+
+@register("vector-quantize-pytorch")
+def fsq():
+    from vector_quantize_pytorch import FSQ
+    return FSQ(levels=[8, 5, 5, 5], dim=32), (torch.randn(2, 16, 32),)
+
+
+@register("vector-quantize-pytorch")
+def lfq():
+    from vector_quantize_pytorch import LFQ
+    return LFQ(dim=32, codebook_size=2 ** 6), (torch.randn(2, 16, 32),)
+
+
+@register("denoising-diffusion-pytorch")
+def unet():
+    from denoising_diffusion_pytorch import Unet
+    m = Unet(dim=16, dim_mults=(1, 2), channels=3, attn_dim_head=8, attn_heads=2)
+    return m, (torch.randn(2, 3, 16, 16), torch.tensor([3.0, 70.0]))
+
+
+@register("denoising-diffusion-pytorch", note="random t and noise inside forward")
+def gaussian_diffusion():
+    from denoising_diffusion_pytorch import GaussianDiffusion, Unet
+    unet = Unet(dim=16, dim_mults=(1, 2), channels=3, attn_dim_head=8, attn_heads=2)
+    m = GaussianDiffusion(unet, image_size=16, timesteps=100)
+    return m, (torch.rand(2, 3, 16, 16),)
+
+
+@register("tab-transformer-pytorch")
+def tab_transformer():
+    from tab_transformer_pytorch import TabTransformer
+    m = TabTransformer(categories=(5, 6, 7), num_continuous=4, dim=32, depth=2, heads=4,
+                       dim_out=1, mlp_hidden_mults=(4, 2), mlp_act=torch.nn.ReLU())
+    return m, (torch.stack([torch.randint(0, n, (8,)) for n in (5, 6, 7)], 1),
+               torch.randn(8, 4))
+
+
+@register("tab-transformer-pytorch")
+def ft_transformer():
+    from tab_transformer_pytorch import FTTransformer
+    m = FTTransformer(categories=(5, 6, 7), num_continuous=4, dim=32, depth=2, heads=4,
+                      dim_out=1)
+    return m, (torch.stack([torch.randint(0, n, (8,)) for n in (5, 6, 7)], 1),
+               torch.randn(8, 4))
+
+
+@register("local-attention")
+def local_transformer():
+    from local_attention import LocalTransformer
+    m = LocalTransformer(num_tokens=256, max_seq_len=64, dim=32, depth=2, causal=True,
+                         local_attn_window_size=8, dim_head=16, heads=2)
+    return m, (_tokens(256, (2, 32)),)
+
+
+# e3nn: irreps algebra; tensor products are code generated with torch.fx at construction.
+
+@register("e3nn")
+def tensor_product():
+    from e3nn import o3
+    m = o3.FullyConnectedTensorProduct("4x0e + 2x1o + 1x2e", "1x0e + 1x1o", "4x0e + 2x1o")
+    return m, (o3.Irreps("4x0e + 2x1o + 1x2e").randn(8, -1),
+               o3.Irreps("1x0e + 1x1o").randn(8, -1))
+
+
+@register("e3nn")
+def gated_network():
+    from e3nn import nn as enn
+    from e3nn import o3
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.sh = o3.Irreps.spherical_harmonics(2)
+            self.gate = enn.Gate("8x0e", [torch.tanh], "4x0e", [torch.sigmoid], "4x1o")
+            self.lin1 = o3.Linear(self.sh, self.gate.irreps_in)
+            self.tp = o3.FullyConnectedTensorProduct(self.gate.irreps_out, self.sh, "4x0e+2x1o")
+            self.lin2 = o3.Linear("4x0e+2x1o", "1x0e")
+
+        def forward(self, pos):
+            sh = o3.spherical_harmonics(self.sh, pos, normalize=True)
+            return self.lin2(self.tp(self.gate(self.lin1(sh)), sh)).sum()
+
+    return Net(), (torch.randn(16, 3),)
+
+
+# gpytorch: distributions of lazy linear operators, settings as context managers.
+
+class _ExactGP:
+    @staticmethod
+    def build():
+        import gpytorch
+
+        class GP(gpytorch.models.ExactGP):
+            def __init__(self, x, y, likelihood):
+                super().__init__(x, y, likelihood)
+                self.mean_module = gpytorch.means.ConstantMean()
+                self.covar_module = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel())
+
+            def forward(self, x):
+                return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
+                                                                 self.covar_module(x))
+
+        class NegativeMLL(torch.nn.Module):
+            """-log p(y | x) of an exact GP on its training data: the quantity one trains."""
+
+            def __init__(self, x, y):
+                super().__init__()
+                self.likelihood = gpytorch.likelihoods.GaussianLikelihood()
+                self.gp = GP(x, y, self.likelihood)
+                self.mll = gpytorch.mlls.ExactMarginalLogLikelihood(self.likelihood, self.gp)
+
+            def forward(self, x, y):
+                return -self.mll(self.gp(x), y)
+
+        x = torch.linspace(0, 1, 24).unsqueeze(-1)
+        y = torch.sin(6 * x.squeeze(-1)) + 0.1 * torch.randn(24)
+        return NegativeMLL(x, y), (x, y)
+
+
+@register("gpytorch", loss=lambda out: out, infer_in_train_mode=True,
+          note="forward = negative marginal log likelihood")
+def exact_gp():
+    return _ExactGP.build()
+
+
+@register("gpytorch", loss=lambda out: out, infer_in_train_mode=True,
+          note="forward = negative ELBO")
+def svgp():
+    import gpytorch
+
+    class SVGP(gpytorch.models.ApproximateGP):
+        def __init__(self, inducing):
+            dist = gpytorch.variational.CholeskyVariationalDistribution(inducing.size(0))
+            strategy = gpytorch.variational.VariationalStrategy(
+                self, inducing, dist, learn_inducing_locations=True)
+            super().__init__(strategy)
+            self.mean_module = gpytorch.means.ConstantMean()
+            self.covar_module = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel())
+
+        def forward(self, x):
+            return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
+                                                             self.covar_module(x))
+
+    class NegativeELBO(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gp = SVGP(torch.linspace(0, 1, 8).unsqueeze(-1))
+            self.likelihood = gpytorch.likelihoods.GaussianLikelihood()
+            self.elbo = gpytorch.mlls.VariationalELBO(self.likelihood, self.gp, num_data=32)
+
+        def forward(self, x, y):
+            return -self.elbo(self.gp(x), y)
+
+    x = torch.rand(32, 1)
+    return NegativeELBO(), (x, torch.sin(6 * x.squeeze(-1)))
+
+
+# torchdiffeq: ODE solvers, Python loops over time steps (fixed or adaptive).
+
+def _ode_block(**odeint_kwargs):
+    import torchdiffeq
+
+    class Func(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(),
+                                           torch.nn.Linear(32, 8))
+
+        def forward(self, t, y):
+            return self.net(y)
+
+    class ODEBlock(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.func = Func()
+            self.register_buffer("t", torch.tensor([0.0, 1.0]))
+
+        def forward(self, y0):
+            return torchdiffeq.odeint(self.func, y0, self.t, **odeint_kwargs)[-1]
+
+    return ODEBlock(), (torch.randn(4, 8),)
+
+
+@register("torchdiffeq")
+def rk4():
+    return _ode_block(method="rk4", options=dict(step_size=0.25))
+
+
+@register("torchdiffeq", note="adaptive steps: a data-dependent while loop")
+def dopri5():
+    return _ode_block(method="dopri5", rtol=1e-3, atol=1e-4)
