@@ -791,3 +791,96 @@ def test_a_break_inside_a_grad_or_autocast_block_resumes_inside_it(fn, capsys):
     grads = torch.autograd.grad(got.sum(), (x, w))
     for a, b in zip(grads, torch.autograd.grad(want.sum(), (x, w))):
         torch.testing.assert_close(a, b, **tol)
+
+
+# --- found by the held-out library sweep (benchmarks/library_sweep.py) ----------------------
+class FillsInArguments(torch.nn.Module):
+    """gpytorch's kernels override __call__, then reach Module's with super()."""
+
+    def __call__(self, x1, x2=None):
+        return super().__call__(x1, x1 if x2 is None else x2)
+
+    def forward(self, x1, x2):
+        return x1 @ x2.T
+
+
+def test_a_module_that_overrides_call_is_called_through_it():
+    tc.reset()
+    kernel = FillsInArguments()
+    x = torch.randn(3, 2)
+    assert tc.explain(lambda t: kernel(t))(x).graph_count == 1
+    torch.testing.assert_close(tc.compile(kernel, backend="aot_eager")(x), kernel(x))
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_multi_head_attention_trains_in_one_graph(backend):
+    tc.reset()
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+
+    def attend(x):
+        return mha(x, x, x, need_weights=False)[0]   # F.multi_head_attention_forward: (out, None)
+    x = torch.randn(2, 4, 8, requires_grad=True)
+    got = tc.compile(attend, backend=backend, fullgraph=True)(x)
+    want = attend(x)
+    torch.testing.assert_close(got, want)
+    for a, b in zip(torch.autograd.grad(got.sum(), (x, mha.in_proj_weight)),
+                    torch.autograd.grad(want.sum(), (x, mha.in_proj_weight))):
+        torch.testing.assert_close(a, b)
+
+
+def updated_under_no_grad(x, w):
+    with torch.no_grad():
+        w.add_(1)          # through the detach that no_grad gives: w itself changes
+    return (x * w).sum()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_leaf_updated_under_no_grad_keeps_its_new_value_and_its_gradient(backend):
+    # was silently wrong under aot_eager/inductor: the update was lost with its gradient
+    tc.reset()
+    x = torch.randn(3)
+    w, w_eager = torch.zeros(3, requires_grad=True), torch.zeros(3, requires_grad=True)
+    tc.compile(updated_under_no_grad, backend=backend)(x, w).backward()
+    updated_under_no_grad(x, w_eager).backward()
+    torch.testing.assert_close(w.detach(), w_eager.detach())
+    torch.testing.assert_close(w.grad, w_eager.grad)
+
+
+EMA = torch.zeros(3)
+
+
+def ema_through_data(x):
+    EMA.data.lerp_(x, 0.1)   # vector-quantize-pytorch's codebook update
+    return x * 2
+
+
+def narrow_written(x):
+    out = torch.zeros(3, 4)
+    out.narrow(-1, 0, 2).copy_(x.narrow(-1, 1, 2))   # e3nn's generated code
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_writes_through_data_and_a_negative_dim_narrow(backend):
+    tc.reset()
+    EMA.zero_()
+    x = torch.randn(3)
+    tc.compile(ema_through_data, backend=backend, fullgraph=True)(x)
+    torch.testing.assert_close(EMA, 0.1 * x)
+    y = torch.randn(3, 5)
+    torch.testing.assert_close(tc.compile(narrow_written, backend=backend)(y),
+                               narrow_written(y))
+
+
+def test_a_parameters_grad_is_read_through_its_source_and_guarded():
+    tc.reset()
+    lin = torch.nn.Linear(3, 3)
+
+    def uses_grad(x):
+        return lin(x) + 1 if lin.weight.grad is not None else lin(x)
+    compiled = tc.compile(uses_grad, backend="aot_eager", fullgraph=True)
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(compiled(x), uses_grad(x))
+    compiled(x).sum().backward()  # now the gradient exists: the guard fails, it recompiles
+    torch.testing.assert_close(compiled(x), uses_grad(x))

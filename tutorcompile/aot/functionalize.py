@@ -160,6 +160,18 @@ def resize_functional(x, *size):
     return x.reshape(-1)[:math.prod(shape)].reshape(shape)
 
 
+def write_through_detach(parent: torch.Tensor, child: torch.Tensor) -> torch.Tensor:
+    """``parent`` after ``parent.detach()`` was written with ``child``'s values: those
+    values, and to autograd still ``parent`` (in eager a leaf updated under ``no_grad``
+    keeps receiving its gradient). ``parent - parent.detach()`` is exactly zero with an
+    identity gradient wherever ``parent`` is finite."""
+    if not parent.requires_grad:
+        return child.detach()
+    identity = torch.where(torch.isfinite(parent), parent - parent.detach(),
+                           torch.zeros_like(parent))
+    return child.detach() + identity
+
+
 # In-place methods whose out-of-place twin is the same name without the underscore.
 _SPECIAL_INPLACE = {"copy_": copy_functional,
                     "zero_": zero_functional,
@@ -171,9 +183,11 @@ _INPLACE_OPERATORS = {operator.iadd: operator.add, operator.isub: operator.sub,
 # View ops: (how to recognise the node) -> inverse(parent, new_child) as graph nodes.
 _VIEW_METHODS = {"view", "reshape", "view_as", "reshape_as", "flatten", "transpose", "permute",
                  "t", "unsqueeze", "squeeze", "narrow", "select", "expand", "expand_as",
-                 "contiguous", "__getitem__"}
+                 "contiguous", "__getitem__", "detach"}
+# (``detach`` aliases its input: ``w.add_(1)`` in a no_grad block, or ``buf.data.lerp_(x)``,
+# writes into the very tensor)
 _VIEW_FUNCTIONS = {torch.reshape, torch.transpose, torch.permute, torch.t, torch.unsqueeze,
-                   torch.squeeze, torch.flatten, torch.narrow, torch.select}
+                   torch.squeeze, torch.flatten, torch.narrow, torch.select, torch.detach}
 
 
 def _is_view(node: Node) -> bool:
@@ -419,6 +433,8 @@ def _inverse_view(new: Graph, view: Node, parent: Node, child: Node, where: Node
     if name in ("view", "reshape", "view_as", "reshape_as", "flatten", "unsqueeze", "squeeze",
                 "contiguous"):
         return new.call_method("reshape_as", (child, parent))
+    if name == "detach":
+        return new.call_function(write_through_detach, (parent, child))
     if name == "transpose":
         return new.call_method("transpose", (child, args[1], args[2]))
     if name == "t":
@@ -433,20 +449,35 @@ def _inverse_view(new: Graph, view: Node, parent: Node, child: Node, where: Node
         return new.call_function(getattr, (child, "T"))
     if target is getattr and args[1] == "mT":
         return new.call_function(getattr, (child, "mT"))
-    if name == "narrow":
-        dim, start, length = args[1], args[2], args[3]
-        index = (slice(None),) * dim + (slice(start, start + length),) if dim >= 0 else None
-        if index is not None:
-            return new.call_function(setitem_functional, (parent, index, child))
-    if name == "select":
-        dim, i = args[1], args[2]
-        if dim >= 0:
-            return new.call_function(setitem_functional, (parent, (slice(None),) * dim + (i,),
-                                                          child))
+    if name in ("narrow", "select"):
+        dim = _dim(args[1], view.args[0])  # (x.narrow(-1, ...): counted from the end)
+        if dim is not None:
+            if name == "narrow":
+                start, length = args[2], args[3]
+                where_ = slice(start, start + length) if isinstance(start, int) and \
+                    start >= 0 else None
+            else:
+                where_ = args[2]
+            if where_ is not None:
+                return new.call_function(setitem_functional,
+                                         (parent, (slice(None),) * dim + (where_,), child))
     raise FunctionalizationError(
         f"{where.name}: mutating a tensor through the view {view.name} "
-        f"({view.format_target()}) is not supported: that view has no inverse here (an expand "
-        "aliases one element many times). Mutate the base tensor, or use out-of-place ops.")
+        f"({view.format_target()}) is not supported: that view has no inverse here (an "
+        "expand, say, aliases one element many times). Mutate the base tensor, or use "
+        "out-of-place ops.")
+
+
+def _dim(dim: Any, base: Any) -> int | None:
+    """``dim`` counted from the front, given the viewed tensor's rank; None if unknown."""
+    if not isinstance(dim, int):
+        return None
+    if dim >= 0:
+        return dim
+    example = base.meta.get("example_value") if isinstance(base, Node) else None
+    meta = base.meta.get("tensor_meta") if isinstance(base, Node) else None
+    shape = getattr(example, "shape", None) or getattr(meta, "shape", None)
+    return dim + len(shape) if shape is not None else None
 
 
 def _arg(node: Node, i: int, name: str) -> Any:

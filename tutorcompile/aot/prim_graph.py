@@ -156,8 +156,11 @@ def extern_call(fn: Callable, args: tuple, kwargs: dict, meta: TensorMeta | None
     if isinstance(sample, torch.Tensor):
         node.meta["tensor_meta"] = meta_of(sample)
         return GraphValue(node, handler)
-    if isinstance(sample, (tuple, list)) and all(isinstance(s, torch.Tensor) for s in sample):
-        node.meta["tensor_meta"] = tuple(meta_of(s) for s in sample)
+    if isinstance(sample, (tuple, list)) and all(isinstance(s, torch.Tensor) or s is None
+                                                 for s in sample):
+        # (a None among them stays None: ``multi_head_attention_forward`` without weights)
+        node.meta["tensor_meta"] = tuple(meta_of(s) if s is not None else None
+                                         for s in sample)
         return _getitems(handler, node, node.meta["tensor_meta"])
     raise NotImplementedError(f"{target_name(fn)} returns {type(sample).__name__}, not tensors; "
                               "only tensor results can be extern nodes")
@@ -259,6 +262,9 @@ def _getitems(handler: GraphHandler, node: Node, metas: tuple) -> tuple:
     """The outputs of a multi-output extern call, one ``getitem`` node each."""
     outs = []
     for i, meta in enumerate(metas):
+        if meta is None:  # an output that is not a tensor
+            outs.append(None)
+            continue
         item = handler.graph.call_function(operator.getitem, (node, i))
         item.meta["tensor_meta"] = meta
         item.meta["extern"] = True

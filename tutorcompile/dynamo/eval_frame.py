@@ -268,6 +268,9 @@ class OptimizedModule(torch.nn.Module):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         mod = self._modules["_orig_mod"]   # (not ``self._orig_mod``: Module.__getattr__)
+        call = type(mod).__call__
+        if call is not torch.nn.Module.__call__ and isinstance(call, types.FunctionType):
+            return _run_plain(call, [mod, *args], kwargs, self.config)  # its own __call__
         if "forward" in mod.__dict__:      # ``mod.forward = fn`` replaces the class's, as is
             return _run_plain(mod.__dict__["forward"], list(args), kwargs, self.config)
         return _run_plain(type(mod).forward, [mod, *args], kwargs, self.config)
@@ -701,6 +704,9 @@ class ConcreteRunner(VM):
             if not has_tensor_in_frame(target, bound, kwargs):
                 return fn(*args, **kwargs)
             return run_compiled(target, bound, kwargs, self.config)
+        if isinstance(fn, torch.nn.Module) and type(fn).__call__ is not \
+                torch.nn.Module.__call__ and should_compile(type(fn).__call__):
+            return run_compiled(type(fn).__call__, [fn, *args], kwargs, self.config)
         if isinstance(fn, torch.nn.Module) and not (fn._forward_hooks or
                                                     fn._forward_pre_hooks):
             forward = type(fn).forward

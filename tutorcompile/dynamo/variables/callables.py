@@ -92,6 +92,8 @@ class SuperVariable(VariableTracker):
                 cls_vt = obj if owner is not None else UserDefinedClassVariable(
                     _python_type(obj))
                 return UserMethodVariable(attr.__func__, cls_vt)
+            if attr is torch.nn.Module.__call__ and isinstance(obj, NNModuleVariable):
+                return _ModuleCall(obj)  # ``super().__call__(...)`` of a module
             if isinstance(attr, types.FunctionType):
                 return UserMethodVariable(attr, obj)
             if klass is object and name == "__init__":
@@ -121,6 +123,22 @@ class SuperVariable(VariableTracker):
 
     def reconstruct(self, rc):
         return super(self.cls, rc(self.obj))  # noqa: UP008 (a super object, rebuilt)
+
+
+class _ModuleCall(VariableTracker):
+    """``nn.Module.__call__`` reached past a class's own override (``super().__call__``)."""
+
+    def __init__(self, module: NNModuleVariable):
+        self.module = module
+
+    def call_function(self, tx, args, kwargs):
+        return self.module.call_forward(tx, args, kwargs)
+
+    def children(self):
+        return [self.module]
+
+    def reconstruct(self, rc):
+        return functools.partial(torch.nn.Module.__call__, rc(self.module))
 
 
 def _object_init(*args, **kwargs):

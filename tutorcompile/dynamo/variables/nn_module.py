@@ -90,6 +90,15 @@ class NNModuleVariable(VariableTracker):
         self.pending[name] = value
 
     def call_function(self, tx, args, kwargs):
+        call = inspect.getattr_static(type(self.value), "__call__")
+        if call is not torch.nn.Module.__call__ and isinstance(call, types.FunctionType):
+            # a class that overrides __call__ (gpytorch's kernels fill in arguments, then
+            # ``super().__call__``): its own rule, inlined; Module's reaches call_forward
+            return tx.inline_user_function(call, [self, *args], kwargs)
+        return self.call_forward(tx, args, kwargs)
+
+    def call_forward(self, tx, args, kwargs):
+        """``nn.Module.__call__``: ``forward`` inlined (hooks are a break)."""
         m = self.value
         if (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks
                 or torch.nn.modules.module._global_forward_hooks

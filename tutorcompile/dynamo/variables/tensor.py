@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from ..exc import Unsupported
-from ..source import Source
+from ..source import AttrSource, Source
 from .base import VariableTracker
 from .containers import ConstantVariable, SizeVariable
 
@@ -60,7 +60,14 @@ class TensorVariable(VariableTracker):
         if name in ("T", "mT", "H", "mH", "real", "imag"):
             return tx.output.create_node("call_function", getattr, (self, ConstantVariable(
                 name)), {})
-        if name in ("grad", "data", "_version", "grad_fn", "_base"):
+        if name == "data":  # the same storage, cut from autograd: an aliasing detach
+            return tx.output.create_node("call_method", "detach", (self,), {})
+        if name == "grad" and self.source is not None and self.node.op == "placeholder":
+            # a graph input's gradient as it is when the call comes (None, or a tensor:
+            # an input of its own), reached and guarded through the input's source
+            real = tx.output.input_values[tx.output.input_nodes.index(self.node)]
+            return tx.wrap_nested(real.grad, AttrSource(self.source, "grad"))
+        if name in ("grad", "_version", "grad_fn", "_base"):
             raise Unsupported(f"reading tensor.{name} (autograd state is not captured)")
         attr = getattr(torch.Tensor, name, None)
         if callable(attr):

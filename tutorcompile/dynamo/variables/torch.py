@@ -46,7 +46,7 @@ class TorchFunctionVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         fn = self.fn
         if fn in _TRACING_STATE:  # "am I being compiled?" -- yes, by us (as under Dynamo)
-            return ConstantVariable(_TRACING_STATE[fn])
+            return wrap_constant_result(_TRACING_STATE[fn])
         if fn is torch.jit.annotate:
             # TorchScript's type annotation of a value (``torch.jit.annotate(List[Tensor],
             # [])``): in eager it returns the value itself -- so does the traced call
@@ -96,7 +96,10 @@ def _tracing_state() -> dict:
     not TorchScript (so libraries take their compile-friendly paths, as under Dynamo)."""
     state = {torch.compiler.is_compiling: True, torch.compiler.is_dynamo_compiling: True,
              torch.compiler.is_exporting: False, torch.jit.is_tracing: False,
-             torch.jit.is_scripting: False, torch._C._get_tracing_state: None}
+             torch.jit.is_scripting: False, torch._C._get_tracing_state: None,
+             # the dispatch modes a user installed: none -- the fake mode tracing runs
+             # ops under is ours (nn.MultiheadAttention asks, to avoid its fast path)
+             torch.utils._python_dispatch._get_current_dispatch_mode_stack: []}
     dynamo = getattr(torch, "_dynamo", None)  # already imported by torch itself
     if dynamo is not None and hasattr(dynamo, "is_compiling"):
         state[dynamo.is_compiling] = True
