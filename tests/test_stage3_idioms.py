@@ -884,3 +884,34 @@ def test_a_parameters_grad_is_read_through_its_source_and_guarded():
     torch.testing.assert_close(compiled(x), uses_grad(x))
     compiled(x).sum().backward()  # now the gradient exists: the guard fails, it recompiles
     torch.testing.assert_close(compiled(x), uses_grad(x))
+
+
+class Perturbed(torch.nn.Module):
+    """A module of the user's own class built in forward (torchdiffeq's _PerturbFunc)."""
+
+    def __init__(self, base, scale=2.0):
+        super().__init__()
+        self.base = base
+        self.scale = scale
+
+    def forward(self, x):
+        return self.base(x) * self.scale
+
+
+_BASE = torch.nn.Linear(3, 3)
+
+
+def builds_a_module(x):
+    wrapped = Perturbed(_BASE, scale=3.0)
+    return wrapped(x), wrapped
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_user_module_built_in_forward_is_traced_and_rebuilt(backend):
+    tc.reset()
+    x = torch.randn(2, 3)
+    (out, made), (want, _) = tc.compile(builds_a_module, backend=backend,
+                                        fullgraph=True)(x), builds_a_module(x)
+    torch.testing.assert_close(out, want)
+    assert type(made) is Perturbed and made.base is _BASE and made.scale == 3.0
+    assert dict(made.named_children()) == {"base": _BASE}

@@ -94,6 +94,9 @@ class SuperVariable(VariableTracker):
                 return UserMethodVariable(attr.__func__, cls_vt)
             if attr is torch.nn.Module.__call__ and isinstance(obj, NNModuleVariable):
                 return _ModuleCall(obj)  # ``super().__call__(...)`` of a module
+            if attr is torch.nn.Module.__init__ and isinstance(obj, NNModuleVariable) and \
+                    obj.fresh:
+                return BuiltinVariable(_object_init)  # (done when the object was made)
             if isinstance(attr, types.FunctionType):
                 return UserMethodVariable(attr, obj)
             if klass is object and name == "__init__":
@@ -260,6 +263,8 @@ class UserDefinedClassVariable(VariableTracker):
             return ConstantVariable(cls(*[a.as_python_constant() for a in args],
                                         **{k: v.as_python_constant() for k, v in kwargs.items()}))
         if isinstance(cls, type) and issubclass(cls, torch.nn.Module):
+            if _user_module_class(cls):
+                return _new_user_module(tx, cls, args, kwargs)
             return _new_stateless_module(tx, cls, args, kwargs)
         if dataclasses.is_dataclass(cls) and not _plain_python_class(cls) and not any(
                 isinstance(v, UserDefinedObjectVariable) and v.fresh for v in args):
@@ -322,6 +327,35 @@ def _set_grad_enabled(tx, args: list, kwargs: dict) -> VariableTracker:
         raise Unsupported("torch.set_grad_enabled called as a statement (changes the global "
                           "grad mode); use it as a with-block")
     return GradModeVariable(torch.set_grad_enabled, bool(mode.as_python_constant()))
+
+
+def _user_module_class(cls: type) -> bool:
+    """A module class whose own ``__init__`` is written outside torch, on top of
+    ``nn.Module`` alone (no torch.nn layer, whose ``__init__`` makes parameters, below it),
+    with Module's ``__new__`` and ``__setattr__`` and a plain metaclass."""
+    if type(cls) is not type or cls.__setattr__ is not torch.nn.Module.__setattr__:
+        return False
+    builders = [k for k in cls.__mro__ if "__init__" in vars(k) or "__new__" in vars(k)]
+    return any(not in_torch(k.__module__) for k in builders if k is not object) and all(
+        k in (object, torch.nn.Module) or not in_torch(k.__module__) for k in builders) and \
+        "__new__" not in {n for k in builders if k not in (object,) for n in vars(k)}
+
+
+def _new_user_module(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
+    """``Wrap(self.func)(x)``: a module of the user's own class built inside ``forward``
+    (torchdiffeq wraps the function it integrates so; e3nn builds ``SphericalHarmonics``).
+    The object is made as ``nn.Module.__init__`` makes it (empty tables, no user code run)
+    and the class's ``__init__`` is inlined on it: its attribute writes stay in the
+    tracker, read by the ``forward`` that is inlined next, and a new module is built from
+    them after the graph if it escapes. A parameter made there is a break (its draw, or the
+    tensor, would be made once, not per call)."""
+    module = object.__new__(cls)
+    torch.nn.Module.__init__(module)
+    made = NNModuleVariable(module, None, fresh=True)
+    init = inspect.getattr_static(cls, "__init__")
+    if isinstance(init, types.FunctionType):
+        tx.inline_user_function(init, [made, *args], kwargs)
+    return made
 
 
 def _new_stateless_module(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:

@@ -25,12 +25,16 @@ class NNModuleVariable(VariableTracker):
     fresh = False  # from outside: its writes are replayed after the graph
 
     def __init__(self, module: torch.nn.Module, source: Source | None,
-                 constructed: tuple[type, list, dict] | None = None):
+                 constructed: tuple[type, list, dict] | None = None, fresh: bool = False):
         self.value, self.source = module, source
         self.pending: dict[str, VariableTracker] = {}  # attributes written while tracing
         # a stateless torch.nn module built while tracing (no source): its class and the
         # trackers of its constructor's arguments, to build it again after the graph
         self.constructed = constructed
+        # a module of a user's class built while tracing: ``value`` is a stand-in (Module's
+        # empty tables), its attributes live in ``pending``, and it is built anew after the
+        # graph from them (``reconstruct``)
+        self.fresh = fresh
 
     def python_type(self):
         return type(self.value)
@@ -72,6 +76,10 @@ class NNModuleVariable(VariableTracker):
         next call reads either through its source, guarded like any input. A parameter or
         submodule write is a graph break."""
         m = self.value
+        if self.fresh:  # being built: any attribute (a submodule from outside too)
+            tx.record_side_effect(self)
+            self.pending[name] = value
+            return
         if self.constructed is not None:
             raise Unsupported(f"assignment to {type(m).__name__}.{name} of a module built "
                               "while tracing")
@@ -219,6 +227,13 @@ class NNModuleVariable(VariableTracker):
         if self.constructed is not None:
             cls, args, kwargs = self.constructed
             return cls(*[rc(a) for a in args], **{k: rc(v) for k, v in kwargs.items()})
+        if self.fresh:
+            module = object.__new__(type(self.value))
+            torch.nn.Module.__init__(module)
+            rc.memo[id(self)] = module  # before the attributes: they may refer back to it
+            for name, value in self.pending.items():
+                setattr(module, name, rc(value))  # Module's __setattr__ sorts them
+            return module
         return self.value
 
     def children(self):
