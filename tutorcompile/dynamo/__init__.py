@@ -5,6 +5,8 @@
     bytecode          one normalised instruction set for CPython 3.11 / 3.12 / 3.13
     vm                a bytecode interpreter in Python whose frames are resumable continuations
     variables         variable trackers: what the symbolic interpreter knows about each value
+    trace_rules       which C callables are pure (folded on constants), which only report
+    polyfills         Python versions of C iterators (itertools, operator getters), traced
     symbolic_convert  InstructionTranslator: the VM run on trackers, building a Graph
     output_graph      the graph under construction: inputs with sources, fake-tensor nodes
     guards            sources, GuardBuilder, guards printed as readable Python
@@ -22,7 +24,8 @@ Mirrors: torch/_dynamo.
 import importlib
 
 _SUBMODULES = {"bytecode", "vm", "variables", "symbolic_convert", "guards", "eval_frame",
-               "debugging", "backends", "exc", "source", "output_graph", "decorators"}
+               "debugging", "backends", "exc", "source", "output_graph", "decorators",
+               "trace_rules", "polyfills"}
 _EXPORTS = {
     "compile": "eval_frame", "optimize": "eval_frame", "reset": "eval_frame",
     "OptimizedCallable": "eval_frame", "OptimizedModule": "eval_frame",
