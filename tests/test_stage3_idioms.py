@@ -915,3 +915,63 @@ def test_a_user_module_built_in_forward_is_traced_and_rebuilt(backend):
     torch.testing.assert_close(out, want)
     assert type(made) is Perturbed and made.base is _BASE and made.scale == 3.0
     assert dict(made.named_children()) == {"base": _BASE}
+
+
+class Operator:
+    """linear_operator's pattern: ``__init__`` assigns through a property's setter."""
+
+    def __init__(self, *args):
+        self._args = args
+
+    @property
+    def _args(self):
+        return self._memo
+
+    @_args.setter
+    def _args(self, args):
+        self._memo = args
+
+
+class Settings:
+    """gpytorch's settings: a class attribute set and restored around a region."""
+    _global_value = 1
+
+    def __init__(self, value):
+        self.value = value
+
+    def __enter__(self):
+        self.prev = type(self)._global_value
+        type(self)._global_value = self.value
+
+    def __exit__(self, *exc):
+        type(self)._global_value = self.prev
+
+
+def properties_and_class_state(x):
+    op = Operator(x, 2)
+    with Settings(3):
+        inside = Settings._global_value
+    return op._args[0] * op._args[1] * inside + Settings._global_value
+
+
+def fx_module_and_metadata(x, gm):
+    dtype = torch.nn.functional._none_or_dtype(x)  # a constant of the graph, not a node
+    return gm(x).to(dtype)
+
+
+def _fx_module():
+    return torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU()))
+
+
+PROPERTY_CASES = {
+    "properties_and_class_state": (properties_and_class_state, lambda: [torch.randn(3)]),
+    "fx_module_and_metadata": (fx_module_and_metadata, lambda: [torch.randn(2, 3), _fx_module()]),
+}
+CASES.update(PROPERTY_CASES)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", list(PROPERTY_CASES))
+def test_setters_class_state_and_fx_modules(name, backend):
+    test_one_graph_with_eager_values_and_gradients(name, backend)
+    assert Settings._global_value == 1  # restored, after the graph, as in eager

@@ -667,6 +667,24 @@ def raise_inside_callee(xs):
     return list(TimesTen(xs)), [v for v in TimesTen(xs)]
 
 
+def match_statements(subject):
+    """Structural pattern matching: mapping, sequence, class and self-matching patterns."""
+    match subject:
+        case {"a": 1, **rest}:
+            return "mapping", sorted(rest)
+        case [first, second, *others]:
+            return "sequence", first + second, len(others)
+        case Config(scale=0, shift=shift):
+            return "keyword", shift
+        case Config(2, 1):
+            return "positional"
+        case int(n) if n > 10:
+            return "big int", n
+        case str() | bytes():
+            return "text"
+    return "none"
+
+
 CASES = [
     (arith, (7, 3), {}), (float_arith, (2.5, 1.5), {}), (bitwise, (12, 10), {}),
     (compare_chain, (1, 2, 3), {}), (compare_chain, (3, 2, 1), {}),
@@ -709,6 +727,9 @@ CASES = [
     (fromkeys_use, (["a", "b"],), {}), (super_and_dict_subclass, (3,), {}),
     (kwargs_forwarding, (2,), {}), (generators_and_comprehensions, ([5, 6, 7],), {}),
     (getattr_hook_and_abc, (3,), {}), (raise_inside_callee, ([1, 2, 3],), {}),
+    *[(match_statements, (subject,), {}) for subject in (
+        {"a": 1, "b": 2}, [1, 2, 3, 4], (1, 2), Config(0, 7), Config(), 11, 3, "s", b"b",
+        2.5)],
 ]
 
 RAISING = [(try_except, ("a",), {}, TypeError), (unpacking, ((1, 2),), {}, ValueError),

@@ -68,6 +68,7 @@ from .variables import (
     TensorVariable,
     VariableTracker,
 )
+from .variables.nn_module import own_call
 from .variables.torch import in_torch
 from .vm import _RETURN, CO_VARARGS, CO_VARKEYWORDS, VM, Frame, can_interpret
 
@@ -268,8 +269,8 @@ class OptimizedModule(torch.nn.Module):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         mod = self._modules["_orig_mod"]   # (not ``self._orig_mod``: Module.__getattr__)
-        call = type(mod).__call__
-        if call is not torch.nn.Module.__call__ and isinstance(call, types.FunctionType):
+        call = own_call(type(mod))
+        if call is not None:
             return _run_plain(call, [mod, *args], kwargs, self.config)  # its own __call__
         if "forward" in mod.__dict__:      # ``mod.forward = fn`` replaces the class's, as is
             return _run_plain(mod.__dict__["forward"], list(args), kwargs, self.config)
@@ -704,9 +705,8 @@ class ConcreteRunner(VM):
             if not has_tensor_in_frame(target, bound, kwargs):
                 return fn(*args, **kwargs)
             return run_compiled(target, bound, kwargs, self.config)
-        if isinstance(fn, torch.nn.Module) and type(fn).__call__ is not \
-                torch.nn.Module.__call__ and should_compile(type(fn).__call__):
-            return run_compiled(type(fn).__call__, [fn, *args], kwargs, self.config)
+        if isinstance(fn, torch.nn.Module) and own_call(type(fn)) is not None:
+            return run_compiled(own_call(type(fn)), [fn, *args], kwargs, self.config)
         if isinstance(fn, torch.nn.Module) and not (fn._forward_hooks or
                                                     fn._forward_pre_hooks):
             forward = type(fn).forward

@@ -211,6 +211,11 @@ class OutputGraph:
             # silently wrong for another size of a dynamic dimension
             raise Unsupported(f"{what} of a dynamically shaped tensor: the number of results "
                               "depends on a dynamic size")
+        if (out is None or is_constant_value(out) and not isinstance(out, (int, float))) \
+                and not _acts(what, kwargs):
+            # a fact about the inputs' metadata (F._none_or_dtype's dtype, a bool), which
+            # the tensors' guards already fix: a constant, not a node a later stage must run
+            return ConstantVariable(out)
         node = self.graph.create_node(op, target, proxy_args, proxy_kwargs)
         self.created.append(node)
         node.meta["source"] = self.tx.current_source_line()
@@ -395,6 +400,14 @@ def _count_expression(what: str, size: int | str, passed: tuple, kwargs: dict,
         each = f"(({s} + {n} - 1) // {n})"
         return f"({s} + {each} - 1) // {each}"
     return None  # unbind: one result per element, a count only one size gives
+
+
+def _acts(what: Any, kwargs: dict) -> bool:
+    """Does a call do something beyond its result: write into a tensor (``t[i] = v``,
+    ``add_``, ``out=``) or check one at run time (``torch._assert``)?"""
+    name = what if isinstance(what, str) else getattr(what, "__name__", str(what))
+    return name in ("setitem", "_assert", "_assert_async") or name.startswith("_check") or \
+        name.endswith("_") and not name.endswith("__") or "out" in kwargs
 
 
 def _already_guarded(expr: str, guards: list) -> bool:

@@ -159,6 +159,7 @@ class InstructionTranslator(VM):
         # lists and dicts from outside by id: one tracker per object, whatever the source
         self._containers: dict[int, tuple[Any, VariableTracker, str]] = {}
         self._cells: dict[int, ClosureCellVariable] = {}  # real cells by id
+        self._classes: dict[int, UserDefinedClassVariable] = {}  # classes with a source
         self.frames: list[Frame] = []
         self.journal: dict[int, tuple[VariableTracker, dict]] = {}
         self._scopes: dict[int, str] = {id(frame.globals): "G"}
@@ -533,6 +534,11 @@ class InstructionTranslator(VM):
         if isinstance(value, type):
             if source is not None:
                 g.ID_MATCH(source, value)
+                seen = self._classes.get(id(value))
+                if seen is not None:  # one tracker per class: its pending writes are one
+                    return seen
+                vt = self._classes[id(value)] = UserDefinedClassVariable(value, source)
+                return vt
             return UserDefinedClassVariable(value, source)
         if source is None:
             if _is_typing_form(value):   # read from one made while tracing (List[int])
@@ -578,6 +584,9 @@ class InstructionTranslator(VM):
     # --- VM hooks ---------------------------------------------------------------------------
     def const(self, value):
         return ConstantVariable(value)
+
+    def python_value(self, v):
+        return self.realize(v).as_python_constant()
 
     def read_local(self, f, name):
         try:
@@ -629,7 +638,8 @@ class InstructionTranslator(VM):
     def store_attr(self, obj, name, value):
         obj = self.realize(obj)
         if isinstance(obj, (UserDefinedObjectVariable, NNModuleVariable,
-                            NestedUserFunctionVariable, CachedFunctionVariable)):
+                            NestedUserFunctionVariable, CachedFunctionVariable,
+                            UserDefinedClassVariable)):
             return obj.store_attr(self, name, self.realize(value))
         raise Unsupported(f"assignment to attribute {name!r} of {obj} (mutation of an object)")
 
@@ -970,7 +980,8 @@ class InstructionTranslator(VM):
 
     def call(self, fn, args, kwargs):
         fn = self.realize(fn) if isinstance(fn, VariableTracker) else self._wrap(fn, None)
-        args = [self.realize(a) for a in args]
+        # (a raw value is a constant an opcode handler passes: MATCH_MAPPING's Mapping)
+        args = [self._wrap(a, None) if _raw_constant(a) else self.realize(a) for a in args]
         kwargs = {k: self.realize(v) for k, v in kwargs.items()}
         return fn.call_function(self, args, kwargs)
 
@@ -1298,6 +1309,12 @@ class InstructionTranslator(VM):
 
 
 _YIELD = object()  # a handler's way of saying "the generator frame yielded"
+
+
+def _raw_constant(value: Any) -> bool:
+    """A plain Python value an opcode handler passes to ``call`` (a class, a tuple of
+    them), not a tracker or the traced code's exception."""
+    return not isinstance(value, (VariableTracker, TracedException))
 
 
 def _python_method(obj: UserDefinedObjectVariable, name: str) -> bool:

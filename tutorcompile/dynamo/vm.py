@@ -29,6 +29,7 @@ This module does not import torch. Mirrors: torch/_dynamo/symbolic_convert.py (t
 from __future__ import annotations
 
 import builtins
+import collections.abc
 import dis
 import inspect
 import operator
@@ -73,6 +74,8 @@ BINARY_OPS: list[Callable] = [_SYMBOL_TO_OP[sym] for _, sym in dis._nb_ops]
 COMPARE_OPS = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
                ">": operator.gt, ">=": operator.ge}
 _CONVERSIONS = {0: None, 1: str, 2: repr, 3: ascii}
+# classes whose one positional sub-pattern matches the subject itself (``case int(n)``)
+_SELF_MATCHING = (bool, bytearray, bytes, dict, float, frozenset, int, list, set, str, tuple)
 
 
 class Frame:
@@ -687,6 +690,59 @@ class VM:
         middle = self.build_list(items[before:len(items) - after])
         new = items[:before] + [middle] + items[len(items) - after:]
         f.stack.extend(reversed(new))
+
+    # --- structural pattern matching (``match``/``case``) ---------------------------------
+    def MATCH_MAPPING(self, f, inst):
+        f.push(self.call(isinstance, [f.stack[-1], collections.abc.Mapping], {}))
+
+    def MATCH_SEQUENCE(self, f, inst):
+        subject = f.stack[-1]
+        is_text = self.truth(self.call(isinstance, [subject, (str, bytes, bytearray)], {}))
+        f.push(self.const(False) if is_text else
+               self.call(isinstance, [subject, collections.abc.Sequence], {}))
+
+    def MATCH_KEYS(self, f, inst):
+        keys, subject = f.stack[-1], f.stack[-2]
+        values = []
+        for key in self.unpack(keys):
+            if not self.truth(self.binary_op(operator.contains, subject, key)):
+                f.push(self.const(None))
+                return
+            values.append(self.binary_op(operator.getitem, subject, key))
+        f.push(self.build_tuple(values))
+
+    def MATCH_CLASS(self, f, inst):
+        # ``case Point(1, y=2)``: the attributes the sub-patterns match, or None
+        names, cls, subject = f.pop(), f.pop(), f.pop()
+        if not self.truth(self.call(isinstance, [subject, cls], {})):
+            f.push(self.const(None))
+            return
+        keywords = [self.python_value(n) for n in self.unpack(names)]
+        if inst.arg and self.python_value(cls) in _SELF_MATCHING:
+            if inst.arg > 1:
+                raise TypeError(f"{self.python_value(cls).__name__}() accepts 1 positional "
+                                f"sub-pattern ({inst.arg} given)")
+            f.push(self.build_tuple([subject] + [self.load_attr(subject, k) for k in keywords]))
+            return
+        positional = []
+        if inst.arg:
+            match_args = [self.python_value(n) for n in self.unpack(
+                self.load_attr(cls, "__match_args__"))]
+            if inst.arg > len(match_args):
+                raise TypeError(f"{self.python_value(cls).__name__}() accepts "
+                                f"{len(match_args)} positional sub-patterns ({inst.arg} given)")
+            positional = match_args[:inst.arg]
+        attrs = []
+        for name in positional + keywords:
+            if not self.truth(self.call(hasattr, [subject, self.const(name)], {})):
+                f.push(self.const(None))
+                return
+            attrs.append(self.load_attr(subject, name))
+        f.push(self.build_tuple(attrs))
+
+    def python_value(self, v: Any) -> Any:
+        """The Python value behind ``v`` (the symbolic VM's trackers override this)."""
+        return v
 
     def GET_LEN(self, f, inst):
         f.push(self.call(len, [f.stack[-1]], {}))

@@ -30,7 +30,7 @@ import torch
 
 from .. import polyfills, trace_rules
 from ..exc import TracedException, Unsupported
-from ..source import AttrSource, DictStorageSource, Source
+from ..source import AttrSource, DictStorageSource, ObjectSource, Source
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
@@ -208,8 +208,15 @@ def _python_type(vt: VariableTracker) -> type:
 
 
 class UserDefinedClassVariable(VariableTracker):
+    """A class. Writes to its attributes (class-level settings: ``cls._global_value = v``
+    in a classmethod) wait in ``pending``, read back by the rest of the trace, and are
+    replayed on the class after the graph -- through its source, so only for a class that
+    has one (one tracker per class: see ``InstructionTranslator._wrap``)."""
+    fresh = False
+
     def __init__(self, cls: type, source: Source | None = None):
         self.value, self.source = cls, source
+        self.pending: dict[str, VariableTracker] = {}
 
     def is_python_constant(self):
         return True  # a class is known by identity (guarded where it was read)
@@ -227,9 +234,19 @@ class UserDefinedClassVariable(VariableTracker):
         return self.value
 
     def var_getattr(self, tx, name):
+        if name in self.pending:
+            if self.pending[name] is DELETED:
+                raise TracedException(AttributeError(
+                    f"type object {self.value.__name__!r} has no attribute {name!r}"))
+            return self.pending[name]
         if name == "apply" and issubclass(self.value, torch.autograd.Function):
             return _autograd_function_apply(self.value)
-        attr = inspect.getattr_static(self.value, name)
+        try:
+            attr = inspect.getattr_static(self.value, name)
+        except AttributeError as e:
+            if self.source is not None:
+                guard_hasattr(tx, self, name)
+            raise TracedException(e) from None
         if isinstance(attr, staticmethod):
             return tx.wrap_nested(attr.__func__, None)
         if isinstance(attr, classmethod):
@@ -306,6 +323,21 @@ class UserDefinedClassVariable(VariableTracker):
                 tx.inline_user_function(init, [made, *args], kwargs)
                 return made
         raise Unsupported(f"constructing an instance of {cls.__qualname__}")
+
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        if self.source is None or isinstance(self.source, ObjectSource) or \
+                type(self.value) is not type:
+            raise Unsupported(f"assignment to {self.value.__qualname__}.{name}: a class "
+                              "without a source (or with a metaclass) to replay it on")
+        if hasattr(type(inspect.getattr_static(self.value, name, None)), "__set__") and \
+                not isinstance(inspect.getattr_static(self.value, name, None),
+                               types.FunctionType):
+            raise Unsupported(f"assignment to {self.value.__qualname__}.{name} (a descriptor)")
+        tx.record_side_effect(self)
+        self.pending[name] = value
+
+    def children(self):
+        return [v for v in self.pending.values() if isinstance(v, VariableTracker)]
 
     def reconstruct(self, rc):
         return self.value
@@ -559,7 +591,19 @@ class UserDefinedObjectVariable(VariableTracker):
     def generic_setattr(self, tx, name: str, value: VariableTracker,
                         hooked: bool = False) -> None:
         """``object.__setattr__``: a pending write to the instance's ``__dict__``
-        (``hooked``: called from the class's own ``__setattr__``)."""
+        (``hooked``: called from the class's own ``__setattr__``). A property of the
+        class is a data descriptor, which wins: its setter (written in Python) is inlined,
+        and its writes are what is recorded."""
+        prop = inspect.getattr_static(type(self.value), name, None)
+        if isinstance(prop, property):
+            if prop.fset is None:
+                raise TracedException(AttributeError(
+                    f"property {name!r} of {type(self.value).__name__!r} object has no setter"))
+            if not isinstance(prop.fset, types.FunctionType):
+                raise Unsupported(f"the setter of {type(self.value).__name__}.{name} is not "
+                                  "written in Python")
+            tx.inline_user_function(prop.fset, [self, value], {})
+            return
         self._check_writable(name, hooked)
         if self.source is not None and AttrSource(self.source, "__dict__").name() in \
                 tx.wrapped:  # that tracker of the real dict would miss this write
@@ -1364,6 +1408,12 @@ def _type(tx, obj):
     if isinstance(obj, TensorVariable):
         return UserDefinedClassVariable(type(obj.fake) if type(obj.fake) in (
             torch.Tensor, torch.nn.Parameter) else torch.Tensor)
+    if isinstance(obj, UserDefinedObjectVariable):
+        # the class reached through the object (or, for one made while tracing, the class
+        # it was made from), so that its attributes are guarded and writable
+        source = obj.class_source if obj.fresh else AttrSource(obj.source, "__class__") \
+            if obj.source is not None else None
+        return tx.wrap_nested(type(obj.value), source)
     return tx.wrap_nested(obj.python_type(), None)
 
 

@@ -98,8 +98,8 @@ class NNModuleVariable(VariableTracker):
         self.pending[name] = value
 
     def call_function(self, tx, args, kwargs):
-        call = inspect.getattr_static(type(self.value), "__call__")
-        if call is not torch.nn.Module.__call__ and isinstance(call, types.FunctionType):
+        call = own_call(type(self.value))
+        if call is not None:
             # a class that overrides __call__ (gpytorch's kernels fill in arguments, then
             # ``super().__call__``): its own rule, inlined; Module's reaches call_forward
             return tx.inline_user_function(call, [self, *args], kwargs)
@@ -245,6 +245,16 @@ class NNModuleVariable(VariableTracker):
         return f"NNModuleVariable({type(self.value).__name__})"
 
 
+def own_call(cls: type) -> types.FunctionType | None:
+    """A module class's own ``__call__``, written outside torch (gpytorch's kernels), or
+    None: Module's (or torch's own, such as ``fx.GraphModule``'s, which runs ``forward``)."""
+    call = inspect.getattr_static(cls, "__call__")
+    if call is torch.nn.Module.__call__ or not isinstance(call, types.FunctionType) or \
+            (call.__module__ or "").startswith("torch."):
+        return None
+    return call
+
+
 _TREE_WALKS = ("parameters", "named_parameters", "buffers", "named_buffers", "children",
                "named_children", "modules", "named_modules")
 
@@ -262,4 +272,4 @@ def _child(source: Source, name: str) -> Source:
     return GetItemSource(AttrSource(source, "_modules"), name)
 
 
-__all__ = ['NNModuleVariable']
+__all__ = ['NNModuleVariable', 'own_call']
