@@ -21,6 +21,12 @@ their grids). A guard that already fails for the inputs being compiled for, a sy
 input gives, or ``mode="max-autotune"`` (block sizes timed for one size) compiles for the
 inputs' own sizes instead, per size, as above.
 
+**Compile time of many graphs.** A graph's C++ kernels are built together, on a pool,
+while Python goes on (``codecache.batched_builds``); ``build=`` (:data:`BUILDS`) says
+whether ``compile_fx`` waits for them or the first call does. Through the torch.compile
+backend a forward's first call waits; a backward's first call runs through PyTorch while
+its kernels build (:class:`LazyCompiledGraph`).
+
 Backend choice when none is given: Triton on a CUDA device; else C++ if a compiler exists;
 else Triton under its interpreter; else the prim graph runs eagerly. Each step down is
 announced on one line.
@@ -47,19 +53,27 @@ import torch
 
 from .._logging import log_artifact, phase
 from ..aot import aot_graph
+from ..aot.aot_autograd import eager_compiler
 from ..environment import probe
 from ..errors import FallbackWarning
 from ..fx import Graph, GraphModule, Node, ShapeProp, TensorMeta, exec_generated
+from ..fx.passes.dce_cse import is_random
 from ..fx.symbolic_shapes import ShapeEnv, SymInt, as_shape, hint_int, pycode
 from ..ops import PRIMS
 from ..ops.table import contiguous_strides, normalize_dims
-from .codecache import wait_for_builds
+from .codecache import batched_builds
 from .ir import same_sizes
 from .lowering import SymbolicLoweringError, lower_graph
 from .scheduler import Scheduler
 from .wrapper import WrapperCodegen
 
 BACKENDS = ("cpp", "triton", "eager")
+
+BUILDS = ("wait", "first_call", "deferred")
+"""When a compilation's C++ kernels must be built: ``"wait"``, before :func:`compile_fx`
+returns; ``"first_call"``, by the first call (they build in the background meanwhile: a
+graph about to run); ``"deferred"``, the same, queued after every build of the other two
+(a backward whose first call runs through PyTorch: see :class:`LazyCompiledGraph`)."""
 
 
 def default_backend(example_inputs: Sequence[Any]) -> str:
@@ -85,7 +99,8 @@ class CompiledGraph:
     ``fusion_report``."""
 
     def __init__(self, graph: Graph, example_inputs: Sequence[Any], backend: str,
-                 fusion: bool = True, mode: str | None = None, scheduler_cls: type = Scheduler):
+                 fusion: bool = True, mode: str | None = None, scheduler_cls: type = Scheduler,
+                 build: str = "wait"):
         self.graph = graph
         self.backend = backend
         self.fusion = fusion
@@ -94,22 +109,23 @@ class CompiledGraph:
         self._variants: dict[tuple, _Variant] = {}
         self.shape_env = graph_shape_env(graph)
         self.symbolic: _Variant | None = None   # the variant for every size, if one was made
-        self._current = self._compile(list(example_inputs))
+        self._current = self._compile(list(example_inputs), build=build)
 
     @staticmethod
     def _key(inputs: Sequence[Any]) -> tuple:
         return tuple((x.shape, x.stride(), x.dtype, x.device)
                      if isinstance(x, torch.Tensor) else type(x) for x in inputs)
 
-    def _compile(self, inputs: list[Any], symbolic: bool = True) -> _Variant:
+    def _compile(self, inputs: list[Any], symbolic: bool = True, build: str = "first_call"
+                 ) -> _Variant:
         variant = None
         if symbolic and self.shape_env is not None and self.backend in ("cpp", "triton") \
                 and self.mode is None:
-            variant = self._compile_symbolic(inputs)
+            variant = self._compile_symbolic(inputs, build)
         if variant is None:
             graph = self.graph if self.shape_env is None else static_graph(self.graph, inputs)
             variant = _Variant(graph, inputs, self.backend, self.fusion, self.mode,
-                               self.scheduler_cls)
+                               self.scheduler_cls, build=build)
             self._variants[self._key(inputs)] = variant
         title = f"{type(self.graph).__name__} ({self.backend})"
         if variant.fusion_report is not None:
@@ -119,13 +135,13 @@ class CompiledGraph:
             log_artifact("autotuning", lambda: str(variant.autotune_table), title)
         return variant
 
-    def _compile_symbolic(self, inputs: list[Any]) -> _Variant | None:
+    def _compile_symbolic(self, inputs: list[Any], build: str) -> _Variant | None:
         """The variant for every size, or None when it cannot be made for these inputs."""
         env = self.shape_env
         before = len(env.guards)
         try:
             variant = _Variant(self.graph, inputs, self.backend, self.fusion, self.mode,
-                               self.scheduler_cls, fallback=self._call_static)
+                               self.scheduler_cls, fallback=self._call_static, build=build)
         except SymbolicLoweringError as e:
             why = str(e)
             log_artifact("recompiles", lambda: f"inductor: symbolic sizes not kept ({why}); "
@@ -165,6 +181,17 @@ class CompiledGraph:
         self._current = variant
         return variant.run(*inputs)
 
+    @property
+    def building(self) -> bool:
+        """Would a call wait for the C++ compiler?"""
+        return bool(self._current._unbound)
+
+    def wait_for_builds(self) -> None:
+        """Wait for the C++ builds of the kernels compiled so far (a call does it anyway)."""
+        for variant in (*self._variants.values(), self.symbolic):
+            if variant is not None:
+                variant.wait_for_builds()
+
     # what the most recent variant made (the one compiled for the example inputs at first)
     @property
     def output_code(self) -> str:
@@ -202,16 +229,24 @@ class CompiledGraph:
 
 
 class _Variant:
-    """One specialisation of a CompiledGraph (fixed shapes, strides, dtypes)."""
+    """One specialisation of a CompiledGraph (fixed shapes, strides, dtypes).
+
+    ``build`` (see :data:`BUILDS`) says when its C++ kernels must be built. Until they are,
+    the wrapper's global for each kernel still building is a stand-in: the first call of
+    any of them waits for them all (the compile phase ``build``) and binds the kernels
+    themselves, so later calls go straight to them."""
 
     def __init__(self, graph: Graph, inputs: list[Any], backend: str, fusion: bool,
-                 mode: str | None, scheduler_cls: type = None, fallback: Callable = None):
+                 mode: str | None, scheduler_cls: type = None, fallback: Callable = None,
+                 build: str = "wait"):
         start = time.perf_counter()
         self.backend = backend
         self.kernel_sources: dict[str, str] = {}
         self.fusion_report = None
         self.scheduler = None
         self.size_sources: dict = {}
+        self._namespace: dict[str, Any] = {}
+        self._unbound: dict[str, Any] = {}   # wrapper global -> a kernel still building
         from .autotune import AutotuneTable
         self.autotune_table = AutotuneTable()
         if backend == "eager":
@@ -232,16 +267,21 @@ class _Variant:
                 enabled=fusion)
         self.fusion_report = self.scheduler.report
         compile_kernel = _kernel_compiler(backend, mode, self.autotune_table)
-        with phase("codegen"):      # C++ builds start here, in the background
+        # the C++ builds start as the block ends, together, and run in the background
+        with phase("codegen"), batched_builds(priority=BUILDS.index(build)):
             kernels = {group.name: self._compile_template(group) if group.is_template else
                        compile_kernel(self.scheduler.plan(group.buffers), group.name)
                        for group in self.scheduler.groups if not group.is_extern}
-        with phase("build"):        # what is left of them
-            wait_for_builds()
         wrapper = WrapperCodegen(self.scheduler, kernels, fallback=fallback)
         self.wrapper_code = wrapper.generate()
         self.kernel_sources = wrapper.kernel_sources
-        namespace = dict(wrapper.globals)
+        namespace = self._namespace = dict(wrapper.globals)
+        for name, call in wrapper.kernel_globals.items():
+            if getattr(call, "building", False):
+                self._unbound[name] = call
+                namespace[name] = self._bind_on_first_call(name)
+            else:
+                namespace[name] = call.launcher
         exec_generated(self.wrapper_code, "inductor wrapper", namespace)
         # the wrapper returns the graph's outputs in their structure: it *is* the call
         self.run = namespace["call"]
@@ -258,7 +298,25 @@ class _Variant:
         sections.append("# ---- wrapper ----\n" + wrapper.bound_globals() + "\n" +
                         self.wrapper_code)
         self.output_code = "\n\n".join(sections)
+        if build == "wait":
+            self.wait_for_builds()
         self.compile_time_s = time.perf_counter() - start
+
+    def _bind_on_first_call(self, name: str) -> Callable:
+        def first_call(*args: Any) -> Any:
+            self.wait_for_builds()
+            return self._namespace[name](*args)
+        return first_call
+
+    def wait_for_builds(self) -> None:
+        """Bind each kernel still building to its launcher, once built (raises if a build
+        failed)."""
+        if not self._unbound:
+            return
+        with phase("build"):
+            for name, call in list(self._unbound.items()):
+                self._namespace[name] = call.launcher
+        self._unbound = {}
 
     def _compile_template(self, group) -> tuple:
         from .codegen.triton_template import compile_template_kernel
@@ -458,15 +516,19 @@ def _kernel_compiler(backend: str, mode: str | None, table=None) -> Callable:
 
 def compile_fx(gm: GraphModule | Graph | torch.fx.GraphModule, example_inputs: Sequence[Any],
                backend: str | None = None, fusion: bool = True,
-               mode: str | None = None, scheduler_cls: type = None) -> CompiledGraph:
+               mode: str | None = None, scheduler_cls: type = None,
+               build: str = "wait") -> CompiledGraph:
     """Compile a graph of prims for ``example_inputs`` (see the module docstring).
 
     ``fusion=False`` keeps one kernel per op (to measure what fusion buys);
     ``scheduler_cls`` swaps in a :class:`~.scheduler.Scheduler` subclass (your own
     ``can_fuse``); ``mode="max-autotune"`` benchmarks kernel variants (block sizes, C++
     parallel/tiling) and, on Triton, PyTorch's matmul against a Triton matmul template
-    (``CompiledGraph.autotune_table`` holds the timings).
+    (``CompiledGraph.autotune_table`` holds the timings). ``build``: when the C++ kernels
+    must be built, one of :data:`BUILDS` (default: before this returns).
     """
+    if build not in BUILDS:
+        raise ValueError(f"build must be one of {BUILDS}, got {build!r}")
     graph = _as_graph(gm)
     example_inputs = list(example_inputs)
     if any("tensor_meta" not in n.meta and "sym" not in n.meta for n in graph.nodes
@@ -484,7 +546,7 @@ def compile_fx(gm: GraphModule | Graph | torch.fx.GraphModule, example_inputs: S
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     _check_devices(backend, example_inputs)
     return CompiledGraph(graph, example_inputs, backend, fusion, mode,
-                         scheduler_cls or Scheduler)
+                         scheduler_cls or Scheduler, build)
 
 
 def _check_devices(backend: str, inputs: Sequence[Any]) -> None:
@@ -522,19 +584,36 @@ class LazyCompiledGraph:
     AOTAutograd asks for the backward's compiled form before any backward input exists, so
     the stage-4 compiler hooks (``fw_compiler`` / ``bw_compiler``) hand out one of these;
     the forward, which has example inputs, is compiled at once (its compile time is compile
-    time, not the first call's)."""
+    time, not the first call's), and its C++ kernels build in the background until its
+    first call.
+
+    A graph compiled at its first call (a backward) runs that call through PyTorch's ops
+    -- the prims' own implementations, as ``aot_eager`` runs them -- while its kernels
+    build, unless it draws random numbers (the kernels would draw others): the backward
+    of the graph before it compiles meanwhile, so a model of many graphs does not wait
+    for the compiler once per graph. Later calls run the kernels (waiting for any still
+    building). torch.compile's ``compile_threads`` pool and async compile do the same."""
 
     def __init__(self, gm: Any, example_inputs: Sequence[Any] | None = None, **options: Any):
         self.gm = gm
         self.options = options
         self.compiled: CompiledGraph | None = None
         if example_inputs is not None:
-            self.compiled = compile_fx(gm, example_inputs, **options)
+            self.compiled = self._compile(example_inputs, "first_call")
 
     def __call__(self, *args: Any) -> Any:
         if self.compiled is None:
-            self.compiled = compile_fx(self.gm, args, **self.options)
+            graph = _as_graph(self.gm)
+            if any(map(is_random, graph.nodes)):
+                self.compiled = self._compile(args, "first_call")
+            else:
+                self.compiled = self._compile(args, "deferred")
+                if self.compiled.building:
+                    return eager_compiler(GraphModule({}, graph))(*args)
         return self.compiled(*args)
+
+    def _compile(self, inputs: Sequence[Any], build: str) -> CompiledGraph:
+        return compile_fx(self.gm, inputs, build=build, **self.options)
 
     def direct(self) -> Callable:
         """What to call for inputs laid out as the ones compiled for: the wrapper itself,

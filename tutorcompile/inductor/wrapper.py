@@ -20,10 +20,11 @@ It is made in two steps, as in early TorchInductor:
    ``AllocateLine`` becomes a :class:`ReuseLine`, and the free is dropped).
 2. **Print** (:meth:`WrapperCodegen.generate`): each line writes itself.
 
-Kernels are compiled before the wrapper is planned (``compile_fx.py``); the wrapper only
-asks each one how it is called (``call_source``) and what to bind (``launcher``): a C++
-kernel is its ctypes function, called with ``data_ptr()`` ints; a Triton kernel its launcher
-for a fixed grid. Extern kernels are PyTorch calls written out as such
+Kernels are generated before the wrapper is planned (``compile_fx.py``); the wrapper only
+asks each one how it is called (``call_source``) and names what to bind (``launcher``,
+bound when it is ready: a C++ kernel may still be building): a C++ kernel is its ctypes
+function, called with ``data_ptr()`` ints; a Triton kernel its launcher for a fixed grid.
+Extern kernels are PyTorch calls written out as such
 (``buf3 = torch.matmul(buf1, view_permute)``); a view that a PyTorch call or the caller needs
 as a tensor is rebuilt with the view's PyTorch implementation. An extern's result is copied
 to a contiguous layout only when one of our kernels reads it (kernels index it as
@@ -337,6 +338,9 @@ class WrapperCodegen:
                      isinstance(g.buffers[0].kernel, GENERATED_EXTERNS)]
         self.kernel_sources.update((k.__name__, k.source) for k in generated)
         self.view_names: dict[int, str] = {}
+        # global name -> compiled kernel, whose ``launcher`` the code calls: bound by
+        # compile_fx once the kernel is built (a C++ build may still be running)
+        self.kernel_globals: dict[str, Any] = {}
         self.params = [self.param_name(b, i) for i, b in enumerate(self.lowering.graph_inputs)]
         self.lines: list[WrapperLine] = []
         self.reused = 0
@@ -615,7 +619,8 @@ class WrapperCodegen:
                 for b in outs:
                     lines.append(AllocateLine(b, self.device_name(b.layout.device)))
                     pooled.add(b.name)
-                name = self.bind(group.name, call.launcher, share=False)
+                name = self.bind(group.name, call, share=False)
+                self.kernel_globals[name] = call
                 lines.append(KernelCallLine(call.call_source(name,
                                                              [b.name for b in ins + outs])))
             for name in dies_at.get(i, ()):

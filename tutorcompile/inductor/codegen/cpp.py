@@ -59,7 +59,7 @@ import torch
 from ...fx.symbolic_shapes import hint_int
 from ...ops import PRIMS, set_handler
 from .. import ir
-from ..codecache import cpp_compile_async, cpp_flags
+from ..codecache import cpp_compile_async, cpp_flags, cpp_kernel_async
 from .common import (
     HALF_DTYPES,
     CSEVar,
@@ -862,9 +862,10 @@ class CppKernelCall:
     """A compiled C++ kernel: call it with tensors (inputs then outputs) in argument order.
 
     The library is built from ``build_source`` -- the kernel's canonical text, its function
-    called ``kernel`` -- when one is given, else from ``source`` itself. The build runs in
-    the background (``codecache.cpp_compile_async``); the first call, or :meth:`wait`,
-    waits for it.
+    called ``kernel`` -- when one is given (``codecache.cpp_kernel_async``: with the other
+    kernels of its graph, and once however many graphs have it), else from ``source``
+    itself. The build runs in the background; the first call, or :meth:`wait`, waits for
+    it (``building`` says whether it would).
 
     ``index_checks`` lists the kernel's bounds checks of indirect indices, if any: the
     kernel then returns a status, and a call whose status names a failed check raises an
@@ -882,20 +883,30 @@ class CppKernelCall:
         self.arg_names = arg_names
         self.size_args = list(size_args)
         self.index_checks = list(index_checks)
-        self.symbol = name if build_source is None else "kernel"
-        self._build = cpp_compile_async("\n" + (build_source or source) + "\n",
-                                        prelude=CPP_PRELUDE)
-        self.lib = self.path = None
+        # a future of the function (a generated kernel), or of (library, path): the
+        # function is then the one called ``name``
+        self.symbol = name if build_source is None else None
+        if build_source is None:
+            self._build = cpp_compile_async("\n" + source + "\n", prelude=CPP_PRELUDE)
+        else:
+            self._build = cpp_kernel_async("\n" + build_source + "\n", prelude=CPP_PRELUDE)
+        self.loaded = None    # the library's function, once built
         self.fn = self._first_call
+
+    @property
+    def building(self) -> bool:
+        """Would a call wait for the compiler?"""
+        return self.loaded is None and not self._build.done()
 
     def wait(self) -> CppKernelCall:
         """Wait for the build and load the function (raises if the build failed)."""
-        if self.lib is None:
-            self.lib, self.path = self._build.result()
-            fn = getattr(self.lib, self.symbol)
+        if self.loaded is None:
+            built = self._build.result()
+            fn = built if self.symbol is None else getattr(built[0], self.symbol)
             fn.restype = ctypes.c_int if self.index_checks else None
             fn.argtypes = [ctypes.c_void_p] * len(self.arg_names) + \
                 [ctypes.c_int64] * len(self.size_args)
+            self.loaded = fn
             self.fn = fn if not self.index_checks else self._checked(fn)
         return self
 
