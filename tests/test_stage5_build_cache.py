@@ -1,6 +1,6 @@
 """Stage 5, compile time of many graphs: a kernel built once however many graphs have it, a
-graph's kernels built together in few compiler runs, and a backward that runs through
-PyTorch while its kernels build.
+graph's kernels built together in few compiler runs, a graph compiled once however often
+it recurs, and a backward that runs through PyTorch while its kernels build.
 
 Assertions count builds, compiler runs and reuses (``codecache.stats``), never seconds;
 ``benchmarks/compile_time.py --model unet`` measures the time."""
@@ -88,6 +88,48 @@ def test_waiting_for_a_queued_kernel_sends_its_batch(fresh_cache):
     with codecache.batched_builds():
         future = codecache.cpp_kernel_async('extern "C" int kernel() { return 7; }')
         assert future.result()() == 7
+
+
+def renamed(fn, *names):
+    """The prim graph of ``fn`` with its inputs called ``names``: another graph, computing
+    the same thing."""
+    return GraphModule({}, trace(fn, torch.randn(4, 8), torch.randn(8, 8), names=names))
+
+
+def test_the_same_graph_under_other_names_is_compiled_once(fresh_cache):
+    """Graphs that differ only in their node names share one compilation (the backend
+    path: what Dynamo and AOT hand over); other inputs' layouts, other constants or other
+    options compile again."""
+    x, w = torch.randn(4, 8), torch.randn(8, 8)
+    compiler = inner_compiler(backend="cpp")
+    first = compiler(renamed(sigmoid_head, "x", "w"), [x, w])
+    second = compiler(renamed(sigmoid_head, "hidden", "weight"), [x, w])
+    assert second.compiled is first.compiled and codecache.stats["graph_hits"] == 1
+    torch.testing.assert_close(second(x, w), torch.sigmoid(torch.relu(x + 1) @ w) * 2)
+
+    x_t = torch.randn(8, 4).t()
+    assert compiler(renamed(sigmoid_head, "x", "w"), [x_t, w]).compiled is not first.compiled
+    assert compiler(renamed(tanh_head, "x", "w"), [x, w]).compiled is not first.compiled
+    unfused = inner_compiler(backend="cpp", fusion=False)(renamed(sigmoid_head, "x", "w"),
+                                                          [x, w])
+    assert unfused.compiled is not first.compiled
+    assert codecache.stats["graph_hits"] == 1
+
+
+def test_graph_key_reads_constants_by_value():
+    """A scalar constant and a tensor constant are part of the key, by value."""
+    def scaled(c):
+        graph = Graph()
+        x = graph.placeholder("x")
+        graph.output(graph.call_function(PRIMS["mul"], (x, c)))
+        return graph
+    x = torch.randn(3)
+    key = codecache.graph_key
+    assert key(scaled(2.0), [x], ()) == key(scaled(2.0), [x], ())
+    assert key(scaled(2.0), [x], ()) != key(scaled(3.0), [x], ())
+    assert key(scaled(torch.ones(3)), [x], ()) == key(scaled(torch.ones(3)), [x], ())
+    assert key(scaled(torch.ones(3)), [x], ()) != key(scaled(torch.zeros(3)), [x], ())
+    assert key(scaled(2.0), [x], ()) != key(scaled(2.0), [x], ("triton",))
 
 
 class MLP(torch.nn.Module):

@@ -21,19 +21,25 @@
   through PyTorch (``compile_fx.BUILDS``).
 * :func:`triton_module` -- Triton source -> an imported module (Triton's ``@jit`` needs the
   source in a real file; Triton keeps its own cache of compiled GPU binaries).
+* :data:`compiled_graphs` and :func:`graph_key` -- whole compiled graphs, in memory. A
+  model whose capture breaks into many graphs repeats itself: a U-Net's blocks at one
+  resolution are the same graph with other weights (weights are graph inputs), and its
+  39 graphs have 36 distinct forwards and backwards among 78. The key is the graph's
+  content -- not its node names, nor the user's source lines they cite -- and the
+  compilation is shared while something still runs it.
 
 ``stats`` counts kernels compiled (``cpp_compiles``), compiler runs (``cpp_runs``: fewer,
-when kernels share a run) and reuses (``cpp_hits``: built before, on disk or in this
-process).
+when kernels share a run), kernel reuses (``cpp_hits``: built before, on disk or in this
+process) and compiled graphs reused (``graph_hits``).
 
 Kernels are built from their *canonical* source (``codegen.common.canonical_source``): the
 same layer repeated N times, or in N graphs, builds one kernel.
 
 The cache directory is ``$TUTORCOMPILE_CACHE_DIR`` or ``~/.cache/tutorcompile``.
 
-Mirrors: torch/_inductor/codecache.py (``CppCodeCache``, ``PyCodeCache``) and
-torch/_inductor/async_compile.py (``AsyncCompile``: kernels built on a pool while the graph
-is still being compiled).
+Mirrors: torch/_inductor/codecache.py (``CppCodeCache``, ``PyCodeCache``,
+``FxGraphCache``) and torch/_inductor/async_compile.py (``AsyncCompile``: kernels built on a
+pool while the graph is still being compiled).
 """
 
 from __future__ import annotations
@@ -51,11 +57,17 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
+
+import torch
 
 from ..environment import probe
+from ..fx import Graph, Node
+from ..fx.codegen import literal
 
 CPP_FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fopenmp",
              "-shared", "-fPIC", "-std=c++17"]
@@ -63,7 +75,8 @@ CPP_FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-
 there are no infinities or NaNs (a max-reduction starts at ``-inf``). The vectorised math
 library (libmvec) is asked for in the source prelude instead (see ``codegen/cpp.py``)."""
 
-stats = {"cpp_compiles": 0, "cpp_runs": 0, "cpp_hits": 0, "triton_modules": 0}
+stats = {"cpp_compiles": 0, "cpp_runs": 0, "cpp_hits": 0, "triton_modules": 0,
+         "graph_hits": 0}
 
 
 def cache_dir() -> Path:
@@ -430,3 +443,53 @@ def triton_module(source: str, name: str):
     stats["triton_modules"] += 1
     return module
 
+
+# ---------------------------------------------------------------------------------------
+# Compiled graphs
+# ---------------------------------------------------------------------------------------
+
+compiled_graphs: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+""":func:`graph_key` -> a compiled graph, for as long as something holds it."""
+
+
+def graph_key(graph: Graph, example_inputs: Sequence[Any], options: Sequence[Any]
+              ) -> str | None:
+    """A hash of everything compiling ``graph`` for ``example_inputs`` with ``options``
+    depends on: each node's op, target and arguments (graph nodes by position, constants
+    by value, tensors by contents, other objects by identity -- the graph compiled under
+    this key keeps them alive, so no other object takes their ``id``), its tensor
+    metadata, and the example inputs' sizes, strides, dtypes and devices. Not the node
+    names nor their ``source`` lines: they change the generated code's comments, not what
+    it computes. None for a graph with nodes other than inputs, function calls and the
+    output."""
+    position: dict[Node, int] = {}
+
+    def spell(value: Any) -> str:
+        if isinstance(value, Node):
+            return f"%{position[value]}"
+        if isinstance(value, torch.Tensor):
+            return _tensor_digest(value)
+        text = literal(value, spell)
+        return text if text is not None else f"<{type(value).__qualname__} {id(value):#x}>"
+
+    parts = [spell(tuple(options))]
+    for x in example_inputs:
+        parts.append(repr((x.shape, x.stride(), x.dtype, x.device))
+                     if isinstance(x, torch.Tensor) else spell(x))
+    for node in graph.nodes:
+        if node.op not in ("placeholder", "call_function", "output"):
+            return None
+        position[node] = len(position)
+        target = "" if node.op == "placeholder" else spell(node.target)
+        parts.append(f"{node.op} {target} {spell(node.args)} {spell(node.kwargs)} "
+                     f"{node.meta.get('tensor_meta')!r} {node.meta.get('sym')!r}")
+    return source_hash("\n".join(parts))
+
+
+def _tensor_digest(t: torch.Tensor) -> str:
+    """A tensor constant by its contents (by identity if they cannot be read as bytes)."""
+    try:
+        data = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+    except (RuntimeError, TypeError):   # not strided, a meta tensor, ...
+        return f"<tensor {id(t):#x}>"
+    return f"tensor({t.dtype}, {tuple(t.shape)}, {hashlib.sha256(data).hexdigest()})"

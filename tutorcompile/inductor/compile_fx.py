@@ -25,7 +25,9 @@ inputs' own sizes instead, per size, as above.
 while Python goes on (``codecache.batched_builds``); ``build=`` (:data:`BUILDS`) says
 whether ``compile_fx`` waits for them or the first call does. Through the torch.compile
 backend a forward's first call waits; a backward's first call runs through PyTorch while
-its kernels build (:class:`LazyCompiledGraph`).
+its kernels build (:class:`LazyCompiledGraph`); and a graph that is the same as one
+compiled before -- a repeated block with other weights -- reuses that compilation
+(``codecache.compiled_graphs``).
 
 Backend choice when none is given: Triton on a CUDA device; else C++ if a compiler exists;
 else Triton under its interpreter; else the prim graph runs eagerly. Each step down is
@@ -61,7 +63,8 @@ from ..fx.passes.dce_cse import is_random
 from ..fx.symbolic_shapes import ShapeEnv, SymInt, as_shape, hint_int, pycode
 from ..ops import PRIMS
 from ..ops.table import contiguous_strides, normalize_dims
-from .codecache import batched_builds
+from . import codecache
+from .codecache import batched_builds, compiled_graphs, graph_key
 from .ir import same_sizes
 from .lowering import SymbolicLoweringError, lower_graph
 from .scheduler import Scheduler
@@ -613,7 +616,26 @@ class LazyCompiledGraph:
         return self.compiled(*args)
 
     def _compile(self, inputs: Sequence[Any], build: str) -> CompiledGraph:
-        return compile_fx(self.gm, inputs, build=build, **self.options)
+        """``compile_fx``, or the compilation of the same graph made before for inputs laid
+        out the same (``codecache.compiled_graphs``): its ``output_code`` names the nodes,
+        and cites the source lines, of the graph it was first compiled for."""
+        graph = _as_graph(self.gm)
+        key = None
+        if graph_shape_env(graph) is None and all("tensor_meta" in n.meta for n in
+                                                  graph.nodes if n.op == "call_function"):
+            options = {"backend": None, "fusion": True, "mode": None, "scheduler_cls": None}
+            options.update(self.options)
+            key = graph_key(graph, inputs, sorted(options.items()))
+        compiled = None if key is None else compiled_graphs.get(key)
+        if compiled is None:
+            compiled = compile_fx(self.gm, inputs, build=build, **self.options)
+            if key is not None:
+                compiled_graphs[key] = compiled
+        else:
+            codecache.stats["graph_hits"] += 1
+            log_artifact("output_code", lambda: compiled.output_code,
+                         f"{type(self.gm).__name__}: the same graph as one compiled before")
+        return compiled
 
     def direct(self) -> Callable:
         """What to call for inputs laid out as the ones compiled for: the wrapper itself,
