@@ -276,3 +276,43 @@ def test_a_split_after_a_specialised_length_does_not_break():
         torch.testing.assert_close(c(x), steps_then_halves(x))
     assert out.graph_break_count == 0, str(out)
     assert len(cache_entries(steps_then_halves)) == 2
+
+
+def _break():
+    print("a graph break")
+    return 0
+
+
+def slots_of_two_ranks(x):
+    # at the first break the stack holds a 5-d tensor whose last dim follows x's width, at
+    # the second a 3-d one: a dynamic mark on S[0] at the first (dim 4) is no mark at the
+    # second (issue 40: einops' rearrange raised IndexError in dynamic_dims so)
+    five = [x.reshape(2, 3, 2, 1, -1), _break()][0]
+    three = [x * 2, _break()][0]
+    return five.sum() + three.sum()
+
+
+def test_automatic_dynamic_marks_belong_to_their_resume_point(capsys):
+    c = compile_eager(slots_of_two_ranks)
+    for n in (4, 5, 6, 7):
+        x = torch.randn(2, 3, 2 * n)
+        torch.testing.assert_close(c(x), slots_of_two_ranks(x))
+
+
+def splits_a_dynamic_width(x):
+    a, b = x.chunk(2, -1)
+    c, d = x.split(x.shape[-1] // 2, dim=-1)
+    e = x.unflatten(-1, (2, -1))
+    return a * b + c * d + e.sum(-2)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_chunk_split_unflatten_of_an_automatically_dynamic_width(backend):
+    c = eval_frame.compile(splits_a_dynamic_width, backend=backend)
+    for n in (8, 10, 12, 14):
+        x = torch.randn(3, n)
+        torch.testing.assert_close(c(x), splits_a_dynamic_width(x))
+    ex = tc_explain(splits_a_dynamic_width)
+    for n in (8, 10, 12):
+        report = ex(torch.randn(3, n))
+    assert (report.graph_count, report.graph_break_count) == (2, 0)  # static, then dynamic
