@@ -963,9 +963,35 @@ def _fx_module():
     return torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU()))
 
 
+class Mode(__import__("enum").Enum):
+    A = "a"
+    B = "b"
+
+
+class Flags(__import__("enum").IntFlag):
+    X = 1
+    Y = 2
+
+
+def enums_copies_typing(x):
+    import copy
+    import typing
+    flags = Flags.X | Flags.Y
+    mode = Mode("a")
+    shallow = copy.copy([1, 2])
+    shallow.append(3)
+    deep = copy.deepcopy({"k": [1]})
+    pair = copy.copy(Pair(1, 2))
+    args = typing.get_args(typing.Optional[int])
+    origin = typing.get_origin(typing.List[int])
+    return x * len(shallow) + len(deep["k"]) + (mode is Mode.A) + list(Mode).index(Mode.B) + \
+        len(Mode.__members__) + pair.b + len(args) + (origin is list) + int(flags)
+
+
 PROPERTY_CASES = {
     "properties_and_class_state": (properties_and_class_state, lambda: [torch.randn(3)]),
     "fx_module_and_metadata": (fx_module_and_metadata, lambda: [torch.randn(2, 3), _fx_module()]),
+    "enums_copies_typing": (enums_copies_typing, lambda: [torch.randn(3)]),
 }
 CASES.update(PROPERTY_CASES)
 

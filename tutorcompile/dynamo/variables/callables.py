@@ -260,6 +260,12 @@ class UserDefinedClassVariable(VariableTracker):
             return GradModeVariable(cls)
         if cls is torch.set_grad_enabled:
             return _set_grad_enabled(tx, args, kwargs)
+        if isinstance(cls, enum.EnumMeta) and len(args) == 1 and not kwargs and \
+                args[0].is_python_constant():
+            try:  # ``Mode("a")``: a lookup among the members, fixed with the class
+                return ConstantVariable(cls(args[0].as_python_constant()))
+            except ValueError as e:
+                raise TracedException(e) from None
         numpy = sys.modules.get("numpy")
         if numpy is not None and issubclass(cls, numpy.generic) and not kwargs and \
                 len(args) <= 1:  # ``np.int64(n)``: an immutable scalar, a constant
@@ -323,6 +329,11 @@ class UserDefinedClassVariable(VariableTracker):
                 tx.inline_user_function(init, [made, *args], kwargs)
                 return made
         raise Unsupported(f"constructing an instance of {cls.__qualname__}")
+
+    def unpack(self, tx):
+        if isinstance(self.value, enum.EnumMeta):  # ``list(Mode)``: its members
+            return [ConstantVariable(member) for member in self.value]
+        return super().unpack(tx)
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
         if self.source is None or isinstance(self.source, ObjectSource) or \

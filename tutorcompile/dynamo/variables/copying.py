@@ -1,4 +1,5 @@
-"""``copy.deepcopy`` and ``id()`` while tracing: copies and identities of trackers.
+"""``copy.deepcopy``, ``copy.copy`` and ``id()`` while tracing: copies and identities of
+trackers.
 
 transformers builds a decoder cache from a *copy* of the model's config
 (``copy.deepcopy(config)`` in ``PreTrainedConfig.get_text_config``, then ``to_dict`` deep-copies
@@ -31,6 +32,7 @@ Mirrors: torch/_dynamo/variables/builtin.py (``call_id``), torch/_dynamo/polyfil
 
 from __future__ import annotations
 
+import collections
 import copy
 import copyreg
 import enum
@@ -42,6 +44,7 @@ from ..source import AttrSource, GetItemSource
 from .base import VariableTracker
 from .callables import (
     _BUILTIN_HANDLERS,
+    _INLINED_WHEN_UNHANDLED,
     _UNSUPPORTED_BUILTINS,
     BuiltinVariable,
     InstanceDictVariable,
@@ -53,6 +56,7 @@ from .containers import (
     ConstDictVariable,
     ListVariable,
     NamedTupleVariable,
+    SetVariable,
     TupleVariable,
 )
 from .functions import UserFunctionVariable
@@ -144,6 +148,37 @@ def _copy_object(tx, vt: UserDefinedObjectVariable,
     return out
 
 
+def _shallow_copy(tx, x: VariableTracker) -> VariableTracker | None:
+    """``copy.copy(x)``: a new container (or object made while tracing) holding the same
+    trackers; an immutable value is its own copy. None for anything else: ``copy.copy``
+    itself is inlined then (a class's ``__copy__``, ``__reduce_ex__``...)."""
+    x = tx.realize(x)
+    if isinstance(x, ConstantVariable) and isinstance(x.value, (tuple, frozenset, str,
+                                                                bytes, int, float, bool)):
+        return x
+    if isinstance(x, NamedTupleVariable):
+        return NamedTupleVariable(list(x.items), x.tuple_cls)
+    if type(x) is TupleVariable:
+        return x
+    if type(x) is ListVariable:
+        return ListVariable(list(x.items))
+    if type(x) is ConstDictVariable and x.dict_cls in (dict, collections.OrderedDict,
+                                                       collections.defaultdict):
+        return ConstDictVariable(dict(x.items), dict_cls=x.dict_cls,
+                                 default_factory=x.default_factory)
+    if type(x) is SetVariable:
+        return SetVariable([ConstantVariable(v) for v in x.values])
+    if isinstance(x, UserDefinedObjectVariable) and copies_by_default(type(x.value)) and \
+            inspect.getattr_static(type(x.value), "__copy__", None) is None:
+        if not x.fresh:
+            return None  # (read through __reduce_ex__ by copy.copy, inlined)
+        out = UserDefinedObjectVariable(object.__new__(type(x.value)), fresh=True,
+                                        class_source=x.class_source)
+        out.pending = dict(x.pending)
+        return out
+    return None
+
+
 def _id(tx, obj: VariableTracker) -> VariableTracker:
     """``id(obj)`` of an object reached through a source: its real id, a constant the graph
     may use while the guard ``source is <that object>`` holds. ``None``/``True``/``False``
@@ -170,6 +205,8 @@ def _identity(vt: VariableTracker):
 
 
 _BUILTIN_HANDLERS[copy.deepcopy] = _deepcopy
+_BUILTIN_HANDLERS[copy.copy] = _shallow_copy
+_INLINED_WHEN_UNHANDLED.add(copy.copy)
 _BUILTIN_HANDLERS[id] = _id
 del _UNSUPPORTED_BUILTINS[id]
 
