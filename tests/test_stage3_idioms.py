@@ -982,8 +982,8 @@ def enums_copies_typing(x):
     shallow.append(3)
     deep = copy.deepcopy({"k": [1]})
     pair = copy.copy(Pair(1, 2))
-    args = typing.get_args(typing.Optional[int])
-    origin = typing.get_origin(typing.List[int])
+    args = typing.get_args(typing.Optional[int])  # noqa: UP045 -- the spelling under test
+    origin = typing.get_origin(typing.List[int])  # noqa: UP006
     return x * len(shallow) + len(deep["k"]) + (mode is Mode.A) + list(Mode).index(Mode.B) + \
         len(Mode.__members__) + pair.b + len(args) + (origin is list) + int(flags)
 
