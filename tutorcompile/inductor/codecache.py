@@ -335,13 +335,14 @@ def batched_builds(priority: int = 0) -> Iterator[None]:
     """Build the kernels :func:`cpp_kernel_async` is asked for inside the block together,
     when the block ends (a graph's code generation), queued at ``priority`` (lower goes
     first)."""
-    stack = _open_batches.__dict__.setdefault("stack", [])
+    if not hasattr(_open_batches, "stack"):
+        _open_batches.stack = []
     batch = _Batch(priority)
-    stack.append(batch)
+    _open_batches.stack.append(batch)
     try:
         yield
     finally:
-        stack.pop()
+        _open_batches.stack.pop()
         batch.submit()
 
 

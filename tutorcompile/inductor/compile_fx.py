@@ -595,7 +595,11 @@ class LazyCompiledGraph:
     build, unless it draws random numbers (the kernels would draw others): the backward
     of the graph before it compiles meanwhile, so a model of many graphs does not wait
     for the compiler once per graph. Later calls run the kernels (waiting for any still
-    building). torch.compile's ``compile_threads`` pool and async compile do the same."""
+    building). (torch.compile's opt-in ``TORCHINDUCTOR_FX_COMPILE_MODE=async+subprocess``,
+    ``_AsyncFxCompile``, runs a graph eagerly until its compiled form is ready, too.) A
+    forward is not run so: its outputs' layouts would be PyTorch's, not its kernels', and
+    the graph captured next, or the backward compiled for them, would be specialised to
+    layouts the later calls do not have."""
 
     def __init__(self, gm: Any, example_inputs: Sequence[Any] | None = None, **options: Any):
         self.gm = gm
