@@ -975,6 +975,7 @@ class Flags(__import__("enum").IntFlag):
 
 def enums_copies_typing(x):
     import copy
+    import re
     import typing
     flags = Flags.X | Flags.Y
     mode = Mode("a")
@@ -984,7 +985,9 @@ def enums_copies_typing(x):
     pair = copy.copy(Pair(1, 2))
     args = typing.get_args(typing.Optional[int])  # noqa: UP045 -- the spelling under test
     origin = typing.get_origin(typing.List[int])  # noqa: UP006
+    size = re.match(r"(\d+)x(\d+)", "3x4")
     return x * len(shallow) + len(deep["k"]) + (mode is Mode.A) + list(Mode).index(Mode.B) + \
+        int(size.group(1)) * int(size.group(2)) + \
         len(Mode.__members__) + pair.b + len(args) + (origin is list) + int(flags)
 
 

@@ -486,6 +486,10 @@ class InstructionTranslator(VM):
                  for i, a in enumerate(value.args)],
                 {k: self.wrap_nested(v, GetItemSource(kw_src, k))
                  for k, v in value.keywords.items()})
+        if isinstance(value, types.FunctionType) and value in trace_rules.PURE_FUNCTIONS:
+            if source is not None:  # ``re.match``: computed now on constants
+                g.ID_MATCH(source, value)
+            return BuiltinVariable(value, source)
         if _has_handler(value):  # functools.partial, itertools.chain, deque, ...
             if source is not None:
                 g.ID_MATCH(source, value)

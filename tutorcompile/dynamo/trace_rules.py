@@ -36,6 +36,7 @@ from __future__ import annotations
 import builtins
 import logging
 import operator
+import re
 import sys
 import types
 import warnings
@@ -45,7 +46,7 @@ from typing import Any
 # function of its arguments (each returns a new object, never mutating the receiver).
 IMMUTABLE_TYPES: frozenset[type] = frozenset({
     str, bytes, int, float, complex, bool, tuple, frozenset, range, slice, type(None),
-    type(Ellipsis), type(NotImplemented),
+    type(Ellipsis), type(NotImplemented), re.Pattern, re.Match,
 })
 
 # Modules every function of which is pure (given immutable arguments).
@@ -72,8 +73,13 @@ PURE_BUILTINS: frozenset[Any] = frozenset({
     type, sys.intern,
 })
 
-# Functions of impure modules that are pure all the same.
-PURE_FUNCTIONS: frozenset[Any] = frozenset({sys.intern, sys.getrecursionlimit})
+# Functions of impure modules that are pure all the same; the ``re`` functions are written
+# in Python, around a cache of compiled patterns, but compute from their arguments alone
+# (a pattern, and the match of a constant string, are immutable values).
+PURE_FUNCTIONS: frozenset[Any] = frozenset({
+    sys.intern, sys.getrecursionlimit, re.compile, re.match, re.fullmatch, re.search,
+    re.findall, re.split, re.sub, re.subn, re.escape,
+})
 
 C_CALLABLE_TYPES = (types.BuiltinFunctionType, types.MethodDescriptorType,
                     types.WrapperDescriptorType, types.ClassMethodDescriptorType,

@@ -10,6 +10,7 @@ Mirrors: torch/_dynamo/variables/base.py.
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 import types
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .symbolic_convert import InstructionTranslator
 
 CONSTANT_TYPES = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis),
+                  re.Pattern, re.Match,
                   torch.dtype, torch.device, torch.layout, torch.memory_format, range, slice,
                   types.CodeType, frozenset, torch.finfo, torch.iinfo, inspect.Signature,
                   inspect.Parameter, types.MappingProxyType)
