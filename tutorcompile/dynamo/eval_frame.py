@@ -266,12 +266,13 @@ class OptimizedModule(torch.nn.Module):
         super().__init__()
         self._orig_mod = mod
         self.config = config
+        # a __call__ of the module's own class (gpytorch's kernels) is what runs, not forward
+        self._own_call = own_call(type(mod))
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         mod = self._modules["_orig_mod"]   # (not ``self._orig_mod``: Module.__getattr__)
-        call = own_call(type(mod))
-        if call is not None:
-            return _run_plain(call, [mod, *args], kwargs, self.config)  # its own __call__
+        if self._own_call is not None:
+            return _run_plain(self._own_call, [mod, *args], kwargs, self.config)
         if "forward" in mod.__dict__:      # ``mod.forward = fn`` replaces the class's, as is
             return _run_plain(mod.__dict__["forward"], list(args), kwargs, self.config)
         return _run_plain(type(mod).forward, [mod, *args], kwargs, self.config)
@@ -705,8 +706,9 @@ class ConcreteRunner(VM):
             if not has_tensor_in_frame(target, bound, kwargs):
                 return fn(*args, **kwargs)
             return run_compiled(target, bound, kwargs, self.config)
-        if isinstance(fn, torch.nn.Module) and own_call(type(fn)) is not None:
-            return run_compiled(own_call(type(fn)), [fn, *args], kwargs, self.config)
+        call = own_call(type(fn)) if isinstance(fn, torch.nn.Module) else None
+        if call is not None:  # a module class's own __call__ (gpytorch's kernels)
+            return run_compiled(call, [fn, *args], kwargs, self.config)
         if isinstance(fn, torch.nn.Module) and not (fn._forward_hooks or
                                                     fn._forward_pre_hooks):
             forward = type(fn).forward

@@ -5,6 +5,7 @@ Mirrors: torch/_dynamo/variables/nn_module.py.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 
@@ -245,6 +246,7 @@ class NNModuleVariable(VariableTracker):
         return f"NNModuleVariable({type(self.value).__name__})"
 
 
+@functools.cache
 def own_call(cls: type) -> types.FunctionType | None:
     """A module class's own ``__call__``, written outside torch (gpytorch's kernels), or
     None: Module's (or torch's own, such as ``fx.GraphModule``'s, which runs ``forward``)."""
