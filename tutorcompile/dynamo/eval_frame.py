@@ -49,6 +49,7 @@ from typing import Any
 
 import torch
 
+from .._caches import reset_registered
 from .._logging import log_artifact, phase
 from ..amp import autocast_on
 from ..fx import GraphModule
@@ -199,9 +200,11 @@ _LISTENERS: list[Any] = []  # explain() registers here to see every capture
 
 
 def reset() -> None:
-    """Forget every compiled graph, guard, dynamic-dimension mark and recompile log."""
+    """Forget every compiled graph, guard, dynamic-dimension mark and recompile log (and
+    the later stages' caches of compiled graphs, registered in ``tutorcompile._caches``)."""
     _CACHES.clear()
     RECOMPILE_LOG.clear()
+    reset_registered()
 
 
 # --- the public entry point -----------------------------------------------------------------

@@ -65,6 +65,7 @@ from typing import Any
 
 import torch
 
+from .._caches import on_reset
 from ..environment import probe
 from ..fx import Graph, Node
 from ..fx.codegen import literal
@@ -451,6 +452,7 @@ def triton_module(source: str, name: str):
 
 compiled_graphs: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 """:func:`graph_key` -> a compiled graph, for as long as something holds it."""
+on_reset(compiled_graphs.clear)  # tutorcompile.reset() compiles from the start again
 
 
 def graph_key(graph: Graph, example_inputs: Sequence[Any], options: Sequence[Any]
