@@ -144,6 +144,11 @@ def phase(name: str) -> Iterator[None]:
             log_artifact("compile_times", compile_times, "cumulative")
 
 
+def seconds_compiling() -> float:
+    """Seconds spent in any compile phase since the start (or :func:`reset_compile_times`)."""
+    return sum(_phase_seconds.values())
+
+
 def compile_times(as_dict: bool = False) -> str | dict[str, float]:
     """Seconds spent per compile phase since the start (or :func:`reset_compile_times`)."""
     if as_dict:

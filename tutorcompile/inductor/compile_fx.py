@@ -599,7 +599,10 @@ class LazyCompiledGraph:
     ``_AsyncFxCompile``, runs a graph eagerly until its compiled form is ready, too.) A
     forward is not run so: its outputs' layouts would be PyTorch's, not its kernels', and
     the graph captured next, or the backward compiled for them, would be specialised to
-    layouts the later calls do not have."""
+    layouts the later calls do not have. Nor is a graph computing in 16-bit floats: the
+    prims round to bfloat16/float16 after every op, where the kernels (and PyTorch's own
+    fused ops) compute in float32 and round once per stored buffer, so its first gradients
+    would be several times less accurate than eager's."""
 
     def __init__(self, gm: Any, example_inputs: Sequence[Any] | None = None, **options: Any):
         self.gm = gm
@@ -611,7 +614,7 @@ class LazyCompiledGraph:
     def __call__(self, *args: Any) -> Any:
         if self.compiled is None:
             graph = _as_graph(self.gm)
-            if any(map(is_random, graph.nodes)):
+            if any(map(is_random, graph.nodes)) or _computes_in_16_bits(graph):
                 self.compiled = self._compile(args, "first_call")
             else:
                 self.compiled = self._compile(args, "deferred")
@@ -651,6 +654,13 @@ class LazyCompiledGraph:
         if compiled is None or len(compiled._variants) != 1 or compiled.shape_env is not None:
             return self    # (a graph for symbolic sizes: each size has its own variant)
         return compiled._current.run
+
+
+def _computes_in_16_bits(graph: Graph) -> bool:
+    """Whether a value of ``graph`` is a float16 or bfloat16 tensor (see LazyCompiledGraph)."""
+    return any(getattr(node.meta.get("tensor_meta"), "dtype", None) in (torch.float16,
+                                                                      torch.bfloat16)
+               for node in graph.nodes)
 
 
 def inner_compiler(cudagraphs: bool = False, **options: Any) -> Callable:
