@@ -11,7 +11,8 @@ One op gives one :class:`OpResult` per backend:
   (values differ from eager with no error: a silent wrong answer);
 * ``backward``: the same for the gradients of every floating-point input, or ``"n/a"``
   (the op has no gradient in eager). A gradient that is missing or zero where eager's is not
-  counts as ``"wrong"``;
+  counts as ``"wrong"``, and so does a result with a gradient that eager declares
+  non-differentiable (a graph using it would pass that gradient on);
 * ``kernels``: the number of generated kernels the forward graph compiled to (``inductor``),
   and ``extern``: the torch calls that stayed PyTorch calls, with the reason AOT gave.
 
@@ -246,6 +247,14 @@ def _check_backward(result: OpResult, exp_outs: list, got_outs: list,
     if missing:
         result.backward = "wrong"
         result.message = f"output {missing[0]} has no gradient (eager's has one)"
+        return
+    # the reverse: a result PyTorch declares non-differentiable (native_layer_norm's mean)
+    # that has a gradient would pass one into any loss computed from it
+    extra = [i for i, (e, g) in enumerate(zip(exp_outs, got_outs))
+             if isinstance(e, torch.Tensor) and not _differentiable(e) and _differentiable(g)]
+    if extra:
+        result.backward = "wrong"
+        result.message = f"output {extra[0]} has a gradient (eager's has none)"
         return
     try:
         got = _grads(got_outs, got_in, cotangents)

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from ..fx import Graph, Node, TensorMeta
 from ..fx.node import map_aggregate, tree_leaves
 from ..fx.passes.dce_cse import is_random
-from ..fx.symbolic_shapes import ShapeEnv, SymInt, as_shape
+from ..fx.symbolic_shapes import ShapeEnv, SymInt, as_shape, hint_int
 from ..ops import GraphHandler, GraphValue, make_meta, ops, set_handler
 from ..ops.table import contiguous_strides
 from .decompositions import (
@@ -43,6 +43,7 @@ from .decompositions import (
     transpose,
     with_random_state,
 )
+from .decompositions_nn import leading_results
 
 # =======================================================================================
 
@@ -354,6 +355,8 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
         # the decomposition table -- a table without getitem must not turn the pick into an
         # extern, whose backward would not reach the call that made the value
         return args[0][args[1]]
+    if target is leading_results and isinstance(args[0], (tuple, list)):
+        return tuple(args[0][:args[1]])    # (the same: a functional rewrite's own results)
     has_values = any(isinstance(v, GraphValue) for v in tree_leaves((args, kwargs)))
     name = target_name(node)
     if target is getattr:
@@ -412,7 +415,7 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
         try:
             out = rule(*args, **kwargs)
             report.decomposed[name] += 1
-            return out
+            return _stop_gradients(fn, args, kwargs, out)
         except NotImplementedError as e:
             why = f"decomposition does not cover this call ({e})" if str(e) else \
                 "decomposition does not cover this call"
@@ -424,7 +427,62 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
     meta = _symbolic_result_meta(key, args, kwargs)
     if is_random(node):
         return _random_extern_call(fn, args, kwargs, meta)
-    return extern_call(fn, args, kwargs, meta=meta)
+    return _stop_gradients(fn, args, kwargs, extern_call(fn, args, kwargs, meta=meta))
+
+
+def _stop_gradients(fn: Callable, args: tuple, kwargs: dict, out: Any) -> Any:
+    """``out``, a call's results, with those PyTorch gives no gradient detached.
+
+    A decomposition differentiates through every result it computes, but PyTorch declares some
+    results of an op non-differentiable (``output_differentiability`` in derivatives.yaml):
+    ``native_layer_norm``'s mean and rstd, the batch-norm statistics. A graph that went on to
+    use one would get a gradient eager does not have -- a silent wrong answer. Which results
+    those are is asked of PyTorch itself, by running ``fn`` on meta tensors that require
+    grad; only multi-result calls can have such results beside differentiable ones. (An
+    extern's gradient is PyTorch's, so right, but its results would still say they require
+    grad.)"""
+    if not isinstance(out, (tuple, list)) or sum(isinstance(v, GraphValue) for v in out) < 2:
+        return out
+    differentiable = _differentiable_results(fn, args, kwargs)
+    if differentiable is None or len(differentiable) != len(out):
+        return out
+    kept = [extern_call(torch.Tensor.detach, (v,), {}, meta=make_meta(v.shape, v.dtype,
+                                                                      v.device))
+            if isinstance(v, GraphValue) and not ok and v.dtype.is_floating_point else v
+            for v, ok in zip(out, differentiable)]
+    return type(out)(kept)
+
+
+def _differentiable_results(fn: Callable, args: tuple, kwargs: dict) -> list[bool] | None:
+    """Per result of ``fn(*args, **kwargs)``: whether PyTorch's autograd gives it a gradient
+    from some floating input (None when ``fn`` has no meta kernel). All inputs require grad
+    at once, or, where ``fn`` refuses that for some (batch norm's running statistics), one
+    at a time."""
+    values = [v for v in tree_leaves((args, kwargs)) if isinstance(v, GraphValue)
+              and (v.dtype.is_floating_point or v.dtype.is_complex)]
+
+    def run(wanted: list[GraphValue]) -> list[bool] | None:
+        def stand_in(v: Any) -> Any:
+            if isinstance(v, torch.Tensor):   # a constant of the graph
+                return v.detach().to("meta")
+            if not isinstance(v, GraphValue):
+                return v
+            t = torch.empty([hint_int(n) for n in v.shape], dtype=v.dtype, device="meta")
+            return t.requires_grad_(any(v is w for w in wanted))
+        try:
+            with torch.enable_grad():
+                result = fn(*map_aggregate(args, stand_in), **map_aggregate(kwargs, stand_in))
+        except Exception:    # (no meta kernel, an input it cannot differentiate, ...)
+            return None
+        if not isinstance(result, (tuple, list)):
+            return None
+        return [isinstance(r, torch.Tensor) and r.requires_grad for r in result]
+
+    together = run(values)
+    if together is not None:
+        return together
+    alone = [r for r in (run([v]) for v in values) if r is not None]
+    return [any(col) for col in zip(*alone)] if alone else None
 
 
 def _has_symbolic_size(value: Any) -> bool:
