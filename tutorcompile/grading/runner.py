@@ -28,7 +28,8 @@ from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent          # tutorcompile/
 STARTUP_TIMEOUT = 180
-GRACE = 3.0                                                    # after SIGINT, before SIGKILL
+GRACE = 10.0   # after SIGINT, before SIGKILL: paid only by a cell that ignores the interrupt
+               # (a loaded machine can take seconds to deliver one that is obeyed)
 
 
 @dataclass(frozen=True)
@@ -260,6 +261,7 @@ def run_cells(cells: list[Cell], cell_timeout: float = 120, memory_limit: int | 
                     kernel.close()
                     outcome.error = (f"{timeout}, and the cell did not stop when interrupted: "
                                      "the kernel was killed; later cells did not run")
+                    outcome.results[index] = CellResult(index, False, outcome.error)
                     break
                 if reply == "eof":
                     rc = kernel.close()
