@@ -309,7 +309,7 @@ class KernelWriter(OpsHandler):
         self.name = name
         self.lines: list[str] = []
         self.indent = 0
-        self.scopes: list[dict[str, CSEVar]] = [{}]
+        self.scopes: list[dict[Any, CSEVar]] = [{}]  # CSE: expression (or key) -> variable
         self.counter = 0
         self.inputs: dict[str, ir.Buffer] = {}    # buffer name -> buffer, in first-use order
         self.outputs: dict[str, ir.Buffer] = {}
@@ -425,7 +425,15 @@ class KernelWriter(OpsHandler):
         if name in self.plan.names:
             if buffer.is_reduction:
                 return self.reduction_value(buffer, index)
-            return buffer.data.inner_fn(index)  # inline the producer at this index
+            # inline the producer at this index, once per scope: a value read at the same
+            # index by several consumers (a polynomial's x in every term) is the same
+            # variable, and the producer's own reads are not expanded again as a tree
+            key = ("inline", name, tuple(index))
+            value = next((scope[key] for scope in reversed(self.scopes) if key in scope),
+                         None)
+            if value is None:
+                value = self.scopes[-1][key] = buffer.data.inner_fn(index)
+            return value
         self.inputs.setdefault(name, buffer)
         expr = self.offset_of(buffer.layout, index)
         offset = print_index(expr, self.language)
