@@ -124,7 +124,7 @@ def _count(a, mask, dims, keepdim):
     if mask is None:
         shape = tuple(1 if d in dims else s for d, s in enumerate(a.shape)) if keepdim \
             else tuple(s for d, s in enumerate(a.shape) if d not in dims)
-        n = math.prod(a.shape[d] for d in dims)
+        n = math.prod(a.shape[d] for d in dims if d < len(a.shape))  # (a 0-d input's dim 0)
         return ops.full(shape, n, dtype=torch.int64, device=a.device)
     return ops.sum(ops.convert_element_type(mask, torch.int64), dims, keepdim=keepdim)
 

@@ -455,7 +455,8 @@ def _stop_gradients(fn: Callable, args: tuple, kwargs: dict, out: Any) -> Any:
 
 def _differentiable_results(fn: Callable, args: tuple, kwargs: dict) -> list[bool] | None:
     """Per result of ``fn(*args, **kwargs)``: whether PyTorch's autograd gives it a gradient
-    from some floating input (None when ``fn`` has no meta kernel). All inputs require grad
+    from some floating input (None when ``fn`` has no meta kernel, or gives no result a
+    gradient: no autograd on meta tensors, as far as it tells). All inputs require grad
     at once, or, where ``fn`` refuses that for some (batch norm's running statistics), one
     at a time."""
     values = [v for v in tree_leaves((args, kwargs)) if isinstance(v, GraphValue)
@@ -476,7 +477,10 @@ def _differentiable_results(fn: Callable, args: tuple, kwargs: dict) -> list[boo
             return None
         if not isinstance(result, (tuple, list)):
             return None
-        return [isinstance(r, torch.Tensor) and r.requires_grad for r in result]
+        grads = [isinstance(r, torch.Tensor) and r.requires_grad for r in result]
+        # none at all: no autograd on meta tensors (a function's own shape-only path, as
+        # sequential_scan's) tells nothing
+        return grads if any(grads) else None
 
     together = run(values)
     if together is not None:
