@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from ..errors import TutorcompileError
 from ..fx import Graph, GraphModule, Node
 from ..fx.node import map_arg
+from ..fx.passes.dce_cse import operator_schemas, written_arguments
 from ..ops import ops
 from ..ops.prims import _slice_length
 from .decompositions import (
@@ -75,6 +76,22 @@ def setitem_functional(base: torch.Tensor, index: Any, value: Any) -> torch.Tens
     out = base.clone()
     out[index] = value
     return out
+
+
+def operator_functional(op: Any, slots: tuple, *args: Any, **kwargs: Any) -> tuple:
+    """``op(*args, **kwargs)`` for an operator whose schema writes some of its arguments
+    (``slots``: their positions, or keyword names), run on copies of those: its own results,
+    then the copies' new values -- a pure function (a custom op's ``mutates_args``,
+    ``torch.ops.aten.add_``)."""
+    args, kwargs = list(args), dict(kwargs)
+    for slot in slots:
+        if isinstance(slot, int):
+            args[slot] = args[slot].clone()
+        else:
+            kwargs[slot] = kwargs[slot].clone()
+    out = op(*args, **kwargs)
+    results = () if out is None else tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    return (*results, *(args[s] if isinstance(s, int) else kwargs[s] for s in slots))
 
 
 def copy_functional(dst: torch.Tensor, src: Any) -> torch.Tensor:
@@ -375,6 +392,15 @@ def functionalize(graph: Graph) -> FunctionalGraph:
             write_back(ref, value, node)
             refs[node] = ref  # an in-place op returns its (mutated) input
             continue
+        written = written_arguments(node.target) if node.op == "call_function" else None
+        if written:
+            own = _functional_operator_call(new, node, written, refs, current, write_back)
+            if isinstance(own, Node):   # the operator's own result(s): a new value
+                refs[node] = _Ref(node)
+                latest[node], version[node] = own, 0
+            else:   # nothing (a custom op returning None), or the argument it wrote
+                refs[node] = own
+            continue
         if node.op == "call_function" and node.target in _BN_WITH_UPDATE:
             # aten._batch_norm_with_update(x, w, b, running_mean, running_var, momentum, eps)
             call = new.call_function(batch_norm_with_update_functional,
@@ -421,6 +447,45 @@ def functionalize(graph: Graph) -> FunctionalGraph:
     new.output(tuple(user) + tuple(latest[graph.placeholders[i]] for i in mutated))
     new.lint()
     return FunctionalGraph(new, mutated, len(user), spec)
+
+
+def _functional_operator_call(new: Graph, node: Node, written: list, refs: dict, current,
+                              write_back) -> Any:
+    """``node`` calls an operator that writes the arguments its schema marks ``(a!)``:
+    emit :func:`operator_functional` and write the new values back. Returns what the node's
+    own value is now: a node of its results, the ``_Ref`` of the argument it returns (an
+    aten in-place overload returns the tensor it wrote), or None."""
+    slots = []
+    for position, name in written:
+        if 0 <= position < len(node.args):
+            slots.append(position)
+        elif name in node.kwargs:
+            slots.append(name)
+        else:
+            raise FunctionalizationError(f"{node.name}: {node.target} writes its argument "
+                                         f"{name!r}, which the call does not pass")
+    targets = [node.args[s] if isinstance(s, int) else node.kwargs[s] for s in slots]
+    if not all(isinstance(t, Node) and isinstance(refs.get(t), _Ref) for t in targets):
+        raise FunctionalizationError(f"{node.name}: {node.target} writes an argument that "
+                                     "is not a tensor of this graph (a list of tensors?)")
+    call = new.call_function(operator_functional,
+                             (node.target, tuple(slots), *map_arg(tuple(node.args), current)),
+                             map_arg(dict(node.kwargs), current), name=node.name)
+    call.meta = {k: v for k, v in node.meta.items() if k not in ("example_value",
+                                                                 "tensor_meta")}
+    example = node.meta.get("example_value")
+    count = 0 if example is None else len(example) if isinstance(example, (tuple, list)) \
+        else 1
+    for j, target in enumerate(targets):
+        write_back(refs[target], new.call_function(operator.getitem, (call, count + j)), node)
+    if count == 0:
+        return None
+    returns = operator_schemas(node.target)[0].returns
+    if count == 1 and returns and returns[0].alias_info is not None:
+        return refs[targets[0]]          # ``aten.add_.Tensor(x, y)`` is x, as written
+    if count == 1:
+        return new.call_function(operator.getitem, (call, 0))
+    return new.call_function(leading_results, (call, count))
 
 
 def _inverse_view(new: Graph, view: Node, parent: Node, child: Node, where: Node) -> Node:

@@ -140,6 +140,17 @@ def _tag(graph: Graph, before: int, phase: str) -> None:
             node.meta.setdefault("partition_role", phase)
 
 
+def _no_gradient(target: Any) -> bool:
+    """A torch call whose result PyTorch never differentiates, whatever its inputs:
+    ``detach``, and the factories that read only their input's metadata (``zeros_like``,
+    ``x.new_zeros``) -- an extern taking one would otherwise be asked for a gradient
+    through a tensor PyTorch made without one."""
+    name = getattr(target, "__name__", "")
+    return target is torch.Tensor.detach or (
+        getattr(torch, name, None) is target or getattr(torch.Tensor, name, None) is target
+    ) and (name.endswith("_like") or name.startswith("new_"))
+
+
 def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | None = None
                ) -> JointGraph:
     """The joint graph of ``graph`` (a graph of prims and extern nodes with tensor_meta).
@@ -188,7 +199,7 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
                                        if isinstance(env[a], SymInt) else env[a])
                 env[node] = (GraphValue(copy, handler)
                              if not isinstance(copy.meta.get("tensor_meta"), tuple) else copy)
-            needs_grad[node] = node.target is not torch.Tensor.detach and any(
+            needs_grad[node] = not _no_gradient(node.target) and any(
                 needs_grad.get(a, False) for a in node.all_input_nodes)
             order.append(node)
         _tag(joint, start, "forward")

@@ -28,6 +28,7 @@ from ..amp import autocast_casts, autocast_on, regions
 from ..fx import Graph
 from ..fx.interpreter import tensor_meta
 from ..fx.node import Node
+from ..fx.passes.dce_cse import operator_schemas, written_arguments
 from ..fx.symbolic_shapes import pycode
 from .exc import Unsupported
 from .source import Source
@@ -212,7 +213,7 @@ class OutputGraph:
             raise Unsupported(f"{what} of a dynamically shaped tensor: the number of results "
                               "depends on a dynamic size")
         if (out is None or is_constant_value(out) and not isinstance(out, (int, float))) \
-                and not _acts(what, kwargs):
+                and not _acts(what, kwargs, target):
             # a fact about the inputs' metadata (F._none_or_dtype's dtype, a bool), which
             # the tensors' guards already fix: a constant, not a node a later stage must run
             return ConstantVariable(out)
@@ -402,9 +403,13 @@ def _count_expression(what: str, size: int | str, passed: tuple, kwargs: dict,
     return None  # unbind: one result per element, a count only one size gives
 
 
-def _acts(what: Any, kwargs: dict) -> bool:
+def _acts(what: Any, kwargs: dict, target: Any = None) -> bool:
     """Does a call do something beyond its result: write into a tensor (``t[i] = v``,
-    ``add_``, ``out=``) or check one at run time (``torch._assert``)?"""
+    ``add_``, ``out=``) or check one at run time (``torch._assert``)? An operator says so in
+    its schema (``Tensor(a!) x``, or nothing returned: a custom op made with
+    ``mutates_args``, called as ``torch.ops.ns.op`` or through its ``CustomOpDef``)."""
+    if any(not s.returns for s in operator_schemas(target)) or written_arguments(target):
+        return True
     name = what if isinstance(what, str) else getattr(what, "__name__", str(what))
     return name in ("setitem", "_assert", "_assert_async") or name.startswith("_check") or \
         name.endswith("_") and not name.endswith("__") or "out" in kwargs

@@ -44,6 +44,32 @@ def is_random(node: Node) -> bool:
     return any(word in name for word in _RANDOM_WORDS)
 
 
+def operator_schemas(target: Any) -> list:
+    """The schemas of an operator -- an ``OpOverload``, every overload of a ``torch.ops``
+    packet, the operator a ``torch.library.custom_op`` made -- else []."""
+    if isinstance(target, torch._library.custom_ops.CustomOpDef):
+        target = target._opoverload
+    if isinstance(target, torch._ops.OpOverload):
+        return [target._schema]
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        return [getattr(target, name)._schema for name in target.overloads()]
+    return []
+
+
+def written_arguments(target: Any) -> list[tuple[int, str]] | None:
+    """``(position, name)`` of each argument an operator's schema says it writes
+    (``Tensor(a!) x``: an in-place aten overload, a custom op's ``mutates_args``), [] for
+    an operator that writes none, None for a callable without a schema. (Of a packet: its
+    overloads must write the same positions, ``mul_.Tensor`` and ``mul_.Scalar``'s self.)"""
+    schemas = operator_schemas(target)
+    if not schemas:
+        return None
+    written = [[(i, a.name) for i, a in enumerate(s.arguments)
+                if a.alias_info is not None and a.alias_info.is_write] for s in schemas]
+    positions = {tuple(i for i, _ in w) for w in written}
+    return written[0] if len(positions) == 1 else [(-1, "?")]
+
+
 def is_impure(node: Node) -> bool:
     """True if removing or merging the node could change what the program does."""
     if node.meta.get("impure"):
@@ -60,6 +86,10 @@ def is_impure(node: Node) -> bool:
         return True  # PyTorch's in-place convention: add_, copy_, relu_
     if node.kwargs.get("out") is not None or node.kwargs.get("inplace") is True:
         return True
+    if node.op == "call_function" and any(
+            not s.returns or written_arguments(node.target)
+            for s in operator_schemas(node.target)):
+        return True  # an operator that writes an argument, or returns nothing (so acts)
     return is_random(node)
 
 
