@@ -162,6 +162,26 @@ def main() -> None:  # noqa: C901 -- one closure on purpose: its locals are the 
                                                         "_profile_hook", None),
              "builtins.__import__": lambda: builtins.__import__}
     import signal
+
+    # The runner's time limit (SIGINT) interrupts a cell, never this loop: one that lands
+    # in the worker's own checks (slow on a loaded machine) stops the cell before it runs
+    in_cell, interrupted = [False], [False]
+
+    def on_interrupt(signum, frame):
+        if in_cell[0]:
+            raise KeyboardInterrupt
+        interrupted[0] = True
+    _signal.signal(signal.SIGINT, on_interrupt)
+
+    def run(code, *args, **kwargs):
+        """``code(*args, **kwargs)`` in the cell's own time: interruptible."""
+        in_cell[0] = True
+        try:
+            if interrupted[0]:
+                raise KeyboardInterrupt
+            return code(*args, **kwargs)
+        finally:
+            in_cell[0] = False
     signals = [s for s in signal.Signals if s not in (signal.SIGKILL, signal.SIGSTOP)]
     for s in signals:
         hooks[f"the {s.name} handler"] = (lambda s=s: _signal.getsignal(s))
@@ -470,11 +490,11 @@ def main() -> None:  # noqa: C901 -- one closure on purpose: its locals are the 
     send("ready", 0, "ok", {})
     while True:
         index, role, label, source = receive()
-        where[0] = label
+        where[0], interrupted[0] = label, False
         if role == "learner":
             flags_before = len(flags)
             try:
-                result = shell.run_cell(source, store_history=True)
+                result = run(shell.run_cell, source, store_history=True)
                 err = result.error_before_exec or result.error_in_exec
             except BaseException as e:     # the cell broke the shell itself
                 err = e
@@ -490,7 +510,7 @@ def main() -> None:  # noqa: C901 -- one closure on purpose: its locals are the 
         if role == "given":
             before = dict(ns)
             try:
-                exec(code, ns)
+                run(exec, code, ns)
                 status, message = "ok", ""
             except BaseException as e:
                 status, message = "error", first_line(e)
@@ -508,7 +528,7 @@ def main() -> None:  # noqa: C901 -- one closure on purpose: its locals are the 
         check_globals = pinned_globals()
         start = dict(check_globals)
         try:
-            exec(code, check_globals)
+            run(exec, code, check_globals)
             finished, message = True, ""
         except BaseException as e:
             finished, message = False, first_line(e)
