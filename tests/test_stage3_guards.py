@@ -253,7 +253,10 @@ def test_check_function_is_cheapest_first_and_agrees_with_each_guard(batched, mo
     check = entry.check
     source = check.source
     assert "check_tensor(" not in source  # static tensors: no call per tensor
-    assert source.count("._modules") == 1  # L['self']._modules read once, into a local
+    # L['self']._modules read once, into a local (the hook guard reads the submodules only
+    # once the count of hook handles has moved: not on this path)
+    hot = "\n".join(ln for ln in source.splitlines() if ".next_id == " not in ln)
+    assert hot.count("._modules") == 1
     lines = [ln.strip() for ln in source.splitlines() if ln.strip().startswith("if not")]
     tensor_test = ("is torch.Tensor" if batched else ".stride()", "is torch.nn.Parameter",
                    "___check_tensors(")

@@ -52,6 +52,7 @@ import torch
 from .._caches import reset_registered
 from .._logging import log_artifact, phase, seconds_compiling
 from ..amp import autocast_on
+from ..errors import FallbackWarning
 from ..fx import GraphModule
 from .backends import check_options, lookup_backend
 from .decorators import marked_dims
@@ -274,9 +275,22 @@ class OptimizedModule(torch.nn.Module):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         mod = self._modules["_orig_mod"]   # (not ``self._orig_mod``: Module.__getattr__)
+        if mod._forward_hooks or mod._forward_pre_hooks or mod._backward_hooks \
+                or mod._backward_pre_hooks or any(_GLOBAL_HOOKS):
+            return _call_with_hooks(mod, self._without_hooks, args, kwargs)
         if self._own_call is not None:
             return _run_plain(self._own_call, [mod, *args], kwargs, self.config)
         if "forward" in mod.__dict__:      # ``mod.forward = fn`` replaces the class's, as is
+            return _run_plain(mod.__dict__["forward"], list(args), kwargs, self.config)
+        return _run_plain(type(mod).forward, [mod, *args], kwargs, self.config)
+
+    def _without_hooks(self, *args: Any, **kwargs: Any) -> Any:
+        """``forward`` past its hook test, for the hooks to run around
+        (:func:`_call_with_hooks`); ``forward`` repeats it inline, a call less per hit."""
+        mod = self._modules["_orig_mod"]
+        if self._own_call is not None:
+            return _run_plain(self._own_call, [mod, *args], kwargs, self.config)
+        if "forward" in mod.__dict__:
             return _run_plain(mod.__dict__["forward"], list(args), kwargs, self.config)
         return _run_plain(type(mod).forward, [mod, *args], kwargs, self.config)
 
@@ -285,6 +299,52 @@ class OptimizedModule(torch.nn.Module):
             return super().__getattr__(name)
         except AttributeError:
             return getattr(self._modules["_orig_mod"], name)
+
+
+# nn.Module's global hook dicts (``register_module_forward_hook``...), the same objects for
+# the life of the process
+_GLOBAL_HOOKS = (torch.nn.modules.module._global_forward_hooks,
+                 torch.nn.modules.module._global_forward_pre_hooks,
+                 torch.nn.modules.module._global_backward_hooks,
+                 torch.nn.modules.module._global_backward_pre_hooks)
+
+
+def _call_with_hooks(mod: torch.nn.Module, forward: Callable, args: tuple, kwargs: dict
+                     ) -> Any:
+    """What ``mod(*args, **kwargs)`` does with hooks, around the compiled ``forward``: its
+    forward pre-hooks and forward hooks (global ones first), with or without kwargs, as
+    ``nn.Module._call_impl`` runs them. Backward hooks wrap the inputs and outputs in
+    autograd functions of PyTorch's own: that call runs the module uncompiled, and says so."""
+    module = torch.nn.modules.module
+    if mod._backward_hooks or mod._backward_pre_hooks or module._global_backward_hooks \
+            or module._global_backward_pre_hooks:
+        warnings.warn(f"tutorcompile: {type(mod).__name__} has backward hooks; it runs "
+                      "uncompiled (remove them to compile it)", FallbackWarning, stacklevel=3)
+        return mod(*args, **kwargs)
+    for hook_id, hook in (*module._global_forward_pre_hooks.items(),
+                          *mod._forward_pre_hooks.items()):
+        if hook_id in mod._forward_pre_hooks_with_kwargs:
+            result = hook(mod, args, kwargs)
+            if result is not None:
+                if not (isinstance(result, tuple) and len(result) == 2):
+                    raise RuntimeError("forward pre-hook must return None or a tuple of "
+                                       f"(new_args, new_kwargs), but got {result}.")
+                args, kwargs = result
+        else:
+            result = hook(mod, args)
+            if result is not None:
+                args = result if isinstance(result, tuple) else (result,)
+    output = forward(*args, **kwargs)
+    for hook_id, hook in (*module._global_forward_hooks.items(),
+                          *mod._forward_hooks.items()):
+        if hook_id in mod._forward_hooks_with_kwargs or \
+                hook_id in module._global_forward_hooks_with_kwargs:
+            result = hook(mod, args, kwargs, output)
+        else:
+            result = hook(mod, args, output)
+        if result is not None:
+            output = result
+    return output
 
 
 # --- running frames ---------------------------------------------------------------------------

@@ -120,6 +120,7 @@ class GuardBuilder:
         # static tensors' example values, until build() hands them to TensorGuards (then
         # forgotten: a guard must not keep the user's tensors alive)
         self._tensor_values: dict[str, torch.Tensor] = {}
+        self._hookless: list[str] = []      # sources of modules inlined without hooks
 
     def add(self, kind: str, expr: str, source: Source | None = None, comment: str = "",
             tensor_args: tuple | None = None, fast: str | None = None) -> None:
@@ -228,6 +229,13 @@ class GuardBuilder:
         self.add("DICT_KEYS", f"list({source.name()}.keys()) == "
                  f"{self.literal(list(value.keys()))}", source)
 
+    def NO_HOOKS(self, source: Source) -> None:
+        """The module at ``source`` (whose call was inlined as its ``forward``) still has no
+        hooks, and no global module hooks exist: a hook registered after the capture must
+        run (a recompile meets it, and breaks the graph there). One guard for all modules
+        of the frame, see :meth:`build`."""
+        self._hookless.append(source.name())
+
     def GRAD_MODE(self) -> None:
         self.add("GRAD_MODE", f"torch.is_grad_enabled() == {torch.is_grad_enabled()}",
                  comment="global state")
@@ -253,6 +261,8 @@ class GuardBuilder:
         self.add("NOT_SHADOWED", f"{name!r} not in G", comment=f"builtin {name} not shadowed")
 
     def build(self) -> CheckFunction:
+        if self._hookless:
+            self._add_no_hooks()
         guards, env = list(self.guards), dict(self.env)
         batch = [g for g in _ordered(guards) if g.expr in self._tensor_values]
         if TensorGuards is not None and batch:
@@ -269,6 +279,25 @@ class GuardBuilder:
                     g.batched = f"type({{v}}) is {_TENSOR_TYPES[g.tensor_args[0]]}"
         self._tensor_values.clear()
         return CheckFunction(guards, env)
+
+
+    def _add_no_hooks(self) -> None:
+        """Every hook registration makes a ``RemovableHandle``, whose class counts them:
+        while the count is the one seen now, no hook was added anywhere (one comparison per
+        call); else each module's hook dicts, and the global ones, are looked at."""
+        handles = self.bind(torch.utils.hooks.RemovableHandle, "RemovableHandle")
+        module = self.bind(torch.nn.modules.module, "nn_module")
+        modules = ", ".join(dict.fromkeys(self._hookless))
+        dicts = " or ".join(f"m.{d}" for d in _MODULE_HOOKS)
+        global_dicts = " or ".join(f"{module}._global{d}" for d in _MODULE_HOOKS)
+        self.add("NO_HOOKS", f"{handles}.next_id == {torch.utils.hooks.RemovableHandle.next_id}"
+                 f" or not ({global_dicts} or any({dicts} for m in ({modules},)))",
+                 comment="no module hooks registered since")
+        self._hookless = []
+
+
+_MODULE_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+                 "_backward_pre_hooks")
 
 
 try:  # PyTorch's C++ check of many tensors at once (what Dynamo used before guard trees)

@@ -113,6 +113,8 @@ class NNModuleVariable(VariableTracker):
                 or torch.nn.modules.module._global_forward_hooks
                 or torch.nn.modules.module._global_forward_pre_hooks):
             raise Unsupported(f"module {type(m).__name__} has hooks")
+        if self.source is not None:   # and a hook registered later runs (a recompile)
+            tx.guards.NO_HOOKS(self.source)
         forward = inspect.getattr_static(m, "forward")
         if not isinstance(forward, types.FunctionType):
             raise Unsupported(f"{type(m).__name__}.forward is not a Python function")
