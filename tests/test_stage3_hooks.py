@@ -1,4 +1,4 @@
-"""Module hooks registered after a module was compiled run, as in eager.
+"""Module hooks registered, and modules changed, after a module was compiled run as in eager.
 
 A compiled module inlines its submodules' ``forward``s; a hook registered later on one of
 them (or on the compiled module itself) used to be skipped silently. A submodule inlined
@@ -113,3 +113,26 @@ def test_global_module_hooks_are_seen_too():
             torch.testing.assert_close(compiled(x), model(x))
     finally:
         handle.remove()
+
+
+CHANGES = {
+    "forward assigned to the instance": lambda m: setattr(m[1], "forward", lambda x: x * 5),
+    "class swapped": lambda m: setattr(m[1], "__class__", nn.Tanh),
+    "submodule replaced": lambda m: m.__setitem__(0, nn.Linear(4, 8)),
+    "a new weight": lambda m: setattr(m[2], "weight", nn.Parameter(torch.randn(3, 8))),
+    "bias removed": lambda m: setattr(m[0], "bias", None),
+    "evaluation mode": lambda m: m.eval(),
+}
+
+
+@pytest.mark.parametrize("change", CHANGES)
+def test_a_module_changed_after_compiling_runs_as_changed(change):
+    """What the inlined forwards assumed is guarded: the class whose forward was inlined
+    (a swapped ``__class__``, an instance ``forward`` as accelerate's hooks assign, were
+    silently ignored), the submodules, parameters and flags read."""
+    model = _model()
+    compiled = tc.compile(model, backend="aot_eager")
+    x = torch.randn(2, 4)
+    compiled(x)
+    CHANGES[change](model)
+    torch.testing.assert_close(compiled(x), model(x))

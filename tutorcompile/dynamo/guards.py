@@ -229,6 +229,11 @@ class GuardBuilder:
         self.add("DICT_KEYS", f"list({source.name()}.keys()) == "
                  f"{self.literal(list(value.keys()))}", source)
 
+    def NOT_IN_DICT(self, source: Source, name: str) -> None:
+        """The object at ``source`` has no instance attribute ``name`` (its class's holds)."""
+        self.add("NOT_IN_DICT", f"{name!r} not in {source.name()}.__dict__", source,
+                 fast=f"{name!r} not in {{v}}.__dict__")
+
     def NO_HOOKS(self, source: Source) -> None:
         """The module at ``source`` (whose call was inlined as its ``forward``) still has no
         hooks, and no global module hooks exist: a hook registered after the capture must

@@ -121,6 +121,12 @@ class NNModuleVariable(VariableTracker):
         if "forward" in m.__dict__:   # ``m.forward = fn``: called as it is, without self
             return tx.inline_user_function(forward, list(args), kwargs,
                                            fn_source=AttrSource(self.source, "forward"))
+        if self.source is not None:
+            # the class's forward, inlined: the module keeps its class (``m.__class__ = ...``
+            # swaps it) and gets no forward of its own (``m.forward = fn``, as accelerate's
+            # hooks do)
+            tx.guards.TYPE_MATCH(self.source, m)
+            tx.guards.NOT_IN_DICT(self.source, "forward")
         return tx.inline_user_function(forward, [self, *args], kwargs,
                                        fn_source=_class_attr(self.source, m, "forward"))
 
