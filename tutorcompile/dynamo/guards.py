@@ -229,6 +229,15 @@ class GuardBuilder:
         self.add("DICT_KEYS", f"list({source.name()}.keys()) == "
                  f"{self.literal(list(value.keys()))}", source)
 
+    def CALL_RESULT(self, fn: Any, args: tuple, kwargs: dict, value: Any) -> None:
+        """``fn(*args, **kwargs)`` on constants still gives ``value``: a query of global state
+        (``torch.are_deterministic_algorithms_enabled()``) whose answer the graph was built
+        on."""
+        name = self.bind(fn, getattr(fn, "__name__", "fn"))
+        call = f"{name}(*{self.literal(tuple(args))}" + (
+            f", **{self.literal(dict(kwargs))})" if kwargs else ")")
+        self.add("CALL_RESULT", f"{call} == {self.literal(value)}", comment="global state")
+
     def NOT_IN_DICT(self, source: Source, name: str) -> None:
         """The object at ``source`` has no instance attribute ``name`` (its class's holds)."""
         self.add("NOT_IN_DICT", f"{name!r} not in {source.name()}.__dict__", source,

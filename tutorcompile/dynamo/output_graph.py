@@ -217,6 +217,13 @@ class OutputGraph:
             # a fact about the inputs' metadata (F._none_or_dtype's dtype, a bool), which
             # the tensors' guards already fix: a constant, not a node a later stage must run
             return ConstantVariable(out)
+        if (out is None or is_constant_value(out)) and op == "call_function" \
+                and _is_query(what) and not _nodes_in(proxy_args) \
+                and not _nodes_in(proxy_kwargs):
+            # no graph value among the arguments: a fact about global state
+            # (``torch.are_deterministic_algorithms_enabled()``), guarded by asking again
+            self.tx.guards.CALL_RESULT(target, ex_args, ex_kwargs, out)
+            return ConstantVariable(out)
         node = self.graph.create_node(op, target, proxy_args, proxy_kwargs)
         self.created.append(node)
         node.meta["source"] = self.tx.current_source_line()
@@ -413,6 +420,13 @@ def _acts(what: Any, kwargs: dict, target: Any = None) -> bool:
     name = what if isinstance(what, str) else getattr(what, "__name__", str(what))
     return name in ("setitem", "_assert", "_assert_async") or name.startswith("_check") or \
         name.endswith("_") and not name.endswith("__") or "out" in kwargs
+
+
+def _is_query(what: Any) -> bool:
+    """Does the name say the call only asks (``is_``, ``are_``, ``get_``, ``has_``...)? A
+    guard may call it again on every cache hit, so it must have no effect."""
+    name = (what if isinstance(what, str) else getattr(what, "__name__", "")).lstrip("_")
+    return name.startswith(("is_", "are_", "get_", "has_"))
 
 
 def _already_guarded(expr: str, guards: list) -> bool:

@@ -535,6 +535,19 @@ class UserDefinedObjectVariable(VariableTracker):
             return tx.wrap_nested(self.value.__dict__[name], AttrSource(self.source, name)
                                   if self.source is not None else None)
         static = inspect.getattr_static(self.value, name, None)
+        if not self.fresh and self.source is not None and isinstance(
+                static, (types.FunctionType, staticmethod, classmethod, property)):
+            # what the class gave is what runs: guarded, as neither the class's attribute
+            # (``A.go = other``) nor the instance's (``a.go = fn`` shadows it) may change
+            cls_attr = AttrSource(AttrSource(self.source, "__class__"), name)
+            if isinstance(static, (types.FunctionType, property)):
+                tx.guards.ID_MATCH(cls_attr, static)   # (read on the class: the same object)
+            elif isinstance(static, staticmethod):
+                tx.guards.ID_MATCH(cls_attr, static.__func__)
+            else:   # a classmethod, read on the class: a new bound method each time
+                tx.guards.ID_MATCH(AttrSource(cls_attr, "__func__"), static.__func__)
+            if hasattr(self.value, "__dict__") and not isinstance(static, property):
+                tx.guards.NOT_IN_DICT(self.source, name)
         if isinstance(static, types.FunctionType):
             return UserMethodVariable(static, self)
         if isinstance(static, staticmethod):

@@ -64,8 +64,13 @@ class TorchFunctionVariable(VariableTracker):
                 return wrap_constant_result(fn(*[a.example() for a in args],
                                                **{k: v.example() for k, v in kwargs.items()}))
         if fn in self.FOLDABLE:
-            return wrap_constant_result(fn(*[a.example() for a in args],
-                                           **{k: v.example() for k, v in kwargs.items()}))
+            values = [a.example() for a in args]
+            kw_values = {k: v.example() for k, v in kwargs.items()}
+            out = fn(*values, **kw_values)
+            if fn is not torch.cuda.is_available and not any(
+                    isinstance(a, TensorVariable) for a in [*args, *kwargs.values()]):
+                tx.guards.CALL_RESULT(fn, values, kw_values, out)   # global state
+            return wrap_constant_result(out)
         if fn in (torch.Size,):
             return SizeVariable(tx.unpack(args[0]) if args else [])
         if fn in (torch.device, torch.dtype) or isinstance(fn, type) and not issubclass(

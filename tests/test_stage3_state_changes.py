@@ -1,0 +1,191 @@
+"""What a compiled function read is guarded: change it after compiling, and the next call
+answers as eager does (a recompile), never with the value the graph was built on.
+
+Each case compiles a function, calls it, changes one piece of state it reads, and compares
+the next call with eager. Found by this sweep and fixed: a method replaced on the class or
+set on the instance (the class's method stayed inlined), a global-state query of torch
+(``torch.are_deterministic_algorithms_enabled()`` folded without a guard).
+"""
+
+import enum
+import functools
+
+import pytest
+import torch
+
+import tutorcompile as tc
+
+SCALE = 2.0
+CONFIG = {"a": 2.0}
+ITEMS = [1.0, 2.0]
+NAMES = {"a"}
+
+
+class Mode(enum.Enum):
+    A = 1
+    B = 2
+
+
+class Settings:
+    scale = 2.0
+
+
+def _global():
+    def f(x):
+        return x * SCALE
+
+    def change():
+        global SCALE
+        SCALE = 3.0
+    return f, change
+
+
+def _closure():
+    s = 2.0
+
+    def f(x):
+        return x * s
+
+    def change():
+        nonlocal s
+        s = 5.0
+    return f, change
+
+
+def _defaults():
+    def f(x, k=2.0):
+        return x * k
+    return f, lambda: setattr(f, "__defaults__", (7.0,))
+
+
+def _object_attribute():
+    settings = Settings()
+
+    def f(x):
+        return x * settings.scale
+    return f, lambda: setattr(settings, "scale", 4.0)
+
+
+def _class_attribute():
+    class C:
+        k = 2.0
+
+    def f(x):
+        return x * C.k
+    return f, lambda: setattr(C, "k", 9.0)
+
+
+def _dict_value():
+    def f(x):
+        return x * CONFIG["a"]
+    return f, lambda: CONFIG.__setitem__("a", 6.0)
+
+
+def _list_append():
+    def f(x):
+        return x * sum(ITEMS)
+    return f, lambda: ITEMS.append(5.0)
+
+
+def _set_member():
+    def f(x):
+        return x * (2 if "b" in NAMES else 3)
+    return f, lambda: NAMES.add("b")
+
+
+def _enum_in_dict():
+    state = {"mode": Mode.A}
+
+    def f(x):
+        return x * (2 if state["mode"] is Mode.A else 3)
+    return f, lambda: state.__setitem__("mode", Mode.B)
+
+
+def _partial_keywords():
+    p = functools.partial(torch.mul, other=2.0)
+
+    def f(x):
+        return p(x)
+    return f, lambda: p.keywords.__setitem__("other", 8.0)
+
+
+def _method_on_class():
+    class A:
+        def go(self, x):
+            return x * 2
+    a = A()
+
+    def f(x):
+        return a.go(x)
+    return f, lambda: setattr(A, "go", lambda self, x: x * 3)
+
+
+def _method_on_instance():
+    class A:
+        def go(self, x):
+            return x * 2
+    a = A()
+
+    def f(x):
+        return a.go(x)
+    return f, lambda: setattr(a, "go", lambda x: x * 4)
+
+
+def _inherited_static_class_methods():
+    class Base:
+        @staticmethod
+        def s(x):
+            return x * 2
+
+        @classmethod
+        def c(cls, x):
+            return x * 3
+
+    class Derived(Base):
+        pass
+    d = Derived()
+
+    def f(x):
+        return d.s(x) + d.c(x)
+    return f, lambda: setattr(Base, "s", staticmethod(lambda x: x * 20))
+
+
+def _deterministic_flag():
+    def f(x):
+        return x * (2 if torch.are_deterministic_algorithms_enabled() else 3)
+
+    def change():
+        torch.use_deterministic_algorithms(not torch.are_deterministic_algorithms_enabled())
+    return f, change
+
+
+CASES = {name[1:]: make for name, make in list(globals().items())
+         if name.startswith("_") and callable(make) and not name.startswith("__")}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_change_after_compiling_is_seen(case):
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    try:
+        fn, change = CASES[case]()
+        compiled = tc.compile(fn, backend="aot_eager")
+        x = torch.ones(3)
+        torch.testing.assert_close(compiled(x), fn(x))
+        change()
+        torch.testing.assert_close(compiled(x), fn(x))
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+
+
+def test_an_unchanged_method_is_one_compile():
+    """The guards on a method (the class's attribute, no instance attribute) pass again."""
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm
+    fn, _ = _inherited_static_class_methods()
+    compiled = tc.compile(fn, backend=backend)
+    for _ in range(3):
+        compiled(torch.ones(3))
+    assert len(graphs) == 1
