@@ -392,15 +392,6 @@ def functionalize(graph: Graph) -> FunctionalGraph:
             write_back(ref, value, node)
             refs[node] = ref  # an in-place op returns its (mutated) input
             continue
-        written = written_arguments(node.target) if node.op == "call_function" else None
-        if written:
-            own = _functional_operator_call(new, node, written, refs, current, write_back)
-            if isinstance(own, Node):   # the operator's own result(s): a new value
-                refs[node] = _Ref(node)
-                latest[node], version[node] = own, 0
-            else:   # nothing (a custom op returning None), or the argument it wrote
-                refs[node] = own
-            continue
         if node.op == "call_function" and node.target in _BN_WITH_UPDATE:
             # aten._batch_norm_with_update(x, w, b, running_mean, running_var, momentum, eps)
             call = new.call_function(batch_norm_with_update_functional,
@@ -418,6 +409,17 @@ def functionalize(graph: Graph) -> FunctionalGraph:
             out = _functional_batch_norm(new, node, refs, current, write_back)
             refs[node] = _Ref(node)
             latest[node], version[node] = out, 0
+            continue
+        # any other operator whose schema writes an argument (the ones above have rules of
+        # their own)
+        written = written_arguments(node.target) if node.op == "call_function" else None
+        if written:
+            own = _functional_operator_call(new, node, written, refs, current, write_back)
+            if isinstance(own, Node):   # the operator's own result(s): a new value
+                refs[node] = _Ref(node)
+                latest[node], version[node] = own, 0
+            else:   # nothing (a custom op returning None), or the argument it wrote
+                refs[node] = own
             continue
         if _is_view(node) and isinstance(node.args[0], Node) \
                 and isinstance(refs.get(node.args[0]), _Ref):

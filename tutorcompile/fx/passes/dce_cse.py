@@ -59,15 +59,19 @@ def operator_schemas(target: Any) -> list:
 def written_arguments(target: Any) -> list[tuple[int, str]] | None:
     """``(position, name)`` of each argument an operator's schema says it writes
     (``Tensor(a!) x``: an in-place aten overload, a custom op's ``mutates_args``), [] for
-    an operator that writes none, None for a callable without a schema. (Of a packet: its
-    overloads must write the same positions, ``mul_.Tensor`` and ``mul_.Scalar``'s self.)"""
+    an operator that writes none, None for a callable without a schema. Of a packet: the
+    positions all its overloads write (``mul_.Tensor`` and ``mul_.Scalar``'s self), not an
+    ``out=`` overload's keyword-only ones (chosen by passing ``out=``, a convention of its
+    own), and None where the overloads disagree.)"""
     schemas = operator_schemas(target)
     if not schemas:
         return None
+    packet = isinstance(target, torch._ops.OpOverloadPacket)
     written = [[(i, a.name) for i, a in enumerate(s.arguments)
-                if a.alias_info is not None and a.alias_info.is_write] for s in schemas]
+                if a.alias_info is not None and a.alias_info.is_write
+                and not (packet and a.kwarg_only)] for s in schemas]
     positions = {tuple(i for i, _ in w) for w in written}
-    return written[0] if len(positions) == 1 else [(-1, "?")]
+    return written[0] if len(positions) == 1 else None
 
 
 def is_impure(node: Node) -> bool:
