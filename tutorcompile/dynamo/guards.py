@@ -294,7 +294,6 @@ class GuardBuilder:
         self._tensor_values.clear()
         return CheckFunction(guards, env)
 
-
     def _add_no_hooks(self) -> None:
         """Every hook registration makes a ``RemovableHandle``, whose class counts them:
         while the count is the one seen now, no hook was added anywhere (one comparison per

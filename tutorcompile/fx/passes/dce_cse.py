@@ -62,7 +62,7 @@ def written_arguments(target: Any) -> list[tuple[int, str]] | None:
     an operator that writes none, None for a callable without a schema. Of a packet: the
     positions all its overloads write (``mul_.Tensor`` and ``mul_.Scalar``'s self), not an
     ``out=`` overload's keyword-only ones (chosen by passing ``out=``, a convention of its
-    own), and None where the overloads disagree.)"""
+    own), and None where the overloads disagree."""
     schemas = operator_schemas(target)
     if not schemas:
         return None
@@ -90,9 +90,8 @@ def is_impure(node: Node) -> bool:
         return True  # PyTorch's in-place convention: add_, copy_, relu_
     if node.kwargs.get("out") is not None or node.kwargs.get("inplace") is True:
         return True
-    if node.op == "call_function" and any(
-            not s.returns or written_arguments(node.target)
-            for s in operator_schemas(node.target)):
+    schemas = operator_schemas(node.target) if node.op == "call_function" else []
+    if schemas and (any(not s.returns for s in schemas) or written_arguments(node.target)):
         return True  # an operator that writes an argument, or returns nothing (so acts)
     return is_random(node)
 
