@@ -296,17 +296,28 @@ class GuardBuilder:
 
     def _add_no_hooks(self) -> None:
         """Every hook registration makes a ``RemovableHandle``, whose class counts them:
-        while the count is the one seen now, no hook was added anywhere (one comparison per
-        call); else each module's hook dicts, and the global ones, are looked at."""
+        while the count is the one last seen, no hook was added anywhere (one comparison per
+        call); else each module's hook dicts, and the global ones, are looked at -- and, if
+        still empty, the new count is the one seen (a hook on some tensor costs one slow
+        check, not one per call from then on)."""
         handles = self.bind(torch.utils.hooks.RemovableHandle, "RemovableHandle")
         module = self.bind(torch.nn.modules.module, "nn_module")
+        seen = self.bind([torch.utils.hooks.RemovableHandle.next_id], "hook_count_seen")
+        renew = self.bind(_hook_count_seen, "hook_count_seen_if")
         modules = ", ".join(dict.fromkeys(self._hookless))
         dicts = " or ".join(f"m.{d}" for d in _MODULE_HOOKS)
         global_dicts = " or ".join(f"{module}._global{d}" for d in _MODULE_HOOKS)
-        self.add("NO_HOOKS", f"{handles}.next_id == {torch.utils.hooks.RemovableHandle.next_id}"
-                 f" or not ({global_dicts} or any({dicts} for m in ({modules},)))",
+        self.add("NO_HOOKS", f"{handles}.next_id == {seen}[0] or {renew}({seen}, not ("
+                 f"{global_dicts} or any({dicts} for m in ({modules},))))",
                  comment="no module hooks registered since")
         self._hookless = []
+
+
+def _hook_count_seen(seen: list[int], no_hooks: bool) -> bool:
+    """``no_hooks``; if so, remember the hook-handle count as seen (see NO_HOOKS)."""
+    if no_hooks:
+        seen[0] = torch.utils.hooks.RemovableHandle.next_id
+    return no_hooks
 
 
 _MODULE_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
