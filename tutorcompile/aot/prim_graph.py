@@ -43,6 +43,7 @@ from .decompositions import (
     transpose,
     with_random_state,
 )
+from .decompositions_math import _detached
 from .decompositions_nn import leading_results
 
 # =======================================================================================
@@ -446,10 +447,8 @@ def _stop_gradients(fn: Callable, args: tuple, kwargs: dict, out: Any) -> Any:
     differentiable = _differentiable_results(fn, args, kwargs)
     if differentiable is None or len(differentiable) != len(out):
         return out
-    kept = [extern_call(torch.Tensor.detach, (v,), {}, meta=make_meta(v.shape, v.dtype,
-                                                                      v.device))
-            if isinstance(v, GraphValue) and not ok and v.dtype.is_floating_point else v
-            for v, ok in zip(out, differentiable)]
+    kept = [_detached(v) if not ok and isinstance(v, GraphValue) and v.dtype.is_floating_point
+            else v for v, ok in zip(out, differentiable)]
     return type(out)(kept)
 
 
