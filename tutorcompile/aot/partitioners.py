@@ -214,7 +214,7 @@ def _partition(joint: Graph, num_fwd_outputs: int, saved: list[Node], name: str
     primals = [p for p in joint.placeholders if is_primal(p)]
     tangents = [p for p in joint.placeholders if is_tangent(p)]
     order = {n: i for i, n in enumerate(joint.nodes)}
-    saved = sorted(dict.fromkeys(saved), key=order.__getitem__)
+    saved = sorted(dict.fromkeys(_checkpointed_recomputed(saved)), key=order.__getitem__)
     env: dict[Node, Node] = {}
     extract_graph(joint, saved + tangents, bwd_outs, f"{name} (backward)", env)
     # saved values the backward does not read after all are dropped
@@ -232,6 +232,32 @@ def _partition(joint: Graph, num_fwd_outputs: int, saved: list[Node], name: str
                              sum(1 for n in bwd.nodes if n.op == "call_function"))
     return Partition(GraphModule({}, fwd, "ForwardGraph"), GraphModule({}, bwd, "BackwardGraph"),
                      report, saved)
+
+
+def _checkpointed_recomputed(saved: list[Node]) -> list[Node]:
+    """``saved`` with each value of a checkpointed region (``meta["recompute"]``, from
+    ``torch.utils.checkpoint``) replaced by what it is computed from, until the values
+    reached are the region's inputs: the backward recomputes the region, whatever policy
+    chose ``saved``, as activation checkpointing promises. A random op's draws are saved
+    (recomputing would draw again), and so is a value whose input is a tuple made outside
+    the region (a tuple cannot be saved)."""
+    out: list[Node] = []
+    seen: set[Node] = set()
+    stack = list(reversed(saved))
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        inputs = node.all_input_nodes
+        if node.meta.get("recompute") and node.op == "call_function" and \
+                op_kind(node) != "random" and "sym" not in node.meta and all(
+                    _meta_of(a) is not None or "sym" in a.meta or a.meta.get("recompute")
+                    for a in inputs):
+            stack.extend(reversed(inputs))
+        else:
+            out.append(node)
+    return out
 
 
 def _as_graph(joint: Any) -> tuple[Graph, int]:

@@ -25,15 +25,17 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..amp import autocast_casts, autocast_on, regions
-from ..fx import Graph
+from ..fx import Graph, GraphModule
 from ..fx.interpreter import tensor_meta
-from ..fx.node import Node
+from ..fx.node import Node, map_aggregate
 from ..fx.passes.dce_cse import operator_schemas, written_arguments
 from ..fx.symbolic_shapes import pycode
+from ..ops.higher_order import body_input
 from .exc import Unsupported
 from .source import Source
 from .variables import (
     ConstantVariable,
+    ConstDictVariable,
     ListVariable,
     NamedTupleVariable,
     SizeVariable,
@@ -341,6 +343,15 @@ class OutputGraph:
             if hasattr(out, "_fields") or type(out).__module__ == "torch.return_types":
                 return NamedTupleVariable(items, type(out))
             return TupleVariable(items) if isinstance(out, tuple) else ListVariable(items)
+        if type(out) is dict and all(is_constant_value(k) for k in out):
+            # a transform's gradients of a dict of parameters: one getitem per key
+            items = {}
+            for key, item in out.items():
+                getitem = self.graph.call_function(operator.getitem, (node, key))
+                getitem.meta.update(source=node.meta.get("source"), example_value=item)
+                self.created.append(getitem)
+                items[key] = self.wrap_output(getitem, item)
+            return ConstDictVariable(items)
         if isinstance(out, torch.Size):
             return SizeVariable([ConstantVariable(int(s)) for s in out])
         if isinstance(out, int) and not isinstance(out, bool) and self.any_dynamic:
@@ -348,6 +359,54 @@ class OutputGraph:
         if out is None or is_constant_value(out):
             return ConstantVariable(out)
         raise Unsupported(f"{node.target} returned a {type(out).__name__}")
+
+    def body_input(self, fake: Any) -> TensorVariable:
+        """A stand-in for an input of a higher-order op's body, traced in this graph until
+        :meth:`cut_subgraph` makes it a placeholder of the body."""
+        node = self.graph.call_function(body_input, ())
+        node.meta.update(source=self.tx.current_source_line(), example_value=fake,
+                         tensor_meta=tensor_meta(fake))
+        self.created.append(node)
+        return TensorVariable(node, fake)
+
+    def cut_subgraph(self, mark: int, inputs: list[Node], outputs: Any, name: str
+                     ) -> tuple[GraphModule, list[Node]]:
+        """Move the computation traced since ``mark`` out of this graph into a body of its
+        own: ``body(*inputs, *free)``, returning ``outputs`` (nodes, in tuples and lists).
+        ``free`` are the nodes of this graph the body reads -- graph inputs, values computed
+        before ``mark``, a body output passed through unchanged -- lifted to inputs of the
+        body; the caller passes them to the node that calls it. Graph inputs first read
+        inside the body stay inputs of this graph."""
+        moved = [n for n in self.created[mark:] if n.op in ("call_function", "call_method")
+                 and n not in inputs]
+        inside = set(moved)
+        body = Graph(provenance=f"dynamo ({name} body)")
+        env: dict[Node, Node] = {}
+        free: list[Node] = []
+
+        def lift(node: Node) -> Node:
+            if node not in env:
+                env[node] = body.placeholder(_unique(body, node.name))
+                env[node].meta = dict(node.meta)
+                free.append(node)
+            return env[node]
+        for node in inputs:
+            env[node] = body.placeholder(_unique(body, node.name))
+            env[node].meta = dict(node.meta)
+        for node in moved:
+            env[node] = body.node_copy(node, lambda a: env[a] if a in inside or a in env
+                                       else lift(a))
+        result = map_aggregate(outputs, lambda a: (env[a] if a in env else lift(a))
+                               if isinstance(a, Node) else a)
+        body.output(result)
+        body.lint()
+        for node in reversed(inputs + moved):
+            self.graph.erase_node(node)
+        self.created = [n for n in self.created if not n._erased]
+        self._symints = {k: v for k, v in self._symints.items() if not k[0]._erased}
+        self._detached = {k: v for k, v in self._detached.items()
+                          if not k._erased and not v.node._erased}
+        return GraphModule({}, body, f"{name}_body"), free
 
     def rollback(self, mark: int) -> None:
         """Remove every node created after ``mark`` (an instruction that broke)."""

@@ -168,6 +168,9 @@ class InstructionTranslator(VM):
         self.autocast_stack: list[tuple] = []  # traced torch.autocast regions, innermost last
         self._globals_written: dict[str, GlobalsVariable] = {}  # by scope label
         self._writes = 0  # see writes_recorded
+        # parameters and buffers read as other tensors, by (id(module), name): the
+        # functional_call calls being traced, innermost last
+        self.reparametrized: list[dict[tuple[int, str], VariableTracker]] = []
 
     # --- the capture loop -------------------------------------------------------------------
     def capture(self) -> CaptureResult:

@@ -103,6 +103,8 @@ class Graph:
         if self._from is not None:
             node.meta["source"] = self._from.meta.get("source")
             node.meta["from_node"] = self._from.meta.get("from_node", self._from.name)
+            if self._from.meta.get("recompute"):  # a checkpointed op's parts are too
+                node.meta["recompute"] = True
         self._insert(node)
         return node
 

@@ -50,8 +50,9 @@ callables       user-defined classes and objects, ``super()``, dataclasses, and 
                 builtin handlers and the user-defined trackers call each other)
 copying         ``copy.deepcopy`` and ``id()`` of trackers (guarded copies, real ids)
 iter            iterators as values, lazily advanced: ``map``, ``zip``, generators
-higher_order_ops  torch functions that take a function (``associative_scan``): unrolled,
-                or one node once the length is symbolic
+higher_order_ops  torch functions that take a function: ``vmap``/``grad``/``cond`` traced
+                into bodies, ``checkpoint`` tagged for recompute, ``functional_call``
+                with parameters swapped, ``associative_scan`` unrolled
 ==============  ==========================================================================
 
 Mirrors: torch/_dynamo/variables/ (its builder.py is ``InstructionTranslator.wrap_nested`` in

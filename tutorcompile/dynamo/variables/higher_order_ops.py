@@ -1,19 +1,31 @@
-"""Higher-order ops: torch functions that take a Python function (``associative_scan``).
+"""Higher-order ops: torch functions that take a Python function.
 
 A graph node's arguments are tensors and constants, never a traced function, so a call that
-passes ``combine_fn`` cannot be one node of traced ops. PyTorch's Dynamo traces the function
-into a subgraph and records one higher-order op that owns it. This teaching Dynamo has no
-subgraphs; it does one of two things:
+passes a function cannot be one node of traced ops. Each kind gets what its meaning needs:
 
-* **Unroll**, while the length is a constant: the function is inlined once per step, on
-  trackers, and the steps join the graph (the code generators then fuse them).
-* **One node**, once the length is a symbol (a recompile on a new length, ``dynamic=True``,
-  ``mark_dynamic``): there is no number of steps to unroll, so the graph calls
-  :func:`~tutorcompile.ops.scan.sequential_scan` with the function object itself, and
-  PyTorch runs the loop -- one graph for every length. Only a function that computes the
-  same thing on every call may sit in a graph: a module-level one, or one made while tracing
-  with no closure and no defaults (Mamba's); any other keeps the unrolled path, which
-  specialises (guards) the length.
+* **A body of its own** (``torch.func.vmap``/``grad``/``grad_and_value``/``jacrev``/
+  ``jacfwd``/``hessian``, ``torch.cond``): the function is traced, on stand-ins for its
+  operands, into a subgraph -- a :class:`~tutorcompile.fx.GraphModule`, the *body* -- and the
+  graph gets one node calling :mod:`tutorcompile.ops.higher_order` with it (PyTorch's Dynamo
+  speculates a subgraph the same way). What the body reads from the enclosing graph becomes
+  its extra inputs; guards made while tracing it guard the whole graph. A body may not write
+  to anything outside it (a list, an attribute, a tensor in place): that is a break.
+* **Inlined, with a tag** (``torch.utils.checkpoint.checkpoint``): the function's ops join the
+  graph and carry ``meta["recompute"]``; the partitioner (``aot/partitioners.py``) saves
+  none of them for the backward but recomputes them there, as activation checkpointing does.
+* **Inlined, with a substitution** (``torch.func.functional_call``): the module's forward is
+  inlined while its parameters and buffers read as the tensors passed in.
+* **Unrolled, or one node** (``associative_scan``), below.
+
+``associative_scan`` is unrolled while the length is a constant: the function is inlined once
+per step, on trackers, and the steps join the graph (the code generators then fuse them). Once
+the length is a symbol (a recompile on a new length, ``dynamic=True``, ``mark_dynamic``) there
+is no number of steps to unroll, so the graph calls
+:func:`~tutorcompile.ops.scan.sequential_scan` with the function object itself, and PyTorch
+runs the loop -- one graph for every length. Only a function that computes the same thing on
+every call may sit in a graph: a module-level one, or one made while tracing with no closure
+and no defaults (Mamba's); any other keeps the unrolled path, which specialises (guards) the
+length.
 
 ``associative_scan(combine_fn, xs, dim)`` (Mamba's selective scan, when compiling) is the
 inclusive scan ``out[0] = x[0]``, ``out[i] = combine_fn(out[i-1], x[i])`` along ``dim``; with
@@ -21,21 +33,40 @@ inclusive scan ``out[0] = x[0]``, ``out[i] = combine_fn(out[i-1], x[i])`` along 
 scan dimension), so each step selects a slice. Both ways take the steps in the order eager
 Mamba's own loop does; PyTorch's parallel-prefix scan regroups them (equal up to rounding).
 
-Mirrors: torch/_dynamo/variables/higher_order_ops.py (``AssociativeScanHigherOrderVariable``).
+Mirrors: torch/_dynamo/variables/higher_order_ops.py (``speculate_subgraph``,
+``CondHigherOrderVariable``, ``FunctorchHigherOrderVariable``,
+``CheckpointHigherOrderVariable``, ``AssociativeScanHigherOrderVariable``).
 """
 
 from __future__ import annotations
 
+import inspect
 import types
+from collections.abc import Callable
+from typing import Any
 
 import torch
+import torch.nn.utils.stateless
 from torch._higher_order_ops.associative_scan import associative_scan
+from torch.utils._pytree import tree_flatten
+from torch.utils.checkpoint import checkpoint, noop_context_fn
 
+from ...fx import Graph, GraphModule, Node
+from ...fx.passes.dce_cse import is_impure, is_random, written_arguments
+from ...ops.higher_order import TRANSFORMS, call_cond, call_transform, run_transform
 from ...ops.scan import sequential_scan
 from ..exc import Unsupported
+from .base import VariableTracker
 from .callables import _BUILTIN_HANDLERS
-from .containers import BaseListVariable, ListVariable, TupleVariable
+from .containers import (
+    BaseListVariable,
+    ConstantVariable,
+    ConstDictVariable,
+    ListVariable,
+    TupleVariable,
+)
 from .functions import NestedUserFunctionVariable, UserFunctionVariable
+from .nn_module import NNModuleVariable
 from .tensor import SymIntVariable, TensorVariable
 from .torch import TorchFunctionVariable
 
@@ -105,6 +136,350 @@ def _plain_function(fn) -> types.FunctionType | None:
     return None
 
 
+# ---------------------------------------------------------------------------------------
+# Bodies of their own: torch.func transforms and torch.cond
+# ---------------------------------------------------------------------------------------
+
+def _trace_body(tx, name: str, fn: VariableTracker, args: list, kwargs: dict,
+                inputs: list[TensorVariable]) -> tuple[GraphModule, list[VariableTracker]]:
+    """Trace ``fn(*args, **kwargs)`` -- ``inputs`` being the stand-ins among ``args`` --
+    into a body of its own, cut out of the enclosing graph: the body and the values of
+    the enclosing graph it reads (its extra inputs, after ``inputs``)."""
+    out = tx.output
+    mark, effects = len(out.created) - len(inputs), len(tx.side_effect_objects)
+    result = tx.call(fn, args, kwargs)
+    if len(tx.side_effect_objects) != effects:
+        raise Unsupported(f"the function passed to {name} writes to an object from outside "
+                          "it (an attribute, a global, a list)")
+    structure = _tensor_structure(result, name)
+    body, free = out.cut_subgraph(mark, [t.node for t in inputs], structure, name)
+    written = _writes_outside(body.graph)
+    if written is not None:
+        raise Unsupported(f"the function passed to {name} changes a tensor from outside it "
+                          f"in place ({written})")
+    if _leaked(tx):
+        raise Unsupported(f"the function passed to {name} stores a value it computed "
+                          "somewhere that outlives the call")
+    return body, [_as_value(n) for n in free]
+
+
+def _writes_outside(body: Graph) -> str | None:
+    """The name of an op of ``body`` that writes a tensor the body did not make (one of
+    its inputs, or a view of one -- the fake tensors share their storage), or None. A
+    tensor the body made may be written: ``torch.zeros(n).add_(x)``."""
+    outside = {_storage(p) for p in body.placeholders} - {None}
+    for node in body.nodes:
+        if node.op not in ("call_function", "call_method") or not is_impure(node) \
+                or is_random(node):
+            continue
+        name = node.target if isinstance(node.target, str) else \
+            getattr(node.target, "__name__", str(node.target))
+        written = written_arguments(node.target) if node.op == "call_function" else None
+        targets = [node.kwargs.get("out")]
+        if written:
+            targets += [node.args[i] if i < len(node.args) else node.kwargs.get(a)
+                        for i, a in written]
+        elif name.endswith("_") or written is None:
+            targets.append(node.args[0] if node.args else None)
+        for t in targets:
+            for leaf in t if isinstance(t, (tuple, list)) else [t]:
+                if isinstance(leaf, Node) and _storage(leaf) in outside:
+                    return name
+    return None
+
+
+def _storage(node: Node) -> int | None:
+    value = node.meta.get("example_value")
+    return value.untyped_storage()._cdata if isinstance(value, torch.Tensor) else None
+
+
+def _tensor_structure(result: VariableTracker, name: str) -> Any:
+    """The nodes of a body's result, in its tuples and lists."""
+    if isinstance(result, TensorVariable):
+        return result.node
+    if type(result) in (TupleVariable, ListVariable):
+        items = [_tensor_structure(i, name) for i in result.items]
+        return tuple(items) if isinstance(result, TupleVariable) else items
+    if isinstance(result, ConstDictVariable) and result.dict_cls is dict:
+        return {k: _tensor_structure(v, name) for k, v in result.items.items()}
+    raise Unsupported(f"the function passed to {name} returns {result}: a body returns "
+                      "tensors, in tuples, lists and dicts")
+
+
+def _as_value(node: Node) -> VariableTracker:
+    example = node.meta["example_value"]
+    if isinstance(example, torch.Tensor):
+        return TensorVariable(node, example)
+    return SymIntVariable(node, example, None)
+
+
+def _leaked(tx) -> bool:
+    """Does a value the enclosing frames can still reach hold a node a body took away?"""
+    seen: set[int] = set()
+
+    def holds(vt: Any) -> bool:
+        if not isinstance(vt, VariableTracker) or id(vt) in seen:
+            return False
+        seen.add(id(vt))
+        node = getattr(vt, "node", None)
+        if isinstance(node, Node) and node._erased:
+            return True
+        return any(holds(c) for c in vt.children())
+    roots = [v for f in tx.frames for v in (*f.locals.values(), *f.stack)]
+    return any(holds(v) for v in roots)
+
+
+def _flatten(vt: VariableTracker, what: str) -> tuple[list[TensorVariable], Callable, Any]:
+    """The tensors of a transform's argument -- a tensor, or tuples, lists and dicts of them,
+    as ``torch.func`` takes them (a dict of parameters for ``functional_call``) -- in
+    ``torch.utils._pytree``'s order, a function building the same structure of other
+    trackers, and the structure with ``0`` for each tensor (its pytree spec)."""
+    if isinstance(vt, TensorVariable):
+        return [vt], lambda leaves: leaves[0], 0
+    if type(vt) in (TupleVariable, ListVariable):
+        parts = [_flatten(i, what) for i in vt.items]
+        kind = type(vt)
+        skeleton = [p[2] for p in parts]
+        return ([leaf for p in parts for leaf in p[0]],
+                lambda leaves: kind(_split(leaves, parts)),
+                tuple(skeleton) if kind is TupleVariable else skeleton)
+    if isinstance(vt, ConstDictVariable) and vt.dict_cls is dict:
+        keys = list(vt.items)
+        parts = [_flatten(vt.items[k], what) for k in keys]
+        return ([leaf for p in parts for leaf in p[0]],
+                lambda leaves: ConstDictVariable(dict(zip(keys, _split(leaves, parts)))),
+                {k: p[2] for k, p in zip(keys, parts)})
+    raise Unsupported(f"{what}: {vt} (tensors, in tuples, lists and dicts, are captured)")
+
+
+def _unflatten(leaves: list, spec: Any) -> VariableTracker:
+    """Trackers in ``spec``'s structure (a pytree spec of tuples, lists and dicts)."""
+    if spec.is_leaf():
+        return leaves[0]
+    items, i = [], 0
+    for child in spec.children_specs:
+        items.append(_unflatten(leaves[i:i + child.num_leaves], child))
+        i += child.num_leaves
+    if spec.type is dict:
+        return ConstDictVariable(dict(zip(spec.context, items)))
+    if spec.type is list:
+        return ListVariable(items)
+    if spec.type is tuple:
+        return TupleVariable(items)
+    raise Unsupported(f"a transform's result of type {spec.type.__name__}")
+
+
+def _split(leaves: list, parts: list) -> list:
+    """``leaves`` cut into the parts' lengths, each part rebuilt."""
+    out, i = [], 0
+    for p in parts:
+        n = len(p[0])
+        out.append(p[1](leaves[i:i + n]))
+        i += n
+    return out
+
+
+def _stand_in(tx, vt: TensorVariable, dim: int | None = None) -> TensorVariable:
+    """A body's input standing for ``vt`` (for its slice at ``dim`` under ``vmap``)."""
+    with tx.output.fake_mode:
+        fake = vt.fake.detach()
+        if dim is not None:
+            if not -fake.dim() <= dim < fake.dim():
+                raise Unsupported(f"vmap over dimension {dim} of a {fake.dim()}-d tensor")
+            fake = fake.select(dim, 0)
+        elif vt.fake.requires_grad:
+            fake = fake.clone().requires_grad_(True)
+    return tx.output.body_input(fake)
+
+
+class FunctionTransformVariable(VariableTracker):
+    """``torch.func.vmap(fn, in_dims=...)`` and the other transforms: the transformed
+    function, traced into a body when it is called."""
+
+    def __init__(self, transform: str, fn: VariableTracker, options: dict[str, Any]):
+        self.transform, self.fn, self.options = transform, fn, options
+
+    def python_type(self):
+        return types.FunctionType
+
+    def call_function(self, tx, args, kwargs):
+        name = f"torch.func.{self.transform}"
+        options = dict(self.options)
+        if self.transform == "vmap":
+            in_dims = options.pop("in_dims", 0)
+            dims = [in_dims] * len(args) if isinstance(in_dims, int) else in_dims
+            if not isinstance(dims, (tuple, list)) or len(dims) != len(args) or not all(
+                    d is None or isinstance(d, int) for d in dims):
+                raise Unsupported(f"{name} with in_dims={in_dims!r} (in_dims nested inside "
+                                  "an argument are not captured)")
+            positions = [i for i, d in enumerate(dims) if d is not None]
+            options["in_dims"] = tuple(dims[i] for i in positions)
+        else:
+            argnums = options.get("argnums", 0)
+            positions = [argnums] if isinstance(argnums, int) else list(argnums)
+            if not all(isinstance(i, int) and -len(args) <= i < len(args) for i in positions):
+                raise Unsupported(f"{name} with argnums={argnums!r}")
+            positions = [i % len(args) for i in positions]
+            if "argnums" in options or self.transform != "hessian":
+                options["argnums"] = 0 if isinstance(argnums, int) else \
+                    tuple(range(len(positions)))
+        traced_args, operands, inputs, skeleton = list(args), [], [], []
+        for i in positions:
+            leaves, rebuild, shape = _flatten(args[i], f"{name}'s argument {i}")
+            dim = dims[i] if self.transform == "vmap" else None
+            stand = [_stand_in(tx, leaf, dim) for leaf in leaves]
+            traced_args[i] = rebuild(stand)
+            operands += leaves
+            inputs += stand
+            skeleton.append(shape)
+        body, free = _trace_body(tx, name, self.fn, traced_args, kwargs, inputs)
+        spec = tree_flatten(tuple(skeleton))[1]
+        try:   # the result's structure, from one run on the fake values
+            with tx.output.fake_mode:
+                result = run_transform(self.transform, body, options, spec,
+                                       *[v.example() for v in (*operands, *free)])
+        except Exception as e:  # noqa: BLE001 -- eager raises it again, after the break
+            raise Unsupported(f"{name} failed on fake tensors: {type(e).__name__}: "
+                              f"{e}") from None
+        leaves, out_spec = tree_flatten(result)
+        if not all(isinstance(t, torch.Tensor) for t in leaves):
+            raise Unsupported(f"{name} returns something other than tensors")
+        flat = tx.output.create_node(
+            "call_function", call_transform,
+            (ConstantVariable(self.transform), ConstantVariable(body),
+             ConstantVariable(options), ConstantVariable(spec), *operands, *free), {})
+        return _unflatten(flat.items, out_spec)
+
+    def reconstruct(self, rc):
+        return TRANSFORMS[self.transform](rc(self.fn), **self.options)
+
+    def children(self):
+        return [self.fn]
+
+    def __repr__(self):
+        return f"FunctionTransformVariable({self.transform})"
+
+
+def _transform(name: str) -> Callable:
+    def handler(tx, fn, *args, **kwargs):
+        spec = inspect.signature(TRANSFORMS[name]).bind(None, *args, **kwargs)
+        options = {}
+        for key, value in list(spec.arguments.items())[1:]:
+            if key == "kwargs":   # jacrev's keyword-only ones
+                value = dict(value)
+                options.update({k: v.as_python_constant() for k, v in value.items()})
+                continue
+            if not value.is_python_constant():
+                raise Unsupported(f"torch.func.{name} with a non-constant {key}")
+            options[key] = value.as_python_constant()
+        return FunctionTransformVariable(name, fn, options)
+    return handler
+
+
+def _cond(tx, pred, true_fn, false_fn, operands=None):
+    """``torch.cond(pred, true_fn, false_fn, operands)``: both branches traced, each a
+    body; a constant predicate (a Python bool, a size test) just calls its branch."""
+    ops = [] if operands is None else tx.unpack(operands)
+    if pred.is_python_constant():
+        return tx.call(true_fn if pred.as_python_constant() else false_fn, ops, {})
+    if not isinstance(pred, (TensorVariable, SymIntVariable)):
+        raise Unsupported(f"torch.cond with the predicate {pred}")
+    leaves, rebuild, _ = _flatten(TupleVariable(ops), "torch.cond's operands")
+    bodies, frees = [], []
+    for branch in (true_fn, false_fn):
+        inputs = [_stand_in(tx, leaf) for leaf in leaves]
+        body, free = _trace_body(tx, "torch.cond", branch, rebuild(inputs).items, {}, inputs)
+        bodies.append(body)
+        frees.append(free)
+    flat = tx.output.create_node(
+        "call_function", call_cond,
+        (pred, ConstantVariable(bodies[0]), ConstantVariable(bodies[1]),
+         ConstantVariable(len(leaves)), ConstantVariable(len(frees[0])), *leaves, *frees[0],
+         *frees[1]), {})
+    return _unflatten(flat.items, tree_flatten(bodies[0].graph.output_node.args[0])[1])
+
+
+# ---------------------------------------------------------------------------------------
+# Inlined: checkpoint and functional_call
+# ---------------------------------------------------------------------------------------
+
+def _checkpoint(tx, function, *args, use_reentrant=None, context_fn=None,
+                determinism_check=None, debug=None, early_stop=None,
+                preserve_rng_state=None, **kwargs):
+    """``checkpoint(function, *args)``: ``function`` inlined, its ops tagged
+    ``meta["recompute"]`` -- the partitioner recomputes them in the backward instead of
+    saving them (random ops excepted: their draws are saved, as checkpoint's RNG replay
+    keeps them equal)."""
+    if context_fn is not None and getattr(context_fn, "fn", None) is not noop_context_fn:
+        raise Unsupported("checkpoint with a context_fn (a selective checkpointing policy)")
+    reentrant = use_reentrant is None or use_reentrant.as_python_constant()
+    if reentrant and not any(isinstance(a, TensorVariable) and a.fake.requires_grad
+                             for a in args):
+        # the reentrant variant gives the function's parameters no gradient then
+        raise Unsupported("checkpoint(use_reentrant=True) with no input that requires "
+                          "grad: its parameters would get no gradient, as in eager")
+    mark = len(tx.output.created)
+    result = tx.call(function, list(args), kwargs)
+    for node in tx.output.created[mark:]:
+        if node.op in ("call_function", "call_method"):
+            node.meta["recompute"] = True
+    return result
+
+
+def _functional_call(tx, module, parameter_and_buffer_dicts, args=None, kwargs=None, *,
+                     tie_weights=None, strict=None):
+    """``functional_call(module, tensors, args)``: ``module`` called with its parameters
+    and buffers reading as ``tensors`` (by name; a tied weight follows its twin unless
+    ``tie_weights=False``)."""
+    if not isinstance(module, NNModuleVariable) or module.source is None:
+        raise Unsupported(f"functional_call of {module}")
+    dicts = parameter_and_buffer_dicts
+    dicts = [dicts] if isinstance(dicts, ConstDictVariable) else tx.unpack(dicts)
+    given: dict[str, VariableTracker] = {}
+    for d in dicts:
+        if not isinstance(d, ConstDictVariable):
+            raise Unsupported(f"functional_call with {d} for its tensors")
+        for key, vt in d.items.items():
+            if key in given:
+                raise Unsupported(f"functional_call given {key!r} twice")
+            given[key] = vt
+    m = module.value
+    owners = {}   # every name a parameter or buffer is reached by -> (module, table, attr)
+    for prefix, sub in m.named_modules(remove_duplicate=False):
+        for table in ("_parameters", "_buffers"):
+            for attr, t in sub.__dict__[table].items():
+                if t is not None:
+                    owners[f"{prefix}.{attr}" if prefix else attr] = (sub, attr, t)
+    unknown = [k for k in given if k not in owners]
+    if unknown or strict is not None and strict.as_python_constant() and \
+            set(given) != set(owners):
+        raise Unsupported(f"functional_call with names the module does not have ({unknown}) "
+                          "or, with strict=True, without all of its own")
+    tie = tie_weights is None or tie_weights.as_python_constant()
+    replaced = {}
+    for key, vt in given.items():
+        sub, attr, t = owners[key]
+        replaced[(id(sub), attr)] = vt
+        if tie:
+            for other, (sub2, attr2, t2) in owners.items():
+                if t2 is t and other not in given:
+                    replaced[(id(sub2), attr2)] = vt
+    call_args = [] if args is None else \
+        [args] if not isinstance(args, (TupleVariable, ListVariable)) else list(args.items)
+    call_kwargs = {} if kwargs is None else dict(kwargs.items)
+    tx.reparametrized.append(replaced)
+    try:
+        return module.call_function(tx, call_args, call_kwargs)
+    finally:
+        tx.reparametrized.pop()
+
+
+for _name in TRANSFORMS:
+    _BUILTIN_HANDLERS[TRANSFORMS[_name]] = _transform(_name)
+_BUILTIN_HANDLERS[torch.cond] = _cond
+_BUILTIN_HANDLERS[checkpoint] = _checkpoint
+_BUILTIN_HANDLERS[torch.func.functional_call] = _functional_call
+_BUILTIN_HANDLERS[torch.nn.utils.stateless.functional_call] = _functional_call
 _BUILTIN_HANDLERS[associative_scan] = _associative_scan
 
 __all__: list[str] = []

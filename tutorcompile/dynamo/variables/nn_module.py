@@ -46,6 +46,9 @@ class NNModuleVariable(VariableTracker):
         m = self.value
         for table in ("_parameters", "_buffers", "_modules"):
             if name in m.__dict__.get(table, {}):
+                swapped = _reparametrized(tx, m, name)
+                if swapped is not None and table != "_modules":  # in a functional_call
+                    return swapped
                 # PyTorch's spelling: L['self']._modules['fc']._parameters['weight']
                 src = GetItemSource(AttrSource(self.source, table), name)
                 return tx.wrap_nested(m.__dict__[table][name], src)
@@ -219,7 +222,7 @@ class NNModuleVariable(VariableTracker):
             items = [(p, tx.wrap_nested(sub, sources[p])) for p, sub in pairs]
         else:
             table = "_parameters" if kind == "parameters" else "_buffers"
-            items = [(f"{path}.{k}" if path else k,
+            items = [(f"{path}.{k}" if path else k, _reparametrized(tx, sub, k) or
                       tx.wrap_nested(t, GetItemSource(AttrSource(sources[path], table), k)))
                      for path, sub in modules for k, t in sub.__dict__[table].items()
                      if t is not None]
@@ -267,6 +270,16 @@ def own_call(cls: type) -> types.FunctionType | None:
 
 _TREE_WALKS = ("parameters", "named_parameters", "buffers", "named_buffers", "children",
                "named_children", "modules", "named_modules")
+
+
+def _reparametrized(tx, m: torch.nn.Module, name: str) -> VariableTracker | None:
+    """What parameter or buffer ``name`` of ``m`` reads as inside a traced
+    ``functional_call`` (the innermost that replaces it), or None."""
+    for replaced in reversed(tx.reparametrized):
+        vt = replaced.get((id(m), name))
+        if vt is not None:
+            return vt
+    return None
 
 
 def _class_attr(source: Source | None, m: torch.nn.Module, name: str) -> Source | None:
