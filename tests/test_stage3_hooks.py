@@ -1,11 +1,13 @@
-"""Module hooks registered, and modules changed, after a module was compiled run as in eager.
+"""Module hooks: inlined into the graph where eager would call them, and guarded.
 
-A compiled module inlines its submodules' ``forward``s; a hook registered later on one of
-them (or on the compiled module itself) used to be skipped silently. A submodule inlined
-without hooks is guarded to stay so (one guard per frame: the count of hook handles ever
-made, then the hook dicts themselves), so a new hook means a recompile, which breaks the
-graph at that submodule and lets PyTorch run it with its hooks; the compiled module runs
-its own forward hooks around the compiled forward.
+A compiled module inlines its submodules' ``forward``s, and with them their forward
+pre-hooks and forward hooks (global ones first, with or without kwargs), as
+``Module._call_impl`` calls them: transformers' gradient checkpointing registers one on the
+input embeddings, and the model stays one graph. What the graph ran is guarded: a module
+inlined without hooks stays so (one guard per frame: the count of hook handles ever made,
+then the hook dicts themselves), and one with hooks keeps the very same hooks -- so a hook
+registered or removed later recompiles. A backward hook is a break that lets PyTorch run
+the module with it; the compiled module runs its own hooks around the compiled forward.
 """
 
 import warnings
@@ -136,3 +138,87 @@ def test_a_module_changed_after_compiling_runs_as_changed(change):
     compiled(x)
     CHANGES[change](model)
     torch.testing.assert_close(compiled(x), model(x))
+
+
+HOOKS = {
+    "forward": lambda m: m.register_forward_hook(lambda mod, args, out: out * 10),
+    "forward_pre": lambda m: m.register_forward_pre_hook(lambda mod, args: (args[0] + 1,)),
+    "forward_pre_returning_a_tensor": lambda m: m.register_forward_pre_hook(
+        lambda mod, args: args[0].tanh()),
+    "forward_with_kwargs": lambda m: m.register_forward_hook(
+        lambda mod, args, kwargs, out: out - len(kwargs), with_kwargs=True),
+    "forward_pre_with_kwargs": lambda m: m.register_forward_pre_hook(
+        lambda mod, args, kwargs: ((args[0] * 2,), kwargs), with_kwargs=True),
+    "observing_only": lambda m: m.register_forward_hook(
+        lambda mod, args, out: None),
+    "prepended": lambda m: m.register_forward_hook(lambda mod, args, out: out.relu(),
+                                                   prepend=True),
+}
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+@pytest.mark.parametrize("kind", HOOKS)
+def test_a_submodules_hooks_are_inlined_into_one_graph(kind, backend):
+    model = _model()
+    HOOKS[kind](model[0])
+    HOOKS["forward"](model[2])
+    x = torch.randn(2, 4, requires_grad=True)
+    want = model(x)
+    want_grad = torch.autograd.grad(want.sum(), x)[0]
+    explained = tc.explain(model)(x)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained
+    got = tc.compile(model, backend=backend, fullgraph=True)(x)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(torch.autograd.grad(got.sum(), x)[0], want_grad)
+
+
+def test_a_global_hook_is_inlined_and_its_removal_recompiles():
+    backend, graphs = _counting()
+    model = _model()
+    handle = nn.modules.module.register_module_forward_hook(
+        lambda m, args, out: out * 2 if isinstance(m, nn.Linear) else None)
+    try:
+        compiled = tc.compile(model, backend=backend)
+        x = torch.randn(2, 4)
+        torch.testing.assert_close(compiled(x), model(x))
+    finally:
+        handle.remove()
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(graphs) == 2
+
+
+def test_a_removed_or_replaced_hook_is_not_run_again():
+    """Removing a hook leaves the handle count alone: the hooks themselves are guarded."""
+    backend, graphs = _counting()
+    model = _model()
+    handle = model[0].register_forward_hook(lambda mod, args, out: out * 10)
+    compiled = tc.compile(model, backend=backend)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(compiled(x), model(x))
+    handle.remove()
+    torch.testing.assert_close(compiled(x), model(x))
+    model[0].register_forward_hook(lambda mod, args, out: out * -1)
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(graphs) == 3
+
+
+def test_a_hook_with_state_sees_each_call():
+    """A hook that counts calls writes its object on every call, after the graph."""
+    class Counter:
+        def __init__(self):
+            self.calls = 0
+
+        def __call__(self, mod, args, out):
+            self.calls += 1
+            return out + self.calls
+
+    model = _model()
+    counter = Counter()
+    model[0].register_forward_hook(counter)
+    compiled = tc.compile(model, backend="aot_eager")
+    x = torch.randn(2, 4)
+    outs = [compiled(x) for _ in range(3)]
+    assert counter.calls == 3
+    counter.calls = 0
+    for out in outs:
+        torch.testing.assert_close(out, model(x))

@@ -246,9 +246,17 @@ class GuardBuilder:
     def NO_HOOKS(self, source: Source) -> None:
         """The module at ``source`` (whose call was inlined as its ``forward``) still has no
         hooks, and no global module hooks exist: a hook registered after the capture must
-        run (a recompile meets it, and breaks the graph there). One guard for all modules
-        of the frame, see :meth:`build`."""
+        run (a recompile meets it). One guard for all modules of the frame, see
+        :meth:`build`."""
         self._hookless.append(source.name())
+
+    def SAME_HOOKS(self, source: Source, module: torch.nn.Module) -> None:
+        """The module at ``source`` has the very hooks its inlined call ran, under the same
+        keys (and so do the global dicts): a hook removed or added since -- which leaves
+        the handle count alone when removed -- recompiles."""
+        self.add("SAME_HOOKS", f"{self.bind(hook_state, 'hook_state')}({source.name()}) == "
+                 f"{self.bind(hook_state(module), 'hooks_seen')}",
+                 comment="the module hooks the graph ran")
 
     def GRAD_MODE(self) -> None:
         self.add("GRAD_MODE", f"torch.is_grad_enabled() == {torch.is_grad_enabled()}",
@@ -322,6 +330,15 @@ def _hook_count_seen(seen: list[int], no_hooks: bool) -> bool:
 
 _MODULE_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
                  "_backward_pre_hooks")
+
+
+def hook_state(module: torch.nn.Module) -> tuple:
+    """The hooks that run when ``module`` is called, as (key, identity) pairs per dict: its
+    own and the global ones."""
+    glob = torch.nn.modules.module
+    return tuple(tuple((k, id(h)) for k, h in d.items())
+                 for name in _MODULE_HOOKS
+                 for d in (getattr(module, name), getattr(glob, "_global" + name)))
 
 
 try:  # PyTorch's C++ check of many tensors at once (what Dynamo used before guard trees)

@@ -20,6 +20,7 @@ import functools
 import importlib.metadata
 import importlib.util
 import inspect
+import logging
 import operator
 import sys
 import types
@@ -682,6 +683,17 @@ class UserDefinedObjectVariable(VariableTracker):
             wrapped = self.value.__wrapped__
             src = AttrSource(self.source, "__wrapped__") if self.source is not None else None
             return tx.wrap_nested(wrapped, src).call_function(tx, args, kwargs)
+        if isinstance(self.value, types.MethodType):
+            # a callable object bound as a method (transformers sets an lru_cache'd
+            # ``warning_once`` on logging.Logger): a Logger's only reports, so it is made
+            # after the graph (its own once-only cache decides); any other is its function
+            # called with the instance first
+            owner, src = self.value.__self__, self.source
+            if isinstance(owner, logging.Logger) and src is not None:
+                return tx.defer_call(self, args, kwargs)
+            sub = (lambda a: AttrSource(src, a)) if src is not None else (lambda a: None)
+            return tx.wrap_nested(self.value.__func__, sub("__func__")).call_function(
+                tx, [tx.wrap_nested(owner, sub("__self__")), *args], kwargs)
         call = inspect.getattr_static(type(self.value), "__call__", None)
         if isinstance(call, types.FunctionType):
             return tx.inline_user_function(call, [self, *args], kwargs)

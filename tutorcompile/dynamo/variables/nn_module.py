@@ -12,9 +12,9 @@ import types
 import torch
 
 from ..exc import Unsupported
-from ..source import AttrSource, GetItemSource, Source
+from ..source import AttrSource, GetItemSource, ObjectSource, Source
 from .base import BoundMethodVariable, VariableTracker
-from .containers import ConstantVariable, ListVariable, TupleVariable
+from .containers import ConstantVariable, ConstDictVariable, ListVariable, TupleVariable
 from .functions import UserMethodVariable
 from .iter import ListIteratorVariable
 from .tensor import TensorVariable
@@ -110,14 +110,67 @@ class NNModuleVariable(VariableTracker):
         return self.call_forward(tx, args, kwargs)
 
     def call_forward(self, tx, args, kwargs):
-        """``nn.Module.__call__``: ``forward`` inlined (hooks are a break)."""
+        """``nn.Module.__call__``: ``forward`` inlined, and its forward pre-hooks and forward
+        hooks (global ones first) around it, as ``Module._call_impl`` calls them; a
+        backward hook is a break."""
         m = self.value
-        if (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks
-                or torch.nn.modules.module._global_forward_hooks
-                or torch.nn.modules.module._global_forward_pre_hooks):
-            raise Unsupported(f"module {type(m).__name__} has hooks")
+        glob = torch.nn.modules.module
+        if m._backward_hooks or m._backward_pre_hooks or glob._global_backward_hooks or \
+                glob._global_backward_pre_hooks:
+            raise Unsupported(f"module {type(m).__name__} has backward hooks")
+        hooked = bool(m._forward_hooks or m._forward_pre_hooks or glob._global_forward_hooks
+                      or glob._global_forward_pre_hooks)
+        if hooked and self.source is None:
+            raise Unsupported(f"hooks of a module built while tracing ({type(m).__name__})")
         if self.source is not None:   # and a hook registered later runs (a recompile)
-            tx.guards.NO_HOOKS(self.source)
+            if hooked:
+                tx.guards.SAME_HOOKS(self.source, m)
+            else:
+                tx.guards.NO_HOOKS(self.source)
+        if not hooked:
+            return self._forward(tx, args, kwargs)
+        args = TupleVariable(list(args))
+        kwargs = ConstDictVariable(dict(kwargs))
+        for key, hook in self._hooks(tx, "_forward_pre_hooks"):
+            if key in m._forward_pre_hooks_with_kwargs:
+                result = tx.call(hook, [self, args, kwargs], {})
+                if not result.is_python_constant() or result.as_python_constant() is not None:
+                    pair = tx.unpack(result)
+                    if len(pair) != 2:
+                        raise Unsupported("a forward pre-hook returned something other than "
+                                          "(args, kwargs)")
+                    args, kwargs = TupleVariable(tx.unpack(pair[0])), pair[1]
+            else:
+                result = tx.call(hook, [self, args], {})
+                if not result.is_python_constant() or result.as_python_constant() is not None:
+                    args = result if isinstance(result, TupleVariable) else \
+                        TupleVariable([result])
+        if not isinstance(kwargs, ConstDictVariable):
+            raise Unsupported("a forward pre-hook's kwargs are not a dict")
+        out = self._forward(tx, list(args.items), dict(kwargs.items))
+        for key, hook in self._hooks(tx, "_forward_hooks"):
+            if key in m._forward_hooks_with_kwargs or \
+                    key in glob._global_forward_hooks_with_kwargs:
+                result = tx.call(hook, [self, args, kwargs, out], {})
+            else:
+                result = tx.call(hook, [self, args, out], {})
+            if not result.is_python_constant() or result.as_python_constant() is not None:
+                out = result
+        return out
+
+    def _hooks(self, tx, name: str) -> list[tuple[int, VariableTracker]]:
+        """The global then the module's hooks of kind ``name``, each read through its
+        source (``L['self']._modules['wte']._forward_hooks[3]``)."""
+        glob = torch.nn.modules.module
+        return [(key, tx.wrap_nested(hook, GetItemSource(AttrSource(base, table), key)))
+                for base, table, hooks in (
+                    (ObjectSource(glob), "_global" + name, getattr(glob, "_global" + name)),
+                    (self.source, name, getattr(self.value, name)))
+                for key, hook in hooks.items()]
+
+    def _forward(self, tx, args, kwargs):
+        """``forward`` itself, inlined."""
+        m = self.value
         forward = inspect.getattr_static(m, "forward")
         if not isinstance(forward, types.FunctionType):
             raise Unsupported(f"{type(m).__name__}.forward is not a Python function")

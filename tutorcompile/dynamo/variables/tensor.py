@@ -139,6 +139,13 @@ class TensorMethodVariable(VariableTracker):
                     "data_ptr", "storage"):
             raise Unsupported(f"tensor.{name}() needs the tensor's data (data-dependent)")
         if name == "requires_grad_":
+            flag = (args[0] if args else kwargs.get("requires_grad", ConstantVariable(True)))
+            if flag.is_python_constant() and \
+                    bool(flag.as_python_constant()) == t.fake.requires_grad:
+                # already so (transformers' input-embedding hook under gradient
+                # checkpointing: ``output.requires_grad_(True)`` of an embedding that
+                # trains): nothing changes, the tensor itself is the result
+                return t
             # turns a tensor into a leaf of autograd: a graph holds values, not autograd
             # state, so eager runs it (MRA's fallback attention returns
             # ``torch.zeros_like(query).requires_grad_()``). PyTorch's Dynamo breaks here too
