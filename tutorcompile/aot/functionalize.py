@@ -376,6 +376,23 @@ def functionalize(graph: Graph) -> FunctionalGraph:
             continue
         if node.op == "output":
             break
+        out = node.kwargs.get("out") if node.op in ("call_function", "call_method") else None
+        if isinstance(out, Node) and isinstance(refs.get(out), _Ref):
+            # ``torch.maximum(a, b, out=m)`` (Adam's amsgrad): the call without ``out``, its
+            # value written into ``m`` -- when it has m's shape and dtype (out= would resize
+            # or cast m otherwise)
+            mine, theirs = node.meta.get("tensor_meta"), out.meta.get("tensor_meta")
+            if mine is None or theirs is None or (mine.shape, mine.dtype) != (
+                    theirs.shape, theirs.dtype):
+                raise FunctionalizationError(f"{node.name}: an out= argument whose shape or "
+                                             "dtype differs from the result's")
+            value = new.create_node(node.op, node.target, map_arg(node.args, current),
+                                    map_arg({k: v for k, v in node.kwargs.items()
+                                             if k != "out"}, current), name=node.name)
+            value.meta = dict(node.meta)
+            write_back(refs[out], value, node)
+            refs[node] = refs[out]   # the call returns ``out``
+            continue
         mutation = _is_mutation(node)
         if mutation is not None:
             index, (op, target, kwargs, *new_args) = mutation

@@ -71,7 +71,7 @@ from .variables import (
     VariableTracker,
 )
 from .variables.nn_module import own_call
-from .variables.torch import in_torch
+from .variables.torch import in_torch, traced_like_user_code
 from .vm import _RETURN, CO_VARARGS, CO_VARKEYWORDS, VM, Frame, can_interpret
 
 RECOMPILE_LIMIT = 8
@@ -353,12 +353,16 @@ _TORCH = os.path.dirname(torch.__file__) + os.sep
 
 
 def should_compile(fn: Any) -> bool:
-    """Frames we capture: plain Python functions outside torch, this package and the stdlib,
-    and not marked ``torch.compiler.disable`` (whose wrapper lives in torch, though
-    ``functools.wraps`` gave it the module of the function it wraps)."""
+    """Frames we capture: plain Python functions outside torch, this package and the stdlib
+    -- and in torch's packages traced like user code (an optimizer's ``step``, run as a
+    frame of its own when the ``_use_grad`` wrapper around it breaks) -- and not marked
+    ``torch.compiler.disable`` (whose wrapper lives in torch, though ``functools.wraps``
+    gave it the module of the function it wraps)."""
     if not can_interpret(fn) or fn.__dict__.get("_torchdynamo_disable"):
         return False
     module = getattr(fn, "__module__", "") or ""
+    if traced_like_user_code(module):
+        return True
     if in_torch(module) or module.startswith(("tutorcompile.", "typing", "functools")):
         return False
     filename = fn.__code__.co_filename
@@ -775,8 +779,10 @@ class ConcreteRunner(VM):
         call = own_call(type(fn)) if isinstance(fn, torch.nn.Module) else None
         if call is not None:  # a module class's own __call__ (gpytorch's kernels)
             return run_compiled(call, [fn, *args], kwargs, self.config)
-        if isinstance(fn, torch.nn.Module) and not (fn._forward_hooks or
-                                                    fn._forward_pre_hooks):
+        if isinstance(fn, torch.nn.Module) and not (
+                fn._forward_hooks or fn._forward_pre_hooks or fn._backward_hooks
+                or fn._backward_pre_hooks or any(_GLOBAL_HOOKS)):
+            # (a module with hooks is called as it is: ``Module.__call__`` runs them)
             forward = type(fn).forward
             if isinstance(forward, types.FunctionType) and should_compile(forward):
                 return run_compiled(forward, [fn, *args], kwargs, self.config)
@@ -802,7 +808,7 @@ def has_tensor_in_frame(fn: types.FunctionType, args: list, kwargs: dict) -> boo
         if id(obj) in seen:
             return False
         seen.add(id(obj))
-        if isinstance(obj, (torch.Tensor, torch.nn.Module)) or (
+        if isinstance(obj, (torch.Tensor, torch.nn.Module, *_HOLDS_PARAMETERS)) or (
                 type(obj) is type and issubclass(obj, torch.nn.Module)):
             return True
         if type(obj) in (list, tuple):
@@ -813,6 +819,11 @@ def has_tensor_in_frame(fn: types.FunctionType, args: list, kwargs: dict) -> boo
             return any(has_tensor(v) for v in obj)
         return False
     return any(has_tensor(v) for v in [*args, *kwargs.values()])
+
+
+# torch objects that hold a model's parameters: a frame given one is captured (the optimizer
+# step's ``_use_grad`` wrapper gets only ``self``, and must be captured for ``step`` to be)
+_HOLDS_PARAMETERS = (torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler)
 
 
 def _notify(kind: str, frame: Frame, result: CaptureResult, entry: CacheEntry | None) -> None:

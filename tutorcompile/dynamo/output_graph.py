@@ -31,7 +31,7 @@ from ..fx.node import Node, map_aggregate
 from ..fx.passes.dce_cse import operator_schemas, written_arguments
 from ..fx.symbolic_shapes import pycode
 from ..ops.higher_order import body_input
-from .exc import Unsupported
+from .exc import TracedException, Unsupported
 from .source import Source
 from .variables import (
     ConstantVariable,
@@ -89,6 +89,7 @@ class OutputGraph:
         self.input_values.append(value)
         self.input_nodes.append(node)
         vt = TensorVariable(node, fake, source, dynamic_dims)
+        vt.real = value
         self.inputs_by_id[id(value)] = vt
         if dynamic_dims:
             self.any_dynamic = True
@@ -195,13 +196,26 @@ class OutputGraph:
         ex_kwargs = {k: v.example() for k, v in kwargs.items()}
         what = target if isinstance(target, str) else getattr(target, "__name__", target)
         try:
-            with self.fake_mode, _quiet_fake_tensor_log(), torch.set_grad_enabled(not no_grad):
-                if op == "call_method":
-                    out = getattr(ex_args[0], target)(*ex_args[1:], **ex_kwargs)
-                else:
-                    out = target(*ex_args, **ex_kwargs)
+            if _foreach_in_place(what, op):
+                # ``torch._foreach_addcdiv_(params, ..., step_sizes)`` (Adam's foreach step):
+                # writes its first list, returns nothing, changes no shape -- and the fake
+                # kernels refuse its tensor of scalars ("expected scalars on CPU, got meta")
+                out = None
+            else:
+                with self.fake_mode, _quiet_fake_tensor_log(), \
+                        torch.set_grad_enabled(not no_grad):
+                    if op == "call_method":
+                        out = getattr(ex_args[0], target)(*ex_args[1:], **ex_kwargs)
+                    else:
+                        out = target(*ex_args, **ex_kwargs)
         except Unsupported:
             raise
+        except TypeError as e:
+            # the arguments do not fit the function (``torch.stack`` of Python floats): eager
+            # raises the same, so the traced code raises it -- a handler may catch it, and
+            # else the frame runs uncompiled from its start, where any choice it made on
+            # ``torch.compiler.is_compiling()`` is made again as eager makes it
+            raise TracedException(e) from None
         except Exception as e:
             kind = type(e).__name__
             if "DynamicOutputShape" in kind or "DataDependent" in kind:
@@ -219,12 +233,16 @@ class OutputGraph:
             # a fact about the inputs' metadata (F._none_or_dtype's dtype, a bool), which
             # the tensors' guards already fix: a constant, not a node a later stage must run
             return ConstantVariable(out)
-        if (out is None or is_constant_value(out)) and op == "call_function" \
-                and _is_query(what) and not _nodes_in(proxy_args) \
+        if (out is None or is_constant_value(out) or _constants(out)) \
+                and op == "call_function" and _is_query(what) and not _nodes_in(proxy_args) \
                 and not _nodes_in(proxy_kwargs):
             # no graph value among the arguments: a fact about global state
-            # (``torch.are_deterministic_algorithms_enabled()``), guarded by asking again
+            # (``torch.are_deterministic_algorithms_enabled()``, the optimizers'
+            # ``_get_foreach_kernels_supported_devices()``), guarded by asking again
             self.tx.guards.CALL_RESULT(target, ex_args, ex_kwargs, out)
+            if isinstance(out, (list, tuple)):
+                return (ListVariable if isinstance(out, list) else TupleVariable)(
+                    [ConstantVariable(v) for v in out])
             return ConstantVariable(out)
         node = self.graph.create_node(op, target, proxy_args, proxy_kwargs)
         self.created.append(node)
@@ -479,6 +497,16 @@ def _acts(what: Any, kwargs: dict, target: Any = None) -> bool:
     name = what if isinstance(what, str) else getattr(what, "__name__", str(what))
     return name in ("setitem", "_assert", "_assert_async") or name.startswith("_check") or \
         name.endswith("_") and not name.endswith("__") or "out" in kwargs
+
+
+def _foreach_in_place(what: Any, op: str) -> bool:
+    return op == "call_function" and isinstance(what, str) and \
+        what.startswith("_foreach_") and what.endswith("_")
+
+
+def _constants(value: Any) -> bool:
+    """Is ``value`` a list or tuple (not a named one) of Python constants?"""
+    return type(value) in (list, tuple) and all(is_constant_value(v) for v in value)
 
 
 def _is_query(what: Any) -> bool:

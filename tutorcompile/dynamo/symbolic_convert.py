@@ -102,6 +102,7 @@ from .variables import (
     wrap_constant_result,
 )
 from .variables.callables import DataclassVariable, reads_like_dict
+from .variables.torch import traced_like_user_code
 from .vm import _RETURN, CO_GENERATOR_LIKE, NULL, VM, Frame, bind_arguments
 
 MAX_INLINE_DEPTH = 48
@@ -461,7 +462,9 @@ class InstructionTranslator(VM):
             vt = SetVariable([ConstantVariable(v) for v in value], source)
             return self._one_per_object(value, vt, source)
         if isinstance(value, dict) and reads_like_dict(type(value)):
-            if not all(is_constant_value(k) or _keyed_by_identity(k) for k in value):
+            if not all(is_constant_value(k) or _keyed_by_identity(k) or
+                       isinstance(k, torch.Tensor) and source is not None for k in value):
+                # (a tensor key, an optimizer's ``self.state[p]``: read one key at a time)
                 raise Unsupported("a dict with non-constant keys")
             factory = getattr(value, "default_factory", None)
             if factory is not None:
@@ -1008,6 +1011,8 @@ class InstructionTranslator(VM):
                                isinstance(b, UserDefinedObjectVariable)):
             return self._user_binary_op(fn, a, b)
         if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+            if fn is operator.getitem and isinstance(a, ConstDictVariable):
+                return a.getitem(self, b)   # ``optimizer.state[p]``: keyed by the tensor
             if fn is operator.getitem and not isinstance(a, TensorVariable):
                 raise Unsupported(f"indexing {a} with a tensor")
             return self.output.create_node("call_function", fn, (a, b), {})
@@ -1210,6 +1215,14 @@ class InstructionTranslator(VM):
         if fn in trace_rules.REPORTING:  # ``logger.warning(...)``: made after the graph
             return self.defer_call(UserFunctionVariable(fn, fn_source), args, kwargs)
         if fn.__dict__.get("_torchdynamo_disable"):
+            inner = getattr(fn, "__wrapped__", None)
+            if traced_like_user_code(fn.__module__ or "") and \
+                    isinstance(inner, types.FunctionType):
+                # torch.compile, once used, marks every optimizer's ``_init_group`` disabled:
+                # its own tracer runs it at trace time. Not a user's choice: traced as is
+                return self.inline_user_function(
+                    inner, args, kwargs,
+                    fn_source=AttrSource(fn_source, "__wrapped__") if fn_source else None)
             # ``@torch.compiler.disable`` (torch._dynamo.disable): it runs, uncompiled, in
             # the break -- one break, never a trace into torch's wrapper
             raise Unsupported(f"{fn.__qualname__} is marked torch.compiler.disable: it runs "

@@ -14,6 +14,7 @@ from __future__ import annotations
 import abc
 import builtins
 import collections
+import contextlib
 import dataclasses
 import enum
 import functools
@@ -282,6 +283,11 @@ class UserDefinedClassVariable(VariableTracker):
                                                     for k, v in kwargs.items()}))
         if cls is torch.Size:
             return SizeVariable(tx.unpack(args[0]) if args else [])
+        if cls is torch.autograd.profiler.record_function:
+            # a profiler range (every optimizer step opens one): a graph runs as one unit,
+            # so the range is not recorded inside it -- as PyTorch's Dynamo treats profiler
+            # context managers, a nullcontext
+            return tx.call(tx.wrap_nested(contextlib.nullcontext, None), [], {})
         if cls in (torch.finfo, torch.iinfo) and all(
                 a.is_python_constant() for a in [*args, *kwargs.values()]):
             return ConstantVariable(cls(*[a.as_python_constant() for a in args],

@@ -344,6 +344,9 @@ class ConstDictVariable(VariableTracker):
 
     def _realize_all(self) -> None:
         tx, value = self.lazy
+        if any(isinstance(k, torch.Tensor) for k in value):
+            raise Unsupported("every key of a dict keyed by tensors (an optimizer's state): "
+                              "only lookups of one key are captured")
         tx._journal(self)  # an instruction rolled back leaves the dict lazy again
         self.lazy = None
         tx.guards.DICT_KEYS(self.source, value)
@@ -353,7 +356,7 @@ class ConstDictVariable(VariableTracker):
 
     def lookup(self, key: VariableTracker) -> VariableTracker | None:
         """The entry for ``key``, or None when there is none (guarding only that key)."""
-        k = key.as_python_constant()
+        k = dict_key(key)
         if self.lazy is None or k in self._items:
             return self._items.get(k)
         tx, value = self.lazy
@@ -373,7 +376,7 @@ class ConstDictVariable(VariableTracker):
         return bool(self.items)
 
     def unpack(self, tx):
-        return [ConstantVariable(k) for k in self.items]
+        return [key_tracker(tx, k) for k in self.items]
 
     def as_proxy(self):
         return {k: v.as_proxy() for k, v in self.items.items()}
@@ -393,7 +396,7 @@ class ConstDictVariable(VariableTracker):
     def getitem(self, tx, key):
         found = self.lookup(key)
         if found is None:
-            k = key.as_python_constant()
+            k = dict_key(key)
             if self.default_factory is not None:  # defaultdict: d[k] inserts factory()
                 value = self.default_factory.call_function(tx, [], {})
                 self.setitem(tx, key, value)
@@ -406,7 +409,7 @@ class ConstDictVariable(VariableTracker):
 
     def setitem(self, tx, key, value):
         tx.record_mutation(self)
-        self.items[key.as_python_constant()] = value
+        self.items[dict_key(key)] = value
 
     def var_getattr(self, tx, name):
         static = inspect.getattr_static(self.dict_cls, name, None)
@@ -430,12 +433,12 @@ class ConstDictVariable(VariableTracker):
                     "__init__"):
             tx.record_mutation(self)
             if name == "__setitem__":
-                self.items[args[0].as_python_constant()] = args[1]
+                self.items[dict_key(args[0])] = args[1]
             elif name in ("update", "__init__") and args and not isinstance(
                     args[0], ConstDictVariable):  # from (key, value) pairs
                 for pair in tx.unpack(args[0]):
                     k, v = tx.unpack(pair)
-                    self.items[k.as_python_constant()] = v
+                    self.items[dict_key(k)] = v
                 self.items.update(kwargs)
             elif name in ("update", "__init__"):
                 other = args[0] if args else ConstDictVariable(kwargs)
@@ -444,18 +447,18 @@ class ConstDictVariable(VariableTracker):
                 self.items.update(other.items)
                 self.items.update(kwargs if args else {})
             elif name == "pop":
-                k = args[0].as_python_constant()
+                k = dict_key(args[0])
                 if k in self.items:
                     return self.items.pop(k)
                 if len(args) > 1:
                     return args[1]
                 raise TracedException(KeyError(k))
             elif name == "setdefault":
-                k = args[0].as_python_constant()
+                k = dict_key(args[0])
                 return self.items.setdefault(k, args[1] if len(args) > 1
                                              else ConstantVariable(None))
             elif name == "__delitem__":
-                del self.items[args[0].as_python_constant()]
+                del self.items[dict_key(args[0])]
             else:
                 self.items.clear()
             return ConstantVariable(None)
@@ -466,7 +469,7 @@ class ConstDictVariable(VariableTracker):
             return ConstantVariable(self.lookup(args[0]) is not None)
         if name == "move_to_end" and self.dict_cls is not dict:
             tx.record_mutation(self)
-            k = args[0].as_python_constant()
+            k = dict_key(args[0])
             last = kwargs["last"].as_python_constant() if "last" in kwargs else \
                 (args[1].as_python_constant() if len(args) > 1 else True)
             value = self.items.pop(k)
@@ -490,6 +493,28 @@ class ConstDictVariable(VariableTracker):
         return f"ConstDictVariable({self._items!r}{', lazy' if self.lazy else ''})"
 
 
+def dict_key(key: VariableTracker) -> Any:
+    """The Python key a tracker stands for: its constant, or -- for a tensor that is a graph
+    input, an optimizer's parameter indexing ``self.state`` -- the tensor itself (a tensor
+    hashes by identity, and the guards name that very object). A tensor the graph computes
+    has no identity to key by until it runs."""
+    if isinstance(key, LATE_BOUND["TensorVariable"]):
+        if key.real is None:
+            raise Unsupported("a dict keyed by a tensor the graph computes")
+        return key.real
+    return key.as_python_constant()
+
+
+def key_tracker(tx, key: Any) -> VariableTracker:
+    """The tracker of a dict's key: a constant, or the graph input a tensor key is."""
+    if isinstance(key, torch.Tensor):
+        found = tx.output.inputs_by_id.get(id(key))
+        if found is None:
+            raise Unsupported("a tensor key of a dict that is not an input of the graph")
+        return found
+    return ConstantVariable(key)
+
+
 class DictViewVariable(VariableTracker):
     """``d.keys()`` / ``d.values()`` / ``d.items()``: a live view of a dict tracker."""
 
@@ -502,10 +527,10 @@ class DictViewVariable(VariableTracker):
     def unpack(self, tx):
         d = self.dict_vt.items
         if self.kind == "keys":
-            return [ConstantVariable(k) for k in d]
+            return [key_tracker(tx, k) for k in d]
         if self.kind == "values":
             return list(d.values())
-        return [TupleVariable([ConstantVariable(k), v]) for k, v in d.items()]
+        return [TupleVariable([key_tracker(tx, k), v]) for k, v in d.items()]
 
     def is_python_constant(self):
         return self.kind == "keys" or self.dict_vt.is_python_constant()
@@ -522,7 +547,7 @@ class DictViewVariable(VariableTracker):
         if name == "__len__":
             return ConstantVariable(len(self.dict_vt.items))
         if name == "__contains__" and self.kind == "keys":
-            return ConstantVariable(args[0].as_python_constant() in self.dict_vt.items)
+            return ConstantVariable(dict_key(args[0]) in self.dict_vt.items)
         if name == "isdisjoint" and self.kind == "keys":
             other = {a.as_python_constant() for a in tx.unpack(args[0])}
             return ConstantVariable(not (set(self.dict_vt.items) & other))

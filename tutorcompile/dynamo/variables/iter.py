@@ -317,7 +317,7 @@ def suspended_generator(values: list[Any]) -> GeneratorVariable | None:
         if isinstance(vt, GeneratorVariable) and vt.suspended:
             return vt
         todo += [c for c in vt.children() if isinstance(c, VariableTracker)]
-        items = getattr(vt, "items", None)
+        items = vt.__dict__.get("items")   # (never a lazy dict's: reading it realizes all)
         if isinstance(items, list):
             todo += [i for i in items if isinstance(i, VariableTracker)]
     return None

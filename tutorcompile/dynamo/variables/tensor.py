@@ -13,12 +13,15 @@ import torch
 
 from ..exc import Unsupported
 from ..source import AttrSource, Source
-from .base import VariableTracker
+from .base import LATE_BOUND, VariableTracker
 from .containers import ConstantVariable, SizeVariable
 
 
 class TensorVariable(VariableTracker):
-    """A tensor in the graph: ``node`` computes it, ``fake`` says its shape/dtype/device."""
+    """A tensor in the graph: ``node`` computes it, ``fake`` says its shape/dtype/device;
+    for a graph input, ``real`` is the tensor itself (what a dict keyed by it holds)."""
+
+    real: torch.Tensor | None = None
 
     def __init__(self, node: Any, fake: torch.Tensor, source: Source | None = None,
                  dynamic_dims: frozenset[int] = frozenset()):
@@ -158,6 +161,8 @@ class TensorMethodVariable(VariableTracker):
             return t_metadata_method(tx, t, name, args, kwargs)
         if name == "type" and not args and not kwargs:
             return ConstantVariable(t.fake.type())
+        if name in _ADDC and isinstance(kwargs.get("value"), TensorVariable):
+            return addc_with_tensor_value(tx, name, t, *args, value=kwargs["value"])
         return tx.output.create_node("call_method", name, (t, *args), kwargs)
 
     def reconstruct(self, rc):
@@ -165,6 +170,22 @@ class TensorMethodVariable(VariableTracker):
 
     def children(self):
         return [self.tensor]
+
+
+_ADDC = {"addcdiv": operator.truediv, "addcdiv_": operator.truediv,
+         "addcmul": operator.mul, "addcmul_": operator.mul}
+
+
+def addc_with_tensor_value(tx, name: str, t: TensorVariable, t1: VariableTracker,
+                           t2: VariableTracker, value: TensorVariable) -> VariableTracker:
+    """``t.addcdiv_(t1, t2, value=v)`` with ``v`` a tensor (Adam's ``-step_size`` while
+    compiling, where ``_get_value(step)`` keeps the step a tensor): the ``value`` Scalar
+    would be read with ``.item()``, which a graph cannot do, so it is spelled as
+    ``t.add_(v * (t1 / t2))`` -- the same value, up to rounding -- as PyTorch's Dynamo
+    rewrites it."""
+    term = tx.binary_op(operator.mul, value, tx.binary_op(_ADDC[name], t1, t2))
+    add = "add_" if name.endswith("_") else "add"
+    return tx.output.create_node("call_method", add, (t, term), {})
 
 
 def t_metadata_method(tx, t: TensorVariable, name: str, args, kwargs) -> VariableTracker:
@@ -187,4 +208,8 @@ def t_metadata_method(tx, t: TensorVariable, name: str, args, kwargs) -> Variabl
     return ConstantVariable(getattr(t.fake, name)(*consts))
 
 
-__all__ = ['SymIntVariable', 'TensorMethodVariable', 'TensorVariable', 't_metadata_method']
+__all__ = ['SymIntVariable', 'TensorMethodVariable', 'TensorVariable', 'addc_with_tensor_value',
+           't_metadata_method']
+
+
+LATE_BOUND["TensorVariable"] = TensorVariable

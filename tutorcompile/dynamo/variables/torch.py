@@ -17,7 +17,7 @@ from ..exc import Unsupported
 from ..source import Source
 from .base import VariableTracker
 from .containers import ConstantVariable, SizeVariable, wrap_constant_result
-from .tensor import TensorVariable
+from .tensor import TensorVariable, addc_with_tensor_value
 
 
 class TorchFunctionVariable(VariableTracker):
@@ -78,6 +78,9 @@ class TorchFunctionVariable(VariableTracker):
             values = [a.as_python_constant() for a in args]
             return wrap_constant_result(fn(*values))
         name = getattr(fn, "__name__", "")
+        if fn in (torch.addcdiv, torch.addcmul) and isinstance(kwargs.get("value"),
+                                                               TensorVariable):
+            return addc_with_tensor_value(tx, name, *args, value=kwargs["value"])
         if name.startswith(("set_", "_set_")) or name in (
                 "manual_seed", "autocast_increment_nesting", "autocast_decrement_nesting",
                 "clear_autocast_cache"):
@@ -119,9 +122,16 @@ _TRACING_STATE = _tracing_state()
 # database (``lambda x, *a: x.expand(*a)``); a torch.nn module's methods called on their own
 # (SqueezeBERT's ``nn.LayerNorm.forward(self, x)`` on its subclass) -- the same ``forward``
 # that calling the module inlines; ``torch.distributions`` (a ``Normal`` made in forward: its
-# methods are Python over torch ops).
+# methods are Python over torch ops); ``torch.optim`` (``tc.compile(opt.step)``: the step,
+# its ``_use_grad`` wrapper and the functional ``_single_tensor_adam`` are Python over
+# tensor and ``_foreach_*`` ops, as are the LR schedulers).
 _INLINED_TORCH_MODULES = ("torch.testing", "torch.nn.modules.", "torch.distributions.",
-                         "torch.utils._pytree")
+                         "torch.utils._pytree", "torch.optim.")
+
+
+def traced_like_user_code(module: str) -> bool:
+    """Is ``module`` one of torch's Python packages traced like user code (above)?"""
+    return module.startswith(_INLINED_TORCH_MODULES)
 
 
 def in_torch(module: str | None) -> bool:
@@ -137,7 +147,7 @@ def is_torch_callable(value: Any) -> bool:
     if isinstance(value, (type, torch.nn.Module)):
         return False
     module = getattr(value, "__module__", None) or ""
-    if isinstance(value, types.FunctionType) and module.startswith(_INLINED_TORCH_MODULES):
+    if isinstance(value, types.FunctionType) and traced_like_user_code(module):
         return False
     if in_torch(module) and not module.startswith("torch._dynamo"):
         return callable(value)
@@ -155,4 +165,4 @@ def is_torch_callable(value: Any) -> bool:
     return False
 
 
-__all__ = ['TorchFunctionVariable', 'in_torch', 'is_torch_callable']
+__all__ = ['TorchFunctionVariable', 'in_torch', 'is_torch_callable', 'traced_like_user_code']

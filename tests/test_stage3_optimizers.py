@@ -1,0 +1,176 @@
+"""Stage 3: ``tc.compile(optimizer.step)`` -- torch.optim's own Python, captured.
+
+An optimizer step is Python over tensors: ``_use_grad`` sets the grad mode, ``step`` reads
+``self.state[p]`` (a dict keyed by the parameters), and the update itself is per-parameter
+tensor methods (``_single_tensor_adam``) or ``torch._foreach_*`` calls over lists. Each
+optimizer here, with its state already made, is one graph (the two breaks are
+``_use_grad``'s own ``torch._dynamo.graph_break()`` calls, as in torch.compile), and after
+three steps under every backend the parameters and the state equal eager's. The pieces it
+needed are checked on small programs of their own: dicts keyed by tensors, ``out=``
+arguments through functionalization, ``addcdiv`` with a tensor ``value``, profiler ranges.
+"""
+
+import pytest
+import torch
+import torch.nn as nn
+
+import tutorcompile as tc
+
+pytestmark = pytest.mark.stage3
+
+BACKENDS = ["eager", "aot_eager", "inductor"]
+
+OPTIMIZERS = {
+    "sgd_momentum": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+    "sgd_nesterov_weight_decay": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9,
+                                                           nesterov=True, weight_decay=0.01),
+    "adam": lambda p: torch.optim.Adam(p, lr=0.01),
+    "adam_amsgrad": lambda p: torch.optim.Adam(p, lr=0.01, amsgrad=True),
+    "adamw_per_parameter": lambda p: torch.optim.AdamW(p, lr=0.01, foreach=False),
+    "adamw_foreach": lambda p: torch.optim.AdamW(p, lr=0.01, foreach=True),
+    "rmsprop": lambda p: torch.optim.RMSprop(p, lr=0.01, momentum=0.5),
+    "adagrad": lambda p: torch.optim.Adagrad(p, lr=0.01),
+}
+
+
+def _model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+
+
+def _train(kind, step_of, scheduled=False, steps=3):
+    model = _model()
+    opt = OPTIMIZERS[kind](model.parameters())
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5) if scheduled \
+        else None
+    step = step_of(opt)
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
+    for _ in range(steps):
+        opt.zero_grad()
+        model(x).pow(2).sum().backward()
+        step()
+        if sched is not None:
+            sched.step()
+    state = [v for s in opt.state.values() for v in s.values() if torch.is_tensor(v)]
+    return [p.detach() for p in model.parameters()] + state
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", OPTIMIZERS)
+def test_a_compiled_step_updates_parameters_and_state_as_eager(kind, backend):
+    want = _train(kind, lambda opt: opt.step)
+    got = _train(kind, lambda opt: tc.compile(opt.step, backend=backend))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        # while compiling, torch.optim keeps the step count a tensor (``_get_value``):
+        # the bias corrections round as float32 tensor math instead of Python floats
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", OPTIMIZERS)
+def test_a_step_with_its_state_made_is_one_graph(kind):
+    model = _model()
+    opt = OPTIMIZERS[kind](model.parameters())
+    model(torch.randn(2, 8)).sum().backward()
+    opt.step()     # the state exists: what every later step sees
+    explained = tc.explain(opt.step)()
+    assert explained.graph_count == 1, explained
+    # the only breaks are ``_use_grad``'s own torch._dynamo.graph_break() calls
+    assert all("set_grad_enabled" in r.reason or "graph_break" in r.reason
+               for r in explained.break_reasons), [r.reason for r in explained.break_reasons]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_an_lr_scheduler_between_compiled_steps(backend):
+    want = _train("sgd_momentum", lambda opt: opt.step, scheduled=True)
+    got = _train("sgd_momentum", lambda opt: tc.compile(opt.step, backend=backend),
+                 scheduled=True)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+
+
+# --- the pieces, on programs of their own ----------------------------------------------
+def test_a_dict_keyed_by_tensors_is_read_one_key_at_a_time():
+    a, b = torch.randn(3), torch.randn(3)
+    scales = {a: 2.0, b: torch.full((3,), 3.0)}
+
+    def reads(x, y):
+        return x * scales[x] + y * scales.get(y, 0), x in scales
+    explained = tc.explain(reads)(a, b)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+    got, want = tc.compile(reads, backend="eager", fullgraph=True)(a, b), reads(a, b)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1:] == want[1:]
+
+    def writes(x):
+        scales[x] = 5.0
+        return x * 2
+    explained = tc.explain(writes)(a)
+    assert any("dict keyed by tensors" in r.reason for r in explained.break_reasons)
+    torch.testing.assert_close(tc.compile(writes)(a), a * 2)
+    assert scales[a] == 5.0
+
+
+def test_a_missing_tensor_key_raises_key_error_and_a_defaultdict_fills_it():
+    import collections
+    t = torch.randn(2)
+    plain, default = {}, collections.defaultdict(dict)
+
+    def reads(x):
+        return plain[x]
+
+    def fills(x):
+        default[x]["n"] = x + 1
+        return x * 2
+    with pytest.raises(KeyError):
+        tc.compile(reads, backend="eager")(t)
+    torch.testing.assert_close(tc.compile(fills, backend="eager")(t), t * 2)
+    torch.testing.assert_close(default[t]["n"], t + 1)
+
+
+def test_a_key_the_graph_computes_is_a_break():
+    d = {}
+
+    def fn(x):
+        y = x + 1
+        d[y] = 1
+        return y
+    explained = tc.explain(fn)(torch.randn(2))
+    assert any("keyed by a tensor the graph computes" in r.reason
+               for r in explained.break_reasons)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_out_arguments_become_writes_of_the_out_tensor(backend):
+    def fn(a, b, m):
+        torch.maximum(m, a * b, out=m)
+        return torch.add(a, b, out=torch.empty_like(a)) + m
+    a, b = torch.randn(5), torch.randn(5)
+    m1, m2 = torch.zeros(5), torch.zeros(5)
+    want = fn(a, b, m1)
+    torch.testing.assert_close(tc.compile(fn, backend=backend)(a, b, m2), want)
+    torch.testing.assert_close(m2, m1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_addcdiv_and_addcmul_with_a_tensor_value(backend):
+    def fn(p, a, b, v):
+        q = torch.addcmul(p, a, b, value=v)
+        p = p.clone()
+        p.addcdiv_(a, b.abs() + 1, value=-v)
+        return p + q
+    args = [torch.randn(4) for _ in range(3)] + [torch.tensor(0.3)]
+    explained = tc.explain(fn)(*args)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+    torch.testing.assert_close(tc.compile(fn, backend=backend)(*args), fn(*args))
+
+
+def test_a_profiler_range_in_user_code_is_no_break():
+    def fn(x):
+        with torch.autograd.profiler.record_function("my block"):
+            y = x.sin()
+        return y * 2
+    explained = tc.explain(fn)(torch.randn(3))
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+    x = torch.randn(3)
+    torch.testing.assert_close(tc.compile(fn)(x), fn(x))
