@@ -181,9 +181,12 @@ def write_through_detach(parent: torch.Tensor, child: torch.Tensor) -> torch.Ten
     """``parent`` after ``parent.detach()`` was written with ``child``'s values: those
     values, and to autograd still ``parent`` (in eager a leaf updated under ``no_grad``
     keeps receiving its gradient). ``parent - parent.detach()`` is exactly zero with an
-    identity gradient wherever ``parent`` is finite."""
+    identity gradient wherever ``parent`` is finite. With grad mode off no autograd graph is
+    built, and the values are all there is."""
     if not parent.requires_grad:
         return child.detach()
+    if not torch.is_grad_enabled():
+        return child.detach()   # (no autograd graph is built: an optimizer's step)
     identity = torch.where(torch.isfinite(parent), parent - parent.detach(),
                            torch.zeros_like(parent))
     return child.detach() + identity

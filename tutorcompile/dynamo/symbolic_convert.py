@@ -191,8 +191,15 @@ class InstructionTranslator(VM):
                 root.locals[name] = self.closure_cell(value, LocalSource(name))
             else:
                 root.locals[name] = LazyVariable(value, LocalSource(name))
+        popped = root.instructions[root.ip].opname == "POP_TOP" if c.stack else False
         try:
-            root.stack = [v if v is NULL else self.wrap_nested(v, StackSource(i))
+            # the breaking call's result that the next instruction discards (the grad-mode
+            # object ``torch.set_grad_enabled(False)`` returns, as a statement) is never
+            # read: left unwrapped, it is guarded on nothing -- an identity guard on an
+            # object each call makes anew would fail on every call
+            root.stack = [v if v is NULL else LazyVariable(v, StackSource(i))
+                          if popped and i == len(c.stack) - 1
+                          else self.wrap_nested(v, StackSource(i))
                           for i, v in enumerate(c.stack)]
         except Unsupported as e:  # a value on the rebuilt stack cannot be traced
             return CaptureResult("skip", reason=e.reason,
