@@ -13,6 +13,8 @@ passes a function cannot be one node of traced ops. Each kind gets what its mean
 * **Inlined, with a tag** (``torch.utils.checkpoint.checkpoint``): the function's ops join the
   graph and carry ``meta["recompute"]``; the partitioner (``aot/partitioners.py``) saves
   none of them for the backward but recomputes them there, as activation checkpointing does.
+  (Under ``backend="eager"`` there is no partitioner: autograd saves what it always saves --
+  the same values and gradients, without the memory saving.)
 * **Inlined, with a substitution** (``torch.func.functional_call``): the module's forward is
   inlined while its parameters and buffers read as the tensors passed in.
 * **Unrolled, or one node** (``associative_scan``), below.
