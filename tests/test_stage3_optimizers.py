@@ -89,6 +89,24 @@ def test_an_lr_scheduler_between_compiled_steps(backend):
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
 
 
+def test_a_graph_reused_for_a_new_optimizer_keys_the_state_by_its_own_parameters():
+    """The second optimizer's steps hit the graphs the first one compiled (same code, same
+    shapes): its state must be keyed by its own parameters, and its values its own."""
+    for _ in range(2):
+        want = _train("sgd_momentum", lambda opt: opt.step)
+        model = _model()
+        opt = OPTIMIZERS["sgd_momentum"](model.parameters())
+        step = tc.compile(opt.step, backend="aot_eager")
+        x = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
+        for _ in range(3):
+            opt.zero_grad()
+            model(x).pow(2).sum().backward()
+            step()
+        assert {id(p) for p in opt.state} == {id(p) for p in model.parameters()}
+        for p, w in zip(model.parameters(), want):
+            torch.testing.assert_close(p.detach(), w, rtol=1e-5, atol=1e-6)
+
+
 # --- the pieces, on programs of their own ----------------------------------------------
 def test_a_dict_keyed_by_tensors_is_read_one_key_at_a_time():
     a, b = torch.randn(3), torch.randn(3)

@@ -653,8 +653,8 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
     entry.fetch_inputs = _input_fetcher(sources, scopes, env)
     entry.check_and_fetch = _check_and_fetch(entry, env)
     ret = result.return_value
-    if (result.kind == "return" and isinstance(ret, TensorVariable) and ret.source is None
-            and ret.node in output_nodes):
+    if (result.kind == "return" and type(ret) is TensorVariable and ret.source is None
+            and ret.node in output_nodes):   # (not a NumPy array: that is rebuilt from it)
         entry.returns_output = output_nodes.index(ret.node)
     _notify("graph", frame, result, entry)
     log_artifact("guards", lambda: str(entry.check), where)

@@ -19,6 +19,7 @@ import contextlib
 import logging
 import operator
 import re
+import sys
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
@@ -190,10 +191,10 @@ class OutputGraph:
         if no_grad:  # inside a traced torch.no_grad block: cut the op from autograd
             args = tuple(self.detached(a) for a in args)
             kwargs = {k: self.detached(v) for k, v in kwargs.items()}
-        proxy_args = tuple(a.as_proxy() for a in args)
-        proxy_kwargs = {k: v.as_proxy() for k, v in kwargs.items()}
-        ex_args = tuple(a.example() for a in args)
-        ex_kwargs = {k: v.example() for k, v in kwargs.items()}
+        proxy_args = tuple(_python_number(a.as_proxy()) for a in args)
+        proxy_kwargs = {k: _python_number(v.as_proxy()) for k, v in kwargs.items()}
+        ex_args = tuple(_python_number(a.example()) for a in args)
+        ex_kwargs = {k: _python_number(v.example()) for k, v in kwargs.items()}
         what = target if isinstance(target, str) else getattr(target, "__name__", target)
         try:
             if _foreach_in_place(what, op):
@@ -497,6 +498,15 @@ def _acts(what: Any, kwargs: dict, target: Any = None) -> bool:
     name = what if isinstance(what, str) else getattr(what, "__name__", str(what))
     return name in ("setitem", "_assert", "_assert_async") or name.startswith("_check") or \
         name.endswith("_") and not name.endswith("__") or "out" in kwargs
+
+
+def _python_number(value: Any) -> Any:
+    """A NumPy scalar (``np.float32(1.5)``, ``np.sqrt(2.0)``) as the Python number torch
+    takes it for (``x * np.float64(2)`` stays float32): later stages see plain numbers."""
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, numpy.generic) and value.ndim == 0:
+        return value.item()
+    return value
 
 
 def _foreach_in_place(what: Any, op: str) -> bool:

@@ -134,6 +134,20 @@ class GetItemSource(Source):
 
 
 @dataclass(frozen=True)
+class GetItemBySource(Source):
+    """``base[key]`` where the key is itself a value of the frame (a tensor keying a dict,
+    ``self.state[p]``): named, and fetched, through its own source."""
+    base: Source
+    key: Source
+
+    def name(self) -> str:
+        return f"{self.base.name()}[{self.key.name()}]"
+
+    def get(self, env):
+        return self.base.get(env)[self.key.get(env)]
+
+
+@dataclass(frozen=True)
 class DictStorageSource(Source):
     """The items a dict subclass stores, whatever its own ``__getitem__`` does (transformers'
     ``ACT2FN`` builds a new module on every read): ``dict.items`` reads the storage itself

@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 
+from ..ops.ndarray import torch_numpy_function
 from . import polyfills, trace_rules
 from .bytecode import JUMP_OPS, PY
 from .exc import TracedException, Unsupported
@@ -102,6 +103,10 @@ from .variables import (
     wrap_constant_result,
 )
 from .variables.callables import DataclassVariable, reads_like_dict
+from .variables.ndarray import (
+    BINARY_OPERATORS as NDARRAY_OPERATORS,
+)
+from .variables.ndarray import NumpyFunctionVariable, NumpyNdarrayVariable, ndarray_binary_op
 from .variables.torch import traced_like_user_code
 from .vm import _RETURN, CO_GENERATOR_LIKE, NULL, VM, Frame, bind_arguments
 
@@ -169,6 +174,7 @@ class InstructionTranslator(VM):
         self.autocast_stack: list[tuple] = []  # traced torch.autocast regions, innermost last
         self._globals_written: dict[str, GlobalsVariable] = {}  # by scope label
         self._writes = 0  # see writes_recorded
+        self._plain_numpy = False  # wrapping a NumPy function as it is (see _wrap)
         # parameters and buffers read as other tensors, by (id(module), name): the
         # functional_call calls being traced, innermost last
         self.reparametrized: list[dict[tuple[int, str], VariableTracker]] = []
@@ -507,6 +513,14 @@ class InstructionTranslator(VM):
             if source is not None:
                 g.ID_MATCH(source, value)
             return BuiltinVariable(value, source)
+        twin = None if self._plain_numpy else torch_numpy_function(value)
+        if twin is not None:    # ``np.mean``: on arrays, its torch._numpy twin in the graph
+            self._plain_numpy = True
+            try:
+                plain = self._wrap(value, source)
+            finally:
+                self._plain_numpy = False
+            return NumpyFunctionVariable(twin, plain)
         if isinstance(value, types.FunctionType) and not is_torch_callable(value):
             if source is not None:
                 g.ID_MATCH(source, value)
@@ -535,6 +549,7 @@ class InstructionTranslator(VM):
             if source is not None:
                 g.ID_MATCH(source, value)
             return TorchFunctionVariable(value, source)
+
         if isinstance(value, trace_rules.C_CALLABLE_TYPES) and type(
                 getattr(value, "__self__", None)) in _MODELLED_CONTAINERS:
             # a method bound to a list or dict (``log.append`` passed around): a call on
@@ -650,7 +665,11 @@ class InstructionTranslator(VM):
         self.store_global(frame, name, DELETED)
 
     def load_attr(self, obj, name):
-        return self.realize(obj).var_getattr(self, name)
+        obj = self.realize(obj)
+        if name == "__class__" and isinstance(obj, _TYPED_BY_CLASS) and inspect.getattr_static(
+                obj.python_type(), "__class__") is _OBJECT_CLASS_SLOT:
+            return self.call(BuiltinVariable(type), [obj], {})  # ``x.__class__`` is type(x)
+        return obj.var_getattr(self, name)
 
     def store_attr(self, obj, name, value):
         obj = self.realize(obj)
@@ -1017,11 +1036,25 @@ class InstructionTranslator(VM):
         if fn in _DUNDERS and (isinstance(a, UserDefinedObjectVariable) or
                                isinstance(b, UserDefinedObjectVariable)):
             return self._user_binary_op(fn, a, b)
+        if (isinstance(a, NumpyNdarrayVariable) or isinstance(b, NumpyNdarrayVariable)) \
+                and fn in NDARRAY_OPERATORS:
+            return ndarray_binary_op(self, fn, a, b)   # NumPy's rules, in torch._numpy
         if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
             if fn is operator.getitem and isinstance(a, ConstDictVariable):
                 return a.getitem(self, b)   # ``optimizer.state[p]``: keyed by the tensor
             if fn is operator.getitem and not isinstance(a, TensorVariable):
-                raise Unsupported(f"indexing {a} with a tensor")
+                # ``seq[t]`` calls ``t.__index__()``: a value known only if the tensor is a
+                # constant of the graph (``torch.as_tensor(2)``)
+                known = _known_constant(b)
+                if known is None or not (isinstance(a, BaseListVariable) or isinstance(
+                        a, ConstantVariable) and isinstance(a.value, (str, bytes, tuple, range))):
+                    raise Unsupported(f"indexing {a} with a tensor (its value is not known "
+                                      "while tracing)")
+                try:
+                    b = ConstantVariable(operator.index(known))
+                except TypeError as e:  # a float tensor, or more than one element
+                    raise TracedException(e) from None
+                return self.binary_op(fn, a, b)
             return self.output.create_node("call_function", fn, (a, b), {})
         if isinstance(a, SymIntVariable) or isinstance(b, SymIntVariable):
             return self._symint_op(fn, a, b)
@@ -1043,9 +1076,12 @@ class InstructionTranslator(VM):
         if isinstance(a, BaseListVariable) and fn in (operator.add, operator.iadd) and \
                 isinstance(b, BaseListVariable):
             if fn is operator.iadd and isinstance(a, ListVariable):
-                self.record_mutation(a)
-                a.items.extend(b.items)
+                a.call_method(self, "extend", [b], {})  # (a deque's drops beyond maxlen)
                 return a
+            if _base_kind(a) is not _base_kind(b):  # ``[1] + (2,)``: what CPython raises
+                raise TracedException(TypeError(
+                    f"can only concatenate {_base_kind(a).__name__} (not "
+                    f"{_base_kind(b).__name__!r}) to {_base_kind(a).__name__}"))
             return _sequence_like(a, a.items + b.items)
         if isinstance(a, BaseListVariable) and fn is operator.mul and b.is_python_constant():
             return _sequence_like(a, a.items * b.as_python_constant())
@@ -1053,10 +1089,10 @@ class InstructionTranslator(VM):
             return _sequence_like(b, b.items * a.as_python_constant())
         if fn in (operator.eq, operator.ne) and isinstance(a, BaseListVariable) and \
                 isinstance(b, BaseListVariable):
-            if len(a.items) != len(b.items):
-                return ConstantVariable(fn is operator.ne)
-            result = all(self.binary_op(operator.eq, x, y).truth(self)
-                         for x, y in zip(a.items, b.items))
+            if len(a.items) != len(b.items) or _base_kind(a) is not _base_kind(b):
+                return ConstantVariable(fn is operator.ne)   # (``[1] == (1,)`` is False)
+            result = all(_identical(x, y) or self.binary_op(operator.eq, x, y).truth(self)
+                         for x, y in zip(a.items, b.items))  # identity first, as CPython
             return ConstantVariable(result if fn is operator.eq else not result)
         if isinstance(a, (BaseListVariable, ConstDictVariable)) and a.is_python_constant() \
                 and b.is_python_constant():
@@ -1169,11 +1205,17 @@ class InstructionTranslator(VM):
         if isinstance(container, ConstDictVariable):
             return ConstantVariable(container.lookup(item) is not None)
         if isinstance(container, BaseListVariable):
-            if isinstance(item, TensorVariable) or any(isinstance(i, TensorVariable)
-                                                      for i in container.items):
-                raise Unsupported("`in` with tensors (data-dependent ==)")
-            return ConstantVariable(any(self.binary_op(operator.eq, i, item).truth(self)
-                                        for i in container.items))
+            # as CPython's list/tuple/deque ``__contains__``: element by element, identity
+            # first, then ``element == item``, stopping at the first hit -- a tensor is only
+            # compared (data-dependent) when no element before it matched
+            for element in container.items:
+                if _identical(element, item):
+                    return ConstantVariable(True)
+                if isinstance(element, TensorVariable) or isinstance(item, TensorVariable):
+                    raise Unsupported("`in` with tensors (data-dependent ==)")
+                if self.binary_op(operator.eq, element, item).truth(self):
+                    return ConstantVariable(True)
+            return ConstantVariable(False)
         if container.is_python_constant() and item.is_python_constant():
             return ConstantVariable(item.as_python_constant() in
                                     container.as_python_constant())
@@ -1448,9 +1490,45 @@ class _Missing:
 
 
 def _sequence_like(seq: BaseListVariable, items: list) -> BaseListVariable:
-    """What ``+`` or ``*`` of a sequence gives: a list of a list, a plain tuple of any tuple
-    (a namedtuple or ``torch.Size`` plus a tuple is a tuple)."""
+    """What ``+`` or ``*`` of a sequence gives: a list of a list, a deque of a deque (its
+    maxlen kept), a plain tuple of any tuple (a namedtuple or ``torch.Size`` plus a tuple is
+    a tuple)."""
+    if seq.python_cls is collections.deque:
+        return type(seq)(items, maxlen=seq.maxlen)
     return ListVariable(items) if isinstance(seq, ListVariable) else TupleVariable(items)
+
+
+def _known_constant(vt: TensorVariable) -> torch.Tensor | None:
+    """The value of a tensor the graph makes from Python constants alone
+    (``torch.as_tensor(2)``, ``torch.tensor(1) + 2``), as its fake tensor tracks it -- or
+    None when any node it comes from reads an input (a size of one too: the fake value of a
+    size is only its example), is not a tensor, or was written in place (conservatively,
+    whatever wrote it)."""
+    known = getattr(vt.fake, "constant", None)
+    seen, todo = set(), [vt.node]
+    while todo and known is not None:
+        node = todo.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        example = node.meta.get("example_value")
+        if node.op in ("placeholder", "get_attr") or not isinstance(
+                example, torch.Tensor) or example._version:
+            return None
+        todo.extend(node.all_input_nodes)
+    return known
+
+
+def _base_kind(seq: BaseListVariable) -> type:
+    """list, tuple or deque: the sequences ``+`` joins only to their own kind."""
+    return next(k for k in (collections.deque, list, tuple) if issubclass(seq.python_cls, k))
+
+
+# trackers of values whose class is known and whose ``__class__`` is object's slot (unless
+# the class overrides it: checked where it is read)
+_TYPED_BY_CLASS = (TensorVariable, SymIntVariable, BaseListVariable, ConstDictVariable,
+                   SetVariable)
+_OBJECT_CLASS_SLOT = vars(object)["__class__"]
 
 
 def _python_class(vt: VariableTracker) -> type | None:

@@ -18,7 +18,9 @@ Purity is decided by *where a callable lives*, not by listing callables one by o
 * every function of modules that hold only pure functions (``math``, ``cmath``,
   ``operator`` but for the ones that write into an argument, ``unicodedata``...);
 * the builtins that are functions of their arguments (``len``, ``abs``, ``ord``, ``repr``,
-  ``sorted``...), and a few single functions elsewhere (``sys.intern``).
+  ``sorted``...), and a few single functions elsewhere (``sys.intern``);
+* classes whose instances are immutable descriptions made from the arguments alone
+  (``torch.finfo``, ``np.iinfo``, ``np.dtype``): :func:`is_pure_class`.
 
 Calls that only report (``warnings.warn``, a logger's ``warning``...) are in
 :data:`REPORTING`: made after the graph with the values it computed, never a break.
@@ -41,6 +43,8 @@ import sys
 import types
 import warnings
 from typing import Any
+
+import torch
 
 # Builtin types whose instances cannot change: any method of theirs, given constants, is a
 # function of its arguments (each returns a new object, never mutating the receiver).
@@ -80,6 +84,31 @@ PURE_FUNCTIONS: frozenset[Any] = frozenset({
     sys.intern, sys.getrecursionlimit, re.compile, re.match, re.fullmatch, re.search,
     re.findall, re.split, re.sub, re.subn, re.escape,
 })
+
+# Classes whose instances are immutable descriptions computed from the constructor's
+# arguments alone (numerical limits of a dtype, a dtype): made from constants, the instance
+# is a constant. NumPy's are named, not imported: they count only once NumPy is loaded.
+PURE_CLASSES: frozenset[Any] = frozenset({torch.finfo, torch.iinfo})
+PURE_NUMPY_CLASSES: tuple[str, ...] = ("finfo", "iinfo", "dtype")
+
+
+def is_pure_class(cls: Any) -> bool:
+    """Is constructing ``cls`` from immutable constants pure (``np.finfo(np.float32)``)?"""
+    if cls in PURE_CLASSES:
+        return True
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and any(cls is getattr(numpy, name, None)
+                                     for name in PURE_NUMPY_CLASSES)
+
+
+def is_pure_instance(value: Any) -> bool:
+    """Is ``value`` what a pure class makes (``np.finfo(...)``, a NumPy dtype)?"""
+    numpy = sys.modules.get("numpy")
+    classes = [*PURE_CLASSES, *([getattr(numpy, n) for n in PURE_NUMPY_CLASSES]
+                                if numpy is not None else [])]
+    return isinstance(value, tuple(classes)) and (
+        numpy is None or not isinstance(value, numpy.dtype) or immutable_constant(value))
+
 
 C_CALLABLE_TYPES = (types.BuiltinFunctionType, types.MethodDescriptorType,
                     types.WrapperDescriptorType, types.ClassMethodDescriptorType,
@@ -128,6 +157,8 @@ def immutable_constant(value: Any) -> bool:
     numpy = sys.modules.get("numpy")
     if numpy is not None and isinstance(value, numpy.generic):
         return not isinstance(value, numpy.object_)
+    if numpy is not None and isinstance(value, numpy.dtype):
+        return value.fields is None  # (a structured dtype's field names can be renamed)
     return type(value) in IMMUTABLE_TYPES or isinstance(value, type) or value is None \
         or isinstance(value, (types.BuiltinFunctionType, types.FunctionType)) \
         or type(value).__module__ == "torch" and type(value).__name__ in (

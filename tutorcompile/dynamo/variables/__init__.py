@@ -50,6 +50,7 @@ callables       user-defined classes and objects, ``super()``, dataclasses, and 
                 builtin handlers and the user-defined trackers call each other)
 copying         ``copy.deepcopy`` and ``id()`` of trackers (guarded copies, real ids)
 iter            iterators as values, lazily advanced: ``map``, ``zip``, generators
+ndarray         NumPy code on tensors (``x.numpy()``, ``np.mean``): ``torch._numpy`` nodes
 higher_order_ops  torch functions that take a function: ``vmap``/``grad``/``cond`` traced
                 into bodies, ``checkpoint`` tagged for recompute, ``functional_call``
                 with parameters swapped, ``associative_scan`` unrolled
@@ -76,6 +77,8 @@ from .iter import *  # noqa: F403
 from .iter import __all__ as _iter_all
 from .misc import *  # noqa: F403
 from .misc import __all__ as _misc_all
+from .ndarray import *  # noqa: F403
+from .ndarray import __all__ as _ndarray_all
 from .nn_module import *  # noqa: F403
 from .nn_module import __all__ as _nn_module_all
 from .tensor import *  # noqa: F403
@@ -85,4 +88,4 @@ from .torch import __all__ as _torch_all
 
 __all__ = (_base_all + _containers_all + _tensor_all + _functions_all + _torch_all
            + _nn_module_all + _ctx_manager_all + _misc_all + _callables_all + _copying_all
-           + _iter_all)
+           + _iter_all + _ndarray_all)

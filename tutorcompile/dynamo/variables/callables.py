@@ -32,7 +32,7 @@ import torch
 
 from .. import polyfills, trace_rules
 from ..exc import TracedException, Unsupported
-from ..source import AttrSource, DictStorageSource, ObjectSource, Source
+from ..source import AttrSource, DictStorageSource, GetItemSource, ObjectSource, Source
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
@@ -288,10 +288,17 @@ class UserDefinedClassVariable(VariableTracker):
             # so the range is not recorded inside it -- as PyTorch's Dynamo treats profiler
             # context managers, a nullcontext
             return tx.call(tx.wrap_nested(contextlib.nullcontext, None), [], {})
-        if cls in (torch.finfo, torch.iinfo) and all(
-                a.is_python_constant() for a in [*args, *kwargs.values()]):
-            return ConstantVariable(cls(*[a.as_python_constant() for a in args],
-                                        **{k: v.as_python_constant() for k, v in kwargs.items()}))
+        if trace_rules.is_pure_class(cls) and all(
+                a.is_python_constant() and trace_rules.immutable_constant(
+                    a.as_python_constant()) for a in [*args, *kwargs.values()]):
+            # ``torch.finfo(dtype)``, ``np.iinfo(np.int16)``, ``np.dtype("float")``: an
+            # immutable description computed from constants alone, a constant itself
+            try:
+                return ConstantVariable(cls(*[a.as_python_constant() for a in args],
+                                            **{k: v.as_python_constant()
+                                               for k, v in kwargs.items()}))
+            except Exception as e:  # ``np.finfo(int)``: what CPython raises
+                raise TracedException(e) from None
         if isinstance(cls, type) and issubclass(cls, torch.nn.Module):
             if _user_module_class(cls):
                 return _new_user_module(tx, cls, args, kwargs)
@@ -314,8 +321,7 @@ class UserDefinedClassVariable(VariableTracker):
                 raise Unsupported(f"{cls.__qualname__}() takes no arguments")
             return obj
         if issubclass(cls, tuple) and hasattr(cls, "_fields"):
-            fields = list(args) + [kwargs[f] for f in cls._fields[len(args):]]
-            return NamedTupleVariable(fields, cls)
+            return _new_namedtuple(tx, self, args, kwargs)
         if cls in (collections.OrderedDict, collections.defaultdict):
             factory = None
             if cls is collections.defaultdict:
@@ -329,7 +335,7 @@ class UserDefinedClassVariable(VariableTracker):
             # and registries, ``collections.Counter``): a dict that keeps its class, filled
             # by dict's own __init__, or by the class's, inlined
             init = inspect.getattr_static(cls, "__init__")
-            if init is dict.__init__:
+            if init in (dict.__init__, collections.OrderedDict.__init__):
                 return ConstDictVariable(_dict(tx, *args, **kwargs).items, dict_cls=cls)
             if isinstance(init, types.FunctionType):
                 made = ConstDictVariable({}, dict_cls=cls)
@@ -449,7 +455,8 @@ def _slots_only(cls: type) -> bool:
 def reads_like_dict(cls: type) -> bool:
     """A dict subclass whose reads are dict's own (its items are its contents): tracked as a
     dict that keeps its class; methods it adds in Python are inlined."""
-    return all(inspect.getattr_static(cls, m) is getattr(dict, m) for m in (
+    return all(inspect.getattr_static(cls, m) in (getattr(dict, m), getattr(
+        collections.OrderedDict, m)) for m in (
         "__getitem__", "__contains__", "__iter__", "__len__", "keys", "values", "items")) \
         or cls.__module__ == "collections"
 
@@ -916,7 +923,7 @@ class BuiltinVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         fn = self.fn
-        handler = _BUILTIN_HANDLERS.get(fn)
+        handler = _BUILTIN_HANDLERS.get(fn) or _class_method_handler(fn)
         if handler is not None:
             result = handler(tx, *args, **kwargs)
             if result is not None:
@@ -1201,9 +1208,119 @@ def _made_dataclass(obj: VariableTracker) -> bool:
         obj, UserDefinedObjectVariable) and obj.fresh and dataclasses.is_dataclass(obj.value)
 
 
-def _fromkeys(tx, seq, value=None):
-    v = value if value is not None else ConstantVariable(None)
-    return ConstDictVariable({k.as_python_constant(): v for k in _seq(tx, seq)})
+def _fromkeys(cls: type) -> Callable:
+    """``cls.fromkeys(keys, value)`` of ``dict`` or a subclass (``OrderedDict``,
+    ``defaultdict``, the user's), as CPython's ``dict.fromkeys`` runs it: ``cls()`` made,
+    then each key set to the one ``value`` -- through the class's own ``__setitem__`` where
+    it has one written in Python."""
+    def handler(tx, seq, value=None):
+        made = tx.call(tx.wrap_nested(cls, None), [], {})
+        v = value if value is not None else ConstantVariable(None)
+        for key in _seq(tx, seq):
+            tx.store_subscr(made, key, v)
+        return made
+    return handler
+
+
+def _class_method_handler(fn: Any) -> Callable | None:
+    """The tracing rule for a C class method reached through a subclass (the C method is
+    bound anew to each class: ``defaultdict.fromkeys`` is not ``dict.fromkeys``)."""
+    owner = getattr(fn, "__self__", None)
+    if isinstance(owner, type) and issubclass(owner, dict) and \
+            getattr(fn, "__name__", None) == "fromkeys" and isinstance(
+                inspect.getattr_static(owner, "fromkeys"), types.ClassMethodDescriptorType):
+        return _fromkeys(owner)
+    return None
+
+
+def _namedtuple(tx, typename, field_names, *, rename=None, defaults=None, module=None):
+    """``collections.namedtuple("Point", ["x", "y"])`` inside the traced code: a function of
+    its arguments (it writes the class's source and ``eval``s it), so on constants it is
+    made now, for real, and is a constant class of the graph -- each call of the compiled
+    code then makes instances of that one class, where eager makes a new, equal class per
+    call. The class's ``__module__`` is the caller's, as namedtuple reads it from the
+    calling frame. Mutable defaults would be shared across calls, so they must be
+    immutable constants."""
+    given = {"rename": rename, "defaults": defaults, "module": module}
+    consts = {}
+    for name, vt in [("typename", typename), ("field_names", field_names), *given.items()]:
+        if vt is None:
+            continue
+        if isinstance(vt, BaseListVariable) and vt.is_python_constant():
+            value = tuple(vt.as_python_constant())
+        elif vt.is_python_constant():
+            value = vt.as_python_constant()
+        else:
+            raise Unsupported(f"collections.namedtuple with a {name} that is not a constant")
+        if not trace_rules.immutable_constant(value):
+            raise Unsupported(f"collections.namedtuple with a mutable {name}")
+        consts[name] = value
+    if consts.get("module") is None:
+        consts["module"] = tx.frames[-1].globals.get("__name__", "__main__")
+    try:
+        cls = collections.namedtuple(consts.pop("typename"), consts.pop("field_names"),
+                                     **consts)
+    except (TypeError, ValueError) as e:  # a bad field name: what CPython raises
+        raise TracedException(e) from None
+    return UserDefinedClassVariable(cls)
+
+
+def _new_namedtuple(tx, cls_vt: UserDefinedClassVariable, args: list,
+                    kwargs: dict) -> VariableTracker:
+    """``Point(x, y=2)``: the arguments bound as the class's ``__new__`` binds them, the
+    defaults it holds filling the rest (read through the class's source, so guarded, when
+    it has one). A subclass's own ``__new__`` written in Python is inlined (its
+    ``super().__new__`` reaches namedtuple's, which calls ``tuple.__new__``: see
+    :func:`_tuple_new`); an ``__init__`` of its own, or a metaclass, is a break."""
+    cls = cls_vt.value
+    base = next(k for k in cls.__mro__ if "_fields" in vars(k))
+    new = cls.__new__
+    if cls.__init__ is not object.__init__ or type(cls) is not type or \
+            not isinstance(new, types.FunctionType):
+        raise Unsupported(f"constructing {cls.__qualname__}: a namedtuple subclass with its "
+                          "own __init__ (or a metaclass)")
+    if new is not base.__new__:
+        src = AttrSource(cls_vt.source, "__new__") if cls_vt.source is not None else None
+        if src is not None:
+            tx.guards.ID_MATCH(src, new)
+        return tx.inline_user_function(new, [cls_vt, *args], kwargs, fn_source=src)
+    try:
+        bound = inspect.signature(new).bind(cls, *args, **kwargs)
+    except TypeError as e:  # a missing or unexpected field: what CPython raises
+        raise TracedException(e) from None
+    params = list(inspect.signature(new).parameters)[1:]
+    defaults = new.__defaults__ or ()
+    first_default = len(params) - len(defaults)
+    items = []
+    for i, name in enumerate(params):
+        if name in bound.arguments:
+            items.append(bound.arguments[name])
+            continue
+        default = defaults[i - first_default]
+        if cls_vt.source is not None:
+            src = GetItemSource(AttrSource(AttrSource(cls_vt.source, "__new__"),
+                                           "__defaults__"), i - first_default)
+            items.append(tx.wrap_nested(default, src))
+        elif trace_rules.immutable_constant(default):
+            items.append(ConstantVariable(default))
+        else:
+            raise Unsupported(f"the default of {cls.__qualname__}.{name} (not a constant)")
+    return NamedTupleVariable(items, cls, class_source=cls_vt.source)
+
+
+def _tuple_new(tx, cls, iterable=None):
+    """``tuple.__new__(cls, items)`` -- what namedtuple's generated ``__new__`` and
+    ``_make`` call -- for ``tuple`` or a namedtuple class: a tuple tracker of that class."""
+    if not isinstance(cls, (UserDefinedClassVariable, BuiltinVariable)):
+        return None
+    kind = cls.as_python_constant()
+    items = [] if iterable is None else _seq(tx, iterable)
+    if kind is tuple:
+        return TupleVariable(items)
+    if isinstance(kind, type) and issubclass(kind, tuple) and hasattr(kind, "_fields") and \
+            type(kind) is type:
+        return NamedTupleVariable(items, kind, class_source=cls.source)
+    return None
 
 
 def _map(tx, fn, *seqs):
@@ -1251,10 +1368,12 @@ def _frozenset(tx, seq=None):
 
 
 def _deque(tx, seq=None, maxlen=None):
-    if maxlen is not None and not (maxlen.is_python_constant() and
-                                   maxlen.as_python_constant() is None):
-        raise Unsupported("deque(maxlen=...)")
-    return DequeVariable([] if seq is None else _seq(tx, seq))
+    bound = None if maxlen is None else _int_constant(tx, maxlen, "deque maxlen") \
+        if not (maxlen.is_python_constant() and maxlen.as_python_constant() is None) else None
+    if bound is not None and (not isinstance(bound, int) or bound < 0):
+        raise TracedException(ValueError("maxlen must be non-negative") if isinstance(
+            bound, int) else TypeError("an integer is required"))
+    return DequeVariable([] if seq is None else _seq(tx, seq), maxlen=bound)
 
 
 def _minmax(fn):
@@ -1274,10 +1393,7 @@ def _minmax(fn):
             keys = [_sort_key(tx, key, i) for i in items]
             return items[keys.index(fn(keys))]  # the first of equal keys, as min/max
         if any(isinstance(i, TensorVariable) for i in items):
-            if len(items) != 2:
-                raise Unsupported(f"{fn.__name__}() over tensors")
-            op = torch.maximum if fn is max else torch.minimum
-            return tx.output.create_node("call_function", op, tuple(items), {})
+            return _minmax_tensors(tx, fn, items)
         if all(i.is_python_constant() for i in items):
             return ConstantVariable(fn(i.as_python_constant() for i in items))
         if all(isinstance(i, SymIntVariable) or i.is_python_constant() and isinstance(
@@ -1301,6 +1417,50 @@ def _minmax(fn):
             return best
         raise Unsupported(f"{fn.__name__}() of {', '.join(map(str, items))}")
     return handler
+
+
+def _minmax_tensors(tx, fn: Callable, items: list[VariableTracker]) -> VariableTracker:
+    """``max(a, 0)``, ``min(1, b)``, ``max(a, b)`` with tensors, as CPython runs them: the
+    first item is the best so far, and each next one replaces it when ``item > best``
+    (``<`` for min) is true. With a tensor that truth is data-dependent, so each step is
+    ``torch.where(item > best, item, best)`` in the graph: the same value for every input --
+    ties keep the earlier item, a NaN only where Python's comparison would keep it -- and
+    the gradient flows to the item Python would have returned (``torch.maximum`` splits it
+    on ties; ``torch.clamp``, which PyTorch's Dynamo uses for ``max(t, number)``, lets a NaN
+    through where Python keeps the number). Eager can only compare a tensor of one element
+    (``bool`` of more raises), so every tensor must have one, all of one shape, and numbers
+    must not change the tensors' dtype: the result then has the shape and dtype of the
+    tensor eager returns. Where eager returns the number, the graph gives it as a 0-d tensor
+    of that dtype (the one difference a graph cannot avoid; PyTorch's Dynamo does the same).
+    """
+    beats = operator.gt if fn is max else operator.lt
+    tensors = [i for i in items if isinstance(i, TensorVariable)]
+    for item in items:
+        if not isinstance(item, TensorVariable) and not (item.is_python_constant() and type(
+                item.as_python_constant()) in (int, float, bool)):
+            raise Unsupported(f"{fn.__name__}() of a tensor and {item}")
+    first = tensors[0].fake
+    if any(tx.output.is_dynamic_tensor(t) for t in tensors):
+        raise Unsupported(f"{fn.__name__}() of a tensor with a dynamic shape")
+    if any(t.fake.numel() != 1 for t in tensors):
+        raise TracedException(RuntimeError(  # what ``bool(a > b)`` raises in eager
+            "Boolean value of Tensor with more than one value is ambiguous"))
+    if any(t.fake.shape != first.shape or t.fake.dtype != first.dtype for t in tensors) or \
+            any(torch.result_type(first, i.as_python_constant()) != first.dtype
+                for i in items if not isinstance(i, TensorVariable)):
+        raise Unsupported(f"{fn.__name__}() of tensors of different shapes or dtypes (the "
+                          "result's depends on which one wins)")
+    best = items[0]
+    for item in items[1:]:
+        if item is best:
+            continue  # ``item > item`` is false: the best stays
+        if not isinstance(item, TensorVariable) and not isinstance(best, TensorVariable):
+            if beats(item.as_python_constant(), best.as_python_constant()):
+                best = item
+            continue
+        wins = tx.binary_op(beats, item, best)
+        best = tx.output.create_node("call_function", torch.where, (wins, item, best), {})
+    return best
 
 
 def _sum(tx, seq, start=None):
@@ -1560,7 +1720,7 @@ _BUILTIN_HANDLERS: dict[Callable, Callable] = {
     all: _all_any(all), any: _all_any(any), sorted: _sorted, map: _map, filter: _filter,
     functools.reduce: _reduce, functools.partial: _partial, set: _set, frozenset: _frozenset,
     functools._lru_cache_wrapper: _lru_cache_wrapper,
-    collections.deque: _deque, dict.fromkeys: _fromkeys,
+    collections.deque: _deque, collections.namedtuple: _namedtuple, tuple.__new__: _tuple_new,
     dataclasses.replace: _replace, dataclasses.fields: _fields, dataclasses.asdict: _asdict,
     _object_init: lambda tx, *a, **k: ConstantVariable(None),
     setattr: _setattr, delattr: _delattr,

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .. import trace_rules
 from ..exc import TracedException, Unsupported
-from ..source import GetItemSource, Source, key_expr
+from ..source import AttrSource, GetItemBySource, GetItemSource, Source, key_expr
 from .base import (
     LATE_BOUND,
     BoundMethodVariable,
@@ -126,6 +127,8 @@ def wrap_constant_result(value: Any) -> VariableTracker:
         return LATE_BOUND["BuiltinVariable"](value)
     if isinstance(value, type):  # ``type(obj)`` folded: a class, known by identity
         return LATE_BOUND["UserDefinedClassVariable"](value)
+    if trace_rules.is_pure_instance(value):  # ``np.finfo(np.float32).dtype``
+        return ConstantVariable(value)
     if isinstance(value, _MAPPING_VIEWS) and all(is_constant_value(v) for v in value):
         # a view of a mapping folding read from a constant (``inspect.signature(fn)
         # .parameters.keys()``): nothing can change the mapping, so the view is constant
@@ -221,11 +224,15 @@ class SizeVariable(TupleVariable):
 
 
 class NamedTupleVariable(TupleVariable):
-    """A namedtuple (user records, ``torch.return_types.max``): fields by name too."""
+    """A namedtuple (user records, ``torch.return_types.max``): fields by name too. The
+    methods its class defines in Python (a ``typing.NamedTuple`` with an ``add(self)``) are
+    inlined with this tracker as ``self``; ``class_source`` is the class it was made from,
+    when that class has a source, through which what is read from the class is guarded."""
 
-    def __init__(self, items, tuple_cls: type, source=None):
+    def __init__(self, items, tuple_cls: type, source=None, class_source: Source | None = None):
         super().__init__(items, source)
         self.tuple_cls = tuple_cls
+        self.class_source = class_source
 
     def python_type(self):
         return self.tuple_cls
@@ -238,16 +245,59 @@ class NamedTupleVariable(TupleVariable):
     def var_getattr(self, tx, name):
         if name in self.fields:
             return self.items[self.fields.index(name)]
-        if name in ("_replace", "_asdict") and hasattr(self.tuple_cls, "_fields"):
+        if name in ("_replace", "_asdict", "_make") and hasattr(self.tuple_cls, "_fields"):
             return BoundMethodVariable(self, name)
+        static = inspect.getattr_static(self.tuple_cls, name, None)
+        if isinstance(static, (types.FunctionType, staticmethod, classmethod, property)) and \
+                not _namedtuple_machinery(self.tuple_cls, name):
+            return self._class_method(tx, name, static)
+        if name not in vars(tuple) and name in dir(self.tuple_cls) and \
+                is_constant_value(getattr(self.tuple_cls, name)):
+            # a class-level constant (``_fields``, ``_field_defaults`` keys, ``MAX = 4``)
+            cls_src = self._class_attr_source(name)
+            return tx.wrap_nested(getattr(self.tuple_cls, name), cls_src)
         return super().var_getattr(tx, name)
+
+    def _class_attr_source(self, name: str) -> Source | None:
+        cls_src = self.class_source if self.class_source is not None else \
+            AttrSource(self.source, "__class__") if self.source is not None \
+            else None
+        return AttrSource(cls_src, name) if cls_src is not None else None
+
+    def _class_method(self, tx, name: str, static: Any) -> VariableTracker:
+        """A method (or static/class method, or property) the class defines in Python: what
+        the class gave is what runs, guarded by identity where the class has a source."""
+        src = self._class_attr_source(name)
+        if src is not None:
+            if isinstance(static, (types.FunctionType, property)):
+                tx.guards.ID_MATCH(src, static)
+            elif isinstance(static, staticmethod):
+                tx.guards.ID_MATCH(src, static.__func__)
+            else:  # a classmethod read on the class is a new bound method each time
+                tx.guards.ID_MATCH(AttrSource(src, "__func__"), static.__func__)
+        if isinstance(static, types.FunctionType):
+            return LATE_BOUND["UserMethodVariable"](static, self)
+        if isinstance(static, staticmethod):
+            return tx.wrap_nested(static.__func__, None)
+        if isinstance(static, classmethod):
+            cls_vt = LATE_BOUND["UserDefinedClassVariable"](self.tuple_cls)
+            return LATE_BOUND["UserMethodVariable"](static.__func__, cls_vt)
+        if static.fget is None:
+            raise TracedException(AttributeError(f"property {name!r} has no getter"))
+        return tx.inline_user_function(static.fget, [self], {})
 
     def call_method(self, tx, name, args, kwargs):
         if name == "_replace" and not args and set(kwargs) <= set(self.fields):
             items = [kwargs.get(f, item) for f, item in zip(self.fields, self.items)]
-            return NamedTupleVariable(items, self.tuple_cls)
+            return NamedTupleVariable(items, self.tuple_cls, class_source=self.class_source)
         if name == "_asdict" and not args and not kwargs:
             return ConstDictVariable(dict(zip(self.fields, self.items)))
+        if name == "_make" and len(args) == 1 and not kwargs:
+            items = tx.unpack(args[0])
+            if len(items) != len(self.fields):
+                raise TracedException(TypeError(
+                    f"Expected {len(self.fields)} arguments, got {len(items)}"))
+            return NamedTupleVariable(items, self.tuple_cls, class_source=self.class_source)
         return super().call_method(tx, name, args, kwargs)
 
     def getitem(self, tx, key):
@@ -263,9 +313,22 @@ class NamedTupleVariable(TupleVariable):
         return self.tuple_cls(*items)
 
 
+def _namedtuple_machinery(cls: type, name: str) -> bool:
+    """Is ``name`` one of the methods ``collections.namedtuple`` itself writes into the class
+    (``__new__``, ``_make``, ``__repr__``...), rather than one the user defined?"""
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            fn = vars(klass)[name]
+            fn = getattr(fn, "__func__", fn)
+            return getattr(fn, "__module__", None) == "collections" or \
+                str(getattr(fn, "__globals__", {}).get("__name__", "")).startswith("namedtuple_")
+    return False
+
+
 class ListVariable(BaseListVariable):
     python_cls = list
     mutable = True
+    empty_pop_message = "pop from empty list"
 
     def call_method(self, tx, name, args, kwargs):
         if name in ("append", "extend", "insert", "pop", "clear", "reverse", "remove",
@@ -278,6 +341,8 @@ class ListVariable(BaseListVariable):
             elif name == "insert":
                 self.items.insert(args[0].as_python_constant(), args[1])
             elif name == "pop":
+                if not self.items:
+                    raise TracedException(IndexError(self.empty_pop_message))
                 return self.items.pop(*[a.as_python_constant() for a in args])
             elif name == "clear":
                 self.items.clear()
@@ -331,6 +396,9 @@ class ConstDictVariable(VariableTracker):
         self.mutated = False
         self.dict_cls, self.default_factory = dict_cls, default_factory
         self.lazy = lazy
+        # tensor keys (``state[p]``) by identity -> the tracker of the tensor: its source
+        # names the key in guards, and in the rebuilt dict the tensor of *that* call
+        self.key_trackers: dict[int, VariableTracker] = {}
 
     @property
     def items(self) -> dict[Any, VariableTracker]:
@@ -354,19 +422,28 @@ class ConstDictVariable(VariableTracker):
                        tx.wrap_nested(v, GetItemSource(self.source, k))
                        for k, v in value.items()}
 
+    def _key(self, key: VariableTracker) -> Any:
+        """:func:`dict_key`, remembering the tracker of a tensor key."""
+        k = dict_key(key)
+        if isinstance(k, torch.Tensor):
+            self.key_trackers[id(k)] = key
+        return k
+
     def lookup(self, key: VariableTracker) -> VariableTracker | None:
         """The entry for ``key``, or None when there is none (guarding only that key)."""
-        k = dict_key(key)
+        k = self._key(key)
         if self.lazy is None or k in self._items:
             return self._items.get(k)
         tx, value = self.lazy
         present = k in value
-        tx.guards.add("DICT_CONTAINS", f"{key_expr(k)} {'in' if present else 'not in'} "
-                      f"{self.source.name()}", self.source)
+        tensor = isinstance(k, torch.Tensor)   # named by its source, not the object seen now
+        tx.guards.add("DICT_CONTAINS", f"{key.source.name() if tensor else key_expr(k)} "
+                      f"{'in' if present else 'not in'} {self.source.name()}", self.source)
         if not present:
             return None
         tx._journal(self)
-        self._items[k] = tx.wrap_nested(value[k], GetItemSource(self.source, k))
+        self._items[k] = tx.wrap_nested(value[k], GetItemBySource(self.source, key.source)
+                                        if tensor else GetItemSource(self.source, k))
         return self._items[k]
 
     def python_type(self):
@@ -376,7 +453,7 @@ class ConstDictVariable(VariableTracker):
         return bool(self.items)
 
     def unpack(self, tx):
-        return [key_tracker(tx, k) for k in self.items]
+        return [self.key_trackers.get(id(k)) or ConstantVariable(k) for k in self.items]
 
     def as_proxy(self):
         return {k: v.as_proxy() for k, v in self.items.items()}
@@ -396,7 +473,7 @@ class ConstDictVariable(VariableTracker):
     def getitem(self, tx, key):
         found = self.lookup(key)
         if found is None:
-            k = dict_key(key)
+            k = self._key(key)
             if self.default_factory is not None:  # defaultdict: d[k] inserts factory()
                 value = self.default_factory.call_function(tx, [], {})
                 self.setitem(tx, key, value)
@@ -409,7 +486,7 @@ class ConstDictVariable(VariableTracker):
 
     def setitem(self, tx, key, value):
         tx.record_mutation(self)
-        self.items[dict_key(key)] = value
+        self.items[self._key(key)] = value
 
     def var_getattr(self, tx, name):
         static = inspect.getattr_static(self.dict_cls, name, None)
@@ -433,12 +510,12 @@ class ConstDictVariable(VariableTracker):
                     "__init__"):
             tx.record_mutation(self)
             if name == "__setitem__":
-                self.items[dict_key(args[0])] = args[1]
+                self.items[self._key(args[0])] = args[1]
             elif name in ("update", "__init__") and args and not isinstance(
                     args[0], ConstDictVariable):  # from (key, value) pairs
                 for pair in tx.unpack(args[0]):
                     k, v = tx.unpack(pair)
-                    self.items[dict_key(k)] = v
+                    self.items[self._key(k)] = v
                 self.items.update(kwargs)
             elif name in ("update", "__init__"):
                 other = args[0] if args else ConstDictVariable(kwargs)
@@ -447,29 +524,33 @@ class ConstDictVariable(VariableTracker):
                 self.items.update(other.items)
                 self.items.update(kwargs if args else {})
             elif name == "pop":
-                k = dict_key(args[0])
+                k = self._key(args[0])
                 if k in self.items:
                     return self.items.pop(k)
                 if len(args) > 1:
                     return args[1]
                 raise TracedException(KeyError(k))
             elif name == "setdefault":
-                k = dict_key(args[0])
+                k = self._key(args[0])
                 return self.items.setdefault(k, args[1] if len(args) > 1
                                              else ConstantVariable(None))
             elif name == "__delitem__":
-                del self.items[dict_key(args[0])]
+                del self.items[self._key(args[0])]
             else:
                 self.items.clear()
             return ConstantVariable(None)
         if name == "copy":
-            return ConstDictVariable(self.items, dict_cls=self.dict_cls,
-                                     default_factory=self.default_factory)
+            copied = ConstDictVariable(self.items, dict_cls=self.dict_cls,
+                                       default_factory=self.default_factory)
+            copied.key_trackers = dict(self.key_trackers)
+            return copied
+        if name == "fromkeys":  # ``d.fromkeys(keys)``: the class method, on d's class
+            return tx.call(tx.wrap_nested(self.dict_cls.fromkeys, None), args, kwargs)
         if name == "__contains__":
             return ConstantVariable(self.lookup(args[0]) is not None)
         if name == "move_to_end" and self.dict_cls is not dict:
             tx.record_mutation(self)
-            k = dict_key(args[0])
+            k = self._key(args[0])
             last = kwargs["last"].as_python_constant() if "last" in kwargs else \
                 (args[1].as_python_constant() if len(args) > 1 else True)
             value = self.items.pop(k)
@@ -478,7 +559,8 @@ class ConstDictVariable(VariableTracker):
         raise Unsupported(f"dict.{name}")
 
     def rebuild_items(self, rc) -> dict:
-        return {k: rc(v) for k, v in self.items.items()}
+        return {rc(self.key_trackers[id(k)]) if isinstance(k, torch.Tensor) else k: rc(v)
+                for k, v in self.items.items()}
 
     def reconstruct(self, rc):
         if self.source is not None and not self.mutated:
@@ -496,23 +578,14 @@ class ConstDictVariable(VariableTracker):
 def dict_key(key: VariableTracker) -> Any:
     """The Python key a tracker stands for: its constant, or -- for a tensor that is a graph
     input, an optimizer's parameter indexing ``self.state`` -- the tensor itself (a tensor
-    hashes by identity, and the guards name that very object). A tensor the graph computes
+    hashes by identity; guards and the rebuilt dict name it through its source, so a later
+    call with other tensors is checked and written with those). A tensor the graph computes
     has no identity to key by until it runs."""
     if isinstance(key, LATE_BOUND["TensorVariable"]):
         if key.real is None:
             raise Unsupported("a dict keyed by a tensor the graph computes")
         return key.real
     return key.as_python_constant()
-
-
-def key_tracker(tx, key: Any) -> VariableTracker:
-    """The tracker of a dict's key: a constant, or the graph input a tensor key is."""
-    if isinstance(key, torch.Tensor):
-        found = tx.output.inputs_by_id.get(id(key))
-        if found is None:
-            raise Unsupported("a tensor key of a dict that is not an input of the graph")
-        return found
-    return ConstantVariable(key)
 
 
 class DictViewVariable(VariableTracker):
@@ -527,10 +600,11 @@ class DictViewVariable(VariableTracker):
     def unpack(self, tx):
         d = self.dict_vt.items
         if self.kind == "keys":
-            return [key_tracker(tx, k) for k in d]
+            return [self.dict_vt.key_trackers.get(id(k)) or ConstantVariable(k) for k in d]
         if self.kind == "values":
             return list(d.values())
-        return [TupleVariable([key_tracker(tx, k), v]) for k, v in d.items()]
+        return [TupleVariable([self.dict_vt.key_trackers.get(id(k)) or ConstantVariable(k), v])
+                for k, v in d.items()]
 
     def is_python_constant(self):
         return self.kind == "keys" or self.dict_vt.is_python_constant()
@@ -648,39 +722,81 @@ class SetVariable(VariableTracker):
 
 
 class DequeVariable(ListVariable):
-    """``collections.deque`` (no maxlen) built while tracing: a list with two open ends."""
+    """``collections.deque`` built while tracing: a list with two open ends. With a
+    ``maxlen``, adding to a full deque drops items from the other end, as CPython does
+    (``insert`` into a full one raises)."""
     python_cls = collections.deque
+    empty_pop_message = "pop from an empty deque"
+
+    def __init__(self, items: list[VariableTracker], source: Source | None = None,
+                 maxlen: int | None = None):
+        super().__init__(items, source)
+        self.maxlen = maxlen
+        self._trim(from_left=True)
 
     def python_type(self):
         return collections.deque
 
+    def as_python_constant(self):
+        return collections.deque([i.as_python_constant() for i in self.items], self.maxlen)
+
+    def example(self):
+        return collections.deque([i.example() for i in self.items], self.maxlen)
+
     def var_getattr(self, tx, name):
+        if name == "maxlen":
+            return ConstantVariable(self.maxlen)
         if callable(getattr(collections.deque, name, None)):
             return BoundMethodVariable(self, name)
-        raise Unsupported(f"deque.{name}")
+        raise TracedException(AttributeError(
+            f"'collections.deque' object has no attribute {name!r}"))
+
+    def _trim(self, from_left: bool) -> None:
+        """Drop what no longer fits in ``maxlen``: from the left after adding on the right,
+        from the right after adding on the left."""
+        if self.maxlen is not None and len(self.items) > self.maxlen:
+            extra = len(self.items) - self.maxlen
+            self.items = self.items[extra:] if from_left else self.items[:self.maxlen]
+
+    def getitem(self, tx, key):
+        if isinstance(key.as_python_constant(), slice):
+            raise TracedException(TypeError("sequence index must be integer, not 'slice'"))
+        return super().getitem(tx, key)
 
     def call_method(self, tx, name, args, kwargs):
-        if name in ("appendleft", "popleft", "extendleft", "rotate"):
+        if not callable(getattr(collections.deque, name, None)):
+            raise TracedException(AttributeError(
+                f"'collections.deque' object has no attribute {name!r}"))
+        if name in ("append", "extend", "appendleft", "extendleft", "popleft", "rotate"):
             tx.record_mutation(self)
-            if name == "appendleft":
-                self.items.insert(0, args[0])
+            if name in ("append", "extend"):
+                self.items.extend([args[0]] if name == "append" else tx.unpack(args[0]))
+                self._trim(from_left=True)
+            elif name in ("appendleft", "extendleft"):
+                added = [args[0]] if name == "appendleft" else tx.unpack(args[0])
+                self.items[:0] = added[::-1]
+                self._trim(from_left=False)
             elif name == "popleft":
                 if not self.items:
-                    raise Unsupported("pop from an empty deque")
+                    raise TracedException(IndexError(self.empty_pop_message))
                 return self.items.pop(0)
-            elif name == "extendleft":
-                for item in tx.unpack(args[0]):
-                    self.items.insert(0, item)
             else:
                 n = args[0].as_python_constant() if args else 1
                 if self.items:
                     n %= len(self.items)
                     self.items = self.items[-n:] + self.items[:-n] if n else self.items
             return ConstantVariable(None)
+        if name == "insert" and self.maxlen is not None and len(self.items) >= self.maxlen:
+            raise TracedException(IndexError("deque already at its maximum size"))
+        if name == "copy":
+            return DequeVariable(self.items, maxlen=self.maxlen)
+        if name == "pop" and args:
+            raise TracedException(TypeError(
+                f"deque.pop() takes no arguments ({len(args)} given)"))
         return super().call_method(tx, name, args, kwargs)
 
     def reconstruct(self, rc):
-        return collections.deque([rc(i) for i in self.items])
+        return collections.deque([rc(i) for i in self.items], self.maxlen)
 
 
 __all__ = [

@@ -5,6 +5,7 @@ Mirrors: torch/_dynamo/variables/ctx_manager.py.
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -12,6 +13,7 @@ import torch
 from ..exc import Unsupported
 from .base import BoundMethodVariable, VariableTracker
 from .containers import ConstantVariable
+from .functions import NestedUserFunctionVariable, UserFunctionVariable, UserMethodVariable
 
 
 class GradModeVariable(VariableTracker):
@@ -48,6 +50,9 @@ class GradModeVariable(VariableTracker):
         else:
             raise Unsupported(f"{self.cls.__name__}.{name}")
         return ConstantVariable(None)
+
+    def call_function(self, tx, args, kwargs):
+        return RegionWrappedFunctionVariable.decorate(self, args, kwargs)
 
     def reconstruct(self, rc):  # (made, not entered: the context manager that would be)
         return self.real_manager()
@@ -114,12 +119,68 @@ class AutocastVariable(VariableTracker):
             return ConstantVariable(None)
         raise Unsupported(f"{self.cls.__name__}.{name}")
 
+    def call_function(self, tx, args, kwargs):
+        return RegionWrappedFunctionVariable.decorate(self, args, kwargs)
+
     def reconstruct(self, rc):   # (a region made but not yet entered when the graph ends)
         return self.real_manager()
 
     def __repr__(self):
         device, dtype, enabled, _ = self.state
         return f"AutocastVariable({device!r}, {dtype}, enabled={enabled})"
+
+
+class RegionWrappedFunctionVariable(VariableTracker):
+    """A function decorated, inside the traced code, with a grad-mode or autocast region
+    (``@torch.no_grad()`` on a helper defined in the function): what the decorator returns
+    (torch's ``decorate_context``) runs the function inside the region on each call, so a
+    call here enters the region, inlines the function and leaves it -- also when the
+    function raises, as the with-block in that wrapper would. A generator function (whose
+    wrapper re-enters the region around each step) is not modelled: a break."""
+
+    def __init__(self, region: GradModeVariable | AutocastVariable, fn: VariableTracker):
+        self.region, self.fn = region, fn
+
+    @classmethod
+    def decorate(cls, region, args: list, kwargs: dict) -> RegionWrappedFunctionVariable:
+        """``region(fn)``: the decorator applied (a function written in Python only)."""
+        if len(args) != 1 or kwargs:
+            raise Unsupported(f"calling {region} with {len(args)} arguments")
+        fn = args[0]
+        code = fn.code if isinstance(fn, NestedUserFunctionVariable) else \
+            fn.fn.__code__ if isinstance(fn, (UserFunctionVariable, UserMethodVariable)) \
+            else None
+        if code is None:
+            raise Unsupported(f"{region} used as a decorator on {fn} (only functions written "
+                              "in Python are traced)")
+        if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE |
+                            inspect.CO_ASYNC_GENERATOR):
+            raise Unsupported(f"{region} used as a decorator on a generator function")
+        return cls(region, fn)
+
+    def call_function(self, tx, args, kwargs):
+        self.region.call_method(tx, "__enter__", [], {})
+        try:
+            return tx.call(self.fn, args, kwargs)
+        finally:
+            self.region.call_method(tx, "__exit__", [], {})
+
+    def var_getattr(self, tx, name):
+        # ``functools.wraps`` gave the wrapper the function's name and docs
+        if name == "__wrapped__":
+            return self.fn
+        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+            return tx.load_attr(self.fn, name)
+        raise Unsupported(f"attribute {name!r} of a function decorated with {self.region}")
+
+    def children(self):
+        return [self.region, self.fn]
+
+    def reconstruct(self, rc):
+        return self.region.real_manager()(rc(self.fn))
+
+    def __repr__(self):
+        return f"RegionWrappedFunctionVariable({self.region}, {self.fn})"
 
 
 class RegionExitVariable(VariableTracker):
@@ -173,4 +234,4 @@ def is_real_region_exit(value: Any) -> bool:
 
 
 __all__ = ['AutocastVariable', 'GradModeVariable', 'RealRegionExitVariable',
-           'RegionExitVariable', 'is_real_region_exit']
+           'RegionExitVariable', 'RegionWrappedFunctionVariable', 'is_real_region_exit']

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..exc import Unsupported
 from ..source import AttrSource, ObjectSource, Source
-from .base import BoundMethodVariable, VariableTracker
+from .base import BoundMethodVariable, VariableTracker, is_constant_value
 from .containers import ConstantVariable
 
 
@@ -105,22 +105,41 @@ class DeferredCallVariable(VariableTracker):
 
 
 class PythonModuleVariable(VariableTracker):
-    """A Python module (``torch``, ``math``, a user's helper module)."""
+    """A Python module (``torch``, ``math``, a user's helper module).
+
+    What a trusted module (torch's, ``math``...) holds is taken as fixed, read without a
+    guard -- but for its *settings*: everything under ``torch.backends`` (``cudnn.enabled``,
+    ``cuda.matmul.allow_tf32``) is global state a program may change between calls, and so
+    is any plain object such a module holds (``torch.backends.cuda.matmul``, whose
+    attributes are read from the C library's flags). Those get a source -- through the
+    module itself when it has none -- so the value read is guarded."""
 
     def __init__(self, module: types.ModuleType, source: Source | None = None):
         self.value, self.source = module, source
 
     def var_getattr(self, tx, name):
         value = getattr(self.value, name)
-        trusted = self.value.__name__.split(".")[0] in ("torch", "math", "operator",
-                                                        "builtins", "functools")
+        module = self.value.__name__
+        trusted = module.split(".")[0] in ("torch", "math", "operator", "builtins",
+                                           "functools")
         source = None if trusted or self.source is None else AttrSource(self.source, name)
         if trusted and isinstance(value, type):  # (its attributes need a source)
             source = ObjectSource(value)
+        elif trusted and (module == "torch.backends" or module.startswith("torch.backends.")
+                          or not _fixed_member(value)):
+            source = AttrSource(self.source if self.source is not None else
+                                ObjectSource(self.value), name)
         return tx.wrap_nested(value, source)
 
     def reconstruct(self, rc):
         return self.value
+
+
+def _fixed_member(value: Any) -> bool:
+    """Code, a submodule, or a constant: what a trusted module's attribute may be taken to be
+    for good."""
+    return isinstance(value, (types.ModuleType, type)) or callable(value) or \
+        is_constant_value(value)
 
 
 class EnvironVariable(VariableTracker):

@@ -138,6 +138,11 @@ class TensorMethodVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         t, name = self.tensor, self.name
+        if name == "numpy" and not args and not kwargs and not t.fake.requires_grad and \
+                t.fake.device.type == "cpu":
+            # the array shares the tensor's memory: in the graph it is the same node, whose
+            # NumPy calls become torch._numpy nodes (see ndarray.py)
+            return LATE_BOUND["NumpyNdarrayVariable"](t)
         if name in ("item", "tolist", "numpy", "__bool__", "__int__", "__float__",
                     "data_ptr", "storage"):
             raise Unsupported(f"tensor.{name}() needs the tensor's data (data-dependent)")

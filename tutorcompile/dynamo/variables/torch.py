@@ -15,7 +15,7 @@ import torch
 from ...amp import regions
 from ..exc import Unsupported
 from ..source import Source
-from .base import VariableTracker
+from .base import LATE_BOUND, VariableTracker
 from .containers import ConstantVariable, SizeVariable, wrap_constant_result
 from .tensor import TensorVariable, addc_with_tensor_value
 
@@ -78,6 +78,10 @@ class TorchFunctionVariable(VariableTracker):
             values = [a.as_python_constant() for a in args]
             return wrap_constant_result(fn(*values))
         name = getattr(fn, "__name__", "")
+        if fn in (torch.from_numpy, torch.as_tensor, torch.asarray) and len(args) == 1 \
+                and not kwargs and isinstance(args[0], LATE_BOUND["NumpyNdarrayVariable"]):
+            # the array's own tensor (both share memory, in eager too)
+            return args[0].tensor
         if fn in (torch.addcdiv, torch.addcmul) and isinstance(kwargs.get("value"),
                                                                TensorVariable):
             return addc_with_tensor_value(tx, name, *args, value=kwargs["value"])

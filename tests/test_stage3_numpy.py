@@ -1,0 +1,134 @@
+"""Stage 3: NumPy code on tensors, captured as torch ops (``torch._numpy``) in one graph.
+
+Programs written for these tests, in the ways code mixes the two: an array made with
+``x.numpy()``, NumPy functions and submodules on it (``np.mean``, ``np.linalg.norm``,
+``np.fft``), ndarray methods and attributes, operators between arrays, and back to torch
+with ``torch.from_numpy``. Each is one graph with ``fullgraph=True`` under every backend,
+and gives what eager NumPy gives -- NumPy's types and dtypes included (an array returned
+is a ``numpy.ndarray``, a full reduction a NumPy scalar; ``np.mean`` of integers is
+float64).
+"""
+
+import numpy as np
+import pytest
+import torch
+
+import tutorcompile as tc
+
+pytestmark = pytest.mark.stage3
+
+BACKENDS = ["eager", "aot_eager", "inductor"]
+
+
+def normalise_rows(x):
+    a = x.numpy()
+    centred = a - np.mean(a, axis=1, keepdims=True)
+    return torch.from_numpy(centred / (np.std(a, axis=1, keepdims=True) + 1e-5))
+
+
+def metadata_and_views(x):
+    a = x.numpy()
+    return (a.shape, a.ndim, a.size, a.itemsize, a.strides, a.dtype,
+            torch.from_numpy(a.T.copy()), a.reshape(a.size).sum())
+
+
+def reductions_with_axes(x):
+    a = x.numpy()
+    return a.max(axis=0), a.argmin(axis=1), np.sum(a > 0, axis=0), a.all(axis=0)
+
+
+def submodules(x):
+    a = x.numpy()
+    return np.linalg.norm(a, axis=0), np.fft.fftshift(a), np.linalg.det(a @ a.T + np.eye(4))
+
+
+def integers_promote_as_numpy_does(x):
+    counts = x.numpy()
+    return np.mean(counts), counts // 2, counts * 1.5
+
+
+def meshgrid_and_stack(x, y):
+    gx, gy = np.meshgrid(x.numpy(), y.numpy())
+    return torch.from_numpy(np.stack([gx, gy]))
+
+
+def dtype_arguments(x):
+    return np.ones_like(x.numpy(), dtype=np.float64), np.zeros_like(x, dtype=np.int32)
+
+
+def numpy_between_torch_ops(x):
+    y = torch.relu(x)
+    z = np.clip(y.numpy(), 0.1, 0.5)
+    return torch.from_numpy(z).sin() + torch.as_tensor(z)
+
+
+CASES = {
+    "normalise_rows": (normalise_rows, lambda: [torch.randn(4, 6)]),
+    "metadata_and_views": (metadata_and_views, lambda: [torch.randn(4, 6)]),
+    "reductions_with_axes": (reductions_with_axes, lambda: [torch.randn(4, 6)]),
+    "submodules": (submodules, lambda: [torch.randn(4, 4)]),
+    "integers_promote_as_numpy_does": (integers_promote_as_numpy_does,
+                                       lambda: [torch.randint(0, 9, (3, 5))]),
+    "meshgrid_and_stack": (meshgrid_and_stack, lambda: [torch.randn(3), torch.randn(4)]),
+    "dtype_arguments": (dtype_arguments, lambda: [torch.randn(2, 3)]),
+    "numpy_between_torch_ops": (numpy_between_torch_ops, lambda: [torch.randn(5)]),
+}
+
+
+def _same(got, want):
+    if isinstance(want, (tuple, list)):
+        assert type(got) is type(want) and len(got) == len(want)
+        for g, w in zip(got, want):
+            _same(g, w)
+    elif isinstance(want, np.ndarray):
+        assert type(got) is np.ndarray and got.dtype == want.dtype, (type(got), want.dtype)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    elif isinstance(want, np.generic):   # NumPy's scalar of a full reduction
+        assert type(got) is type(want), (type(got), type(want))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    elif isinstance(want, torch.Tensor):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    else:
+        assert got == want
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", CASES)
+def test_numpy_on_tensors_is_one_graph_with_numpys_results(name, backend):
+    fn, make = CASES[name]
+    torch.manual_seed(0)
+    args = make()
+    compiled = tc.compile(fn, backend=backend, fullgraph=True)
+    for _ in range(2):   # the compiling call, then a cache hit
+        _same(compiled(*args), fn(*args))
+    if backend == "eager":
+        explained = tc.explain(fn)(*args)
+        assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+
+
+def test_numpy_of_a_tensor_that_requires_grad_raises_as_in_eager():
+    def fn(x):
+        return np.sum(x.numpy())
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="requires grad"):
+        fn(x)
+    with pytest.raises(RuntimeError, match="requires grad"):
+        tc.compile(fn)(x)
+
+
+def test_an_array_method_that_needs_the_data_is_a_break():
+    def fn(x):
+        return x.numpy().tolist()
+    explained = tc.explain(fn)(torch.randn(3))
+    assert any("tolist" in r.reason for r in explained.break_reasons)
+    x = torch.randn(3)
+    assert tc.compile(fn)(x) == fn(x)
+
+
+def test_numpy_on_constants_still_folds():
+    def fn(x):
+        return x * np.sqrt(2.0) + np.float32(1.5) + np.pi
+    explained = tc.explain(fn)(torch.randn(3))
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+    x = torch.randn(3)
+    torch.testing.assert_close(tc.compile(fn)(x), fn(x))
