@@ -394,16 +394,16 @@ def test_a_backend_flag_changed_after_compiling_recompiles():
     tc.reset()
     compiled = tc.compile(reads_backend_flags, backend="eager", fullgraph=True)
     x = torch.randn(3)
-    before_tf32, before_cudnn = torch.backends.cuda.matmul.allow_tf32, \
-        torch.backends.cudnn.enabled
+    before_tf32 = torch.backends.cuda.matmul.allow_tf32
     try:
         for tf32, cudnn in [(False, True), (True, True), (True, False)]:
             torch.backends.cuda.matmul.allow_tf32 = tf32
-            torch.backends.cudnn.enabled = cudnn
-            torch.testing.assert_close(compiled(x), reads_backend_flags(x))
+            # (the cudnn flags through their context manager: once torch.testing's internals
+            # are imported -- the OpInfo sweep does -- setting them directly raises)
+            with torch.backends.cudnn.flags(enabled=cudnn):
+                torch.testing.assert_close(compiled(x), reads_backend_flags(x))
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before_tf32
-        torch.backends.cudnn.enabled = before_cudnn
 
 
 Corner = collections.namedtuple("Corner", "x y", defaults=[1.0])
