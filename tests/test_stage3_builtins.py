@@ -20,6 +20,7 @@ import pytest
 import torch
 
 import tutorcompile as tc
+from tests.capture_cases import check_one_graph
 
 pytestmark = pytest.mark.stage3
 
@@ -228,45 +229,10 @@ CASES = {
 }
 
 
-def _tensors(value):
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [t for v in value for t in _tensors(v)]
-    return []
-
-
-def _run(fn, args):
-    """Outputs and the gradients of their sum with respect to the floating inputs."""
-    leaves = [a.requires_grad_() for a in args if a.is_floating_point()]
-    tensors = _tensors(fn(*args))
-    loss = sum(t.sum() for t in tensors if t.requires_grad)
-    grads = torch.autograd.grad(loss, leaves, allow_unused=True) if torch.is_tensor(
-        loss) else ()
-    return tensors, grads
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", list(CASES))
 def test_one_graph_with_eager_values_and_gradients(name, backend):
-    fn, make_inputs = CASES[name]
-
-    def make():
-        torch.manual_seed(0)
-        return make_inputs()
-    tc.reset()
-    expected = _run(fn, make())
-    got = _run(tc.compile(fn, backend=backend, fullgraph=True), make())  # a break raises
-    for a, b in zip(expected[0], got[0], strict=True):
-        torch.testing.assert_close(b, a)
-        assert b.requires_grad == a.requires_grad
-    for a, b in zip(expected[1], got[1], strict=True):
-        if a is None or b is None:
-            assert a is None and b is None
-        else:
-            torch.testing.assert_close(b, a)
-    explained = tc.explain(fn)(*make())
-    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+    check_one_graph(*CASES[name], backend)
 
 
 # --- min / max: exactly CPython's choice, ties and NaN included --------------------------------

@@ -26,6 +26,7 @@ import pytest
 import torch
 
 import tutorcompile as tc
+from tests.capture_cases import check_one_graph
 
 pytestmark = pytest.mark.stage3
 
@@ -501,60 +502,10 @@ CASES = {
 }
 
 
-def _tensors(value):
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [t for v in value for t in _tensors(v)]
-    return []
-
-
-def _leaves(args):
-    """The inputs with their own gradient: floating tensors, and modules' parameters."""
-    leaves = []
-    for a in args:
-        if isinstance(a, torch.Tensor) and a.is_floating_point():
-            leaves.append(a.requires_grad_())
-        elif isinstance(a, torch.nn.Module):
-            leaves += list(a.parameters())
-    return leaves
-
-
-def _run(fn, args):
-    """Outputs (tensors, then everything else) and the gradients of their sum."""
-    leaves = _leaves(args)
-    out = fn(*args)
-    tensors = _tensors(out)
-    loss = sum(t.float().sum() for t in tensors if t.requires_grad)
-    grads = torch.autograd.grad(loss, leaves, allow_unused=True) if torch.is_tensor(
-        loss) else ()
-    others = [v for v in (out if isinstance(out, tuple) else (out,))
-              if not isinstance(v, torch.Tensor)]
-    return tensors, grads, others
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", list(CASES))
 def test_one_graph_with_eager_values_and_gradients(name, backend):
-    fn, make_inputs = CASES[name]
-
-    def make():
-        torch.manual_seed(0)
-        return make_inputs()
-    tc.reset()
-    expected = _run(fn, make())
-    compiled = tc.compile(fn, backend=backend, fullgraph=True)  # a break would raise
-    got = _run(compiled, make())
-    for a, b in zip(expected[0], got[0], strict=True):
-        torch.testing.assert_close(b, a)
-    for a, b in zip(expected[1], got[1], strict=True):
-        if a is None or b is None:
-            assert a is None and b is None
-        else:
-            torch.testing.assert_close(b, a)
-    assert got[2] == expected[2]  # side effects seen by the function, in CPython's order
-    explained = tc.explain(fn)(*make())
-    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+    check_one_graph(*CASES[name], backend)
 
 
 # --- what must stay a break, with a reason ----------------------------------------------------

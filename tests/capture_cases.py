@@ -1,0 +1,62 @@
+"""The check shared by the capture corpora (``test_stage3_idioms``, ``_builtins``,
+``_higher_order``): a function compiled with ``fullgraph=True`` gives eager's outputs and the
+gradients of their sum, and ``tc.explain`` counts one graph and no break."""
+
+import torch
+
+import tutorcompile as tc
+
+
+def _tensors(value):
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _leaves(args):
+    """The inputs with their own gradient: floating tensors, and modules' parameters."""
+    leaves = []
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.is_floating_point():
+            leaves.append(a.requires_grad_())
+        elif isinstance(a, torch.nn.Module):
+            leaves += list(a.parameters())
+    return leaves
+
+
+def run_with_gradients(fn, args):
+    """Outputs (tensors, then everything else) and the gradients of their sum."""
+    leaves = _leaves(args)
+    out = fn(*args)
+    tensors = _tensors(out)
+    loss = sum(t.float().sum() for t in tensors if t.requires_grad)
+    grads = torch.autograd.grad(loss, leaves, allow_unused=True) if torch.is_tensor(
+        loss) else ()
+    others = [v for v in (out if isinstance(out, tuple) else (out,))
+              if not isinstance(v, torch.Tensor)]
+    return tensors, grads, others
+
+
+def check_one_graph(fn, make_inputs, backend, **tolerance):
+    """``fn`` compiled whole (a break raises) equals eager on fresh inputs of the same seed:
+    outputs, whether they require grad, gradients (None exactly where eager has none), the
+    values it returns besides tensors; and it is one graph with no break."""
+    def make():
+        torch.manual_seed(0)
+        return make_inputs()
+    tc.reset()
+    expected = run_with_gradients(fn, make())
+    got = run_with_gradients(tc.compile(fn, backend=backend, fullgraph=True), make())
+    for a, b in zip(expected[0], got[0], strict=True):
+        torch.testing.assert_close(b, a, **tolerance)
+        assert b.requires_grad == a.requires_grad
+    for a, b in zip(expected[1], got[1], strict=True):
+        if a is None or b is None:
+            assert a is None and b is None
+        else:
+            torch.testing.assert_close(b, a, **tolerance)
+    assert got[2] == expected[2]  # side effects seen by the function, in CPython's order
+    explained = tc.explain(fn)(*make())
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
