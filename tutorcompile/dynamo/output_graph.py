@@ -353,24 +353,14 @@ class OutputGraph:
         if isinstance(out, torch.Tensor):
             return TensorVariable(node, out)
         if isinstance(out, (tuple, list)) and not isinstance(out, torch.Size):
-            items = []
-            for i, item in enumerate(out):
-                getitem = self.graph.call_function(operator.getitem, (node, i))
-                getitem.meta.update(source=node.meta.get("source"), example_value=item)
-                self.created.append(getitem)
-                items.append(self.wrap_output(getitem, item))
+            items = [self._wrap_item(node, i, item) for i, item in enumerate(out)]
             if hasattr(out, "_fields") or type(out).__module__ == "torch.return_types":
                 return NamedTupleVariable(items, type(out))
             return TupleVariable(items) if isinstance(out, tuple) else ListVariable(items)
         if type(out) is dict and all(is_constant_value(k) for k in out):
             # a transform's gradients of a dict of parameters: one getitem per key
-            items = {}
-            for key, item in out.items():
-                getitem = self.graph.call_function(operator.getitem, (node, key))
-                getitem.meta.update(source=node.meta.get("source"), example_value=item)
-                self.created.append(getitem)
-                items[key] = self.wrap_output(getitem, item)
-            return ConstDictVariable(items)
+            return ConstDictVariable({key: self._wrap_item(node, key, item)
+                                      for key, item in out.items()})
         if isinstance(out, torch.Size):
             return SizeVariable([ConstantVariable(int(s)) for s in out])
         if isinstance(out, int) and not isinstance(out, bool) and self.any_dynamic:
@@ -422,10 +412,15 @@ class OutputGraph:
         for node in reversed(inputs + moved):
             self.graph.erase_node(node)
         self.created = [n for n in self.created if not n._erased]
-        self._symints = {k: v for k, v in self._symints.items() if not k[0]._erased}
-        self._detached = {k: v for k, v in self._detached.items()
-                          if not k._erased and not v.node._erased}
+        self._forget_erased()
         return GraphModule({}, body, f"{name}_body"), free
+
+    def _wrap_item(self, node: Node, key: Any, item: Any) -> VariableTracker:
+        """``node[key]`` (one result of a call returning several), as a node and a tracker."""
+        getitem = self.graph.call_function(operator.getitem, (node, key))
+        getitem.meta.update(source=node.meta.get("source"), example_value=item)
+        self.created.append(getitem)
+        return self.wrap_output(getitem, item)
 
     def rollback(self, mark: int) -> None:
         """Remove every node created after ``mark`` (an instruction that broke)."""
@@ -440,10 +435,14 @@ class OutputGraph:
                     raise AssertionError("rollback would orphan a node")
             self.graph.erase_node(node)
         del self.created[mark:]
+        self._forget_erased()
+        self.any_dynamic = any(v.dynamic_dims for v in self.inputs_by_id.values())
+
+    def _forget_erased(self) -> None:
+        """Drop the size and detach nodes remembered for reuse that were erased."""
         self._symints = {k: v for k, v in self._symints.items() if not k[0]._erased}
         self._detached = {k: v for k, v in self._detached.items()
                           if not k._erased and not v.node._erased}
-        self.any_dynamic = any(v.dynamic_dims for v in self.inputs_by_id.values())
 
     @property
     def op_count(self) -> int:
