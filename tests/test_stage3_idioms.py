@@ -453,6 +453,146 @@ def pytree_round_trip(x):
     return doubled_["a"] + doubled_["b"][1][0]
 
 
+class _Base:
+    def __init__(self):
+        pass
+
+
+class _Child(_Base):
+    def __init__(self):
+        super().__init__()
+
+
+def functions_compare_by_identity(x):
+    # torch.distributions' ``type(self).__init__ != cls.__init__``: functions, classes and
+    # modules compare by identity
+    child = _Child()
+    same = type(child).__init__ != _Base.__init__ and _Base.__init__ == _Base.__init__
+    return x + same + (_Child == _Base) + (_Base != None) + (torch.relu == torch.relu)  # noqa: E711
+
+
+class _Blank:
+    def __init__(self, scale):
+        raise AssertionError("not called: __new__ alone makes the copy")
+
+    def expand(self, value):
+        new = self.__new__(type(self))   # torch.distributions' _get_checked_instance
+        new.scale = value
+        return new
+
+
+def blank_instance_by_object_new(x):
+    made = object.__new__(_Blank)
+    made.scale = 2.0
+    return x * made.expand(3.0).scale + x * made.scale
+
+
+def slice_by_name(x):
+    n = x.shape[0] // 2   # symbolic under dynamic shapes; a constant here
+    return x[slice(n)] + x[slice(n, None)] + x[slice(0, 2 * n, 2)].sum()
+
+
+class _Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 3 * grad * x   # not the derivative of forward: the custom one must run
+
+
+class _Scaled(_Square):
+    @classmethod
+    def apply(cls, x, scale=2.0):   # an override that calls its base (mambapy's pscan)
+        return super().apply(x * scale)
+
+
+_square = _Square.apply   # the bound classmethod, kept as a global
+
+
+def autograd_function_spellings(x):
+    return _square(x) + _Scaled.apply(x) + _Scaled.apply(x, scale=3.0)
+
+
+def _parameter_containers():
+    torch.manual_seed(0)
+    m = torch.nn.Module()
+    m.ps = torch.nn.ParameterList([torch.nn.Parameter(torch.randn(3)) for _ in range(3)])
+    m.pd = torch.nn.ParameterDict({"a": torch.nn.Parameter(torch.randn(3)),
+                                   "b": torch.nn.Parameter(torch.randn(3))})
+    return m
+
+
+def parameter_list_and_dict(x, m):
+    for p in m.ps:
+        x = x + p
+    for i, p in enumerate(reversed(m.ps)):
+        x = x * p + i
+    x = x + sum(m.ps) + m.ps[-1] + m.ps[1:][0] + len(m.ps) + len(m.pd.keys())
+    for k, v in m.pd.items():
+        x = x + len(k)
+        x = x + v
+    x = x + ("a" in m.pd) + ("z" in m.pd) + m.pd.get("b") + dict(m.pd)["a"]
+    try:
+        m.ps[7]
+    except IndexError:
+        x = x + 1
+    return x + torch.stack(list(m.pd.values())).sum(0)
+
+
+class _CoercingMeta(type):
+    """pyro's DistributionMeta: the metaclass's ``__call__`` may answer the call itself."""
+    def __call__(cls, *args, **kwargs):
+        if args and isinstance(args[0], (int, float)):
+            args = (torch.tensor(float(args[0])), *args[1:])
+        return super().__call__(*args, **kwargs)
+
+
+class _Scale(metaclass=_CoercingMeta):
+    def __init__(self, value):
+        self.value = value
+
+
+class _AbstractWrap(torch.nn.Module, __import__("abc").ABC):
+    """torchsde's ForwardSDE: a module class under ABCMeta, built inside forward."""
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x) * 2
+
+
+def metaclass_calls(x):
+    return x * _Scale(2).value + _Scale(x).value + _AbstractWrap(torch.tanh)(x)
+
+
+def kernel_choice_and_cpp_enums(x):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    with sdpa_kernel([SDPBackend.MATH]):   # chooses a kernel, computes the same function
+        y = torch.nn.functional.scaled_dot_product_attention(x, x, x)
+    backend = SDPBackend.MATH   # an enum defined in C++: a constant
+    return y + (backend == SDPBackend.MATH) + len({backend: 1, SDPBackend.MATH: 2})
+
+
+def sets_of_objects(x, experts):
+    chosen = set(experts[:2])            # soft-moe-pytorch: modules hash by identity
+    for e in experts:
+        x = e(x) if e in chosen else x * 2
+    params = set(experts.parameters())
+    x = x + len(params) + (experts[0].weight in params)
+    seen = {torch.relu, experts[1]}
+    alias = seen
+    seen |= {1, "a"}                     # in place: the alias sees it
+    seen.add(experts[0])
+    seen.discard(torch.relu)
+    x = x + len(alias) + (torch.relu in seen) + len(chosen - {experts[0]})
+    return x + sum(m.bias for m in seen if isinstance(m, torch.nn.Linear))
+
+
 def _linears():
     torch.manual_seed(0)
     return torch.nn.ModuleList([torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)])
@@ -499,6 +639,17 @@ CASES = {
     "sets_and_missing_attributes": (sets_and_missing_attributes, lambda: [torch.randn(3)]),
     "pytree_round_trip": (pytree_round_trip, lambda: [torch.randn(3)]),
     "numpy_scalars": (numpy_scalars, lambda: [torch.randn(6)]),
+    "functions_compare_by_identity": (functions_compare_by_identity,
+                                      lambda: [torch.randn(3)]),
+    "blank_instance_by_object_new": (blank_instance_by_object_new, lambda: [torch.randn(3)]),
+    "slice_by_name": (slice_by_name, lambda: [torch.randn(6)]),
+    "autograd_function_spellings": (autograd_function_spellings, lambda: [torch.randn(3)]),
+    "metaclass_calls": (metaclass_calls, lambda: [torch.randn(3)]),
+    "kernel_choice_and_cpp_enums": (kernel_choice_and_cpp_enums,
+                                    lambda: [torch.randn(2, 3, 4)]),
+    "sets_of_objects": (sets_of_objects, lambda: [torch.randn(2, 4), _linears()]),
+    "parameter_list_and_dict": (parameter_list_and_dict,
+                                lambda: [torch.randn(3), _parameter_containers()]),
 }
 
 
@@ -955,3 +1106,28 @@ CASES.update(PROPERTY_CASES)
 def test_setters_class_state_and_fx_modules(name, backend):
     test_one_graph_with_eager_values_and_gradients(name, backend)
     assert Settings._global_value == 1  # restored, after the graph, as in eager
+
+
+def test_a_first_import_inside_the_function_runs_once_while_tracing(tmp_path, monkeypatch):
+    # transformers imports optional kernels inside forward: the module's code runs once,
+    # at its first import (here: while tracing), as it would in the first eager call
+    (tmp_path / "tc_fresh_module.py").write_text(
+        "import itertools\nCOUNT = next(itertools.count(7))\nLOADS = []\nLOADS.append(1)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "tc_fresh_module", raising=False)
+
+    def fn(x):
+        import tc_fresh_module
+        from tc_fresh_module import COUNT
+        try:
+            import tc_module_that_does_not_exist  # noqa: F401
+        except ImportError:
+            x = x + 1
+        return x * COUNT + len(tc_fresh_module.LOADS)
+
+    tc.reset()
+    compiled = tc.compile(fn, fullgraph=True)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), (x + 1) * 7 + 1)
+    torch.testing.assert_close(compiled(x), fn(x))
+    assert sys.modules["tc_fresh_module"].LOADS == [1]   # imported once

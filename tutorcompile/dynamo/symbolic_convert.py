@@ -26,12 +26,12 @@ from __future__ import annotations
 import collections
 import enum
 import functools
+import importlib
 import inspect
 import linecache
 import operator
 import os
 import re
-import sys
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -530,6 +530,11 @@ class InstructionTranslator(VM):
         if isinstance(value, types.MethodType) and isinstance(value.__func__,
                                                               types.FunctionType):
             self_src = AttrSource(source, "__self__") if source else None
+            if value.__func__ is torch.autograd.Function.apply.__func__:
+                # ``pscan = PScan.apply`` kept as a global: the class's opaque apply
+                if source is not None:
+                    g.ID_MATCH(AttrSource(source, "__func__"), value.__func__)
+                return self.wrap_nested(value.__self__, self_src).var_getattr(self, "apply")
             if source is not None:
                 g.ID_MATCH(AttrSource(source, "__func__"), value.__func__)
             return UserMethodVariable(value.__func__, self.wrap_nested(value.__self__,
@@ -933,30 +938,18 @@ class InstructionTranslator(VM):
         return ConstantVariable("".join(p.as_python_constant() for p in parts))
 
     def import_name(self, frame, name, fromlist, level):
-        # ``import torch`` / ``from x import y`` of a module that is already imported only
-        # reads sys.modules: no side effect, so it is folded (a first import would run the
-        # module's code, which is a break)
+        # ``import torch`` / ``from x import y`` (transformers imports its optional kernels
+        # inside forward): imported now, while tracing, as PyTorch's Dynamo does -- a
+        # module's code runs once, at its first import, whether that is here or in the
+        # first call -- and the module object is a constant of the trace after that
         level = level.as_python_constant() if isinstance(level, VariableTracker) else level
         fromlist = fromlist.as_python_constant() if isinstance(fromlist, VariableTracker) \
             else fromlist
-        if level:
-            package = frame.globals.get("__package__") or ""
-            base = package.rsplit(".", level - 1)[0] if level > 1 else package
-            full = f"{base}.{name}" if name else base
-        else:
-            full = name
-        if full not in sys.modules:
-            raise Unsupported(f"import {full} inside the compiled function (not imported "
-                              "yet: importing runs the module's code)")
-        if fromlist:
-            for attr in fromlist:  # ``from pkg import submodule`` must not import either
-                if attr != "*" and not hasattr(sys.modules[full], attr) and \
-                        f"{full}.{attr}" not in sys.modules:
-                    raise Unsupported(f"from {full} import {attr}: not imported yet")
-            module = sys.modules[full]
-        else:
-            module = sys.modules[full.split(".")[0]]
-        return self._wrap(module, None)
+        try:
+            top = importlib.__import__(name, frame.globals, None, fromlist, level)
+        except ImportError as e:   # the traced code may catch it (an optional dependency)
+            raise TracedException(e) from None
+        return self._wrap(top, None)
 
     def raise_exception(self, exc, cause=NULL):
         # ``raise E(...)`` inside an inlined function may be caught by that function or a
@@ -1060,6 +1053,11 @@ class InstructionTranslator(VM):
             return self._symint_op(fn, a, b)
         if fn is operator.getitem:
             return self._getitem(a, b)
+        if isinstance(a, SetVariable) and fn in _SET_OPERATORS and (
+                isinstance(b, SetVariable) or isinstance(b, ConstantVariable) and
+                isinstance(b.value, frozenset)):
+            # ``seen |= other``: in place, as CPython (an alias sees it); ``a - b``: a new set
+            return a.call_method(self, _SET_OPERATORS[fn], [b], {})
         if a.is_python_constant() and b.is_python_constant() and not isinstance(
                 a, (BaseListVariable, ConstDictVariable)):
             try:
@@ -1097,6 +1095,11 @@ class InstructionTranslator(VM):
         if isinstance(a, (BaseListVariable, ConstDictVariable)) and a.is_python_constant() \
                 and b.is_python_constant():
             return wrap_constant_result(fn(a.as_python_constant(), b.as_python_constant()))
+        if fn in (operator.eq, operator.ne) and _fixed_equality(a) is not _Missing \
+                and _fixed_equality(b) is not _Missing:
+            # ``type(self).__init__ != cls.__init__``, ``fn == None``: functions, classes and
+            # modules compare by identity, builtin functions by what they wrap
+            return ConstantVariable(fn(_fixed_equality(a), _fixed_equality(b)))
         raise Unsupported(f"operator {getattr(fn, '__name__', fn)} on {a} and {b}")
 
     def _user_binary_op(self, fn, a, b):
@@ -1204,6 +1207,10 @@ class InstructionTranslator(VM):
             return ConstantVariable(dunder.truth(self))
         if isinstance(container, ConstDictVariable):
             return ConstantVariable(container.lookup(item) is not None)
+        if isinstance(container, SetVariable):
+            return ConstantVariable(container.contains(item))
+        if isinstance(container, NNModuleVariable) and item.is_python_constant():
+            return container.call_method(self, "__contains__", [item], {})
         if isinstance(container, BaseListVariable):
             # as CPython's list/tuple/deque ``__contains__``: element by element, identity
             # first, then ``element == item``, stopping at the first hit -- a tensor is only
@@ -1489,6 +1496,23 @@ class _Missing:
     pass
 
 
+def _fixed_equality(vt: VariableTracker) -> Any:
+    """The object behind ``vt`` when ``==`` on it is CPython's own and cannot change: its
+    class (a function's, a class's, a module's, None's) keeps object's identity ``__eq__``,
+    or it is a builtin function (equal when it wraps the same C function for the same
+    object). ``_Missing`` otherwise."""
+    if isinstance(vt, ConstantVariable):
+        return None if vt.value is None else _Missing
+    if isinstance(vt, (TensorVariable, SymIntVariable)):
+        return _Missing
+    value = getattr(vt, "value", getattr(vt, "fn", _Missing))
+    cls = type(value)
+    if value is not _Missing and (cls.__eq__ is object.__eq__ and cls.__ne__ is object.__ne__
+                                  or cls is types.BuiltinFunctionType):
+        return value
+    return _Missing
+
+
 def _sequence_like(seq: BaseListVariable, items: list) -> BaseListVariable:
     """What ``+`` or ``*`` of a sequence gives: a list of a list, a deque of a deque (its
     maxlen kept), a plain tuple of any tuple (a namedtuple or ``torch.Size`` plus a tuple is
@@ -1517,6 +1541,15 @@ def _known_constant(vt: TensorVariable) -> torch.Tensor | None:
             return None
         todo.extend(node.all_input_nodes)
     return known
+
+
+_SET_OPERATORS = {
+    operator.or_: "__or__", operator.and_: "__and__", operator.sub: "__sub__",
+    operator.xor: "__xor__", operator.ior: "__ior__", operator.iand: "__iand__",
+    operator.isub: "__isub__", operator.ixor: "__ixor__", operator.eq: "__eq__",
+    operator.ne: "__ne__", operator.le: "__le__", operator.lt: "__lt__",
+    operator.ge: "__ge__", operator.gt: "__gt__",
+}
 
 
 def _base_kind(seq: BaseListVariable) -> type:

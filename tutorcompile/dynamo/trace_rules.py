@@ -178,6 +178,18 @@ def builtin_name(fn: Any) -> str:
     return name
 
 
+def _kernel_choice_contexts() -> frozenset[Any]:
+    import torch.nn.attention
+    return frozenset({torch.nn.attention.sdpa_kernel, torch.backends.cuda.sdp_kernel})
+
+
+# Context managers that only choose which kernel computes the same function (the SDPA
+# backends allowed inside the block): a graph region changes which kernel its own code
+# runs, not what it computes, so they trace as ``contextlib.nullcontext`` (as PyTorch's
+# Dynamo lets the compiled graph pick its attention kernel)
+KERNEL_CHOICE_CONTEXTS: frozenset[Any] = _kernel_choice_contexts()
+
+
 # Calls that only report -- they write to a log or the warnings machinery and compute
 # nothing a graph needs -- made after the graph instead of breaking it.
 REPORTING: frozenset[Any] = frozenset({

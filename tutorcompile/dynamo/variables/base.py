@@ -33,7 +33,15 @@ CONSTANT_TYPES = (bool, int, float, complex, str, bytes, type(None), type(Ellips
 def is_constant_value(v: Any) -> bool:
     if isinstance(v, tuple):
         return all(is_constant_value(x) for x in v)
-    return isinstance(v, CONSTANT_TYPES) or v is NotImplemented or _numpy_scalar(v)
+    return isinstance(v, CONSTANT_TYPES) or v is NotImplemented or _numpy_scalar(v) or \
+        _pybind_enum(v)
+
+
+def _pybind_enum(v: Any) -> bool:
+    """A member of an enum defined in C++ through pybind11 (``SDPBackend.MATH``): an
+    immutable singleton, compared by value, so a constant (as Python's ``enum`` members)."""
+    cls = type(v)
+    return "__entries" in cls.__dict__ and "__members__" in cls.__dict__
 
 
 def _numpy_scalar(v: Any) -> bool:

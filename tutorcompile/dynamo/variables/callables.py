@@ -11,7 +11,6 @@ Mirrors: torch/_dynamo/variables/user_defined.py, builtin.py.
 
 from __future__ import annotations
 
-import abc
 import builtins
 import collections
 import contextlib
@@ -48,6 +47,7 @@ from .containers import (
     RangeVariable,
     SetVariable,
     SizeVariable,
+    SliceVariable,
     TupleVariable,
     wrap_constant_result,
 )
@@ -62,6 +62,7 @@ from .functions import (
 from .iter import (
     EnumerateVariable,
     FilterVariable,
+    IteratorVariable,
     ListIteratorVariable,
     MapVariable,
     ZipVariable,
@@ -84,15 +85,22 @@ class SuperVariable(VariableTracker):
         obj = self.obj
         owner = obj.value if isinstance(obj, UserDefinedClassVariable) else None
         mro = (owner or _python_type(obj)).__mro__
+        if owner is not None and self.cls not in mro:  # in a metaclass's method
+            mro = type(owner).__mro__
         for klass in mro[mro.index(self.cls) + 1:]:
             if name not in klass.__dict__:
                 continue
             attr = klass.__dict__[name]
+            if klass is type and name == "__call__" and owner is not None:
+                # a metaclass's ``super().__call__(*args)``: the instance made as type does
+                return _TypeCall(obj)
             if isinstance(attr, staticmethod):
                 return tx.wrap_nested(attr.__func__, None)
             if isinstance(attr, classmethod):
                 cls_vt = obj if owner is not None else UserDefinedClassVariable(
                     _python_type(obj))
+                if attr is _FUNCTION_APPLY:  # an override of ``apply`` calling its base
+                    return _autograd_function_apply(cls_vt.value)
                 return UserMethodVariable(attr.__func__, cls_vt)
             if attr is torch.nn.Module.__call__ and isinstance(obj, NNModuleVariable):
                 return _ModuleCall(obj)  # ``super().__call__(...)`` of a module
@@ -128,6 +136,17 @@ class SuperVariable(VariableTracker):
 
     def reconstruct(self, rc):
         return super(self.cls, rc(self.obj))  # noqa: UP008 (a super object, rebuilt)
+
+
+class _TypeCall(VariableTracker):
+    """``type.__call__`` bound to a class: builds an instance, skipping the metaclass's
+    own ``__call__`` (which is where it was reached from)."""
+
+    def __init__(self, cls_vt: UserDefinedClassVariable):
+        self.cls_vt = cls_vt
+
+    def call_function(self, tx, args, kwargs):
+        return self.cls_vt.construct(tx, args, kwargs)
 
 
 class _ModuleCall(VariableTracker):
@@ -241,7 +260,8 @@ class UserDefinedClassVariable(VariableTracker):
                 raise TracedException(AttributeError(
                     f"type object {self.value.__name__!r} has no attribute {name!r}"))
             return self.pending[name]
-        if name == "apply" and issubclass(self.value, torch.autograd.Function):
+        if name == "apply" and issubclass(self.value, torch.autograd.Function) and \
+                inspect.getattr_static(self.value, "apply") is _FUNCTION_APPLY:
             return _autograd_function_apply(self.value)
         try:
             attr = inspect.getattr_static(self.value, name)
@@ -257,6 +277,15 @@ class UserDefinedClassVariable(VariableTracker):
         return tx.wrap_nested(getattr(self.value, name), source)
 
     def call_function(self, tx, args, kwargs):
+        meta_call = _metaclass_call(self.value)
+        if meta_call is not None:
+            # ``dist.Normal(loc, scale)`` of pyro (DistributionMeta): the metaclass's own
+            # ``__call__``, inlined; its ``super().__call__`` reaches :meth:`construct`
+            return tx.inline_user_function(meta_call, [self, *args], kwargs)
+        return self.construct(tx, args, kwargs)
+
+    def construct(self, tx, args, kwargs):
+        """``cls(*args)`` as ``type.__call__`` makes it."""
         cls = self.value
         if cls in (torch.no_grad, torch.enable_grad) and not args and not kwargs:
             return GradModeVariable(cls)
@@ -389,7 +418,7 @@ def _user_module_class(cls: type) -> bool:
     """A module class whose own ``__init__`` is written outside torch, on top of
     ``nn.Module`` alone (no torch.nn layer, whose ``__init__`` makes parameters, below it),
     with Module's ``__new__`` and ``__setattr__`` and a plain metaclass."""
-    if type(cls) is not type or cls.__setattr__ is not torch.nn.Module.__setattr__:
+    if not _builds_like_type(cls) or cls.__setattr__ is not torch.nn.Module.__setattr__:
         return False
     builders = [k for k in cls.__mro__ if "__init__" in vars(k) or "__new__" in vars(k)]
     return any(not in_torch(k.__module__) for k in builders if k is not object) and all(
@@ -452,6 +481,26 @@ def _slots_only(cls: type) -> bool:
     return all("__slots__" in vars(k) for k in cls.__mro__[:-1])
 
 
+def _metaclass_call(cls: Any) -> types.FunctionType | None:
+    """The ``__call__`` a library's metaclass writes in Python (pyro's DistributionMeta
+    coerces its arguments there), or None: calling the class is then ``type.__call__``."""
+    meta = type(cls)
+    if not isinstance(cls, type) or meta.__module__ in sys.stdlib_module_names or \
+            in_torch(meta.__module__):
+        return None
+    call = inspect.getattr_static(meta, "__call__")
+    return call if isinstance(call, types.FunctionType) else None
+
+
+def _builds_like_type(cls: type) -> bool:
+    """Whether calling ``cls`` makes its instance as ``type.__call__`` does: a metaclass
+    (ABCMeta, a library's own) with no ``__call__``, or one in Python that is inlined
+    first and reaches ``type.__call__`` through ``super()``."""
+    return isinstance(cls, type) and (
+        inspect.getattr_static(type(cls), "__call__") is type.__call__ or
+        _metaclass_call(cls) is not None)
+
+
 def reads_like_dict(cls: type) -> bool:
     """A dict subclass whose reads are dict's own (its items are its contents): tracked as a
     dict that keeps its class; methods it adds in Python are inlined."""
@@ -465,7 +514,7 @@ def _plain_python_class(cls: type) -> bool:
     """A class whose instances we can build while tracing: defined in Python, made by
     ``object.__new__``, attributes in ``__dict__``, any ``__setattr__`` written in Python,
     not torch (but for the parts of torch traced like user code)."""
-    if not isinstance(cls, type) or type(cls) not in (type, abc.ABCMeta):
+    if not _builds_like_type(cls):
         return False
     if cls.__module__ in ("builtins", "collections") or in_torch(cls.__module__) and \
             not cls.__module__.startswith(_INLINED_TORCH_MODULES):
@@ -786,6 +835,9 @@ def _class_attribute(tx, cls: type, name: str) -> VariableTracker:
     return tx.wrap_nested(value, None)
 
 
+_FUNCTION_APPLY = torch.autograd.Function.__dict__["apply"]
+
+
 def _autograd_function_apply(cls: type) -> VariableTracker:
     """``MyFunction.apply``: one opaque call in the graph. Its forward runs in PyTorch, and
     PyTorch's autograd calls the class's own ``backward`` -- AOT differentiates an opaque call
@@ -801,7 +853,9 @@ def _autograd_function_apply(cls: type) -> VariableTracker:
     if "mark_dirty" in source:
         raise Unsupported(f"{cls.__qualname__}.apply marks inputs dirty (an in-place autograd "
                           "Function)")
-    return TorchFunctionVariable(cls.apply)
+    # the base class's apply bound to ``cls`` (``cls.apply`` may be an override that called
+    # it: ``super().apply(...)``)
+    return TorchFunctionVariable(_FUNCTION_APPLY.__get__(None, cls))
 
 
 class DataclassVariable(VariableTracker):
@@ -1129,6 +1183,12 @@ def _dict(tx, arg=None, **kwargs):
     if arg is not None:
         if isinstance(arg, ConstDictVariable):
             items.update(arg.items)
+        elif not isinstance(arg, (BaseListVariable, IteratorVariable)) and callable(
+                getattr(arg.python_type(), "keys", None)):
+            # a mapping (a ModuleDict, a ParameterDict, a Mapping class): as CPython's
+            # dict(), ``keys()`` then ``m[k]`` for each
+            for k in _seq(tx, arg.call_method(tx, "keys", [], {})):
+                items[k.as_python_constant()] = tx.binary_op(operator.getitem, arg, k)
         else:
             for pair in _seq(tx, arg):
                 k, v = _seq(tx, pair)
@@ -1672,6 +1732,25 @@ def _int_float(fn):
     return handler
 
 
+def _slice(tx, *parts):
+    """``slice(start, stop)`` called by name, as ``BUILD_SLICE`` builds one (einops'
+    ``unpack`` slices at sums of sizes: symbolic ones under dynamic shapes)."""
+    if not 1 <= len(parts) <= 3 or all(p.is_python_constant() for p in parts):
+        return None   # (one of constants is folded, as any pure builtin)
+    return SliceVariable(list(parts) if len(parts) > 1 else [ConstantVariable(None), parts[0]])
+
+
+def _object_new(tx, cls, *args, **kwargs):
+    """``object.__new__(cls)`` (torch.distributions' ``expand`` spells it
+    ``self.__new__(type(self))``): a blank instance, its ``__init__`` not run, of a class
+    whose instances can be built while tracing."""
+    if isinstance(cls, UserDefinedClassVariable) and _plain_python_class(cls.value) \
+            and not args and not kwargs:
+        return UserDefinedObjectVariable(object.__new__(cls.value), fresh=True,
+                                         class_source=cls.source)
+    return None
+
+
 def _setattr(tx, obj, name, value):
     """``setattr(obj, "name", v)`` is ``obj.name = v``: the same pending write, or the same
     graph break."""
@@ -1723,7 +1802,7 @@ _BUILTIN_HANDLERS: dict[Callable, Callable] = {
     collections.deque: _deque, collections.namedtuple: _namedtuple, tuple.__new__: _tuple_new,
     dataclasses.replace: _replace, dataclasses.fields: _fields, dataclasses.asdict: _asdict,
     _object_init: lambda tx, *a, **k: ConstantVariable(None),
-    setattr: _setattr, delattr: _delattr,
+    setattr: _setattr, delattr: _delattr, object.__new__: _object_new, slice: _slice,
     importlib.util.find_spec: _installed_package_probe(importlib.util.find_spec),
     importlib.metadata.version: _installed_package_probe(importlib.metadata.version),
 }

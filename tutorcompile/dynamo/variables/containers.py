@@ -661,34 +661,60 @@ class SliceVariable(VariableTracker):
 
 
 class SetVariable(VariableTracker):
-    """A ``set`` of constants: built while tracing (literals, ``set()``, comprehensions), or
-    from outside (``source``: its members guarded; a write to it is replayed on the real
-    set after the graph, like a list's)."""
+    """A ``set``: built while tracing (literals, ``set()``, comprehensions), or from outside
+    (``source``: its members guarded; a write to it is replayed on the real set after the
+    graph, like a list's). Members are constants, or objects that hash and compare by
+    identity (modules, a graph input's tensor, functions, plain objects: ``set(experts)``),
+    held as the objects themselves so Python's own set does the work; ``trackers`` maps
+    those back to what the trace knows of them."""
 
     def __init__(self, items: list[VariableTracker], source: Source | None = None):
-        if not all(i.is_python_constant() for i in items):
-            raise Unsupported("a set of non-constant values (tensors hash by identity)")
-        self.values = {i.as_python_constant(): None for i in items}  # insertion order
+        self.trackers: dict[int, VariableTracker] = {}
+        self.values = {self.key(i): None for i in items}  # insertion order
         self.mutated = False
         self.source = source
 
+    def key(self, item: VariableTracker) -> Any:
+        """The Python member ``item`` stands for (its tracker remembered)."""
+        if item.is_python_constant() and not isinstance(item, (BaseListVariable,
+                                                               ConstDictVariable)):
+            return item.as_python_constant()
+        member = identity_member(item)
+        if member is None:
+            raise Unsupported(f"a set holding {item} (not a constant, nor an object that "
+                              "hashes by identity)")
+        self.trackers[id(member)] = item
+        return member
+
+    def member(self, value: Any) -> VariableTracker:
+        return self.trackers.get(id(value)) or ConstantVariable(value)
+
     def rebuild_items(self, rc) -> set:
-        return set(self.values)
+        return {rc(self.trackers[id(v)]) if id(v) in self.trackers else v
+                for v in self.values}
 
     def python_type(self):
         return set
 
     def is_python_constant(self):
-        return True
+        return not any(id(v) in self.trackers for v in self.values)
 
     def as_python_constant(self):
+        if not self.is_python_constant():
+            raise Unsupported(f"{self} is not a Python constant")
         return set(self.values)
 
+    def children(self):
+        return [self.trackers[id(v)] for v in self.values if id(v) in self.trackers]
+
     def unpack(self, tx):
-        return [ConstantVariable(v) for v in self.values]
+        return [self.member(v) for v in self.values]
 
     def truth(self, tx):
         return bool(self.values)
+
+    def contains(self, item: VariableTracker) -> bool:
+        return self.key(item) in self.values
 
     def var_getattr(self, tx, name):
         if callable(getattr(set, name, None)):
@@ -696,29 +722,58 @@ class SetVariable(VariableTracker):
         raise Unsupported(f"set.{name}")
 
     def call_method(self, tx, name, args, kwargs):
-        consts = [set(a.as_python_constant()) if isinstance(a, SetVariable) else
-                  a.as_python_constant() if a.is_python_constant() else
-                  [i.as_python_constant() for i in tx.unpack(a)] for a in args]
+        def operand(a):
+            if isinstance(a, SetVariable):
+                self.trackers.update(a.trackers)
+                return set(a.values)
+            if a.is_python_constant():
+                return a.as_python_constant()
+            return [self.key(i) for i in tx.unpack(a)]
+        values = [self.key(a) for a in args] if name in ("add", "discard", "remove") \
+            else [operand(a) for a in args]
         if name in ("add", "update", "discard", "remove", "clear", "pop",
                     "difference_update", "intersection_update", "symmetric_difference_update",
                     "__ior__", "__iand__", "__isub__", "__ixor__"):
             tx.record_mutation(self)
             current = set(self.values)
-            result = getattr(current, name)(*consts)
+            try:
+                result = getattr(current, name)(*values)
+            except (KeyError, TypeError) as e:   # ``remove`` of a missing member
+                raise TracedException(e) from None
             # keep insertion order for what stays; new members at the end
             self.values = {v: None for v in [*self.values, *current] if v in current}
-            return ConstantVariable(result) if name == "pop" else (
+            return self.member(result) if name == "pop" else (
                 self if name.startswith("__i") else ConstantVariable(None))
-        result = getattr(set(self.values), name)(*consts)
-        if isinstance(result, (set, frozenset)) and not isinstance(result, frozenset):
-            return SetVariable([ConstantVariable(v) for v in result])
+        result = getattr(set(self.values), name)(*values)
+        if isinstance(result, set):
+            out = SetVariable([])
+            out.trackers = dict(self.trackers)
+            out.values = dict.fromkeys(result)
+            return out
         return wrap_constant_result(result)
 
     def reconstruct(self, rc):
-        return set(self.values)
+        return self.rebuild_items(rc)
 
     def __repr__(self):
         return f"SetVariable({set(self.values)!r})"
+
+
+def identity_member(item: VariableTracker) -> Any:
+    """The object a set or dict holds for ``item`` when it hashes and compares by identity:
+    a graph input's tensor, a module, a function or class, an object of a class that keeps
+    object's ``__hash__`` and ``__eq__``. None otherwise (a tensor the graph computes has no
+    identity until it runs)."""
+    if isinstance(item, LATE_BOUND["TensorVariable"]):
+        return item.real
+    value = getattr(item, "value", getattr(item, "fn", None))
+    if value is None or isinstance(value, torch.Tensor):
+        return None
+    cls = type(value)
+    if cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__ or \
+            cls is types.BuiltinFunctionType:   # (hashed and compared in C, by what it wraps)
+        return value
+    return None
 
 
 class DequeVariable(ListVariable):
@@ -802,6 +857,6 @@ class DequeVariable(ListVariable):
 __all__ = [
     'BaseListVariable', 'ConstDictVariable', 'ConstantVariable', 'DequeVariable',
     'DictViewVariable', 'ListVariable', 'NamedTupleVariable',
-    'RangeVariable', 'SetVariable', 'SizeVariable', 'SliceVariable',
+    'RangeVariable', 'SetVariable', 'identity_member', 'SizeVariable', 'SliceVariable',
     'TupleVariable', 'wrap_constant_result',
 ]

@@ -167,7 +167,7 @@ def _shallow_copy(tx, x: VariableTracker) -> VariableTracker | None:
         return ConstDictVariable(dict(x.items), dict_cls=x.dict_cls,
                                  default_factory=x.default_factory)
     if type(x) is SetVariable:
-        return SetVariable([ConstantVariable(v) for v in x.values])
+        return SetVariable(x.unpack(None))
     if isinstance(x, UserDefinedObjectVariable) and copies_by_default(type(x.value)) and \
             inspect.getattr_static(type(x.value), "__copy__", None) is None:
         if not x.fresh:

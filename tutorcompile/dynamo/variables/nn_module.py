@@ -11,7 +11,7 @@ import types
 
 import torch
 
-from ..exc import Unsupported
+from ..exc import TracedException, Unsupported
 from ..source import AttrSource, GetItemSource, ObjectSource, Source
 from .base import BoundMethodVariable, VariableTracker
 from .containers import ConstantVariable, ConstDictVariable, ListVariable, TupleVariable
@@ -193,7 +193,23 @@ class NNModuleVariable(VariableTracker):
                     for name, sub in m._modules.items()]
         if isinstance(m, torch.nn.ModuleDict):
             return [ConstantVariable(k) for k in m._modules]
+        if isinstance(m, (torch.nn.ParameterList, torch.nn.ParameterDict)):
+            entries = self._parameter_entries(tx)
+            if isinstance(m, torch.nn.ParameterDict):
+                return [ConstantVariable(k) for k in entries]
+            return list(entries.values())
         raise Unsupported(f"iterating over {type(m).__name__}")
+
+    def _parameter_entries(self, tx) -> dict[str, VariableTracker]:
+        """A ParameterList's or ParameterDict's entries, in order, each read through its
+        source (``_parameters['0']``), the key list guarded. (Both keep their entries as
+        the module's own attributes: the list under ``'0'``, ``'1'``...)"""
+        m = self.value
+        if self.source is not None:
+            tx.guards.DICT_KEYS(AttrSource(self.source, "_parameters"), m._parameters)
+        keys = [str(i) for i in range(len(m))] if isinstance(m, torch.nn.ParameterList) \
+            else list(m.keys())
+        return {k: self.var_getattr(tx, k) for k in keys}
 
     def call_method(self, tx, name, args, kwargs):
         m = self.value
@@ -216,6 +232,31 @@ class NNModuleVariable(VariableTracker):
                 return tx.wrap_nested(m[key], _child(self.source, key))
             names = list(m._modules)
             return tx.wrap_nested(m[key], _child(self.source, names[key]))
+        if name == "__contains__" and isinstance(m, (torch.nn.ModuleDict,
+                                                     torch.nn.ParameterDict)):
+            table = "_modules" if isinstance(m, torch.nn.ModuleDict) else "_parameters"
+            if self.source is not None:
+                tx.guards.DICT_KEYS(AttrSource(self.source, table), m.__dict__[table])
+            return ConstantVariable(args[0].as_python_constant() in m.__dict__[table])
+        if name == "__getitem__" and isinstance(m, (torch.nn.ParameterList,
+                                                    torch.nn.ParameterDict)):
+            key = args[0].as_python_constant()
+            entries = self._parameter_entries(tx)
+            if isinstance(m, torch.nn.ParameterDict):
+                if key not in entries:
+                    raise TracedException(KeyError(key))
+                return entries[key]
+            items = list(entries.values())
+            try:
+                return ListVariable(items[key]) if isinstance(key, slice) else items[key]
+            except (IndexError, TypeError) as e:
+                raise TracedException(e) from None
+        if name in ("items", "keys", "values") and isinstance(m, torch.nn.ParameterDict):
+            entries = self._parameter_entries(tx)
+            return TupleVariable(
+                [ConstantVariable(k) for k in entries] if name == "keys" else
+                list(entries.values()) if name == "values" else
+                [TupleVariable([ConstantVariable(k), v]) for k, v in entries.items()])
         if name in ("items", "keys", "values") and isinstance(m, torch.nn.ModuleDict):
             entries = [(k, tx.wrap_nested(v, _child(self.source, k)))
                        for k, v in m._modules.items()]

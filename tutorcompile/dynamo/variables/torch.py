@@ -6,6 +6,7 @@ Mirrors: torch/_dynamo/variables/torch.py.
 """
 from __future__ import annotations
 
+import contextlib
 import types
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import torch
 
 from ...amp import regions
+from .. import trace_rules
 from ..exc import Unsupported
 from ..source import Source
 from .base import LATE_BOUND, VariableTracker
@@ -52,6 +54,8 @@ class TorchFunctionVariable(VariableTracker):
             # [])``): in eager it returns the value itself -- so does the traced call
             # (Dynamo's ``handle_jit_annotate``), not a graph node taking a type
             return args[1] if len(args) > 1 else kwargs["the_value"]
+        if fn in trace_rules.KERNEL_CHOICE_CONTEXTS:
+            return tx.call(tx.wrap_nested(contextlib.nullcontext, None), [], {})
         if fn is torch.is_tensor and len(args) == 1:  # of anything, not only a tensor
             return ConstantVariable(isinstance(args[0], TensorVariable))
         if fn is torch.is_grad_enabled:
