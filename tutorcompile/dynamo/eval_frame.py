@@ -54,9 +54,10 @@ from .._logging import log_artifact, phase, seconds_compiling
 from ..amp import autocast_on
 from ..errors import FallbackWarning
 from ..fx import GraphModule
+from ..fx.passes.dce_cse import is_impure
 from .backends import check_options, lookup_backend
 from .decorators import marked_dims
-from .exc import GraphBreakError, RecompileLimitWarning
+from .exc import AssumptionFailed, GraphBreakError, RecompileLimitWarning
 from .guards import CheckFunction
 from .source import KEYS
 from .symbolic_convert import CaptureResult, InstructionTranslator
@@ -429,11 +430,14 @@ def _fast_cache_hit(fn: types.FunctionType, args: list, config: Config) -> Any:
         prof.guard_s += time.perf_counter() - t0
     if entry is None or not entry.returns_at_once:
         return _MISS
-    if entry.compiled is None or entry.returns_output is None:
-        return _return_value(entry, *env_args)
-    if prof:
-        return _profiled_graph_call(entry, inputs)[entry.returns_output]
-    return entry.call(*inputs)[entry.returns_output]
+    try:
+        if entry.compiled is None or entry.returns_output is None:
+            return _return_value(entry, *env_args)
+        if prof:
+            return _profiled_graph_call(entry, inputs)[entry.returns_output]
+        return entry.call(*inputs)[entry.returns_output]
+    except AssumptionFailed:   # run_frame runs it again, and then uncompiled
+        return _MISS
 
 
 def _return_value(entry: CacheEntry, L: dict, G: dict, B: dict, S: list) -> Any:
@@ -548,7 +552,10 @@ def run_frame(frame: Frame, config: Config) -> Any:
             if entry is None:
                 return ConcreteRunner(config).run(frame)
             entries.append(entry)
-        outcome = execute_entry(entry, frame)
+        try:
+            outcome = execute_entry(entry, frame)
+        except AssumptionFailed:   # nothing was written yet: run it as the program does
+            return ConcreteRunner(config).run(frame)
         if outcome is _RETURN:
             return frame.return_value
         runner = runner or ConcreteRunner(config)
@@ -598,8 +605,10 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
             dims = set()
         return frozenset(d for d in dims if d < value.dim() and value.shape[d] >= 2)
 
-    tx = InstructionTranslator(frame, dynamic_dims)
-    result = tx.capture()
+    result = InstructionTranslator(frame, dynamic_dims).capture()
+    if result.assumptions and not _rerun_safe(result.output.graph):
+        # a failed assumption reruns the frame: not with a graph that writes or draws
+        result = InstructionTranslator(frame, dynamic_dims, assume=False).capture()
     if result.kind == "skip":
         if config.fullgraph:  # running the frame uncompiled is a break as much as a break
             filename, lineno, text = result.location or (
@@ -623,6 +632,7 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
         [value for _, _, value in result.side_effects]  # containers: visit() reaches items
     if result.return_value is not None:
         live.append(result.return_value)
+    live += [cond for cond, _ in result.assumptions]
     output_nodes = _graph_outputs(live)
     output.graph.output(tuple(output_nodes))
     for node in reversed(output.graph.nodes):  # x.shape made every size; drop unused ones
@@ -649,6 +659,9 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
         entry.call = direct()
     if under_autocast and compiled is not None:
         entry.call = _without_autocast(entry.call)
+    if result.assumptions:
+        entry.call = checked_call(entry.call, [(output_nodes.index(cond.node), truth)
+                                               for cond, truth in result.assumptions])
     env = {"L": frame.locals, "G": frame.globals, "B": frame.builtins, "S": frame.stack}
     entry.fetch_inputs = _input_fetcher(sources, scopes, env)
     entry.check_and_fetch = _check_and_fetch(entry, env)
@@ -710,6 +723,29 @@ def _graph_outputs(live: list[Any]) -> list:
     for vt in live:
         visit(vt)
     return nodes
+
+
+def _rerun_safe(graph) -> bool:
+    """Whether running ``graph`` and then the frame again (uncompiled) is the same as
+    running the frame once: no node writes a tensor (an in-place op, BatchNorm's running
+    statistics) or draws a random number."""
+    def writes(node) -> bool:
+        name = str(getattr(node.target, "__name__", node.target))
+        return is_impure(node) or "batch_norm" in name or "instance_norm" in name
+    return not any(writes(node) for node in graph.nodes
+                   if node.op not in ("placeholder", "output"))
+
+
+def checked_call(call: Callable, checks: list[tuple[int, bool]]) -> Callable:
+    """``call`` followed by the checks of the assumptions its graph was traced under (the
+    truth of the outputs at these positions); :class:`AssumptionFailed` when one fails."""
+    def run(*inputs):
+        outputs = call(*inputs)
+        for position, truth in checks:
+            if bool(outputs[position]) is not truth:
+                raise AssumptionFailed
+        return outputs
+    return run
 
 
 def execute_entry(entry: CacheEntry, frame: Frame) -> Any:

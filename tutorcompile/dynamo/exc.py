@@ -33,6 +33,12 @@ class TracedException(Exception):  # noqa: N818 (it carries one)
         self.exc = exc
 
 
+class AssumptionFailed(Exception):  # noqa: N818 (a signal, like Unsupported)
+    """A compiled graph's checked assumption did not hold on this call (a validation branch
+    that raises was taken): the frame runs uncompiled instead, so the program raises what
+    it raises. See ``InstructionTranslator.assume_branch``."""
+
+
 class GraphBreakError(TutorcompileError):
     """Raised instead of breaking the graph when ``fullgraph=True``."""
 

@@ -144,6 +144,8 @@ class CaptureResult:
     location: tuple[str, int | None, str] | None = None  # filename, line, source text
     in_loop: bool = False
     side_effects: list = field(default_factory=list)  # (object tracker, attribute, value)
+    # (a bool-able one-element tensor, the truth the graph assumed): see assume_branch
+    assumptions: list = field(default_factory=list)
 
 
 class InstructionTranslator(VM):
@@ -154,9 +156,11 @@ class InstructionTranslator(VM):
     ``dynamic_dims(source, tensor)`` says which dimensions of an input are symbolic.
     """
 
-    def __init__(self, frame: Frame, dynamic_dims=None):
+    def __init__(self, frame: Frame, dynamic_dims=None, assume: bool = True):
         super().__init__(inline_calls=True, max_depth=MAX_INLINE_DEPTH)
         self.concrete = frame
+        self.assume = assume   # may a branch into a raise be assumed not taken?
+        self.assumptions: list[tuple[TensorVariable, bool]] = []
         self.output = OutputGraph(self)
         self.guards = GuardBuilder()
         self.dynamic_dims = dynamic_dims or (lambda source, value: frozenset())
@@ -269,6 +273,8 @@ class InstructionTranslator(VM):
 
     def _finish(self, result: CaptureResult) -> CaptureResult:
         result.output, result.guards = self.output, self.guards
+        nodes = set(self.output.graph.nodes)   # (a rolled-back inline took its own along)
+        result.assumptions = [(c, e) for c, e in self.assumptions if c.node in nodes]
         # attribute writes to objects from outside, replayed in order after the graph
         for vt in self.side_effect_objects:
             if isinstance(vt, DeferredCallVariable):
@@ -1014,6 +1020,43 @@ class InstructionTranslator(VM):
         kwargs = {k: self.realize(v) for k, v in kwargs.items()}
         return fn.call_function(self, args, kwargs)
 
+    # --- branches into a raise ------------------------------------------------------------
+    def POP_JUMP_IF_TRUE(self, f, inst):
+        if not self.assume_branch(f, inst, jumps_if=True):
+            super().POP_JUMP_IF_TRUE(f, inst)
+
+    def POP_JUMP_IF_FALSE(self, f, inst):
+        if not self.assume_branch(f, inst, jumps_if=False):
+            super().POP_JUMP_IF_FALSE(f, inst)
+
+    def assume_branch(self, f: Frame, inst, jumps_if: bool) -> bool:
+        """``if not torch._is_all_true(valid): raise ValueError(...)`` (every
+        torch.distributions constructor validates so), ``assert (x >= 0).all(), msg``: a
+        branch on a tensor's truth whose one side only raises. The trace takes the other
+        side and the graph returns the condition as an extra output; after the graph runs,
+        the compiled code checks it (:func:`eval_frame.checked_call`) and, should it not
+        hold, runs the frame uncompiled from where the graph began -- so the program raises
+        what it raises, message and all. That rerun is only safe for a graph that changes
+        nothing and draws no random number: ``compile_entry`` traces again without
+        assumptions otherwise. Other tensor branches stay graph breaks."""
+        if not self.assume:
+            return False
+        cond = self.realize(f.stack[-1])
+        if not isinstance(cond, TensorVariable) or cond.node is None or \
+                not isinstance(cond.fake, torch.Tensor) or any(
+                    isinstance(n, torch.SymInt) for n in cond.fake.shape) or \
+                cond.fake.numel() != 1:
+            return False
+        jump_raises = _only_raises(f.instructions, inst.target)
+        if jump_raises == _only_raises(f.instructions, f.ip):
+            return False
+        f.pop()
+        # the side that does not raise is taken: the jump when its target raises not
+        self.assumptions.append((cond, jumps_if if not jump_raises else not jumps_if))
+        if not jump_raises:
+            f.ip = inst.target
+        return True
+
     # --- operators --------------------------------------------------------------------------
     def binary_op(self, fn, a, b):
         a, b = self.realize(_as_vt(a)), self.realize(_as_vt(b))
@@ -1541,6 +1584,28 @@ def _known_constant(vt: TensorVariable) -> torch.Tensor | None:
             return None
         todo.extend(node.all_input_nodes)
     return known
+
+
+# what may stand between a branch and the raise it leads to: building the exception and its
+# message (loads, calls, f-strings), never a write, a jump or a return
+_BUILDS_AN_EXCEPTION = {
+    "NOP", "LOAD_GLOBAL", "LOAD_CONST", "LOAD_FAST", "LOAD_DEREF", "LOAD_ATTR", "LOAD_METHOD",
+    "LOAD_ASSERTION_ERROR", "LOAD_CLOSURE", "PUSH_NULL", "CALL", "CALL_KW",
+    "CALL_FUNCTION_EX", "BUILD_STRING", "BUILD_TUPLE", "BUILD_LIST", "BUILD_MAP",
+    "BUILD_CONST_KEY_MAP", "FORMAT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC",
+    "CONVERT_VALUE", "BINARY_OP", "BINARY_SUBSCR", "COPY", "SWAP", "LIST_EXTEND",
+    "LIST_APPEND", "DICT_MERGE", "DICT_UPDATE", "UNARY_NEGATIVE", "UNARY_NOT",
+}
+
+
+def _only_raises(instructions: list, index: int) -> bool:
+    """Whether the code from ``index`` on only builds an exception and raises it."""
+    for inst in instructions[index:index + 200]:
+        if inst.opname == "RAISE_VARARGS":
+            return inst.arg != 0   # (a bare ``raise`` re-raises what is being handled)
+        if inst.opname not in _BUILDS_AN_EXCEPTION:
+            return False
+    return False
 
 
 _SET_OPERATORS = {

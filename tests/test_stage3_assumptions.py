@@ -1,0 +1,127 @@
+"""Stage 3: a branch on a tensor whose one side only raises (argument validation) is traced
+as a checked assumption -- one graph -- and a call that fails the check runs uncompiled, so
+it raises exactly what eager raises."""
+
+import pytest
+import torch
+
+import tutorcompile as tc
+from tests.capture_cases import checks_then_computes
+from tutorcompile.dynamo import eval_frame
+
+pytestmark = pytest.mark.stage3
+
+BACKENDS = ["eager", "aot_eager", "inductor"]
+D = torch.distributions
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    tc.reset()
+    yield
+    tc.reset()
+
+
+def normal_log_prob(loc, scale, x):
+    # every torch.distributions constructor validates its arguments (validate_args is on
+    # by default): ``if not torch._is_all_true(valid): raise ValueError(...)``
+    return D.Normal(loc, scale).log_prob(x).sum()
+
+
+def _raised(fn, *args):
+    try:
+        fn(*args)
+    except Exception as e:  # noqa: BLE001 -- the exception itself is what is compared
+        return type(e), str(e)
+    return None
+
+
+CASES = {
+    "normal_log_prob": (normal_log_prob,
+                        lambda: (torch.randn(3), torch.rand(3) + 0.1, torch.randn(3)),
+                        lambda: (torch.randn(3), -torch.rand(3), torch.randn(3))),
+    "checks_then_computes": (checks_then_computes, lambda: (torch.randn(4),),
+                             lambda: (torch.full((4,), -10.0),)),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_validation_branch_is_one_graph_and_a_failed_check_raises_what_eager_raises(
+        name, backend):
+    fn, good, bad = CASES[name]
+    assert len(tc.explain(fn)(*good()).graphs) == 1
+    tc.reset()
+    compiled = tc.compile(fn, backend=backend, fullgraph=True)
+    args = [a.requires_grad_() for a in good()]
+    got, expected = compiled(*args), fn(*args)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(torch.autograd.grad(got.sum(), args),
+                               torch.autograd.grad(expected.sum(), args))
+    wrong = [a.requires_grad_() for a in bad()]   # (the same guards as args)
+    failure = _raised(fn, *wrong)
+    assert failure is not None and _raised(compiled, *wrong) == failure
+    torch.testing.assert_close(compiled(*args), expected)   # the graph still serves
+    entries = [e for c in eval_frame._CACHES.values() for es in c.entries.values() for e in es]
+    assert len(entries) == 1   # a failed check is no recompile
+
+
+def caught_inside(x):
+    try:
+        if (x < 0).any():
+            raise ValueError("negative")
+        y = x.sqrt()
+    except ValueError:
+        y = -x
+    return y + 1
+
+
+def test_a_check_whose_raise_is_caught_runs_the_handler_as_eager_does():
+    compiled = tc.compile(caught_inside, backend="eager")
+    for x in (torch.rand(3), -torch.rand(3), torch.rand(3)):
+        torch.testing.assert_close(compiled(x), caught_inside(x))
+
+
+def writes_then_checks(x, buf):
+    buf.add_(1)   # running the graph and then the frame again would add twice
+    if (x < 0).any():
+        raise ValueError("negative")
+    return x + buf
+
+
+def draws_then_checks(x):
+    noise = torch.rand_like(x)   # a rerun would draw again: another result
+    if (x < 0).any():
+        raise ValueError("negative")
+    return x + noise
+
+
+def test_a_graph_that_writes_or_draws_keeps_the_branch_a_break():
+    x, buf = torch.rand(3), torch.zeros(3)
+    assert len(tc.explain(writes_then_checks)(x, buf).break_reasons) == 1
+    assert len(tc.explain(draws_then_checks)(x).break_reasons) == 1
+    tc.reset()
+    compiled = tc.compile(writes_then_checks, backend="eager")
+    mine, theirs = torch.zeros(3), torch.zeros(3)
+    with pytest.raises(ValueError, match="negative"):
+        compiled(-x, mine)
+    with pytest.raises(ValueError, match="negative"):
+        writes_then_checks(-x, theirs)
+    assert torch.equal(mine, theirs)   # added once
+
+
+def test_a_branch_with_work_on_both_sides_stays_a_break():
+    def both(x):
+        if x.sum() > 0:
+            x = x + 1
+        else:
+            raise ValueError("x")
+        return x * 2
+
+    def neither(x):
+        if x.sum() > 0:
+            x = x + 1
+        return x * 2
+
+    assert len(tc.explain(both)(torch.ones(2)).break_reasons) == 0
+    assert len(tc.explain(neither)(torch.ones(2)).break_reasons) == 1
