@@ -289,3 +289,54 @@ def test_a_frame_without_tensors_called_from_uncompiled_code_runs_as_plain_pytho
     torch.testing.assert_close(compile_eager(loop_then_ask)(x), x + 1)
     torch._dynamo.reset()
     torch.testing.assert_close(torch.compile(loop_then_ask, backend="eager")(x), x + 1)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_backward_inside_the_function_is_a_break_and_fills_grad(backend):
+    # a training step compiled whole: autograd runs after the graph, through its compiled
+    # backward, so every parameter's .grad is written as in eager
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    x = torch.randn(5, 4)
+
+    def step(x):
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        return loss.detach()
+
+    expected = step(x)
+    want = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    out = explain(step)(x)
+    assert [r.reason.split(" runs ")[0] for r in out.break_reasons] == ["tensor.backward()"]
+    model.zero_grad()
+    got = eval_frame.compile(step, backend=backend)(x)
+    torch.testing.assert_close(got, expected)
+    for p, w in zip(model.parameters(), want):
+        torch.testing.assert_close(p.grad, w)
+
+
+def test_autograd_grad_inside_the_function_is_a_break_with_eager_values():
+    def penalty(x):
+        out = (x @ torch.ones(3, 2)).tanh()
+        (g,) = torch.autograd.grad(out.sum(), x, create_graph=True)
+        return (g.norm(dim=1) - 1).pow(2).mean()
+
+    x = torch.randn(4, 3, requires_grad=True)
+    out = explain(penalty)(x)
+    assert len(out.break_reasons) == 1 and "torch.autograd.grad" in out.break_reasons[0].reason
+    torch.testing.assert_close(compile_eager(penalty)(x), penalty(x))
+
+
+def test_a_class_statement_inside_the_function_runs_and_is_one_break():
+    def make(x):
+        class Scale:
+            factor = 3
+
+        return x * Scale.factor
+
+    x = torch.randn(3)
+    out = explain(make)(x)
+    assert [r.reason.split(" (")[0] for r in out.break_reasons] == [
+        "a class statement inside the compiled function"]
+    torch.testing.assert_close(compile_eager(make)(x), x * 3)

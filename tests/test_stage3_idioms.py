@@ -20,6 +20,7 @@ import logging
 import math
 import operator
 import sys
+import typing
 import warnings
 
 import pytest
@@ -570,6 +571,38 @@ def metaclass_calls(x):
     return x * _Scale(2).value + _Scale(x).value + _AbstractWrap(torch.tanh)(x)
 
 
+_SIGNATURE = inspect.signature(lambda x, scale=2.0, *, bias=None: None)
+_BY_CLASSES = {(torch.Tensor,): "tensor", (torch.Tensor, int): "mixed"}
+_OPTIONAL = typing.Optional[torch.Tensor]  # noqa: UP045 -- the typing object itself
+
+
+def dict_union_and_typing(x, opts={"scale": 2.0}):  # noqa: B006 -- read, never written
+    merged = opts | {"bias": x}        # a new dict
+    alias = merged
+    merged |= {"shift": 1.0}           # in place: the alias sees it
+    bound = _SIGNATURE.bind(x, 3.0, bias=x)   # inspect.Signature.bind, inlined
+    bound.apply_defaults()
+    kind = _BY_CLASSES[(type(x),)]     # a dict keyed by tuples of classes
+    flags = isinstance(x, torch.Tensor | int) + isinstance(opts, tuple | list) + \
+        (_OPTIONAL == typing.Optional[torch.Tensor])  # noqa: UP045
+    return x * bound.arguments["scale"] + alias["bias"] + len(alias) + len(kind) + flags
+
+
+def _rnns():
+    torch.manual_seed(0)
+    m = torch.nn.Module()
+    m.lstm = torch.nn.LSTM(4, 6, num_layers=2, batch_first=True, bidirectional=True)
+    m.gru = torch.nn.GRU(12, 4, batch_first=True)
+    return m
+
+
+def recurrent_modules(x, m):
+    # nn.RNNBase compares weak references to its weights with ``is`` on every call
+    y, (h, c) = m.lstm(x)
+    z, hz = m.gru(y)
+    return z, h.sum() + c.sum() + hz.sum()
+
+
 def kernel_choice_and_cpp_enums(x):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     with sdpa_kernel([SDPBackend.MATH]):   # chooses a kernel, computes the same function
@@ -645,6 +678,8 @@ CASES = {
     "slice_by_name": (slice_by_name, lambda: [torch.randn(6)]),
     "autograd_function_spellings": (autograd_function_spellings, lambda: [torch.randn(3)]),
     "metaclass_calls": (metaclass_calls, lambda: [torch.randn(3)]),
+    "dict_union_and_typing": (dict_union_and_typing, lambda: [torch.randn(3)]),
+    "recurrent_modules": (recurrent_modules, lambda: [torch.randn(2, 5, 4), _rnns()]),
     "kernel_choice_and_cpp_enums": (kernel_choice_and_cpp_enums,
                                     lambda: [torch.randn(2, 3, 4)]),
     "sets_of_objects": (sets_of_objects, lambda: [torch.randn(2, 4), _linears()]),
@@ -1131,3 +1166,16 @@ def test_a_first_import_inside_the_function_runs_once_while_tracing(tmp_path, mo
     torch.testing.assert_close(compiled(x), (x + 1) * 7 + 1)
     torch.testing.assert_close(compiled(x), fn(x))
     assert sys.modules["tc_fresh_module"].LOADS == [1]   # imported once
+
+
+def test_an_rnn_whose_weight_is_replaced_recompiles_and_uses_the_new_weight():
+    # the weak references nn.LSTM keeps to its weights are read through their sources:
+    # a replaced weight fails the identity guard, so the call is traced again
+    torch.manual_seed(0)
+    lstm, x = torch.nn.LSTM(3, 4, batch_first=True), torch.randn(2, 5, 3)
+    tc.reset()
+    compiled = tc.compile(lstm, backend="eager")
+    torch.testing.assert_close(compiled(x)[0], lstm(x)[0])
+    lstm.weight_hh_l0 = torch.nn.Parameter(torch.randn(16, 4))
+    got = compiled(x)[0]   # first: the module's own references are still the old ones
+    torch.testing.assert_close(got, lstm(x)[0])

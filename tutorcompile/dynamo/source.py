@@ -171,3 +171,17 @@ class CellContentsSource(Source):
 
     def get(self, env):
         return self.base.get(env).cell_contents
+
+
+@dataclass(frozen=True)
+class WeakRefCallSource(Source):
+    """``ref()``: what a weak reference points to (None once it is gone). Calling one has
+    no side effect; RNN modules keep weak references to their weights and compare them
+    with ``is`` on every forward."""
+    base: Source
+
+    def name(self) -> str:
+        return f"{self.base.name()}()"
+
+    def get(self, env):
+        return self.base.get(env)()

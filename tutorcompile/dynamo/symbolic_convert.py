@@ -23,6 +23,7 @@ Mirrors: torch/_dynamo/symbolic_convert.py.
 
 from __future__ import annotations
 
+import builtins
 import collections
 import enum
 import functools
@@ -973,6 +974,9 @@ class InstructionTranslator(VM):
     def LOAD_ASSERTION_ERROR(self, f, inst):
         f.push(self._wrap(AssertionError, None))  # a class to call, not a folded constant
 
+    def LOAD_BUILD_CLASS(self, f, inst):
+        f.push(self._wrap(builtins.__build_class__, None))  # its call is the break
+
     def CHECK_EXC_MATCH(self, f, inst):
         typ = self.realize(f.pop()).as_python_constant()
         exc = f.stack[-1]
@@ -1096,6 +1100,12 @@ class InstructionTranslator(VM):
             return self._symint_op(fn, a, b)
         if fn is operator.getitem:
             return self._getitem(a, b)
+        if isinstance(a, ConstDictVariable) and isinstance(b, ConstDictVariable) and \
+                fn in (operator.or_, operator.ior):
+            # ``kwargs | {"backend": b}``: a new dict of a's kind; ``d |= other``: in place
+            merged = a if fn is operator.ior else a.call_method(self, "copy", [], {})
+            merged.call_method(self, "update", [b], {})
+            return merged
         if isinstance(a, SetVariable) and fn in _SET_OPERATORS and (
                 isinstance(b, SetVariable) or isinstance(b, ConstantVariable) and
                 isinstance(b.value, frozenset)):
@@ -1460,9 +1470,12 @@ def _keyed_by_identity(key: Any) -> bool:
     ``Union``, ``Literal``): a lookup with such a key folds while tracing like a constant's,
     and its guards spell it ``K[i]``, the very object. (Not any object that hashes by
     identity: a module or a tensor as a key is no constant.) A function is one too: torch's
-    pytree registry is keyed by ``namedtuple`` itself."""
+    pytree registry is keyed by ``namedtuple`` itself. A tuple of such keys and constants is
+    one (einx keys its backends by the tuple of the arguments' tensor classes)."""
     if isinstance(key, (enum.Enum, types.FunctionType, types.BuiltinFunctionType)):
         return True
+    if type(key) is tuple:
+        return all(is_constant_value(k) or _keyed_by_identity(k) for k in key)
     cls = type(key)  # a class's metaclass, for a class key
     if not isinstance(key, type) and cls.__module__ != "typing":
         return False

@@ -855,6 +855,10 @@ class VM:
     def LOAD_ASSERTION_ERROR(self, f, inst):
         f.push(self.const(AssertionError))
 
+    def LOAD_BUILD_CLASS(self, f, inst):
+        # ``class C: ...`` inside a function: CPython's own ``__build_class__`` runs the body
+        f.push(f.builtins["__build_class__"])
+
     def RAISE_VARARGS(self, f, inst):
         if inst.arg == 0:
             if not f.exc_stack or f.exc_stack[-1] is None:

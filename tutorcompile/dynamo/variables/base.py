@@ -27,14 +27,15 @@ CONSTANT_TYPES = (bool, int, float, complex, str, bytes, type(None), type(Ellips
                   re.Pattern, re.Match,
                   torch.dtype, torch.device, torch.layout, torch.memory_format, range, slice,
                   types.CodeType, frozenset, torch.finfo, torch.iinfo, inspect.Signature,
-                  inspect.Parameter, types.MappingProxyType)
+                  inspect.Parameter, types.MappingProxyType,
+                  types.UnionType)   # ``tuple | list``: immutable, made of classes
 
 
 def is_constant_value(v: Any) -> bool:
     if isinstance(v, tuple):
         return all(is_constant_value(x) for x in v)
     return isinstance(v, CONSTANT_TYPES) or v is NotImplemented or _numpy_scalar(v) or \
-        _pybind_enum(v)
+        _pybind_enum(v) or type(v).__module__ == "typing"   # ``Optional[Tensor]``: fixed
 
 
 def _pybind_enum(v: Any) -> bool:

@@ -24,6 +24,7 @@ import logging
 import operator
 import sys
 import types
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,14 @@ import torch
 
 from .. import polyfills, trace_rules
 from ..exc import TracedException, Unsupported
-from ..source import AttrSource, DictStorageSource, GetItemSource, ObjectSource, Source
+from ..source import (
+    AttrSource,
+    DictStorageSource,
+    GetItemSource,
+    ObjectSource,
+    Source,
+    WeakRefCallSource,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
@@ -764,6 +772,10 @@ class UserDefinedObjectVariable(VariableTracker):
             if self.source is not None:
                 tx.guards.ID_MATCH(self.source, self.value)
             return tx.wrap_nested(rebuilt, None).call_function(tx, args, kwargs)
+        if type(self.value) is weakref.ReferenceType and self.source is not None and \
+                not args and not kwargs:
+            # ``ref()``: the referent, read (and guarded) through the reference
+            return tx.wrap_nested(self.value(), WeakRefCallSource(self.source))
         numpy = sys.modules.get("numpy")
         if numpy is not None and isinstance(self.value, numpy.ufunc):
             if self.source is not None:  # the type is guarded; the fold needs this very ufunc
@@ -1086,6 +1098,9 @@ _UNSUPPORTED_BUILTINS = {
     input: "input() reads from the terminal",
     open: "open() touches the file system",
     id: "id() depends on object identity",
+    # (as in PyTorch's Dynamo, a break: the statement runs for real, the rest is traced)
+    builtins.__build_class__: "a class statement inside the compiled function (a new "
+                              "class on every call)",
 }
 
 

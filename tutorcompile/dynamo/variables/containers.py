@@ -60,6 +60,10 @@ class ConstantVariable(VariableTracker):
             return BoundMethodVariable(self, name)  # "Relu".lower: folded when called
         if isinstance(attr, type):  # (3).__class__, an enum member's class
             return tx.wrap_nested(attr, None)
+        if isinstance(attr, types.MethodType) and isinstance(attr.__func__, types.FunctionType):
+            # a method written in Python of an immutable object (``signature.bind(*args)``):
+            # inlined, so it may take values that are not constants
+            return LATE_BOUND["UserMethodVariable"](attr.__func__, self)
         return wrap_constant_result(attr)
 
     def call_method(self, tx, name, args, kwargs):
@@ -116,6 +120,8 @@ def wrap_constant_result(value: Any) -> VariableTracker:
     """Wrap the result of folding an operation on constants."""
     if is_constant_value(value):
         return ConstantVariable(value)
+    if type(value) is tuple:   # ``Optional[float].__args__``: classes among constants
+        return TupleVariable([wrap_constant_result(v) for v in value])
     if isinstance(value, list) and all(is_constant_value(v) for v in value):
         return ListVariable([ConstantVariable(v) for v in value])
     if isinstance(value, set) and all(is_constant_value(v) for v in value):

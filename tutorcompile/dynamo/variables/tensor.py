@@ -98,6 +98,14 @@ class TensorVariable(VariableTracker):
                f"{list(self.fake.shape)})"
 
 
+# ``loss.backward()``, ``torch.autograd.grad(...)`` inside the compiled function (a training
+# step, a gradient penalty): autograd runs after the graph, on the tensors it returned, and
+# through their compiled backward -- as in PyTorch's Dynamo, a graph break. (A node would
+# run it on the graph's own values: a backend that differentiates the graph -- AOT -- would
+# see no autograd history there, and a gradient written to ``.grad`` would be lost.)
+AUTOGRAD_RUNS_OUTSIDE = "{} runs autograd's backward pass, which the graph does not hold"
+
+
 class SymIntVariable(VariableTracker):
     """An int computed from dynamic sizes; ``expr`` is its guard expression (if known)."""
 
@@ -146,6 +154,8 @@ class TensorMethodVariable(VariableTracker):
         if name in ("item", "tolist", "numpy", "__bool__", "__int__", "__float__",
                     "data_ptr", "storage"):
             raise Unsupported(f"tensor.{name}() needs the tensor's data (data-dependent)")
+        if name in ("backward", "register_hook", "retain_grad"):
+            raise Unsupported(AUTOGRAD_RUNS_OUTSIDE.format(f"tensor.{name}()"))
         if name == "requires_grad_":
             flag = (args[0] if args else kwargs.get("requires_grad", ConstantVariable(True)))
             if flag.is_python_constant() and \

@@ -19,7 +19,7 @@ from ..exc import Unsupported
 from ..source import Source
 from .base import LATE_BOUND, VariableTracker
 from .containers import ConstantVariable, SizeVariable, wrap_constant_result
-from .tensor import TensorVariable, addc_with_tensor_value
+from .tensor import AUTOGRAD_RUNS_OUTSIDE, TensorVariable, addc_with_tensor_value
 
 
 class TorchFunctionVariable(VariableTracker):
@@ -54,6 +54,8 @@ class TorchFunctionVariable(VariableTracker):
             # [])``): in eager it returns the value itself -- so does the traced call
             # (Dynamo's ``handle_jit_annotate``), not a graph node taking a type
             return args[1] if len(args) > 1 else kwargs["the_value"]
+        if fn in (torch.autograd.grad, torch.autograd.backward):
+            raise Unsupported(AUTOGRAD_RUNS_OUTSIDE.format(f"torch.autograd.{fn.__name__}"))
         if fn in trace_rules.KERNEL_CHOICE_CONTEXTS:
             return tx.call(tx.wrap_nested(contextlib.nullcontext, None), [], {})
         if fn is torch.is_tensor and len(args) == 1:  # of anything, not only a tensor
