@@ -669,9 +669,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help="comma-separated PyPI names (or short names), default all: "
                         + ", ".join(sorted({s.library for s in REGISTRY.values()})))
     parser.add_argument("--models", default="", help="comma-separated, of " + ", ".join(REGISTRY))
-    parser.add_argument("--group", default="held-out", choices=("held-out", "issue-40", "all"),
+    parser.add_argument("--group", default="held-out",
+                        choices=("held-out", "issue-40", "probe-2", "all"),
                         help="held-out: libraries never used while writing the capture "
-                        "(default); issue-40: those of the sweep behind issue 40")
+                        "(default); issue-40: those of the sweep behind issue 40; probe-2: "
+                        "the second held-out probe, fixed by feature since")
     parser.add_argument("--backends", default="eager,aot_eager",
                         help=f"comma-separated, of {', '.join(BACKENDS)} (inductor is slow)")
     parser.add_argument("--no-torch-compile", action="store_true")

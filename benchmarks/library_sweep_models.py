@@ -29,7 +29,9 @@ class ModelSpec:
     note: str = ""
     # "held-out": libraries chosen for this sweep, never looked at while the capture was
     # written; "issue-40": the libraries of the sweep that motivated issue 40 (einops,
-    # x-transformers, vit-pytorch, diffusers, torch_geometric, peft), fixed by idiom since
+    # x-transformers, vit-pytorch, diffusers, torch_geometric, peft), fixed by idiom since;
+    # "probe-2": a second held-out probe (normalizing flows, pyro, MoE and efficient-
+    # attention packages, RNNs, einx...) whose breaks were then fixed by Python feature
     group: str = "held-out"
 
 
@@ -578,3 +580,237 @@ def lora_llama():
     m = get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"],
                                         lora_dropout=0.0))
     return m, (_tokens(256, (2, 12)),)
+
+
+# --- the second held-out probe (group "probe-2") ---------------------------------------------
+# Fixed by feature since: identity ==, object.__new__, metaclass __call__, ParameterList,
+# sets of modules, autograd.Function.apply spellings, validation branches that raise, weak
+# references, dict |, typing constants. What still breaks is listed by the sweep itself.
+
+def _probe(library: str, **options):
+    return register(library, group="probe-2", **options)
+
+
+class _LogProb(torch.nn.Module):
+    """A flow or distribution's log-density of ``x`` given ``c`` (the module to train)."""
+
+    def __init__(self, flow):
+        super().__init__()
+        self.flow = flow
+
+    def forward(self, x, c):
+        return self.flow(c).log_prob(x)
+
+
+@_probe("zuko")
+def nsf():
+    import zuko
+    flow = zuko.flows.NSF(features=3, context=2, transforms=2, hidden_features=(16, 16))
+    return _LogProb(flow), (torch.randn(4, 3), torch.randn(4, 2))
+
+
+@_probe("normflows")
+def real_nvp():
+    import normflows as nf
+    flows = []
+    for _ in range(2):
+        flows += [nf.flows.AffineCouplingBlock(nf.nets.MLP([1, 16, 2], init_zeros=True)),
+                  nf.flows.Permute(2, mode="swap")]
+    model = nf.NormalizingFlow(nf.distributions.base.DiagGaussian(2), flows)
+
+    class LogProb(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, x):
+            return self.model.log_prob(x)
+
+    return LogProb(), (torch.randn(4, 2),)
+
+
+class _GaussianHead(torch.nn.Module):
+    """A policy head: a Normal (validated, as torch.distributions are by default) or a
+    mixture, scored on targets."""
+
+    def __init__(self, dist, mixture=False):
+        super().__init__()
+        self.dist, self.mixture = dist, mixture
+        self.linear = torch.nn.Linear(4, 6)
+
+    def forward(self, x, y):
+        h = self.linear(x)
+        if not self.mixture:
+            return self.dist.Normal(h[:, 0], h[:, 1].exp()).log_prob(y).sum()
+        d = torch.distributions
+        comp = d.Independent(d.Normal(h[:, 2:4, None], h[:, 4:6, None].exp()), 1)
+        return d.MixtureSameFamily(d.Categorical(logits=h[:, :2]), comp).log_prob(
+            y[:, None]).mean()
+
+
+@_probe("pyro-ppl")
+def normal_head():
+    import pyro.distributions
+    return _GaussianHead(pyro.distributions), (torch.randn(5, 4), torch.randn(5))
+
+
+@_probe("pyro-ppl", note="torch.distributions, validated: the library pyro builds on")
+def mixture_head():
+    return _GaussianHead(torch.distributions, mixture=True), (torch.randn(5, 4),
+                                                              torch.randn(5))
+
+
+@_probe("entmax")
+def sparse_attention():
+    from entmax import entmax15, sparsemax
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            h = self.linear(x)
+            return entmax15(h, dim=-1) + sparsemax(h, dim=-1)
+
+    return Net(), (torch.randn(4, 8),)
+
+
+@_probe("performer-pytorch")
+def performer():
+    from performer_pytorch import PerformerLM
+    return PerformerLM(num_tokens=256, max_seq_len=32, dim=32, depth=2, heads=2,
+                       nb_features=16), (_tokens(),)
+
+
+@_probe("reformer-pytorch", note="reversible layers: an autograd.Function over modules")
+def reformer():
+    from reformer_pytorch import ReformerLM
+    return ReformerLM(num_tokens=256, dim=32, depth=2, max_seq_len=32, heads=2,
+                      lsh_dropout=0.0, causal=True, bucket_size=4), (_tokens(256, (2, 32)),)
+
+
+@_probe("linear-attention-transformer")
+def linear_attention():
+    from linear_attention_transformer import LinearAttentionTransformerLM
+    return LinearAttentionTransformerLM(num_tokens=256, dim=32, heads=2, depth=2,
+                                        max_seq_len=32, causal=True), (_tokens(),)
+
+
+@_probe("st-moe-pytorch", loss=lambda out: out[0].square().mean() + out[1],
+        note="top-2 routing: a data-dependent one_hot (torch.compile breaks too)")
+def st_moe():
+    from st_moe_pytorch import MoE
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.moe = MoE(dim=32, num_experts=4, gating_top_n=2)
+
+        def forward(self, x):
+            out, aux, *_ = self.moe(x)
+            return out, aux
+
+    return Net(), (torch.randn(2, 16, 32),)
+
+
+@_probe("soft-moe-pytorch")
+def soft_moe():
+    from soft_moe_pytorch import SoftMoE
+    return SoftMoE(dim=32, seq_len=16, num_experts=4), (torch.randn(2, 16, 32),)
+
+
+@_probe("nGPT-pytorch")
+def ngpt():
+    from nGPT_pytorch import nGPT
+    return nGPT(num_tokens=256, dim=32, depth=2, heads=2, dim_head=16), (_tokens(),)
+
+
+@_probe("mambapy", note="a parallel scan as an autograd.Function kept in a global")
+def mamba():
+    from mambapy.mamba import Mamba, MambaConfig
+    return Mamba(MambaConfig(d_model=16, n_layers=2, d_state=4)), (torch.randn(2, 8, 16),)
+
+
+@_probe("pytorch-tcn")
+def tcn():
+    from pytorch_tcn import TCN
+    return TCN(num_inputs=4, num_channels=[8, 8], kernel_size=3), (torch.randn(2, 4, 16),)
+
+
+@_probe("torchmetrics", note="functional metrics as a loss")
+def metrics():
+    import torchmetrics.functional as tmf
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 3)
+
+        def forward(self, x, t):
+            p = self.linear(x).softmax(-1)
+            return tmf.kl_divergence(p, t.softmax(-1)), tmf.cosine_similarity(p, t)
+
+    return Net(), (torch.randn(5, 4), torch.randn(5, 3))
+
+
+@_probe("rotary-embedding-torch")
+def rotary():
+    from rotary_embedding_torch import RotaryEmbedding
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rotary, self.q = RotaryEmbedding(dim=8), torch.nn.Linear(16, 16)
+
+        def forward(self, x):
+            return self.rotary.rotate_queries_or_keys(self.q(x).view(2, 2, 6, 8))
+
+    return Net(), (torch.randn(2, 6, 16),)
+
+
+@_probe("hyper-connections")
+def hyper_connections():
+    from hyper_connections import get_init_and_expand_reduce_stream_functions
+    init, expand, reduce = get_init_and_expand_reduce_stream_functions(4)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = init(dim=16, branch=torch.nn.Linear(16, 16))
+
+        def forward(self, x):
+            return reduce(self.block(expand(x)))
+
+    return Net(), (torch.randn(2, 5, 16),)
+
+
+@_probe("einx", note="einx parses its expressions with caches keyed by its own objects")
+def einx_ops():
+    import einx
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(8, 4))
+
+        def forward(self, x):
+            y = einx.rearrange("b n d -> b d n", einx.dot("b n [c], [c] d -> b n d", x, self.w))
+            return einx.mean("b d [n]", y) + einx.softmax("b [d] n", y).sum()
+
+    return Net(), (torch.randn(2, 5, 8),)
+
+
+@_probe("torch", note="nn.LSTM and nn.GRU (weak references to their weights)")
+def recurrent():
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = torch.nn.LSTM(8, 16, num_layers=2, batch_first=True, bidirectional=True)
+            self.gru = torch.nn.GRU(32, 8, batch_first=True)
+
+        def forward(self, x):
+            y, (h, c) = self.lstm(x)
+            return self.gru(y)[0], h, c
+
+    return Net(), (torch.randn(2, 5, 8),)

@@ -518,6 +518,34 @@ def autograd_function_spellings(x):
     return _square(x) + _Scaled.apply(x) + _Scaled.apply(x, scale=3.0)
 
 
+class _Reversible(torch.autograd.Function):
+    """reformer-pytorch's reversible layers: blocks run without autograd in forward, and
+    the Function's backward recomputes them to give their parameters gradients."""
+    @staticmethod
+    def forward(ctx, x, blocks, options):
+        ctx.blocks, ctx.scale = blocks, options["scale"]
+        with torch.no_grad():
+            for block in blocks:
+                x = block(x) * ctx.scale
+        ctx.save_for_backward(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        x = y.detach().requires_grad_()
+        with torch.enable_grad():
+            out = x
+            for block in ctx.blocks:
+                out = block(out) * ctx.scale
+        torch.autograd.backward(out, grad)
+        return x.grad, None, None
+
+
+def autograd_function_over_modules(x, blocks):
+    return _Reversible.apply(x, blocks, {"scale": 0.5})
+
+
 def _parameter_containers():
     torch.manual_seed(0)
     m = torch.nn.Module()
@@ -677,6 +705,8 @@ CASES = {
     "blank_instance_by_object_new": (blank_instance_by_object_new, lambda: [torch.randn(3)]),
     "slice_by_name": (slice_by_name, lambda: [torch.randn(6)]),
     "autograd_function_spellings": (autograd_function_spellings, lambda: [torch.randn(3)]),
+    "autograd_function_over_modules": (autograd_function_over_modules,
+                                       lambda: [torch.randn(2, 4), _linears()]),
     "metaclass_calls": (metaclass_calls, lambda: [torch.randn(3)]),
     "dict_union_and_typing": (dict_union_and_typing, lambda: [torch.randn(3)]),
     "recurrent_modules": (recurrent_modules, lambda: [torch.randn(2, 5, 4), _rnns()]),

@@ -176,3 +176,32 @@ def test_random_calls_on_tensors_replay_their_draws_in_backward(fn, backend):
             torch.testing.assert_close(got[2], expected[2], rtol=0, atol=0)
     finally:
         tc.reset()
+
+
+def _seeded_draws(x):
+    torch.manual_seed(3)   # before any draw: made before the graph runs, no break
+    return x + torch.rand(3) + torch.randn_like(x)
+
+
+def _draw_then_reseed(x):
+    y = x + torch.rand(3)
+    torch.manual_seed(3)   # after a draw: the graph cannot split its draws around it
+    return y + torch.rand(3)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_manual_seed_before_any_draw_is_one_graph_and_reseeds_every_call(backend):
+    x = torch.randn(3)
+    out = tc.explain(_seeded_draws)(x)
+    assert (len(out.graphs), len(out.break_reasons)) == (1, 0)
+    tc.reset()
+    compiled = tc.compile(_seeded_draws, backend=backend, fullgraph=True)
+    first = compiled(x)
+    torch.manual_seed(0)
+    torch.testing.assert_close(compiled(x), first)   # reseeded: the same draws
+    if backend == "eager":   # the same generator calls as the program, in its order
+        torch.testing.assert_close(first, _seeded_draws(x))
+        after = torch.rand(2)
+        compiled(x)
+        torch.testing.assert_close(torch.rand(2), after)
+    assert len(tc.explain(_draw_then_reseed)(x).break_reasons) == 1

@@ -158,7 +158,8 @@ class CacheEntry:
     def returns_at_once(self) -> bool:
         """Runs to its return (no graph break) with no side effect to replay: a cache hit
         needs no VM frame."""
-        return self.kind == "return" and not self.result.side_effects
+        return self.kind == "return" and not self.result.side_effects and \
+            not self.result.prologue
 
 
 @dataclass
@@ -753,6 +754,8 @@ def execute_entry(entry: CacheEntry, frame: Frame) -> Any:
     if entry.scopes:
         env.update(entry.scopes)
     outputs: dict = {}
+    for fn, args in entry.result.prologue:   # ``torch.manual_seed(s)``: before the graph
+        fn(*args)
     if entry.compiled is not None:
         inputs = entry.fetch_inputs(frame.locals, frame.globals, frame.builtins, frame.stack)
         outputs = dict(zip(entry.output_nodes, _profiled_graph_call(entry, inputs)))

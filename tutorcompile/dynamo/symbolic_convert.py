@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from ..fx.passes.dce_cse import is_random
 from ..ops.ndarray import torch_numpy_function
 from . import polyfills, trace_rules
 from .bytecode import JUMP_OPS, PY
@@ -147,6 +148,8 @@ class CaptureResult:
     side_effects: list = field(default_factory=list)  # (object tracker, attribute, value)
     # (a bool-able one-element tensor, the truth the graph assumed): see assume_branch
     assumptions: list = field(default_factory=list)
+    # (function, constant arguments) called before the graph runs: see seed_before_graph
+    prologue: list = field(default_factory=list)
 
 
 class InstructionTranslator(VM):
@@ -162,6 +165,7 @@ class InstructionTranslator(VM):
         self.concrete = frame
         self.assume = assume   # may a branch into a raise be assumed not taken?
         self.assumptions: list[tuple[TensorVariable, bool]] = []
+        self.prologue: list[tuple[Any, tuple]] = []
         self.output = OutputGraph(self)
         self.guards = GuardBuilder()
         self.dynamic_dims = dynamic_dims or (lambda source, value: frozenset())
@@ -220,6 +224,7 @@ class InstructionTranslator(VM):
             mark = (len(self.output.created), len(self._wrapped_order))
             saved = (root.ip, list(root.stack), dict(root.locals), list(self.grad_stack),
                      list(root.exc_stack), list(self.autocast_stack))
+            seeded = len(self.prologue)
             self.journal = {}
             try:
                 if self.step(root) is _RETURN:
@@ -227,6 +232,7 @@ class InstructionTranslator(VM):
                                                       return_value=root.return_value))
             except Unsupported as e:
                 self._rollback(mark)
+                del self.prologue[seeded:]   # the breaking instruction runs them for real
                 (root.ip, root.stack, root.locals, self.grad_stack, root.exc_stack,
                  self.autocast_stack) = saved
                 self.frames = [root]
@@ -276,6 +282,7 @@ class InstructionTranslator(VM):
         result.output, result.guards = self.output, self.guards
         nodes = set(self.output.graph.nodes)   # (a rolled-back inline took its own along)
         result.assumptions = [(c, e) for c, e in self.assumptions if c.node in nodes]
+        result.prologue = list(self.prologue)
         # attribute writes to objects from outside, replayed in order after the graph
         for vt in self.side_effect_objects:
             if isinstance(vt, DeferredCallVariable):
@@ -330,6 +337,17 @@ class InstructionTranslator(VM):
         self._writes += 1
         if vt not in self.side_effect_objects:
             self.side_effect_objects.append(vt)
+
+    def seed_before_graph(self, fn: Any, args: list) -> bool:
+        """``torch.manual_seed(s)`` before the graph has drawn any random number: the call
+        is made before the graph runs (every random op of the graph comes after it, as in
+        the program), so it is no break. After a draw it still is one: the graph cannot
+        split its random ops around the reseed."""
+        if not all(a.is_python_constant() for a in args) or any(
+                is_random(n) for n in self.output.graph.nodes):
+            return False
+        self.prologue.append((fn, tuple(a.as_python_constant() for a in args)))
+        return True
 
     def defer_call(self, fn: VariableTracker, args: list, kwargs: dict) -> VariableTracker:
         """A call that only reports (``trace_rules.REPORTING``), made after the graph."""

@@ -867,7 +867,23 @@ def _autograd_function_apply(cls: type) -> VariableTracker:
                           "Function)")
     # the base class's apply bound to ``cls`` (``cls.apply`` may be an override that called
     # it: ``super().apply(...)``)
-    return TorchFunctionVariable(_FUNCTION_APPLY.__get__(None, cls))
+    return _FunctionApplyVariable(_FUNCTION_APPLY.__get__(None, cls))
+
+
+class _FunctionApplyVariable(TorchFunctionVariable):
+    """``MyFunction.apply(x, blocks, kwargs)``: a module among the arguments (reformer's
+    reversible layers pass their blocks) is passed as the object itself, an argument of the
+    opaque call fixed by the identity guard its source already has -- its parameters are
+    read when the call runs, and the Function's own backward gives them their gradients,
+    as in eager."""
+
+    def call_function(self, tx, args, kwargs):
+        def fixed(a):
+            if isinstance(a, NNModuleVariable) and a.source is not None and not a.fresh:
+                return ConstantVariable(a.value)
+            return a
+        return super().call_function(tx, [fixed(a) for a in args],
+                                     {k: fixed(v) for k, v in kwargs.items()})
 
 
 class DataclassVariable(VariableTracker):

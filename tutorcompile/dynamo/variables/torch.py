@@ -16,7 +16,7 @@ import torch
 from ...amp import regions
 from .. import trace_rules
 from ..exc import Unsupported
-from ..source import Source
+from ..source import ObjectSource, Source
 from .base import LATE_BOUND, VariableTracker
 from .containers import ConstantVariable, SizeVariable, wrap_constant_result
 from .tensor import AUTOGRAD_RUNS_OUTSIDE, TensorVariable, addc_with_tensor_value
@@ -91,6 +91,9 @@ class TorchFunctionVariable(VariableTracker):
         if fn in (torch.addcdiv, torch.addcmul) and isinstance(kwargs.get("value"),
                                                                TensorVariable):
             return addc_with_tensor_value(tx, name, *args, value=kwargs["value"])
+        if fn in (torch.manual_seed, torch.random.manual_seed) and not kwargs and \
+                tx.seed_before_graph(fn, args):
+            return tx.wrap_nested(torch.default_generator, ObjectSource(torch.default_generator))
         if name.startswith(("set_", "_set_")) or name in (
                 "manual_seed", "autocast_increment_nesting", "autocast_decrement_nesting",
                 "clear_autocast_cache"):
