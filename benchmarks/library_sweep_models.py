@@ -720,12 +720,6 @@ def soft_moe():
     return SoftMoE(dim=32, seq_len=16, num_experts=4), (torch.randn(2, 16, 32),)
 
 
-@_probe("nGPT-pytorch")
-def ngpt():
-    from nGPT_pytorch import nGPT
-    return nGPT(num_tokens=256, dim=32, depth=2, heads=2, dim_head=16), (_tokens(),)
-
-
 @_probe("mambapy", note="a parallel scan as an autograd.Function kept in a global")
 def mamba():
     from mambapy.mamba import Mamba, MambaConfig

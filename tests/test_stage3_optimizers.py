@@ -192,3 +192,24 @@ def test_a_profiler_range_in_user_code_is_no_break():
     assert (explained.graph_count, explained.graph_break_count) == (1, 0)
     x = torch.randn(3)
     torch.testing.assert_close(tc.compile(fn)(x), fn(x))
+
+
+def test_grouping_tensors_by_device_and_dtype_is_traced_from_metadata():
+    # third-party foreach optimizers (pytorch_optimizer) call torch's grouping helper
+    # directly: a dict of lists, computed from each tensor's device and dtype
+    from torch.utils._foreach_utils import _group_tensors_by_device_and_dtype
+
+    def grouped(a, b, c):
+        groups = _group_tensors_by_device_and_dtype([[a, b, c], [c, None, a]],
+                                                    with_indices=True)
+        out = [sum(t.sum() for t in lists[0]) * len(indices)
+               for lists, indices in groups.values()]
+        return out, [key for key in groups]
+
+    args = (torch.randn(3), torch.randn(2, dtype=torch.float64), torch.randn(4))
+    tc.reset()
+    got = tc.compile(grouped, backend="eager", fullgraph=True)(*args)
+    want = grouped(*args)
+    assert sorted(got[1], key=str) == sorted(want[1], key=str)
+    for key in want[1]:
+        torch.testing.assert_close(got[0][got[1].index(key)], want[0][want[1].index(key)])

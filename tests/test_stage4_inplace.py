@@ -130,3 +130,31 @@ def test_the_functional_graph_has_no_inplace_call():
     assert not any(any(a is True for a in n.args) or n.kwargs.get("inplace")
                    or torch.relu_ is n.target
                    for n in calls), [n.format_node() for n in calls]
+
+
+@torch.no_grad()
+def _foreach_step(params, grads, states):
+    # a foreach optimizer's step inside a traced no_grad block: every list is written in
+    # place, the parameters through the ``detach`` the block puts in front of them
+    torch._foreach_lerp_(states, grads, weight=0.1)
+    denoms = torch._foreach_sqrt(torch._foreach_abs(states))
+    torch._foreach_add_(denoms, 1e-3)
+    torch._foreach_addcdiv_(params, states, denoms, value=-0.01)
+    torch._foreach_add_(params, grads, alpha=-0.001)
+    torch._foreach_zero_(grads)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_in_place_foreach_ops_write_every_list_back(backend):
+    def make():
+        torch.manual_seed(0)
+        return ([torch.randn(3, requires_grad=True), torch.randn(2, 2, requires_grad=True)],
+                [torch.randn(3), torch.randn(2, 2)], [torch.zeros(3), torch.zeros(2, 2)])
+
+    expected, got = make(), make()
+    _foreach_step(*expected)
+    tc.reset()
+    tc.compile(_foreach_step, backend=backend, fullgraph=True)(*got)
+    for want, have in zip(expected, got):
+        for a, b in zip(want, have):
+            torch.testing.assert_close(b, a)

@@ -329,6 +329,29 @@ class FunctionalGraph:
     output_spec: Any = None  # "single", "tuple", "list" (how to rebuild the user's result)
 
 
+def _foreach_twin(node: Node) -> Any:
+    """The out-of-place twin of an in-place foreach op (``torch._foreach_add_`` ->
+    ``torch._foreach_add``), which writes the tensors of its first list argument; None for
+    any other node. One without a twin cannot be functionalized: an error, never a write
+    lost."""
+    name = getattr(node.target, "__name__", "") if node.op == "call_function" else ""
+    if not (name.startswith("_foreach_") and name.endswith("_")) or \
+            getattr(node.target, "__module__", "") not in ("torch", "torch._C._VariableFunctions"):
+        return None
+    if name == "_foreach_zero_":
+        return _foreach_zero
+    twin = getattr(torch, name[:-1], None)
+    if twin is None:
+        raise FunctionalizationError(f"{node.name}: {name} has no out-of-place twin "
+                                     f"torch.{name[:-1]}; it cannot be functionalized")
+    return twin
+
+
+def _foreach_zero(tensors: list) -> list:
+    """``torch._foreach_zero_``'s values, out of place."""
+    return [torch.zeros_like(t) for t in tensors]
+
+
 class _Ref:
     """A tensor as functionalization sees it: a base storage plus a chain of view nodes."""
 
@@ -395,6 +418,23 @@ def functionalize(graph: Graph) -> FunctionalGraph:
             value.meta = dict(node.meta)
             write_back(refs[out], value, node)
             refs[node] = refs[out]   # the call returns ``out``
+            continue
+        twin = _foreach_twin(node)
+        if twin is not None:
+            # ``torch._foreach_addcdiv_(params, exp_avgs, denoms, value=-lr)`` (a foreach
+            # optimizer's step, the lists often ``detach``-ed parameters): the out-of-place
+            # foreach op, each of its results written back into its list's tensor
+            targets = node.args[0]
+            if not all(isinstance(t, Node) and isinstance(refs.get(t), _Ref)
+                       for t in targets):
+                raise FunctionalizationError(f"{node.name}: {node.target.__name__} writes a "
+                                             "list holding values that are not tensors of "
+                                             "this graph")
+            value = new.call_function(twin, map_arg(tuple(node.args), current),
+                                      map_arg(dict(node.kwargs), current), name=node.name)
+            for j, target in enumerate(targets):
+                write_back(refs[target], new.call_function(operator.getitem, (value, j)), node)
+            refs[node] = None   # (the in-place foreach op returns nothing)
             continue
         mutation = _is_mutation(node)
         if mutation is not None:

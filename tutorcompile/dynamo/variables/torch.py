@@ -54,6 +54,8 @@ class TorchFunctionVariable(VariableTracker):
             # [])``): in eager it returns the value itself -- so does the traced call
             # (Dynamo's ``handle_jit_annotate``), not a graph node taking a type
             return args[1] if len(args) > 1 else kwargs["the_value"]
+        if fn in _GROUPING:
+            return tx.inline_user_function(group_tensors_by_device_and_dtype, args, kwargs)
         if fn in (torch.autograd.grad, torch.autograd.backward):
             raise Unsupported(AUTOGRAD_RUNS_OUTSIDE.format(f"torch.autograd.{fn.__name__}"))
         if fn in trace_rules.KERNEL_CHOICE_CONTEXTS:
@@ -110,6 +112,28 @@ class TorchFunctionVariable(VariableTracker):
 
     def __repr__(self):
         return f"TorchFunctionVariable({getattr(self.fn, '__name__', self.fn)})"
+
+
+def group_tensors_by_device_and_dtype(tensorlistlist, with_indices=False):
+    """``torch._C._group_tensors_by_device_and_dtype`` (foreach optimizers split their
+    state lists so): the lists regrouped by the device and dtype of the first list's
+    tensors -- metadata only, so traced in Python, each group's lists holding the same
+    tensors (or None) as the arguments, with their positions when asked."""
+    groups = {}
+    for i, first in enumerate(tensorlistlist[0]):
+        key = (first.device, first.dtype)
+        if key not in groups:
+            groups[key] = ([[] for _ in tensorlistlist], [])
+        lists, indices = groups[key]
+        for out, source in zip(lists, tensorlistlist):
+            out.append(source[i])
+        if with_indices:
+            indices.append(i)
+    return groups
+
+
+_GROUPING = (torch._C._group_tensors_by_device_and_dtype,
+             torch.utils._foreach_utils._group_tensors_by_device_and_dtype)
 
 
 def _tracing_state() -> dict:
