@@ -158,3 +158,19 @@ def test_in_place_foreach_ops_write_every_list_back(backend):
     for want, have in zip(expected, got):
         for a, b in zip(want, have):
             torch.testing.assert_close(b, a)
+
+
+def _init_in_place(x, buf):
+    y = x * 2
+    torch.nn.init.constant_(y, 1.5)   # a Python function of torch that writes its argument
+    torch.nn.init.zeros_(buf)          # ... an input's
+    return y + x + buf
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_function_that_writes_its_first_argument_is_called_on_a_copy(backend):
+    x, mine, theirs = torch.randn(3), torch.ones(3), torch.ones(3)
+    expected = _init_in_place(x, theirs)
+    tc.reset()
+    torch.testing.assert_close(tc.compile(_init_in_place, backend=backend)(x, mine), expected)
+    torch.testing.assert_close(mine, theirs)

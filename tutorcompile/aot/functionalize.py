@@ -329,6 +329,10 @@ class FunctionalGraph:
     output_spec: Any = None  # "single", "tuple", "list" (how to rebuild the user's result)
 
 
+# ``operator.and_`` is ``&``: the underscore only keeps the name off a keyword
+_KEYWORD_OPERATORS = {operator.and_, operator.or_, operator.not_}
+
+
 def _foreach_twin(node: Node) -> Any:
     """The out-of-place twin of an in-place foreach op (``torch._foreach_add_`` ->
     ``torch._foreach_add``), which writes the tensors of its first list argument; None for
@@ -345,6 +349,14 @@ def _foreach_twin(node: Node) -> Any:
         raise FunctionalizationError(f"{node.name}: {name} has no out-of-place twin "
                                      f"torch.{name[:-1]}; it cannot be functionalized")
     return twin
+
+
+def call_on_copy(fn: Any, tensor: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+    """``fn(tensor, ...)`` for a function that writes its first argument, made functional:
+    it writes a copy, which is returned."""
+    out = tensor.clone()
+    fn(out, *args, **kwargs)
+    return out
 
 
 def _foreach_zero(tensors: list) -> list:
@@ -486,6 +498,20 @@ def functionalize(graph: Graph) -> FunctionalGraph:
             parent = refs[node.args[0]]
             refs[node] = _Ref(parent.base, parent.chain + (node,))
             materialize(refs[node])  # emit it here, in program order
+            continue
+        name = getattr(node.target, "__name__", "") if node.op == "call_function" else ""
+        if name.endswith("_") and not name.endswith("__") and node.args and \
+                node.target not in _KEYWORD_OPERATORS and \
+                isinstance(node.args[0], Node) and isinstance(refs.get(node.args[0]), _Ref):
+            # named as PyTorch names what writes its first argument (``nn.init.constant_``),
+            # with no rule above: called on a copy, the copy is the argument's new value (a
+            # copy of the node itself would write a value nothing reads back)
+            value = new.call_function(call_on_copy, (node.target, *map_arg(
+                tuple(node.args), current)), map_arg(dict(node.kwargs), current),
+                name=node.name)
+            value.meta = dict(node.meta)
+            write_back(refs[node.args[0]], value, node)
+            refs[node] = refs[node.args[0]]   # (it returns the tensor it wrote)
             continue
         copy = new.node_copy(node, current)
         refs[node] = _Ref(node)
