@@ -10,6 +10,7 @@ from tutorcompile.dynamo import eval_frame
 from tutorcompile.dynamo.debugging import explain
 from tutorcompile.dynamo.eval_frame import cache_entries
 from tutorcompile.dynamo.exc import GraphBreakError, Unsupported
+from tutorcompile.errors import TutorcompileError
 
 # These tests check capture, guards and breaks: the eager backend runs each captured
 # graph as it is (tutorcompile.compile's default backend, 'inductor', adds AOT and codegen).
@@ -340,3 +341,21 @@ def test_a_class_statement_inside_the_function_runs_and_is_one_break():
     assert [r.reason.split(" (")[0] for r in out.break_reasons] == [
         "a class statement inside the compiled function"]
     torch.testing.assert_close(compile_eager(make)(x), x * 3)
+
+
+def test_a_second_derivative_through_an_aot_graph_is_refused_not_silently_zero():
+    # the backward graph runs on saved values with no autograd history: its gradients
+    # would be constants to a second backward (a gradient penalty's term would vanish)
+    def features(x, w):
+        return (x @ w).tanh()
+
+    x, w = torch.randn(4, 3, requires_grad=True), torch.randn(3, 2, requires_grad=True)
+    (g,) = torch.autograd.grad(compile_eager(features)(x, w).sum(), x, create_graph=True)
+    (want,) = torch.autograd.grad(features(x, w).sum(), x, create_graph=True)
+    torch.testing.assert_close(torch.autograd.grad(g.pow(2).sum(), w)[0],
+                               torch.autograd.grad(want.pow(2).sum(), w)[0])
+    out = eval_frame.compile(features, backend="aot_eager")(x, w)
+    with pytest.raises(TutorcompileError, match="second derivative"):
+        torch.autograd.grad(out.sum(), x, create_graph=True)
+    (plain,) = torch.autograd.grad(out.sum(), x)   # a first derivative is fine
+    torch.testing.assert_close(plain, want.detach())

@@ -73,6 +73,7 @@ import torch
 
 from .._logging import log_artifact, phase
 from ..amp import autocast_state, make_autocast_explicit
+from ..errors import TutorcompileError
 from ..fx import Graph, GraphModule, Node, TensorMeta, exec_generated
 from ..fx.symbolic_shapes import ShapeEnv, as_shape
 from ..ops import PRIMS
@@ -437,6 +438,15 @@ class _AOTFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grad_outputs):
+        if torch.is_grad_enabled():
+            # ``torch.autograd.grad(..., create_graph=True)`` (a gradient penalty, a
+            # Hessian-vector product): the backward graph runs on saved values that carry
+            # no autograd history, so the gradients it gives would be constants to a second
+            # backward -- a silently missing term. PyTorch's AOTAutograd refuses too.
+            raise TutorcompileError(
+                "a second derivative through a graph compiled with AOT (create_graph=True) "
+                "is not supported: compile this function with backend='eager', or take the "
+                "gradient of an uncompiled function")
         art = ctx.art
         joint = art.joint
         if ctx.others is None:
