@@ -1209,3 +1209,22 @@ def test_an_rnn_whose_weight_is_replaced_recompiles_and_uses_the_new_weight():
     lstm.weight_hh_l0 = torch.nn.Parameter(torch.randn(16, 4))
     got = compiled(x)[0]   # first: the module's own references are still the old ones
     torch.testing.assert_close(got, lstm(x)[0])
+
+
+def test_a_missing_module_attribute_caught_as_attribute_error_is_guarded():
+    # torchdiffeq: ``try: getattr(func, "callback_step") except AttributeError: ...``
+    module = torch.nn.Linear(3, 3)
+
+    def fn(x):
+        try:
+            extra = module.callback_scale
+        except AttributeError:
+            extra = 0.0
+        return module(x) + extra
+
+    x = torch.randn(2, 3)
+    tc.reset()
+    compiled = tc.compile(fn, backend="eager", fullgraph=True)
+    torch.testing.assert_close(compiled(x), fn(x))
+    module.callback_scale = 7.0   # now present: the absence the graph assumed is guarded
+    torch.testing.assert_close(compiled(x), fn(x))

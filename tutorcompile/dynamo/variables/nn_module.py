@@ -67,7 +67,14 @@ class NNModuleVariable(VariableTracker):
             return tx.wrap_nested(static.__func__, None)
         if isinstance(static, property):
             return tx.inline_user_function(static.fget, [self], {})
-        return tx.wrap_nested(getattr(m, name), src)
+        try:
+            value = getattr(m, name)
+        except AttributeError as e:  # ``try: m.callback except AttributeError``: the traced
+            if self.source is not None:   # code's own exception, to its handler -- while the
+                tx.guards.add("HASATTR", f"not hasattr({self.source.name()}, {name!r})",
+                              self.source)   # attribute stays missing
+            raise TracedException(e) from None
+        return tx.wrap_nested(value, src)
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
         """``self.shift_size = 0`` (Swin shrinks its window to small inputs): a plain
