@@ -110,18 +110,30 @@ def test_a_graph_that_writes_or_draws_keeps_the_branch_a_break():
     assert torch.equal(mine, theirs)   # added once
 
 
-def test_a_branch_with_work_on_both_sides_stays_a_break():
-    def both(x):
+def test_only_a_side_that_does_nothing_but_raise_is_assumed_away():
+    def raises_on_one_side(x):
         if x.sum() > 0:
             x = x + 1
         else:
             raise ValueError("x")
         return x * 2
 
-    def neither(x):
+    def writes_then_raises(x):
+        if x.sum() > 0:
+            x = x + 1
+        else:
+            SEEN.append("negative")   # work before the raise: not a plain check
+            raise ValueError("x")
+        return x * 2
+
+    def no_raise(x):
         if x.sum() > 0:
             x = x + 1
         return x * 2
 
-    assert len(tc.explain(both)(torch.ones(2)).break_reasons) == 0
-    assert len(tc.explain(neither)(torch.ones(2)).break_reasons) == 1
+    assert len(tc.explain(raises_on_one_side)(torch.ones(2)).break_reasons) == 0
+    assert len(tc.explain(writes_then_raises)(torch.ones(2)).break_reasons) == 1
+    assert len(tc.explain(no_raise)(torch.ones(2)).break_reasons) == 1
+
+
+SEEN: list = []
