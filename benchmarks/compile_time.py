@@ -71,15 +71,17 @@ COMPILERS = ("tutorcompile", "torch.compile")
 UNET_CASES = {"infer": "inference", "train": "training step"}
 
 
-def run_isolated(argv: list[str], timeout: float) -> dict:
-    """Run ``python <this script> --worker ...`` in a fresh process with empty compiler
-    caches; returns the JSON dict it prints last (or ``{"error": ...}``)."""
+def run_isolated(argv: list[str], timeout: float, keep_caches: bool = False) -> dict:
+    """Run ``python <this script> --worker ...`` in a fresh process, with empty compiler
+    caches unless ``keep_caches`` (then with this process's cache folders); returns the JSON
+    dict it prints last (or ``{"error": ...}``)."""
     with tempfile.TemporaryDirectory(prefix="tc_compile_time_") as tmp:
         env = dict(os.environ,
-                   TUTORCOMPILE_CACHE_DIR=os.path.join(tmp, "tutorcompile"),
-                   TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"),
-                   TRITON_CACHE_DIR=os.path.join(tmp, "triton"),
                    PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+        if not keep_caches:
+            env.update(TUTORCOMPILE_CACHE_DIR=os.path.join(tmp, "tutorcompile"),
+                       TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"),
+                       TRITON_CACHE_DIR=os.path.join(tmp, "triton"))
         env.pop("TUTORCOMPILE_LOGS", None)
         try:
             proc = subprocess.run([sys.executable, *argv], env=env, capture_output=True,
