@@ -115,6 +115,48 @@ def test_buffer_reuse_in_the_wrapper():
     assert "# reuse" in compiled.wrapper_code, compiled.wrapper_code
 
 
+def _strided_slice_gradient(g, x):
+    """The gradient of ``x[:, ::2, 1::2]`` added to ``x``: two ``slice_scatter`` s, the first
+    into a shape (2, 3, 8) that lines up with nothing else (as in a pooling window's
+    gradient)."""
+    inner = ops.slice_scatter(ops.full((2, 3, 8), 0.0), g, 2, 1, 8, 2)
+    return ops.add(x, ops.slice_scatter(ops.full((2, 6, 8), 0.0), inner, 1, 0, 6, 2))
+
+
+@pytest.mark.parametrize("backend", [
+    pytest.param("cpp", marks=pytest.mark.skipif(not probe().has_cxx, reason="no g++")),
+    pytest.param("triton", marks=pytest.mark.skipif(not probe().has_triton,
+                                                    reason="no triton"))])
+def test_a_buffer_that_lines_up_with_nothing_is_computed_where_it_is_read(backend):
+    g, x = on(backend, torch.randn(2, 3, 4), torch.randn(2, 6, 8))
+    graph = trace(_strided_slice_gradient, g, x)
+    compiled = compile_fx(graph, [g, x], backend=backend)
+    assert compiled.fusion_report.kernels_after == 1, str(compiled.fusion_report)
+    expected = x.clone()
+    expected[:, ::2, 1::2] += g
+    torch.testing.assert_close(compiled(g, x), expected)
+
+
+def test_a_costly_value_is_not_computed_again_for_every_element_it_broadcasts_to():
+    def fn(x, y, cheap):
+        h = y
+        for _ in range(6):
+            h = ops.sin(ops.exp(h))             # 12 operations per element of y
+        return ops.add(x, h), ops.mul(x, ops.exp(cheap))
+    _, sched = scheduled(fn, torch.randn(16, 32), torch.randn(16, 1), torch.randn(1, 32))
+    kernels = [k.graph_nodes for k in sched.report.kernels]
+    # exp(cheap) is one operation: computed in the kernel that reads it, 32 times over
+    assert any("exp_6" in nodes and "mul" in nodes for nodes in kernels), kernels
+    # of the chain on y, at most 8 operations are computed again per element of x; the
+    # rest has a kernel of its own (16 elements, stored once)
+    (big,) = [nodes for nodes in kernels if "add" in nodes]
+    chain = [n for n in big if n.startswith(("exp", "sin")) and n != "exp_6"]
+    assert 0 < len(chain) <= 8, kernels
+    assert len(kernels) == 2, kernels
+    reasons = [r.reason for r in sched.report.refused]
+    assert any("operations (more than 8)" in r for r in reasons), reasons
+
+
 # -- random fused graphs against eager -----------------------------------------------------
 
 UNARY = [ops.exp, ops.sin, ops.relu, ops.sigmoid, ops.neg, ops.abs]

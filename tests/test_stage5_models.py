@@ -79,6 +79,26 @@ def test_models_train_like_eager(name):
     assert fwd.num_kernels < fwd.fusion_report.kernels_before   # something fused
 
 
+def test_each_convolution_backward_is_one_pytorch_call_for_both_gradients():
+    """The input and the weight gradient of a convolution (two prims, so that either can be
+    left out) are paired into one ``aten.convolution_backward`` call, as eager makes; the
+    first convolution's input needs no gradient and keeps its weight-gradient prim alone."""
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(),
+                          nn.Conv2d(8, 8, 3, stride=2, groups=2), nn.ReLU(),
+                          nn.Conv2d(8, 4, 1))
+    reference = copy.deepcopy(model)
+    x = torch.randn(2, 3, 9, 9)
+    compiler = inner_compiler()
+    compiled = aot.aot_module(model, fw_compiler=compiler, bw_compiler=compiler)
+    compiled(x).square().sum().backward()
+    reference(x).square().sum().backward()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=name)
+    code = compiled.artifacts.backward.compiled.output_code
+    assert code.count("[True, True, False]") == 2, code     # the second and third conv
+    assert code.count("aten.convolution_backward") == 3, code   # + the first's weight
+
+
 def test_batch_norm_training_is_as_close_to_float64_as_eager():
     """A training batch norm compiled to C++ kernels: its output, input gradient and running
     statistics are as close to the float64 result as eager's float32 ones (within 2x). Its

@@ -499,6 +499,7 @@ class _ReadRecorder(OpsHandler):
 
     def __init__(self):
         self.names: list[str] = []
+        self.calls = 0
 
     def load(self, buffer, index):
         if buffer.name not in self.names:
@@ -515,18 +516,54 @@ class _ReadRecorder(OpsHandler):
         return index_symbol("indirect")
 
     def call(self, prim, args, kwargs):
+        self.calls += 1
         _, dtype = prim.meta(*args, **kwargs)
         return _Meta(dtype)
 
     @classmethod
-    def reads_of(cls, buffer: ComputedBuffer) -> list[str]:
+    def record(cls, buffer: ComputedBuffer) -> _ReadRecorder:
         rec = cls()
         data = buffer.data
         shape = data.src_shape if isinstance(data, Reduction) else data.ranges
         index = [index_symbol(f"i{k}") for k in range(len(shape))]
         with set_handler(rec):
             data.inner_fn(index)
-        return rec.names
+        return rec
+
+    @classmethod
+    def reads_of(cls, buffer: ComputedBuffer) -> list[str]:
+        return cls.record(buffer).names
+
+
+class _OpCounter(_ReadRecorder):
+    """Counts the operations of an inner function, expanding the loads of ``inside`` (the
+    pointwise buffers of one kernel, computed where they are read) as a kernel does: once
+    per buffer and index."""
+
+    def __init__(self, inside: dict[str, ComputedBuffer]):
+        super().__init__()
+        self.inside = inside
+        self.seen: dict[tuple, Any] = {}
+
+    def load(self, buffer, index):
+        inner = self.inside.get(buffer.name)
+        if inner is None or inner.is_reduction:
+            return super().load(buffer, index)
+        key = (buffer.name, tuple(index))
+        if key not in self.seen:
+            self.seen[key] = inner.data.inner_fn(index)
+        return self.seen[key]
+
+
+def op_count(buffer: ComputedBuffer, inside: dict[str, ComputedBuffer] | None = None) -> int:
+    """How many operations (prim calls) computing one element of ``buffer`` takes, not
+    counting loads, constants and index arithmetic; with ``inside``, the operations of the
+    buffers it loads from ``inside`` too (computed in the same kernel, at its indices)."""
+    rec = _OpCounter(inside or {})
+    index = [index_symbol(f"i{k}") for k in range(len(buffer.data.ranges))]
+    with set_handler(rec):
+        buffer.data.inner_fn(index)
+    return rec.calls
 
 
 class ReferenceHandler(OpsHandler):

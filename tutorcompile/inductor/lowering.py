@@ -294,6 +294,9 @@ class GraphLowering:
             return self.lower_scan(node, args, kwargs)
         if target is extern_backward and node.args and node.args[0] is sequential_scan:
             return self.lower_scan_backward(node, args, kwargs)
+        rule = lowerings.get(target)
+        if rule is not None:
+            return rule(self, node, *args, **kwargs)
         name = getattr(target, "__name__", str(target))
         if target is torch.addmm and len(args) == 3 and not kwargs and \
                 self.tunes_matmul(node, *args[1:], bias=args[0]):
@@ -915,6 +918,15 @@ for _name, _why in (("convolution", "is a library call, run by PyTorch"),
                     ("convolution_backward_weight", "is a library call, run by PyTorch")):
     if _name in PRIMS:
         lowerings[PRIMS[_name]] = _extern_rule(_why)
+
+
+@register_lowering(torch.ops.aten.convolution_backward.default)
+def lower_convolution_backward(lowering, node, *args):
+    """Both gradients of a convolution in one PyTorch call (``fuse_convolution_backward``
+    in compile_fx.py pairs them): a tuple, read through ``getitem``."""
+    return lowering.extern(node, node.target, args, {}, "convolution_backward (the input "
+                           "and weight gradients in one call) is a library call, run by "
+                           "PyTorch", fallback=False)
 
 
 _LANGUAGE = {"cpp": "C++", "triton": "Triton"}   # (of the scan kernels' descriptions)

@@ -10,6 +10,9 @@ A *kernel* is a group of computed buffers the scheduler decided to fuse. Its
   pointwise node (iterates x and r, e.g. softmax's ``exp(x - max) / sum``), or an ``x``
   pointwise node (one value per x, e.g. layernorm's ``rsqrt(var + eps)``).
 
+A cheap pointwise buffer that nothing outside the kernel reads need not line up at all: it
+is an ``inline`` node, never looped over, computed at each index a reader loads it (below).
+
 Inside a kernel, buffers that nothing outside reads are never written to memory: a load of
 such a pointwise buffer is replaced by its inner function evaluated at the loaded index
 (inlining), and a load of a reduction computed earlier in the kernel is replaced by the
@@ -78,7 +81,8 @@ class KernelPlan:
     stored: set[str]
     shape: tuple[int, ...]            # pointwise: the iterated shape; reduction: src_shape
     reduced_dims: tuple[int, ...] = ()
-    phases: dict[str, str] = field(default_factory=dict)  # buffer name -> full | x | reduction
+    # buffer name -> full | x | reduction | inline (computed only where it is read)
+    phases: dict[str, str] = field(default_factory=dict)
 
     @property
     def is_reduction(self) -> bool:
@@ -133,19 +137,20 @@ class KernelPlan:
                         ir.same_sizes(_squeeze(size), _squeeze(kept)):
                     plan.phases[n.name] = "x"
                 else:
-                    raise FusionError(
+                    plan.phases[n.name] = _inline_phase(
+                        n, nodes, stored, math.prod(plan.shape),
                         f"{n.name} has shape {list(size)}, which lines up neither with the "
                         f"reduction's input {list(plan.shape)} nor with its output "
                         f"{list(kept)}")
             return plan
         numels = {n.name: ir.size_expr(math.prod(n.get_size())) for n in nodes}
-        if len(set(numels.values())) > 1:
-            a, b = nodes[0], next(n for n in nodes if numels[n.name] != numels[nodes[0].name])
-            raise FusionError(f"different iteration sizes: {a.name} has {numels[a.name]} "
-                              f"elements, {b.name} has {numels[b.name]}")
         main = next((n for n in nodes if n.name in stored), nodes[-1])
         plan = cls(nodes, stored, tuple(main.get_size()))
-        plan.phases = {n.name: "full" for n in nodes}
+        for n in nodes:
+            plan.phases[n.name] = "full" if numels[n.name] == numels[main.name] else \
+                _inline_phase(n, nodes, stored, numels[main.name],
+                              f"different iteration sizes: {main.name} has "
+                              f"{numels[main.name]} elements, {n.name} has {numels[n.name]}")
         return plan
 
     # -- indices -------------------------------------------------------------------------
@@ -169,6 +174,8 @@ class KernelPlan:
 
         for node in self.nodes:
             phase, stored = self.phases[node.name], node.name in self.stored
+            if phase == "inline":
+                continue
             if phase == "full":
                 if stored:
                     pending.append(node)
@@ -204,6 +211,36 @@ class KernelPlan:
             kept = iter([i for i, s in zip(own, ref) if not _is_one(s)])
             return [0 if _is_one(s) else next(kept) for s in size]
         return ir.unflatten_index(ir.flatten_index(own, ref), size)
+
+
+INLINE_OP_LIMIT = 8
+"""A buffer whose loops do not line up with its kernel's is computed inside it, at each index
+its readers load (phase ``inline``), only when that is cheap: computing it -- with what it
+reads from the same kernel -- takes at most this many operations, or it has at least as many
+elements as the kernel iterates (a larger buffer read through a slice: only the elements read
+are computed). Recomputing costs arithmetic; a kernel of its own costs a launch and a trip
+through memory for its result."""
+
+
+def _inline_phase(node: ComputedBuffer, nodes: Sequence[ComputedBuffer], stored: set[str],
+                  kernel_numel: Any, why: str) -> str:
+    """``"inline"`` for a pointwise ``node`` whose loop nest does not line up with its
+    kernel's, when it may be computed at its readers' indices instead of in a loop of its
+    own: nothing outside the kernel reads it (it is never stored) and computing it again is
+    cheap (:data:`INLINE_OP_LIMIT`). The gradient of a strided slice (a ``slice_scatter``
+    into a smaller shape, then one into the full one: a pooling window's gradient) then
+    takes one pass. Otherwise a FusionError saying ``why`` the loops do not line up."""
+    if node.is_reduction or node.name in stored:
+        raise FusionError(why)
+    numel = ir.size_expr(math.prod(node.get_size()))
+    extra = sympy.simplify(sympy.sympify(numel) - sympy.sympify(ir.size_expr(kernel_numel)))
+    if not (extra.is_number and extra >= 0):
+        cost = ir.op_count(node, {n.name: n for n in nodes})
+        if cost > INLINE_OP_LIMIT:
+            raise FusionError(f"{why}; computing {node.name} again at every index that reads "
+                              f"it would take {cost} operations "
+                              f"(more than {INLINE_OP_LIMIT})")
+    return "inline"
 
 
 def _is_one(size: Any) -> bool:
