@@ -189,13 +189,17 @@ def test_report_tabulates_cases_and_plots_both_panels():
     assert len(fig.axes) == 2 and len(fig.axes[0].patches) == 2
 
 
-def _benchmarks_run():
-    """benchmarks/run.py, a script, imported as a module (its dataclasses need sys.modules)."""
+def _benchmarks_run(script: str = "run"):
+    """benchmarks/<script>.py, a script, imported as a module (its dataclasses need
+    sys.modules)."""
     import importlib.util
     import sys
     from pathlib import Path
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "run.py"
-    spec = importlib.util.spec_from_file_location("benchmarks_run", path)
+    folder = Path(__file__).resolve().parents[1] / "benchmarks"
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))     # (its imports of the scripts beside it)
+    spec = importlib.util.spec_from_file_location(f"benchmarks_{script}",
+                                                  folder / f"{script}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -242,3 +246,22 @@ def test_count_calls_counts_python_and_c_functions_per_call():
     counted = count_calls(f, x, calls=4)
     assert (counted.python, counted.c) == (2, 3)
     assert dict(counted.top)["_VariableFunctionsClass.relu [c]"] == 1
+
+
+def test_steady_state_benchmark_checks_then_times_a_real_model(capsys):
+    """benchmarks/steady_state.py's ``--quick`` case, in this process: a transformers model
+    compiled, checked against eager (inference and a training step), and timed side by side
+    -- a smoke test of the script, no timing asserted."""
+    pytest.importorskip("transformers")
+    steady = _benchmarks_run("steady_state")
+    timing = {"warmup": 1, "repeat": 2, "min_time": 0.0, "max_time": 0.5}
+    rows = [steady.case("distilbert", mode, 1, "cpu", False, timing)
+            for mode in ("infer", "train")]
+    assert rows[0]["right"] == {"tutorcompile": "yes"}
+    # dropout is on in training: eager itself changes its loss from one step to the next
+    assert rows[1]["right"] == {"tutorcompile": "—"}
+    for row in rows:
+        assert row["eager ms"] > 0 and row["tutorcompile ms"] > 0
+    steady.print_rows(rows)
+    out = capsys.readouterr().out
+    assert "distilbert" in out and "transformer  train" in out
