@@ -678,3 +678,41 @@ def test_native_batch_norm_without_an_update_is_prims():
     check_values_and_grads(aot_function(lambda x, w, b: fn(x, w, b)[0] * fn(x, w, b)[3]),
                            lambda x, w, b: fn(x, w, b)[0] * fn(x, w, b)[3], [x, w, b],
                            "native_batch_norm")
+
+
+def _flagged_targets():
+    """Every function with a decomposition that takes an ``inplace`` flag."""
+    import inspect
+    found = []
+    for target in DECOMPOSITIONS:
+        try:
+            params = list(inspect.signature(target).parameters.values())
+        except (TypeError, ValueError):
+            continue
+        names = [p.name for p in params]
+        if "inplace" in names:
+            # the parameters before the flag, at their defaults (a lower bound if none)
+            before = [p.default if p.default is not inspect.Parameter.empty else 0.5
+                      for p in params[1:names.index("inplace")]]
+            found.append(pytest.param(target, before, id=target.__name__))
+    return found
+
+
+@pytest.mark.parametrize("spelling", ["positional", "keyword"])
+@pytest.mark.parametrize("target,before", _flagged_targets())
+def test_an_inplace_flag_passed_by_position_is_still_decomposed(target, before, spelling):
+    """``F.hardswish(x, False)`` -- how Dynamo writes ``nn.Hardswish(inplace=True)`` once
+    functionalized -- is decomposed like ``F.hardswish(x, inplace=False)``: a rule that
+    refused the positional flag sent the op and its backward to PyTorch."""
+    from tutorcompile.aot.prim_graph import decompose
+    from tutorcompile.fx import Graph
+    from tutorcompile.fx.interpreter import TensorMeta
+    graph = Graph()
+    x = graph.placeholder("x")
+    args, kwargs = ((x, *before, False), {}) if spelling == "positional" else \
+        ((x, *before), {"inplace": False})
+    graph.output(graph.call_function(target, args, kwargs))
+    meta = TensorMeta.of(torch.randn(4, 3, 5, 5))
+    _, report = decompose(graph, [meta])
+    assert not report.extern, str(report)
+    assert report.decomposed, str(report)

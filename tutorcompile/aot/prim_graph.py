@@ -18,6 +18,8 @@ lowering.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import operator
 from collections import Counter
@@ -413,6 +415,7 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
     rule = table.get(key)
     why = "no decomposition registered"
     if rule is not None:
+        args, kwargs = _flag_by_keyword(fn, args, kwargs)
         try:
             out = rule(*args, **kwargs)
             report.decomposed[name] += 1
@@ -429,6 +432,40 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
     if is_random(node):
         return _random_extern_call(fn, args, kwargs, meta)
     return _stop_gradients(fn, args, kwargs, extern_call(fn, args, kwargs, meta=meta))
+
+
+_FLAGS = ("inplace",)
+"""Keyword-style flags that a rule takes by name, however the call spelled them."""
+
+
+@functools.cache
+def _flag_positions(fn: Callable) -> tuple[tuple[int, str], ...]:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return ()
+    return tuple((i, p.name) for i, p in enumerate(params) if p.name in _FLAGS
+                 and p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def _flag_by_keyword(fn: Callable | None, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``F.hardswish(x, False)`` as ``F.hardswish(x, inplace=False)``: a rule takes its
+    flags (``inplace``) by name, but a call may pass them by position -- as Dynamo writes
+    ``nn.Hardswish(inplace=True)``, and as functionalization rewrites it. Every activation
+    rule refused the positional spelling, so its op (and the op's backward) ran in PyTorch:
+    MobileNetV3's training step called PyTorch's autograd for 38 hardswish and hardsigmoid.
+    """
+    if fn is None:
+        return args, kwargs
+    try:
+        positions = _flag_positions(fn)
+    except TypeError:                            # (an unhashable callable)
+        return args, kwargs
+    for i, name in reversed(positions):
+        if i < len(args) and name not in kwargs:
+            kwargs = {**kwargs, name: args[i]}
+            args = args[:i] + args[i + 1:]
+    return args, kwargs
 
 
 def _stop_gradients(fn: Callable, args: tuple, kwargs: dict, out: Any) -> Any:
