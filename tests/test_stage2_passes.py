@@ -319,3 +319,17 @@ def test_dce_keeps_concrete_arg_checks():
     assert any(n.name == "check_flag" for n in kept.graph.nodes)
     with pytest.raises(ValueError):
         kept(torch.randn(2), 3)
+
+
+def test_dce_keeps_a_batch_norm_that_updates_running_statistics():
+    """``F.batch_norm(..., training=True)`` writes its running statistics although its
+    result is a new tensor: unused, it stays; in eval mode (or without statistics) it goes."""
+    def fn(x, mean, var):
+        F.batch_norm(x, mean, var, training=True)           # kept: writes mean and var
+        F.batch_norm(x, mean, var, None, None, False)       # dropped: reads only
+        F.batch_norm(x, None, None, training=True)          # dropped: no statistics
+        F.instance_norm(x.unsqueeze(-1), mean, var)         # kept: use_input_stats=True
+        return x + 1
+    gm = symbolic_trace(fn)
+    kept = [n.target for n in dce(gm.graph).nodes if n.op == "call_function"]
+    assert kept.count(F.batch_norm) == 1 and kept.count(F.instance_norm) == 1, kept

@@ -96,10 +96,24 @@ def draws_then_checks(x):
     return x + noise
 
 
+BN = torch.nn.BatchNorm1d(3)
+
+
+def normalizes_then_checks(x):
+    h = BN(x)   # in training: writes BN's running statistics, as an in-place op would
+    if (x < 0).any():
+        raise ValueError("negative")
+    return h
+
+
 def test_a_graph_that_writes_or_draws_keeps_the_branch_a_break():
     x, buf = torch.rand(3), torch.zeros(3)
     assert len(tc.explain(writes_then_checks)(x, buf).break_reasons) == 1
     assert len(tc.explain(draws_then_checks)(x).break_reasons) == 1
+    assert len(tc.explain(normalizes_then_checks)(torch.rand(4, 3)).break_reasons) == 1
+    BN.eval()   # no statistics written: the check is assumed, one graph
+    assert len(tc.explain(normalizes_then_checks)(torch.rand(4, 3)).break_reasons) == 0
+    BN.train()
     tc.reset()
     compiled = tc.compile(writes_then_checks, backend="eager")
     mine, theirs = torch.zeros(3), torch.zeros(3)

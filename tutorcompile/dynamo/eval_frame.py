@@ -730,10 +730,7 @@ def _rerun_safe(graph) -> bool:
     """Whether running ``graph`` and then the frame again (uncompiled) is the same as
     running the frame once: no node writes a tensor (an in-place op, BatchNorm's running
     statistics) or draws a random number."""
-    def writes(node) -> bool:
-        name = str(getattr(node.target, "__name__", node.target))
-        return is_impure(node) or "batch_norm" in name or "instance_norm" in name
-    return not any(writes(node) for node in graph.nodes
+    return not any(is_impure(node) for node in graph.nodes
                    if node.op not in ("placeholder", "output"))
 
 

@@ -30,6 +30,34 @@ _RANDOM_WORDS = ("rand", "dropout", "bernoulli", "normal", "multinomial", "unifo
                  "rrelu", "gumbel", "fractional_max_pool")
 
 
+# Normalization functions that update running statistics in place, and where their
+# arguments sit: (running_mean's position, the flag's position and name). They write only
+# when given running statistics and the flag is not False.
+_RUNNING_STATS = {
+    torch.nn.functional.batch_norm: (1, 5, "running_mean", "training"),
+    torch.nn.functional.instance_norm: (1, 5, "running_mean", "use_input_stats"),
+    torch.batch_norm: (3, 5, "running_mean", "training"),
+    torch.instance_norm: (3, 5, "running_mean", "use_input_stats"),
+}
+
+
+def _updates_running_stats(node: Node) -> bool:
+    """``F.batch_norm(x, mean, var, training=True)``: the call writes ``mean`` and ``var``
+    (BatchNorm's running statistics) although its result is a new tensor."""
+    where = _RUNNING_STATS.get(node.target) if node.op == "call_function" else None
+    if where is None:
+        return False
+    stats_at, flag_at, stats_name, flag_name = where
+
+    def argument(position, name, default):
+        if len(node.args) > position:
+            return node.args[position]
+        return node.kwargs.get(name, default)
+    flag_default = flag_name == "use_input_stats"      # (batch_norm's training: False)
+    return argument(stats_at, stats_name, None) is not None and \
+        argument(flag_at, flag_name, flag_default) is not False
+
+
 def _target_name(node: Node) -> str:
     if node.op in ("call_method", "call_module"):
         return str(node.target)
@@ -83,6 +111,8 @@ def is_impure(node: Node) -> bool:
     if node.op == "call_module":
         return True  # a module may update state (BatchNorm statistics, counters)
     if node.op == "call_function" and node.target in _EFFECTFUL_FUNCTIONS:
+        return True
+    if _updates_running_stats(node):
         return True
     name = _target_name(node)
     if node.op in ("call_function", "call_method") and name.endswith("_") \
