@@ -41,6 +41,17 @@ def device(request):
     return request.param
 
 
+@pytest.fixture
+def fresh_compiler():
+    """No compiled graph, guard, dynamic mark or recompile log before or after the test
+    (``tutorcompile.reset()``). Test files that compile ask for it for every test:
+    ``pytestmark = pytest.mark.usefixtures("fresh_compiler")``."""
+    from tutorcompile.dynamo.eval_frame import reset
+    reset()
+    yield
+    reset()
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

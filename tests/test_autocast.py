@@ -19,15 +19,10 @@ from tutorcompile.aot.aot_autograd import eager_compiler
 from tutorcompile.dynamo.eval_frame import cache_entries
 from tutorcompile.models import GPT, GPTConfig
 
+pytestmark = pytest.mark.usefixtures("fresh_compiler")
+
 BACKENDS = ["eager", "aot_eager", "inductor"]
 BF16 = {"rtol": 1.6e-2, "atol": 1e-2}   # bf16 has 8 bits of mantissa
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    tc.reset()
-    yield
-    tc.reset()
 
 
 class MixedBlock(torch.nn.Module):

@@ -72,3 +72,30 @@ def test_course_grade_reaches_the_grader():
     shown = subprocess.run(["bash", str(ROOT / "course"), "grade", "--help"], env=env,
                            capture_output=True, text=True, check=True).stdout
     assert shown.startswith("usage: python -m tutorcompile.grading grade")
+
+
+def test_every_type_checking_import_names_something_that_exists():
+    """Imports under ``if TYPE_CHECKING:`` never run, so a wrong one (a module one package
+    level off) fails no test and misleads a reader and a type checker: each is resolved
+    here."""
+    import ast
+    import importlib
+    root = ROOT
+    wrong = []
+    for path in sorted((root / "tutorcompile").rglob("*.py")):
+        package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.If) and getattr(node.test, "id", None) ==
+                    "TYPE_CHECKING"):
+                continue
+            for imp in node.body:
+                if not isinstance(imp, ast.ImportFrom):
+                    continue
+                name = "." * imp.level + (imp.module or "")
+                try:
+                    module = importlib.import_module(name, package)
+                    for alias in imp.names:
+                        getattr(module, alias.name)
+                except (ImportError, AttributeError) as e:
+                    wrong.append(f"{path.relative_to(root)}: from {name} import ...: {e}")
+    assert not wrong, "\n".join(wrong)

@@ -14,17 +14,14 @@ import torch
 
 import tutorcompile as tc
 from tutorcompile import _logging as logs
-from tutorcompile.dynamo import eval_frame
 from tutorcompile.fx import Graph, exec_generated
 
 pytestmark = pytest.mark.stage5
 
 
 @pytest.fixture(autouse=True)
-def _fresh():
-    eval_frame.reset()
+def _fresh(fresh_compiler):
     yield
-    eval_frame.reset()
     logs.set_logs()
 
 

@@ -17,23 +17,15 @@ import pytest
 import torch
 
 import tutorcompile as tc
-from tutorcompile.dynamo import eval_frame
 from tutorcompile.models import HF_MODELS, HF_MORE_MODELS, hf_input_ids, hf_model
 
 transformers = pytest.importorskip("transformers")
 
-pytestmark = pytest.mark.stage3
+pytestmark = [pytest.mark.stage3, pytest.mark.usefixtures("fresh_compiler")]
 
 MODELS = list(HF_MODELS)
 # inductor compiles C++ kernels for forward and backward: ~10-30 s per model on 2 cores
 BACKENDS = ["eager", "aot_eager", pytest.param("inductor", marks=pytest.mark.slow)]
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    eval_frame.reset()
-    yield
-    eval_frame.reset()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -9,17 +9,10 @@ import tutorcompile as tc
 from tests.capture_cases import checks_then_computes
 from tutorcompile.dynamo import eval_frame
 
-pytestmark = pytest.mark.stage3
+pytestmark = [pytest.mark.stage3, pytest.mark.usefixtures("fresh_compiler")]
 
 BACKENDS = ["eager", "aot_eager", "inductor"]
 D = torch.distributions
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    tc.reset()
-    yield
-    tc.reset()
 
 
 def normal_log_prob(loc, scale, x):

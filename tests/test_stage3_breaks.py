@@ -22,11 +22,8 @@ SEEN: list = []
 
 
 @pytest.fixture(autouse=True)
-def _fresh():
-    eval_frame.reset()
+def _fresh(fresh_compiler):
     SEEN.clear()
-    yield
-    eval_frame.reset()
 
 
 def with_print(x):

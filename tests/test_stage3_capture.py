@@ -16,14 +16,7 @@ from tutorcompile.fx import GraphModule, to_torch_fx
 # graph as it is (tutorcompile.compile's default backend, 'inductor', adds AOT and codegen).
 compile_eager = functools.partial(eval_frame.compile, backend="eager")
 
-pytestmark = pytest.mark.stage3
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    eval_frame.reset()
-    yield
-    eval_frame.reset()
+pytestmark = [pytest.mark.stage3, pytest.mark.usefixtures("fresh_compiler")]
 
 
 def f_ops(x, y):

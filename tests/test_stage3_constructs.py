@@ -24,14 +24,8 @@ import torch
 import tutorcompile as tc
 from tutorcompile.dynamo import eval_frame
 
-pytestmark = pytest.mark.stage3
+pytestmark = [pytest.mark.stage3, pytest.mark.usefixtures("fresh_compiler")]
 
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    eval_frame.reset()
-    yield
-    eval_frame.reset()
 
 Pair = collections.namedtuple("Pair", "a b")
 

@@ -14,14 +14,7 @@ from tutorcompile.dynamo.eval_frame import RECOMPILE_LOG, cache_entries
 # graph as it is (tutorcompile.compile's default backend, 'inductor', adds AOT and codegen).
 compile_eager = functools.partial(eval_frame.compile, backend="eager")
 
-pytestmark = pytest.mark.stage3
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    eval_frame.reset()
-    yield
-    eval_frame.reset()
+pytestmark = [pytest.mark.stage3, pytest.mark.usefixtures("fresh_compiler")]
 
 
 def flatten_rows(x):

@@ -16,17 +16,10 @@ from tutorcompile.dynamo.exc import RecompileLimitWarning
 # graph as it is (tutorcompile.compile's default backend, 'inductor', adds AOT and codegen).
 compile_eager = functools.partial(eval_frame.compile, backend="eager")
 
-pytestmark = pytest.mark.stage3
+pytestmark = [pytest.mark.stage3, pytest.mark.usefixtures("fresh_compiler")]
 
 OFFSET = 1.0
 TABLE = torch.ones(3)
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    eval_frame.reset()
-    yield
-    eval_frame.reset()
 
 
 def uses_shape(x):

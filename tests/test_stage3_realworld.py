@@ -16,16 +16,9 @@ import tutorcompile as tc
 from tutorcompile.dynamo import eval_frame
 from tutorcompile.dynamo.eval_frame import cache_entries
 
-pytestmark = pytest.mark.stage3
+pytestmark = [pytest.mark.stage3, pytest.mark.usefixtures("fresh_compiler")]
 
 compile_eager = functools.partial(eval_frame.compile, backend="eager")
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    eval_frame.reset()
-    yield
-    eval_frame.reset()
 
 
 # --- root cause 1: a bound method of a tensor is not a "torch callable" by truth value -------

@@ -35,14 +35,7 @@ from tutorcompile.fx import symbolic_trace
 from tutorcompile.fx.symbolic_shapes import ShapeEnv, SymInt, SymShape, as_shape
 from tutorcompile.models import GPT, MLP, AlexNet, GPTConfig
 
-pytestmark = pytest.mark.stage4
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    eval_frame.reset()
-    yield
-    eval_frame.reset()
+pytestmark = [pytest.mark.stage4, pytest.mark.usefixtures("fresh_compiler")]
 
 
 # --- the shape environment ---------------------------------------------------------------

@@ -21,14 +21,7 @@ from tests.test_stage4_dynamic import _values_and_grads_at
 from tutorcompile.dynamo import backends, eval_frame
 from tutorcompile.models import GPT, MLP, AlexNet, GPTConfig
 
-pytestmark = pytest.mark.stage5
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    eval_frame.reset()
-    yield
-    eval_frame.reset()
+pytestmark = [pytest.mark.stage5, pytest.mark.usefixtures("fresh_compiler")]
 
 
 def _counting(backend="cpp"):

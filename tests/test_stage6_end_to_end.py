@@ -10,7 +10,7 @@ import torch
 import tutorcompile as tc
 from tutorcompile.models import GPT, MLP, AlexNet, GPTConfig
 
-pytestmark = pytest.mark.stage6
+pytestmark = [pytest.mark.stage6, pytest.mark.usefixtures("fresh_compiler")]
 
 MODELS = {
     "gpt": lambda: GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2,
@@ -18,13 +18,6 @@ MODELS = {
     "alexnet": lambda: AlexNet(width=8, dropout=0.0),
     "mlp": lambda: MLP((10, 5, 2)),
 }
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    tc.reset()
-    yield
-    tc.reset()
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))

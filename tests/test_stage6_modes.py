@@ -8,14 +8,7 @@ import tutorcompile as tc
 from tutorcompile.cudagraphs import NO_CUDA, CUDAGraphed
 from tutorcompile.dynamo import cache_entries
 
-pytestmark = pytest.mark.stage6
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    tc.reset()
-    yield
-    tc.reset()
+pytestmark = [pytest.mark.stage6, pytest.mark.usefixtures("fresh_compiler")]
 
 
 def mlp():

@@ -21,7 +21,7 @@ from ..exc import Unsupported
 from ..source import Source
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .symbolic_convert import InstructionTranslator
+    from ..symbolic_convert import InstructionTranslator
 
 CONSTANT_TYPES = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis),
                   re.Pattern, re.Match,
