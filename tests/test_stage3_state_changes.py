@@ -189,3 +189,67 @@ def test_an_unchanged_method_is_one_compile():
     for _ in range(3):
         compiled(torch.ones(3))
     assert len(graphs) == 1
+
+
+# --- torch.set_grad_enabled as a statement ----------------------------------------------------
+
+def _grad_off_then_on(x):
+    torch.set_grad_enabled(False)
+    frozen = x * 2
+    torch.set_grad_enabled(True)
+    return frozen, x * 3
+
+
+def _grad_left_off(x):
+    torch.set_grad_enabled(False)
+    return x * 2
+
+
+def _grad_statement_inside_no_grad(x):
+    with torch.no_grad():
+        torch.set_grad_enabled(True)    # until the block ends, whose exit restores the mode
+        inside = x * 2
+    return inside, x * 3
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+@pytest.mark.parametrize("fn", [_grad_off_then_on, _grad_left_off,
+                                _grad_statement_inside_no_grad], ids=lambda f: f.__name__)
+def test_a_set_grad_enabled_statement_is_traced_and_leaves_the_mode_eager_leaves(fn, backend):
+    x = torch.randn(3, requires_grad=True)
+    try:
+        expected = fn(x)
+        mode_after = torch.is_grad_enabled()
+        torch.set_grad_enabled(True)
+        explained = tc.explain(fn)(x)
+        assert explained.graph_count == 1 and not explained.break_reasons, explained
+        torch.set_grad_enabled(True)
+        tc.reset()
+        got = tc.compile(fn, backend=backend)(x)
+        assert torch.is_grad_enabled() == mode_after
+        for g, e in zip(got if isinstance(got, tuple) else [got],
+                        expected if isinstance(expected, tuple) else [expected]):
+            torch.testing.assert_close(g, e)
+            assert g.requires_grad == e.requires_grad
+    finally:
+        torch.set_grad_enabled(True)
+
+
+def test_a_break_after_a_set_grad_enabled_statement_resumes_in_the_mode_it_set(capsys):
+    def fn(x):
+        torch.set_grad_enabled(False)
+        y = x * 2
+        print("grad mode", torch.is_grad_enabled())    # a break: the rest runs resumed
+        return y + x
+    x = torch.randn(3, requires_grad=True)
+    try:
+        explained = tc.explain(fn)(x)
+        assert explained.graph_count == 2 and len(explained.break_reasons) == 1
+        torch.set_grad_enabled(True)
+        tc.reset()
+        capsys.readouterr()
+        out = tc.compile(fn, backend="aot_eager")(x)
+        assert capsys.readouterr().out == "grad mode False\n"
+        assert not out.requires_grad and not torch.is_grad_enabled()
+    finally:
+        torch.set_grad_enabled(True)

@@ -180,6 +180,9 @@ class InstructionTranslator(VM):
         self._scopes: dict[int, str] = {id(frame.globals): "G"}
         self.side_effect_objects: list[VariableTracker] = []  # outside objects written to
         self.grad_stack: list[bool] = []  # grad mode of traced no_grad/enable_grad blocks
+        # the global grad mode a ``torch.set_grad_enabled(mode)`` statement set (None: the
+        # mode the frame was entered with); set for real after the graph
+        self.global_grad: bool | None = None
         self.autocast_stack: list[tuple] = []  # traced torch.autocast regions, innermost last
         self._globals_written: dict[str, GlobalsVariable] = {}  # by scope label
         self._writes = 0  # see writes_recorded
@@ -223,7 +226,7 @@ class InstructionTranslator(VM):
         while True:
             mark = (len(self.output.created), len(self._wrapped_order))
             saved = (root.ip, list(root.stack), dict(root.locals), list(self.grad_stack),
-                     list(root.exc_stack), list(self.autocast_stack))
+                     list(root.exc_stack), list(self.autocast_stack), self.global_grad)
             seeded = len(self.prologue)
             self.journal = {}
             try:
@@ -234,7 +237,7 @@ class InstructionTranslator(VM):
                 self._rollback(mark)
                 del self.prologue[seeded:]   # the breaking instruction runs them for real
                 (root.ip, root.stack, root.locals, self.grad_stack, root.exc_stack,
-                 self.autocast_stack) = saved
+                 self.autocast_stack, self.global_grad) = saved
                 self.frames = [root]
                 if getattr(e, "raised", False):
                     # the traced code raised and nothing traced catches it: the frame runs
@@ -292,6 +295,11 @@ class InstructionTranslator(VM):
                     result.side_effects.append((vt, None, vt))  # new contents, same object
             elif not vt.fresh:
                 result.side_effects += [(vt, name, value) for name, value in vt.pending.items()]
+        if self.global_grad is not None:
+            # a ``torch.set_grad_enabled(mode)`` statement: the mode the program leaves
+            result.side_effects.append((grad_mode := DeferredCallVariable(
+                self._wrap(torch._C._set_grad_enabled, None),
+                [ConstantVariable(self.global_grad)], {}), None, grad_mode))
         if self.output.op_count:
             self.guards.GRAD_MODE()
             self.guards.AUTOCAST()
@@ -1004,7 +1012,19 @@ class InstructionTranslator(VM):
 
     @property
     def grad_enabled(self) -> bool:
-        return self.grad_stack[-1] if self.grad_stack else torch.is_grad_enabled()
+        if self.grad_stack:
+            return self.grad_stack[-1]
+        return torch.is_grad_enabled() if self.global_grad is None else self.global_grad
+
+    def set_grad_mode(self, mode: bool) -> None:
+        """``torch.set_grad_enabled(mode)`` as a statement: the mode of the ops traced after
+        it. Inside a traced ``no_grad``/``enable_grad`` block it lasts until the block ends
+        (whose exit puts back the mode it found, as PyTorch's does); outside one it is the
+        global mode from here on, and the compiled code sets it after the graph."""
+        if self.grad_stack:
+            self.grad_stack[-1] = mode
+        else:
+            self.global_grad = mode
 
     def BEFORE_WITH(self, f, inst):
         # torch.no_grad/enable_grad change the grad mode of the graph's ops; a context

@@ -410,16 +410,25 @@ class UserDefinedClassVariable(VariableTracker):
 def _set_grad_enabled(tx, args: list, kwargs: dict) -> VariableTracker:
     """``with torch.set_grad_enabled(mode):`` -- a grad-mode region like ``torch.no_grad()``.
     The object sets the mode as it is made; entered at once (the next instruction is the
-    with-block's), that is the region. Called on its own as a statement it changes the
-    global mode for whatever runs next, inside the graph and after it: a break."""
+    with-block's), that is the region. Called on its own as a statement (its object
+    dropped: the next instruction is ``POP_TOP``) it changes the mode for whatever runs
+    next, in the graph and after it (``Optimizer.step``'s ``_use_grad`` turns gradients
+    off, steps, and turns them back on this way): :meth:`InstructionTranslator.set_grad_mode`.
+    Kept in any other way (a variable, an argument) it would set the mode at a moment the
+    tracer cannot follow: a break."""
     mode = (args[0] if args else kwargs.get("mode"))
     if mode is None or not mode.is_python_constant():
         raise Unsupported("torch.set_grad_enabled with a mode that is not a constant")
+    mode = bool(mode.as_python_constant())
     frame = tx.frames[-1]
-    if frame.instructions[frame.ip].opname != "BEFORE_WITH":
-        raise Unsupported("torch.set_grad_enabled called as a statement (changes the global "
-                          "grad mode); use it as a with-block")
-    return GradModeVariable(torch.set_grad_enabled, bool(mode.as_python_constant()))
+    following = frame.instructions[frame.ip].opname
+    if following == "POP_TOP":
+        tx.set_grad_mode(mode)
+        return ConstantVariable(None)
+    if following != "BEFORE_WITH":
+        raise Unsupported("torch.set_grad_enabled's object kept (not a with-block, not a "
+                          "statement): the grad mode it sets cannot be followed")
+    return GradModeVariable(torch.set_grad_enabled, mode)
 
 
 def _user_module_class(cls: type) -> bool:
