@@ -297,9 +297,9 @@ class InstructionTranslator(VM):
                 result.side_effects += [(vt, name, value) for name, value in vt.pending.items()]
         if self.global_grad is not None:
             # a ``torch.set_grad_enabled(mode)`` statement: the mode the program leaves
-            result.side_effects.append((grad_mode := DeferredCallVariable(
-                self._wrap(torch._C._set_grad_enabled, None),
-                [ConstantVariable(self.global_grad)], {}), None, grad_mode))
+            set_mode = DeferredCallVariable(self._wrap(torch._C._set_grad_enabled, None),
+                                            [ConstantVariable(self.global_grad)], {})
+            result.side_effects.append((set_mode, None, set_mode))
         if self.output.op_count:
             self.guards.GRAD_MODE()
             self.guards.AUTOCAST()

@@ -44,7 +44,7 @@ from __future__ import annotations
 import inspect
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import sympy
@@ -82,11 +82,12 @@ from .ir import (
 # stored in 16 bits and computed in float32: codegen/common.py compute_dtype)
 KERNEL_DTYPES = {"cpp": frozenset(CPP_DTYPES), "triton": frozenset(TRITON_DTYPES)}
 
-lowerings: dict[Prim, Callable] = {}
+lowerings: dict[Any, Callable] = {}
 
 
-def register_lowering(*prims: Prim):
-    """Decorator: ``fn(lowering, node, *args, **kwargs) -> IRNode`` lowers these prims."""
+def register_lowering(*prims: Any):
+    """Decorator: ``fn(lowering, node, *args, **kwargs) -> IRNode`` lowers these prims (or
+    other call targets a graph pass puts in, such as ``aten.convolution_backward``)."""
     def wrap(fn):
         for prim in prims:
             lowerings[prim] = fn
@@ -294,7 +295,7 @@ class GraphLowering:
             return self.lower_scan(node, args, kwargs)
         if target is extern_backward and node.args and node.args[0] is sequential_scan:
             return self.lower_scan_backward(node, args, kwargs)
-        rule = lowerings.get(target)
+        rule = lowerings.get(target) if isinstance(target, Hashable) else None
         if rule is not None:
             return rule(self, node, *args, **kwargs)
         name = getattr(target, "__name__", str(target))
