@@ -225,6 +225,10 @@ def qualified_name(target: Any) -> str | None:
     # (torch.relu reports module "torch._C._VariableFunctions") are found by name too.
     candidates += [f"torch.{name}", f"torch.nn.functional.{name}", f"torch.Tensor.{name}",
                    f"operator.{name}", f"math.{name}"]
+    if isinstance(module, str) and module.startswith("torch._ops."):
+        # an operator overload (``aten.convolution_backward.default``, named
+        # ``convolution_backward.default`` in module ``torch._ops.aten``)
+        candidates.append(f"torch.ops.{module.rsplit('.', 1)[1]}.{name}")
     # Public spellings first: `torch.nn.functional.gelu` reads better than `torch._C._nn.gelu`.
     candidates.sort(key=lambda path: "._" in path)
     for path in candidates:

@@ -433,7 +433,9 @@ class Scheduler:
         for i, g in enumerate(self.groups):
             if g.is_extern:
                 ext = g.buffers[0]
-                target = getattr(ext.kernel, "name", getattr(ext.kernel, "__name__", "call"))
+                target = getattr(ext.kernel, "name", None)     # a prim's name
+                if not isinstance(target, str):    # (an operator's ``name`` is a method)
+                    target = getattr(ext.kernel, "__name__", "call").split(".")[0]
                 g.name = f"extern_{target}_{i}"
                 continue
             ops: list[str] = []
