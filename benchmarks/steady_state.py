@@ -58,9 +58,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import vision_models  # noqa: E402
 from compile_time import _table, run_isolated  # noqa: E402
 
-# name -> (library, constructor name, extra keyword arguments)
+# name -> (library, constructor name, extra keyword arguments), as vision_models.MODELS
 VISION = {
     "resnet18": ("torchvision", "resnet18", {}),
     "mobilenet_v3_small": ("torchvision", "mobilenet_v3_small", {}),
@@ -89,21 +90,12 @@ def build(name: str):
     import torch
     import torch.nn.functional as F
 
-    from tutorcompile.environment import make_torchvision_importable
     from tutorcompile.models import hf_input_ids, hf_model
     torch.manual_seed(0)
     if name in VISION:
-        make_torchvision_importable()
-        library, ctor, kwargs = VISION[name]
-        if library == "torchvision":
-            import torchvision
-            model = getattr(torchvision.models, ctor)(num_classes=10, **kwargs)
-        else:
-            import timm
-            model = timm.create_model(ctor, pretrained=False, num_classes=10, **kwargs)
         labels = torch.tensor([3, 7])
-        return model.train(), (torch.randn(2, 3, 64, 64),), lambda out: F.cross_entropy(out,
-                                                                                        labels)
+        return (vision_models.make(*VISION[name]).train(), (torch.randn(2, 3, 64, 64),),
+                lambda out: F.cross_entropy(out, labels))
     # a fixed random projection of the last hidden state: ``pow(2).mean()`` of a layer
     # norm's output is a constant (its gradient rounding noise, 1e-9)
     projection = {}

@@ -81,9 +81,13 @@ MODELS = {
 
 
 def build(name: str):
+    return make(*MODELS[name])
+
+
+def make(library: str, ctor: str, kwargs: dict):
+    """A torchvision or timm classifier with 10 classes, randomly initialised."""
     from tutorcompile.environment import make_torchvision_importable
     make_torchvision_importable()
-    library, ctor, kwargs = MODELS[name]
     if library == "torchvision":
         import torchvision
         return getattr(torchvision.models, ctor)(num_classes=10, **kwargs)

@@ -45,6 +45,7 @@ torch/_inductor/graph.py (``GraphLowering.compile_to_module``).
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import operator
 import time
@@ -62,7 +63,7 @@ from ..errors import FallbackWarning
 from ..fx import Graph, GraphModule, Node, ShapeProp, TensorMeta, exec_generated
 from ..fx.passes.dce_cse import is_random
 from ..fx.symbolic_shapes import ShapeEnv, SymInt, as_shape, hint_int, pycode
-from ..ops import PRIMS
+from ..ops import PRIMS, prims
 from ..ops.table import contiguous_strides, normalize_dims
 from . import codecache
 from .codecache import batched_builds, compiled_graphs, graph_key
@@ -431,22 +432,19 @@ def fuse_addmm(graph: Graph) -> Graph:
     return graph
 
 
-_CONV_GRAD_PARAMS = {
-    "convolution_backward_input": ("g", "weight", "shape", "stride", "padding", "dilation",
-                                   "groups"),
-    "convolution_backward_weight": ("g", "x", "shape", "stride", "padding", "dilation",
-                                    "groups"),
-}
-_CONV_DEFAULTS = {"stride": 1, "padding": 0, "dilation": 1, "groups": 1}
-
-
-def _conv_grad_args(node) -> dict | None:
-    """The arguments of a convolution gradient prim by name, defaults filled in."""
-    params = _CONV_GRAD_PARAMS[node.target.name]
-    bound = dict(zip(params, node.args)) | dict(node.kwargs)
-    if set(bound) - set(params):
+def _conv_grad_args(node: Node) -> dict | None:
+    """The arguments of a convolution gradient prim by name (its reference's parameters:
+    ``g``, ``weight`` or ``x``, ``input_shape`` or ``weight_shape``, ``stride``...), defaults
+    filled in; None if they do not bind."""
+    try:
+        bound = inspect.signature(node.target.reference).bind(*node.args, **node.kwargs)
+    except TypeError:
         return None
-    return {p: bound.get(p, _CONV_DEFAULTS.get(p)) for p in params}
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+_CONV_SETTINGS = ("stride", "padding", "dilation", "groups")
 
 
 def fuse_convolution_backward(graph: Graph) -> Graph:
@@ -458,32 +456,33 @@ def fuse_convolution_backward(graph: Graph) -> Graph:
     match on the same gradient ``g`` and the same stride, padding, dilation and groups.
     Returns ``graph`` itself if no pair is found, else a rewritten copy."""
     names = ("convolution_backward_input", "convolution_backward_weight")
-    prims = tuple(PRIMS[n] for n in names if n in PRIMS)
-    if len(prims) != 2:
+    grad_prims = tuple(PRIMS[n] for n in names if n in PRIMS)
+    if len(grad_prims) != 2:
         return graph
 
     def pairs(g: Graph) -> list[tuple[Node, Node, dict, dict]]:
         weight_grads: dict[tuple, list[tuple[Node, dict]]] = {}
         for node in g.nodes:
-            if node.op == "call_function" and node.target is prims[1]:
+            if node.op == "call_function" and node.target is grad_prims[1]:
                 args = _conv_grad_args(node)
                 if args is not None:
-                    key = (args["g"], str([args[k] for k in _CONV_DEFAULTS]))
+                    key = (args["g"], str([args[k] for k in _CONV_SETTINGS]))
                     weight_grads.setdefault(key, []).append((node, args))
         found = []
         for node in g.nodes:
-            if node.op != "call_function" or node.target is not prims[0]:
+            if node.op != "call_function" or node.target is not grad_prims[0]:
                 continue
             args = _conv_grad_args(node)
-            if args is None or not all(isinstance(s, int) for s in args["shape"]):
+            if args is None or not all(isinstance(s, int) for s in args["input_shape"]):
                 continue
-            candidates = weight_grads.get((args["g"], str([args[k] for k in _CONV_DEFAULTS])))
+            candidates = weight_grads.get((args["g"], str([args[k] for k in _CONV_SETTINGS])))
             for i, (other, other_args) in enumerate(candidates or []):
                 x, w = other_args["x"], args["weight"]
                 if all(isinstance(v, Node) and hasattr(v.meta.get("tensor_meta"), "shape")
                        for v in (x, w)) \
-                        and tuple(x.meta["tensor_meta"].shape) == tuple(args["shape"]) \
-                        and tuple(w.meta["tensor_meta"].shape) == tuple(other_args["shape"]):
+                        and tuple(x.meta["tensor_meta"].shape) == tuple(args["input_shape"]) \
+                        and tuple(w.meta["tensor_meta"].shape) == \
+                        tuple(other_args["weight_shape"]):
                     found.append((node, other, args, other_args))
                     del candidates[i]
                     break
@@ -494,8 +493,8 @@ def fuse_convolution_backward(graph: Graph) -> Graph:
     graph = graph.copy("fuse_convolution_backward")
     order = {n: i for i, n in enumerate(graph.nodes)}
     for grad_x, grad_w, args, w_args in pairs(graph):
-        n = len(args["shape"]) - 2
-        stride, padding, dilation = (_conv_tuple(args[k], n)
+        n = len(args["input_shape"]) - 2
+        stride, padding, dilation = (prims._tuple(args[k], n)
                                      for k in ("stride", "padding", "dilation"))
         # the call goes where the later of the two stood: both operands exist there
         later = max(grad_x, grad_w, key=order.__getitem__)
@@ -513,10 +512,6 @@ def fuse_convolution_backward(graph: Graph) -> Graph:
         graph.erase_node(grad_x)
         graph.erase_node(grad_w)
     return graph
-
-
-def _conv_tuple(v, n: int) -> tuple[int, ...]:
-    return (v,) * n if isinstance(v, int) else tuple(v)
 
 
 SPLIT_MIN_INNER = 16
