@@ -205,3 +205,82 @@ def test_manual_seed_before_any_draw_is_one_graph_and_reseeds_every_call(backend
         compiled(x)
         torch.testing.assert_close(torch.rand(2), after)
     assert len(tc.explain(_draw_then_reseed)(x).break_reasons) == 1
+
+
+def _sdpa_by_keyword(m, x):
+    return F.scaled_dot_product_attention(x, x.flip(1), x, dropout_p=0.3)
+
+
+def _sdpa_by_position(m, x):   # attn_mask, dropout_p, is_causal by position
+    return F.scaled_dot_product_attention(x, x.flip(1), x, None, 0.3, True)
+
+
+DROPS_BY_ARGUMENT = {
+    # name: (module, how the function calls it); each draws only because an argument says so
+    "lstm": (lambda: nn.LSTM(8, 8, num_layers=2, dropout=0.3, batch_first=True),
+             lambda m, x: m(x)[0]),
+    "gru": (lambda: nn.GRU(8, 8, num_layers=2, dropout=0.3), lambda m, x: m(x)[0]),
+    "multihead_attention": (lambda: nn.MultiheadAttention(8, 2, dropout=0.3, batch_first=True),
+                            lambda m, x: m(x, x, x)[0]),
+    "multihead_attention_sdpa": (
+        lambda: nn.MultiheadAttention(8, 2, dropout=0.3, batch_first=True),
+        lambda m, x: m(x, x, x, need_weights=False)[0]),
+    # batch_first attention hands dropout1 a transposed tensor: eager's mask is drawn in
+    # that memory order
+    "transformer_encoder_layer": (
+        lambda: nn.TransformerEncoderLayer(8, 2, 16, dropout=0.2, batch_first=True),
+        lambda m, x: m(x)),
+    "sdpa_keyword": (nn.Identity, _sdpa_by_keyword),
+    "sdpa_positional": (nn.Identity, _sdpa_by_position),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", list(DROPS_BY_ARGUMENT))
+def test_calls_that_drop_out_by_an_argument_follow_eager(case, backend):
+    """RNNs, attention and SDPA draw dropout masks only when an argument asks (``dropout_p``,
+    ``dropout`` with ``train``): no random word in their names. They were taken for
+    deterministic, so the backward's replay drew new masks -- gradients silently off by up
+    to 7 -- and two such calls could have been merged. Now their draws follow eager's."""
+    torch.manual_seed(0)
+    make, call = DROPS_BY_ARGUMENT[case]
+    module = make()
+    x = torch.randn(2, 5, 8, requires_grad=True)
+
+    def step(fn, seed):
+        torch.manual_seed(seed)
+        out = fn(x)
+        grads = torch.autograd.grad(out.square().sum(), [x, *module.parameters()])
+        return out, grads, torch.rand(4)
+    try:
+        compiled = tc.compile(lambda x: call(module, x), backend=backend)
+        for seed in (1, 2):
+            expected, got = step(lambda x: call(module, x), seed), step(compiled, seed)
+            torch.testing.assert_close(got[0], expected[0], rtol=1e-4, atol=1e-5)
+            for g, e in zip(got[1], expected[1]):
+                torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
+            torch.testing.assert_close(got[2], expected[2], rtol=0, atol=0)
+    finally:
+        tc.reset()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attention_rows_masked_entirely_give_zeros_as_eager(backend):
+    """Attention's math path softmaxes safely: a query that may see no key gets zeros (and
+    zero gradients), where a plain softmax of ``-inf`` gives NaN."""
+    q, k, v = (torch.randn(2, 3, 6, 4, requires_grad=True) for _ in range(3))
+    mask = torch.ones(6, 6, dtype=torch.bool)
+    mask[2] = False
+
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    try:
+        out = tc.compile(f, backend=backend)(q, k, v)
+        expected = f(q, k, v)
+        torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-6)
+        assert out[:, :, 2].eq(0).all()
+        got = torch.autograd.grad(out.sum(), (q, k, v))
+        for g, e in zip(got, torch.autograd.grad(expected.sum(), (q, k, v))):
+            torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+    finally:
+        tc.reset()

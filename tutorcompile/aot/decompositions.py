@@ -34,7 +34,7 @@ import torch.nn.functional as F
 
 from ..fx.symbolic_shapes import SymInt
 from ..ops import GraphValue, make_meta, ops
-from ..ops.table import normalize_dim, normalize_dims, slice_indices
+from ..ops.table import contiguous_strides, normalize_dim, normalize_dims, slice_indices
 
 # target -> rule. Functions are keyed by themselves; Tensor methods by "method:<name>".
 DECOMPOSITIONS: dict[Any, Callable] = {}
@@ -343,6 +343,17 @@ def softmax(a, dim=None, _stacklevel=3, dtype=None):
     return ops.div(e, ops.sum(e, (dim,), keepdim=True))
 
 
+def safe_softmax(a, dim: int):
+    """Softmax whose rows of only ``-inf`` (a fully masked attention row) give zeros, not
+    NaN, as ATen's ``_safe_softmax`` (attention's math path): the shift and the divisor are
+    made safe, so no NaN is formed (nor its gradient)."""
+    dim = normalize_dim(dim, len(a.shape))
+    m = _row_max(a, dim)
+    e = ops.exp(ops.sub(a, ops.where(ops.eq(m, -math.inf), 0.0, m)))
+    total = ops.sum(e, (dim,), keepdim=True)
+    return ops.div(e, ops.where(ops.eq(total, 0), 1.0, total))
+
+
 @register_decomposition(*_both("log_softmax"), F.log_softmax)
 def log_softmax(a, dim=None, _stacklevel=3, dtype=None):
     if dtype is not None:
@@ -637,8 +648,12 @@ def _repeat_heads(x, heads):
 @register_decomposition(F.scaled_dot_product_attention)
 def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False,
                                  scale=None, enable_gqa=False):
-    if dropout_p != 0.0:
-        raise NotImplementedError("attention dropout")  # extern
+    """ATen's math path (``_scaled_dot_product_attention_math``), the one a CPU takes whenever
+    ``dropout_p > 0``: there the dropout is ``F.dropout`` of the softmax's probabilities, so
+    :func:`dropout` below draws the same numbers. A GPU's fused kernels draw their own way:
+    with dropout there the call stays an extern (PyTorch's kernel, its own draws)."""
+    if dropout_p != 0.0 and torch.device(q.device).type != "cpu":
+        raise NotImplementedError("attention dropout off the CPU")  # extern
     if enable_gqa:  # grouped-query attention: each key/value head serves a group of queries
         k, v = _repeat_heads(k, q.shape[-3]), _repeat_heads(v, q.shape[-3])
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
@@ -652,7 +667,8 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_caus
     if attn_mask is not None:
         scores = (ops.where(attn_mask, scores, float("-inf")) if attn_mask.dtype == torch.bool
                   else ops.add(scores, attn_mask))
-    return ops.matmul(softmax(scores, -1), v)
+    probs = softmax(scores, -1) if attn_mask is None else safe_softmax(scores, -1)
+    return ops.matmul(dropout(probs, dropout_p), v)
 
 
 # =======================================================================================
@@ -776,23 +792,52 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 # Randomness: dropout, with its mask drawn by one extern op
 # =======================================================================================
 
-def dropout_mask(shape, p, dtype, device):
+def dropout_mask(shape, p, dtype, device, stride=None):
     """Keep each element with probability ``1 - p``: a float mask of 0s and 1s.
 
-    The mask is eager's own: ``F.dropout`` run on ones of the input's shape, dtype and device
-    draws exactly what ``F.dropout(x, p)`` draws for ``x`` (the same generator, the same
-    sampler: ``bernoulli_`` on a CPU, the fused kernel on a GPU). So under the same
+    The mask is eager's own: ``F.dropout`` run on ones of the input's shape, dtype, device and
+    layout (``stride``, where eager's input was a dense permutation such as a transpose: the
+    sampler fills memory in order) draws exactly what ``F.dropout(x, p)`` draws for ``x``
+    (the same generator, the same sampler: ``bernoulli_`` on a CPU, the fused kernel on a
+    GPU). The mask comes back contiguous. So under the same
     ``torch.manual_seed`` the compiled model drops what the eager model drops, and the
     backward multiplies by this saved mask instead of drawing again.
     :func:`dropout_reference` recomputes the same result eagerly.
+
+    On a CPU, ``F.dropout`` is ATen's ``_dropout_impl``: one ``bernoulli_(1 - p)`` into an
+    empty tensor, then a divide and a multiply. The mask is that one draw, taken directly
+    (one pass over memory instead of five).
     """
-    ones = torch.ones(tuple(shape), dtype=dtype, device=device)
-    return (F.dropout(ones, p, training=True) != 0).to(dtype)
+    shape = tuple(shape)
+    stride = contiguous_strides(shape) if stride is None else tuple(stride)
+    empty = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+    if torch.device(device).type == "cpu":
+        return empty.bernoulli_(1.0 - p).contiguous()
+    return (F.dropout(empty.fill_(1), p, training=True) != 0).to(dtype).contiguous()
+
+
+def _eager_layout(x) -> tuple[int, ...] | None:
+    """The strides eager gave ``x`` when they are a dense permutation other than contiguous
+    (``x.transpose(0, 1)`` of a contiguous tensor), else None: the layout ``empty_like(x)``
+    keeps, and so the order in which a sampler run on it draws."""
+    stride = tuple(x.stride()) if isinstance(x, torch.Tensor) else \
+        x.node.meta.get("eager_stride")
+    shape = tuple(x.shape)
+    if stride is None or not all(isinstance(v, int) for v in (*shape, *stride)) or \
+            len(stride) != len(shape) or stride == contiguous_strides(shape):
+        return None
+    order = sorted(range(len(shape)), key=lambda d: (stride[d], shape[d]))
+    step = 1
+    for d in order:  # innermost first: each dimension's stride is the product of those inside
+        if shape[d] != 1 and stride[d] != step:
+            return None
+        step *= shape[d]
+    return stride
 
 
 def dropout_reference(x: torch.Tensor, p: float) -> torch.Tensor:
     """What a compiled ``F.dropout(x, p, training=True)`` computes (same RNG draws)."""
-    return x * dropout_mask(x.shape, p, x.dtype, x.device) / (1 - p)
+    return x * dropout_mask(x.shape, p, x.dtype, x.device, _eager_layout(x)) / (1 - p)
 
 
 @register_decomposition(F.dropout, "method:dropout", torch.dropout)
@@ -802,7 +847,9 @@ def dropout(x, p=0.5, training=True, inplace=False):
     if p == 1.0:
         return ops.mul(x, 0.0)
     from .prim_graph import extern_call  # (prim_graph imports this table)
-    mask = extern_call(dropout_mask, (tuple(x.shape), p, x.dtype, x.device), {},
+    layout = _eager_layout(x)
+    mask = extern_call(dropout_mask, (tuple(x.shape), p, x.dtype, x.device)
+                       + ((layout,) if layout is not None else ()), {},
                        meta=make_meta(x.shape, x.dtype, x.device))
     return ops.mul(ops.mul(x, mask), 1.0 / (1.0 - p))
 

@@ -28,6 +28,7 @@ from .decompositions import (
     _cast,
     _reduce,
     register_decomposition,
+    safe_softmax,
     softmax,
 )
 from .decompositions_math import (
@@ -1031,20 +1032,13 @@ def softmax_backward_data(grad_output, output, dim, input_dtype):
 
 
 @register_decomposition(torch.ops.aten._safe_softmax.default)
-def safe_softmax(a, dim, dtype=None):
-    """Softmax whose rows of only ``-inf`` (a fully masked attention row) give zeros, not
-    NaN: the shift and the divisor are made safe, so no NaN is formed (nor its gradient)."""
+def _safe_softmax(a, dim, dtype=None):
     if dtype is not None:
         a = _cast(a, dtype)
     a = _floating_only(a)
     if len(a.shape) == 0:
         raise NotImplementedError("a 0-d tensor")
-    d = normalize_dim(dim, len(a.shape))
-    m = ops.amax(a, (d,), keepdim=True)
-    m = ops.where(ops.eq(m, -math.inf), 0.0, m)
-    e = ops.exp(ops.sub(a, m))
-    total = ops.sum(e, (d,), keepdim=True)
-    return ops.div(e, ops.where(ops.eq(total, 0), 1.0, total))
+    return safe_softmax(a, dim)
 
 
 @register_decomposition(torch.ops.aten.native_dropout_backward.default)

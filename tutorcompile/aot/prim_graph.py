@@ -330,10 +330,21 @@ def decompose(graph: Graph, input_metas: list[Any], *, decompositions: dict | No
             kwargs = map_aggregate(node.kwargs, lambda a: env[a] if isinstance(a, Node) else a)
             with handler.graph.nodes_from(node):
                 env[node] = _call(node, args, kwargs, table, report)
+            _note_eager_layout(env[node], node)
     if result is None:
         result = ()
     out = handler.output(result)
     return out, report
+
+
+def _note_eager_layout(value: Any, node: Node) -> None:
+    """Remember on ``value``'s prim node the strides eager gave ``node``'s result (capture
+    recorded them): prims' own metas say contiguous after a transpose and an add, but a
+    sampler run on ``empty_like`` of that result (dropout's mask) fills it in memory order,
+    so drawing what eager draws needs eager's layout (see ``decompositions.dropout``)."""
+    meta = node.meta.get("tensor_meta")
+    if isinstance(value, GraphValue) and isinstance(meta, TensorMeta):
+        value.node.meta.setdefault("eager_stride", meta.stride)
 
 
 def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: DecompositionReport

@@ -14,6 +14,7 @@ torch/_inductor/pattern_matcher's CSE.
 
 from __future__ import annotations
 
+import inspect
 import operator
 from typing import Any
 
@@ -65,11 +66,60 @@ def _target_name(node: Node) -> str:
 
 
 def is_random(node: Node) -> bool:
-    """True if the node draws random numbers (so two copies of it give different values)."""
+    """True if the node draws random numbers (so two copies of it give different values):
+    a sampler by its name (``torch.rand``, ``F.dropout``), or a call that drops out by an
+    argument (``F.scaled_dot_product_attention(..., dropout_p=0.1)``, ``torch.lstm`` with
+    ``dropout`` and ``train``)."""
     if node.op not in ("call_function", "call_method"):
         return False
     name = _target_name(node).lower()
-    return any(word in name for word in _RANDOM_WORDS)
+    return any(word in name for word in _RANDOM_WORDS) or _drops_out_by_argument(node)
+
+
+def _drops_out_by_argument(node: Node) -> bool:
+    """Some calls draw only when told to: an argument named for dropout (``dropout_p``,
+    ``dropout``) that is not 0, with no ``train``/``training`` argument saying False. The
+    names come from the call's signatures (a builtin's from its ATen schemas, every overload:
+    ``lstm.input`` and ``lstm.data`` put ``dropout`` at different places). An argument that
+    is not a plain number (a graph value) counts as drawing."""
+    for names in _parameter_names(node.target) if node.op == "call_function" else []:
+        bound = dict(zip(names, node.args))
+        bound.update(node.kwargs)
+        rates = [v for k, v in bound.items() if "dropout" in k and not isinstance(v, bool)]
+        drops = any(not isinstance(v, (int, float)) or v != 0 for v in rates)
+        if drops and all(bound.get(flag, True) is not False for flag in ("train", "training")):
+            return True
+    return False
+
+
+def _parameter_names(target: Any) -> list[tuple[str, ...]]:
+    """The parameter names of each signature ``target`` has: a Python function's one, an
+    operator's schemas, a builtin ``torch``/``torch.nn.functional`` function's ATen schemas."""
+    try:
+        return _PARAMETER_NAMES[target]
+    except KeyError:
+        names = _PARAMETER_NAMES[target] = _read_parameter_names(target)
+        return names
+    except TypeError:  # unhashable
+        return _read_parameter_names(target)
+
+
+_PARAMETER_NAMES: dict[Any, list[tuple[str, ...]]] = {}
+
+
+def _read_parameter_names(target: Any) -> list[tuple[str, ...]]:
+    schemas = operator_schemas(target)
+    if not schemas and getattr(target, "__module__", None) in (
+            None, "torch", "torch._C", "torch._C._nn", "torch._C._VariableFunctions",
+            "torch.nn.functional"):
+        name = getattr(target, "__name__", None)
+        schemas = torch._C._jit_get_schemas_for_operator(f"aten::{name}") if name else []
+    if schemas:
+        return [tuple(a.name for a in s.arguments) for s in schemas]
+    try:
+        return [tuple(inspect.signature(target).parameters)]
+    except (TypeError, ValueError):
+        return []
 
 
 def operator_schemas(target: Any) -> list:
