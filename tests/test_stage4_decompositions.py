@@ -17,6 +17,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import tutorcompile as tc
 from tests.kernel_backends import on
 from tutorcompile.aot import (
     DECOMPOSITIONS,
@@ -716,3 +717,39 @@ def test_an_inplace_flag_passed_by_position_is_still_decomposed(target, before, 
     _, report = decompose(graph, [meta])
     assert not report.extern, str(report)
     assert report.decomposed, str(report)
+
+
+@pytest.mark.parametrize("target,args,kwargs", [
+    (F.adaptive_avg_pool2d, (1,), {}),                      # squeeze-excite's, a head's mean
+    (F.adaptive_avg_pool2d, ((2, 4),), {}),
+    (F.avg_pool2d, (8,), {}),                               # 64-element windows, in tiles
+    (F.avg_pool2d, ((16, 2),), {"divisor_override": 7}),
+    (F.adaptive_avg_pool1d, (1,), {}),
+], ids=["global", "adaptive_tiles", "window_8x8", "divisor_override", "global_1d"])
+def test_average_pooling_over_tiling_windows_of_any_size_is_one_reduction(target, args, kwargs):
+    """Windows that tile the input (stride = kernel, no padding) are a sum over a split
+    view, whatever their size: a 16x16 global mean was refused as "a large window" (more
+    than 64 terms), so EfficientNet's squeeze-excite means and their backward ran in
+    PyTorch, the backward by replaying the forward."""
+    from tutorcompile.aot.prim_graph import decompose
+    from tutorcompile.fx import Graph
+    from tutorcompile.fx.interpreter import TensorMeta
+    x = torch.randn(2, 3, 16, 16, requires_grad=True)
+    if target is F.adaptive_avg_pool1d:
+        x = torch.randn(2, 3, 256, requires_grad=True)
+    graph = Graph()
+    graph.output(graph.call_function(target, (graph.placeholder("x"), *args), kwargs))
+    _, report = decompose(graph, [TensorMeta.of(x.detach())])
+    assert not report.extern, str(report)
+    assert report.decomposed, str(report)
+    if not probe().has_cxx:
+        return
+    try:
+        compiled = tc.compile(lambda x: target(x, *args, **kwargs), backend="inductor")
+        expected, got = target(x, *args, **kwargs), compiled(x)
+        torch.testing.assert_close(got, expected)
+        cot = torch.randn_like(expected)
+        torch.testing.assert_close(torch.autograd.grad(got, x, cot)[0],
+                                   torch.autograd.grad(expected, x, cot)[0])
+    finally:
+        tc.reset()

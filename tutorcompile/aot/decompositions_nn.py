@@ -565,7 +565,9 @@ def _window_terms(x, n, kernel, stride, dilation):
         yield v
 
 
-def _pool_args(n, kernel_size, stride, padding, dilation, ceil_mode):
+def _pool_args(n, kernel_size, stride, padding, dilation, ceil_mode, any_window=False):
+    """``(kernel, stride, dilation, padding)``, each a tuple of ``n``. A window of more than
+    64 elements is refused (it would be that many terms) unless ``any_window``."""
     def tup(v):
         return (v,) * n if isinstance(v, int) else tuple(v)
     kernel = tup(kernel_size)
@@ -573,7 +575,7 @@ def _pool_args(n, kernel_size, stride, padding, dilation, ceil_mode):
         else tup(stride)
     if len(kernel) != n or len(stride) != n or len(tup(padding)) != n:
         raise NotImplementedError("window sizes of another rank")
-    if _prod(kernel) > 64:
+    if _prod(kernel) > 64 and not any_window:
         raise NotImplementedError("a large window")
     return kernel, stride, tup(dilation), tup(padding)
 
@@ -627,8 +629,16 @@ def _avg_pool(n):
              count_include_pad=True, divisor_override=None):
         x = _floating_only(x)
         kernel, stride, dilation, pad = _pool_args(n, kernel_size, stride, padding, 1,
-                                                   ceil_mode)
+                                                   ceil_mode, any_window=True)
         extra = _ceil_extra(x, n, kernel, stride, dilation, pad, ceil_mode)
+        if _tiles(x, n, kernel, stride, pad, extra):
+            # windows that tile the input (global pooling, squeeze-excite's mean): one
+            # reduction over the split view, of any window size
+            split, window = _tile_split(x, n, kernel)
+            total = ops.sum(split, window)
+            return ops.div(total, float(divisor_override or _prod(kernel)))
+        if _prod(kernel) > 64:
+            raise NotImplementedError("a large window")
         sides = [(p, p + e) for p, e in zip(pad, extra)]
         padded = constant_pad(x, sides, 0.0) if any(pad) or any(extra) else x
         total = _sum_terms(_window_terms(padded, n, kernel, stride, dilation))
@@ -657,10 +667,7 @@ def _max_pool(n):
         kernel, stride, dilation, pad = _pool_args(n, kernel_size, stride, padding, dilation,
                                                    ceil_mode)
         extra = _ceil_extra(x, n, kernel, stride, dilation, pad, ceil_mode)
-        if stride == kernel and not any(pad) and not any(extra) and set(dilation) == {1} \
-                and all(isinstance(s, int) for s in x.shape[-n:]):
-            # (a symbolic length keeps the strided slices: splitting it would ask whether
-            # the windows cover it, ``t % 4 == 0``, and guard on the answer)
+        if set(dilation) == {1} and _tiles(x, n, kernel, stride, pad, extra):
             return _pick_max(list(_tile_terms(x, n, kernel)))
         valid = None
         if any(pad) or any(extra):
@@ -694,25 +701,41 @@ def _pick_max(terms, valid=None):
     return out
 
 
-def _tile_terms(x, n, kernel):
-    """The elements of windows that tile the input (stride = kernel, no padding or
-    dilation: AlexNet's and VGG's ``2x2, stride 2``), each shaped like the output. Each
-    spatial dim ``D`` splits into ``(D // k, k)`` -- a view -- and an element is a slice
-    of width 1 of every ``k`` dim. Its gradient, a ``slice_scatter``, then writes a
-    constant position in the split view (``k == i``), where a strided slice's gradient
-    writes every other element and must divide its index to find the source (a gather,
-    which g++ does not vectorise on every CPU)."""
+def _tiles(x, n, kernel, stride, pad, extra) -> bool:
+    """Whether the windows tile the input: stride = kernel, no padding, no ceil_mode extra,
+    and sizes known (a symbolic length keeps the strided slices: splitting it would ask
+    whether the windows cover it, ``t % 4 == 0``, and guard on the answer)."""
+    return stride == kernel and not any(pad) and not any(extra) and \
+        all(isinstance(s, int) for s in x.shape[-n:])
+
+
+def _tile_split(x, n, kernel):
+    """Windows that tile the input as a view: each spatial dim ``D`` splits into
+    ``(D // k, k)`` (the rows and columns no window reaches cut first). Returns the view and
+    its ``k`` dims."""
     lead, spatial = tuple(x.shape[:-n]), tuple(x.shape[-n:])
     out = tuple(s // k for s, k in zip(spatial, kernel))
     for i, (o, k) in enumerate(zip(out, kernel)):
-        if o * k != spatial[i]:   # the rows and columns no window reaches
+        if o * k != spatial[i]:
             x = ops.slice(x, len(lead) + i, 0, o * k, 1)
     split = ops.reshape(x, lead + tuple(v for o, k in zip(out, kernel) for v in (o, k)))
+    return split, tuple(len(lead) + 2 * i + 1 for i in range(n))
+
+
+def _tile_terms(x, n, kernel):
+    """The elements of windows that tile the input (AlexNet's and VGG's ``2x2, stride 2``
+    max pooling), each shaped like the output: a slice of width 1 of every ``k`` dim of
+    :func:`_tile_split`'s view. Its gradient, a ``slice_scatter``, then writes a constant
+    position in the split view (``k == i``), where a strided slice's gradient writes every
+    other element and must divide its index to find the source (a gather, which g++ does
+    not vectorise on every CPU)."""
+    split, window = _tile_split(x, n, kernel)
+    out = tuple(x.shape[-n + i] // k for i, k in enumerate(kernel))
     for offsets in itertools.product(*(range(k) for k in kernel)):
         v = split
-        for i, k in enumerate(offsets):
-            v = ops.slice(v, len(lead) + 2 * i + 1, k, k + 1, 1)
-        yield ops.reshape(v, lead + out)
+        for d, k in zip(window, offsets):
+            v = ops.slice(v, d, k, k + 1, 1)
+        yield ops.reshape(v, tuple(x.shape[:-n]) + out)
 
 
 def _window_score(t, best, k, pos, valid=None):
