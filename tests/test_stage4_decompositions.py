@@ -753,3 +753,43 @@ def test_average_pooling_over_tiling_windows_of_any_size_is_one_reduction(target
                                    torch.autograd.grad(expected, x, cot)[0])
     finally:
         tc.reset()
+
+
+@pytest.mark.parametrize("target,args,kwargs", [
+    (F.max_pool2d, (3, 2), {"ceil_mode": True}),            # SqueezeNet's
+    (F.max_pool2d, (3, 2, 1), {"return_indices": True}),    # ResNet's, with its indices
+    (F.max_pool2d, ((3, 2), (1, 2), (1, 0)), {"dilation": (2, 1)}),
+    (F.max_pool1d, (4, 3, 2), {"ceil_mode": True, "return_indices": True}),
+], ids=["ceil_mode", "indices", "dilation", "1d_indices"])
+def test_max_pooling_over_overlapping_windows_is_a_gather_at_pytorchs_indices(
+        target, args, kwargs):
+    """Overlapping windows pick PyTorch's element (the first maximum, the last NaN) as a
+    flat index -- the indices ``return_indices=True`` gives -- and the values are a gather
+    there, so the backward is one scatter-add, as PyTorch's: differentiating the chain of
+    picks summed 9 terms per input element (SqueezeNet's training step spent more in that
+    backward than in its convolutions)."""
+    from tutorcompile.aot.prim_graph import decompose
+    from tutorcompile.fx import Graph
+    from tutorcompile.fx.interpreter import TensorMeta
+    x = torch.randn(2, 3, 15, 15) if target is F.max_pool2d else torch.randn(2, 3, 20)
+    x = torch.where(torch.rand_like(x) < 0.02, float("nan"), x.round(decimals=1))  # ties, NaN
+    x.requires_grad_()
+    graph = Graph()
+    graph.output(graph.call_function(target, (graph.placeholder("x"), *args), kwargs))
+    _, report = decompose(graph, [TensorMeta.of(x.detach())])
+    assert not report.extern, str(report)
+    expected = target(x, *args, **kwargs)
+    for backend in ("aot_eager_decomp_partition",) + (("inductor",) if probe().has_cxx else ()):
+        try:
+            got = tc.compile(lambda x: target(x, *args, **kwargs), backend=backend)(x)
+        finally:
+            tc.reset()
+        if kwargs.get("return_indices"):
+            assert torch.equal(got[1], expected[1])
+            got, want = got[0], expected[0]
+        else:
+            want = expected
+        torch.testing.assert_close(got, want, equal_nan=True)
+        cot = torch.randn_like(want)
+        torch.testing.assert_close(torch.autograd.grad(got, x, cot)[0],
+                                   torch.autograd.grad(want, x, cot, retain_graph=True)[0])

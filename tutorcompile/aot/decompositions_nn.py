@@ -661,24 +661,68 @@ def _avg_pool(n):
 def _max_pool(n):
     def rule(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
              return_indices=False):
-        if return_indices:
-            raise NotImplementedError("return_indices=True")
         x = _floating_only(x)
         kernel, stride, dilation, pad = _pool_args(n, kernel_size, stride, padding, dilation,
                                                    ceil_mode)
         extra = _ceil_extra(x, n, kernel, stride, dilation, pad, ceil_mode)
-        if set(dilation) == {1} and _tiles(x, n, kernel, stride, pad, extra):
+        if not return_indices and set(dilation) == {1} and \
+                _tiles(x, n, kernel, stride, pad, extra):
             return _pick_max(list(_tile_terms(x, n, kernel)))
         valid = None
+        padded = x
         if any(pad) or any(extra):
             sides = [(p, p + e) for p, e in zip(pad, extra)]
             real = ops.full(tuple(x.shape[-n:]), True, dtype=torch.bool, device=x.device)
             valid = list(_window_terms(constant_pad(real, sides, False), n, kernel, stride,
                                        dilation))
-            x = constant_pad(x, sides, float("-inf"))
-        terms = list(_window_terms(x, n, kernel, stride, dilation))
-        return _pick_max(terms, valid)
+            padded = constant_pad(x, sides, float("-inf"))
+        terms = list(_window_terms(padded, n, kernel, stride, dilation))
+        if not all(isinstance(v, int) for v in x.shape):
+            if return_indices:
+                raise NotImplementedError("return_indices=True with a symbolic size")
+            return _pick_max(terms, valid)
+        index = _picked_positions(x, terms, valid, kernel, stride, dilation, pad)
+        values = _gather_in_planes(x, index, n)
+        return (values, index) if return_indices else values
     return rule
+
+
+def _picked_positions(x, terms, valid, kernel, stride, dilation, pad):
+    """PyTorch's max pooling indices: per window, the flat position in the input plane of
+    the element it picks (:func:`_window_score`). Term ``i`` of the window (offsets
+    ``k``) sits at ``o * stride - pad + k * dilation`` along each dimension ``o`` counts."""
+    n = len(kernel)
+    lead, spatial = len(x.shape) - n, tuple(x.shape[-n:])
+    best = terms[0]
+    for t in terms[1:]:
+        best = ops.maximum(best, t)
+    scores = [_window_score(t, best, len(terms), i, valid[i] if valid else None)
+              for i, t in enumerate(terms)]
+    top = scores[0]
+    for sc in scores[1:]:
+        top = ops.maximum(top, sc)
+    index = None
+    for score, offsets in zip(scores[::-1], list(itertools.product(
+            *(range(k) for k in kernel)))[::-1]):
+        flat = None
+        for d, k in enumerate(offsets):
+            at = ops.add(ops.mul(positions(terms[0], lead + d), stride[d]),
+                         k * dilation[d] - pad[d])
+            term = ops.mul(at, math.prod(spatial[d + 1:]))
+            flat = term if flat is None else ops.add(flat, term)
+        index = flat if index is None else ops.where(ops.eq(score, top), flat, index)
+    return ops.expand(index, tuple(terms[0].shape))
+
+
+def _gather_in_planes(x, index, n):
+    """``x``'s elements at ``index``, flat positions within each plane of ``x``'s last ``n``
+    dimensions: a gather, so the gradient is a scatter-add to those positions (PyTorch's
+    max pooling backward), not a sum over every window an element could be in."""
+    lead, out = tuple(x.shape[:-n]), tuple(index.shape[-n:])
+    picked = DECOMPOSITIONS[torch.gather](
+        ops.reshape(x, lead + (math.prod(x.shape[-n:]),)), len(lead),
+        ops.reshape(index, lead + (math.prod(out),)))
+    return ops.reshape(picked, lead + out)
 
 
 def _pick_max(terms, valid=None):
@@ -771,6 +815,13 @@ register_decomposition(F.max_pool2d)(_max_pool(2))
 register_decomposition(F.max_pool3d)(_max_pool(3))
 
 
+for _n in (1, 2, 3):  # what F.max_pool<n>d(..., return_indices=True) dispatches to
+    register_decomposition(getattr(F, f"max_pool{_n}d_with_indices"))(
+        (lambda n: lambda x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+         return_indices=True: _max_pool(n)(x, kernel_size, stride, padding, dilation,
+                                           ceil_mode, True))(_n))
+
+
 def _adaptive_windows(x, out, largest):
     """Adaptive pooling whose windows differ in size: one dimension at a time (the windows
     are boxes), output ``i`` reduces the inputs ``j`` with ``floor(i*n/o) <= j <
@@ -831,9 +882,7 @@ def _adaptive_max_with_indices(x, out):
     first = ops.neg(ops.amax(ops.neg(ops.where(hit, flat, planes)), window))
     last_nan = ops.amax(ops.where(ops.logical_and(mask, ops.ne(xe, xe)), flat, -1), window)
     index = ops.where(ops.ge(last_nan, 0), last_nan, first)
-    picked = DECOMPOSITIONS[torch.gather](ops.reshape(x, lead + (planes,)), len(lead),
-                                          ops.reshape(index, lead + (math.prod(out),)))
-    return ops.reshape(picked, lead + out), index
+    return _gather_in_planes(x, index, n), index
 
 
 def _adaptive(n, pool):
