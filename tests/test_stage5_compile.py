@@ -345,6 +345,62 @@ def test_a_convolution_and_its_gradients_are_direct_pytorch_calls(dims):
 
 
 @needs_cxx
+def test_stacked_convolutions_pair_every_gradient_and_depthwise_windows_go_channels_last():
+    """Three convolutions in a row: each layer's input gradient is the next one's ``g``, so
+    pairing one layer's gradients replaced a node that the next pair still named (the pass
+    raised "was erased from the graph"), and a pair's call could come after a reader of its
+    input gradient. Every layer is now one ``convolution_backward``, in an order where each
+    value is computed before it is read. The depthwise 7x7 and 5x5 layers run on
+    channels-last copies, forward and backward (``lowering.prefers_channels_last``); the
+    dense 1x1 does not."""
+    from tutorcompile.aot import aot_function
+    from tutorcompile.inductor.compile_fx import inner_compiler
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(8, 8, 7, padding=3, groups=8), torch.nn.Conv2d(8, 16, 1),
+        torch.nn.Conv2d(16, 16, 5, stride=2, padding=2, groups=16, bias=False))
+    x = torch.randn(2, 8, 12, 12, requires_grad=True)
+    params = list(model.parameters())
+
+    def f(x, *params):
+        return torch.func.functional_call(model, dict(zip(
+            [n for n, _ in model.named_parameters()], params)), (x,))
+    compiler = inner_compiler(backend="cpp")
+    compiled = aot_function(f, fw_compiler=compiler, bw_compiler=compiler)
+    out = compiled(x, *params)
+    g = torch.randn_like(out)
+    expected = f(x, *params)
+    torch.testing.assert_close(out, expected)
+    assert out.is_contiguous()   # (a channels-last result would fail the user's .view)
+    for got, want in zip(torch.autograd.grad(out, (x, *params), g),
+                         torch.autograd.grad(expected, (x, *params), g)):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    art = compiled.artifacts
+    forward, backward = art.forward.compiled.wrapper_code, art.backward.compiled.wrapper_code
+    assert forward.count("convolution_channels_last_fn(") == 2, forward
+    assert forward.count("torch.convolution(") == 1, forward
+    assert backward.count("convolution_backward_channels_last_fn(") == 2, backward
+    assert backward.count("torch.ops.aten.convolution_backward.default(") == 1, backward
+
+
+def test_sort_topologically_moves_a_node_up_before_its_first_reader():
+    from tutorcompile.fx import Graph
+    graph = Graph()
+    a = graph.placeholder("a")
+    b = graph.call_function(torch.neg, (a,))
+    c = graph.call_function(torch.sin, (b,))
+    graph.output(c)
+    with graph.inserting_before(graph.output_node):   # d is made after c, its reader
+        d = graph.call_function(torch.cos, (a,))
+    c.args = (d,)
+    graph.sort_topologically()
+    names = [n.name for n in graph.nodes]
+    assert names.index(d.name) < names.index(c.name)
+    assert names[0] == "a" and names[-1] == "output" and names.index(b.name) == 1
+    graph.lint()
+
+
+@needs_cxx
 def test_a_prim_of_a_tensor_constant_is_computed_once_and_never_overwritten():
     """``reshape`` of a tensor folded into the graph (an ``arange`` of positions) gives the
     same value on every call: the wrapper computes it at compile time and holds it. It used

@@ -245,6 +245,28 @@ class Graph:
         node._update_args_kwargs((), {})
         node._erased = True
 
+    def sort_topologically(self) -> None:
+        """Reorder the nodes so that each comes after its inputs, moving as few as it can:
+        in the present order, a node read before it is defined moves up, with whatever it
+        reads in turn, to just before its first reader. For a pass that puts a node where
+        one of its operands is not yet computed."""
+        placed: set[Node] = set()
+        order: list[Node] = []
+        for node in self._nodes:
+            stack = [node]
+            while stack:   # depth first, inputs before their reader
+                top = stack[-1]
+                if top in placed:
+                    stack.pop()
+                    continue
+                waiting = [a for a in top.all_input_nodes if a not in placed]
+                if waiting:   # (a graph has no cycles: its nodes read nodes made before)
+                    stack.extend(reversed(waiting))
+                    continue
+                placed.add(top)
+                order.append(stack.pop())
+        self._nodes = order
+
     # --- checking -------------------------------------------------------------------------
     def lint(self, root: Any = None) -> None:
         """Check the invariants every pass relies on; raise :class:`GraphLintError` if broken.

@@ -492,15 +492,19 @@ def fuse_convolution_backward(graph: Graph) -> Graph:
         return graph
     graph = graph.copy("fuse_convolution_backward")
     order = {n: i for i, n in enumerate(graph.nodes)}
+    replaced: dict[Node, Node] = {}   # a gradient paired already -> its getitem
     for grad_x, grad_w, args, w_args in pairs(graph):
         n = len(args["input_shape"]) - 2
         stride, padding, dilation = (prims._tuple(args[k], n)
                                      for k in ("stride", "padding", "dilation"))
-        # the call goes where the later of the two stood: both operands exist there
-        later = max(grad_x, grad_w, key=order.__getitem__)
-        with graph.inserting_before(later):
+        # (one layer's input gradient is the gradient of the layer before: paired already)
+        g, x, weight = (replaced.get(v, v) for v in (args["g"], w_args["x"], args["weight"]))
+        # The call goes where the later of the two stood, where its operands exist (an input
+        # the backward recomputes comes just before the weight gradient); the sort below
+        # moves it up before the input gradient's first reader.
+        with graph.inserting_before(max(grad_x, grad_w, key=order.__getitem__)):
             both = graph.call_function(torch.ops.aten.convolution_backward.default, (
-                args["g"], w_args["x"], args["weight"], None, stride, padding, dilation,
+                g, x, weight, None, stride, padding, dilation,
                 False, (0,) * n, args["groups"], [True, True, False]))
             both.meta["tensor_meta"] = (grad_x.meta["tensor_meta"],
                                         grad_w.meta["tensor_meta"], None)
@@ -509,8 +513,10 @@ def fuse_convolution_backward(graph: Graph) -> Graph:
                 item = graph.call_function(operator.getitem, (both, k))
                 item.meta = dict(old.meta)
                 old.replace_all_uses_with(item)
+                replaced[old] = item
         graph.erase_node(grad_x)
         graph.erase_node(grad_w)
+    graph.sort_topologically()
     return graph
 
 
