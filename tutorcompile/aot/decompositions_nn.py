@@ -677,6 +677,8 @@ def _max_pool(n):
                                        dilation))
             padded = constant_pad(x, sides, float("-inf"))
         terms = list(_window_terms(padded, n, kernel, stride, dilation))
+        if not return_indices and not _needs_grad(x):   # (no backward: the cheaper forward)
+            return _pick_max(terms, valid)
         if not all(isinstance(v, int) for v in x.shape):
             if return_indices:
                 raise NotImplementedError("return_indices=True with a symbolic size")
@@ -685,6 +687,11 @@ def _max_pool(n):
         values = _gather_in_planes(x, index, n)
         return (values, index) if return_indices else values
     return rule
+
+
+def _needs_grad(x) -> bool:
+    """Whether a gradient may flow back to ``x`` (a tensor, or a value of a graph)."""
+    return x.requires_grad if isinstance(x, torch.Tensor) else x.meta.requires_grad
 
 
 def _picked_positions(x, terms, valid, kernel, stride, dilation, pad):

@@ -245,7 +245,10 @@ class GraphHandler(OpsHandler):
             (v.device for v in tree_leaves(args) if is_tensor_like(v)), torch.device("cpu"))
         node = self.graph.call_function(prim, map_aggregate(args, as_arg),
                                         map_aggregate(kwargs, as_arg))
-        node.meta["tensor_meta"] = make_meta(shape, dtype, device)
+        # (requires_grad: whether a gradient may flow back through it -- a rule may build
+        # its forward differently when none will, as max pooling does)
+        node.meta["tensor_meta"] = make_meta(shape, dtype, device, any(
+            v.meta.requires_grad for v in tree_leaves(args) if isinstance(v, GraphValue)))
         return GraphValue(node, self)
 
     def output(self, result: Any) -> Graph:
