@@ -239,3 +239,28 @@ def test_setitem_with_consecutive_int_indices(index, tensor_value):
     for g, w in zip(torch.autograd.grad(out.sum(), our_leaves),
                     torch.autograd.grad(want.sum(), leaves)):
         torch.testing.assert_close(g, w, **TOL)
+
+
+def _update_through_tensor_indices(x):
+    k = torch.zeros(9, 9)
+    idx = torch.arange(9)         # an index made in the graph (kornia's median blur kernel)
+    k[idx, idx] += 1.0
+    k[idx[:3]] *= x.sum()
+    return x @ k
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_an_update_through_an_index_tensor_made_in_the_graph(backend):
+    """``k[idx, idx] += 1``: writing back through the indexing view named the old graph's
+    ``idx`` in the new one ("belongs to another graph"). The view's arguments are now the
+    new graph's values."""
+    import tutorcompile as tc
+    x = torch.randn(2, 9, requires_grad=True)
+    try:
+        out = tc.compile(_update_through_tensor_indices, backend=backend, fullgraph=True)(x)
+    finally:
+        tc.reset()
+    want = _update_through_tensor_indices(x)
+    torch.testing.assert_close(out, want, **TOL)
+    torch.testing.assert_close(torch.autograd.grad(out.sum(), x)[0],
+                               torch.autograd.grad(want.sum(), x)[0], **TOL)

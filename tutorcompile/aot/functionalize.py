@@ -402,7 +402,9 @@ def functionalize(graph: Graph) -> FunctionalGraph:
         for i in range(len(ref.chain) - 1, -1, -1):
             view = ref.chain[i]
             parent = materialize(_Ref(ref.base, ref.chain[:i]))
-            value = _inverse_view(new, view, parent, value, where)
+            # the view's other arguments in the new graph (``k[idx, idx]``: idx a tensor)
+            args = (parent, *map_arg(tuple(view.args[1:]), current))
+            value = _inverse_view(new, view, args, value, where)
         latest[ref.base] = value
         version[ref.base] += 1
 
@@ -576,11 +578,12 @@ def _functional_operator_call(new: Graph, node: Node, written: list, refs: dict,
     return new.call_function(leading_results, (call, count))
 
 
-def _inverse_view(new: Graph, view: Node, parent: Node, child: Node, where: Node) -> Node:
-    """A new value for ``parent`` given that ``view(parent)`` now holds ``child``."""
+def _inverse_view(new: Graph, view: Node, args: tuple, child: Node, where: Node) -> Node:
+    """A new value for ``parent`` (``args[0]``) given that ``view(*args)`` now holds
+    ``child``; ``args`` are the view's arguments as nodes of ``new``."""
     target = view.target
     name = target if view.op == "call_method" else getattr(target, "__name__", str(target))
-    args = view.args
+    parent = args[0]
     if (view.op == "call_function" and target is operator.getitem) or name == "__getitem__":
         return new.call_function(setitem_functional, (parent, args[1], child))
     if name in ("view", "reshape", "view_as", "reshape_as", "flatten", "unsqueeze", "squeeze",
