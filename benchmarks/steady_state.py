@@ -144,8 +144,7 @@ def _check_train(model, steps: dict, params, inputs, loss_fn) -> dict[str, str]:
     from torch._dynamo.utils import same
 
     def run(step, seed):
-        # a parameter the loss does not reach (a pooler) has no gradient in eager and a
-        # zero one from a compiled graph (one autograd node for all outputs): zeros both
+        # a parameter the loss does not reach (a pooler) has no gradient: zeros, to compare
         torch.manual_seed(seed)
         loss = step(*inputs).detach()
         return loss, [torch.zeros_like(p) if p.grad is None else p.grad.clone()

@@ -87,3 +87,54 @@ def test_results_that_are_differentiable_keep_their_gradients(backend):
     tc.reset()
     got, = torch.autograd.grad(tc.compile(f, backend=backend, fullgraph=True)(x), x)
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+class _WithPooler(torch.nn.Module):
+    """A body and a pooler, as a transformers model returns both: a loss of the first
+    output alone leaves the pooler without gradients."""
+
+    def __init__(self):
+        super().__init__()
+        self.body, self.pooler = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.body(x)
+        return h, self.pooler(h[:, 0])
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_inputs_no_computed_gradient_reaches_get_none_as_in_eager(backend):
+    """Eager leaves ``.grad`` None where no gradient arrives; a compiled graph gave zeros --
+    and an optimizer steps a parameter with a zero gradient (weight decay, momentum) where
+    it skips one with None. Three ways in: an output the loss does not use (a pooler), a
+    tensor read for its dtype only (``x.to(other)``), and a tensor an earlier call's graph
+    made, passed to this one unused (whose graph the engine then re-entered after its
+    backward had freed it: "backward through the graph a second time")."""
+    torch.manual_seed(0)
+    model = _WithPooler()
+    compiled = tc.compile(model, backend=backend)
+    x = torch.randn(2, 3, 4)
+    compiled(x)[0].sum().backward()
+    assert model.pooler.weight.grad is None and model.pooler.bias.grad is None
+    expected = model.body.weight.grad.clone()
+    model.zero_grad(set_to_none=True)
+    model(x)[0].sum().backward()
+    torch.testing.assert_close(expected, model.body.weight.grad)
+
+    w = torch.nn.Parameter(torch.randn(4, 8))
+    other = torch.randn(4, 8, requires_grad=True)
+    out = tc.compile(lambda t: (w * 2).to(t), backend=backend)(other)
+    assert torch.autograd.grad(out.sum(), [other], allow_unused=True) == (None,)
+
+    state = [torch.zeros(1)]
+
+    def step(x):
+        unused = state[0]                  # an input of the graph, made by the last call
+        state[0] = x * 2
+        return x + 1 + 0 * unused.detach()
+    compiled_step = tc.compile(step, backend=backend)
+    for _ in range(2):
+        x = torch.randn(3, requires_grad=True)
+        compiled_step(x).sum().backward()
+        torch.testing.assert_close(x.grad, torch.ones(3))
+    tc.reset()

@@ -400,8 +400,12 @@ def _run(art: CompiledArtifacts, inputs: list) -> Any:
 class _AOTFunction(torch.autograd.Function):
     """Forward: the compiled forward graph. Backward: the compiled backward graph.
 
-    Output gradients that autograd did not compute arrive as zeros (``ctx`` keeps the
-    default ``materialize_grads``)."""
+    Output gradients that autograd did not compute arrive as None (``materialize_grads``
+    off): when none was computed, the backward gives None for every input and reads none of
+    its saved tensors, as PyTorch's own backward functions do. The autograd engine calls a
+    node even then -- a tensor made by an earlier call's graph and passed to this one,
+    unused, leads the engine back into that graph after its backward freed it. Otherwise
+    the missing ones become zeros."""
 
     @staticmethod
     def forward(ctx, art: CompiledArtifacts, *inputs: torch.Tensor):
@@ -410,6 +414,9 @@ class _AOTFunction(torch.autograd.Function):
         outs = art.forward_run(*inputs)
         fwd, saved = outs[:n_fwd], outs[n_fwd:]
         ctx.art = art
+        ctx.set_materialize_grads(False)
+        ctx.tangent_metas = [(o.shape, o.dtype, o.device) for o in
+                             (fwd[i] for i in joint.tangent_outputs)]
         if art.mutated_tensor_positions:
             # An input the epilogue will overwrite must not be saved as it is: keep its old
             # value.
@@ -449,16 +456,23 @@ class _AOTFunction(torch.autograd.Function):
                 "gradient of an uncompiled function")
         art = ctx.art
         joint = art.joint
+        if all(g is None for g in grad_outputs):
+            return (None,) * (1 + len(joint.requires_grad))
         if ctx.others is None:
             saved = ctx.saved_tensors
         else:
             it = iter(ctx.saved_tensors)
             saved = [next(it) if s is None else s for s in ctx.others]
         # (a sparse gradient has no memory format to ask for)
-        tangents = [g.contiguous() if g.layout == torch.strided else g
-                    for g in (grad_outputs[i] for i in joint.tangent_outputs)]
+        tangents = [torch.zeros(*meta[:1], dtype=meta[1], device=meta[2]) if g is None else
+                    g.contiguous() if g.layout == torch.strided else g
+                    for g, meta in zip((grad_outputs[i] for i in joint.tangent_outputs),
+                                       ctx.tangent_metas)]
         grads = art.run_backward(*saved, *tangents)
-        return (None, *[g if rg else None for g, rg in zip(grads, joint.requires_grad)])
+        computed = sum(1 << k for k, i in enumerate(joint.tangent_outputs)
+                       if grad_outputs[i] is not None)
+        return (None, *[g if rg and reach & computed else None for g, rg, reach in
+                        zip(grads, joint.requires_grad, joint.tangents_reaching)])
 
 
 # ``autograd.Function.apply`` is Python: it binds default arguments for classes with a

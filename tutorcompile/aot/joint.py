@@ -28,8 +28,9 @@ Mirrors: torch/_functorch/_aot_autograd/traced_function_transforms.py
 
 from __future__ import annotations
 
+import functools
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -50,6 +51,9 @@ class JointGraph:
     num_user_outputs: int
     requires_grad: list[bool]     # per primal
     tangent_outputs: list[int]    # which forward outputs have a tangent input, in order
+    # per primal, a bit set of the tangents its gradient can come from (bit k: the k-th):
+    # when autograd computed none of them, the input's gradient is None, as in eager
+    tangents_reaching: list[int] = field(default_factory=list)
 
     @property
     def primals(self) -> list[Node]:
@@ -173,9 +177,11 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
     joint = handler.graph
     env: dict[Node, Any] = {}
     needs_grad: dict[Node, bool] = {}
+    inputs_of: dict[Node, int] = {}    # the placeholders a value depends on, as a bit set
     order: list[Node] = []
     with set_handler(handler):
         for i, p in enumerate(placeholders):
+            inputs_of[p] = 1 << i
             value = handler.placeholder(f"primals_{p.name}", p.meta["tensor_meta"])
             value.node.meta.update(phase="forward", partition_role="primal", orig_name=p.name)
             env[p] = value
@@ -201,6 +207,8 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
                              if not isinstance(copy.meta.get("tensor_meta"), tuple) else copy)
             needs_grad[node] = not _no_gradient(node.target) and any(
                 needs_grad.get(a, False) for a in node.all_input_nodes)
+            inputs_of[node] = functools.reduce(
+                operator.or_, (inputs_of.get(a, 0) for a in node.all_input_nodes), 0)
             order.append(node)
         _tag(joint, start, "forward")
 
@@ -247,8 +255,29 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
         g.node if isinstance(g, GraphValue) else None for g in input_grads))
     out_node.meta.update(partition_role="output")
     joint.lint()
+    reaching = [0] * len(placeholders)
+    for k, i in enumerate(tangent_outputs):
+        for j in range(len(placeholders)):
+            if inputs_of.get(results[i], 0) >> j & 1:
+                reaching[j] |= 1 << k
     return JointGraph(joint, len(results), num_user_outputs, list(requires_grad),
-                      tangent_outputs)
+                      tangent_outputs, reaching)
+
+
+_METADATA_METHODS = ("to", "type_as", "view_as", "reshape_as", "expand_as")
+"""Tensor methods whose tensor arguments after ``self`` give only a dtype, device or shape
+(``x.to(other)``, ``x.expand_as(other)``): PyTorch gives such an argument no gradient."""
+
+
+def _read_for_metadata(node: Node) -> set[Node]:
+    """The inputs of ``node`` it reads only for their metadata (:data:`_METADATA_METHODS`):
+    asked for their gradient, PyTorch would answer zeros where eager leaves None -- and a
+    parameter given a zero gradient is stepped by its optimizer (weight decay, momentum)."""
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    if name not in _METADATA_METHODS or not node.args or \
+            (node.op == "call_function" and getattr(torch.Tensor, name, None) is not node.target):
+        return set()
+    return {a for a in node.all_input_nodes if a is not node.args[0]}
 
 
 def _touches_complex(node: Node) -> bool:
@@ -285,7 +314,8 @@ def _extern_vjp(handler: GraphHandler, node: Node, env: dict, grads: dict,
     args = map_arg(node.args, slot)
     kwargs = map_arg(node.kwargs, slot)
     inputs = [env[a].node if isinstance(env[a], GraphValue) else env[a] for a in tensors]
-    wants = tuple(bool(needs_grad.get(a)) for a in tensors)
+    shape_only = _read_for_metadata(node)
+    wants = tuple(bool(needs_grad.get(a)) and a not in shape_only for a in tensors)
     call = handler.graph.call_function(extern_backward,
                                        (node.target, args, kwargs, grad_arg, *inputs),
                                        {"needs_grad": wants})
