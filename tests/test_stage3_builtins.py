@@ -4,7 +4,8 @@ A corpus of small functions written for these tests, one feature each: ``fromkey
 and its subclasses, namedtuple classes made (or extended with methods) by the program,
 NumPy's dtype descriptions, ``min``/``max`` of one-element tensors, ``in`` that stops at the
 first match, deques, ``obj.__class__``, grad-mode decorators applied inside the function,
-a list indexed by a tensor whose value the graph knows, and ``torch.backends`` flags. Each
+a list indexed by a tensor whose value the graph knows, ``torch.backends`` flags and
+PyTorch's legacy constructors (``torch.Tensor([k])``). Each
 must be one graph with no break (``fullgraph=True``) under every backend and give eager's
 values and gradients. What must stay a break -- a membership test that really compares a
 tensor, a list indexed by an input tensor -- is checked to break with its reason, and what
@@ -209,7 +210,19 @@ def reads_backend_flags(x):
     return x * 2 if torch.backends.cudnn.enabled else x * 3
 
 
+# --- 11. PyTorch's legacy constructors ----------------------------------------------------------
+def legacy_constructors(x, k=4):
+    # (colt5-attention: ``torch.Tensor([k]).to(s)``; a float tensor where torch.tensor's is
+    # an integer one)
+    a = torch.Tensor([k, 2]).to(x)
+    b = torch.LongTensor([1, x.shape[0]])
+    c = torch.Tensor(2, x.shape[0]).fill_(1.0)
+    d = torch.FloatTensor(x.shape).zero_()
+    return x * a.sum() + b.sum() + c.sum() + d.sum() + torch.Tensor().numel()
+
+
 CASES = {
+    "legacy_constructors": (legacy_constructors, lambda: [torch.randn(3)]),
     "fromkeys_every_spelling": (fromkeys_every_spelling, lambda: [torch.randn(3)]),
     "dict_subclass_made_inside": (dict_subclass_made_inside, lambda: [torch.randn(3)]),
     "namedtuple_made_inside": (namedtuple_made_inside, lambda: [torch.randn(3), torch.randn(3)]),
@@ -453,3 +466,16 @@ def test_a_function_decorated_inside_escapes_as_a_decorated_function():
     out = scale(torch.ones(3))
     assert not out.requires_grad
     torch.testing.assert_close(out, w.detach())
+
+
+def test_the_legacy_constructor_follows_the_default_dtype():
+    """``torch.Tensor([2])`` is of the default dtype, read when the code runs: guarded."""
+    compiled = tc.compile(lambda x: (x + 1, torch.Tensor([2])), fullgraph=True)
+    x = torch.randn(3)
+    assert compiled(x)[1].dtype == torch.float32
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert compiled(x)[1].dtype == torch.float64
+    finally:
+        torch.set_default_dtype(torch.float32)
+        tc.reset()

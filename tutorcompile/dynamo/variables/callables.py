@@ -320,6 +320,8 @@ class UserDefinedClassVariable(VariableTracker):
                                                     for k, v in kwargs.items()}))
         if cls is torch.Size:
             return SizeVariable(tx.unpack(args[0]) if args else [])
+        if cls is torch.Tensor or isinstance(cls, _LEGACY_TENSOR_TYPE):
+            return _legacy_tensor(tx, cls, args, kwargs)
         if cls is torch.autograd.profiler.record_function:
             # a profiler range (every optimizer step opens one): a graph runs as one unit,
             # so the range is not recorded inside it -- as PyTorch's Dynamo treats profiler
@@ -405,6 +407,38 @@ class UserDefinedClassVariable(VariableTracker):
 
     def __repr__(self):
         return f"UserDefinedClassVariable({self.value.__qualname__})"
+
+
+_LEGACY_TENSOR_TYPE = type(torch.FloatTensor)
+"""The metaclass of ``torch.FloatTensor``, ``torch.LongTensor``...: legacy tensor types."""
+
+
+def _legacy_tensor(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
+    """PyTorch's legacy constructors, ``torch.Tensor(data)`` and ``torch.FloatTensor(...)``:
+    a sequence of numbers is ``torch.tensor`` of it in the class's dtype (``torch.Tensor``'s
+    is the default dtype, read -- and guarded -- as the call runs: ``torch.Tensor([4])`` is
+    a float tensor where ``torch.tensor([4])`` is an integer one), sizes make an empty
+    tensor of that shape, nothing an empty one. A tensor argument (an alias) is a break."""
+    if cls is torch.Tensor:
+        dtype = TorchFunctionVariable(torch.get_default_dtype).call_function(tx, [], {})
+    else:
+        dtype = ConstantVariable(cls.dtype)
+    device = kwargs.pop("device", None)
+    if kwargs:
+        raise Unsupported(f"torch.{cls.__name__}() with keyword arguments {sorted(kwargs)}")
+    extra = {"dtype": dtype, **({"device": device} if device is not None else {})}
+    if len(args) == 1 and isinstance(args[0], BaseListVariable) and \
+            not isinstance(args[0], SizeVariable):
+        return TorchFunctionVariable(torch.tensor).call_function(tx, [args[0]], extra)
+    if all(isinstance(a, SymIntVariable) or a.is_python_constant() and
+           type(a.as_python_constant()) is int for a in args) or \
+            len(args) == 1 and isinstance(args[0], SizeVariable):
+        sizes = list(args) if not args or not isinstance(args[0], SizeVariable) else \
+            tx.unpack(args[0])
+        return TorchFunctionVariable(torch.empty).call_function(
+            tx, [TupleVariable(sizes) if sizes else ConstantVariable(0)], extra)
+    raise Unsupported(f"torch.{cls.__name__}() of {', '.join(type(a).__name__ for a in args)}"
+                      " (the legacy constructor: only a sequence of numbers, or sizes)")
 
 
 def _set_grad_enabled(tx, args: list, kwargs: dict) -> VariableTracker:
