@@ -699,6 +699,56 @@ def test_autograd_function_keeps_its_own_backward(backend):
         torch.testing.assert_close(got, expected)  # 3x through round, not round's zero
 
 
+class _Scaler:
+    """A plain object an autograd Function is handed (gpytorch passes a representation
+    tree): read when the Function runs, forward and backward."""
+
+    def __init__(self, scale):
+        self.scale = scale
+
+    def __call__(self, t):
+        return t * self.scale
+
+
+class ScaleBy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, scaler, x):
+        ctx.scaler = scaler
+        return scaler(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return None, ctx.scaler(g)
+
+
+SCALER = _Scaler(3.0)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_an_object_from_outside_passed_to_an_autograd_function_is_passed_as_itself(backend):
+    """One graph; the object is passed as itself under an identity guard, and what it
+    holds is read when the call runs (changing ``scale`` changes the result, recompiling
+    nothing); another object recompiles."""
+    global SCALER
+
+    def f(x):
+        return ScaleBy.apply(SCALER, x).sin()
+    x = torch.randn(4, requires_grad=True)
+    compiled = tc.compile(f, backend=backend, fullgraph=True)
+    try:
+        for scale in (3.0, -1.5):
+            SCALER.scale = scale
+            out, want = compiled(x), f(x)
+            torch.testing.assert_close(out, want)
+            torch.testing.assert_close(torch.autograd.grad(out.sum(), x)[0],
+                                       torch.autograd.grad(want.sum(), x)[0])
+        SCALER = _Scaler(2.0)
+        torch.testing.assert_close(compiled(x), f(x))
+    finally:
+        SCALER = _Scaler(3.0)
+        tc.reset()
+
+
 def test_autograd_function_that_mutates_its_input_is_a_break_with_a_reason():
     def f(x):
         return DirtyDouble.apply(x * 1) + 1

@@ -918,11 +918,18 @@ class _FunctionApplyVariable(TorchFunctionVariable):
     reversible layers pass their blocks) is passed as the object itself, an argument of the
     opaque call fixed by the identity guard its source already has -- its parameters are
     read when the call runs, and the Function's own backward gives them their gradients,
-    as in eager."""
+    as in eager. So is any other object from outside (gpytorch's linear operators pass a
+    representation tree), under an identity guard of its own: its attributes too are read
+    when the call runs. One with attribute writes the graph has not made yet, or one made
+    while tracing, has no such object to pass: a break."""
 
     def call_function(self, tx, args, kwargs):
         def fixed(a):
             if isinstance(a, NNModuleVariable) and a.source is not None and not a.fresh:
+                return ConstantVariable(a.value)
+            if isinstance(a, UserDefinedObjectVariable) and a.source is not None and \
+                    not a.fresh and not a.pending:
+                tx.guards.ID_MATCH(a.source, a.value, f"{type(a.value).__name__} instance")
                 return ConstantVariable(a.value)
             return a
         return super().call_function(tx, [fixed(a) for a in args],
