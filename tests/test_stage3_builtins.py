@@ -5,7 +5,7 @@ and its subclasses, namedtuple classes made (or extended with methods) by the pr
 NumPy's dtype descriptions, ``min``/``max`` of one-element tensors, ``in`` that stops at the
 first match, deques, ``obj.__class__``, grad-mode decorators applied inside the function,
 a list indexed by a tensor whose value the graph knows, ``torch.backends`` flags and
-PyTorch's legacy constructors (``torch.Tensor([k])``). Each
+PyTorch's legacy constructors (``torch.Tensor([k])``), ``list.sort`` with a key, ``vars``. Each
 must be one graph with no break (``fullgraph=True``) under every backend and give eager's
 values and gradients. What must stay a break -- a membership test that really compares a
 tensor, a list indexed by an input tensor -- is checked to break with its reason, and what
@@ -221,7 +221,27 @@ def legacy_constructors(x, k=4):
     return x * a.sum() + b.sum() + c.sum() + d.sum() + torch.Tensor().numel()
 
 
+# --- 12. list.sort with a key, vars() -----------------------------------------------------------
+class _Settings:
+    def __init__(self):
+        self.scale, self.shift = 2.0, 1.0
+
+
+SETTINGS = _Settings()
+
+
+def sort_in_place_and_vars(x, y):
+    ts = [x * 3, y[:2], y]
+    ts.sort(key=lambda t: t.shape[0], reverse=True)   # tensors ordered by a constant key
+    made = _Settings()
+    made.shift = 5.0
+    knobs = vars(SETTINGS)
+    return ts[0] * knobs["scale"] + knobs["shift"] + vars(made)["shift"] + ts[-1].sum()
+
+
 CASES = {
+    "sort_in_place_and_vars": (sort_in_place_and_vars,
+                               lambda: [torch.randn(3), torch.randn(3)]),
     "legacy_constructors": (legacy_constructors, lambda: [torch.randn(3)]),
     "fromkeys_every_spelling": (fromkeys_every_spelling, lambda: [torch.randn(3)]),
     "dict_subclass_made_inside": (dict_subclass_made_inside, lambda: [torch.randn(3)]),

@@ -1871,12 +1871,20 @@ def _callable(tx, obj):
                                              UserDefinedClassVariable, TensorMethodVariable)))
 
 
+def _vars(tx, obj=None):
+    """``vars(obj)``: its ``__dict__``, read as attribute reads are (guarded, with the
+    writes the traced code made). ``vars()`` of the frame is not modelled."""
+    if obj is None:
+        raise Unsupported("vars() of the calling frame")
+    return obj.var_getattr(tx, "__dict__")
+
+
 _BUILTIN_HANDLERS: dict[Callable, Callable] = {
     len: _len, isinstance: _isinstance, range: _range, enumerate: _enumerate, zip: _zip,
     tuple: _tuple, list: _list, dict: _dict, reversed: _reversed, min: _minmax(min),
     max: _minmax(max), sum: _sum, getattr: _getattr, hasattr: _hasattr, type: _type,
     iter: _iter, next: _next, bool: _bool, int: _int_float(int), float: _int_float(float),
-    callable: _callable, super: _super, str: _str, inspect.signature: _signature,
+    callable: _callable, super: _super, str: _str, inspect.signature: _signature, vars: _vars,
     all: _all_any(all), any: _all_any(any), sorted: _sorted, map: _map, filter: _filter,
     functools.reduce: _reduce, functools.partial: _partial, set: _set, frozenset: _frozenset,
     functools._lru_cache_wrapper: _lru_cache_wrapper,

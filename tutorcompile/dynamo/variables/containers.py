@@ -10,6 +10,7 @@ Mirrors: torch/_dynamo/variables/constant.py, lists.py, dicts.py, sets.py, iter.
 
 from __future__ import annotations
 
+import builtins
 import collections
 import collections.abc
 import inspect
@@ -358,6 +359,11 @@ class ListVariable(BaseListVariable):
                 self.setitem(tx, args[0], args[1])
             elif name == "__delitem__":
                 del self.items[args[0].as_python_constant()]
+            elif name == "sort" and not args:
+                # ``ts.sort(key=...)``: as ``sorted`` orders them (keys computed by the
+                # traced key function, stable), whatever the items are
+                self.items = list(tx.call(tx.wrap_nested(builtins.sorted, None), [self],
+                                          kwargs).items)
             else:
                 if not self.is_python_constant():
                     raise Unsupported(f"list.{name} on non-constant items")
