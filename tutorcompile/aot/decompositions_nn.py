@@ -700,14 +700,7 @@ def _picked_positions(x, terms, valid, kernel, stride, dilation, pad):
     ``k``) sits at ``o * stride - pad + k * dilation`` along each dimension ``o`` counts."""
     n = len(kernel)
     lead, spatial = len(x.shape) - n, tuple(x.shape[-n:])
-    best = terms[0]
-    for t in terms[1:]:
-        best = ops.maximum(best, t)
-    scores = [_window_score(t, best, len(terms), i, valid[i] if valid else None)
-              for i, t in enumerate(terms)]
-    top = scores[0]
-    for sc in scores[1:]:
-        top = ops.maximum(top, sc)
+    scores, top = _window_scores(terms, valid)
     index = None
     for score, offsets in zip(scores[::-1], list(itertools.product(
             *(range(k) for k in kernel)))[::-1]):
@@ -737,15 +730,7 @@ def _pick_max(terms, valid=None):
     a chain of ``where`` that picks the element PyTorch's max pooling picks, so the
     gradient goes where PyTorch's goes (:func:`_window_score`). ``valid`` marks, per
     element, the windows where it is input and not padding."""
-    best = terms[0]
-    for t in terms[1:]:
-        best = ops.maximum(best, t)
-    k = len(terms)
-    scores = [_window_score(t, best, k, i, valid[i] if valid else None)
-              for i, t in enumerate(terms)]
-    top = scores[0]
-    for s in scores[1:]:
-        top = ops.maximum(top, s)
+    scores, top = _window_scores(terms, valid)
     out = terms[-1]
     for t, s in zip(terms[-2::-1], scores[-2::-1]):
         out = ops.where(ops.eq(s, top), t, out)
@@ -787,6 +772,19 @@ def _tile_terms(x, n, kernel):
         for d, k in zip(window, offsets):
             v = ops.slice(v, d, k, k + 1, 1)
         yield ops.reshape(v, tuple(x.shape[:-n]) + out)
+
+
+def _window_scores(terms, valid=None):
+    """Each window element's :func:`_window_score`, and the highest (the element picked)."""
+    best = terms[0]
+    for t in terms[1:]:
+        best = ops.maximum(best, t)
+    scores = [_window_score(t, best, len(terms), i, valid[i] if valid else None)
+              for i, t in enumerate(terms)]
+    top = scores[0]
+    for score in scores[1:]:
+        top = ops.maximum(top, score)
+    return scores, top
 
 
 def _window_score(t, best, k, pos, valid=None):
