@@ -932,8 +932,9 @@ def prefers_channels_last(x: Any, weight: Any, groups: Any) -> bool:
             x.get_device().type != "cpu" or len(x.get_size()) != 4:
         return False
     channels, (_, per_group, kh, kw) = x.get_size()[1], tuple(weight.get_size())
-    return isinstance(groups, int) and groups > 1 and groups == channels and \
-        per_group == 1 and isinstance(kh, int) and isinstance(kw, int) and max(kh, kw) >= 5
+    if not all(isinstance(v, int) for v in (groups, channels, per_group, kh, kw)):
+        return False   # (comparing a symbolic size would guard on it)
+    return groups > 1 and groups == channels and per_group == 1 and max(kh, kw) >= 5
 
 
 def convolution_channels_last(x, weight, bias=None, stride=1, padding=0, dilation=1,
