@@ -236,7 +236,9 @@ def sort_in_place_and_vars(x, y):
     made = _Settings()
     made.shift = 5.0
     knobs = vars(SETTINGS)
-    return ts[0] * knobs["scale"] + knobs["shift"] + vars(made)["shift"] + ts[-1].sum()
+    # items sorted by their distinct keys: Python never compares the tensors (gpytorch)
+    first = sorted({"b": x * 2, "a": y}.items())[0][1]
+    return ts[0] * knobs["scale"] + knobs["shift"] + vars(made)["shift"] + ts[-1].sum() + first
 
 
 CASES = {
@@ -499,3 +501,15 @@ def test_the_legacy_constructor_follows_the_default_dtype():
     finally:
         torch.set_default_dtype(torch.float32)
         tc.reset()
+
+
+def test_sorting_pairs_whose_keys_tie_and_values_are_tensors_is_a_break():
+    """Only where Python would compare two tensors (equal first elements) is it a break."""
+    def f(x, y):
+        return sorted([(1, x), (1, y)])[0][1] * 2
+    x, y = torch.randn(1), torch.randn(1)
+    report = tc.explain(f)(x, y)
+    assert report.graph_break_count >= 1
+    assert "ordering by" in report.break_reasons[0].reason
+    torch.testing.assert_close(tc.compile(f)(x, y), f(x, y))
+    tc.reset()

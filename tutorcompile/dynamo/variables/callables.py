@@ -1282,16 +1282,34 @@ def _reversed(tx, seq):
     return ListIteratorVariable(list(reversed(_seq(tx, seq))))
 
 
-def _sort_key(tx, key: VariableTracker | None, item: VariableTracker):
-    """The Python value ``key(item)`` sorts by (the item itself without a key)."""
+def _sort_key(tx, key: VariableTracker | None, item: VariableTracker, inner: bool = False):
+    """The Python value ``key(item)`` sorts by (the item itself without a key). Inside a
+    tuple, a value that is not a constant is kept as :class:`_Unordered`: Python compares
+    tuples element by element and stops at the first that differs, so ``sorted(d.items())``
+    never compares the values (gpytorch sorts its kernels so) -- and where it would, the
+    comparison is the break."""
     k = tx.call(key, [item], {}) if key is not None else item
     if isinstance(k, SymIntVariable):
         return k.specialize(tx)
     if isinstance(k, BaseListVariable):
-        return tuple(_sort_key(tx, None, i) for i in k.items)
+        return tuple(_sort_key(tx, None, i, inner=True) for i in k.items)
     if not k.is_python_constant():
+        if inner:
+            return _Unordered(k)
         raise Unsupported(f"ordering by {k} (not a Python constant)")
     return k.as_python_constant()
+
+
+class _Unordered:
+    """An element of a sort key that is not a Python constant: comparing it is a break."""
+
+    def __init__(self, variable: VariableTracker):
+        self.variable = variable
+
+    def _compare(self, other):
+        raise Unsupported(f"ordering by {self.variable} (not a Python constant)")
+    __eq__ = __lt__ = __gt__ = __le__ = __ge__ = _compare
+    __hash__ = None
 
 
 def _sorted(tx, seq, key=None, reverse=None):
