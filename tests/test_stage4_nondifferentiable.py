@@ -109,7 +109,8 @@ def test_inputs_no_computed_gradient_reaches_get_none_as_in_eager(backend):
     it skips one with None. Three ways in: an output the loss does not use (a pooler), a
     tensor read for its dtype only (``x.to(other)``), and a tensor an earlier call's graph
     made, passed to this one unused (whose graph the engine then re-entered after its
-    backward had freed it: "backward through the graph a second time")."""
+    backward had freed it: "backward through the graph a second time") -- the last as
+    monai's DynUNet does it, a list entry overwritten by a child module."""
     torch.manual_seed(0)
     model = _WithPooler()
     compiled = tc.compile(model, backend=backend)
@@ -138,3 +139,36 @@ def test_inputs_no_computed_gradient_reaches_get_none_as_in_eager(backend):
         compiled_step(x).sum().backward()
         torch.testing.assert_close(x.grad, torch.ones(3))
     tc.reset()
+
+    parent = _SharesAList()     # (monai's DynUNet: the list entry a child overwrites)
+    compiled_parent = tc.compile(parent, backend=backend)
+    for _ in range(3):
+        x = torch.randn(2, 4)
+        compiled_parent(x).sum().backward()
+        got = parent.child.lin.weight.grad.clone()
+        parent.zero_grad(set_to_none=True)
+        parent(x).sum().backward()
+        torch.testing.assert_close(got, parent.child.lin.weight.grad)
+        parent.zero_grad(set_to_none=True)
+    tc.reset()
+
+
+class _Child(torch.nn.Module):
+    def __init__(self, heads):
+        super().__init__()
+        self.heads, self.lin = heads, torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.lin(x)
+        self.heads[0] = y * 2     # overwrites the last call's entry, which it never reads
+        return y
+
+
+class _SharesAList(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = [torch.zeros(1)]
+        self.child = _Child(self.heads)
+
+    def forward(self, x):
+        return torch.stack([self.child(x), *self.heads], 1)

@@ -64,6 +64,7 @@ Mirrors: torch/_functorch/aot_autograd.py (``aot_function``, ``aot_module``,
 from __future__ import annotations
 
 import functools
+import operator
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -397,6 +398,9 @@ def _run(art: CompiledArtifacts, inputs: list) -> Any:
     return list(outs[:n_user]) if spec == "list" else tuple(outs[:n_user])
 
 
+_SHAPE_DTYPE_DEVICE = operator.attrgetter("shape", "dtype", "device")
+
+
 class _AOTFunction(torch.autograd.Function):
     """Forward: the compiled forward graph. Backward: the compiled backward graph.
 
@@ -414,9 +418,10 @@ class _AOTFunction(torch.autograd.Function):
         outs = art.forward_run(*inputs)
         fwd, saved = outs[:n_fwd], outs[n_fwd:]
         ctx.art = art
-        ctx.set_materialize_grads(False)
-        ctx.tangent_metas = [(o.shape, o.dtype, o.device) for o in
-                             (fwd[i] for i in joint.tangent_outputs)]
+        ctx.materialize_grads = False    # (what ctx.set_materialize_grads(False) sets)
+        # (C-level calls only: the per-call path runs no Python frame of ours here)
+        ctx.tangent_metas = [*map(_SHAPE_DTYPE_DEVICE, map(fwd.__getitem__,
+                                                           joint.tangent_outputs))]
         if art.mutated_tensor_positions:
             # An input the epilogue will overwrite must not be saved as it is: keep its old
             # value.
@@ -485,7 +490,11 @@ _functorch_active = torch._C._are_functorch_transforms_active
 
 def _apply(art: CompiledArtifacts, *inputs: torch.Tensor) -> tuple:
     """``_AOTFunction.apply(art, *inputs)``, through the C++ apply when no functorch
-    transform (``vmap``, ``grad``...) is active."""
+    transform (``vmap``, ``grad``...) is active; inputs no gradient reaches detached
+    (:attr:`JointGraph.unreached`)."""
+    unreached = art.joint.unreached
+    if unreached:
+        inputs = tuple(x.detach() if i in unreached else x for i, x in enumerate(inputs))
     if _functorch_active():
         return _AOTFunction.apply(art, *inputs)
     return _c_apply(art, *inputs)

@@ -55,6 +55,15 @@ class JointGraph:
     # when autograd computed none of them, the input's gradient is None, as in eager
     tangents_reaching: list[int] = field(default_factory=list)
 
+    @functools.cached_property
+    def unreached(self) -> tuple[int, ...]:
+        """Inputs that require grad but that no output's gradient reaches (a tensor the
+        graph reads and drops): passed detached, so that autograd has no edge to follow
+        into the graph that made them -- freed already, if its backward ran."""
+        return tuple(i for i, (rg, reach) in enumerate(zip(self.requires_grad,
+                                                            self.tangents_reaching))
+                     if rg and not reach)
+
     @property
     def primals(self) -> list[Node]:
         return [p for p in self.graph.placeholders if p.meta.get("partition_role") == "primal"]

@@ -53,25 +53,6 @@ from . import ir
 from .codegen.scan import GENERATED_EXTERNS
 from .scheduler import Scheduler
 
-try:  # ATen's allocation without Python argument parsing (Inductor's wrapper calls it too)
-    from torch._C._dynamo.guards import _empty_strided_cpu
-except ImportError:  # (a PyTorch without it)
-    _empty_strided_cpu = None
-
-CPU = torch.device("cpu")
-"""The one CPU device object every wrapper binds, so allocation tells it by identity (reading
-``device.type`` costs more than the allocation)."""
-
-
-def empty_strided(size: tuple, stride: tuple, *, dtype: torch.dtype,
-                  device: torch.device) -> torch.Tensor:
-    """``torch.empty_strided``, a CPU's through ATen's direct binding: a wrapper allocates
-    every kernel output each call (hundreds in a conv net's training step), and parsing
-    ``torch.empty_strided``'s keyword arguments costs more than the allocation."""
-    if device is CPU and _empty_strided_cpu is not None:
-        return _empty_strided_cpu(size, stride, dtype)
-    return torch.empty_strided(size, stride, dtype=dtype, device=device)
-
 
 def _layout_key(buffer: ir.Buffer) -> tuple:
     layout = buffer.layout   # (sizes as sympy expressions: comparing SymInts would guard)
@@ -350,7 +331,7 @@ class WrapperCodegen:
         self.lowering = scheduler.lowering
         self.kernels = kernels
         self.reuse = reuse
-        self.globals: dict[str, Any] = {"torch": torch, "empty_strided": empty_strided}
+        self.globals: dict[str, Any] = {"torch": torch, "empty_strided": torch.empty_strided}
         self.kernel_sources = {name: k[0].source for name, k in kernels.items()}
         # and the kernels it calls like PyTorch calls (a scan: codegen/scan.py)
         generated = [g.buffers[0].kernel for g in scheduler.groups if g.is_extern and
@@ -380,8 +361,6 @@ class WrapperCodegen:
 
     def device_name(self, device: torch.device) -> str:
         device = torch.device(device)
-        if device == CPU:
-            device = CPU
         for name, known in self.globals.items():
             if isinstance(known, torch.device) and known == device:
                 return name
