@@ -1080,9 +1080,7 @@ class InstructionTranslator(VM):
         hold, runs the frame uncompiled from where the graph began -- so the program raises
         what it raises, message and all. That rerun is only safe for a graph that changes
         nothing and draws no random number: ``compile_entry`` traces again without
-        assumptions otherwise. Other tensor branches stay graph breaks."""
-        if not self.assume:
-            return False
+        assumptions otherwise: the branch is then a break that says why."""
         cond = self.realize(f.stack[-1])
         if not isinstance(cond, TensorVariable) or cond.node is None or \
                 not isinstance(cond.fake, torch.Tensor) or any(
@@ -1092,6 +1090,12 @@ class InstructionTranslator(VM):
         jump_raises = _only_raises(f.instructions, inst.target)
         if jump_raises == _only_raises(f.instructions, f.ip):
             return False
+        if not self.assume:
+            raise Unsupported(
+                "a check on a tensor's value that raises (`assert`, `if ...: raise`) in a "
+                "graph that writes a tensor in place or draws random numbers: it cannot be "
+                "checked after the graph ran, since running the frame again to raise would "
+                "write or draw twice")
         f.pop()
         # the side that does not raise is taken: the jump when its target raises not
         self.assumptions.append((cond, jumps_if if not jump_raises else not jumps_if))
