@@ -230,8 +230,21 @@ def _open_course_and_run_notebook_00(page, address: str) -> None:
     before = solution.read_bytes()
     page.locator(".jp-BreadCrumbs-home").click()
     page.locator(".jp-DirListing-item", has_text="solutions").dblclick()
+    page.wait_for_function(
+        "() => document.querySelector('.jp-BreadCrumbs').textContent.includes('solutions')",
+        timeout=minute)
     page.locator(".jp-DirListing-item", has_text="ex01_autograd.ipynb").dblclick()
-    page.get_by_text("notebook is read-only").wait_for(timeout=minute)
+    # the solution's own tab is current (its tooltip names the path) before anything is typed:
+    # a save that reached notebook 00 would write into the repository
+    page.wait_for_function(
+        "() => { const t = document.querySelector("
+        "'#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current');"
+        " return t && (t.title || '').includes('solutions/ex01_autograd.ipynb'); }",
+        timeout=2 * minute)
+    # the server reports it unwritable (the toolbar's "notebook is read-only" label reads this
+    # field; on a narrow toolbar it may sit in the overflow menu, so the field itself is checked)
+    api = address.split("/lab/")[0] + "/api/contents/solutions/ex01_autograd.ipynb?content=0"
+    assert page.request.get(api).json()["writable"] is False
     page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell").first.click()
     page.keyboard.press("Control+s")
     page.get_by_text("is read-only. Use").first.wait_for(timeout=minute)
