@@ -26,9 +26,10 @@ def _leaves(args):
     return leaves
 
 
-def run_with_gradients(fn, args):
-    """Outputs (tensors, then everything else) and the gradients of their sum."""
-    leaves = _leaves(args)
+def run_with_gradients(fn, args, gradients=True):
+    """Outputs (tensors, then everything else) and the gradients of their sum (none when
+    ``gradients`` is false: no input then requires grad)."""
+    leaves = _leaves(args) if gradients else []
     out = fn(*args)
     tensors = _tensors(out)
     loss = sum(t.float().sum() for t in tensors if t.requires_grad)
@@ -39,16 +40,18 @@ def run_with_gradients(fn, args):
     return tensors, grads, others
 
 
-def check_one_graph(fn, make_inputs, backend, **tolerance):
+def check_one_graph(fn, make_inputs, backend, *, gradients=True, **tolerance):
     """``fn`` compiled whole (a break raises) equals eager on fresh inputs of the same seed:
-    outputs, whether they require grad, gradients (None exactly where eager has none), the
-    values it returns besides tensors; and it is one graph with no break."""
+    outputs, whether they require grad, gradients (None exactly where eager has none, and
+    not asked for when ``gradients`` is false), the values it returns besides tensors; and
+    it is one graph with no break."""
     def make():
         torch.manual_seed(0)
         return make_inputs()
     tc.reset()
-    expected = run_with_gradients(fn, make())
-    got = run_with_gradients(tc.compile(fn, backend=backend, fullgraph=True), make())
+    expected = run_with_gradients(fn, make(), gradients)
+    got = run_with_gradients(tc.compile(fn, backend=backend, fullgraph=True), make(),
+                             gradients)
     for a, b in zip(expected[0], got[0], strict=True):
         torch.testing.assert_close(b, a, **tolerance)
         assert b.requires_grad == a.requires_grad

@@ -13,7 +13,9 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch._higher_order_ops.while_loop import while_loop
 from torch.func import functional_call, grad, grad_and_value, hessian, jacfwd, jacrev, vmap
+from torch.nn.attention.flex_attention import AuxRequest, create_block_mask, flex_attention
 from torch.utils.checkpoint import checkpoint
 
 import tutorcompile as tc
@@ -175,6 +177,25 @@ def _tied():
     return [torch.randn(3), nn.Sequential(emb, head)]
 
 
+
+# --- while_loop: the number of steps is the data's ------------------------------------------
+def while_loop_until_a_tensor_test(x, w):
+    def cond(i, a):
+        return (i < 5) & (a.abs().sum() < 50)
+
+    def body(i, a):
+        return i + 1, torch.tanh(a @ w) * 3
+    i, a = while_loop(cond, body, (torch.tensor(0), x))
+    return a * i
+
+
+def while_loop_with_nested_carries(x):
+    limit = 4
+    count, (a, b) = while_loop(lambda c, pair: c < limit,
+                               lambda c, pair: (c + 1, (pair[0] * 1.5, pair[1] + pair[0])),
+                               (torch.tensor(0), (x, torch.zeros_like(x))))
+    return b + count
+
 CASES = {
     "vmap_of_a_lambda": (vmap_of_a_lambda, lambda: [torch.randn(5, 3)]),
     "vmap_in_dims_with_none": (vmap_in_dims_with_none,
@@ -206,6 +227,10 @@ CASES = {
     "functional_call_of_some_parameters_and_a_buffer": (
         functional_call_of_some_parameters_and_a_buffer, _linear_bn),
     "functional_call_of_tied_weights": (functional_call_of_tied_weights, _tied),
+    "while_loop_until_a_tensor_test": (while_loop_until_a_tensor_test,
+                                       lambda: [torch.randn(2, 3), torch.randn(3, 3)]),
+    "while_loop_with_nested_carries": (while_loop_with_nested_carries,
+                                       lambda: [torch.randn(4)]),
 }
 
 
@@ -391,3 +416,73 @@ def test_a_reentrant_checkpoint_with_no_input_that_requires_grad_is_a_break():
     explained = tc.explain(lambda x: checkpoint(model, x, use_reentrant=True))(
         torch.randn(2, 4))
     assert any("no input that requires grad" in r.reason for r in explained.break_reasons)
+
+
+# --- flex_attention: score_mod and mask_mod traced into the graph -------------------------
+# (PyTorch has no flex_attention backward on CPU: the inputs here do not require grad)
+def _qkv(heads=4, kv_heads=4, length=16, dim=8):
+    return (torch.randn(2, heads, length, dim), torch.randn(2, kv_heads, length, dim),
+            torch.randn(2, kv_heads, length, dim))
+
+
+def flex_relative_position(q, k, v):
+    return flex_attention(q, k, v, score_mod=lambda s, b, h, i, j: s + (i - j) * 0.1)
+
+
+def flex_alibi_and_softcap(q, k, v, slopes):
+    def mod(score, b, h, q_idx, kv_idx):
+        return 10 * torch.tanh((score + slopes[h] * (kv_idx - q_idx)) / 10)
+    return flex_attention(q, k, v, score_mod=mod, scale=0.25)
+
+
+def flex_bias_table(q, k, v, bias):
+    return flex_attention(q, k, v, score_mod=lambda s, b, h, i, j: s + bias[b, h, i, j])
+
+
+def flex_block_mask(q, k, v, block_mask):
+    return flex_attention(q, k, v, block_mask=block_mask)
+
+
+def flex_gqa_with_lse(q, k, v):
+    out, aux = flex_attention(q, k, v, enable_gqa=True, return_aux=AuxRequest(lse=True))
+    return out, aux.lse
+
+
+def flex_rows_with_nothing_left(q, k, v):
+    # rows 0-3 mask out every key: eager gives zeros there (and an lse of -inf)
+    return flex_attention(q, k, v, score_mod=lambda s, b, h, i, j: torch.where(
+        i > 3, s, -float("inf")), return_lse=True)
+
+
+def _document_causal_mask():
+    docs = torch.tensor([0] * 5 + [1] * 7 + [2] * 4)
+
+    def mask(b, h, q_idx, kv_idx):
+        return (docs[q_idx] == docs[kv_idx]) & (q_idx >= kv_idx)
+    return create_block_mask(mask, 2, None, 16, 16, device="cpu")
+
+
+FLEX_CASES = {
+    "relative_position": (flex_relative_position, _qkv),
+    "alibi_and_softcap": (flex_alibi_and_softcap, lambda: [*_qkv(), torch.rand(4)]),
+    "bias_table": (flex_bias_table, lambda: [*_qkv(), torch.randn(2, 4, 16, 16)]),
+    "document_causal_block_mask": (flex_block_mask,
+                                   lambda: [*_qkv(), _document_causal_mask()]),
+    "gqa_with_lse": (flex_gqa_with_lse, lambda: _qkv(heads=4, kv_heads=2)),
+    "rows_with_nothing_left": (flex_rows_with_nothing_left, _qkv),
+    "float64": (flex_relative_position, lambda: [t.double() for t in _qkv()]),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", list(FLEX_CASES))
+def test_flex_attention_is_one_graph_with_eager_values(name, backend):
+    check_one_graph(*FLEX_CASES[name], backend, gradients=False, rtol=1e-4, atol=1e-5)
+
+
+def test_flex_attention_with_inputs_that_require_grad_raises_what_eager_raises():
+    q, k, v = (t.requires_grad_() for t in _qkv())
+    with pytest.raises(NotImplementedError, match="does not support backward on CPU"):
+        flex_relative_position(q, k, v)
+    with pytest.raises(NotImplementedError, match="does not support backward on CPU"):
+        tc.compile(flex_relative_position)(q, k, v)

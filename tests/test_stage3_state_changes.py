@@ -253,3 +253,48 @@ def test_a_break_after_a_set_grad_enabled_statement_resumes_in_the_mode_it_set(c
         assert not out.requires_grad and not torch.is_grad_enabled()
     finally:
         torch.set_grad_enabled(True)
+
+
+# --- torch function modes: what each torch call computes is theirs to decide --------------
+class _SinPlusOne(torch.overrides.TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        return out + 1 if func is torch.sin else out
+
+
+def _sin_twice(x):
+    return torch.sin(x) * 2
+
+
+def _mode_inside(x):
+    with _SinPlusOne():
+        y = torch.sin(x)
+    return torch.sin(y) * 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_a_function_mode_around_the_call_gets_eager_answers(backend):
+    # a graph of ours computes torch.sin itself (inductor's kernel), so one compiled without
+    # the mode must not run under it, nor one traced under it run without it
+    x = torch.zeros(3)
+    compiled = tc.compile(_sin_twice, backend=backend)
+    torch.testing.assert_close(compiled(x), _sin_twice(x))
+    with _SinPlusOne():
+        expected = _sin_twice(x)
+        torch.testing.assert_close(compiled(x), expected)
+    assert expected.eq(2).all()
+    tc.reset()
+    with _SinPlusOne():
+        torch.testing.assert_close(compiled(x), expected)
+    torch.testing.assert_close(compiled(x), torch.zeros(3))
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_a_function_mode_entered_inside_runs_its_block_uncompiled(backend):
+    x = torch.zeros(3)
+    torch.testing.assert_close(tc.compile(_mode_inside, backend=backend)(x), _mode_inside(x))
+    assert torch._C._len_torch_function_stack() == 0    # entered and left once
+    with pytest.raises(tc.TutorcompileError, match="torch function mode is active"):
+        with _SinPlusOne():
+            tc.reset()
+            tc.compile(_sin_twice, fullgraph=True)(x)

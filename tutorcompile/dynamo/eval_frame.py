@@ -58,7 +58,7 @@ from ..fx.passes.dce_cse import is_impure
 from .backends import check_options, lookup_backend
 from .decorators import marked_dims
 from .exc import AssumptionFailed, GraphBreakError, RecompileLimitWarning
-from .guards import CheckFunction
+from .guards import CheckFunction, user_function_modes
 from .source import KEYS
 from .symbolic_convert import CaptureResult, InstructionTranslator
 from .variables import (
@@ -72,7 +72,7 @@ from .variables import (
     VariableTracker,
 )
 from .variables.nn_module import own_call
-from .variables.torch import in_torch, traced_like_user_code
+from .variables.torch import defining_module, in_torch, traced_like_user_code
 from .vm import _RETURN, CO_VARARGS, CO_VARKEYWORDS, VM, Frame, can_interpret
 
 RECOMPILE_LIMIT = 8
@@ -363,7 +363,7 @@ def should_compile(fn: Any) -> bool:
     if not can_interpret(fn) or fn.__dict__.get("_torchdynamo_disable"):
         return False
     module = getattr(fn, "__module__", "") or ""
-    if traced_like_user_code(module):
+    if traced_like_user_code(defining_module(fn)):
         return True
     if in_torch(module) or module.startswith(("tutorcompile.", "typing", "functools")):
         return False
@@ -542,6 +542,16 @@ def run_frame(frame: Frame, config: Config) -> Any:
                         f"tutorcompile: {frame.code.co_name} (resume point {ip}) hit the "
                         f"recompile limit ({RECOMPILE_LIMIT}); running it uncompiled from "
                         "now on", RecompileLimitWarning, stacklevel=3)
+                return ConcreteRunner(config).run(frame)
+            modes = user_function_modes()
+            if modes:
+                # ``with MyMode():`` around the call (or entered before a break): its
+                # ``__torch_function__`` decides what each torch call computes, which a
+                # graph traced on fake tensors cannot hold -- this call runs uncompiled
+                reason = f"a torch function mode is active ({type(modes[-1]).__name__})"
+                if config.fullgraph:
+                    raise GraphBreakError(reason, frame.code.co_filename,
+                                          frame.code.co_firstlineno, "")
                 return ConcreteRunner(config).run(frame)
             if entries:
                 _note_recompile(frame, cache, entries)

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.overrides
+import torch.utils._device
 
 from ..amp import AUTOCAST_DEVICES, autocast_state
 from ..fx import exec_generated
@@ -86,6 +88,14 @@ def explain_tensor_mismatch(t, tensor_type, dtype, device, size, stride, require
     if contiguous is not None and t.is_contiguous() != contiguous:
         return f"contiguity: expected {contiguous}, got {t.is_contiguous()}"
     return None
+
+
+def user_function_modes() -> list:
+    """The torch function modes a user pushed, innermost last -- not the default-device mode
+    ``torch.set_default_device`` keeps on the stack for the rest of a program, under which
+    capture traces factory calls like every other call."""
+    return [m for m in torch.overrides._get_current_function_mode_stack()
+            if not isinstance(m, torch.utils._device.DeviceContext)]
 
 
 @dataclass
@@ -260,6 +270,14 @@ class GuardBuilder:
 
     def GRAD_MODE(self) -> None:
         self.add("GRAD_MODE", f"torch.is_grad_enabled() == {torch.is_grad_enabled()}",
+                 comment="global state")
+
+    def FUNCTION_MODES(self) -> None:
+        """No torch function mode a user pushed is active (``with MyMode():`` around the
+        call): the graph was traced with none, and a mode changes what each torch call
+        computes -- its ``__torch_function__`` runs instead. One C call when there is none."""
+        self.add("FUNCTION_MODES", "not torch._C._len_torch_function_stack() or not "
+                 f"{self.bind(user_function_modes, 'user_function_modes')}()",
                  comment="global state")
 
     def AUTOCAST(self) -> None:

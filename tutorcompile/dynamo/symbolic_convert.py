@@ -303,6 +303,7 @@ class InstructionTranslator(VM):
         if self.output.op_count:
             self.guards.GRAD_MODE()
             self.guards.AUTOCAST()
+            self.guards.FUNCTION_MODES()
         return result
 
     def _rollback(self, mark: tuple[int, int]) -> None:

@@ -189,6 +189,12 @@ def _kernel_choice_contexts() -> frozenset[Any]:
 # Dynamo lets the compiled graph pick its attention kernel)
 KERNEL_CHOICE_CONTEXTS: frozenset[Any] = _kernel_choice_contexts()
 
+# Context managers that only label the nodes an FX tracer records inside them
+# (``torch.fx.traceback.annotate({"fallback_to_eager": True})`` around an op in
+# ``flex_attention``'s block-mask code): they change no value, and our graph keeps no such
+# labels, so they trace as ``contextlib.nullcontext`` too
+ANNOTATING_CONTEXTS: frozenset[Any] = frozenset({torch.fx.traceback.annotate})
+
 
 # Calls that only report -- they write to a log or the warnings machinery and compute
 # nothing a graph needs -- made after the graph instead of breaking it.

@@ -8,7 +8,9 @@ gets one node calling one of the functions below with the body as a constant arg
 * :func:`call_transform` runs a ``torch.func`` transform (``vmap``, ``grad``, ``jacrev``...)
   of the body, and returns the tensors of its result as a flat tuple (a dict of gradients,
   nested tuples: capture rebuilds them from the leaves, so later stages see plain tensors);
-* :func:`call_cond` runs the branch the predicate picks.
+* :func:`call_cond` runs the branch the predicate picks;
+* :func:`call_while_loop` runs ``torch.while_loop``'s loop: the body while the condition
+  body says so, on the carried values.
 
 A body takes its operands first and then the values it closes over from the enclosing graph
 (``free``), lifted to inputs as PyTorch's Dynamo lifts them: ``body(*operands, *free)``. The
@@ -30,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch._higher_order_ops.while_loop import while_loop_op
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._pytree import TreeSpec, tree_flatten, tree_leaves, tree_unflatten
 
@@ -80,6 +83,34 @@ def call_cond(pred: Any, true_body: Callable, false_body: Callable, n: int, k: i
     return tuple(tree_leaves(result))
 
 
+def call_while_loop(cond_body: Callable, body: Callable, n: int, k: int,
+                    *tensors: Any) -> tuple:
+    """``while cond_body(*carried, *its_free): carried = body(*carried, *its_free)``,
+    returning the carried tensors as a flat tuple: ``torch._higher_order_ops.while_loop``
+    with both functions traced. ``tensors`` are the ``n`` carried values, the ``k`` the
+    condition closes over, then the body's. It runs as PyTorch's ``while_loop_op`` (whose
+    autograd rule gives the loop its gradient). Under fake or meta tensors, where the
+    condition has no value, it runs the body once and checks the body gives back what it
+    was given, as ``while_loop`` requires -- every iteration then has the same shapes."""
+    carried, cond_free, body_free = tensors[:n], tensors[n:n + k], tensors[n + k:]
+    if any(isinstance(t, FakeTensor) or t.device.type == "meta" for t in tensors):
+        result = tuple(tree_leaves(body(*carried, *body_free)))
+        for i, (before, after) in enumerate(zip(carried, result, strict=True)):
+            if before.shape != after.shape or before.dtype != after.dtype:
+                raise RuntimeError(f"while_loop: the body changes carried value {i} from "
+                                   f"{_describe(before)} to {_describe(after)}")
+        return result
+
+    # (each function takes the carried values, then all of the closed-over ones: PyTorch
+    # traces them on fake copies of both to give the loop its autograd rule)
+    def cond(*args: Any) -> Any:
+        return cond_body(*args[:n], *args[n:n + k])
+
+    def step(*args: Any) -> tuple:
+        return tuple(tree_leaves(body(*args[:n], *args[n + k:])))
+    return tuple(while_loop_op(cond, step, tuple(carried), (*cond_free, *body_free)))
+
+
 def _both_branches(a: Any, b: Any) -> Any:
     """Shape inference of a ``cond``: what both branches return, which must agree."""
     la, spec_a = tree_flatten(a)
@@ -109,4 +140,5 @@ def body_input() -> None:
                        "construction; it never runs")
 
 
-__all__ = ["TRANSFORMS", "body_input", "call_cond", "call_transform", "run_transform"]
+__all__ = ["TRANSFORMS", "body_input", "call_cond", "call_transform", "call_while_loop",
+           "run_transform"]

@@ -1051,6 +1051,9 @@ class BuiltinVariable(VariableTracker):
             return tx.wrap_nested(value, None)
         if name in ("__name__", "__qualname__", "__module__") and hasattr(self.fn, name):
             return ConstantVariable(getattr(self.fn, name))  # ``typ.__name__``: fixed
+        if self.fn is torch._dynamo.comptime.comptime:
+            # its static methods (``comptime.force_static(n)``), traced: each calls comptime
+            return tx.wrap_nested(getattr(type(self.fn), name), None)
         return super().var_getattr(tx, name)
 
     def call_function(self, tx, args, kwargs):
@@ -1869,6 +1872,14 @@ def _attr_name(name: VariableTracker) -> str:
     return name.as_python_constant()
 
 
+def _comptime(tx, *args, **kwargs):
+    """``torch._dynamo.comptime(fn)`` (and ``comptime.force_static(n)``...): a hook that runs
+    ``fn`` on PyTorch Dynamo's compile-time context -- print its graph, pin a size. It
+    computes nothing the program sees; we have no such context, so there is nothing to run
+    (a size stays symbolic, guarded where it is relied on, as always)."""
+    return ConstantVariable(None)
+
+
 def _installed_package_probe(fn):
     """``importlib.util.find_spec("mambapy")`` / ``importlib.metadata.version(...)`` -- what
     transformers' ``is_*_available()`` helpers ask -- on a constant name: answered now, for
@@ -1912,6 +1923,7 @@ _BUILTIN_HANDLERS: dict[Callable, Callable] = {
     setattr: _setattr, delattr: _delattr, object.__new__: _object_new, slice: _slice,
     importlib.util.find_spec: _installed_package_probe(importlib.util.find_spec),
     importlib.metadata.version: _installed_package_probe(importlib.metadata.version),
+    torch._dynamo.comptime.comptime: _comptime,
 }
 
 _BUILTIN_HANDLERS.update({fn: _polyfill(poly) for fn, poly in polyfills.POLYFILLS.items()})

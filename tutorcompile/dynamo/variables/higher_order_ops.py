@@ -4,10 +4,10 @@ A graph node's arguments are tensors and constants, never a traced function, so 
 passes a function cannot be one node of traced ops. Each kind gets what its meaning needs:
 
 * **A body of its own** (``torch.func.vmap``/``grad``/``grad_and_value``/``jacrev``/
-  ``jacfwd``/``hessian``, ``torch.cond``): the function is traced, on stand-ins for its
-  operands, into a subgraph -- a :class:`~tutorcompile.fx.GraphModule`, the *body* -- and the
-  graph gets one node calling :mod:`tutorcompile.ops.higher_order` with it (PyTorch's Dynamo
-  speculates a subgraph the same way). What the body reads from the enclosing graph becomes
+  ``jacfwd``/``hessian``, ``torch.cond``, ``while_loop``): the function is traced, on
+  stand-ins for its operands, into a subgraph -- a :class:`~tutorcompile.fx.GraphModule`,
+  the *body* -- and the graph gets one node calling :mod:`tutorcompile.ops.higher_order`
+  with it (PyTorch's Dynamo speculates a subgraph the same way). What the body reads from the enclosing graph becomes
   its extra inputs; guards made while tracing it guard the whole graph. A body may not write
   to anything outside it (a list, an attribute, a tensor in place): that is a break.
 * **Inlined, with a tag** (``torch.utils.checkpoint.checkpoint``): the function's ops join the
@@ -17,6 +17,9 @@ passes a function cannot be one node of traced ops. Each kind gets what its mean
   the same values and gradients, without the memory saving.)
 * **Inlined, with a substitution** (``torch.func.functional_call``): the module's forward is
   inlined while its parameters and buffers read as the tensors passed in.
+* **Inlined, as its dense formula** (``flex_attention``): ``score_mod`` and ``mask_mod``
+  are called once on broadcasting index tensors, so their ops join the graph and fuse with
+  the softmax around them (:func:`flex_attention_dense`).
 * **Unrolled, or one node** (``associative_scan``), below.
 
 ``associative_scan`` is unrolled while the length is a constant: the function is inlined once
@@ -36,13 +39,16 @@ scan dimension), so each step selects a slice. Both ways take the steps in the o
 Mamba's own loop does; PyTorch's parallel-prefix scan regroups them (equal up to rounding).
 
 Mirrors: torch/_dynamo/variables/higher_order_ops.py (``speculate_subgraph``,
-``CondHigherOrderVariable``, ``FunctorchHigherOrderVariable``,
-``CheckpointHigherOrderVariable``, ``AssociativeScanHigherOrderVariable``).
+``CondHigherOrderVariable``, ``WhileLoopHigherOrderVariable``,
+``FunctorchHigherOrderVariable``, ``CheckpointHigherOrderVariable``,
+``AssociativeScanHigherOrderVariable``, ``FlexAttentionHigherOrderVariable``) and
+torch/_higher_order_ops/flex_attention.py (``math_attention``, the dense path).
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 import types
 from collections.abc import Callable
 from typing import Any
@@ -50,12 +56,21 @@ from typing import Any
 import torch
 import torch.nn.utils.stateless
 from torch._higher_order_ops.associative_scan import associative_scan
+from torch._higher_order_ops.flex_attention import flex_attention as flex_attention_hop
+from torch._higher_order_ops.while_loop import while_loop
+from torch.nn.attention.flex_attention import flex_attention
 from torch.utils._pytree import tree_flatten
 from torch.utils.checkpoint import checkpoint, noop_context_fn
 
 from ...fx import Graph, GraphModule, Node
 from ...fx.passes.dce_cse import is_impure, is_random, written_arguments
-from ...ops.higher_order import TRANSFORMS, call_cond, call_transform, run_transform
+from ...ops.higher_order import (
+    TRANSFORMS,
+    call_cond,
+    call_transform,
+    call_while_loop,
+    run_transform,
+)
 from ...ops.scan import sequential_scan
 from ..exc import Unsupported
 from .base import VariableTracker
@@ -401,6 +416,34 @@ def _cond(tx, pred, true_fn, false_fn, operands=None):
     return _unflatten(flat.items, tree_flatten(bodies[0].graph.output_node.args[0])[1])
 
 
+def _while_loop(tx, cond_fn, body_fn, carried_inputs):
+    """``while_loop(cond_fn, body_fn, carried)``: both functions traced, each a body, into
+    one node that runs the loop (:func:`~tutorcompile.ops.higher_order.call_while_loop`);
+    the number of iterations is the data's to decide, so the graph holds no unrolled step."""
+    if not isinstance(carried_inputs, (TupleVariable, ListVariable)):
+        raise Unsupported(f"while_loop with carried inputs {carried_inputs}")
+    leaves, rebuild, skeleton = _flatten(TupleVariable(list(carried_inputs.items)),
+                                         "while_loop's carried inputs")
+    bodies, frees = [], []
+    for name, fn in (("while_loop's cond_fn", cond_fn), ("while_loop's body_fn", body_fn)):
+        inputs = [_stand_in(tx, leaf) for leaf in leaves]
+        body, free = _trace_body(tx, name, fn, rebuild(inputs).items, {}, inputs)
+        bodies.append(body)
+        frees.append(free)
+    result = bodies[0].graph.output_node.args[0]
+    value = result.meta.get("example_value") if isinstance(result, Node) else None
+    if not (isinstance(value, torch.Tensor) and value.dtype == torch.bool
+            and value.numel() == 1):
+        raise Unsupported("while_loop's cond_fn returns something other than a one-element "
+                          "bool tensor")
+    flat = tx.output.create_node(
+        "call_function", call_while_loop,
+        (ConstantVariable(bodies[0]), ConstantVariable(bodies[1]),
+         ConstantVariable(len(leaves)), ConstantVariable(len(frees[0])), *leaves, *frees[0],
+         *frees[1]), {})
+    return _unflatten(flat.items, tree_flatten(skeleton)[1])
+
+
 # ---------------------------------------------------------------------------------------
 # Inlined: checkpoint and functional_call
 # ---------------------------------------------------------------------------------------
@@ -476,12 +519,68 @@ def _functional_call(tx, module, parameter_and_buffer_dicts, args=None, kwargs=N
         tx.reparametrized.pop()
 
 
+# ---------------------------------------------------------------------------------------
+# Inlined, as its dense formula: flex_attention
+# ---------------------------------------------------------------------------------------
+
+def flex_attention_dense(query, key, value, score_mod, block_mask, scale, kernel_options,
+                         score_mod_other_buffers=(), mask_mod_other_buffers=()):
+    """What ``flex_attention_hop`` computes, written with broadcasting instead of ``vmap``:
+    the result ``(out, lse / ln 2, max_scores / ln 2)`` of PyTorch's dense (eager) path.
+
+    ``score_mod(score, b, h, q_idx, kv_idx)`` and ``mask_mod(b, h, q_idx, kv_idx)`` are
+    written for one score at a time; PyTorch's eager path vmaps them over the four
+    indices. Here they are called once, on index tensors shaped to broadcast against the
+    ``(B, H, M, N)`` scores -- ``b`` is ``(B, 1, 1, 1)``, ``kv_idx`` is ``(1, 1, 1, N)`` --
+    so their ops join the graph as ordinary pointwise ops and indexing (``bias[h, q_idx]``
+    gathers a ``(1, H, M, 1)`` block), which the code generators fuse with the softmax
+    around them. A function valid for one score (it returns one value per position) gives
+    the same values either way. Like eager, the mask is ``mask_mod`` at every position
+    (the block mask's tables only let a kernel skip blocks), a row with nothing left is
+    zeros (its ``lse`` is -inf), and scores are computed in float32 (float64 for float64).
+    """
+    groups = query.size(1) // key.size(1)
+    key = key.repeat_interleave(groups, dim=1).expand(query.size(0), -1, -1, -1)
+    value = value.repeat_interleave(groups, dim=1).expand(query.size(0), -1, -1, -1)
+    precision = torch.float64 if query.dtype == torch.float64 else torch.float32
+    scores = (query.to(precision) @ key.to(precision).transpose(-2, -1)) * scale
+    nb, nh, nm, nn = scores.shape
+    device = scores.device
+    b = torch.arange(nb, device=device).view(nb, 1, 1, 1)
+    h = torch.arange(nh, device=device).view(1, nh, 1, 1)
+    m = torch.arange(nm, device=device).view(1, 1, nm, 1)
+    n = torch.arange(nn, device=device).view(1, 1, 1, nn)
+    kept = block_mask[-1](b, h, m, n, *mask_mod_other_buffers)
+    modified = score_mod(scores, b, h, m, n, *score_mod_other_buffers)
+    scores = torch.where(kept, modified, -math.inf).to(precision).expand(nb, nh, nm, nn)
+    empty = (scores == -math.inf).all(dim=-1)
+    lse = torch.where(empty, -math.inf, scores.logsumexp(dim=-1))
+    max_scores = scores.amax(dim=-1)
+    out = torch._safe_softmax(scores, dim=-1).to(query.dtype) @ value.to(query.dtype)
+    return out, lse / math.log(2), max_scores / math.log(2)
+
+
+def _flex_attention(tx, *args, **kwargs):
+    """``flex_attention(q, k, v, score_mod, block_mask, ...)``: PyTorch's own Python traced
+    (its checks, the default scale and block mask, the auxiliary outputs); it calls the
+    operator ``flex_attention_hop`` once it sees it is being compiled, and that call
+    inlines the dense formula above."""
+    return tx.inline_user_function(flex_attention, list(args), kwargs)
+
+
+def _flex_attention_hop(tx, *args, **kwargs):
+    return tx.inline_user_function(flex_attention_dense, list(args), kwargs)
+
+
 for _name in TRANSFORMS:
     _BUILTIN_HANDLERS[TRANSFORMS[_name]] = _transform(_name)
 _BUILTIN_HANDLERS[torch.cond] = _cond
+_BUILTIN_HANDLERS[while_loop] = _while_loop
 _BUILTIN_HANDLERS[checkpoint] = _checkpoint
 _BUILTIN_HANDLERS[torch.func.functional_call] = _functional_call
 _BUILTIN_HANDLERS[torch.nn.utils.stateless.functional_call] = _functional_call
 _BUILTIN_HANDLERS[associative_scan] = _associative_scan
+_BUILTIN_HANDLERS[flex_attention] = _flex_attention
+_BUILTIN_HANDLERS[flex_attention_hop] = _flex_attention_hop
 
 __all__: list[str] = []

@@ -58,7 +58,7 @@ class TorchFunctionVariable(VariableTracker):
             return tx.inline_user_function(group_tensors_by_device_and_dtype, args, kwargs)
         if fn in (torch.autograd.grad, torch.autograd.backward):
             raise Unsupported(AUTOGRAD_RUNS_OUTSIDE.format(f"torch.autograd.{fn.__name__}"))
-        if fn in trace_rules.KERNEL_CHOICE_CONTEXTS:
+        if fn in trace_rules.KERNEL_CHOICE_CONTEXTS or fn in trace_rules.ANNOTATING_CONTEXTS:
             return tx.call(tx.wrap_nested(contextlib.nullcontext, None), [], {})
         if fn is torch.is_tensor and len(args) == 1:  # of anything, not only a tensor
             return ConstantVariable(isinstance(args[0], TensorVariable))
@@ -161,14 +161,24 @@ _TRACING_STATE = _tracing_state()
 # that calling the module inlines; ``torch.distributions`` (a ``Normal`` made in forward: its
 # methods are Python over torch ops); ``torch.optim`` (``tc.compile(opt.step)``: the step,
 # its ``_use_grad`` wrapper and the functional ``_single_tensor_adam`` are Python over
-# tensor and ``_foreach_*`` ops, as are the LR schedulers).
+# tensor and ``_foreach_*`` ops, as are the LR schedulers); ``flex_attention``'s module (its
+# checks and ``BlockMask``, a Python class of index tables around the ``mask_mod``).
 _INLINED_TORCH_MODULES = ("torch.testing", "torch.nn.modules.", "torch.distributions.",
-                         "torch.utils._pytree", "torch.optim.")
+                         "torch.utils._pytree", "torch.optim.",
+                         "torch.nn.attention.flex_attention")
 
 
 def traced_like_user_code(module: str) -> bool:
     """Is ``module`` one of torch's Python packages traced like user code (above)?"""
     return module.startswith(_INLINED_TORCH_MODULES)
+
+
+def defining_module(fn: types.FunctionType) -> str:
+    """The module whose code ``fn`` is: the name in its globals. ``functools.wraps`` copies
+    the wrapped function's ``__module__`` onto a wrapper written elsewhere -- the wrapper
+    ``torch.compile`` puts around ``flex_attention``'s helper claims to live in
+    ``torch.nn.attention.flex_attention``, though its code is torch._dynamo's."""
+    return fn.__globals__.get("__name__") or fn.__module__ or ""
 
 
 def in_torch(module: str | None) -> bool:
@@ -184,7 +194,7 @@ def is_torch_callable(value: Any) -> bool:
     if isinstance(value, (type, torch.nn.Module)):
         return False
     module = getattr(value, "__module__", None) or ""
-    if isinstance(value, types.FunctionType) and traced_like_user_code(module):
+    if isinstance(value, types.FunctionType) and traced_like_user_code(defining_module(value)):
         return False
     if in_torch(module) and not module.startswith("torch._dynamo"):
         return callable(value)
@@ -202,4 +212,5 @@ def is_torch_callable(value: Any) -> bool:
     return False
 
 
-__all__ = ['TorchFunctionVariable', 'in_torch', 'is_torch_callable', 'traced_like_user_code']
+__all__ = ['TorchFunctionVariable', 'defining_module', 'in_torch', 'is_torch_callable',
+           'traced_like_user_code']
