@@ -659,7 +659,75 @@ def _linears():
     return torch.nn.ModuleList([torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)])
 
 
+
+# --- dict subclasses that are configs: attributes as keys, their own __new__ -----------------
+class EasyDict(dict):
+    """easydict's shape: every key is also an attribute, set through ``__setattr__``."""
+
+    def __init__(self, d=None, **kwargs):
+        for k, v in dict(d or {}, **kwargs).items():
+            setattr(self, k, v)
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        super().__setitem__(name, value)
+
+
+class AttrDict(dict):
+    __getattr__ = dict.__getitem__
+    __setattr__ = dict.__setitem__
+
+
+class MissingIsAttributeError(dict):
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    @property
+    def width(self):
+        return self["hidden"] * 2
+
+    activation = "gelu"
+
+
+class frozendict(dict):  # noqa: N801 -- the spelling of the frozendict package (einx uses it)
+    def __new__(cls, *args, **kwargs):
+        made = dict.__new__(cls)
+        dict.__init__(made, *args, **kwargs)
+        made._hash = None
+        return made
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __hash__(self):
+        if self._hash is None:
+            self._hash = hash(frozenset(self.items()))
+        return self._hash
+
+
+EASY = EasyDict(scale=3.0, layers=2)
+ATTRS = AttrDict(scale=0.5)
+
+
+def config_attributes_from_outside(x, cfg):
+    y = x * EASY.scale + EASY["layers"] + ATTRS.scale
+    y = y * cfg.hidden + cfg.width + getattr(cfg, "dropout", 0.25)
+    act = getattr(torch, cfg.activation if hasattr(torch, cfg.activation) else "tanh")
+    return act(y) if not hasattr(cfg, "missing") else y
+
+
+def frozen_dict_made_inside(x):
+    options = frozendict(a=2, b=3)
+    return x * options["a"] + len(options) + options.get("b"), options
+
 CASES = {
+    "config_attributes_from_outside": (
+        config_attributes_from_outside,
+        lambda: [torch.randn(3), MissingIsAttributeError(hidden=4.0)]),
+    "frozen_dict_made_inside": (frozen_dict_made_inside, lambda: [torch.randn(3)]),
     "unbound_str_methods": (unbound_str_methods, lambda: [torch.randn(3, 4)]),
     "str_methods_by_getattr": (str_methods_by_getattr, lambda: [torch.randn(3)]),
     "int_and_float_methods": (int_and_float_methods, lambda: [torch.randn(3)]),

@@ -150,6 +150,25 @@ def _inherited_static_class_methods():
     return f, lambda: setattr(Base, "s", staticmethod(lambda x: x * 20))
 
 
+def _dict_subclass_attributes():
+    class Config(dict):   # an instance attribute, a class constant, __getattr__ for keys
+        kind = "double"
+
+        def __getattr__(self, name):
+            return self[name]
+    cfg = Config(scale=2.0)
+    cfg.offset = 1.0
+
+    def f(x):
+        return x * cfg.scale * (2 if cfg.kind == "double" else 1) + cfg.offset
+
+    def change():
+        cfg["scale"] = 3.0
+        cfg.offset = 5.0
+        type(cfg).kind = "single"
+    return f, change
+
+
 def _deterministic_flag():
     def f(x):
         return x * (2 if torch.are_deterministic_algorithms_enabled() else 3)

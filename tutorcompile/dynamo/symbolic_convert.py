@@ -513,7 +513,10 @@ class InstructionTranslator(VM):
                        isinstance(k, torch.Tensor) and source is not None for k in value):
                 # (a tensor key, an optimizer's ``self.state[p]``: read one key at a time)
                 raise Unsupported("a dict with non-constant keys")
-            factory = getattr(value, "default_factory", None)
+            # (not ``getattr(value, "default_factory", None)``: a dict whose ``__getattr__``
+            # is its ``__getitem__`` raises KeyError for it)
+            factory = value.default_factory if isinstance(value, collections.defaultdict) \
+                else None
             if factory is not None:
                 factory = self.wrap_nested(factory, AttrSource(source, "default_factory")
                                            if source else None)
@@ -714,7 +717,7 @@ class InstructionTranslator(VM):
         obj = self.realize(obj)
         if isinstance(obj, (UserDefinedObjectVariable, NNModuleVariable,
                             NestedUserFunctionVariable, CachedFunctionVariable,
-                            UserDefinedClassVariable)):
+                            UserDefinedClassVariable, ConstDictVariable)):
             return obj.store_attr(self, name, self.realize(value))
         raise Unsupported(f"assignment to attribute {name!r} of {obj} (mutation of an object)")
 

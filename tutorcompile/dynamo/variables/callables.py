@@ -369,6 +369,22 @@ class UserDefinedClassVariable(VariableTracker):
                     factory = None
             d = _dict(tx, *args, **kwargs)
             return ConstDictVariable(d.items, dict_cls=cls, default_factory=factory)
+        if issubclass(cls, dict) and reads_like_dict(cls) and isinstance(
+                inspect.getattr_static(cls, "__new__"), staticmethod) and isinstance(
+                cls.__new__, types.FunctionType):
+            # a dict subclass with a ``__new__`` of its own (frozendict: ``dict.__new__``,
+            # ``dict.__init__``, a cached hash set to None): both inlined, as Python calls them
+            made = tx.inline_user_function(cls.__new__, [self, *args], kwargs)
+            if isinstance(made, ConstDictVariable) and made.dict_cls is cls:
+                init = inspect.getattr_static(cls, "__init__")
+                if isinstance(init, types.FunctionType):
+                    tx.inline_user_function(init, [made, *args], kwargs)
+                elif init is dict.__init__:
+                    _dict_init(tx, made, *args, **kwargs)
+                else:
+                    raise Unsupported(f"constructing an instance of {cls.__qualname__} (its "
+                                      "__init__ is not written in Python)")
+            return made
         if issubclass(cls, dict) and reads_like_dict(cls) and cls.__new__ is dict.__new__:
             # ``Registry(...)`` of a dict subclass that adds methods (transformers' configs
             # and registries, ``collections.Counter``): a dict that keeps its class, filled
@@ -1853,6 +1869,25 @@ def _object_new(tx, cls, *args, **kwargs):
     return None
 
 
+def _dict_new(tx, cls, *args, **kwargs):
+    """``dict.__new__(cls)`` in a dict subclass's own ``__new__``: an empty dict of that
+    class, made while tracing (``dict.__init__`` fills it)."""
+    if isinstance(cls, UserDefinedClassVariable) and issubclass(cls.value, dict) and \
+            reads_like_dict(cls.value):
+        return ConstDictVariable({}, dict_cls=cls.value)
+    raise Unsupported(f"dict.__new__ of {cls}")
+
+
+def _dict_init(tx, self, *args, **kwargs):
+    """``dict.__init__(self, *args, **kwargs)`` on a dict made while tracing: its entries."""
+    if not isinstance(self, ConstDictVariable) or self.source is not None:
+        raise Unsupported(f"dict.__init__ of {self}")
+    made = _dict(tx, *args, **kwargs)
+    for key, value in made.items.items():
+        self.setitem(tx, made.key_trackers.get(id(key)) or ConstantVariable(key), value)
+    return ConstantVariable(None)
+
+
 def _setattr(tx, obj, name, value):
     """``setattr(obj, "name", v)`` is ``obj.name = v``: the same pending write, or the same
     graph break."""
@@ -1923,7 +1958,8 @@ _BUILTIN_HANDLERS: dict[Callable, Callable] = {
     setattr: _setattr, delattr: _delattr, object.__new__: _object_new, slice: _slice,
     importlib.util.find_spec: _installed_package_probe(importlib.util.find_spec),
     importlib.metadata.version: _installed_package_probe(importlib.metadata.version),
-    torch._dynamo.comptime.comptime: _comptime,
+    torch._dynamo.comptime.comptime: _comptime, dict.__new__: _dict_new,
+    dict.__init__: _dict_init,
 }
 
 _BUILTIN_HANDLERS.update({fn: _polyfill(poly) for fn, poly in polyfills.POLYFILLS.items()})

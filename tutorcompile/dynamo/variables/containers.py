@@ -408,6 +408,8 @@ class ConstDictVariable(VariableTracker):
         self.mutated = False
         self.dict_cls, self.default_factory = dict_cls, default_factory
         self.lazy = lazy
+        self.outside = lazy[1] if lazy is not None else None   # the real dict, from outside
+        self.attrs: dict[str, VariableTracker] = {}   # a dict subclass's own, set in tracing
         # tensor keys (``state[p]``) by identity -> the tracker of the tensor: its source
         # names the key in guards, and in the rebuilt dict the tensor of *that* call
         self.key_trackers: dict[int, VariableTracker] = {}
@@ -480,7 +482,8 @@ class ConstDictVariable(VariableTracker):
         return {k: v.as_python_constant() for k, v in self.items.items()}
 
     def children(self):
-        return list(self._items.values())  # entries never read are the outside dict's
+        # (entries never read are the outside dict's)
+        return [*self._items.values(), *self.attrs.values()]
 
     def getitem(self, tx, key):
         found = self.lookup(key)
@@ -501,11 +504,31 @@ class ConstDictVariable(VariableTracker):
         self.items[self._key(key)] = value
 
     def var_getattr(self, tx, name):
+        """``d.name`` -- for a dict subclass, its attributes as Python finds them: the
+        class's methods and properties; an attribute of the instance itself (a config
+        object that sets them, ``EasyDict``), read through its source; then the class's
+        ``__getattr__`` (``AttrDict``: ``d.lr`` is ``d["lr"]``)."""
+        if name in self.attrs:
+            return self.attrs[name]
         static = inspect.getattr_static(self.dict_cls, name, None)
         if isinstance(static, types.FunctionType):
             return LATE_BOUND["UserMethodVariable"](static, self)  # a dict subclass's method
+        if isinstance(static, property) and isinstance(static.fget, types.FunctionType):
+            return tx.inline_user_function(static.fget, [self], {})
         if callable(static):
             return BoundMethodVariable(self, name)
+        if self.dict_cls not in (dict, collections.OrderedDict, collections.defaultdict):
+            own = getattr(self.outside, "__dict__", None) or {}
+            if name in own and self.source is not None:
+                return tx.wrap_nested(own[name], AttrSource(self.source, name))
+            if static is not None and not hasattr(type(static), "__get__") and \
+                    self.source is not None:   # a constant of the class
+                return tx.wrap_nested(static, AttrSource(self.source, name))
+            hook = inspect.getattr_static(self.dict_cls, "__getattr__", None)
+            if isinstance(hook, types.FunctionType):
+                return tx.inline_user_function(hook, [self, ConstantVariable(name)], {})
+            if hook in (dict.__getitem__, dict.get):  # ``__getattr__ = dict.__getitem__``
+                return self.call_method(tx, hook.__name__, [ConstantVariable(name)], {})
         raise Unsupported(f"attribute {name!r} of a {self.dict_cls.__name__}")
 
     def call_method(self, tx, name, args, kwargs):
@@ -570,6 +593,16 @@ class ConstDictVariable(VariableTracker):
             return ConstantVariable(None)
         raise Unsupported(f"dict.{name}")
 
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        """``self._hash = None`` in a dict subclass's ``__new__``/``__init__`` (frozendict):
+        an attribute of a dict made while tracing, kept here and set on the rebuilt one."""
+        if self.source is not None or self.dict_cls in (
+                dict, collections.OrderedDict, collections.defaultdict):
+            raise Unsupported(f"assignment to attribute {name!r} of a "
+                              f"{self.dict_cls.__name__} from outside the compiled region")
+        tx._journal(self)
+        self.attrs[name] = value
+
     def rebuild_items(self, rc) -> dict:
         return {rc(self.key_trackers[id(k)]) if isinstance(k, torch.Tensor) else k: rc(v)
                 for k, v in self.items.items()}
@@ -581,6 +614,13 @@ class ConstDictVariable(VariableTracker):
         if hasattr(self.dict_cls, "default_factory"):  # a defaultdict
             factory = self.default_factory
             return self.dict_cls(rc(factory) if factory is not None else None, items)
+        if self.attrs:
+            # its state as tracing left it, without running its class's code again (the
+            # way copy and pickle rebuild an object): dict's own storage, then __dict__
+            made = dict.__new__(self.dict_cls)
+            dict.update(made, items)
+            made.__dict__.update({name: rc(v) for name, v in self.attrs.items()})
+            return made
         return items if self.dict_cls is dict else self.dict_cls(items)
 
     def __repr__(self):
