@@ -7,9 +7,10 @@ passes a function cannot be one node of traced ops. Each kind gets what its mean
   ``jacfwd``/``hessian``, ``torch.cond``, ``while_loop``): the function is traced, on
   stand-ins for its operands, into a subgraph -- a :class:`~tutorcompile.fx.GraphModule`,
   the *body* -- and the graph gets one node calling :mod:`tutorcompile.ops.higher_order`
-  with it (PyTorch's Dynamo speculates a subgraph the same way). What the body reads from the enclosing graph becomes
-  its extra inputs; guards made while tracing it guard the whole graph. A body may not write
-  to anything outside it (a list, an attribute, a tensor in place): that is a break.
+  with it (PyTorch's Dynamo speculates a subgraph the same way). What the body reads from
+  the enclosing graph becomes its extra inputs; guards made while tracing it guard the whole
+  graph. A body may not write to anything outside it (a list, an attribute, a tensor in
+  place): that is a break.
 * **Inlined, with a tag** (``torch.utils.checkpoint.checkpoint``): the function's ops join the
   graph and carry ``meta["recompute"]``; the partitioner (``aot/partitioners.py``) saves
   none of them for the backward but recomputes them there, as activation checkpointing does.
