@@ -805,6 +805,21 @@ def execute_entry(entry: CacheEntry, frame: Frame) -> Any:
     return None
 
 
+def _pass_through_frames() -> frozenset:
+    """torch functions whose work is to call the user's module: ``DistributedDataParallel``'s
+    ``forward`` (buffers synced, buckets prepared, the reducer told which outputs to expect)
+    and ``_run_ddp_forward``. Called uncompiled, they would call the module uncompiled too,
+    so their frames run in our VM, for real, and the module they call is compiled as a frame
+    of its own -- as PyTorch's Dynamo skips DDP's frames and compiles the module's, which
+    its frame-evaluation hook sees. The gradients' all-reduce stays DDP's: the reducer's
+    hooks fire as the compiled backward accumulates each gradient."""
+    ddp = torch.nn.parallel.DistributedDataParallel
+    return frozenset({ddp.forward, ddp._run_ddp_forward})
+
+
+PASS_THROUGH = _pass_through_frames()
+
+
 class ConcreteRunner(VM):
     """Executes breaking instructions (and skipped frames) for real; callees are compiled."""
 
@@ -818,6 +833,8 @@ class ConcreteRunner(VM):
         target, bound = fn, list(args)
         if isinstance(fn, types.MethodType):
             target, bound = fn.__func__, [fn.__self__, *args]
+        if target in PASS_THROUGH:
+            return ConcreteRunner(self.config).run(VM().make_frame(target, bound, kwargs))
         if isinstance(target, types.FunctionType) and should_compile(target):
             if not has_tensor_in_frame(target, bound, kwargs):
                 return fn(*args, **kwargs)
