@@ -462,7 +462,16 @@ def _document_causal_mask():
     return create_block_mask(mask, 2, None, 16, 16, device="cpu")
 
 
+def flex_block_mask_made_inside(q, k, v, docs):
+    def same_document_causal(b, h, q_idx, kv_idx):
+        return (docs[q_idx] == docs[kv_idx]) & (q_idx >= kv_idx)
+    block_mask = create_block_mask(same_document_causal, 2, None, 16, 16)
+    return flex_attention(q, k, v, block_mask=block_mask)
+
+
 FLEX_CASES = {
+    "block_mask_made_inside": (flex_block_mask_made_inside, lambda: [
+        *_qkv(), torch.tensor([0] * 5 + [1] * 7 + [2] * 4)]),
     "relative_position": (flex_relative_position, _qkv),
     "alibi_and_softcap": (flex_alibi_and_softcap, lambda: [*_qkv(), torch.rand(4)]),
     "bias_table": (flex_bias_table, lambda: [*_qkv(), torch.randn(2, 4, 16, 16)]),

@@ -59,7 +59,7 @@ import torch.nn.utils.stateless
 from torch._higher_order_ops.associative_scan import associative_scan
 from torch._higher_order_ops.flex_attention import flex_attention as flex_attention_hop
 from torch._higher_order_ops.while_loop import while_loop
-from torch.nn.attention.flex_attention import flex_attention
+from torch.nn.attention.flex_attention import create_mask, flex_attention
 from torch.utils._pytree import tree_flatten
 from torch.utils.checkpoint import checkpoint, noop_context_fn
 
@@ -561,6 +561,26 @@ def flex_attention_dense(query, key, value, score_mod, block_mask, scale, kernel
     return out, lse / math.log(2), max_scores / math.log(2)
 
 
+def create_mask_dense(mod_fn, B, H, Q_LEN, KV_LEN, device=None):  # noqa: N803 -- torch's names
+    """``create_mask`` (``create_block_mask`` starts with it): the ``(B, H, Q_LEN, KV_LEN)``
+    bool mask of a ``mask_mod`` (or of a ``score_mod``: where it is not -inf), the function
+    called once on broadcasting index tensors as in :func:`flex_attention_dense` -- PyTorch
+    vmaps it four times, under a mode that keeps ``docs[q_idx]`` a gather."""
+    if device is None:
+        device = torch.accelerator.current_accelerator() or "cpu"
+    B, H = B or 1, H or 1
+    b = torch.arange(B, device=device).view(B, 1, 1, 1)
+    h = torch.arange(H, device=device).view(1, H, 1, 1)
+    m = torch.arange(Q_LEN, device=device).view(1, 1, Q_LEN, 1)
+    n = torch.arange(KV_LEN, device=device).view(1, 1, 1, KV_LEN)
+    if len(inspect.signature(mod_fn).parameters) == 5:   # a score_mod
+        out = mod_fn(torch.zeros(B, H, Q_LEN, KV_LEN, device=device), b, h, m, n)
+        mask = ~torch.isneginf(out)
+    else:
+        mask = mod_fn(b, h, m, n)
+    return mask.expand(B, H, Q_LEN, KV_LEN).contiguous()
+
+
 def _flex_attention(tx, *args, **kwargs):
     """``flex_attention(q, k, v, score_mod, block_mask, ...)``: PyTorch's own Python traced
     (its checks, the default scale and block mask, the auxiliary outputs); it calls the
@@ -573,6 +593,10 @@ def _flex_attention_hop(tx, *args, **kwargs):
     return tx.inline_user_function(flex_attention_dense, list(args), kwargs)
 
 
+def _create_mask(tx, *args, **kwargs):
+    return tx.inline_user_function(create_mask_dense, list(args), kwargs)
+
+
 for _name in TRANSFORMS:
     _BUILTIN_HANDLERS[TRANSFORMS[_name]] = _transform(_name)
 _BUILTIN_HANDLERS[torch.cond] = _cond
@@ -583,5 +607,6 @@ _BUILTIN_HANDLERS[torch.nn.utils.stateless.functional_call] = _functional_call
 _BUILTIN_HANDLERS[associative_scan] = _associative_scan
 _BUILTIN_HANDLERS[flex_attention] = _flex_attention
 _BUILTIN_HANDLERS[flex_attention_hop] = _flex_attention_hop
+_BUILTIN_HANDLERS[create_mask] = _create_mask
 
 __all__: list[str] = []
