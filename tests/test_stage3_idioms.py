@@ -723,7 +723,18 @@ def frozen_dict_made_inside(x):
     options = frozendict(a=2, b=3)
     return x * options["a"] + len(options) + options.get("b"), options
 
+
+def _scaled_softplus(t, beta=2.0):
+    return torch.nn.functional.softplus(t * beta) / beta
+
+
+def compiles_a_helper_it_calls(x):
+    # a library compiling its own helper (flex_attention's create_block_mask(_compile=True)):
+    # inside a compiled region the helper is traced like any call
+    return torch.compile(_scaled_softplus)(x) + tc.compile(_scaled_softplus, fullgraph=True)(x)
+
 CASES = {
+    "compiles_a_helper_it_calls": (compiles_a_helper_it_calls, lambda: [torch.randn(4)]),
     "config_attributes_from_outside": (
         config_attributes_from_outside,
         lambda: [torch.randn(3), MissingIsAttributeError(hidden=4.0)]),

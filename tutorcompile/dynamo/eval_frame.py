@@ -62,6 +62,7 @@ from .guards import CheckFunction, user_function_modes
 from .source import KEYS
 from .symbolic_convert import CaptureResult, InstructionTranslator
 from .variables import (
+    BUILTIN_HANDLERS,
     DELETED,
     ConstDictVariable,
     DeferredCallVariable,
@@ -71,6 +72,7 @@ from .variables import (
     TensorVariable,
     VariableTracker,
 )
+from .variables.callables import compile_inside
 from .variables.nn_module import own_call
 from .variables.torch import defining_module, in_torch, traced_like_user_code
 from .vm import _RETURN, CO_VARARGS, CO_VARKEYWORDS, VM, Frame, can_interpret
@@ -248,6 +250,7 @@ def compile(model: Callable | None = None, *, backend: str | Callable = "inducto
 
 
 optimize = compile
+BUILTIN_HANDLERS[compile] = compile_inside   # ``tc.compile(fn)`` met while tracing: ``fn``
 
 
 class OptimizedCallable:

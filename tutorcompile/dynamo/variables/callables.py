@@ -1907,6 +1907,17 @@ def _attr_name(name: VariableTracker) -> str:
     return name.as_python_constant()
 
 
+def compile_inside(tx, model=None, *args, **kwargs):
+    """``torch.compile(fn)`` (or ``tc.compile(fn)``) reached while tracing: a library
+    compiling a helper it then calls (``create_block_mask(..., _compile=True)`` returns
+    ``torch.compile(create_block_mask)(...)``). Inside a region already being compiled the
+    helper is traced like any call, so the wrapper is the function itself, its options
+    unused -- as under PyTorch's Dynamo."""
+    if model is None:
+        raise Unsupported("torch.compile(...) with no function, inside a compiled region")
+    return model
+
+
 def _comptime(tx, *args, **kwargs):
     """``torch._dynamo.comptime(fn)`` (and ``comptime.force_static(n)``...): a hook that runs
     ``fn`` on PyTorch Dynamo's compile-time context -- print its graph, pin a size. It
@@ -1958,7 +1969,8 @@ _BUILTIN_HANDLERS: dict[Callable, Callable] = {
     setattr: _setattr, delattr: _delattr, object.__new__: _object_new, slice: _slice,
     importlib.util.find_spec: _installed_package_probe(importlib.util.find_spec),
     importlib.metadata.version: _installed_package_probe(importlib.metadata.version),
-    torch._dynamo.comptime.comptime: _comptime, dict.__new__: _dict_new,
+    torch._dynamo.comptime.comptime: _comptime, torch.compile: compile_inside,
+    dict.__new__: _dict_new,
     dict.__init__: _dict_init,
 }
 
@@ -1977,5 +1989,5 @@ LATE_BOUND["UserDefinedClassVariable"] = UserDefinedClassVariable
 __all__ = [
     'BUILTIN_CALLABLES', 'BUILTIN_HANDLERS', 'BuiltinVariable', 'DataclassVariable',
     'InstanceDictVariable', 'SuperVariable', 'UserDefinedClassVariable',
-    'UserDefinedObjectVariable',
+    'UserDefinedObjectVariable', 'compile_inside',
 ]
