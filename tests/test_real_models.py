@@ -70,6 +70,22 @@ def test_captured_as_one_graph(name):
         assert " at 0x" not in guard, guard
 
 
+@pytest.mark.parametrize("name", ["llama", "bert", "opt"])
+def test_flex_attention_implementation_is_one_graph_with_eager_values(name):
+    """``attn_implementation="flex_attention"``: the model builds its block mask in forward
+    (``create_block_mask``, through ``torch.compile`` of itself) and calls ``flex_attention``
+    with a ``mask_mod`` and ``score_mod`` of its own -- all of it one graph. (PyTorch has no
+    flex_attention backward on a CPU: inference only.)"""
+    model, ids = hf_model(name), hf_input_ids()
+    model.set_attn_implementation("flex_attention")
+    with torch.no_grad():
+        explained = tc.explain(model)(ids)
+        assert (explained.graph_count, explained.graph_break_count) == (1, 0), str(explained)
+        want = model(ids).last_hidden_state
+        got = tc.compile(model, backend="aot_eager")(ids).last_hidden_state
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("name", HF_MORE_MODELS)
 def test_more_architectures_are_one_graph_with_eager_values_and_gradients(name):
     """More architectures (:data:`~tutorcompile.models.HF_MORE_MODELS`: ALBERT, BLOOM,
