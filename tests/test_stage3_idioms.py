@@ -12,6 +12,7 @@ consumed once.
 import collections
 import contextlib
 import dataclasses
+import enum
 import functools
 import inspect
 import itertools
@@ -733,7 +734,28 @@ def compiles_a_helper_it_calls(x):
     # inside a compiled region the helper is traced like any call
     return torch.compile(_scaled_softplus)(x) + tc.compile(_scaled_softplus, fullgraph=True)(x)
 
+
+class Features(enum.Flag):
+    BIAS = enum.auto()
+    GATE = enum.auto()
+
+
+def flag_members_combined(x):
+    # a composite member (``A | B``) is a member too: constant, as each of its parts
+    enabled = Features.BIAS | Features.GATE
+    y = x + 1 if Features.BIAS in enabled else x
+    return y * 2 if enabled & Features.GATE else y
+
+
+def python_version_checks(x):
+    # sys.version_info: a C named tuple, compared as a tuple and read by field
+    if sys.version_info >= (3, 8) and sys.version_info.major == 3:
+        return x * sys.version_info[0]
+    return x
+
 CASES = {
+    "flag_members_combined": (flag_members_combined, lambda: [torch.randn(3)]),
+    "python_version_checks": (python_version_checks, lambda: [torch.randn(3)]),
     "compiles_a_helper_it_calls": (compiles_a_helper_it_calls, lambda: [torch.randn(4)]),
     "config_attributes_from_outside": (
         config_attributes_from_outside,

@@ -469,6 +469,12 @@ class InstructionTranslator(VM):
             if source is not None:
                 g.ID_MATCH(source, value, f"{type(value).__name__}.{value.name}")
             return ConstantVariable(value, source)
+        if trace_rules.is_structseq(type(value)) and trace_rules.immutable_constant(value):
+            # ``sys.version_info``: a named tuple of constants made in C, compared as a
+            # tuple (``>= (3, 10)``) and read by name (``.minor``); known by identity
+            if source is not None:
+                g.ID_MATCH(source, value, type(value).__name__)
+            return ConstantVariable(value, source)
         if is_constant_value(value) and not isinstance(value, tuple):
             if source is not None:
                 g.CONSTANT_MATCH(source, value)

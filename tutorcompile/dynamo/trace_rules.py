@@ -140,11 +140,18 @@ def is_pure(fn: Any) -> bool:
     if isinstance(owner, types.ModuleType):
         return owner.__name__ in PURE_MODULES
     if isinstance(owner, type):
-        return owner in IMMUTABLE_TYPES
+        return owner in IMMUTABLE_TYPES or is_structseq(owner)
     if owner is None:  # a static method of a builtin class (``str.maketrans``)
         cls = getattr(builtins, getattr(fn, "__qualname__", "").partition(".")[0], None)
         return cls in IMMUTABLE_TYPES
-    return type(owner) in IMMUTABLE_TYPES and immutable_constant(owner)
+    return (type(owner) in IMMUTABLE_TYPES or is_structseq(type(owner))) and \
+        immutable_constant(owner)
+
+
+def is_structseq(cls: type) -> bool:
+    """A C "struct sequence" type -- a tuple with named fields, such as ``sys.version_info``
+    or ``os.stat_result`` -- whose methods are tuple's: ``sys.version_info >= (3, 10)``."""
+    return issubclass(cls, tuple) and hasattr(cls, "n_sequence_fields")
 
 
 def immutable_constant(value: Any) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins
 import collections
 import collections.abc
+import enum
 import inspect
 import operator
 import types
@@ -135,6 +136,8 @@ def wrap_constant_result(value: Any) -> VariableTracker:
     if isinstance(value, type):  # ``type(obj)`` folded: a class, known by identity
         return LATE_BOUND["UserDefinedClassVariable"](value)
     if trace_rules.is_pure_instance(value):  # ``np.finfo(np.float32).dtype``
+        return ConstantVariable(value)
+    if isinstance(value, enum.Enum):   # ``Flag.A | Flag.B``: a member too, immutable
         return ConstantVariable(value)
     if isinstance(value, _MAPPING_VIEWS) and all(is_constant_value(v) for v in value):
         # a view of a mapping folding read from a constant (``inspect.signature(fn)
