@@ -196,7 +196,14 @@ def while_loop_with_nested_carries(x):
                                (torch.tensor(0), (x, torch.zeros_like(x))))
     return b + count
 
+
+def checkpoint_sequential_segments(x, model):
+    return torch.utils.checkpoint.checkpoint_sequential(model, 2, x, use_reentrant=False).relu()
+
 CASES = {
+    "checkpoint_sequential_segments": (checkpoint_sequential_segments, lambda: [
+        torch.randn(3, 4), nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 4),
+                                         nn.Tanh())]),
     "vmap_of_a_lambda": (vmap_of_a_lambda, lambda: [torch.randn(5, 3)]),
     "vmap_in_dims_with_none": (vmap_in_dims_with_none,
                                lambda: [torch.randn(5, 3), torch.randn(3, 2)]),

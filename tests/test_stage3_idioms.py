@@ -753,7 +753,15 @@ def python_version_checks(x):
         return x * sys.version_info[0]
     return x
 
+
+def reads_its_state_dict(x, norm):
+    # state_dict() builds an OrderedDict and sets attributes on it (``_metadata``)
+    state = norm.state_dict()
+    return x * state["weight"] + state["bias"] + len(state._metadata)
+
 CASES = {
+    "reads_its_state_dict": (reads_its_state_dict, lambda: [torch.randn(2, 3),
+                                                          torch.nn.LayerNorm(3)]),
     "flag_members_combined": (flag_members_combined, lambda: [torch.randn(3)]),
     "python_version_checks": (python_version_checks, lambda: [torch.randn(3)]),
     "compiles_a_helper_it_calls": (compiles_a_helper_it_calls, lambda: [torch.randn(4)]),

@@ -1694,9 +1694,15 @@ def _hasattr(tx, obj, name):
         return ConstantVariable(hasattr(obj.value, n))
     if isinstance(obj, TensorVariable):
         return ConstantVariable(hasattr(obj.fake, n))
+    if isinstance(obj, ConstDictVariable) and (n in obj.attrs or hasattr(obj.python_type(), n)):
+        return ConstantVariable(True)
+    if isinstance(obj, ConstDictVariable) and obj.source is None and not hasattr(
+            obj.python_type(), "__getattr__"):
+        return ConstantVariable(False)  # made while tracing: its attributes are all known
     if obj.is_python_constant():
         return ConstantVariable(hasattr(obj.as_python_constant(), n))
-    if isinstance(obj, (BaseListVariable, ConstDictVariable, SetVariable)):
+    if isinstance(obj, (BaseListVariable, SetVariable)) or \
+            isinstance(obj, ConstDictVariable) and obj.dict_cls is dict:
         # a builtin container (a namedtuple's fields are its class's too): its attributes
         # are its class's
         return ConstantVariable(hasattr(obj.python_type(), n))

@@ -479,7 +479,8 @@ class ConstDictVariable(VariableTracker):
         return {k: v.example() for k, v in self.items.items()}
 
     def is_python_constant(self):
-        return all(v.is_python_constant() for v in self.items.values())
+        # (not with attributes of its own: the plain dict below would drop them)
+        return not self.attrs and all(v.is_python_constant() for v in self.items.values())
 
     def as_python_constant(self):
         return {k: v.as_python_constant() for k, v in self.items.items()}
@@ -532,6 +533,10 @@ class ConstDictVariable(VariableTracker):
                 return tx.inline_user_function(hook, [self, ConstantVariable(name)], {})
             if hook in (dict.__getitem__, dict.get):  # ``__getattr__ = dict.__getitem__``
                 return self.call_method(tx, hook.__name__, [ConstantVariable(name)], {})
+        if self.source is None and static is None:
+            # made while tracing, with no __getattr__: its attributes are all known
+            raise TracedException(AttributeError(
+                f"{self.dict_cls.__name__!r} object has no attribute {name!r}"))
         raise Unsupported(f"attribute {name!r} of a {self.dict_cls.__name__}")
 
     def call_method(self, tx, name, args, kwargs):
@@ -599,8 +604,10 @@ class ConstDictVariable(VariableTracker):
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
         """``self._hash = None`` in a dict subclass's ``__new__``/``__init__`` (frozendict):
         an attribute of a dict made while tracing, kept here and set on the rebuilt one."""
-        if self.source is not None or self.dict_cls in (
-                dict, collections.OrderedDict, collections.defaultdict):
+        if self.dict_cls is dict:   # (a plain dict has no __dict__)
+            raise TracedException(AttributeError(
+                f"'dict' object has no attribute {name!r}"))
+        if self.source is not None:
             raise Unsupported(f"assignment to attribute {name!r} of a "
                               f"{self.dict_cls.__name__} from outside the compiled region")
         tx._journal(self)
@@ -616,15 +623,17 @@ class ConstDictVariable(VariableTracker):
         items = self.rebuild_items(rc)
         if hasattr(self.dict_cls, "default_factory"):  # a defaultdict
             factory = self.default_factory
-            return self.dict_cls(rc(factory) if factory is not None else None, items)
-        if self.attrs:
-            # its state as tracing left it, without running its class's code again (the
-            # way copy and pickle rebuild an object): dict's own storage, then __dict__
+            made = self.dict_cls(rc(factory) if factory is not None else None, items)
+        elif self.attrs and self.dict_cls.__module__ != "collections":
+            # a dict subclass's state as tracing left it, without running its class's code
+            # again (the way copy and pickle rebuild an object): dict's own storage
             made = dict.__new__(self.dict_cls)
             dict.update(made, items)
+        else:
+            made = items if self.dict_cls is dict else self.dict_cls(items)
+        if self.attrs:
             made.__dict__.update({name: rc(v) for name, v in self.attrs.items()})
-            return made
-        return items if self.dict_cls is dict else self.dict_cls(items)
+        return made
 
     def __repr__(self):
         return f"ConstDictVariable({self._items!r}{', lazy' if self.lazy else ''})"

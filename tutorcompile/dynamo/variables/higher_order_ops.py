@@ -61,7 +61,7 @@ from torch._higher_order_ops.flex_attention import flex_attention as flex_attent
 from torch._higher_order_ops.while_loop import while_loop
 from torch.nn.attention.flex_attention import create_mask, flex_attention
 from torch.utils._pytree import tree_flatten
-from torch.utils.checkpoint import checkpoint, noop_context_fn
+from torch.utils.checkpoint import checkpoint, checkpoint_sequential, noop_context_fn
 
 from ...fx import Graph, GraphModule, Node
 from ...fx.passes.dce_cse import is_impure, is_random, written_arguments
@@ -472,6 +472,12 @@ def _checkpoint(tx, function, *args, use_reentrant=None, context_fn=None,
     return result
 
 
+def _checkpoint_sequential(tx, *args, **kwargs):
+    """``checkpoint_sequential(modules, segments, input)``: torch's Python, inlined -- it
+    calls :func:`checkpoint` on each segment, which the rule above takes."""
+    return tx.inline_user_function(checkpoint_sequential, list(args), kwargs)
+
+
 def _functional_call(tx, module, parameter_and_buffer_dicts, args=None, kwargs=None, *,
                      tie_weights=None, strict=None):
     """``functional_call(module, tensors, args)``: ``module`` called with its parameters
@@ -602,6 +608,7 @@ for _name in TRANSFORMS:
 _BUILTIN_HANDLERS[torch.cond] = _cond
 _BUILTIN_HANDLERS[while_loop] = _while_loop
 _BUILTIN_HANDLERS[checkpoint] = _checkpoint
+_BUILTIN_HANDLERS[checkpoint_sequential] = _checkpoint_sequential
 _BUILTIN_HANDLERS[torch.func.functional_call] = _functional_call
 _BUILTIN_HANDLERS[torch.nn.utils.stateless.functional_call] = _functional_call
 _BUILTIN_HANDLERS[associative_scan] = _associative_scan
