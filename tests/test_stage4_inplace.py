@@ -174,3 +174,55 @@ def test_a_function_that_writes_its_first_argument_is_called_on_a_copy(backend):
     tc.reset()
     torch.testing.assert_close(tc.compile(_init_in_place, backend=backend)(x, mine), expected)
     torch.testing.assert_close(mine, theirs)
+
+
+# --- a write autograd records, into an input: the input gets a grad_fn, as in eager -------
+def _write_into_plain_tensor(out, h):
+    out[0] = h[1] * 2             # out has no grad; the value written does
+    out.add_(h.sum())
+    return out.sum()
+
+
+def _masked_write_after_a_break(x, w):
+    h = x * w
+    out = torch.zeros_like(h)
+    out[h > 0] = h[h > 0]         # boolean-mask indexing breaks the graph before the write
+    return out
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_recorded_write_into_an_input_carries_its_gradient(backend):
+    for fn, make in ((_write_into_plain_tensor, lambda: [torch.zeros(3),
+                                                         torch.randn(3, requires_grad=True)]),
+                     (_masked_write_after_a_break, lambda: [torch.randn(6),
+                                                            torch.randn(6, requires_grad=True)])):
+        torch.manual_seed(0)
+        want_args = make()
+        got_args = [t.detach().clone().requires_grad_(t.requires_grad) for t in want_args]
+        want = fn(*want_args)
+        got = tc.compile(fn, backend=backend)(*got_args)
+        torch.testing.assert_close(got, want)
+        want.sum().backward()
+        got.sum().backward()
+        torch.testing.assert_close(got_args[1].grad, want_args[1].grad)
+        assert got_args[0].requires_grad == want_args[0].requires_grad
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_side_effect_write_stays_out_of_autograd(backend):
+    # batch norm's running statistics depend on x, but autograd never records their update;
+    # a parameter written under no_grad stays a leaf
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+
+    def step(x):
+        y = model(x)
+        with torch.no_grad():
+            model[0].bias.add_(1.0)
+        return y.square().mean()
+
+    step_compiled = tc.compile(step, backend=backend)
+    step_compiled(torch.randn(8, 4)).backward()
+    bn = model[1]
+    assert bn.running_mean.grad_fn is None and bn.running_var.grad_fn is None
+    assert model[0].bias.is_leaf and model[0].bias.grad is not None

@@ -261,7 +261,8 @@ class AOTCompiled:
             fw = self.fw_compiler(fw, tensors)
             return CompiledArtifacts(functional, prim_graph, report, None, None, fw, None,
                                      all_tensors=all_tensors, shape_env=shape_env)
-        joint = make_joint(prim_graph, requires_grad, functional.num_user_outputs)
+        joint = make_joint(prim_graph, requires_grad, functional.num_user_outputs,
+                           functional.recorded_mutations)
         partition = self.partition_fn(joint)
         log_artifact("aot_graphs", lambda: GraphModule({}, joint.graph).code, "joint graph")
         log_artifact("aot_graphs", lambda: f"{partition.forward.code}\n{partition.backward.code}",
@@ -389,9 +390,16 @@ def _run(art: CompiledArtifacts, inputs: list) -> Any:
     functional = art.functional
     n_user = functional.num_user_outputs
     if functional.mutated_inputs:
-        with torch.no_grad():  # the input-mutation epilogue
-            for index, value in zip(functional.mutated_inputs, outs[n_user:]):
+        # the input-mutation epilogue: a new value with a gradient is copied where autograd
+        # sees it (``out[0] = h * 2`` into a plain tensor gives ``out`` a grad_fn, as in
+        # eager); any other copy is not recorded (a buffer's running mean, a leaf written
+        # under no_grad)
+        for index, value in zip(functional.mutated_inputs, outs[n_user:]):
+            if value.requires_grad:
                 inputs[index].copy_(value)
+            else:
+                with torch.no_grad():
+                    inputs[index].copy_(value)
     spec = functional.output_spec
     if spec == "single":
         return outs[0]

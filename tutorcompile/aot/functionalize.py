@@ -327,6 +327,10 @@ class FunctionalGraph:
     mutated_inputs: list[int] = field(default_factory=list)
     num_user_outputs: int = 0
     output_spec: Any = None  # "single", "tuple", "list" (how to rebuild the user's result)
+    # per mutated input: was it written by an in-place op autograd records in eager
+    # (``out[0] = h * 2``, ``x.add_(y)``: ``out`` gets a grad_fn) -- not by a side effect
+    # of an op (batch norm's running statistics), which autograd never sees
+    recorded_mutations: list[bool] = field(default_factory=list)
 
 
 # ``operator.and_`` is ``&``: the underscore only keeps the name off a keyword
@@ -364,6 +368,14 @@ def _foreach_zero(tensors: list) -> list:
     return [torch.zeros_like(t) for t in tensors]
 
 
+def _detached(node: Any) -> bool:
+    """Is ``node`` a ``detach`` of another value -- what capture writes through for an
+    in-place op inside a ``torch.no_grad()`` block, a write autograd does not record?"""
+    return isinstance(node, Node) and (
+        node.op == "call_method" and node.target == "detach"
+        or node.op == "call_function" and node.target in (torch.detach, torch.Tensor.detach))
+
+
 class _Ref:
     """A tensor as functionalization sees it: a base storage plus a chain of view nodes."""
 
@@ -380,6 +392,7 @@ def functionalize(graph: Graph) -> FunctionalGraph:
     version: dict[Node, int] = {}
     view_cache: dict[tuple, Node] = {}  # (old view node, base version) -> new node
     refs: dict[Node, Any] = {}          # old node -> _Ref or a plain value mapping
+    recorded: set[Node] = set()         # bases written by in-place ops autograd records
 
     def materialize(ref: _Ref) -> Node:
         value = latest[ref.base]
@@ -448,6 +461,8 @@ def functionalize(graph: Graph) -> FunctionalGraph:
                                       map_arg(dict(node.kwargs), current), name=node.name)
             for j, target in enumerate(targets):
                 write_back(refs[target], new.call_function(operator.getitem, (value, j)), node)
+                if not _detached(target):
+                    recorded.add(refs[target].base)
             refs[node] = None   # (the in-place foreach op returns nothing)
             continue
         mutation = _is_mutation(node)
@@ -464,6 +479,8 @@ def functionalize(graph: Graph) -> FunctionalGraph:
                                             current), name=node.name)
             value.meta = dict(node.meta)
             write_back(ref, value, node)
+            if not _detached(target_node):   # (capture detaches what no_grad code writes)
+                recorded.add(ref.base)
             refs[node] = ref  # an in-place op returns its (mutated) input
             continue
         if node.op == "call_function" and node.target in _BN_WITH_UPDATE:
@@ -536,7 +553,8 @@ def functionalize(graph: Graph) -> FunctionalGraph:
                                      "to inputs first (lift_attributes)")
     new.output(tuple(user) + tuple(latest[graph.placeholders[i]] for i in mutated))
     new.lint()
-    return FunctionalGraph(new, mutated, len(user), spec)
+    return FunctionalGraph(new, mutated, len(user), spec,
+                           [graph.placeholders[i] in recorded for i in mutated])
 
 
 def _functional_operator_call(new: Graph, node: Node, written: list, refs: dict, current,

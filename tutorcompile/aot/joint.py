@@ -164,14 +164,16 @@ def _no_gradient(target: Any) -> bool:
     ) and (name.endswith("_like") or name.startswith("new_"))
 
 
-def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | None = None
-               ) -> JointGraph:
+def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | None = None,
+               recorded_mutations: list[bool] | None = None) -> JointGraph:
     """The joint graph of ``graph`` (a graph of prims and extern nodes with tensor_meta).
 
     ``requires_grad[i]`` says whether the i-th input gets a gradient. Forward outputs that
-    are floating point or complex and depend on such an input get a tangent input; the rest (integer
-    outputs, values not depending on any grad input, and the trailing outputs past
-    ``num_user_outputs``, which are new values of mutated inputs) do not.
+    are floating point or complex and depend on such an input get a tangent input; the rest
+    (integer outputs, values not depending on any grad input) do not. The trailing outputs
+    past ``num_user_outputs`` are new values of mutated inputs: one gets a tangent only where
+    ``recorded_mutations`` says autograd records its write in eager (``out[0] = h * 2``),
+    never for a side effect such as batch norm's running statistics.
     """
     placeholders = graph.placeholders
     if len(requires_grad) != len(placeholders):
@@ -228,7 +230,10 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
         grads: dict[Node, Any] = {}
         tangent_outputs = []
         tangent_names: set[str] = set()
-        for i, r in enumerate(results[:num_user_outputs]):
+        recorded = list(recorded_mutations or [])
+        differentiable = [i for i in range(len(results)) if i < num_user_outputs or (
+            i - num_user_outputs < len(recorded) and recorded[i - num_user_outputs])]
+        for i, r in ((i, results[i]) for i in differentiable):
             if isinstance(r, Node) and needs_grad.get(r) and \
                     is_differentiable(fwd_values[i].dtype):
                 # one value can be two outputs (``(c, c.contiguous())``, once contiguous
