@@ -111,7 +111,7 @@ CASES = {
               lambda: [r(5)]),
     "reflected": (lambda x: 2.0 / (1 + x.abs()) + 2 ** x - (3 - x) + abs(x),
                   lambda: [r(5)]),
-    # the long tail (decompositions_math.py)
+    # the long tail (decomp/math.py)
     "trig_hyperbolic": (lambda x: torch.tan(x) + torch.sinh(x) * torch.cosh(x)
                         + torch.asinh(x) + torch.atanh(x * 0.3), lambda: [r(4, 5)]),
     "logs": (lambda x: torch.log2(x) + torch.log10(x) + torch.logit(x / 4)
@@ -155,7 +155,7 @@ CASES = {
                     lambda: [r(4, 6), r(4, 6), r(4, 6), torch.randn(4, dtype=F64)]),
     "distances": (lambda a, b: F.pairwise_distance(a, b) + F.cosine_similarity(a, b)
                   + torch.dist(a, b), lambda: [r(4, 6), r(4, 6)]),
-    # sorting by counting ranks (decompositions_sort.py): values are gathers, so gradients
+    # sorting by counting ranks (decomp/sort.py): values are gathers, so gradients
     # scatter back to where each value came from
     "sorting": (lambda x: torch.sort(x, 1, descending=True)[0] * 2
                 + torch.topk(x, 2, 1)[0].sum(1, keepdim=True)
@@ -176,7 +176,7 @@ CASES = {
               + torch.linalg.matrix_norm(x, -1) + torch.linalg.vector_norm(x, 3, 1).sum()
               + torch.linalg.vector_norm(x[0, 0], 0.5) + torch.linalg.norm(x, 1.5, 0).sum()
               + torch.cdist(x, x * 2, p=0.0).sum(), lambda: [r(3, 4)]),
-    # products and running extremes in log2(n) steps (decompositions_scan.py)
+    # products and running extremes in log2(n) steps (decomp/scan.py)
     "products_scans": (lambda x: torch.prod(x, 1, keepdim=True) + x.prod() + x.cumprod(1)
                        + torch.cummax(x, 1)[0] * torch.cummin(x, 0)[0], lambda: [r(3, 5)]),
     "windows_and_tiles": (lambda x, im: x.unfold(1, 2, 2).sum() * x.unfold(0, 2, 1)[0].sum()

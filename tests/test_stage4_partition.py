@@ -261,7 +261,7 @@ def test_training_steps_match_eager(name, partition):
 
 
 def test_cnn_decomposes_conv_and_max_pool():
-    # max_pool2d is the maximum of its window's strided slices (decompositions_nn.py)
+    # max_pool2d is the maximum of its window's strided slices (decomp/nn.py)
     make, shape, _ = MODELS["cnn"]
     compiled = aot_module(make())
     compiled(torch.randn(*shape)).sum().backward()

@@ -4,7 +4,7 @@ The backend ladder (eager -> aot_eager -> aot_eager_decomp_partition -> inductor
 stage that is wrong only if every rung computes the same thing; with dropout in the model
 that means the same random numbers. Compiled graphs draw from PyTorch's generator, in
 program order, with eager's own samplers (``dropout_mask`` and friends in
-``aot/decompositions.py``), and the backward multiplies by the saved mask instead of drawing
+``aot/decomp/rng.py``), and the backward multiplies by the saved mask instead of drawing
 again. So under ``torch.manual_seed`` the outputs and gradients match eager, and the
 generator ends where eager leaves it.
 """

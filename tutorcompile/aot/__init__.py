@@ -5,6 +5,8 @@
     trace_with_inputs   run a function once, record its torch calls (shapes concrete)
     decompose           torch-level graph -> prims (+ extern calls), with the rules of
                         DECOMPOSITIONS; DecompositionReport says what stayed extern
+                        (prim_graph.py runs the rules; the package decomp/ holds them:
+                        registry.py owns the table, core.py, math.py, nn.py... fill it)
     functionalize       in-place ops and input mutations -> pure graph + copy-backs
     make_joint          forward + backward in one graph, from the op table's VJP rules
     default_partition   save what the backward reads
@@ -31,7 +33,7 @@ from .aot_autograd import (
     aot_graph,
     aot_module,
 )
-from .decompositions import DECOMPOSITIONS, dropout_reference, register_decomposition
+from .decomp import DECOMPOSITIONS, dropout_reference, extern_call, register_decomposition
 from .functionalize import (
     FunctionalGraph,
     FunctionalizationError,
@@ -48,7 +50,7 @@ from .partitioners import (
     partition_from_saved,
     torch_partition_fn,
 )
-from .prim_graph import DecompositionReport, decompose, extern_call
+from .prim_graph import DecompositionReport, decompose
 from .tracing import trace_with_inputs
 
 __all__ = [

@@ -6,7 +6,7 @@ shapes, runs the whole stage::
     trace_with_inputs fn       -> torch-level graph        (or a graph from Dynamo)
     inline_modules / lift      -> parameters and buffers as inputs
     functionalize              -> pure graph + list of mutated inputs
-    decompose                  -> prims and extern calls      (decompositions.py)
+    decompose                  -> prims and extern calls      (prim_graph.py, decomp/)
     make_joint                 -> forward + backward in one graph (joint.py)
     partition_fn               -> forward graph, backward graph, saved values
     fw_compiler / bw_compiler  -> callables (stage 5 plugs its code generators in here)
@@ -604,7 +604,7 @@ def aot_function(fn: Callable, fw_compiler: Callable = _identity_compiler,
     GraphModules into callables (default: run them as they are). ``partition_fn`` takes a
     :class:`~tutorcompile.aot.joint.JointGraph` and returns a ``Partition``
     (:func:`default_partition` or :func:`min_cut_partition`). ``decompositions`` replaces
-    the default table :data:`~tutorcompile.aot.decompositions.DECOMPOSITIONS`.
+    the default table :data:`~tutorcompile.aot.decomp.DECOMPOSITIONS`.
     """
     return AOTCompiled(None, fw_compiler, bw_compiler, partition_fn, decompositions, fn=fn)
 

@@ -47,19 +47,17 @@ from ..fx.node import map_arg
 from ..fx.passes.dce_cse import operator_schemas, written_arguments
 from ..ops import ops
 from ..ops.prims import _slice_length
-from .decompositions import (
+from .decomp import (
     RANDOM_FILLS,
-    _is_t,
     basic_index,
     batch_norm_functional,
-    random_fill_like,
-    register_decomposition,
-)
-from .decompositions_nn import (
     batch_norm_with_update_functional,
     instance_norm_functional,
     leading_results,
+    random_fill_like,
+    register_decomposition,
 )
+from .decomp.registry import _is_t
 
 
 class FunctionalizationError(TutorcompileError):

@@ -40,7 +40,7 @@ from ..fx.node import map_aggregate, map_arg
 from ..fx.symbolic_shapes import SymInt
 from ..ops import GraphHandler, GraphValue, Prim, make_meta, set_handler
 from ..ops.autodiff import accumulate_grad, propagate_vjp
-from .decompositions import with_random_state
+from .decomp import with_random_state
 
 
 @dataclass

@@ -48,7 +48,7 @@ def sequential_scan(combine_fn: Callable, xs: Any, dim: int, reverse: bool = Fal
         return list(value) if packed else [value]
     if any(isinstance(x, FakeTensor) or x.is_meta for x in leaves):
         # (slices of one shape: shape inference may try leaves of unequal sizes, see
-        # prim_graph._symbolic_extern_result)
+        # aot/decomp/registry.py, _symbolic_extern_result)
         like = leaves[0].select(dim, 0)
         first = pack([like.new_empty(like.shape, dtype=x.dtype) for x in leaves])
         dtypes = [r.dtype for r in unpack(combine_fn(first, first))]

@@ -24,8 +24,8 @@ import math
 
 import torch
 
-from ..ops import ops
-from .decompositions import _is_t, register_decomposition
+from ...ops import ops
+from .registry import _is_t, register_decomposition
 
 
 def _parse(equation: str, n: int) -> tuple[list[str], str]:

@@ -25,10 +25,10 @@ import math
 
 import torch
 
-from ..ops import ops
-from ..ops.table import normalize_dim
-from .decompositions import DECOMPOSITIONS, _both, _cast, _is_t, register_decomposition
-from .decompositions_math import _floating_only, positions
+from ...ops import ops
+from ...ops.table import normalize_dim
+from .helpers import _floating_only, positions
+from .registry import DECOMPOSITIONS, _both, _cast, _is_t, register_decomposition
 
 
 def _pad_before(x, d, k, value):

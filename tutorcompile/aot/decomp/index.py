@@ -22,16 +22,11 @@ import operator
 
 import torch
 
-from ..ops import ops
-from ..ops.table import broadcast_shapes, normalize_dim
-from .decompositions import (
-    DECOMPOSITIONS,
-    _both,
-    _is_t,
-    getitem,
-    register_decomposition,
-)
-from .decompositions_math import _floating_only
+from ...ops import ops
+from ...ops.table import broadcast_shapes, normalize_dim
+from .core import getitem
+from .helpers import _floating_only
+from .registry import DECOMPOSITIONS, _both, _is_t, register_decomposition
 
 MAX_LIST_INDEX = 64
 """The longest Python list used as an index (it becomes a tensor of ``full`` constants)."""
@@ -92,7 +87,7 @@ def _getitem(a, index):
     return getitem(a, index)
 
 
-# (the basic-indexing rule of decompositions.py, ``getitem``, extended to index tensors of
+# (the basic-indexing rule of core.py, ``getitem``, extended to index tensors of
 # several dimensions and to lists; it replaces that rule in the table)
 register_decomposition(operator.getitem, "method:__getitem__", torch.Tensor.__getitem__)(
     _getitem)

@@ -21,9 +21,10 @@ import torch
 import torch.nn.functional as F
 from torch.masked import _ops as masked
 
-from ..ops import ops
-from ..ops.table import normalize_dim
-from .decompositions import DECOMPOSITIONS, _cast, _is_t, register_decomposition
+from ...ops import ops
+from ...ops.table import normalize_dim
+from .registry import DECOMPOSITIONS, _cast, _is_t, register_decomposition
+from .scan import product
 
 
 def _canonical_dims(dim, ndim: int) -> tuple[int, ...]:
@@ -76,7 +77,6 @@ def masked_cumsum(a, dim, *, dtype=None, mask=None):
 
 @register_decomposition(masked.prod)
 def masked_prod(a, dim=None, *, keepdim=False, dtype=None, mask=None):
-    from .decompositions_scan import product
     a = _float_input(a)
     if 0 in tuple(a.shape):
         raise NotImplementedError("an empty input")

@@ -1,7 +1,7 @@
 """Polygamma of every order as pointwise prims: trigamma, and the Hurwitz zeta behind the rest.
 
 ``polygamma(n, x)`` is the ``n``-th derivative of ``digamma``. Order 0 is ``digamma`` itself
-(``decompositions_math.py``); for ``n >= 1`` it is a sum over the poles of the gamma function,
+(``math.py``); for ``n >= 1`` it is a sum over the poles of the gamma function,
 
     polygamma(n, x) = (-1)^(n+1) n! zeta(n+1, x),     zeta(s, q) = sum_k (q + k)^-s
 
@@ -36,9 +36,10 @@ import math
 
 import torch
 
-from ..ops import ops
-from .decompositions import _float, _is_t, register_decomposition
-from .decompositions_math import _reduced, _trunc, digamma
+from ...ops import ops
+from .helpers import _reduced, _trunc
+from .math import digamma
+from .registry import _float, _is_t, register_decomposition
 
 _SHIFT = 10
 # Euler-Maclaurin: B_2j / (2j)! for j = 1..7 (Cephes' zeta.c divides by (2j)! / B_2j).

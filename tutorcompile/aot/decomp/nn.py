@@ -1,9 +1,9 @@
 """Decompositions of the neural-network functions: activations, losses, normalisation
 layers, pooling and padding (``torch.nn.functional``).
 
-Like ``decompositions_math.py`` (the math the rules here are built from), these rules are
+Like ``math.py`` (the math the rules here are built from), these rules are
 written against the virtualized ``ops`` and register into the one table of
-``decompositions.py``; each declines (``NotImplementedError``) what it does not cover,
+``registry.py``; each declines (``NotImplementedError``) what it does not cover,
 which then stays an extern PyTorch call named in the report. A loss is its pointwise part
 plus the reduction; a class-index loss picks the target's class by comparing with the
 class positions (``iota``); pooling is the sum of the window's strided slices, or the one
@@ -20,25 +20,19 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..ops import ops
-from ..ops.table import normalize_dim
-from .decompositions import (
-    DECOMPOSITIONS,
-    _both,
-    _cast,
-    _reduce,
-    register_decomposition,
-    safe_softmax,
-    softmax,
-)
-from .decompositions_math import (
+from ...ops import ops
+from ...ops.table import normalize_dim
+from .core import batch_norm_functional, log_softmax, safe_softmax, softmax
+from .helpers import (
     MAX_DENSE_SCATTER,
-    _detached,
     _floating_only,
     _is_float,
-    pairwise_distance,
+    _reduce,
+    detached,
     positions,
 )
+from .math import pairwise_distance
+from .registry import DECOMPOSITIONS, _both, _cast, register_decomposition
 
 # =======================================================================================
 # Activations
@@ -339,6 +333,18 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100,  
     return _reduce(loss, reduction)
 
 
+@register_decomposition(F.cross_entropy)
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,  # noqa: A002
+                  reduce=None, reduction="mean", label_smoothing=0.0):
+    """Class-index cross entropy: ``nll_loss(log_softmax(input, 1), target)``; the pick of
+    ``target``'s class is a comparison with the class positions, so it stays in a kernel."""
+    if size_average is not None or reduce is not None or label_smoothing != 0.0 \
+            or target.dtype.is_floating_point or len(input.shape) < 2:
+        raise NotImplementedError("cross_entropy with probabilities or smoothing")
+    return nll_loss(log_softmax(input, 1), target, weight, ignore_index=ignore_index,
+                    reduction=reduction)
+
+
 @register_decomposition(F.multilabel_soft_margin_loss)
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None,  # noqa: A002
                                 reduce=None, reduction="mean"):
@@ -484,9 +490,8 @@ def batch_norm_with_update_functional(x, weight, bias, running_mean, running_var
     x = _floating_only(x)
     if len(x.shape) < 2 or 0 in tuple(x.shape):
         raise NotImplementedError("an input without a channel dimension, or an empty one")
-    from .decompositions import _batch_norm_rule
-    out, new_mean, new_var = _batch_norm_rule(x, running_mean, running_var, weight, bias,
-                                              True, momentum, eps)
+    out, new_mean, new_var = batch_norm_functional(x, running_mean, running_var, weight, bias,
+                                                   True, momentum, eps)
     dims = (0,) + tuple(range(2, len(x.shape)))
     mean = ops.mean(x, dims)
     centered = ops.sub(x, ops.reshape(mean, (x.shape[1],) + (1,) * (len(x.shape) - 2)))
@@ -1352,7 +1357,7 @@ def max_unpool(x, indices, k: int, kernel_size, stride, padding, output_size):
     count = ops.index_add(ops.full((planes * n_out,), 0.0, dtype=x.dtype, device=x.device), 0,
                           offsets, ops.full((planes * m,), 1.0, dtype=x.dtype,
                                             device=x.device))
-    out = ops.add(written, _detached(ops.sub(last_value, written)))
+    out = ops.add(written, detached(ops.sub(last_value, written)))
     out = ops.where(ops.gt(ops.reshape(count, (planes, n_out)), 0.0), out, 0.0)
     return ops.reshape(out, tuple(x.shape[:2]) + sizes)
 

@@ -8,6 +8,10 @@ branches are computed (a kernel has no branches, only ``where``), each fed an ar
 its own range so that neither divides by zero or takes the log of a negative number.
 PyTorch defines no gradient for these.
 
+The modified Bessel functions follow: of the first kind, I0 and I1 (``torch.i0``,
+``torch.special.i1e``...), and of the second kind, K0 and K1, which are built on them --
+Chebyshev series (Cephes' ``chbevl``), as PyTorch's Math.h evaluates them.
+
 Mirrors: aten/src/ATen/native/Math.h (``bessel_j0_forward``, ``bessel_j1_forward``,
 ``bessel_y0_forward``, ``bessel_y1_forward``) and Cephes' ``j0.c``/``j1.c``.
 """
@@ -18,9 +22,9 @@ import math
 
 import torch
 
-from ..ops import ops
-from .decompositions import DECOMPOSITIONS, _both
-from .decompositions_math import _bessel_i, _chbevl, _unary
+from ...ops import ops
+from .helpers import _unary
+from .registry import DECOMPOSITIONS, _both
 
 # Coefficients, highest power first (Cephes' polevl order), as in PyTorch's Math.h.
 _J0_PP = (7.96936729297347051624e-04, 8.28352392107440799803e-02, 1.23953371646414299388e+00,
@@ -157,6 +161,88 @@ def mvlgamma(a, p):
         ops.iota(p, start=1 - p, dtype=torch.int64, device=a.device), a.dtype), 0.5)
     terms = DECOMPOSITIONS[torch.lgamma](ops.add(ops.unsqueeze(a, len(a.shape)), shifts))
     return ops.add(ops.sum(terms, (len(a.shape),)), 0.25 * p * (p - 1) * math.log(math.pi))
+
+
+# Modified Bessel functions of the first kind (orders 0 and 1, plain and exponentially
+# scaled): Cephes' Chebyshev expansions, as ATen evaluates them, over [0, 8] and (8, inf).
+
+_I0E_A = (
+    -4.41534164647933937950E-18, 3.33079451882223809783E-17, -2.43127984654795469359E-16,
+    1.71539128555513303061E-15, -1.16853328779934516808E-14, 7.67618549860493561688E-14,
+    -4.85644678311192946090E-13, 2.95505266312963983461E-12, -1.72682629144155570723E-11,
+    9.67580903537323691224E-11, -5.18979560163526290666E-10, 2.65982372468238665035E-9,
+    -1.30002500998624804212E-8, 6.04699502254191894932E-8, -2.67079385394061173391E-7,
+    1.11738753912010371815E-6, -4.41673835845875056359E-6, 1.64484480707288970893E-5,
+    -5.75419501008210370398E-5, 1.88502885095841655729E-4, -5.76375574538582365885E-4,
+    1.63947561694133579842E-3, -4.32430999505057594430E-3, 1.05464603945949983183E-2,
+    -2.37374148058994688156E-2, 4.93052842396707084878E-2, -9.49010970480476444210E-2,
+    1.71620901522208775349E-1, -3.04682672343198398683E-1, 6.76795274409476084995E-1,)
+_I0E_B = (
+    -7.23318048787475395456E-18, -4.83050448594418207126E-18, 4.46562142029675999901E-17,
+    3.46122286769746109310E-17, -2.82762398051658348494E-16, -3.42548561967721913462E-16,
+    1.77256013305652638360E-15, 3.81168066935262242075E-15, -9.55484669882830764870E-15,
+    -4.15056934728722208663E-14, 1.54008621752140982691E-14, 3.85277838274214270114E-13,
+    7.18012445138366623367E-13, -1.79417853150680611778E-12, -1.32158118404477131188E-11,
+    -3.14991652796324136454E-11, 1.18891471078464383424E-11, 4.94060238822496958910E-10,
+    3.39623202570838634515E-9, 2.26666899049817806459E-8, 2.04891858946906374183E-7,
+    2.89137052083475648297E-6, 6.88975834691682398426E-5, 3.36911647825569408990E-3,
+    8.04490411014108831608E-1,)
+_I1E_A = (
+    2.77791411276104639959E-18, -2.11142121435816608115E-17, 1.55363195773620046921E-16,
+    -1.10559694773538630805E-15, 7.60068429473540693410E-15, -5.04218550472791168711E-14,
+    3.22379336594557470981E-13, -1.98397439776494371520E-12, 1.17361862988909016308E-11,
+    -6.66348972350202774223E-11, 3.62559028155211703701E-10, -1.88724975172282928790E-9,
+    9.38153738649577178388E-9, -4.44505912879632808065E-8, 2.00329475355213526229E-7,
+    -8.56872026469545474066E-7, 3.47025130813767847674E-6, -1.32731636560394358279E-5,
+    4.78156510755005422638E-5, -1.61760815825896745588E-4, 5.12285956168575772895E-4,
+    -1.51357245063125314899E-3, 4.15642294431288815669E-3, -1.05640848946261981558E-2,
+    2.47264490306265168283E-2, -5.29459812080949914269E-2, 1.02643658689847095384E-1,
+    -1.76416518357834055153E-1, 2.52587186443633654823E-1,)
+_I1E_B = (
+    7.51729631084210481353E-18, 4.41434832307170791151E-18, -4.65030536848935832153E-17,
+    -3.20952592199342395980E-17, 2.96262899764595013876E-16, 3.30820231092092828324E-16,
+    -1.88035477551078244854E-15, -3.81440307243700780478E-15, 1.04202769841288027642E-14,
+    4.27244001671195135429E-14, -2.10154184277266431302E-14, -4.08355111109219731823E-13,
+    -7.19855177624590851209E-13, 2.03562854414708950722E-12, 1.41258074366137813316E-11,
+    3.25260358301548823856E-11, -1.89749581235054123450E-11, -5.58974346219658380687E-10,
+    -3.83538038596423702205E-9, -2.63146884688951950684E-8, -2.51223623787020892529E-7,
+    -3.88256480887769039346E-6, -1.10588938762623716291E-4, -9.76109749136146840777E-3,
+    7.78576235018280120474E-1,)
+
+
+def _chbevl(x, coefficients):
+    """Clenshaw's recurrence for a Chebyshev series (Cephes' ``chbevl``)."""
+    b0, b1, b2 = coefficients[0], 0.0, 0.0
+    for c in coefficients[1:]:
+        b2, b1 = b1, b0
+        b0 = ops.add(ops.sub(ops.mul(x, b1), b2), c)
+    return ops.mul(ops.sub(b0, b2), 0.5)
+
+
+def _bessel_i(x, order, scaled):
+    """I0 / I1 of ``x`` (times ``exp(-|x|)`` when ``scaled``): the [0, 8] series on
+    ``|x|/2 - 2``, the (8, inf) one on ``32/|x| - 2`` over ``sqrt(|x|)``; each branch is fed
+    an argument in its own range, so neither makes a NaN the other's gradient would see."""
+    ax = ops.abs(x)
+    small = ops.le(ax, 8.0)
+    near = _chbevl(ops.sub(ops.div(ops.where(small, ax, 8.0), 2.0), 2.0),
+                   _I0E_A if order == 0 else _I1E_A)
+    far_x = ops.where(small, 8.0, ax)
+    far = ops.div(_chbevl(ops.sub(ops.div(32.0, far_x), 2.0), _I0E_B if order == 0 else _I1E_B),
+                  ops.sqrt(far_x))
+    if order == 1:
+        near = ops.mul(near, x)                             # odd: x, not |x|
+        far = ops.where(ops.lt(x, 0), ops.neg(far), far)
+    out = ops.where(small, near, far)
+    return out if scaled else ops.mul(ops.exp(ax), out)
+
+
+_unary(*_both("i0"), torch.special.i0, torch.special.modified_bessel_i0)(
+    lambda x: _bessel_i(x, 0, scaled=False))
+_unary(torch.special.i0e)(lambda x: _bessel_i(x, 0, scaled=True))
+_unary(torch.special.i1, torch.special.modified_bessel_i1)(
+    lambda x: _bessel_i(x, 1, scaled=False))
+_unary(torch.special.i1e)(lambda x: _bessel_i(x, 1, scaled=True))
 
 
 # Modified Bessel functions of the second kind, K0 and K1 (and their exp(x)-scaled forms):

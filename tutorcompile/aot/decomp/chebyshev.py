@@ -26,9 +26,9 @@ import math
 
 import torch
 
-from ..ops import ops
-from .decompositions import _is_t, register_decomposition
-from .decompositions_math import _trunc
+from ...ops import ops
+from .helpers import _trunc
+from .registry import DECOMPOSITIONS, _is_t, register_decomposition
 
 _LOG2 = math.log(2.0)
 
@@ -81,7 +81,6 @@ def _odd(m):
 
 def _acos(x):
     """``acos(x)`` for ``|x| < 1`` (the math module's ``acos`` rule, as prims)."""
-    from .decompositions import DECOMPOSITIONS
     return DECOMPOSITIONS[torch.acos](x)
 
 

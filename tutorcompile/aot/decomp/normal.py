@@ -30,8 +30,8 @@ import math
 
 import torch
 
-from ..ops import ops
-from .decompositions_math import _unary
+from ...ops import ops
+from .helpers import _unary
 
 # Cephes ndtr.c: erfc(x) = exp(-x^2) P(x)/Q(x) on [1, 8), R(x)/S(x) beyond (highest power
 # first; Q and S have a leading 1).

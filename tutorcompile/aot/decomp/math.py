@@ -1,12 +1,12 @@
 """More decompositions: the math of tensors -- pointwise functions, reductions, positions.
 
-``decompositions.py`` holds the rules the course walks through; this module holds the long
+``core.py`` holds the rules the course walks through; this module holds the long
 tail that real models (and PyTorch's OpInfo database, see ``tests/test_opinfo_sweep.py``)
 need so that their ops become generated kernels instead of PyTorch calls: trigonometric and
 hyperbolic functions, rounding and modulo, comparisons and logical ops, reductions and norms
 built from ``sum`` and ``amax``, argmax and triangular masks built on ``iota``, a prefix
 sum, and more spellings of the views. The neural-network functions (activations, losses,
-normalisation, pooling) are in ``decompositions_nn.py``. Each rule is written against the
+normalisation, pooling) are in ``nn.py``. Each rule is written against the
 virtualized ``ops`` like the others, and declines (``NotImplementedError``) what it does not
 cover, which then stays an extern PyTorch call.
 
@@ -27,10 +27,23 @@ import operator
 import torch
 import torch.nn.functional as F
 
-from ..fx.symbolic_shapes import SymInt
-from ..ops import GraphValue, make_meta, ops
-from ..ops.table import normalize_dim
-from .decompositions import (
+from ...fx.symbolic_shapes import SymInt
+from ...ops import ops
+from ...ops.table import broadcast_shapes, normalize_dim
+from .core import var
+from .helpers import (
+    MAX_DENSE_SCATTER,
+    _floating_only,
+    _is_float,
+    _reduced,
+    _round,
+    _trunc,
+    _unary,
+    detached,
+    positions,
+    rounding_div,
+)
+from .registry import (
     DECOMPOSITIONS,
     _both,
     _cast,
@@ -38,31 +51,8 @@ from .decompositions import (
     _float,
     _is_t,
     register_decomposition,
-    var,
 )
-
-
-def _unary(*targets):
-    """Register a rule on float tensors (integers become the default float dtype)."""
-    def deco(rule):
-        def float_rule(a, *args, **kwargs):
-            if not _is_t(a):
-                raise NotImplementedError("a Python number")
-            return rule(_float(a), *args, **kwargs)
-        register_decomposition(*targets)(float_rule)
-        return rule
-    return deco
-
-
-def _is_float(a) -> bool:
-    return _is_t(a) and a.dtype.is_floating_point
-
-
-def _floating_only(a):
-    if not _is_float(a):
-        raise NotImplementedError("integer or complex input")
-    return a
-
+from .scan import product
 
 # =======================================================================================
 # Trigonometric, hyperbolic, exponential and logarithmic functions
@@ -187,30 +177,8 @@ def _integer_identity(rule):
 
 register_decomposition(*_both("floor"))(_integer_identity(lambda a: ops.floor(a)))
 register_decomposition(*_both("ceil"))(_integer_identity(lambda a: ops.ceil(a)))
-
-
-def _trunc(a):
-    return ops.where(ops.lt(a, 0), ops.ceil(a), ops.floor(a))
-
-
+# (``_trunc`` and ``_round`` are in helpers.py: other rule modules round too)
 register_decomposition(*_both("trunc"), *_both("fix"))(_integer_identity(_trunc))
-
-
-def _round(a, *, decimals=0):
-    if decimals > 0:
-        scale = 10.0 ** decimals
-        return ops.div(_round(ops.mul(a, scale)), scale)
-    if decimals < 0:
-        scale = 10.0 ** -decimals
-        return ops.mul(_round(ops.div(a, scale)), scale)
-    # half to even, as torch.round: floor(a + 0.5), one less where that made an odd number
-    # from an exact half
-    r = ops.floor(ops.add(a, 0.5))
-    half = ops.eq(ops.sub(r, a), 0.5)
-    odd = ops.ne(ops.sub(r, ops.mul(ops.floor(ops.mul(r, 0.5)), 2.0)), 0.0)
-    return ops.where(ops.logical_and(half, odd), ops.sub(r, 1.0), r)
-
-
 register_decomposition(*_both("round"))(_integer_identity(_round))
 
 
@@ -645,26 +613,14 @@ def broadcast_to(a, shape):
 def broadcast_tensors(*tensors):
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tuple(tensors[0])
-    from ..ops.table import broadcast_shapes
     shape = broadcast_shapes(*(tuple(t.shape) for t in tensors))
     return tuple(ops.expand(t, shape) for t in tensors)
 
 
 # =======================================================================================
-# Division with rounding, and the remainders built on it (floating point only)
+# Division with rounding, and the remainders built on it (floating point only);
+# ``rounding_div`` itself is in helpers.py (``torch.div`` in core.py uses it too)
 # =======================================================================================
-
-def rounding_div(a, b, rounding_mode):
-    """``torch.div(a, b, rounding_mode=...)`` on floats: the quotient, then trunc or floor."""
-    if not (_is_float(a) and (_is_float(b) or isinstance(b, float))):
-        raise NotImplementedError("div with rounding_mode on integers")  # stays extern
-    q = ops.div(a, b)
-    if rounding_mode == "trunc":
-        return _trunc(q)
-    if rounding_mode == "floor":
-        return ops.floor(q)
-    raise ValueError(f"div: rounding_mode must be 'trunc' or 'floor', got {rounding_mode!r}")
-
 
 register_decomposition(*_both("floor_divide"))(
     lambda a, b: rounding_div(a, b, "floor"))
@@ -770,7 +726,6 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
 @register_decomposition(F.cosine_similarity)
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     x1, x2 = _floating_only(x1), _floating_only(x2)
-    from ..ops.table import broadcast_shapes
     shape = broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
     if not shape:
         raise NotImplementedError("0-d operands")
@@ -837,16 +792,8 @@ def bitwise_not(a):
 
 # =======================================================================================
 # Positions: argmax/argmin, max/min over a dim, triangular masks, all comparing against
-# ``iota`` (computed from the loop index)
+# ``iota`` (computed from the loop index; ``positions`` is in helpers.py)
 # =======================================================================================
-
-def positions(a, dim):
-    """``0, 1, ..., n-1`` along ``dim`` of ``a``, shaped to broadcast against it."""
-    n = a.shape[dim]
-    shape = [1] * len(a.shape)
-    shape[dim] = n
-    return ops.reshape(ops.iota(n, dtype=torch.int64, device=a.device), tuple(shape))
-
 
 def _arg_extreme(a, dim, keepdim, largest):
     a = _floating_only(a)
@@ -1067,8 +1014,6 @@ def _copy_aliases():
 
 
 _copy_aliases()
-
-
 
 
 # =======================================================================================
@@ -1403,7 +1348,6 @@ def float_power(a, b):
     return ops.pow(a, b)
 
 
-
 # =======================================================================================
 # Scatters, searches and small constructions: what the indirect loads of the inductor
 # (``index_select``), its index_add and slice_scatter kernels, and ``cat`` make kernels of
@@ -1652,10 +1596,6 @@ def _scatter_sum_and_count(a, scatter, include_self):
     return ops.add(base, total), count, hit
 
 
-MAX_DENSE_SCATTER = 1 << 22
-"""The most elements a dense comparison (every target against every source) may have."""
-
-
 def _dense_reduce(a, reduce, include_self, hit, candidates, matches):
     """``prod``/``amax``/``amin`` of colliding writes, with no atomic update to lean on: every
     target compares itself with every source (``matches``, broadcast against ``candidates``
@@ -1664,7 +1604,6 @@ def _dense_reduce(a, reduce, include_self, hit, candidates, matches):
     ``a`` itself joins the reduction as one more column when ``include_self``, so that ties
     share the gradient evenly among ``a`` and the sources, as PyTorch's backward does."""
     if reduce == "prod":
-        from .decompositions_scan import product  # (that module builds on this one)
         red = product(ops.where(matches, candidates, 1.0), (-1,), False)
         red = ops.mul(a, red) if include_self else red
     else:
@@ -1677,20 +1616,11 @@ def _dense_reduce(a, reduce, include_self, hit, candidates, matches):
             # (its count of ties does not mask ``a``; only ``a``'s own gradient is masked):
             # ``a`` joins where it equals the sources' extreme, detached, so the sources
             # get eager's share and ``a`` nothing
-            own = _detached(ops.mul(a, sign))
+            own = detached(ops.mul(a, sign))
             own = ops.where(ops.eq(own, ops.amax(values, (-1,))), own, -math.inf)
         values = ops.cat([ops.unsqueeze(own, -1), values], -1)
         red = ops.mul(ops.amax(values, (-1,)), sign)
     return ops.where(hit, red, a)
-
-
-def _detached(x):
-    """``x`` as a value the gradient does not flow through (``detach`` in a graph)."""
-    if not isinstance(x, GraphValue):
-        return x
-    from .prim_graph import extern_call  # (prim_graph imports this table)
-    return extern_call(torch.Tensor.detach, (x,), {}, meta=make_meta(x.shape, x.dtype,
-                                                                       x.device))
 
 
 def _scatter_reduce(a, reduce, include_self, scatter, dense=None):
@@ -1820,7 +1750,6 @@ def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, ax
             out = ops.where(ops.gt(count, 0), ops.div(out, ops.maximum(count, 1.0)), empty)
         return out
     if reduce == "prod":
-        from .decompositions_scan import product  # (that module builds on this one)
         out = product(ops.where(inside, values, 1.0), (1,), False)
         return out if initial is None else ops.mul(out, initial)
     sign = 1.0 if reduce == "max" else -1.0
@@ -1847,7 +1776,7 @@ def empty_like(a, *size, dtype=None, device=None, layout=None, pin_memory=False,
 
 # =======================================================================================
 # Special functions: lgamma, digamma (polygamma of order 0; the higher orders are in
-# decompositions_polygamma.py), erfinv, spherical_bessel_j0.
+# polygamma.py), erfinv, spherical_bessel_j0 (the other Bessel functions are in special.py).
 # The argument is shifted up by a fixed number of steps (a recurrence), the asymptotic
 # series takes over there, and a reflection formula covers negative arguments -- branch
 # free, so each is one pointwise kernel. Branches that ``where`` discards are fed safe
@@ -1860,11 +1789,6 @@ _SHIFT = 10
 def _sinpi(r):
     """``sin(pi * r)`` for the reduced argument ``r`` in [-1/2, 1/2] (exact reduction)."""
     return ops.sin(ops.mul(r, math.pi))
-
-
-def _reduced(x):
-    """``x - round(x)``: exact in floating point, keeps ``sin(pi x)`` accurate near integers."""
-    return ops.sub(x, ops.floor(ops.add(x, 0.5)))
 
 
 def _lgamma_positive(z):
@@ -1977,88 +1901,6 @@ def spherical_bessel_j0(x):
     safe = ops.where(small, 1.0, x)
     out = ops.where(small, series, ops.div(ops.sin(safe), safe))
     return ops.where(ops.eq(ops.abs(x), math.inf), 0.0, out)
-
-
-# Modified Bessel functions of the first kind (orders 0 and 1, plain and exponentially
-# scaled): Cephes' Chebyshev expansions, as ATen evaluates them, over [0, 8] and (8, inf).
-
-_I0E_A = (
-    -4.41534164647933937950E-18, 3.33079451882223809783E-17, -2.43127984654795469359E-16,
-    1.71539128555513303061E-15, -1.16853328779934516808E-14, 7.67618549860493561688E-14,
-    -4.85644678311192946090E-13, 2.95505266312963983461E-12, -1.72682629144155570723E-11,
-    9.67580903537323691224E-11, -5.18979560163526290666E-10, 2.65982372468238665035E-9,
-    -1.30002500998624804212E-8, 6.04699502254191894932E-8, -2.67079385394061173391E-7,
-    1.11738753912010371815E-6, -4.41673835845875056359E-6, 1.64484480707288970893E-5,
-    -5.75419501008210370398E-5, 1.88502885095841655729E-4, -5.76375574538582365885E-4,
-    1.63947561694133579842E-3, -4.32430999505057594430E-3, 1.05464603945949983183E-2,
-    -2.37374148058994688156E-2, 4.93052842396707084878E-2, -9.49010970480476444210E-2,
-    1.71620901522208775349E-1, -3.04682672343198398683E-1, 6.76795274409476084995E-1,)
-_I0E_B = (
-    -7.23318048787475395456E-18, -4.83050448594418207126E-18, 4.46562142029675999901E-17,
-    3.46122286769746109310E-17, -2.82762398051658348494E-16, -3.42548561967721913462E-16,
-    1.77256013305652638360E-15, 3.81168066935262242075E-15, -9.55484669882830764870E-15,
-    -4.15056934728722208663E-14, 1.54008621752140982691E-14, 3.85277838274214270114E-13,
-    7.18012445138366623367E-13, -1.79417853150680611778E-12, -1.32158118404477131188E-11,
-    -3.14991652796324136454E-11, 1.18891471078464383424E-11, 4.94060238822496958910E-10,
-    3.39623202570838634515E-9, 2.26666899049817806459E-8, 2.04891858946906374183E-7,
-    2.89137052083475648297E-6, 6.88975834691682398426E-5, 3.36911647825569408990E-3,
-    8.04490411014108831608E-1,)
-_I1E_A = (
-    2.77791411276104639959E-18, -2.11142121435816608115E-17, 1.55363195773620046921E-16,
-    -1.10559694773538630805E-15, 7.60068429473540693410E-15, -5.04218550472791168711E-14,
-    3.22379336594557470981E-13, -1.98397439776494371520E-12, 1.17361862988909016308E-11,
-    -6.66348972350202774223E-11, 3.62559028155211703701E-10, -1.88724975172282928790E-9,
-    9.38153738649577178388E-9, -4.44505912879632808065E-8, 2.00329475355213526229E-7,
-    -8.56872026469545474066E-7, 3.47025130813767847674E-6, -1.32731636560394358279E-5,
-    4.78156510755005422638E-5, -1.61760815825896745588E-4, 5.12285956168575772895E-4,
-    -1.51357245063125314899E-3, 4.15642294431288815669E-3, -1.05640848946261981558E-2,
-    2.47264490306265168283E-2, -5.29459812080949914269E-2, 1.02643658689847095384E-1,
-    -1.76416518357834055153E-1, 2.52587186443633654823E-1,)
-_I1E_B = (
-    7.51729631084210481353E-18, 4.41434832307170791151E-18, -4.65030536848935832153E-17,
-    -3.20952592199342395980E-17, 2.96262899764595013876E-16, 3.30820231092092828324E-16,
-    -1.88035477551078244854E-15, -3.81440307243700780478E-15, 1.04202769841288027642E-14,
-    4.27244001671195135429E-14, -2.10154184277266431302E-14, -4.08355111109219731823E-13,
-    -7.19855177624590851209E-13, 2.03562854414708950722E-12, 1.41258074366137813316E-11,
-    3.25260358301548823856E-11, -1.89749581235054123450E-11, -5.58974346219658380687E-10,
-    -3.83538038596423702205E-9, -2.63146884688951950684E-8, -2.51223623787020892529E-7,
-    -3.88256480887769039346E-6, -1.10588938762623716291E-4, -9.76109749136146840777E-3,
-    7.78576235018280120474E-1,)
-
-
-def _chbevl(x, coefficients):
-    """Clenshaw's recurrence for a Chebyshev series (Cephes' ``chbevl``)."""
-    b0, b1, b2 = coefficients[0], 0.0, 0.0
-    for c in coefficients[1:]:
-        b2, b1 = b1, b0
-        b0 = ops.add(ops.sub(ops.mul(x, b1), b2), c)
-    return ops.mul(ops.sub(b0, b2), 0.5)
-
-
-def _bessel_i(x, order, scaled):
-    """I0 / I1 of ``x`` (times ``exp(-|x|)`` when ``scaled``): the [0, 8] series on
-    ``|x|/2 - 2``, the (8, inf) one on ``32/|x| - 2`` over ``sqrt(|x|)``; each branch is fed
-    an argument in its own range, so neither makes a NaN the other's gradient would see."""
-    ax = ops.abs(x)
-    small = ops.le(ax, 8.0)
-    near = _chbevl(ops.sub(ops.div(ops.where(small, ax, 8.0), 2.0), 2.0),
-                   _I0E_A if order == 0 else _I1E_A)
-    far_x = ops.where(small, 8.0, ax)
-    far = ops.div(_chbevl(ops.sub(ops.div(32.0, far_x), 2.0), _I0E_B if order == 0 else _I1E_B),
-                  ops.sqrt(far_x))
-    if order == 1:
-        near = ops.mul(near, x)                             # odd: x, not |x|
-        far = ops.where(ops.lt(x, 0), ops.neg(far), far)
-    out = ops.where(small, near, far)
-    return out if scaled else ops.mul(ops.exp(ax), out)
-
-
-_unary(*_both("i0"), torch.special.i0, torch.special.modified_bessel_i0)(
-    lambda x: _bessel_i(x, 0, scaled=False))
-_unary(torch.special.i0e)(lambda x: _bessel_i(x, 0, scaled=True))
-_unary(torch.special.i1, torch.special.modified_bessel_i1)(
-    lambda x: _bessel_i(x, 1, scaled=False))
-_unary(torch.special.i1e)(lambda x: _bessel_i(x, 1, scaled=True))
 
 
 @register_decomposition(*_both("renorm"))
@@ -2189,10 +2031,10 @@ def nextafter(x, y):
     moved = ops.where(ops.lt(ax, info.tiny * 2),
                       ops.add(finite, ops.mul(sign, info.smallest_normal * 2.0 ** (1 - p))),
                       moved)
-    out = ops.add(finite, _detached(ops.sub(moved, finite)))
+    out = ops.add(finite, detached(ops.sub(moved, finite)))
     out = ops.where(ops.eq(ax, math.inf), ops.where(ops.gt(x, 0), info.max, -info.max), out)
     out = ops.where(ops.logical_or(ops.ne(x, x), ops.ne(y, y)), math.nan, out)
-    return ops.where(ops.eq(x, y), _detached(y), out)
+    return ops.where(ops.eq(x, y), detached(y), out)
 
 
 @register_decomposition(*_both("histc"))

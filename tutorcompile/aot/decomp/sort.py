@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import torch
 
-from ..ops import ops
-from ..ops.table import normalize_dim
-from .decompositions import DECOMPOSITIONS, _both, _is_t, register_decomposition
-from .decompositions_math import _floating_only, positions
+from ...ops import ops
+from ...ops.table import normalize_dim
+from .helpers import _floating_only, positions
+from .registry import DECOMPOSITIONS, _both, _is_t, register_decomposition
 
 MAX_SORT_LENGTH = 1024
 """The longest dimension a counting sort handles (it compares every pair: n * n work)."""

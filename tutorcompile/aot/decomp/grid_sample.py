@@ -29,9 +29,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..ops import ops
-from .decompositions import register_decomposition
-from .decompositions_math import _floating_only, _round
+from ...ops import ops
+from .helpers import _floating_only, _round
+from .registry import register_decomposition
 
 _MODES = {0: "bilinear", 1: "nearest", 2: "bicubic"}
 _PADDINGS = {0: "zeros", 1: "border", 2: "reflection"}
