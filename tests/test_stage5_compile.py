@@ -541,3 +541,20 @@ def test_one_value_returned_as_several_outputs_gets_a_tangent_each():
     expected = torch.autograd.grad(sum(w * o.sum() for w, o in zip(weights, want)), [a, b])
     for g, w in zip(grads, expected):
         torch.testing.assert_close(g, w)
+
+
+@needs_cxx
+def test_complex_tensors_run_in_pytorch_whatever_the_prim():
+    """The code generators have no complex type: every prim on a complex tensor -- a view,
+    a scatter into a slice, not only arithmetic -- runs in PyTorch (a spectral convolution,
+    as in neural operators: rfft2, a complex einsum into a slice of zeros, irfft2)."""
+    weight = torch.randn(2, 2, 3, 3, dtype=torch.cfloat)
+
+    def spectral_conv(x):
+        xf = torch.fft.rfft2(x)
+        out = torch.zeros(1, 2, 8, 5, dtype=torch.cfloat)
+        out[..., :3, :3] = torch.einsum("bixy,ioxy->boxy", xf[..., :3, :3], weight)
+        return torch.fft.irfft2(out, s=x.shape[-2:]).relu()
+    x = torch.randn(1, 2, 8, 8)
+    torch.testing.assert_close(tc.compile(spectral_conv, fullgraph=True)(x), spectral_conv(x),
+                               rtol=1e-4, atol=1e-5)

@@ -269,8 +269,9 @@ class GraphLowering:
         target = node.target
         if isinstance(target, Prim):
             unsupported = self.unsupported_dtype(node, args)
-            if unsupported is not None and target.kind in ("pointwise", "reduction",
-                                                           "factory"):
+            if unsupported is not None:
+                # (of every kind: a view or scatter of a complex tensor would otherwise be
+                # read by a kernel that has no type for it)
                 return self.extern(node, target, args, kwargs,
                                    f"{target.name} on {unsupported} runs in PyTorch (the "
                                    f"{self.backend} code generator has no {unsupported})")
