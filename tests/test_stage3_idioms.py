@@ -10,6 +10,7 @@ consumed once.
 """
 
 import collections
+import collections.abc
 import contextlib
 import dataclasses
 import enum
@@ -1191,6 +1192,64 @@ def test_a_user_module_built_in_forward_is_traced_and_rebuilt(backend):
     torch.testing.assert_close(out, want)
     assert type(made) is Perturbed and made.base is _BASE and made.scale == 3.0
     assert dict(made.named_children()) == {"base": _BASE}
+
+
+class Chain(torch.nn.Module):
+    """Submodules registered by ``add_module`` and run from ``self._modules``."""
+
+    def __init__(self, *modules):
+        super().__init__()
+        for i, m in enumerate(modules):
+            self.add_module(f"step{i}", m)
+
+    def forward(self, x):
+        for m in self._modules.values():
+            x = m(x)
+        return x + self.step0.bias.sum()
+
+
+_STEPS = torch.nn.ModuleList([torch.nn.Linear(3, 3), torch.nn.Tanh(), torch.nn.Linear(3, 3)])
+
+
+def builds_a_chain(x):
+    return Chain(*_STEPS)(x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_module_built_in_forward_sees_the_submodules_it_registered(backend):
+    # its tables were read anew on every access while it was built: the loop over
+    # ``self._modules`` saw none of them, and the module returned its input (silently)
+    check_one_graph(builds_a_chain, lambda: [torch.randn(2, 3)], backend)
+
+
+class Record(collections.abc.Mapping):
+    """A mapping that is not a dict and may not be iterated (tensordict's 0-d TensorDict)."""
+
+    def __init__(self, **items):
+        self._items = items
+
+    def __getitem__(self, key):
+        return self._items[key]
+
+    def __len__(self):
+        return len(self._items)
+
+    def keys(self):
+        return self._items.keys()
+
+    def __iter__(self):
+        raise TypeError("iterate over keys(), not over a Record")
+
+
+def dict_update_from_a_mapping(x):
+    d = {}
+    d.update(Record(a=x, b=x + 1))
+    return d["a"] * d["b"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dict_update_reads_a_mapping_by_its_keys(backend):
+    check_one_graph(dict_update_from_a_mapping, lambda: [torch.randn(3)], backend)
 
 
 class Operator:

@@ -555,6 +555,14 @@ class ConstDictVariable(VariableTracker):
             if name == "__setitem__":
                 self.items[self._key(args[0])] = args[1]
             elif name in ("update", "__init__") and args and not isinstance(
+                    args[0], ConstDictVariable) and callable(
+                    getattr(args[0].python_type(), "keys", None)):
+                # a mapping that is not a dict (a Mapping class, a ModuleDict): as CPython
+                # does, ``keys()`` then ``m[k]`` for each -- never iterating ``m`` itself
+                for k in tx.unpack(args[0].call_method(tx, "keys", [], {})):
+                    self.items[self._key(k)] = tx.binary_op(operator.getitem, args[0], k)
+                self.items.update(kwargs)
+            elif name in ("update", "__init__") and args and not isinstance(
                     args[0], ConstDictVariable):  # from (key, value) pairs
                 for pair in tx.unpack(args[0]):
                     k, v = tx.unpack(pair)

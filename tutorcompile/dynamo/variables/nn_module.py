@@ -14,7 +14,13 @@ import torch
 from ..exc import TracedException, Unsupported
 from ..source import AttrSource, GetItemSource, ObjectSource, Source
 from .base import BoundMethodVariable, VariableTracker
-from .containers import ConstantVariable, ConstDictVariable, ListVariable, TupleVariable
+from .containers import (
+    ConstantVariable,
+    ConstDictVariable,
+    ListVariable,
+    SetVariable,
+    TupleVariable,
+)
 from .functions import UserMethodVariable
 from .iter import ListIteratorVariable
 from .tensor import TensorVariable
@@ -44,6 +50,21 @@ class NNModuleVariable(VariableTracker):
         if name in self.pending:  # written earlier in the frame
             return self.pending[name]
         m = self.value
+        if self.fresh:
+            # being built: a submodule, parameter or buffer registered in its tables
+            # (``add_module``, ``register_buffer``) is found there, as Module.__getattr__
+            # finds it; a table (or any container the stand-in holds) is read once into a
+            # tracker that later reads and writes share -- a fresh copy per read would lose
+            # the writes (``for m in self._modules.values()`` saw no submodule)
+            for table in ("_parameters", "_buffers", "_modules"):
+                held = self.pending.get(table)
+                if isinstance(held, ConstDictVariable) and name in held.items:
+                    return held.items[name]
+            held = m.__dict__.get(name)
+            if isinstance(held, (dict, set, list)):   # (the stand-in's own: no one else's)
+                self.pending[name] = SetVariable([ConstantVariable(v) for v in held]) \
+                    if isinstance(held, set) else tx.wrap_nested(held, None)
+                return self.pending[name]
         for table in ("_parameters", "_buffers", "_modules"):
             if name in m.__dict__.get(table, {}):
                 swapped = _reparametrized(tx, m, name)
