@@ -760,7 +760,27 @@ def reads_its_state_dict(x, norm):
     state = norm.state_dict()
     return x * state["weight"] + state["bias"] + len(state._metadata)
 
+
+class Irreps(tuple):
+    """e3nn's pattern: a tuple subclass whose ``__getitem__`` reads its storage through
+    ``super()``. (Its slices are Irreps again there; building one while tracing is still a
+    break.)"""
+
+    def __getitem__(self, i):
+        item = super().__getitem__(i)
+        return tuple(item) if isinstance(i, slice) else item
+
+
+IRREPS = Irreps([(1, 0), (2, 1), (3, 2)])
+
+
+def tuple_subclass_reading_its_storage(x):
+    mul, degree = IRREPS[1]
+    return x * mul + degree + len(IRREPS[:2]) + sum(m for m, _ in IRREPS)
+
 CASES = {
+    "tuple_subclass_reading_its_storage": (tuple_subclass_reading_its_storage,
+                                           lambda: [torch.randn(3)]),
     "reads_its_state_dict": (reads_its_state_dict, lambda: [torch.randn(2, 3),
                                                           torch.nn.LayerNorm(3)]),
     "flag_members_combined": (flag_members_combined, lambda: [torch.randn(3)]),
@@ -1211,8 +1231,21 @@ class Chain(torch.nn.Module):
 _STEPS = torch.nn.ModuleList([torch.nn.Linear(3, 3), torch.nn.Tanh(), torch.nn.Linear(3, 3)])
 
 
+class Pair(torch.nn.Module):
+    """Submodules set as attributes, run through ``self.children()``."""
+
+    def __init__(self, first, second):
+        super().__init__()
+        self.first, self.second = first, second
+
+    def forward(self, x):
+        for child in self.children():
+            x = child(x)
+        return x
+
+
 def builds_a_chain(x):
-    return Chain(*_STEPS)(x)
+    return Chain(*_STEPS)(x) + Pair(_STEPS[0], _STEPS[2])(x)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

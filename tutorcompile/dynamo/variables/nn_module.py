@@ -110,6 +110,16 @@ class NNModuleVariable(VariableTracker):
         m = self.value
         if self.fresh:  # being built: any attribute (a submodule from outside too)
             tx.record_side_effect(self)
+            if isinstance(value, NNModuleVariable):
+                # a submodule goes in ``_modules``, as Module.__setattr__ puts it: the
+                # module's own ``children()``, ``self._modules`` loops, see it there
+                modules = self.var_getattr(tx, "_modules")
+                if not isinstance(modules, ConstDictVariable):
+                    raise Unsupported(f"a submodule of {type(m).__name__} built while "
+                                      "tracing, whose _modules is not a dict")
+                modules.setitem(tx, ConstantVariable(name), value)
+                self.pending.pop(name, None)
+                return
             self.pending[name] = value
             return
         if self.constructed is not None:
