@@ -163,6 +163,22 @@ class DictStorageSource(Source):
 
 
 @dataclass(frozen=True)
+class SequenceStorageSource(Source):
+    """The items a tuple or list subclass stores, whatever its own ``__getitem__`` does
+    (e3nn's ``Irreps`` wraps slices in itself): ``tuple.__getitem__(obj, slice(None))``
+    reads the storage."""
+    base: Source
+    kind: str   # "tuple" or "list"
+
+    def name(self) -> str:
+        return f"B[{self.kind!r}].__getitem__({self.base.name()}, B['slice'](None))"
+
+    def get(self, env):
+        kind = tuple if self.kind == "tuple" else list
+        return kind.__getitem__(self.base.get(env), slice(None))
+
+
+@dataclass(frozen=True)
 class CellContentsSource(Source):
     base: Source
 

@@ -37,6 +37,7 @@ from ..source import (
     DictStorageSource,
     GetItemSource,
     ObjectSource,
+    SequenceStorageSource,
     Source,
     WeakRefCallSource,
 )
@@ -130,6 +131,16 @@ class SuperVariable(VariableTracker):
                 # ``dict.items`` -- never through the override itself
                 storage = tx.wrap_nested(dict(dict.items(obj.value)),
                                          DictStorageSource(obj.source))
+                return BoundMethodVariable(storage, name)
+            if klass in (tuple, list) and isinstance(obj, UserDefinedObjectVariable) and \
+                    obj.source is not None and isinstance(obj.value, klass) and \
+                    name in ("__getitem__", "__len__", "__iter__", "__contains__", "index",
+                             "count"):
+                # a tuple or list subclass's override reading its own storage (e3nn's
+                # ``Irreps.__getitem__``): the stored items, read and guarded through
+                # ``tuple.__getitem__(obj, slice(None))`` -- never through the override
+                storage = tx.wrap_nested(klass.__getitem__(obj.value, slice(None)),
+                                         SequenceStorageSource(obj.source, klass.__name__))
                 return BoundMethodVariable(storage, name)
             if callable(attr) and (klass is dict and isinstance(obj, ConstDictVariable) or
                                    klass in (list, tuple) and isinstance(obj, BaseListVariable)):
