@@ -1231,7 +1231,7 @@ class Chain(torch.nn.Module):
 _STEPS = torch.nn.ModuleList([torch.nn.Linear(3, 3), torch.nn.Tanh(), torch.nn.Linear(3, 3)])
 
 
-class Pair(torch.nn.Module):
+class ChildPair(torch.nn.Module):
     """Submodules set as attributes, run through ``self.children()``."""
 
     def __init__(self, first, second):
@@ -1245,7 +1245,7 @@ class Pair(torch.nn.Module):
 
 
 def builds_a_chain(x):
-    return Chain(*_STEPS)(x) + Pair(_STEPS[0], _STEPS[2])(x)
+    return Chain(*_STEPS)(x) + ChildPair(_STEPS[0], _STEPS[2])(x)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
