@@ -132,3 +132,36 @@ def test_numpy_on_constants_still_folds():
     assert (explained.graph_count, explained.graph_break_count) == (1, 0)
     x = torch.randn(3)
     torch.testing.assert_close(tc.compile(fn)(x), fn(x))
+
+
+class TrilPermute(torch.nn.Module):
+    """normflows' LU layer: index arrays made by NumPy in ``__init__``, kept on the module."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows, self.cols = np.tril_indices(4, k=-1)
+        self.perm = np.array([2, 0, 3, 1])
+        self.entries = torch.nn.Parameter(torch.randn(6))
+
+    def forward(self, x):
+        lower = x.new_zeros(4, 4)
+        lower[self.rows, self.cols] = self.entries
+        return x[:, self.perm] @ lower
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_array_from_outside_is_an_input_read_on_every_call(backend):
+    torch.manual_seed(0)
+    model, x = TrilPermute(), torch.randn(3, 4)
+    compiled = tc.compile(model, backend=backend, fullgraph=True)
+    got, want = compiled(x), model(x)
+    torch.testing.assert_close(got, want)
+    got.sum().backward()
+    grad = model.entries.grad.clone()
+    model.entries.grad = None
+    want.sum().backward()
+    torch.testing.assert_close(grad, model.entries.grad)
+    model.perm[:] = [3, 2, 1, 0]            # written in place: read again, no recompile
+    torch.testing.assert_close(compiled(x), model(x))
+    model.perm = np.array([1, 0, 3, 2], dtype=np.int32)   # another dtype: compiled again
+    torch.testing.assert_close(compiled(x), model(x))

@@ -179,6 +179,20 @@ class SequenceStorageSource(Source):
 
 
 @dataclass(frozen=True)
+class NumpyTensorSource(Source):
+    """``torch.from_numpy(array)``: a NumPy array from outside as the tensor that shares its
+    memory (a graph input, as PyTorch's Dynamo makes one)."""
+    base: Source
+
+    def name(self) -> str:
+        return f"torch.from_numpy({self.base.name()})"
+
+    def get(self, env):
+        import torch
+        return torch.from_numpy(self.base.get(env))
+
+
+@dataclass(frozen=True)
 class CellContentsSource(Source):
     base: Source
 

@@ -33,6 +33,7 @@ import linecache
 import operator
 import os
 import re
+import sys
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +53,7 @@ from .source import (
     GetItemSource,
     GlobalSource,
     LocalSource,
+    NumpyTensorSource,
     ObjectSource,
     Source,
     StackSource,
@@ -442,6 +444,17 @@ class InstructionTranslator(VM):
             dims = self.dynamic_dims(source, value)
             g.TENSOR_MATCH(source, value, dims)
             return self.output.add_input(value, source, dims)
+        numpy = sys.modules.get("numpy")
+        if numpy is not None and type(value) is numpy.ndarray and source is not None and \
+                value.dtype.kind in "biuf" and value.dtype.isnative:
+            # a NumPy array from outside (normflows indexes with ``np.tril_indices`` kept on
+            # the module): in the graph, the tensor ``torch.from_numpy`` makes of it -- an
+            # input like any tensor, read through its source on every call and guarded the
+            # same way; the array's code runs as NumPy code on tensors (variables/ndarray.py)
+            tensor, array_source = torch.from_numpy(value), NumpyTensorSource(source)
+            dims = self.dynamic_dims(array_source, tensor)
+            g.TENSOR_MATCH(array_source, tensor, dims)
+            return NumpyNdarrayVariable(self.output.add_input(tensor, array_source, dims))
         unwrapped = _unwrap_compiled(value, source)
         if unwrapped is not None:  # a compiled function called from traced code: trace the
             return self.wrap_nested(*unwrapped)  # original, as Dynamo does
