@@ -404,6 +404,11 @@ class ConstDictVariable(VariableTracker):
     depends on every key (``items``: iteration, ``len``, a write...) wraps them all and
     guards the full key list."""
 
+    outside: dict | None = None   # the real dict, from outside (kept after realizing)
+    # a dict subclass's own attributes set while tracing (frozendict's cached hash); a
+    # write replaces the mapping, so a rollback's copy of this tracker keeps the old one
+    attrs: Any = types.MappingProxyType({})
+
     def __init__(self, items: dict[Any, VariableTracker], source: Source | None = None,
                  dict_cls: type = dict, default_factory: VariableTracker | None = None,
                  lazy: tuple[Any, dict] | None = None):
@@ -412,7 +417,7 @@ class ConstDictVariable(VariableTracker):
         self.dict_cls, self.default_factory = dict_cls, default_factory
         self.lazy = lazy
         self.outside = lazy[1] if lazy is not None else None   # the real dict, from outside
-        self.attrs: dict[str, VariableTracker] = {}   # a dict subclass's own, set in tracing
+        self.attrs = {}
         # tensor keys (``state[p]``) by identity -> the tracker of the tensor: its source
         # names the key in guards, and in the rebuilt dict the tensor of *that* call
         self.key_trackers: dict[int, VariableTracker] = {}
@@ -619,7 +624,7 @@ class ConstDictVariable(VariableTracker):
             raise Unsupported(f"assignment to attribute {name!r} of a "
                               f"{self.dict_cls.__name__} from outside the compiled region")
         tx._journal(self)
-        self.attrs[name] = value
+        self.attrs = {**self.attrs, name: value}
 
     def rebuild_items(self, rc) -> dict:
         return {rc(self.key_trackers[id(k)]) if isinstance(k, torch.Tensor) else k: rc(v)
