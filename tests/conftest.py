@@ -57,6 +57,16 @@ def _seed():
     torch.manual_seed(0)
 
 
+@pytest.fixture(autouse=True)
+def _distributions_keep_validating():
+    """Eager ``flex_attention`` (the reference of the flex tests) turns off torch.distributions'
+    argument validation for the rest of the process; a test after it in the same worker
+    would see a validation that never raises. Put it back after every test."""
+    before = torch.distributions.Distribution._validate_args
+    yield
+    torch.distributions.Distribution.set_default_validate_args(before)
+
+
 def pytest_terminal_summary(terminalreporter):
     """The OpInfo sweep's counts per backend (forward right, kernels, gradients right)."""
     from tests.opinfo_sweep import summary_lines

@@ -17,8 +17,9 @@ D = torch.distributions
 
 def normal_log_prob(loc, scale, x):
     # every torch.distributions constructor validates its arguments (validate_args is on
-    # by default): ``if not torch._is_all_true(valid): raise ValueError(...)``
-    return D.Normal(loc, scale).log_prob(x).sum()
+    # by default -- asked for here, as eager flex_attention turns the default off for the
+    # rest of the process): ``if not torch._is_all_true(valid): raise ValueError(...)``
+    return D.Normal(loc, scale, validate_args=True).log_prob(x).sum()
 
 
 def _raised(fn, *args):
