@@ -1245,7 +1245,10 @@ class ChildPair(torch.nn.Module):
 
 
 def builds_a_chain(x):
-    return Chain(*_STEPS)(x) + ChildPair(_STEPS[0], _STEPS[2])(x)
+    kept = [step for i, step in enumerate(_STEPS) if i != 1]    # g-mlp drops layers so
+    return Chain(*_STEPS)(x) + ChildPair(_STEPS[0], _STEPS[2])(x) + \
+        torch.nn.Sequential(*kept)(x) + torch.nn.Sequential(collections.OrderedDict(
+            [("a", _STEPS[0]), ("b", _STEPS[1])]))(x)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

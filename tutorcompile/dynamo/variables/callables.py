@@ -350,7 +350,7 @@ class UserDefinedClassVariable(VariableTracker):
             except Exception as e:  # ``np.finfo(int)``: what CPython raises
                 raise TracedException(e) from None
         if isinstance(cls, type) and issubclass(cls, torch.nn.Module):
-            if _user_module_class(cls):
+            if _user_module_class(cls) or cls is torch.nn.Sequential:
                 return _new_user_module(tx, cls, args, kwargs)
             return _new_stateless_module(tx, cls, args, kwargs)
         if dataclasses.is_dataclass(cls) and not _plain_python_class(cls) and not any(

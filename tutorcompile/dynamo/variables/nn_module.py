@@ -226,6 +226,12 @@ class NNModuleVariable(VariableTracker):
 
     def unpack(self, tx):
         m = self.value
+        if self.fresh:
+            # a Sequential built while tracing: its submodules, in the order it registered
+            modules = self.pending.get("_modules")
+            if isinstance(m, torch.nn.Sequential) and isinstance(modules, ConstDictVariable):
+                return list(modules.items.values())
+            raise Unsupported(f"iterating over a {type(m).__name__} built while tracing")
         if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList)):
             return [tx.wrap_nested(sub, _child(self.source, name))
                     for name, sub in m._modules.items()]
@@ -251,6 +257,11 @@ class NNModuleVariable(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs):
         m = self.value
+        if self.fresh and name in ("__len__", "__getitem__", "__contains__", "items", "keys",
+                                   "values", *_TREE_WALKS, "to"):
+            # (the rules below read the module's real tables; a module built while tracing
+            # keeps its own in trackers)
+            raise Unsupported(f"{type(m).__name__}.{name} of a module built while tracing")
         if name in ("__len__",):
             return ConstantVariable(len(m))
         if name == "__getitem__" and isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList,
