@@ -530,6 +530,16 @@ def _functional_call(tx, module, parameter_and_buffer_dicts, args=None, kwargs=N
 # Inlined, as its dense formula: flex_attention
 # ---------------------------------------------------------------------------------------
 
+def _broadcast_indices(nb, nh, nm, nn, device):
+    """The batch, head, query and key indices as ``arange``s shaped to broadcast against
+    ``(nb, nh, nm, nn)`` scores: ``(nb, 1, 1, 1)``, ``(1, nh, 1, 1)``... -- what a
+    ``score_mod``/``mask_mod`` is called on instead of four nested ``vmap``s."""
+    return (torch.arange(nb, device=device).view(nb, 1, 1, 1),
+            torch.arange(nh, device=device).view(1, nh, 1, 1),
+            torch.arange(nm, device=device).view(1, 1, nm, 1),
+            torch.arange(nn, device=device).view(1, 1, 1, nn))
+
+
 def flex_attention_dense(query, key, value, score_mod, block_mask, scale, kernel_options,
                          score_mod_other_buffers=(), mask_mod_other_buffers=()):
     """What ``flex_attention_hop`` computes, written with broadcasting instead of ``vmap``:
@@ -552,11 +562,7 @@ def flex_attention_dense(query, key, value, score_mod, block_mask, scale, kernel
     precision = torch.float64 if query.dtype == torch.float64 else torch.float32
     scores = (query.to(precision) @ key.to(precision).transpose(-2, -1)) * scale
     nb, nh, nm, nn = scores.shape
-    device = scores.device
-    b = torch.arange(nb, device=device).view(nb, 1, 1, 1)
-    h = torch.arange(nh, device=device).view(1, nh, 1, 1)
-    m = torch.arange(nm, device=device).view(1, 1, nm, 1)
-    n = torch.arange(nn, device=device).view(1, 1, 1, nn)
+    b, h, m, n = _broadcast_indices(nb, nh, nm, nn, scores.device)
     kept = block_mask[-1](b, h, m, n, *mask_mod_other_buffers)
     modified = score_mod(scores, b, h, m, n, *score_mod_other_buffers)
     scores = torch.where(kept, modified, -math.inf).to(precision).expand(nb, nh, nm, nn)
@@ -575,10 +581,7 @@ def create_mask_dense(mod_fn, B, H, Q_LEN, KV_LEN, device=None):  # noqa: N803 -
     if device is None:
         device = torch.accelerator.current_accelerator() or "cpu"
     B, H = B or 1, H or 1
-    b = torch.arange(B, device=device).view(B, 1, 1, 1)
-    h = torch.arange(H, device=device).view(1, H, 1, 1)
-    m = torch.arange(Q_LEN, device=device).view(1, 1, Q_LEN, 1)
-    n = torch.arange(KV_LEN, device=device).view(1, 1, 1, KV_LEN)
+    b, h, m, n = _broadcast_indices(B, H, Q_LEN, KV_LEN, device)
     if len(inspect.signature(mod_fn).parameters) == 5:   # a score_mod
         out = mod_fn(torch.zeros(B, H, Q_LEN, KV_LEN, device=device), b, h, m, n)
         mask = ~torch.isneginf(out)
