@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from .grade import NotebookGrade, grade_notebook
+from .grade import NotebookGrade, earlier_notebooks, grade_notebook
 from .notebook import exercise_id, read_notebook
 from .runner import PACKAGE_DIR
 
@@ -123,9 +123,9 @@ def shard_of(path: Path, shards: int) -> int:
 
 
 def _result_key(submission: Path, reference: Path | None, hidden: Path | None,
-                options: dict) -> str:
+                options: dict, answers: list[Path]) -> str:
     h = hashlib.sha256(json.dumps(options, sort_keys=True).encode())
-    for p in (submission, reference, hidden):
+    for p in (submission, reference, hidden, *answers):
         h.update(b"\0" + (p.read_bytes() if p is not None and p.exists() else b""))
     return h.hexdigest()
 
@@ -190,7 +190,8 @@ def grade_class(submissions: list[Path], exercises: Exercises, *, jobs: int = 1,
 
     def one(sub: Path, reference: Path | None, why: str | None, hidden: Path | None
             ) -> tuple[NotebookGrade, bool]:
-        key = _result_key(sub, reference, hidden, options)
+        answers = earlier_notebooks(sub)
+        key = _result_key(sub, reference, hidden, options, answers)
         saved = results / f"{sub.name}.json" if results is not None else None
         if saved is not None and saved.exists():
             try:
@@ -203,7 +204,7 @@ def grade_class(submissions: list[Path], exercises: Exercises, *, jobs: int = 1,
             grade = NotebookGrade(sub.name, error=why)
         else:
             grade = grade_notebook(sub, reference, hidden, cell_timeout, memory_limit,
-                                   sandbox, forbidden)
+                                   sandbox, forbidden, answers)
         if saved is not None:
             tmp = saved.with_suffix(".json.tmp")
             tmp.write_text(json.dumps({"key": key, "grade": grade.to_json()}, indent=1,

@@ -24,6 +24,7 @@ Outputs are never compared, so what a learner prints never changes a grade.
 from __future__ import annotations
 
 import copy
+import functools
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -211,11 +212,14 @@ def _check(cell, label: str) -> _Planned:
 def grade_notebook(path: str | Path, reference: str | Path | None = None,
                    hidden: str | Path | None = None, cell_timeout: float = 120,
                    memory_limit: int | None = None, sandbox: str | None = None,
-                   forbidden: list[Path] = ()) -> NotebookGrade:
+                   forbidden: list[Path] = (), answers: list[Path] | None = None
+                   ) -> NotebookGrade:
     """Grade one submission (see the module docstring for the rules).
 
     Without ``reference`` the submission is its own reference (for checking the shipped
     exercises themselves): its check cells are trusted, which the report says.
+    ``answers`` are the learner's notebooks of earlier exercises that a later one builds on
+    (``answers.py``); by default, :func:`earlier_notebooks` of the submission's folder.
     """
     path = Path(path)
     grade = NotebookGrade(path.name)
@@ -247,8 +251,10 @@ def grade_notebook(path: str | Path, reference: str | Path | None = None,
     grade.exercise = exercise_id(ref_nb) or grade.exercise
     planned, undone = plan(submission, ref_nb, hidden_checks)
     grade.tampered += undone
+    if answers is None:
+        answers = earlier_notebooks(path)
     outcome = run_cells([p.cell for p in planned], cell_timeout, memory_limit, sandbox,
-                        list(forbidden))
+                        list(forbidden), answers)
     grade.error, grade.isolation = outcome.error, outcome.isolation
     if outcome.forged:
         grade.tampered.append(f"wrote {outcome.forged} forged result line(s) to the grader")
@@ -273,3 +279,33 @@ def grade_notebook(path: str | Path, reference: str | Path | None = None,
                        for w, label in problems.items()]
     grade.tampered = list(dict.fromkeys(grade.tampered))
     return grade
+
+
+def earlier_notebooks(submission: Path) -> list[Path]:
+    """The notebooks beside ``submission`` that are the same learner's other exercises: one per
+    exercise id, other than the submission's own. A folder holding several notebooks of one
+    exercise (a whole class's, say) gives none of that exercise: whose would it be?"""
+    by_id: dict[str, list[Path]] = {}
+    for other in sorted(Path(submission).parent.glob("*.ipynb")):
+        ident = _exercise_of(other)
+        if ident:
+            by_id.setdefault(ident, []).append(other)
+    own = _exercise_of(Path(submission))
+    return [paths[0] for ident, paths in by_id.items() if len(paths) == 1 and ident != own]
+
+
+def _exercise_of(path: Path) -> str | None:
+    """The exercise id of the notebook at ``path`` (None if unreadable), read once per version
+    of the file: a class folder is scanned once for every submission in it."""
+    try:
+        return _exercise_of_version(str(path), path.stat().st_mtime_ns)
+    except OSError:
+        return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _exercise_of_version(path: str, mtime_ns: int) -> str | None:
+    try:
+        return exercise_id(read_notebook(path))
+    except ValueError:
+        return None

@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .notebook import read_notebook
+
 PACKAGE_DIR = Path(__file__).resolve().parent.parent          # tutorcompile/
 STARTUP_TIMEOUT = 180
 GRACE = 10.0   # after SIGINT, before SIGKILL: paid only by a cell that ignores the interrupt
@@ -108,6 +110,7 @@ class _Kernel:
         self.res_r, res_w = os.pipe()
         env = dict(os.environ, PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1",
                    MPLBACKEND="Agg", HOME=str(scratch), TMPDIR=str(scratch / "tmp"),
+                   TUTORCOMPILE_ANSWERS=str(scratch / "answers"),   # see answers.py
                    PYTHONPATH=os.pathsep.join([str(PACKAGE_DIR.parent)] + [
                        p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
         (scratch / "tmp").mkdir()
@@ -223,9 +226,27 @@ def preload_of(cells: list[Cell]) -> list[str]:
     return sorted(names)
 
 
+def _answer_cells(answers: list[Path]) -> list[Cell]:
+    """The given and check cells of the learner's earlier notebooks: ``answers.earlier`` runs
+    them in the kernel, so what they import is preloaded like the exercise's own imports."""
+    cells = []
+    for path in answers:
+        try:
+            nb = read_notebook(path)
+        except ValueError:
+            continue
+        cells += [Cell("given", c.source, str(path)) for c in nb.cells if c.cell_type == "code"
+                  and c.metadata.get("tutorcompile", {}).get("role") != "task"]
+    return cells
+
+
 def run_cells(cells: list[Cell], cell_timeout: float = 120, memory_limit: int | None = None,
-              sandbox: str | None = None, forbidden: list[Path] = ()) -> RunOutcome:
-    """Run ``cells`` in a fresh grading kernel; results keyed by position in ``cells``."""
+              sandbox: str | None = None, forbidden: list[Path] = (),
+              answers: list[Path] = ()) -> RunOutcome:
+    """Run ``cells`` in a fresh grading kernel; results keyed by position in ``cells``.
+
+    ``answers`` are the learner's notebooks of earlier exercises: copied into the scratch
+    folder's ``answers/``, where ``answers.earlier`` finds them (and only them)."""
     isolation = ("bubblewrap sandbox (read-only system, instructor folders hidden, no network, "
                  "own process namespace) + " if sandbox == "bwrap" else "") + \
         "separate kernel process in a scratch folder + audit hook + integrity checks"
@@ -233,8 +254,11 @@ def run_cells(cells: list[Cell], cell_timeout: float = 120, memory_limit: int | 
     with tempfile.TemporaryDirectory(prefix="tutorcompile-grade-") as tmp:
         scratch = Path(tmp) / "work"
         scratch.mkdir()
+        (scratch / "answers").mkdir()
+        for path in answers:
+            shutil.copyfile(path, scratch / "answers" / Path(path).name)
         kernel = _Kernel(list(forbidden), memory_limit, sandbox, scratch, Path(tmp) / "log",
-                         preload_of(cells))
+                         preload_of(cells + _answer_cells(answers)))
         try:
             ready = kernel.receive(STARTUP_TIMEOUT)
             if not isinstance(ready, tuple):

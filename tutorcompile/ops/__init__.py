@@ -10,6 +10,7 @@
     GraphHandler     record calls as nodes of a tutorcompile.fx.Graph (values: GraphValue)
     KernelSpellingHandler   pointwise calls -> Triton / C++ expression strings
     sum_to_shape, vjp        gradients of broadcasting, and of one prim call
+    vjp_rules                other VJP rules for some prims, in a ``with`` block
     trace, backward_graph, grad_of   graphs of prims, and their gradients as graphs
     scan.sequential_scan     the scan a graph calls when its length is symbolic (run by PyTorch)
 
@@ -17,7 +18,7 @@ Mirrors: torch/_prims, torch/_inductor/virtualized.py, tools/autograd/derivative
 """
 
 from . import prims
-from .autodiff import backward_graph, grad_of, sum_to_shape, trace, vjp
+from .autodiff import backward_graph, grad_of, sum_to_shape, trace, vjp, vjp_rules
 from .table import KINDS, PRIMS, Prim, broadcast_shapes, promote_types
 from .virtualized import (
     EagerHandler,
@@ -35,4 +36,5 @@ __all__ = [
     "KINDS", "PRIMS", "EagerHandler", "GraphHandler", "GraphValue", "KernelSpellingHandler",
     "OpsHandler", "Prim", "backward_graph", "broadcast_shapes", "current_handler", "grad_of",
     "make_meta", "ops", "prims", "promote_types", "set_handler", "sum_to_shape", "trace", "vjp",
+    "vjp_rules",
 ]

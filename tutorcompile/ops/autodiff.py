@@ -7,6 +7,8 @@ Three pieces, shared by the tape autograd (stage 1) and AOTAutograd's joint grap
   gradient is the incoming gradient *summed* over the stretched dimensions.
 * :func:`vjp` -- apply one prim's VJP rule and fit every gradient to its input: summed to the
   input's shape (so no rule has to think about broadcasting) and cast to its dtype.
+  :func:`vjp_rules` swaps in other rules for some prims while it is active (the capstone
+  builds its joint graphs with the learner's own rules from exercise 01).
 * :func:`trace` and :func:`backward_graph` -- run Python code written against ``ops`` under
   the graph-building handler to get a forward graph of prims; then replay that graph and run
   the VJP rules in reverse order, again under the graph handler, to get a graph that computes
@@ -18,8 +20,9 @@ Mirrors: torch/csrc/autograd/engine.cpp (the reverse sweep), torch/_refs/__init_
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -74,6 +77,23 @@ def _fit(grad: Any, arg: Any) -> Any:
     return grad
 
 
+_RULES: dict[Prim, Callable] = {}   # what vjp_rules swapped in, by prim
+
+
+@contextlib.contextmanager
+def vjp_rules(rules: dict[Prim, Callable]) -> Iterator[None]:
+    """While active, :func:`vjp` uses ``rules[prim]`` instead of the table's rule for each prim
+    in ``rules`` (same contract: ``rule(g, out, *args, **kwargs)`` -> one gradient per
+    positional argument). Gradients are still fitted to their inputs' shapes and dtypes."""
+    saved = dict(_RULES)
+    _RULES.update(rules)
+    try:
+        yield
+    finally:
+        _RULES.clear()
+        _RULES.update(saved)
+
+
 def vjp(prim: Prim, grad: Any, out: Any, args: Sequence[Any], kwargs: dict | None = None
         ) -> tuple[Any, ...]:
     """Gradients of ``prim(*args, **kwargs)`` for each positional argument.
@@ -82,10 +102,11 @@ def vjp(prim: Prim, grad: Any, out: Any, args: Sequence[Any], kwargs: dict | Non
     every gradient is summed to its argument's shape and cast to its dtype; arguments that
     are constants, integer tensors or not differentiable get ``None``.
     """
-    if prim.vjp is None:
+    rule = _RULES.get(prim, prim.vjp)
+    if rule is None:
         raise NotImplementedError(f"prim {prim.name!r} has no VJP rule, so gradients cannot "
                                   "flow through it (add vjp=... to its table entry)")
-    grads = prim.vjp(grad, out, *args, **(kwargs or {}))
+    grads = rule(grad, out, *args, **(kwargs or {}))
     if len(grads) > len(args):
         raise RuntimeError(f"the VJP rule of {prim.name} returned {len(grads)} gradients for "
                            f"{len(args)} arguments")
