@@ -71,6 +71,38 @@ MUTANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              "t.grad = g if t.grad is None else t.grad + g", "t.grad = g"),
             ("walks the tape forwards", "for t in reversed(order):", "for t in order:"),
         ],
+        "t6": [
+            ("no reduction: the gradient keeps the output's shape",
+             "    return sum_to_shape(grad, x.shape)\n", "    return grad\n"),
+            ("a Python number gets a gradient",
+             "    if not isinstance(x, torch.Tensor):\n        return None\n",
+             "    if not isinstance(x, torch.Tensor):\n        return grad\n"),
+            ("grad_b without the minus", "ops.neg(ops.div(ops.mul(g, out), b))",
+             "ops.div(ops.mul(g, out), b)"),
+            ("grad_b is -g * a / b: one b short", "ops.neg(ops.div(ops.mul(g, out), b))",
+             "ops.neg(ops.div(ops.mul(g, a), b))"),
+            ("sums only the leading dimensions", "    return sum_to_shape(grad, x.shape)\n",
+             "    lead = grad.ndim - len(x.shape)\n"
+             "    return grad.sum(dim=tuple(range(lead))) if lead else grad\n"),
+        ],
+        "t7": [
+            ("forward differences",
+             "            flat[i] = old - eps\n            down = fn(*inputs).item()\n"
+             "            flat[i] = old\n            grad[i] = (up - down) / (2 * eps)\n",
+             "            flat[i] = old\n            down = fn(*inputs).item()\n"
+             "            grad[i] = (up - down) / eps\n"),
+            ("differences in the inputs' own dtype (float32)",
+             "x.detach().to(torch.float64).clone()", "x.detach().clone()"),
+            ("divides by eps, not 2 * eps", "(up - down) / (2 * eps)", "(up - down) / eps"),
+            ("never puts the element back", "            flat[i] = old\n", ""),
+            ("g of ones, not random: a rule that forgets g passes",
+             "g = torch.randn(out.shape, dtype=torch.float64)",
+             "g = torch.ones(out.shape, dtype=torch.float64)"),
+            ("zip drops the gradients a rule did not return",
+             "    analytic += [None] * (len(inputs) - len(analytic))\n", ""),
+            ("shapes not compared: allclose broadcasts", "ours.shape != theirs.shape or", ""),
+            ("a loose tolerance", "rtol=1e-5, atol=1e-6)", "rtol=1e-2, atol=1e-2)"),
+        ],
     },
     "ex02_fx": {
         "t1": [
@@ -383,6 +415,14 @@ VARIANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
         "t2": [("sums one dimension at a time",
                 "    if dims:\n        grad = grad.sum(dim=dims, keepdim=True)\n",
                 "    for d in dims:\n        grad = grad.sum(dim=d, keepdim=True)\n")],
+        "t6": [("sums with ops.sum itself instead of calling sum_to_shape",
+                "    return sum_to_shape(grad, x.shape)\n",
+                "    lead = grad.ndim - x.ndim\n"
+                "    dims = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(x.shape)\n"
+                "                                      if s == 1 and grad.shape[lead + i] != 1)\n"
+                "    if dims:\n"
+                "        grad = ops.reshape(ops.sum(grad, dims, keepdim=True), tuple(x.shape))\n"
+                "    return grad\n")],
     },
     "ex02_fx": {
         "t4": [("unwrap with torch's pytree", "    if isinstance(value, MyProxy):\n",

@@ -2,7 +2,7 @@
 
 ``samples/ex01_autograd/`` holds two submissions of exercise 01, made from the shipped
 exercise and solution: ``alice.ipynb`` solves four tasks, one of them with a mean where the
-broadcast gradient needs a sum, and leaves t5 undone; ``bob.ipynb`` solves t1 and t2, then
+broadcast gradient needs a sum, and leaves t5-t7 undone; ``bob.ipynb`` solves t1 and t2, then
 replaces ``torch.allclose`` in his t3. ``samples/hidden/ex01_autograd.py`` adds a seeded
 hidden check to t2. The test runs exactly the command INSTRUCTORS.md shows and checks the
 points of every task, the hidden checks and the tampering line of the report.
@@ -44,8 +44,10 @@ def test_class_report_on_the_sample_submissions(grading, tmp_path):
               for name, g in grades.items()}
     # t2 is worth 3 points, plus 1 for the hidden check
     assert points == {
-        "alice.ipynb": {"t1": (2, 2), "t2": (0, 4), "t3": (2, 2), "t4": (2, 2), "t5": (0, 3)},
-        "bob.ipynb": {"t1": (2, 2), "t2": (4, 4), "t3": (0, 2), "t4": (0, 2), "t5": (0, 3)},
+        "alice.ipynb": {"t1": (2, 2), "t2": (0, 4), "t3": (2, 2), "t4": (2, 2), "t5": (0, 3),
+                        "t6": (0, 2), "t7": (0, 4)},
+        "bob.ipynb": {"t1": (2, 2), "t2": (4, 4), "t3": (0, 2), "t4": (0, 2), "t5": (0, 3),
+                      "t6": (0, 2), "t7": (0, 4)},
     }, result.stdout
     assert not grades["alice.ipynb"]["tampered"]
     assert grades["bob.ipynb"]["tampered"] == [
@@ -55,7 +57,7 @@ def test_class_report_on_the_sample_submissions(grading, tmp_path):
     assert "  t2     0/4  FAILED  AssertionError: for (3, 1): wrong values" in text
     assert "hidden checks: ex01_autograd.py: 1 checks (t2); 0 of 1 passed" in text
     assert "hidden checks: ex01_autograd.py: 1 checks (t2); 1 of 1 passed" in text
-    assert "total: 12/26 points over 2 notebooks" in text
+    assert "total: 12/38 points over 2 notebooks" in text
     assert "look at (tampering reported): bob.ipynb" in text
     rows = (tmp_path / "ex01.csv").read_text().splitlines()
-    assert rows[0] == "notebook,task,earned,possible,passed,message" and len(rows) == 11
+    assert rows[0] == "notebook,task,earned,possible,passed,message" and len(rows) == 15
