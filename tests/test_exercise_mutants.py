@@ -300,6 +300,32 @@ MUTANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
             ("mask off by one", "mask = offsets < n_elements\")",
              "mask = offsets < n_elements - 1\")"),
         ],
+        "t4": [
+            ("no modulo: every dim indexed like the first", "if d > 0:", "if False:"),
+            ("divides by the input's own sizes: a broadcast dim's size skipped",
+             "\n        inner *= shape[d]\n", "\n            inner *= shape[d]\n"),
+            ("walks the dims from the first: the first dim varies fastest",
+             "for d in reversed(range(len(shape))):", "for d in range(len(shape)):"),
+            ("the last dim taken as contiguous: its stride ignored",
+             "index if strides[d] == 1 else", "index if strides[d] == 1 or inner == 1 else"),
+        ],
+        "t5": [
+            ("no max subtraction: exp overflows", "tl.exp(x - tl.max(x, axis=0))", "tl.exp(x)"),
+            ("masked lanes load 0, not -inf: they add to the sum", "other=-float(\"inf\")",
+             "other=0.0"),
+            ("assumes contiguous rows", "x_ptr + row * x_row_stride", "x_ptr + row * n_cols"),
+            ("one program: only the first row", "softmax_kernel[(n_rows,)]",
+             "softmax_kernel[(1,)]"),
+        ],
+        "t6": [
+            ("loop bound off by one: the last element is never written", "i < n_elements;",
+             "i < n_elements - 1;"),
+            ("the loop runs one past the end", "i < n_elements;", "i <= n_elements;"),
+            ("every input read from the first pointer", "in_ptr{k}[i]", "in_ptr0[i]"),
+            ("an f after every constant: 2f is not C++", "else repr(a) for a in node.args",
+             "else f\"{a!r}f\" for a in node.args"),
+            ("the Triton spellings", "node.target.cpp.format", "node.target.triton.format"),
+        ],
     },
     "ex06_cudagraphs": {
         "t1": [
@@ -439,6 +465,24 @@ VARIANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
         "t2": [("__class__ instead of type()",
                 "return f\"type({ref}) is {type(value).__name__} and {ref} == {value!r}\"",
                 "return f\"{ref}.__class__ is {type(value).__name__} and {ref} == {value!r}\"")],
+    },
+    "ex05_fusion": {
+        "t4": [("a modulo on the first dim too, and every term in parentheses",
+                "            if d > 0:                                 # the first dim's index "
+                "is < shape[0]\n                index = f\"({index} % {shape[d]})\"\n"
+                "            terms.append(index if strides[d] == 1 else f\"{index} * "
+                "{strides[d]}\")\n",
+                "            index = f\"({index} % {shape[d]})\"\n"
+                "            terms.append(f\"({index} * {strides[d]})\")\n")],
+        "t5": [("-inf put in with tl.where after a plain masked load",
+                "x_row_stride + cols, mask, other=-float(\"inf\"))\n",
+                "x_row_stride + cols, mask=mask)\n    x = tl.where(mask, x, float(\"-inf\"))\n")],
+        "t6": [("float32 constants with an f, as the library writes them, in auto variables",
+                "else repr(a) for a in node.args]\n        names[node] = node.name\n"
+                "        lines.append(f\"        float {node.name}",
+                "else repr(float(a)) + \"f\" for a in node.args]\n"
+                "        names[node] = node.name\n"
+                "        lines.append(f\"        auto {node.name}")],
     },
     "ex07_capstone": {
         "t1": [("orders the steps by repeated passes over a ready set (Kahn), not by DFS",
