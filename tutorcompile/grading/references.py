@@ -61,7 +61,7 @@ def index_expr(shape: Sequence[int], strides: Sequence[int]) -> str:
             terms.append(index if stride == 1 else f"{index} * {stride}")
         inner *= size
     if not terms:
-        return "0"
+        return "offsets * 0"          # a block, as a load of a block needs
     return terms[0] if len(terms) == 1 else "(" + " + ".join(reversed(terms)) + ")"
 
 

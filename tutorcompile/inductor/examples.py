@@ -21,13 +21,16 @@ LOGICAL = ["logical_and", "logical_or", "logical_xor"]  # on bools
 
 
 def all_pointwise(x, p, y, c):
-    """Every pointwise prim once: x (noncontiguous allowed), p > 0, y broadcasts, c bool."""
+    """Every pointwise prim once: x (noncontiguous allowed, zeros and negatives), p > 0, y
+    broadcasts, c bool."""
     outs = []
     for name in UNARY:
         outs.append(getattr(ops, name)(p if name in POSITIVE_ONLY else x))
     for name in BINARY:
         a = p if name == "pow" else x
         outs.append(getattr(ops, name)(a, y))
+    outs.append(ops.pow(x, 3.0))                  # a negative base, an integer exponent
+    outs.append(ops.pow(x, ops.floor(ops.mul(y, 3.0))))   # tensor ones, 0 ** 0 and 0 ** -k
     for name in LOGICAL:
         outs.append(getattr(ops, name)(c, ops.gt(x, 0)))
     outs.append(ops.add(x, 2.5))
