@@ -268,6 +268,22 @@ MUTANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
             ("no copy-back of mutated inputs", "updates = tuple(env[p] for p in mutated)",
              "updates = ()"),
         ],
+        "t6": [
+            ("the unbiased variance (divides by n - 1)",
+             "    var = ops.mean(ops.mul(centered, centered), dims, keepdim=True)\n",
+             "    var = ops.var(x, dims, correction=1, keepdim=True)\n"),
+            ("eps added to the standard deviation, not the variance",
+             "ops.rsqrt(ops.add(var, eps))", "ops.div(1.0, ops.add(ops.sqrt(var), eps))"),
+            ("normalizes over the last dimension only",
+             "tuple(range(len(x.shape) - len(normalized_shape), len(x.shape)))",
+             "(len(x.shape) - 1,)"),
+            ("normalizes over the leading dimensions",
+             "tuple(range(len(x.shape) - len(normalized_shape), len(x.shape)))",
+             "tuple(range(len(normalized_shape)))"),
+            ("forgets the bias", "        out = ops.add(out, bias)\n", "        pass\n"),
+            ("torch.rsqrt instead of ops: no graph, so it stays extern",
+             "ops.rsqrt(ops.add(var, eps))", "torch.rsqrt(var + eps)"),
+        ],
     },
     "ex05_fusion": {
         "t1": [
@@ -465,6 +481,11 @@ VARIANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
         "t2": [("__class__ instead of type()",
                 "return f\"type({ref}) is {type(value).__name__} and {ref} == {value!r}\"",
                 "return f\"{ref}.__class__ is {type(value).__name__} and {ref} == {value!r}\"")],
+    },
+    "ex04_aot": {
+        "t6": [("the biased variance from ops.var(correction=0)",
+                "    var = ops.mean(ops.mul(centered, centered), dims, keepdim=True)\n",
+                "    var = ops.var(x, dims, correction=0, keepdim=True)\n")],
     },
     "ex05_fusion": {
         "t4": [("a modulo on the first dim too, and every term in parentheses",
