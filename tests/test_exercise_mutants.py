@@ -7,8 +7,9 @@ with the wrong mask, ...). Each is graded by the real grader, exactly as a learn
 submission would be, and must lose that task's points -- while the other tasks of the same
 notebook keep theirs (so a mutant is caught by its own task's check, not by a crash).
 
-Tasks are independent, so the k-th mutants of all tasks of an exercise share one notebook;
-an exercise's notebooks are graded in one class run (two kernels at a time). The test prints
+Tasks are independent, so the k-th mutants of all tasks of an exercise share one notebook
+(a task that runs other tasks' code, listed in DEPENDS, gets notebooks of its own); an
+exercise's notebooks are graded in one class run (two kernels at a time). The test prints
 the mutant count and grading time per exercise.
 """
 
@@ -178,8 +179,6 @@ MUTANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              "    h = torch.relu(h) if h.sum() > 0 else -h\n"),
         ],
         "t4": [
-            ("forgets to guard the dtype",
-             "\n                                   f\" and {ref}.dtype == {value.dtype}\"", ""),
             ("pops a binary operator's operands in the wrong order",
              "        b, a = self.stack.pop(), self.stack.pop()\n"
              "        self.stack.append(self.apply(BINARY_OPS",
@@ -190,21 +189,20 @@ MUTANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              "opcode {inst.opname} is not supported\")\n",
              "                if handler is None:\n                    self.ip += 1\n"
              "                    continue\n"),
-            ("ignores the jump target", "        if not self.condition():\n"
-             "            self.ip = inst.target", "        self.condition()"),
-            ("guards no global it read",
-             "                self.guards.append(self.constant_guard(f\"G[{name!r}]\", value))\n",
-             "                pass\n"),
-            ("guards every global, read or not", "        if name in self.fn.__globals__:\n",
-             "        for other, v in self.fn.__globals__.items():\n"
-             "            if not other.startswith(\"__\"):\n"
-             "                self.guards.append(self.constant_guard(f\"G[{other!r}]\", v))\n"
-             "        if name in self.fn.__globals__:\n"),
             ("no constant folding: Python arithmetic becomes nodes",
              "        if any(isinstance(a, Node) for a in args):\n", "        if True:\n"),
             ("saves the state after the breaking instruction, not before",
              "str(e), stack,\n                                 local_vars)",
              "str(e), self.stack,\n                                 self.locals)"),
+            ("pushes the unpacked items in order: the last ends on top",
+             "self.stack.extend(reversed(items))", "self.stack.extend(items)"),
+            ("a placeholder for every argument, numbers too",
+             "self.graph.placeholder(name) if is_tensor else value",
+             "self.graph.placeholder(name)"),
+            ("returns without giving the graph an output",
+             "        self.graph.output(self.stack.pop())\n", "        self.stack.pop()\n"),
+        ],
+        "t5": [
             ("stack[-n:] takes the whole stack for n == 0",
              "        items = self.stack[len(self.stack) - n:]\n"
              "        del self.stack[len(self.stack) - n:]\n",
@@ -213,6 +211,46 @@ MUTANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              "        elif (getattr(fn, \"__module__\", None) or \"\").split(\".\")[0] == "
              "\"torch\":",
              "        elif True:"),
+            ("drops the keyword arguments",
+             "kwargs = dict(zip(inst.kw_names, args[len(args) - n:]))", "kwargs = {}"),
+            ("a tensor method called without its tensor", "(fn.node, *args), kwargs)",
+             "args, kwargs)"),
+            ("no builtins: only the function's globals",
+             "        if name in self.fn.__globals__:\n"
+             "            value = self.fn.__globals__[name]\n"
+             "        else:\n            value = vars(builtins)[name]\n",
+             "        value = self.fn.__globals__[name]\n"),
+        ],
+        "t6": [
+            ("ignores the jump target", "        if not self.condition():\n"
+             "            self.ip = inst.target", "        self.condition()"),
+            ("POP_JUMP_IF_FALSE jumps when the condition holds",
+             "        if not self.condition():\n", "        if self.condition():\n"),
+            ("a jump on a tensor is taken, not a graph break",
+             "            raise Unsupported(\"a jump that depends on a tensor's value\")",
+             "            return True"),
+            ("JUMP falls through", "    def JUMP(self, inst):\n        self.ip = inst.target\n",
+             "    def JUMP(self, inst):\n        pass\n"),
+        ],
+        "t7": [
+            ("forgets to guard the dtype",
+             "\n                                   f\" and {ref}.dtype == {value.dtype}\"", ""),
+            ("forgets to guard the shape",
+             "\n                                   f\" and tuple({ref}.shape) == "
+             "{tuple(value.shape)}\"", ""),
+            ("guards no global it read",
+             "            self.guards.append(self.constant_guard(f\"G[{name!r}]\", "
+             "self.fn.__globals__[name]))\n", "            pass\n"),
+            ("guards every global, read or not",
+             "        if name in self.fn.__globals__ and name not in self.read_globals:\n",
+             "        for other, v in self.fn.__globals__.items():\n"
+             "            if not other.startswith(\"__\"):\n"
+             "                self.guards.append(self.constant_guard(f\"G[{other!r}]\", v))\n"
+             "        if name in self.fn.__globals__ and name not in self.read_globals:\n"),
+            ("a constant guarded by its value only: 1.0 passes for 1",
+             "return f\"type({ref}) is {type(value).__name__} and {ref} == {value!r}\"",
+             "return f\"{ref} == {value!r}\""),
+            ("a global guarded under L, not G", "f\"G[{name!r}]\"", "f\"L[{name!r}]\""),
         ],
     },
     "ex04_aot": {
@@ -443,10 +481,12 @@ MUTANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
     },
 }
 
-# Tasks that run other tasks' code (a capstone wires the pieces together): a mutant of a task
-# they depend on may fail them too, so their own mutants are graded in notebooks of their
-# own, with every task they depend on solved.
+# Tasks that run other tasks' code (a capstone wires the pieces together; a step of ex03
+# extends the class of the step before): a mutant of a task they depend on may fail them too,
+# so their own mutants are graded in notebooks of their own, one such task at a time (t6's
+# mutants never share a notebook with t5's), with every task they depend on solved.
 DEPENDS: dict[str, dict[str, set[str]]] = {
+    "ex03_dynamo": {"t5": {"t4"}, "t6": {"t4", "t5"}, "t7": {"t4", "t5", "t6"}},
     "ex07_capstone": {"t3": {"t1", "t2"}},
 }
 
@@ -475,7 +515,7 @@ VARIANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
                 "    return torch.fx.GraphModule(gm, gm.graph)\n")],
     },
     "ex03_dynamo": {
-        "t4": [("LOAD_METHOD pushes the callable first, then NULL (3.13's order)",
+        "t5": [("LOAD_METHOD pushes the callable first, then NULL (3.13's order)",
                 "        self.stack += [NULL, method]\n",
                 "        self.stack += [method, NULL]\n")],
         "t2": [("__class__ instead of type()",
@@ -580,8 +620,9 @@ def test_every_mutant_loses_its_tasks_points(exercise, tmp_path, capsys):
     depends = DEPENDS.get(exercise, {})
     made = [*edited_notebooks(exercise, {t: m for t, m in MUTANTS[exercise].items()
                                          if t not in depends}, tmp_path, "mutant"),
-            *edited_notebooks(exercise, {t: m for t, m in MUTANTS[exercise].items()
-                                         if t in depends}, tmp_path, "dependent_mutant")]
+            *(notebook for task in sorted(depends)
+              for notebook in edited_notebooks(exercise, {task: MUTANTS[exercise][task]},
+                                               tmp_path, f"{task}_dependent_mutant"))]
     variants = edited_notebooks(exercise, VARIANTS.get(exercise, {}), tmp_path, "variant")
     start = time.perf_counter()
     grades = grade_class([p for p, _ in made + variants],
