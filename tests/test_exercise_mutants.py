@@ -439,14 +439,14 @@ MUTANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
     },
     "ex07_capstone": {
         "t1": [
-            ("fuses nodes of different shapes",
-             "if g is None or shape_of(groups[g][0]) != shape_of(node):", "if g is None:"),
+            ("fuses nodes that do not fit the group's shape",
+             "if g is None or not fits(node, shapes[g]):", "if g is None:"),
             ("no cycle check",
              "            if any(b not in groups[g] and g in reach.get(b, ()) for b in inputs):\n"
              "                continue                   # another input needs this group: a "
              "cycle\n", ""),
-            ("fuses reductions too", "if op_kind(node) != \"pointwise\":",
-             "if op_kind(node) not in (\"pointwise\", \"reduction\"):"),
+            ("fuses any reduction, not just row reductions", "and not row_reduction(node):",
+             "and op_kind(node) != \"reduction\":"),
             ("never fuses", "        for a in inputs:\n            g = group_of.get(a)",
              "        for a in ():\n            g = group_of.get(a)"),
             ("steps in graph order, not dependency order",
@@ -454,6 +454,9 @@ MUTANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
             ("gives up after the first input's group",
              "continue                   # another input needs this group: a cycle",
              "break"),
+            ("a group a reduction starts runs over the reduction's shape, not its input's",
+             "shapes.append(shape_of(node.args[0]) if row_reduction(node) else shape_of(node))",
+             "shapes.append(shape_of(node))"),
         ],
         "t2": [
             ("stores only the last output", "for i, node in enumerate(outputs):",
@@ -464,15 +467,41 @@ MUTANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              ".format(*reversed(args), dtype=args[-1])"),
             ("mask off by one", "mask = offsets < n_elements\")",
              "mask = offsets < n_elements - 1\")"),
-            ("every input loaded from the first pointer", "tl.load(in_ptr{i} + offsets",
-             "tl.load(in_ptr0 + offsets"),
+            ("every input loaded from the first pointer", "tl.load(in_ptr{i} + {index}",
+             "tl.load(in_ptr0 + {index}"),
+            ("loads every input at the flat offsets: broadcasts read past their end",
+             "tl.load(in_ptr{i} + {index}, mask)", "tl.load(in_ptr{i} + offsets, mask)"),
+            ("indexes every input as if it had the group's shape",
+             "input_strides(node, shape)", "torch.empty(shape).stride()"),
         ],
         "t3": [
+            ("reductions see the padding lanes",
+             "f\"{reduce}(tl.where(mask, {node.args[0].name}, {pad}), axis=1)[:, None]\"",
+             "f\"{reduce}({node.args[0].name}, axis=1)[:, None]\""),
+            ("a mean is not divided by the row's length",
+             "                value = f\"({value} / n_cols)\"", "                pass"),
+            ("a value per row stored like a full one: past the end of its buffer",
+             "tl.store(out_ptr{i} + rows + 0 * cols, {node.name}, \"\n"
+             "                         \"(rows < n_rows) & (cols == 0))\")",
+             "tl.store(out_ptr{i} + offsets, {node.name}, mask)\")"),
+            ("the mask forgets the columns", "mask = (rows < n_rows) & (cols < n_cols)",
+             "mask = rows < n_rows"),
+            ("every input read as if it had the group's shape",
+             "input_strides(node, shape)", "torch.empty(shape).stride()"),
+        ],
+        "t4": [
             ("runs every node eagerly: no kernels", "for step in schedule(graph):",
              "for step in [n for n in graph.nodes if n.op == \"call_function\"]:"),
-            ("saves every forward value", " and op_kind(n) == \"extern\")", ")"),
-            ("saves only the primals: recomputes the matmuls",
-             " or (n.meta.get(\"phase\") == \"forward\" and op_kind(n) == \"extern\")", ""),
+            ("every group through the flat generator",
+             "generate_kernel(step) if is_flat(step) else generate_row_kernel(step, shape)",
+             "generate_kernel(step)"),
+            ("skips the exercise 02 CSE pass", "    gm = mine.cse_backend(gm, example_inputs)\n",
+             ""),
+            ("builds the backward with the library's VJP rules, not exercise 01's",
+             "vjp_rules({prims.mul: mine.mul_vjp, prims.sigmoid: mine.sigmoid_vjp})",
+             "vjp_rules({})"),
+            ("the library's min-cut partitioner, not exercise 04's",
+             "partition_fn=mine.matmul_only_partition", "partition_fn=min_cut_partition"),
             ("the backward graph runs as it is, not through my_compiler",
              " bw_compiler=my_compiler,", " bw_compiler=lambda gm, example_inputs=None: gm,"),
             ("a group's outputs bound in the wrong order",
@@ -487,7 +516,7 @@ MUTANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
 # mutants never share a notebook with t5's), with every task they depend on solved.
 DEPENDS: dict[str, dict[str, set[str]]] = {
     "ex03_dynamo": {"t5": {"t4"}, "t6": {"t4", "t5"}, "t7": {"t4", "t5", "t6"}},
-    "ex07_capstone": {"t3": {"t1", "t2"}},
+    "ex07_capstone": {"t4": {"t1", "t2", "t3"}},
 }
 
 # Right answers written differently from the solution: the checks must give them full marks
@@ -564,8 +593,8 @@ VARIANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
                 "        ready.update(members)\n"
                 "    return order\n")],
         "t2": [("loads with keyword arguments and other=0",
-                "tl.load(in_ptr{i} + offsets, mask)\")",
-                "tl.load(in_ptr{i} + offsets, mask=mask, other=0)\")")],
+                "tl.load(in_ptr{i} + {index}, mask)\")",
+                "tl.load(in_ptr{i} + {index}, mask=mask, other=0)\")")],
     },
     "ex06_cudagraphs": {
         "t3": [("keyed by strides and device as well",

@@ -150,7 +150,7 @@ def test_the_capstone_earns_full_marks_with_the_solutions_answers_and_with_none(
     # an instructor's hidden check reads whose pieces the capstone ran
     whose = "all" if earlier_answers == "solutions" else "not any"
     hidden = tmp_path / "ex07_capstone.py"
-    hidden.write_text("# %% check t3 points=1\n"
+    hidden.write_text("# %% check t4 points=1\n"
                       f"assert {whose}(a.mine for a in mine.answers), "
                       "[a.line() for a in mine.answers]\nprint('pieces as expected')\n")
     grade = grade_notebook(submission, ROOT / "exercises" / "ex07_capstone.ipynb", hidden,

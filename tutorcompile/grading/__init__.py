@@ -7,6 +7,8 @@ An exercise notebook is a lesson with tasks. Its cells carry metadata under ``tu
   ``raise NotImplementedError(...)``;
 * a **check cell** (``{"role": "check", "task": "t1", "points": 2}``) asserts the learner's
   work against PyTorch and prints a short, deterministic line when it passes.
+* a **demo cell** (``{"role": "demo"}``) shows the learner's work off -- timings, plots --
+  and never runs while grading (it decides nothing, and may take a while).
 
 The solution notebook is the same notebook with the regions filled in (``verify-pairs``
 checks it). Each exercise notebook carries its id in its metadata

@@ -107,7 +107,7 @@ def find_notebook(exercise: str, folder: Path) -> tuple[Path | None, str]:
 
 
 def _defined_names(source: str) -> set[str]:
-    """Top-level names a cell binds (def, class, assignment, import)."""
+    """Top-level names a cell binds with def, class or an assignment."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -124,7 +124,7 @@ def _defined_names(source: str) -> set[str]:
 
 def _cell_code(source: str) -> str:
     """Cell source as Python: IPython's transforms turn magics into calls when IPython is
-    there (it is, in Jupyter and in the grading kernel)."""
+    there (it is, in Jupyter and in the grading kernel; the library does not need it)."""
     try:
         from IPython.core.inputtransformer2 import TransformerManager
     except ImportError:                                      # pragma: no cover
@@ -157,6 +157,8 @@ def run_tasks(path: Path, names: list[str]) -> dict[str, tuple[object | None, st
     for index, cell in enumerate(cells[:last + 1]):
         meta = _role(cell)
         task = meta.get("task")
+        if meta.get("role") == "demo":
+            continue                            # timings and plots: nothing a task needs
         try:
             # the prefix IPython gives cell code: the grading kernel treats it as learner code
             code = compile(_cell_code(cell["source"]), f"<ipython-input-{exercise}-{index}>",

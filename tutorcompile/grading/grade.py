@@ -150,6 +150,8 @@ def plan(submission: nbformat.NotebookNode, reference: nbformat.NotebookNode,
         code_index += 1
         meta = _meta(cell)
         role = meta.get("role")
+        if role == "demo":
+            continue                       # timings and plots: for the notebook, not a grade
         if role == "check":
             task = meta.get("task")
             k = seen[task] = seen.get(task, -1) + 1
@@ -181,7 +183,7 @@ def plan(submission: nbformat.NotebookNode, reference: nbformat.NotebookNode,
         position += 1e-3
         out.append((position, _Planned(Cell("learner", cell.source, label), meta.get("task"))))
     for c in ref_cells:  # what the learner deleted comes back, in the reference's place
-        if id(c) in used or _meta(c).get("role") == "task":
+        if id(c) in used or _meta(c).get("role") in ("task", "demo"):
             continue
         meta = _meta(c)
         if meta.get("role") == "check":

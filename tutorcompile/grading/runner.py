@@ -236,7 +236,7 @@ def _answer_cells(answers: list[Path]) -> list[Cell]:
         except ValueError:
             continue
         cells += [Cell("given", c.source, str(path)) for c in nb.cells if c.cell_type == "code"
-                  and c.metadata.get("tutorcompile", {}).get("role") != "task"]
+                  and c.metadata.get("tutorcompile", {}).get("role") not in ("task", "demo")]
     return cells
 
 
