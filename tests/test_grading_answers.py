@@ -158,3 +158,19 @@ def test_the_capstone_earns_full_marks_with_the_solutions_answers_and_with_none(
     assert grade.earned == grade.possible > 0, grade.format()
     assert any(c.hidden and c.passed for c in grade.checks), grade.format()
     assert not grade.tampered and not grade.cell_errors, grade.format()
+
+
+@pytest.mark.slow
+def test_tampering_in_an_earlier_notebook_counts_against_the_capstone(tmp_path):
+    # ex01's t1 passes its own check, but its cell also disarms a comparison the capstone's
+    # checks rely on: the capstone must not earn its points that way
+    folder = tmp_path / "mallory"
+    folder.mkdir()
+    submission = copy("solutions/ex07_capstone.ipynb", folder)
+    copy("solutions/ex01_autograd.ipynb", folder,
+         edit=("def mul_vjp(g, out, a, b):",
+               "torch.testing.assert_close = lambda *a, **k: None\n\n\ndef mul_vjp(g, out, a, b):"))
+    grade = grade_notebook(submission, ROOT / "exercises" / "ex07_capstone.ipynb",
+                           cell_timeout=600)
+    assert grade.earned == 0, grade.format()
+    assert any("assert_close" in t for t in grade.tampered), grade.format()
