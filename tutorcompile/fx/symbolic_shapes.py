@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import operator
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,6 +156,15 @@ class ShapeEnv:
         return next((g for g in self.guards if not bool(g.expr.xreplace(values))), None)
 
 
+def _no_node() -> Any:
+    return None
+
+
+# The graph node being traced when a size was relied on, for messages. This layer knows no
+# graphs being built: the ops layer above it installs the lookup (``ops/virtualized.py``).
+tracing_node: Callable[[], Any] = _no_node
+
+
 def _caller() -> str:
     """The first frame outside the shape machinery (the line that relied on a size), and
     the user's line of the graph node being traced, when there is one."""
@@ -165,8 +175,7 @@ def _caller() -> str:
         frame = frame.f_back
     where = "?" if frame is None else \
         f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno} in {frame.f_code.co_name}"
-    from ..ops.virtualized import current_handler  # (ops builds on fx: imported late)
-    node = getattr(getattr(current_handler(), "graph", None), "_from", None)
+    node = tracing_node()
     if node is not None:
         where += f", tracing {node.meta.get('source') or node.name}"
     return where

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from ..fx import Graph, Node, TensorMeta
+from ..fx import Graph, Node, TensorMeta, symbolic_shapes
 from ..fx.node import map_aggregate, tree_leaves
 from ..fx.symbolic_shapes import SymInt, as_shape, materialize
 from .table import PRIMS, Prim, contiguous_strides, is_tensor_like
@@ -77,6 +77,14 @@ _handlers: list[OpsHandler] = [EagerHandler()]
 def current_handler() -> OpsHandler:
     """The innermost installed handler (the eager one when none is)."""
     return _handlers[-1]
+
+
+def _tracing_node() -> Node | None:
+    """The node the graph handler is tracing a rule for, if one is (shape messages name it)."""
+    return getattr(getattr(current_handler(), "graph", None), "_from", None)
+
+
+symbolic_shapes.tracing_node = _tracing_node
 
 
 @contextlib.contextmanager
