@@ -26,8 +26,8 @@ NAME = "tutorcompile"
 
 def best_backend() -> str:
     """The most complete pipeline this installation has."""
-    from .dynamo.backends import _REGISTRY
-    return "inductor" if "inductor" in _REGISTRY else "aot_eager"
+    from .dynamo.backends import list_backends
+    return "inductor" if "inductor" in list_backends() else "aot_eager"
 
 
 def tutorcompile_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],

@@ -46,7 +46,7 @@ from ..fx import Graph, GraphModule, Node
 from ..fx.node import map_arg
 from ..fx.passes.dce_cse import operator_schemas, written_arguments
 from ..ops import ops
-from ..ops.prims import _slice_length
+from ..ops.prims import slice_length
 from .decomp import (
     RANDOM_FILLS,
     basic_index,
@@ -126,7 +126,7 @@ def _setitem_rule(base, index, value):
         else:
             per_dim[result_dims[step[1]]] = (*step[2:], False)
     indexed_shape = [1 if d is None else
-                     _slice_length(base.shape[d], *per_dim[d][:3]) if per_dim[d] is not None
+                     slice_length(base.shape[d], *per_dim[d][:3]) if per_dim[d] is not None
                      else base.shape[d] for d in result_dims]  # (symbolic too)
     if not _is_t(value):
         value = ops.full(tuple(indexed_shape), value, dtype=base.dtype, device=base.device)
@@ -135,7 +135,7 @@ def _setitem_rule(base, index, value):
     if tuple(value.shape) != tuple(indexed_shape):
         value = ops.expand(value, tuple(indexed_shape))
     full_shape = tuple(1 if p is not None and p[3] else
-                       (_slice_length(base.shape[d], *p[:3]) if p is not None else
+                       (slice_length(base.shape[d], *p[:3]) if p is not None else
                         base.shape[d])
                        for d, p in enumerate(per_dim))
     value = ops.reshape(value, full_shape)

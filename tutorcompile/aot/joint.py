@@ -77,7 +77,7 @@ def extern_backward(fn: Any, args: Any, kwargs: Any, grad_outputs: Any, *inputs:
                     needs_grad: tuple[bool, ...] | None = None) -> tuple:
     """Gradients of ``fn(*args, **kwargs)`` w.r.t. ``inputs``, computed by PyTorch.
 
-    ``args``/``kwargs`` hold the call's constants with ``_Slot(i)`` where the i-th tensor of
+    ``args``/``kwargs`` hold the call's constants with ``Slot(i)`` where the i-th tensor of
     ``inputs`` goes. The call is re-run with grad-requiring copies of the inputs that
     ``needs_grad`` names (all floating-point and complex ones when it is None) and
     ``torch.autograd.grad`` gives the vector-Jacobian product: zeros where PyTorch says the
@@ -94,7 +94,7 @@ def extern_backward(fn: Any, args: Any, kwargs: Any, grad_outputs: Any, *inputs:
                   for x, want in zip(inputs, needs_grad)]
 
         def fill(a):
-            return leaves[a.index] if isinstance(a, _Slot) else a
+            return leaves[a.index] if isinstance(a, Slot) else a
         out = fn(*map_aggregate(args, fill), **map_aggregate(kwargs, fill))
         outs = _tensor_leaves(out)
         grads = _tensor_leaves(grad_outputs) if isinstance(grad_outputs, (tuple, list)) \
@@ -128,7 +128,7 @@ def _tensor_leaves(value: Any) -> list:
     return [value]
 
 
-class _Slot:
+class Slot:
     """Where the i-th tensor input of an extern call goes in its argument structure."""
 
     __slots__ = ("index",)
@@ -137,10 +137,10 @@ class _Slot:
         self.index = index
 
     def __repr__(self) -> str:
-        return f"_Slot({self.index})"
+        return f"Slot({self.index})"
 
     def __eq__(self, other):
-        return isinstance(other, _Slot) and other.index == self.index
+        return isinstance(other, Slot) and other.index == self.index
 
     def __hash__(self):
         return hash(("slot", self.index))
@@ -324,7 +324,7 @@ def _extern_vjp(handler: GraphHandler, node: Node, env: dict, grads: dict,
         if "sym" in a.meta:  # a size, not a tensor: the joint graph computes it
             return handler.sym_node(env[a])
         tensors.append(a)
-        return _Slot(len(tensors) - 1)
+        return Slot(len(tensors) - 1)
     args = map_arg(node.args, slot)
     kwargs = map_arg(node.kwargs, slot)
     inputs = [env[a].node if isinstance(env[a], GraphValue) else env[a] for a in tensors]

@@ -51,6 +51,11 @@ def torch_inductor(gm, example_inputs: list[Any]) -> Callable:
     return compile_fx(fx_gm, example_inputs)
 
 
+def list_backends() -> list[str]:
+    """The names backends are registered under (``torch._dynamo.list_backends``'s twin)."""
+    return sorted(_REGISTRY)
+
+
 def lookup_backend(backend: str | Callable) -> tuple[Callable, str]:
     if callable(backend):
         return backend, getattr(backend, "__name__", "custom")

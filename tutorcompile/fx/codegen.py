@@ -61,7 +61,7 @@ class PythonCode:
     globals: dict[str, Any] = field(default_factory=dict)
 
 
-class _CodeWriter:
+class CodeWriter:
     def __init__(self, graph: Graph, root_module: str):
         self.graph = graph
         self.root = root_module
@@ -164,7 +164,7 @@ class _CodeWriter:
 
 def python_code(graph: Graph, root_module: str = "self") -> PythonCode:
     """Generate ``def forward(self, <inputs>): ... return <output>`` for ``graph``."""
-    w = _CodeWriter(graph, root_module)
+    w = CodeWriter(graph, root_module)
     nodes = graph.nodes
     last_use: dict[Node, Node] = {}
     for node in nodes:

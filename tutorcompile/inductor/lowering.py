@@ -50,7 +50,7 @@ from typing import Any
 import sympy
 import torch
 
-from ..aot.joint import _Slot, extern_backward
+from ..aot.joint import Slot, extern_backward
 from ..errors import TutorcompileError
 from ..fx import Graph, Node
 from ..fx.node import map_aggregate, map_arg, tree_leaves
@@ -359,7 +359,7 @@ class GraphLowering:
         ir_grads = args[3]
         if not packed:   # (one tensor scanned: one gradient, not a list)
             grad_outputs, ir_grads = [grad_outputs], [ir_grads]
-        if not all(isinstance(x, _Slot) for x in slots) or \
+        if not all(isinstance(x, Slot) for x in slots) or \
                 not isinstance(grad_outputs, (tuple, list)) or len(grad_outputs) != len(slots):
             return fallback("its arguments are not one tensor per leaf")
         from .codegen.scan import compile_scan_backward

@@ -426,11 +426,11 @@ def _slice_meta(a, dim, start=None, end=None, step=1):
     if step < 1:
         raise ValueError(f"slice: step must be positive, got {step}")
     shape = list(a.shape)
-    shape[dim] = _slice_length(shape[dim], start, end, step)
+    shape[dim] = slice_length(shape[dim], start, end, step)
     return tuple(shape), a.dtype
 
 
-def _slice_length(size: Any, start: Any, end: Any, step: int) -> Any:
+def slice_length(size: Any, start: Any, end: Any, step: int) -> Any:
     """How many elements ``[start:end:step]`` takes from ``size`` (symbolic sizes too)."""
     if all(v is None or isinstance(v, int) for v in (size, start, end)):
         return len(range(*builtins.slice(start, end, step).indices(size)))

@@ -22,6 +22,7 @@ import shutil
 from collections.abc import Callable
 from typing import Any
 
+from ..fx.codegen import CodeWriter
 from ..fx.graph import Graph
 from ..fx.printer import tensor_meta_columns
 
@@ -157,8 +158,7 @@ class GraphDrawing:
     # --- text ---------------------------------------------------------------------------
     def text(self) -> str:
         """The graph as its code lines, each followed by ``dtype[shape]`` and its group."""
-        from ..fx.codegen import _CodeWriter
-        writer = _CodeWriter(self.graph, "self")
+        writer = CodeWriter(self.graph, "self")
         lines = [self.title] if self.title else []
         for node in self.graph.nodes:
             shape, dtype = tensor_meta_columns(node)
