@@ -147,6 +147,17 @@ MUTANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
             ("merges random draws", " or node.target in RANDOM", ""),
             ("returns the graph unoptimised", "    seen = {}\n", "    seen = {}\n    return gm\n"),
         ],
+        "t6": [
+            ("folds through a parameter that requires grad",
+             ' and not getattr(attrs[node.target], "requires_grad", False)', ""),
+            ("folds random draws and in-place ops", " or is_impure(node)", ""),
+            ("forgets to erase the get_attr nodes left unread",
+             "    for node in reversed(graph.nodes):", "    for node in ():"),
+            ("folds a node with a non-constant input", "not all(a in values",
+             "not any(a in values"),
+            ("a folded node's value is not a constant for its users: chains fold one step",
+             "        values[constant] = value\n", ""),
+        ],
     },
     "ex03_dynamo": {
         "t1": [
@@ -542,6 +553,11 @@ VARIANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
                 "    if isinstance(value, MyProxy):\n")],
         "t5": [("returns a new GraphModule", "    gm.recompile()\n    return gm\n",
                 "    return torch.fx.GraphModule(gm, gm.graph)\n")],
+        "t6": [("the unread nodes erased by the library's dce",
+                "    for node in reversed(graph.nodes):    # the frozen inputs that only fed "
+                "folded nodes\n        if node.op == \"get_attr\" and not node.users:\n"
+                "            graph.erase_node(node)\n",
+                "    from tutorcompile.fx import dce\n    graph = dce(graph)\n")],
     },
     "ex03_dynamo": {
         "t5": [("LOAD_METHOD pushes the callable first, then NULL (3.13's order)",
