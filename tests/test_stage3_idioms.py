@@ -778,6 +778,64 @@ def tuple_subclass_reading_its_storage(x):
     mul, degree = IRREPS[1]
     return x * mul + degree + len(IRREPS[:2]) + sum(m for m, _ in IRREPS)
 
+@functools.singledispatch
+def _activate(x):
+    return x
+
+
+@_activate.register
+def _(x: torch.Tensor):
+    return torch.relu(x)
+
+
+@_activate.register(float)
+def _(x):
+    return x * 10
+
+
+class _Box:
+    """A mapping-like class with its own __setitem__/__delitem__ in Python."""
+
+    def __init__(self):
+        self.d = {}
+
+    def __setitem__(self, key, value):
+        self.d[key] = value
+
+    def __getitem__(self, key):
+        return self.d[key]
+
+    def __delitem__(self, key):
+        del self.d[key]
+
+
+def stdlib_python_classes_and_accelerators(x):
+    import bisect
+    import heapq
+    # ChainMap, UserDict and UserList are written in Python: built and inlined like any class
+    cfg = collections.ChainMap({"a": 2.0}, {"b": 3.0, "a": 9.0}).new_child({"c": 1.0})
+    d = collections.UserDict({"a": 2.0})
+    d["b"] = 3.0
+    del d["a"]
+    items = collections.UserList([1.0, 2.0])
+    items.append(3.0)
+    # heapq's and bisect's C functions have Python twins in their own modules: traced
+    heap = [5, 1, 4]
+    heapq.heapify(heap)
+    heapq.heappush(heap, 0)
+    smallest = heapq.heappop(heap)
+    sorted_ = [1, 3, 5]
+    bisect.insort(sorted_, 4)
+    largest = heapq.nlargest(2, [4, 9, 2])           # (an object() sentinel inside)
+    box = _Box()
+    box["t"] = x * 2
+    del box["t"]
+    box["u"] = x
+    scale = (cfg["a"] + cfg["b"] + cfg["c"] + len(cfg) + d["b"] + len(d) + sum(items)
+             + smallest + heap[0] + sorted_.index(4) + sum(largest))
+    return _activate(x) * _activate(1.5) + box["u"] * scale
+
+
 CASES = {
     "tuple_subclass_reading_its_storage": (tuple_subclass_reading_its_storage,
                                            lambda: [torch.randn(3)]),
@@ -845,6 +903,8 @@ CASES = {
     "sets_of_objects": (sets_of_objects, lambda: [torch.randn(2, 4), _linears()]),
     "parameter_list_and_dict": (parameter_list_and_dict,
                                 lambda: [torch.randn(3), _parameter_containers()]),
+    "stdlib_python_classes_and_accelerators": (stdlib_python_classes_and_accelerators,
+                                               lambda: [torch.randn(3)]),
 }
 
 
@@ -1432,3 +1492,52 @@ def test_a_missing_module_attribute_caught_as_attribute_error_is_guarded():
     torch.testing.assert_close(compiled(x), fn(x))
     module.callback_scale = 7.0   # now present: the absence the graph assumed is guarded
     torch.testing.assert_close(compiled(x), fn(x))
+
+
+def test_item_writes_into_an_object_from_outside_land_after_the_graph():
+    # a class's own __setitem__/__delitem__ (Python) are inlined; its writes into the
+    # object's attributes are replayed on the real object
+    box = _Box()
+    box.d["old"] = 1.0
+
+    def fn(x):
+        box["new"] = 2.0
+        del box["old"]
+        return x * box["new"]
+
+    tc.reset()
+    compiled = tc.compile(fn, backend="eager", fullgraph=True)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), x * 2.0)
+    assert box.d == {"new": 2.0}
+
+
+def test_singledispatch_registering_again_recompiles():
+    @functools.singledispatch
+    def act(x):
+        return x
+
+    @act.register
+    def _(x: torch.Tensor):
+        return x * 2
+
+    def fn(x):
+        return act(x) + 1
+
+    tc.reset()
+    compiled = tc.compile(fn, backend="eager", fullgraph=True)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), x * 2 + 1)
+
+    @act.register(torch.Tensor)     # the same class again: the registry keeps its length
+    def _(x):
+        return x * 3
+
+    torch.testing.assert_close(compiled(x), x * 3 + 1)
+
+    @act.register(float)            # another class: another length
+    def _(x):
+        return x
+
+    torch.testing.assert_close(compiled(x), x * 3 + 1)
+

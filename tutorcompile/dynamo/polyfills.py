@@ -19,8 +19,12 @@ Mirrors: torch/_dynamo/polyfills/itertools.py and builtins.py.
 from __future__ import annotations
 
 import collections
+import importlib
+import importlib.util
 import itertools
 import operator
+import sys
+import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -391,5 +395,33 @@ POLYFILLS: dict[Any, Callable] = {
 }
 if hasattr(itertools, "batched"):  # 3.12+
     POLYFILLS[itertools.batched] = batched
+
+
+def _without_accelerator(name: str, accelerator: str) -> types.ModuleType:
+    """A fresh copy of the standard-library module ``name`` as its Python source defines it,
+    imported while its C accelerator is hidden (heapq ends ``from _heapq import *`` inside
+    ``try``: the import fails and the Python definitions stay)."""
+    saved = sys.modules.get(accelerator)
+    sys.modules[accelerator] = None  # an import of it raises ImportError
+    try:
+        spec = importlib.util.find_spec(name)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        if saved is None:
+            del sys.modules[accelerator]
+        else:
+            sys.modules[accelerator] = saved
+    return module
+
+
+# Modules whose C accelerator replaces Python functions of the same name and meaning: those
+# functions (heapq.heappush, bisect.insort, ...) are traced as the Python versions
+for _name, _accelerator in (("heapq", "_heapq"), ("bisect", "_bisect")):
+    _python = _without_accelerator(_name, _accelerator)
+    for _attr, _c in vars(importlib.import_module(_name)).items():
+        _twin = getattr(_python, _attr, None)
+        if isinstance(_c, types.BuiltinFunctionType) and isinstance(_twin, types.FunctionType):
+            POLYFILLS[_c] = _twin
 
 __all__ = ["POLYFILLS", "as_python", "iter_until", "sequence_iter"]

@@ -755,13 +755,13 @@ class InstructionTranslator(VM):
                                       [obj, key, value], {})  # a dict subclass's own rule
         elif isinstance(obj, (ListVariable, ConstDictVariable)):
             obj.setitem(self, key, value)
-        else:
-            raise Unsupported(f"item assignment on {obj}")
+        elif self.call_dunder(obj, "__setitem__", [key, value]) is None:
+            raise Unsupported(f"item assignment on {obj}")   # (a Python __setitem__ is inlined)
 
     def delete_subscr(self, obj, key):
         if isinstance(obj, (ListVariable, ConstDictVariable)):
             obj.call_method(self, "__delitem__", [key], {})
-        else:
+        elif self.call_dunder(obj, "__delitem__", [key]) is None:
             raise Unsupported(f"del on {obj}")
 
     def truth(self, v):

@@ -594,7 +594,7 @@ def _plain_python_class(cls: type) -> bool:
     not torch (but for the parts of torch traced like user code)."""
     if not _builds_like_type(cls):
         return False
-    if cls.__module__ in ("builtins", "collections") or in_torch(cls.__module__) and \
+    if cls.__module__ == "builtins" or in_torch(cls.__module__) and \
             not cls.__module__.startswith(_INLINED_TORCH_MODULES):
         return False
     if issubclass(cls, (torch.nn.Module, torch.Tensor, BaseException, tuple, list, dict)):
@@ -1963,6 +1963,14 @@ def _callable(tx, obj):
                                              UserDefinedClassVariable, TensorMethodVariable)))
 
 
+def _object(tx, *args, **kwargs):
+    """``object()``: a new featureless object, a sentinel compared by identity (heapq's
+    ``nlargest``, a library's ``missing = object()`` made inside a function)."""
+    if args or kwargs:
+        raise TracedException(TypeError("object() takes no arguments"))
+    return ConstantVariable(object())
+
+
 def _vars(tx, obj=None):
     """``vars(obj)``: its ``__dict__``, read as attribute reads are (guarded, with the
     writes the traced code made). ``vars()`` of the frame is not modelled."""
@@ -1977,6 +1985,7 @@ _BUILTIN_HANDLERS: dict[Callable, Callable] = {
     max: _minmax(max), sum: _sum, getattr: _getattr, hasattr: _hasattr, type: _type,
     iter: _iter, next: _next, bool: _bool, int: _int_float(int), float: _int_float(float),
     callable: _callable, super: _super, str: _str, inspect.signature: _signature, vars: _vars,
+    object: _object,
     all: _all_any(all), any: _all_any(any), sorted: _sorted, map: _map, filter: _filter,
     functools.reduce: _reduce, functools.partial: _partial, set: _set, frozenset: _frozenset,
     functools._lru_cache_wrapper: _lru_cache_wrapper,

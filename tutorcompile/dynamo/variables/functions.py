@@ -39,7 +39,26 @@ class UserFunctionVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         if getattr(self.fn, "_dynamo_marked_constant", False):
             return _assumed_constant(self.fn, args, kwargs)
+        if self.fn.__code__ is _SINGLEDISPATCH_CODE and args:
+            return self._call_singledispatch(tx, args, kwargs)
         return tx.inline_user_function(self.fn, args, kwargs, fn_source=self.source)
+
+    def _call_singledispatch(self, tx, args, kwargs):
+        """``functools.singledispatch``'s wrapper: the implementation for the first argument's
+        class is chosen now (what the wrapper does, without its weak-keyed cache) and
+        inlined. Guarded: the registry keeps its length (no class registered since) and the
+        entry chosen its function (not registered again)."""
+        cls = args[0].python_type()
+        impl = self.fn.dispatch(cls)
+        if self.source is not None:
+            registry, guards = f"{self.source.name()}.registry", tx.guards
+            key = next(k for k, v in self.fn.registry.items() if v is impl)
+            n = len(self.fn.registry)
+            guards.add("SINGLEDISPATCH", f"len({registry}) == {n} and {registry}.get("
+                       f"{guards.bind(key, 'key')}) is {guards.bind(impl, 'impl')}",
+                       self.source, comment=f"{self.fn.__qualname__}({cls.__name__}) calls "
+                       f"{impl.__qualname__}")
+        return tx.wrap_nested(impl, None).call_function(tx, args, kwargs)
 
     def var_getattr(self, tx, name):
         if name in _FIXED_BY_IDENTITY:
@@ -67,6 +86,9 @@ class UserFunctionVariable(VariableTracker):
     def __repr__(self):
         return f"UserFunctionVariable({self.fn.__qualname__})"
 
+
+# the code of every ``functools.singledispatch`` wrapper (one function, many closures)
+_SINGLEDISPATCH_CODE = functools.singledispatch(lambda x: x).__code__
 
 # a function's own fields, fixed once its identity is: what a decorator copies onto its
 # wrapper (``functools.wraps``) and what reasons and names print
