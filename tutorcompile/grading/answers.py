@@ -47,7 +47,6 @@ REFERENCES: dict[tuple[str, str], str] = {
     ("ex04_aot", "matmul_only_partition"):
         "tutorcompile.grading.references:matmul_only_partition",
     ("ex05_fusion", "index_expr"): "tutorcompile.grading.references:index_expr",
-    ("ex06_cudagraphs", "record"): "tutorcompile.grading.references:record",
 }
 
 

@@ -2,19 +2,18 @@
 
 When a learner's earlier answer is missing or failing, :func:`~.answers.earlier` uses these
 instead (and says so). Each has the contract of the task that defines its name, and is the
-library's own machinery where the library has it: the op table's VJP rules, the ``cse`` pass,
-``partition_from_saved``, the CUDA Graph recorder.
+library's own machinery where the library has it: the op table's VJP rules, the ``cse`` pass
+and ``partition_from_saved``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from ..aot.partitioners import is_primal, op_kind, partition_from_saved
-from ..cudagraphs import Recording, record_cuda_graph, record_on_cpu
 from ..fx.interop import from_torch_fx, to_torch_fx
 from ..fx.passes.dce_cse import cse
 from ..ops import prims
@@ -64,10 +63,3 @@ def index_expr(shape: Sequence[int], strides: Sequence[int]) -> str:
         return "offsets * 0"          # a block, as a load of a block needs
     return terms[0] if len(terms) == 1 else "(" + " + ".join(reversed(terms)) + ")"
 
-
-def record(fn: Callable, static_inputs: Sequence[Any]) -> Recording | str:
-    """ex06_cudagraphs t4: one call of ``fn`` recorded for replay -- a real CUDA Graph on CUDA
-    tensors; on the CPU, :func:`record_on_cpu` (whose replay calls ``fn`` again)."""
-    if any(isinstance(t, torch.Tensor) and t.is_cuda for t in static_inputs):
-        return record_cuda_graph(fn, static_inputs)
-    return record_on_cpu(fn, static_inputs)
