@@ -43,7 +43,8 @@ def test_every_pointwise_prim(backend):
     got = compiled(*inputs)
     expected = GraphModule({}, graph)(*inputs)
     names = ([f"{n}" for n in examples.UNARY] + [f"{n}" for n in examples.BINARY]
-             + ["pow of negatives, cubed", "pow of negatives, integer tensor"]
+             + ["pow of negatives, cubed", "pow of negatives, integer tensor",
+                "pow of a negative number"]
              + list(examples.LOGICAL) + ["add scalar", "mul scalar", "maximum scalar", "where",
                                          "where scalar", "convert", "int div"])
     for name, a, b in zip(names, got, expected):

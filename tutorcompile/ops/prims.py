@@ -156,12 +156,14 @@ def _pow_vjp(g, out, a, b):
 
 # Triton has no pow the interpreter can run (libdevice's is an extern call), so a ** b is
 # exp2(log2(a) * b) -- NaN for a < 0, where an integer b has an answer: |a| ** b with b's
-# parity as the sign (x ** 3 in GPT-2's tanh GELU). `_B` makes b a tensor of a's shape, so the
-# rounding functions accept a number written into the kernel too.
-_B = "(tl.zeros_like({0}) + {1})"
-_POW_TRITON = (f"tl.where({_B} == 0, 1.0, tl.where(({{0}} < 0) & (tl.math.floor({_B}) == {_B}), "
-               f"(1.0 - 2.0 * ({_B} - 2.0 * tl.math.floor({_B} * 0.5))) "
-               f"* tl.exp2(tl.log2(-{{0}}) * {_B}), tl.exp2(tl.log2({{0}}) * {_B})))")
+# parity as the sign (x ** 3 in GPT-2's tanh GELU). `_B` makes b a tensor of the operands'
+# shape, so the rounding functions accept a number written into the kernel too; no `&` either,
+# which a number's comparison (a Python bool) would turn into a float.
+_B = "(tl.zeros_like({0} + {1}) + {1})"   # a number or a tensor base alike
+_POW_TRITON = (f"tl.where({_B} == 0, 1.0, tl.where({{0}} < 0, tl.where(tl.math.floor({_B}) "
+               f"== {_B}, (1.0 - 2.0 * ({_B} - 2.0 * tl.math.floor({_B} * 0.5))) "
+               f"* tl.exp2(tl.log2(-{{0}}) * {_B}), float('nan')), "
+               f"tl.exp2(tl.log2({{0}}) * {_B})))")
 register("pow", "pointwise", torch.pow, binary_meta, vjp=_pow_vjp,
          triton=_POW_TRITON, cpp="std::pow({0}, {1})",
          doc="a ** b; a negative a with an integer b too (its sign from b's parity).")
