@@ -1541,3 +1541,17 @@ def test_singledispatch_registering_again_recompiles():
 
     torch.testing.assert_close(compiled(x), x * 3 + 1)
 
+
+
+def test_a_sentinel_made_while_tracing_is_a_new_object_on_every_call():
+    def fn(x):
+        missing = object()
+        found = {"a": 1.0}.get("b", missing)
+        return x * (2.0 if found is missing else 3.0), missing
+
+    tc.reset()
+    compiled = tc.compile(fn, backend="eager", fullgraph=True)
+    x = torch.randn(3)
+    (first, a), (_, b) = compiled(x), compiled(x)
+    torch.testing.assert_close(first, x * 2.0)
+    assert a is not b and type(a) is object

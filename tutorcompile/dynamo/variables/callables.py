@@ -1965,10 +1965,11 @@ def _callable(tx, obj):
 
 def _object(tx, *args, **kwargs):
     """``object()``: a new featureless object, a sentinel compared by identity (heapq's
-    ``nlargest``, a library's ``missing = object()`` made inside a function)."""
+    ``nlargest``, a library's ``missing = object()`` made inside a function). Made while
+    tracing, like any instance: one that escapes the graph is a new object on every call."""
     if args or kwargs:
         raise TracedException(TypeError("object() takes no arguments"))
-    return ConstantVariable(object())
+    return UserDefinedObjectVariable(object(), fresh=True)
 
 
 def _vars(tx, obj=None):
