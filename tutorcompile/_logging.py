@@ -38,6 +38,8 @@ ARTIFACTS = {
     "guards": "stage 3: the guards of each compiled entry, as Python",
     "recompiles": "stage 3: which guard failed and why a frame was compiled again",
     "graph_code": "stage 3: each captured graph as code",
+    "ddp": "stage 3: how a graph captured under DistributedDataParallel was split at its "
+           "gradient buckets (pieces, parameters, bytes), or why it was not",
     "aot_graphs": "stage 4: joint, forward and backward graphs",
     "partition": "stage 4: what the partitioner saved and recomputed",
     "fusion": "stage 5: fusion decisions, and the reason for each fusion not taken",

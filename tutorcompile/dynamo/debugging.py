@@ -46,6 +46,9 @@ class ExplainOutput:
     # per graph compiled for symbolic sizes (backend "aot_eager"): its symbols and guards
     symbolic_guards: list[str] = field(default_factory=list)
     compiled_segments: int = 0  # cache entries, including ones whose graph was empty
+    # per graph: how DistributedDataParallel's buckets split it (a ``DDPSplit``), or None
+    # for a graph not compiled under DDP
+    ddp_splits: list = field(default_factory=list)
 
     @property
     def graph_count(self) -> int:
@@ -74,6 +77,11 @@ class ExplainOutput:
         lines.append("Ops per Graph:")
         for i, ops in enumerate(self.ops_per_graph, 1):
             lines.append(f"  Graph {i}: {', '.join(ops)}")
+        if any(split is not None for split in self.ddp_splits):
+            lines.append("DDP splits (graphs compiled under DistributedDataParallel):")
+            for i, split in enumerate(self.ddp_splits, 1):
+                if split is not None:
+                    lines.append(f"  Graph {i}: " + str(split).replace("\n", "\n    "))
         lines.append("Guards per Graph:")
         for i, guards in enumerate(self.guards, 1):
             lines.append(f"  Graph {i}:")
@@ -127,6 +135,7 @@ def explain(fn: Callable, *, backend: str | Callable = "eager",
             out.ops_per_graph.append([_op_name(n) for n in gm.graph.nodes
                                       if n.op not in ("placeholder", "output")])
             out.guards.append([str(g) for g in entry.check.guards])
+            out.ddp_splits.append(getattr(entry.compiled, "ddp_split", None))
             entries.append(entry)
 
     def run(*args: Any, **kwargs: Any) -> ExplainOutput:

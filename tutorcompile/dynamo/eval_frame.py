@@ -57,6 +57,7 @@ from ..fx import GraphModule
 from ..fx.passes.dce_cse import is_impure
 from .backends import check_options, lookup_backend
 from .decorators import marked_dims
+from .distributed import active_ddp, compile_under_ddp
 from .exc import AssumptionFailed, GraphBreakError, RecompileLimitWarning
 from .guards import CheckFunction, user_function_modes
 from .source import KEYS
@@ -662,7 +663,12 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
         # compiles it, and it runs, with autocast off (as AOTAutograd's runtime wrapper
         # does); the AUTOCAST guard keeps it to calls made under this state
         with torch._C._DisableAutocast() if under_autocast else contextlib.nullcontext():
-            compiled = config.compile_graph(gm, list(output.input_values))
+            ddp = active_ddp()   # under DistributedDataParallel: pieces at its buckets
+            if ddp is not None:
+                compiled = compile_under_ddp(ddp, gm, list(output.input_values),
+                                             config.compile_graph, where)
+            else:
+                compiled = config.compile_graph(gm, list(output.input_values))
     check = result.guards.build()
     scopes = {k: v for k, v in check.env.items() if k.startswith("G_")}
     sources = list(output.input_sources)
