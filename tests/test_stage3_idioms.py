@@ -22,6 +22,7 @@ import logging
 import math
 import operator
 import sys
+import types
 import typing
 import warnings
 
@@ -836,6 +837,115 @@ def stdlib_python_classes_and_accelerators(x):
     return _activate(x) * _activate(1.5) + box["u"] * scale
 
 
+# --- contextlib.ExitStack: regions entered through the class's own methods -------------------
+class _Scaling:
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        self.log.append("enter")
+        return 2.0
+
+    def __exit__(self, *exc):
+        self.log.append("exit")
+        return False
+
+
+def exit_stack_regions(x):
+    # ExitStack enters a manager as ``type(cm).__enter__(cm)``, keeps ``MethodType(type(cm)
+    # .__exit__, cm)`` and reads ``sys.exc_info()`` on its way out
+    events = []
+    with contextlib.ExitStack() as stack:
+        k = stack.enter_context(_Scaling(events))
+        stack.callback(events.append, "callback")
+        stack.enter_context(torch.no_grad())
+        frozen = x * k
+        with contextlib.ExitStack() as inner:
+            inner.enter_context(torch.enable_grad())
+            live = x * 3
+    with contextlib.ExitStack() as stack:
+        if x.dim() == 1:
+            stack.enter_context(torch.set_grad_enabled(False))  # its object kept, not entered
+        off = x * 4
+    on = x * 5
+    return frozen + live + off + on, frozen.requires_grad, live.requires_grad, \
+        off.requires_grad, on.requires_grad, tuple(events)
+
+
+def set_grad_enabled_kept(x):
+    mode = torch.set_grad_enabled(False)    # sets the mode as it is made
+    off = x * 2
+    mode.__exit__(None, None, None)         # and its exit puts the old one back
+    bound = types.MethodType(lambda self, t: t * self, 3.0)
+    return off + x * 3 + bound(x), off.requires_grad
+
+
+# --- list, tuple and deque searches: identity first, then == (CPython's RichCompareBool) ---
+class _Hook:
+    pass
+
+
+class _Named:
+    def __init__(self, name):
+        self.name = name
+
+    def __eq__(self, other):
+        return isinstance(other, _Named) and self.name == other.name
+
+    __hash__ = None
+
+
+def searches_by_identity_then_equality(x, layers):
+    a, b, c = x * 1, x * 2, x * 3
+    items = [a, b, c]
+    items.remove(a)                 # the first element is a: found by identity, no ==
+    params = [x, a]
+    hooks = [_Hook(), _Hook(), _Hook()]
+    h = hooks[1]
+    hooks.remove(h)
+    modules = list(layers)
+    modules.remove(layers[0])
+    named = [_Named("q"), _Named("k")]
+    queue = collections.deque([a, b])
+    found = (params.index(x) + params[:1].count(x) + (x in params) + (a in (a, b)) +
+             hooks.index(hooks[1]) + (h not in hooks) + named.index(_Named("k")) +
+             named.count(_Named("q")) + (_Named("k") in named) + queue.index(a) +
+             (a in queue) + ["q", "k", "k"].count("k"))
+    return sum(items) * found + modules[0](x[:4].reshape(1, 4)).sum(), found
+
+
+# --- hasattr asks the instance: __slots__, properties, __getattr__ ----------------------------
+class _Slotted:
+    __slots__ = ("a", "b")
+
+    def __init__(self):
+        self.a = 1.0
+
+
+class _Lookup:
+    def __init__(self):
+        self.store = {"w": 2.0}
+
+    def __getattr__(self, name):
+        try:
+            return self.store[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    @property
+    def unset(self):
+        raise AttributeError("unset")
+
+
+def hasattr_asks_the_instance(x):
+    s, z = _Slotted(), _Lookup()
+    h = _Hook()
+    h.alpha = 2.0
+    flags = (hasattr(s, "__dict__"), hasattr(s, "a"), hasattr(s, "b"), getattr(s, "b", 5.0),
+             hasattr(z, "w"), hasattr(z, "q"), hasattr(z, "unset"), hasattr(z, "__dict__"))
+    return x * sum(flags) + sum(sorted(vars(h).values())) + len(sorted(h.__dict__)), flags
+
+
 CASES = {
     "tuple_subclass_reading_its_storage": (tuple_subclass_reading_its_storage,
                                            lambda: [torch.randn(3)]),
@@ -905,6 +1015,11 @@ CASES = {
                                 lambda: [torch.randn(3), _parameter_containers()]),
     "stdlib_python_classes_and_accelerators": (stdlib_python_classes_and_accelerators,
                                                lambda: [torch.randn(3)]),
+    "exit_stack_regions": (exit_stack_regions, lambda: [torch.randn(3)]),
+    "set_grad_enabled_kept": (set_grad_enabled_kept, lambda: [torch.randn(3)]),
+    "searches_by_identity_then_equality": (searches_by_identity_then_equality,
+                                           lambda: [torch.randn(4), _linears()]),
+    "hasattr_asks_the_instance": (hasattr_asks_the_instance, lambda: [torch.randn(3)]),
 }
 
 
@@ -944,6 +1059,42 @@ def test_a_generator_suspended_at_a_break_runs_the_rest_uncompiled(capsys):
                                suspended_generator_at_a_break(x))
     out = tc.explain(suspended_generator_at_a_break)(x)
     assert any("generator" in s and "suspended" in s for s in out.skipped_frames)
+
+
+def remove_that_must_compare_a_tensor(x):
+    a, b = x * 1, x * 2
+    items = [a, b]
+    items.remove(b)     # a is not b: CPython computes a == b first (ambiguous, or data)
+    return items[0]
+
+
+def test_a_list_search_that_must_compare_tensors_is_a_break():
+    tc.reset()
+    out = tc.explain(remove_that_must_compare_a_tensor)(torch.randn(1))
+    assert out.graph_break_count == 1
+    assert "list.remove with tensors (data-dependent ==" in out.break_reasons[0].reason
+    x = torch.tensor([2.0])    # one element: its == decides, as in eager
+    torch.testing.assert_close(tc.compile(remove_that_must_compare_a_tensor,
+                                          backend="eager")(x), x)
+
+
+def test_exc_info_is_the_callers_and_guarded():
+    # ExitStack reads sys.exc_info(): none is handled where the graph was traced, guarded;
+    # a call from inside an except block fails the guard and does not reuse the graph
+    def fn(x):
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(torch.no_grad())
+            y = x * 2
+        return y, sys.exc_info()[0]
+
+    tc.reset()
+    compiled = tc.compile(fn, backend="eager")
+    x = torch.randn(3, requires_grad=True)
+    assert compiled(x)[1] is None and not compiled(x)[0].requires_grad
+    try:
+        raise KeyError("k")
+    except KeyError:
+        assert compiled(x)[1] is KeyError
 
 
 def test_zip_strict_raises_what_cpython_raises():

@@ -618,7 +618,7 @@ class InstructionTranslator(VM):
             owner = self.wrap_nested(value.__self__, AttrSource(source, "__self__")
                                      if source is not None else None)
             return BoundMethodVariable(owner, value.__name__)
-        if callable(value) and (value in BUILTIN_CALLABLES or isinstance(
+        if callable(value) and (_hashable_in(value, BUILTIN_CALLABLES) or isinstance(
                 value, trace_rules.C_CALLABLE_TYPES)):
             # any other C callable: folded when pure (``str.isalnum``), else a break
             if source is not None:
@@ -1333,18 +1333,25 @@ class InstructionTranslator(VM):
             # as CPython's list/tuple/deque ``__contains__``: element by element, identity
             # first, then ``element == item``, stopping at the first hit -- a tensor is only
             # compared (data-dependent) when no element before it matched
-            for element in container.items:
-                if _identical(element, item):
-                    return ConstantVariable(True)
-                if isinstance(element, TensorVariable) or isinstance(item, TensorVariable):
-                    raise Unsupported("`in` with tensors (data-dependent ==)")
-                if self.binary_op(operator.eq, element, item).truth(self):
-                    return ConstantVariable(True)
-            return ConstantVariable(False)
+            return ConstantVariable(any(self.element_matches(e, item, "`in`")
+                                        for e in container.items))
         if container.is_python_constant() and item.is_python_constant():
             return ConstantVariable(item.as_python_constant() in
                                     container.as_python_constant())
         raise Unsupported(f"`in` on {container}")
+
+    def element_matches(self, element, item, what: str) -> bool:
+        """CPython's ``PyObject_RichCompareBool(element, item, Py_EQ)``, the test of a
+        list's, tuple's and deque's ``__contains__``, ``index``, ``count`` and ``remove``:
+        identity first, then ``element == item``. A search for a module or a tensor by
+        identity (``params.remove(p)``) matches without comparing; a tensor is only
+        compared (data-dependent) when an element before it is not the same object."""
+        if _identical(element, item):
+            return True
+        if isinstance(element, TensorVariable) or isinstance(item, TensorVariable):
+            raise Unsupported(f"{what} with tensors (data-dependent ==: a tensor that is "
+                              "not the same object is compared)")
+        return self.binary_op(operator.eq, element, item).truth(self)
 
     def _symint_op(self, fn, a, b):
         operands = [x for x in (a, b) if x is not None]
@@ -1595,6 +1602,15 @@ def _typing_argument(vt: VariableTracker) -> Any:
             or _is_typing_form(value)):
         raise Unsupported(f"{value!r} as a type argument")
     return value
+
+
+def _hashable_in(value: Any, table: Any) -> bool:
+    """``value in table`` for a table keyed by callables, where a callable object may not
+    hash (``functools.cmp_to_key``'s ``KeyWrapper`` is callable and unhashable)."""
+    try:
+        return value in table
+    except TypeError:
+        return False
 
 
 def _identical(a: VariableTracker, b: VariableTracker) -> bool:

@@ -60,7 +60,13 @@ from .containers import (
     TupleVariable,
     wrap_constant_result,
 )
-from .ctx_manager import GradModeVariable, _autocast
+from .ctx_manager import (
+    GradModeVariable,
+    KeptGradModeVariable,
+    RegionMethodVariable,
+    _autocast,
+    is_region_class,
+)
 from .functions import (
     CachedFunctionVariable,
     NestedUserFunctionVariable,
@@ -292,6 +298,8 @@ class UserDefinedClassVariable(VariableTracker):
             return tx.wrap_nested(attr.__func__, None)
         if isinstance(attr, classmethod):
             return UserMethodVariable(attr.__func__, self)
+        if name in ("__enter__", "__exit__") and is_region_class(self.value):
+            return RegionMethodVariable(self.value, name)   # ``type(cm).__enter__(cm)``
         source = AttrSource(self.source, name) if self.source is not None else None
         return tx.wrap_nested(getattr(self.value, name), source)
 
@@ -310,6 +318,8 @@ class UserDefinedClassVariable(VariableTracker):
             return GradModeVariable(cls)
         if cls is torch.set_grad_enabled:
             return _set_grad_enabled(tx, args, kwargs)
+        if cls is types.MethodType and len(args) == 2 and not kwargs:
+            return _method_type(tx, *args)
         if isinstance(cls, enum.EnumMeta) and len(args) == 1 and not kwargs and \
                 args[0].is_python_constant():
             try:  # ``Mode("a")``: a lookup among the members, fixed with the class
@@ -475,8 +485,8 @@ def _set_grad_enabled(tx, args: list, kwargs: dict) -> VariableTracker:
     dropped: the next instruction is ``POP_TOP``) it changes the mode for whatever runs
     next, in the graph and after it (``Optimizer.step``'s ``_use_grad`` turns gradients
     off, steps, and turns them back on this way): :meth:`InstructionTranslator.set_grad_mode`.
-    Kept in any other way (a variable, an argument) it would set the mode at a moment the
-    tracer cannot follow: a break."""
+    Kept in any other way (a variable, an argument: ``ExitStack.enter_context``) it sets the
+    mode as it is made, as a statement would, and is a :class:`KeptGradModeVariable`."""
     mode = (args[0] if args else kwargs.get("mode"))
     if mode is None or not mode.is_python_constant():
         raise Unsupported("torch.set_grad_enabled with a mode that is not a constant")
@@ -486,10 +496,51 @@ def _set_grad_enabled(tx, args: list, kwargs: dict) -> VariableTracker:
     if following == "POP_TOP":
         tx.set_grad_mode(mode)
         return ConstantVariable(None)
-    if following != "BEFORE_WITH":
-        raise Unsupported("torch.set_grad_enabled's object kept (not a with-block, not a "
-                          "statement): the grad mode it sets cannot be followed")
+    if following != "BEFORE_WITH":   # kept: the mode is set now, its exit puts it back
+        prev = tx.grad_enabled
+        tx.set_grad_mode(mode)
+        return KeptGradModeVariable(mode, prev)
     return GradModeVariable(torch.set_grad_enabled, mode)
+
+
+def _method_type(tx, fn: VariableTracker, obj: VariableTracker) -> VariableTracker:
+    """``types.MethodType(fn, obj)``: ``fn`` bound to ``obj``, called with it first
+    (``contextlib.ExitStack`` keeps ``MethodType(type(cm).__exit__, cm)`` for its exit;
+    libraries bind functions to instances so). A function written in Python, or the
+    ``__enter__``/``__exit__`` of a region class; anything else is a break."""
+    if isinstance(fn, UserFunctionVariable):
+        return UserMethodVariable(fn.fn, obj, fn_source=fn.source)
+    if isinstance(fn, NestedUserFunctionVariable):
+        return BoundFunctionVariable(fn, obj)
+    if isinstance(fn, RegionMethodVariable):
+        return fn.bind(obj)
+    raise Unsupported(f"types.MethodType of {fn}")
+
+
+class BoundFunctionVariable(VariableTracker):
+    """``types.MethodType(f, obj)`` of a function made while tracing."""
+
+    def __init__(self, fn: VariableTracker, obj: VariableTracker):
+        self.fn, self.obj = fn, obj
+
+    def python_type(self):
+        return types.MethodType
+
+    def call_function(self, tx, args, kwargs):
+        return tx.call(self.fn, [self.obj, *args], kwargs)
+
+    def var_getattr(self, tx, name):
+        if name == "__func__":
+            return self.fn
+        if name == "__self__":
+            return self.obj
+        return tx.load_attr(self.fn, name)   # (a method reads other attributes so)
+
+    def children(self):
+        return [self.fn, self.obj]
+
+    def reconstruct(self, rc):
+        return types.MethodType(rc(self.fn), rc(self.obj))
 
 
 def _user_module_class(cls: type) -> bool:
@@ -663,7 +714,13 @@ class UserDefinedObjectVariable(VariableTracker):
     def generic_getattr(self, tx, name):
         """``object.__getattribute__``: the instance's attributes, then its class's."""
         if name == "__dict__":
+            if not hasattr(self.value, "__dict__"):   # a class with __slots__
+                raise TracedException(AttributeError(
+                    f"{type(self.value).__name__!r} object has no attribute '__dict__'"))
             return self._instance_dict(tx)
+        if self.fresh and name not in self.pending and _is_slot(type(self.value), name):
+            raise TracedException(AttributeError(   # a slot never assigned
+                f"{type(self.value).__name__!r} object has no attribute {name!r}"))
         if self.pending.get(name) is DELETED:
             if self.fresh and not hasattr(type(self.value), name):
                 raise TracedException(AttributeError(
@@ -732,9 +789,26 @@ class UserDefinedObjectVariable(VariableTracker):
             guard_hasattr(tx, self, name)
 
     def has_attr(self, name: str) -> bool:
+        cls = type(self.value)
         if name in self.pending:
-            return self.pending[name] is not DELETED or hasattr(type(self.value), name)
-        return hasattr(type(self.value) if self.fresh else self.value, name)
+            return self.pending[name] is not DELETED or hasattr(cls, name)
+        if not self.fresh:
+            return hasattr(self.value, name)
+        if name in ("__dict__", "__weakref__") or _is_slot(cls, name):
+            # what the instance has, not the class: a class with ``__slots__`` gives its
+            # instances no ``__dict__``, and a slot not yet assigned raises AttributeError
+            return name in ("__dict__", "__weakref__") and hasattr(self.value, name)
+        return hasattr(cls, name)
+
+    def attr_is_computed(self, name: str) -> bool:
+        """Whether ``hasattr`` on this object made while tracing must run code to answer:
+        a property's getter (which may raise AttributeError) or the class's ``__getattr__``
+        for a name the class does not have."""
+        if not self.fresh or name in self.pending:
+            return False
+        static = inspect.getattr_static(type(self.value), name, _ABSENT)
+        return isinstance(static, property) or static is _ABSENT and isinstance(
+            inspect.getattr_static(type(self.value), "__getattr__", None), types.FunctionType)
 
     def _instance_dict(self, tx) -> VariableTracker:
         """``obj.__dict__``: for an object made while tracing, a live read-only view of its
@@ -880,6 +954,7 @@ class InstanceDictVariable(ConstDictVariable):
     def __init__(self, owner: UserDefinedObjectVariable):
         self.owner, self.source, self.lazy = owner, None, None
         self.mutated, self.dict_cls, self.default_factory = False, dict, None
+        self.key_trackers, self.attrs = {}, {}   # (attribute names: str keys only)
 
     @property
     def _items(self) -> dict[str, VariableTracker]:
@@ -1690,7 +1765,7 @@ def _getattr(tx, obj, name, default=None):
 
 def _hasattr(tx, obj, name):
     n = name.as_python_constant()
-    if isinstance(obj, UserDefinedObjectVariable):
+    if isinstance(obj, UserDefinedObjectVariable) and not obj.attr_is_computed(n):
         obj.guard_hasattr(tx, n)
         return ConstantVariable(obj.has_attr(n))
     if isinstance(obj, UserDefinedClassVariable):
@@ -1972,6 +2047,21 @@ def _object(tx, *args, **kwargs):
     return UserDefinedObjectVariable(object(), fresh=True)
 
 
+def _exc_info(tx):
+    """``sys.exc_info()`` (``contextlib.ExitStack.__exit__`` reads it): the exception being
+    handled. Outside every handler of the traced frames it is the caller's -- none,
+    guarded (a call from inside an ``except`` block traces again, and breaks here); inside
+    one of theirs, a break (the traced exception is no object to hand out)."""
+    if any(f.exc_stack and f.exc_stack[-1] is not None for f in tx.frames):
+        raise Unsupported("sys.exc_info() inside an exception handler of the traced code")
+    if sys.exc_info()[0] is not None:
+        raise Unsupported("sys.exc_info() in a function called while an exception is "
+                          "handled")
+    tx.guards.add("EXC_INFO", f"{tx.guards.bind(sys.exc_info, 'exc_info')}()[0] is None",
+                  comment="no exception is being handled where the function is called")
+    return TupleVariable([ConstantVariable(None)] * 3)
+
+
 def _vars(tx, obj=None):
     """``vars(obj)``: its ``__dict__``, read as attribute reads are (guarded, with the
     writes the traced code made). ``vars()`` of the frame is not modelled."""
@@ -1986,7 +2076,7 @@ _BUILTIN_HANDLERS: dict[Callable, Callable] = {
     max: _minmax(max), sum: _sum, getattr: _getattr, hasattr: _hasattr, type: _type,
     iter: _iter, next: _next, bool: _bool, int: _int_float(int), float: _int_float(float),
     callable: _callable, super: _super, str: _str, inspect.signature: _signature, vars: _vars,
-    object: _object,
+    object: _object, sys.exc_info: _exc_info,
     all: _all_any(all), any: _all_any(any), sorted: _sorted, map: _map, filter: _filter,
     functools.reduce: _reduce, functools.partial: _partial, set: _set, frozenset: _frozenset,
     functools._lru_cache_wrapper: _lru_cache_wrapper,

@@ -190,6 +190,25 @@ class BaseListVariable(VariableTracker):
     def rebuild_items(self, rc) -> list:
         return [rc(i) for i in self.items]
 
+    def search(self, tx, name: str, args: list[VariableTracker]) -> VariableTracker:
+        """``index(x[, start[, stop]])`` and ``count(x)`` as CPython runs them on a list,
+        tuple or deque: element by element, each compared by identity first and then by
+        ``element == x`` (``tx.element_matches``), so tensors and modules are found by
+        identity and objects by their own ``__eq__``; ``index`` stops at the first match."""
+        kind = self.python_cls.__name__
+        if not args:
+            raise TracedException(TypeError(f"{kind}.{name}() takes at least 1 argument"))
+        item, bounds = args[0], [a.as_python_constant() for a in args[1:]]
+        if name == "count":
+            return ConstantVariable(sum(tx.element_matches(e, item, f"{kind}.count")
+                                        for e in self.items))
+        for i in range(len(self.items))[slice(*bounds) if bounds else slice(None)]:
+            if tx.element_matches(self.items[i], item, f"{kind}.index"):
+                return ConstantVariable(i)
+        shown = repr(item.as_python_constant()) if item.is_python_constant() else "x"
+        raise TracedException(ValueError("tuple.index(x): x not in tuple" if kind == "tuple"
+                                         else f"{shown} is not in {kind}"))
+
     def getitem(self, tx, key: VariableTracker) -> VariableTracker:
         k = key.as_python_constant()
         if isinstance(k, slice):
@@ -207,8 +226,7 @@ class TupleVariable(BaseListVariable):
 
     def call_method(self, tx, name, args, kwargs):
         if name in ("index", "count"):
-            return wrap_constant_result(getattr(self.as_python_constant(), name)(
-                *[a.as_python_constant() for a in args]))
+            return self.search(tx, name, args)
         if name == "__getitem__":
             return self.getitem(tx, args[0])
         raise Unsupported(f"tuple.{name}")
@@ -362,6 +380,14 @@ class ListVariable(BaseListVariable):
                 self.setitem(tx, args[0], args[1])
             elif name == "__delitem__":
                 del self.items[args[0].as_python_constant()]
+            elif name == "remove":   # the first element ``index`` finds, by CPython's test
+                kind = self.python_cls.__name__
+                for i, element in enumerate(self.items):
+                    if tx.element_matches(element, args[0], f"{kind}.remove"):
+                        del self.items[i]
+                        break
+                else:
+                    raise TracedException(ValueError(f"{kind}.remove(x): x not in {kind}"))
             elif name == "sort" and not args:
                 # ``ts.sort(key=...)``: as ``sorted`` orders them (keys computed by the
                 # traced key function, stable), whatever the items are
@@ -376,8 +402,7 @@ class ListVariable(BaseListVariable):
                 self.items = [ConstantVariable(v) for v in values]
             return ConstantVariable(None)
         if name in ("index", "count"):
-            return wrap_constant_result(getattr(self.as_python_constant(), name)(
-                *[a.as_python_constant() for a in args]))
+            return self.search(tx, name, args)
         if name == "copy":
             return ListVariable(self.items)
         if name == "__getitem__":

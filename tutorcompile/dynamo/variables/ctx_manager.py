@@ -183,6 +183,80 @@ class RegionWrappedFunctionVariable(VariableTracker):
         return f"RegionWrappedFunctionVariable({self.region}, {self.fn})"
 
 
+class RegionMethodVariable(VariableTracker):
+    """``type(cm).__enter__`` / ``type(cm).__exit__`` read from a grad-mode or autocast class
+    and called with the region as its first argument -- how ``contextlib.ExitStack``
+    enters a context manager (``_cm_type.__enter__(cm)``, keeping ``MethodType(_exit,
+    cm)`` for later): the region's own ``__enter__``/``__exit__``, as the with-statement
+    runs them. Called with anything else (a real manager made outside): a break."""
+
+    def __init__(self, cls: type, name: str):
+        self.cls, self.name = cls, name
+
+    def call_function(self, tx, args, kwargs):
+        region = args[0] if args else None
+        if not isinstance(region, (GradModeVariable, AutocastVariable, KeptGradModeVariable)) \
+                or not issubclass(
+                region.python_type(), self.cls):
+            raise Unsupported(f"{self.cls.__name__}.{self.name} called on {region}")
+        return region.call_method(tx, self.name, list(args[1:]), kwargs)
+
+    def bind(self, region: VariableTracker) -> VariableTracker:
+        """``types.MethodType(cls.__exit__, region)``."""
+        return BoundMethodVariable(region, self.name)
+
+    def reconstruct(self, rc):
+        return getattr(self.cls, self.name)
+
+    def __repr__(self):
+        return f"RegionMethodVariable({self.cls.__name__}.{self.name})"
+
+
+def is_region_class(cls: Any) -> bool:
+    """A class whose objects made while tracing are regions (:class:`GradModeVariable`,
+    :class:`AutocastVariable`)."""
+    return cls in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled) or \
+        isinstance(cls, type) and issubclass(cls, torch.autocast)
+
+
+class KeptGradModeVariable(VariableTracker):
+    """``torch.set_grad_enabled(mode)`` whose object is kept rather than entered at once
+    by a with-statement (``stack.enter_context(torch.set_grad_enabled(False))``). As in
+    PyTorch, making it sets the mode (:meth:`InstructionTranslator.set_grad_mode`: for the
+    ops traced next, and after the graph when it outlives it), remembering the mode it
+    found; ``__enter__`` sets it again; ``__exit__`` puts the remembered mode back."""
+
+    def __init__(self, mode: bool, prev: bool):
+        self.mode, self.prev = mode, prev
+
+    def python_type(self):
+        return torch.set_grad_enabled
+
+    def var_getattr(self, tx, name):
+        if name in ("__enter__", "__exit__", "clone"):
+            return BoundMethodVariable(self, name)
+        raise Unsupported(f"set_grad_enabled.{name}")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in ("__enter__", "__exit__"):
+            tx.set_grad_mode(self.mode if name == "__enter__" else self.prev)
+        elif name == "clone":
+            return KeptGradModeVariable(self.mode, self.prev)
+        else:
+            raise Unsupported(f"set_grad_enabled.{name}")
+        return ConstantVariable(None)
+
+    def reconstruct(self, rc):
+        # the object as PyTorch left it: its mode already set (after the graph, by the
+        # compiled code), ``prev`` for its ``__exit__``
+        made = torch.set_grad_enabled.__new__(torch.set_grad_enabled)
+        made.prev, made.mode = self.prev, self.mode
+        return made
+
+    def __repr__(self):
+        return f"KeptGradModeVariable({self.mode}, prev={self.prev})"
+
+
 class RegionExitVariable(VariableTracker):
     """The ``__exit__`` that a with-block's BEFORE_WITH leaves on the stack for a grad-mode
     or autocast region traced here. Called, the region ends. At a graph break inside the
@@ -233,5 +307,6 @@ def is_real_region_exit(value: Any) -> bool:
         owner, (torch.no_grad, torch.enable_grad, torch.set_grad_enabled, torch.autocast))
 
 
-__all__ = ['AutocastVariable', 'GradModeVariable', 'RealRegionExitVariable',
-           'RegionExitVariable', 'RegionWrappedFunctionVariable', 'is_real_region_exit']
+__all__ = ['AutocastVariable', 'GradModeVariable', 'KeptGradModeVariable',
+           'RealRegionExitVariable', 'RegionExitVariable', 'RegionMethodVariable',
+           'RegionWrappedFunctionVariable', 'is_real_region_exit', 'is_region_class']
