@@ -139,45 +139,56 @@ def _recording(backend: str, events: list) -> callable:
     return compile_piece
 
 
-def _train_split(rank: int, port: int, backend: str, optimize: bool, out: str) -> None:
+# (backend, optimize_ddp): each trained in turn by the same two processes (one spawn: most
+# of a spawn's seconds are the processes starting)
+SPLIT_RUNS = [("eager", True), ("aot_eager", True), ("inductor", True), ("aot_eager", False)]
+
+
+def _train_split(rank: int, port: int, out: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
     try:
-        dynamo_config.optimize_ddp = optimize
-        model = nn.parallel.DistributedDataParallel(_deep_model(),
-                                                    bucket_cap_mb=SMALL_BUCKETS_MB)
-        names = {id(p): n for n, p in model.module.named_parameters()}
-        events: list = []
-
-        def comm_hook(state, bucket):   # DDP launching one bucket's all-reduce
-            events.append(("allreduce", sorted(names[id(p)] for p in bucket.parameters())))
-            return default_hooks.allreduce_hook(None, bucket)
-        model.register_comm_hook(None, comm_hook)
-        compiled = tc.compile(model, backend=_recording(backend, events))
-        x, y = _deep_batch()
-        shard = slice(rank * 4, rank * 4 + 4)
-        # DDP rebuilds its buckets at the second forward, in the order the first backward
-        # made gradients ready; the third step runs with those buckets
-        for _ in range(3):
-            model.zero_grad()
-            events.clear()
-            loss = nn.functional.mse_loss(compiled(x[shard]), y[shard])
-            loss.backward()
-        (entry,) = cache_entries(model.module)
-        split = entry.compiled.ddp_split if optimize else None
-        torch.save({"grads": [p.grad for p in model.parameters()], "events": events,
-                    "pieces": [p.params for p in split.pieces] if split else None,
-                    "bytes": [p.nbytes for p in split.pieces] if split else None},
-                   f"{out}.{rank}")
+        results = {}
+        for backend, optimize in SPLIT_RUNS:
+            tc.reset()
+            with dynamo_config.patch(optimize_ddp=optimize):
+                results[backend, optimize] = _train_split_once(rank, backend)
+        torch.save(results, f"{out}.{rank}")
     finally:
         dist.destroy_process_group()
 
 
-def _spawn_split(backend: str, optimize: bool, tmp_path) -> list[dict]:
-    out = str(tmp_path / "split")
-    mp.spawn(_train_split, args=(_free_port(), backend, optimize, out), nprocs=WORLD,
-             join=True)
+def _train_split_once(rank: int, backend: str) -> dict:
+    model = nn.parallel.DistributedDataParallel(_deep_model(), bucket_cap_mb=SMALL_BUCKETS_MB)
+    names = {id(p): n for n, p in model.module.named_parameters()}
+    events: list = []
+
+    def comm_hook(state, bucket):   # DDP launching one bucket's all-reduce
+        events.append(("allreduce", sorted(names[id(p)] for p in bucket.parameters())))
+        return default_hooks.allreduce_hook(None, bucket)
+    model.register_comm_hook(None, comm_hook)
+    compiled = tc.compile(model, backend=_recording(backend, events))
+    x, y = _deep_batch()
+    shard = slice(rank * 4, rank * 4 + 4)
+    # DDP rebuilds its buckets at the second forward, in the order the first backward made
+    # gradients ready; the third step runs with those buckets
+    for _ in range(3):
+        model.zero_grad()
+        events.clear()
+        loss = nn.functional.mse_loss(compiled(x[shard]), y[shard])
+        loss.backward()
+    (entry,) = cache_entries(model.module)
+    split = getattr(entry.compiled, "ddp_split", None)
+    return {"grads": [p.grad for p in model.parameters()], "events": events,
+            "pieces": [p.params for p in split.pieces] if split else None,
+            "bytes": [p.nbytes for p in split.pieces] if split else None}
+
+
+@pytest.fixture(scope="module")
+def split_runs(tmp_path_factory) -> list[dict]:
+    out = str(tmp_path_factory.mktemp("ddp") / "split")
+    mp.spawn(_train_split, args=(_free_port(), out), nprocs=WORLD, join=True)
     return [torch.load(f"{out}.{rank}") for rank in range(WORLD)]
 
 
@@ -189,9 +200,10 @@ def _eager_grads() -> list[torch.Tensor]:
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
-def test_ddp_split_at_buckets_matches_one_process_and_overlaps(backend, tmp_path):
+def test_ddp_split_at_buckets_matches_one_process_and_overlaps(backend, split_runs):
     expected = _eager_grads()
-    for saved in _spawn_split(backend, True, tmp_path):
+    for ranks in split_runs:
+        saved = ranks[backend, True]
         # one piece per bucket, as the bucket sizes predict, each with its layer's parameters
         assert saved["pieces"] == PIECES
         assert saved["bytes"] == [LAYER_BYTES] * 4
@@ -212,9 +224,11 @@ def test_ddp_split_at_buckets_matches_one_process_and_overlaps(backend, tmp_path
         assert events[-1] == ("allreduce", sorted(PIECES[0]))
 
 
-def test_ddp_optimizer_off_compiles_one_graph_reduced_after_its_backward(tmp_path):
+def test_ddp_optimizer_off_compiles_one_graph_reduced_after_its_backward(split_runs):
     expected = _eager_grads()
-    for saved in _spawn_split("aot_eager", False, tmp_path):
+    for ranks in split_runs:
+        saved = ranks["aot_eager", False]
+        assert saved["pieces"] is None   # compiled whole, not through the splitter
         for got, want in zip(saved["grads"], expected, strict=True):
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
         events = saved["events"]

@@ -821,7 +821,9 @@ def _pass_through_frames() -> frozenset:
     so their frames run in our VM, for real, and the module they call is compiled as a frame
     of its own -- as PyTorch's Dynamo skips DDP's frames and compiles the module's, which
     its frame-evaluation hook sees. The gradients' all-reduce stays DDP's: the reducer's
-    hooks fire as the compiled backward accumulates each gradient."""
+    hooks fire as the compiled backward accumulates each gradient. DDP's forward marks
+    itself active around the call, and the module's graph is split at its buckets
+    (:mod:`.distributed`) so that they fire piece by piece."""
     ddp = torch.nn.parallel.DistributedDataParallel
     return frozenset({ddp.forward, ddp._run_ddp_forward})
 
