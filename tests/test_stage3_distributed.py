@@ -305,7 +305,7 @@ def test_values_crossing_pieces(make, pieces, dynamic, one_process_group):
     reference.load_state_dict(inner.state_dict())
     model = nn.parallel.DistributedDataParallel(inner, bucket_cap_mb=SMALL_BUCKETS_MB)
     compiled = tc.compile(model, backend="aot_eager", dynamic=dynamic)
-    for batch in (4, 6):
+    for batch in (4, 6, 7):
         x = torch.randn(batch, 16)
         inner.zero_grad()
         reference.zero_grad()
@@ -316,10 +316,13 @@ def test_values_crossing_pieces(make, pieces, dynamic, one_process_group):
         want.sum().backward()
         for p, q in zip(inner.parameters(), reference.parameters(), strict=True):
             torch.testing.assert_close(p.grad, q.grad)
-    split = cache_entries(inner)[-1].compiled.ddp_split
+    compiled = cache_entries(inner)[-1].compiled   # (size generic: after 4, 6 or from 4)
+    split = compiled.ddp_split
     assert split.piece_count == pieces
     if pieces == 1:
         assert "writes in place into" in split.reason
+    else:   # the tensor crossing into piece 2 has a symbolic batch: compiled once for all
+        assert [piece.num_compiles for piece in compiled.compiled] == [1, 1]
 
 
 def test_optimize_ddp_is_checked_when_set():

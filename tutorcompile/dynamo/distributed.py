@@ -198,14 +198,21 @@ class SplitGraph:
         self.graph_modules: list[GraphModule] = []
         self.compiled: list[Callable] = []
         self.plan: list[tuple[Callable, tuple[int, ...]]] = []
-        count = len(placeholders)
+        outputs = final.args[0]
+        if not isinstance(outputs, (tuple, list)):
+            raise CannotSplit("the graph's output is not a tuple of values")
+        built = []   # every piece's graph first: a boundary that cannot be cut costs no compile
         for index, piece in enumerate(split.pieces):
-            sub, reads, writes = _piece_graph(graph, piece, index, piece_of, final)
             for node in piece.nodes:
                 _check_writes(node, index, piece_of)
+            sub, reads, writes = _piece_graph(graph, piece, index, piece_of, final)
             if not writes:
                 raise CannotSplit(f"piece {index + 1} gives nothing to later pieces or the "
                                   "graph's output")
+            built.append((sub, reads, writes))
+        _mark_dynamic_crossings(graph, example_inputs, built)
+        count = len(placeholders)
+        for index, (sub, reads, writes) in enumerate(built):
             piece_gm = GraphModule(gm, sub, class_name=f"DDPPiece{index + 1}")
             inputs = [example[n] if n in example else _example_tensor(n) for n in reads]
             self.graph_modules.append(piece_gm)
@@ -214,9 +221,6 @@ class SplitGraph:
             for node in writes:
                 slot[node] = count
                 count += 1
-        outputs = final.args[0]
-        if not isinstance(outputs, (tuple, list)):
-            raise CannotSplit("the graph's output is not a tuple of values")
         self.outputs = tuple(slot[n] for n in outputs)
 
     def __call__(self, *inputs: Any) -> tuple:
@@ -273,6 +277,29 @@ def _piece_graph(graph: Graph, piece: Piece, index: int, piece_of: dict[Node, in
     sub.output(tuple(env[n] for n in writes))
     # placeholders first, in the order read (``_insert`` keeps them at the top)
     return sub, reads, writes
+
+
+def _mark_dynamic_crossings(graph: Graph, example_inputs: list, built: list) -> None:
+    """With symbolic sizes: which dims of each tensor crossing a boundary are symbols of the
+    inputs' dynamic dims (the symbolic run AOT makes), marked ``dynamic_dims`` on the
+    placeholder that reads it, so the piece is compiled size-generic as the graph would
+    be (left unmarked, the backend compiles it again for each new size: still right)."""
+    dims = [p.meta.get("dynamic_dims", frozenset()) for p in graph.placeholders]
+    if not any(dims):
+        return
+    crossing = [(n, sub) for sub, reads, _ in built for n in reads if n.op != "placeholder"]
+    asked = [(n, d) for n in dict(crossing) for d in range(n.meta["example_value"].dim())]
+    from ..aot.prim_graph import symbolic_sizes
+    found = symbolic_sizes(graph, example_inputs, dims, asked) if asked else None
+    if found is None:
+        return
+    dynamic: dict[Node, set[int]] = {}
+    for (node, dim), size in zip(asked, found[0], strict=True):
+        if not isinstance(size, int):
+            dynamic.setdefault(node, set()).add(dim)
+    for node, sub in crossing:
+        placeholder = next(p for p in sub.placeholders if p.target == node.name)
+        placeholder.meta["dynamic_dims"] = frozenset(dynamic.get(node, ()))
 
 
 def _recomputable(node: Node) -> bool:
