@@ -333,3 +333,17 @@ def test_optimize_ddp_is_checked_when_set():
     with pytest.raises(TypeError, match="must be a bool"):
         dynamo_config.patch(optimize_ddp=0)
     assert dynamo_config.optimize_ddp is True
+
+
+def test_buckets_of_zero_bytes_give_each_layer_a_piece(one_process_group):
+    model = nn.parallel.DistributedDataParallel(_deep_model(), bucket_cap_mb=0)
+    x, _ = _deep_batch()
+    explained = tc.explain(model, backend="aot_eager", dynamic=True)(x)
+    (split,) = explained.ddp_splits
+    assert [p.params for p in split.pieces] == PIECES
+    # (each GELU rides with the layer before it: buckets are filled backwards, and one is
+    # full once it holds a parameter)
+    assert [[n.name for n in p.nodes] for p in split.pieces] == [
+        ["linear", "gelu"], ["linear_1", "gelu_1"], ["linear_2", "gelu_2"], ["linear_3"]]
+    # each piece compiled for a symbolic batch: explain shows the four pieces' symbols
+    assert len(explained.symbolic_guards) == 4

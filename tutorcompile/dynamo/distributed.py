@@ -148,8 +148,10 @@ def assign_pieces(gm: GraphModule, example_inputs: list, cap: int, first_cap: in
     body = [n for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
     for node in reversed(body):
         bucket = buckets[0]
-        full = bucket.nbytes >= (first_cap if len(buckets) == 1 else cap)
-        if full and bucket.nodes:
+        # (a bucket holds a parameter before it is full: with ``bucket_cap_mb=0``, as DDP
+        # gives each parameter a bucket, each node reading one is a piece)
+        full = bucket.params and bucket.nbytes >= (first_cap if len(buckets) == 1 else cap)
+        if full:
             buckets.insert(0, Piece())
             bucket = buckets[0]
         bucket.nodes.insert(0, node)
@@ -231,6 +233,14 @@ class SplitGraph:
 
     def code(self) -> str:
         return "\n".join(gm.code for gm in self.graph_modules)
+
+    @property
+    def cache(self) -> dict:
+        """Every piece's AOT compilations, by (piece, key) (``explain`` shows the symbolic
+        sizes they were compiled for)."""
+        return {(i, key): art for i, piece in enumerate(self.compiled)
+                if isinstance(getattr(piece, "cache", None), dict)
+                for key, art in piece.cache.items()}
 
 
 def _piece_graph(graph: Graph, piece: Piece, index: int, piece_of: dict[Node, int],
