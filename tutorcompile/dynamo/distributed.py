@@ -201,8 +201,9 @@ class SplitGraph:
         self.compiled: list[Callable] = []
         self.plan: list[tuple[Callable, tuple[int, ...]]] = []
         outputs = final.args[0]
-        if not isinstance(outputs, (tuple, list)):
-            raise CannotSplit("the graph's output is not a tuple of values")
+        if not isinstance(outputs, (tuple, list)) or not all(
+                isinstance(n, Node) for n in outputs):
+            raise CannotSplit("the graph's output is not a tuple of its values")
         built = []   # every piece's graph first: a boundary that cannot be cut costs no compile
         for index, piece in enumerate(split.pieces):
             for node in piece.nodes:
