@@ -78,14 +78,18 @@ class DDPSplit:
         for i, piece in enumerate(self.pieces):
             first = " (all-reduced first)" if i == len(self.pieces) - 1 and i else ""
             ops = [n.name for n in piece.nodes]
+            if len(ops) > 8:   # (a block of a transformer is some thirty)
+                ops = [*ops[:4], "...", *ops[-3:]]
             lines.append(f"  piece {i + 1}: {len(piece.params)} parameter(s), "
                          f"{_bytes(piece.nbytes)}{first}: {', '.join(piece.params) or '-'}"
-                         f"\n    ops: {', '.join(ops)}")
+                         f"\n    {len(piece.nodes)} op(s): {', '.join(ops)}")
         return "\n".join(lines)
 
 
 def _bytes(n: int) -> str:
-    return f"{n} B" if n < 10 * 1024 else f"{n / 2**20:.2f} MiB"
+    if n < 10 * 1024:
+        return f"{n} B"
+    return f"{n / 1024:.1f} KiB" if n < 10 * 2**20 else f"{n / 2**20:.1f} MiB"
 
 
 def active_ddp() -> torch.nn.Module | None:
