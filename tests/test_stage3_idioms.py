@@ -880,6 +880,41 @@ def set_grad_enabled_kept(x):
     return off + x * 3 + bound(x), off.requires_grad
 
 
+# --- one object reached through two paths is one tracker -----------------------------------
+class _StateContainer(torch.nn.Module):
+    """block-recurrent-transformer's shape: a write through one path, read through another."""
+
+    def __init__(self):
+        super().__init__()
+        self.next_state = None
+
+    def set_next(self, state):
+        self.next_state = (state,)
+
+    def read(self, x):
+        if self.next_state is None:
+            raise RuntimeError("states to be read must be set first")
+        state, = self.next_state
+        self.next_state = None
+        return x + state
+
+
+class _Router(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.container = _StateContainer()
+        self.read_router = {1: [self.container]}   # the same module, outside _modules
+        self.config = _Hook()
+        self.configs = [self.config]
+
+
+def one_tracker_per_object(x, router):
+    router.container.set_next(x * 2)
+    y = router.read_router[1][0].read(x)
+    router.configs[0].scale = 3.0          # written through the list, read through the attribute
+    return y * router.config.scale + (router.container.next_state is None)
+
+
 # --- list, tuple and deque searches: identity first, then == (CPython's RichCompareBool) ---
 class _Hook:
     pass
@@ -1020,6 +1055,7 @@ CASES = {
     "searches_by_identity_then_equality": (searches_by_identity_then_equality,
                                            lambda: [torch.randn(4), _linears()]),
     "hasattr_asks_the_instance": (hasattr_asks_the_instance, lambda: [torch.randn(3)]),
+    "one_tracker_per_object": (one_tracker_per_object, lambda: [torch.randn(3), _Router()]),
 }
 
 

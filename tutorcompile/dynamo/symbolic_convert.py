@@ -461,10 +461,13 @@ class InstructionTranslator(VM):
         if isinstance(value, torch.nn.Module):
             if source is None:
                 raise Unsupported("a module created while tracing")
+            alias = self._alias(value, source)
+            if alias is not None:
+                return alias
             g.ID_MATCH(source, value, f"{type(value).__name__} instance")
             if "training" in value.__dict__:
                 g.CONSTANT_MATCH(AttrSource(source, "training"), value.training)
-            return NNModuleVariable(value, source)
+            return self._one_per_object(value, NNModuleVariable(value, source), source)
         if isinstance(value, ResumeIterator):
             items_src = AttrSource(source, "items")
             g.SEQUENCE_LENGTH(items_src, value.items)
@@ -637,8 +640,23 @@ class InstructionTranslator(VM):
             if _is_typing_form(value):   # read from one made while tracing (List[int])
                 return UserDefinedObjectVariable(value)
             raise Unsupported(f"a {type(value).__name__} object without a source")
+        alias = self._alias(value, source)
+        if alias is not None:
+            return alias
         g.TYPE_MATCH(source, value)
-        return UserDefinedObjectVariable(value, source)
+        return self._one_per_object(value, UserDefinedObjectVariable(value, source), source)
+
+    def _alias(self, value: Any, source: Source) -> VariableTracker | None:
+        """The tracker of an object already reached through another source (a module that
+        is both ``self.layers[1][0].state_container`` and ``self.router[1][0]``): one per
+        object, so an attribute written through one path is what a read through the other
+        sees, as on the real object -- guarded to be that same object."""
+        seen = self._containers.get(id(value))
+        if seen is None or seen[0] is not value:
+            return None
+        self.guards.add("ID_MATCH", f"{source.name()} is {seen[2]}", source,
+                        f"same {type(value).__name__}")
+        return seen[1]
 
     def closure_cell(self, cell: types.CellType, source: Source | None) -> VariableTracker:
         """The tracker of a real cell: one per cell, however many closures share it, so a
