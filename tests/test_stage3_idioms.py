@@ -915,6 +915,28 @@ def one_tracker_per_object(x, router):
     return y * router.config.scale + (router.container.next_state is None)
 
 
+# --- a module built inside forward reads its own __dict__ -------------------------------------
+class _Interpolation(torch.nn.Module):
+    """torchcde's LinearInterpolation: buffers registered by a module built per call."""
+
+    def __init__(self, coeffs, t=None):
+        super().__init__()
+        if t is None:
+            t = torch.linspace(0, coeffs.size(-2) - 1, coeffs.size(-2))
+        self.register_buffer("_t", t)       # checks ``"_buffers" not in self.__dict__``
+        self.register_buffer("_coeffs", coeffs)
+
+    @property
+    def interval(self):
+        return torch.stack([self._t[0], self._t[-1]])
+
+
+def module_built_inside_reads_its_dict(x):
+    path = _Interpolation(x)
+    return path._coeffs * 2 + path.interval.sum() + ("_t" in path.__dict__["_buffers"]) + \
+        len(path.__dict__)
+
+
 # --- list, tuple and deque searches: identity first, then == (CPython's RichCompareBool) ---
 class _Hook:
     pass
@@ -1056,6 +1078,8 @@ CASES = {
                                            lambda: [torch.randn(4), _linears()]),
     "hasattr_asks_the_instance": (hasattr_asks_the_instance, lambda: [torch.randn(3)]),
     "one_tracker_per_object": (one_tracker_per_object, lambda: [torch.randn(3), _Router()]),
+    "module_built_inside_reads_its_dict": (module_built_inside_reads_its_dict,
+                                           lambda: [torch.randn(2, 5, 3)]),
 }
 
 
