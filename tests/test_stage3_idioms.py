@@ -937,6 +937,65 @@ def module_built_inside_reads_its_dict(x):
         len(path.__dict__)
 
 
+# --- descriptors written in Python: __get__/__set__/__delete__, property deleters, caches ---
+class _Positive:
+    def __set_name__(self, owner, name):
+        self.name = "_" + name
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return getattr(obj, self.name)
+
+    def __set__(self, obj, value):
+        setattr(obj, self.name, abs(value))
+
+    def __delete__(self, obj):
+        setattr(obj, self.name, 1.0)
+
+
+class _Constant:
+    def __get__(self, obj, objtype=None):
+        return 5.0 if obj is not None else self
+
+
+class _Described:
+    scale = _Positive()
+    offset = _Constant()
+
+    def __init__(self, scale):
+        self.scale = scale
+        self._temperature = 1.0
+
+    @property
+    def temperature(self):
+        return self._temperature
+
+    @temperature.setter
+    def temperature(self, value):
+        self._temperature = value * 2
+
+    @temperature.deleter
+    def temperature(self):
+        self._temperature = 0.5
+
+    @functools.cached_property
+    def table(self):
+        return math.prod(range(1, 5)) + self.scale
+
+
+def descriptors_written_in_python(x, outside):
+    made = _Described(-3.0)
+    made.temperature = 4.0
+    hot = made.temperature
+    del made.temperature
+    outside.scale = -2.0                # through __set__, read back through __get__
+    cached = made.table + made.table
+    del made.scale
+    return x * (made.scale + made.offset + hot + made.temperature + outside.scale + cached), \
+        "table" in vars(made)
+
+
 # --- list, tuple and deque searches: identity first, then == (CPython's RichCompareBool) ---
 class _Hook:
     pass
@@ -1080,6 +1139,8 @@ CASES = {
     "one_tracker_per_object": (one_tracker_per_object, lambda: [torch.randn(3), _Router()]),
     "module_built_inside_reads_its_dict": (module_built_inside_reads_its_dict,
                                            lambda: [torch.randn(2, 5, 3)]),
+    "descriptors_written_in_python": (descriptors_written_in_python,
+                                      lambda: [torch.randn(3), _Described(7.0)]),
 }
 
 
@@ -1155,6 +1216,24 @@ def test_exc_info_is_the_callers_and_guarded():
         raise KeyError("k")
     except KeyError:
         assert compiled(x)[1] is KeyError
+
+
+def test_a_cached_property_of_an_object_from_outside_is_kept_and_guarded():
+    obj = _Described(2.0)
+
+    def fn(x):
+        obj.scale = -6.0              # the descriptor's __set__, replayed on the object
+        return x * obj.table
+
+    tc.reset()
+    compiled = tc.compile(fn, backend="eager", fullgraph=True)
+    x = torch.ones(2)
+    torch.testing.assert_close(compiled(x), x * 30.0)
+    assert obj.__dict__["table"] == 30.0 and obj._scale == 6.0   # cached, as eager caches it
+    torch.testing.assert_close(compiled(x), fn(x))               # the cache is read, not redone
+    del obj.__dict__["table"]
+    obj.scale = 1.0
+    torch.testing.assert_close(compiled(x), x * 30.0)            # absent again: computed again
 
 
 def test_zip_strict_raises_what_cpython_raises():

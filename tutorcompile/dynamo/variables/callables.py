@@ -599,6 +599,17 @@ def _new_stateless_module(tx, cls: type, args: list, kwargs: dict) -> VariableTr
     return NNModuleVariable(module, None, constructed=(cls, list(args), dict(kwargs)))
 
 
+def _python_descriptor_method(static: Any, name: str) -> types.FunctionType | None:
+    """``type(static).__get__``/``__set__``/``__delete__`` when ``static`` (a class attribute)
+    is an instance of a descriptor class that writes that method in Python; None for
+    functions, properties and the C descriptors handled on their own."""
+    if static is None or isinstance(static, (types.FunctionType, property, staticmethod,
+                                             classmethod, type)):
+        return None
+    method = inspect.getattr_static(type(static), name, None)
+    return method if isinstance(method, types.FunctionType) else None
+
+
 def _is_slot(cls: type, name: str) -> bool:
     """Is ``name`` a ``__slots__`` member of ``cls`` (a plain storage descriptor)?"""
     return isinstance(inspect.getattr_static(cls, name, None), types.MemberDescriptorType)
@@ -675,6 +686,7 @@ class UserDefinedObjectVariable(VariableTracker):
         # a fresh copy of an object from outside (``copy.deepcopy``) reads its class's
         # attributes through the original's ``__class__``: guarded, and writable
         self.class_source = class_source
+        self._slots: frozenset[str] | None = None  # of ``pending``, once reconstructed
 
     def python_type(self):
         return type(self.value)
@@ -755,6 +767,23 @@ class UserDefinedObjectVariable(VariableTracker):
                                       UserDefinedClassVariable(type(self.value)))
         if isinstance(static, property) and static.fget is not None:
             return tx.inline_user_function(static.fget, [self], {})
+        if isinstance(static, functools.cached_property) and \
+                isinstance(static.func, types.FunctionType) and static.attrname == name:
+            # computed once and kept in the instance's __dict__ (not found there yet: read
+            # above, guarded), as cached_property.__get__ does -- without its lock
+            if not self.fresh:
+                tx.guards.NOT_IN_DICT(self.source, name)
+            value = tx.inline_user_function(static.func, [self], {})
+            self._check_writable(name)
+            tx.record_side_effect(self)
+            self.pending[name] = value
+            return value
+        getter = _python_descriptor_method(static, "__get__")
+        if getter is not None:
+            # a descriptor class written in Python (``Positive()`` on the class): its
+            # ``__get__`` inlined, so it reads what an inlined ``__set__`` wrote
+            desc, cls_vt = self._descriptor(tx, name)
+            return tx.inline_user_function(getter, [desc, self, cls_vt], {})
         if self.fresh:
             # found in the class's MRO, never through its metaclass: ``obj.__class__`` is
             # the class (``type(cls).__class__`` would be ``type``)
@@ -782,6 +811,21 @@ class UserDefinedObjectVariable(VariableTracker):
             guard_hasattr(tx, self, name)
             raise TracedException(e) from None
         return tx.wrap_nested(value, AttrSource(self.source, name))
+
+    def _descriptor(self, tx, name: str) -> tuple[VariableTracker, VariableTracker]:
+        """The descriptor object the class holds for ``name`` (reached through the class's
+        ``__mro__`` and that class's ``__dict__``, so guarded like any input) and the class."""
+        cls = type(self.value)
+        cls_source = self.class_source if self.fresh else AttrSource(self.source, "__class__") \
+            if self.source is not None else None
+        if cls_source is None:
+            raise Unsupported(f"the descriptor {cls.__name__}.{name} of an object whose class "
+                              "has no source")
+        i = next(i for i, k in enumerate(cls.__mro__) if name in vars(k))
+        owner = GetItemSource(AttrSource(cls_source, "__mro__"), i) if i else cls_source
+        desc = tx.wrap_nested(vars(cls.__mro__[i])[name],
+                              GetItemSource(AttrSource(owner, "__dict__"), name))
+        return desc, tx.wrap_nested(cls, cls_source)
 
     def guard_hasattr(self, tx, name: str) -> None:
         """Code branched on whether the attribute exists: guard it (sourced objects)."""
@@ -843,6 +887,10 @@ class UserDefinedObjectVariable(VariableTracker):
                                   "written in Python")
             tx.inline_user_function(prop.fset, [self, value], {})
             return
+        setter = _python_descriptor_method(prop, "__set__")
+        if setter is not None:   # a data descriptor written in Python: its __set__, inlined
+            tx.inline_user_function(setter, [self._descriptor(tx, name)[0], self, value], {})
+            return
         self._check_writable(name, hooked)
         if self.source is not None and AttrSource(self.source, "__dict__").name() in \
                 tx.wrapped:  # that tracker of the real dict would miss this write
@@ -856,6 +904,22 @@ class UserDefinedObjectVariable(VariableTracker):
         hook = _python_hook(type(self.value), "__delattr__")
         if hook is not None and self.fresh and not hooked:
             tx.inline_user_function(hook, [self, ConstantVariable(name)], {})
+            return
+        static = inspect.getattr_static(type(self.value), name, None)
+        if isinstance(static, property) and (hook is None or hooked):
+            # a property wins over the instance dict: its deleter, inlined
+            if static.fdel is None:
+                raise TracedException(AttributeError(
+                    f"property {name!r} of {type(self.value).__name__!r} object has no "
+                    "deleter"))
+            if not isinstance(static.fdel, types.FunctionType):
+                raise Unsupported(f"the deleter of {type(self.value).__name__}.{name} is not "
+                                  "written in Python")
+            tx.inline_user_function(static.fdel, [self], {})
+            return
+        deleter = _python_descriptor_method(static, "__delete__")
+        if deleter is not None and (hook is None or hooked):
+            tx.inline_user_function(deleter, [self._descriptor(tx, name)[0], self], {})
             return
         self._check_writable(name, hooked, "__delattr__")
         self.guard_hasattr(tx, name)
@@ -935,8 +999,11 @@ class UserDefinedObjectVariable(VariableTracker):
             return self.value
         obj = object.__new__(type(self.value))
         rc.memo[id(self)] = obj  # before the attributes: they may refer back to it
+        slots = self._slots
+        if slots is None:  # found once: a cache hit rebuilds the object on every call
+            slots = self._slots = frozenset(n for n in self.pending if _is_slot(type(obj), n))
         for name, value in self.pending.items():
-            if _is_slot(type(obj), name):
+            if name in slots:
                 object.__setattr__(obj, name, rc(value))
             else:
                 obj.__dict__[name] = rc(value)
