@@ -46,6 +46,7 @@ from ..fx import Graph, GraphModule
 from ..fx.node import Node
 from ..fx.passes.dce_cse import written_arguments
 from . import config
+from .output_graph import graph_symbolic_sizes
 
 
 @dataclass
@@ -304,8 +305,7 @@ def _mark_dynamic_crossings(graph: Graph, example_inputs: list, built: list) -> 
         return
     crossing = [(n, sub) for sub, reads, _ in built for n in reads if n.op != "placeholder"]
     asked = [(n, d) for n in dict(crossing) for d in range(n.meta["example_value"].dim())]
-    from ..aot.prim_graph import symbolic_sizes
-    found = symbolic_sizes(graph, example_inputs, dims, asked) if asked else None
+    found = graph_symbolic_sizes(graph, example_inputs, dims, asked) if asked else None
     if found is None:
         return
     dynamic: dict[Node, set[int]] = {}

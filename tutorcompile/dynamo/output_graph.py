@@ -58,6 +58,14 @@ class _ShapeGuard(NamedTuple):
     specializes: bool
 
 
+def graph_symbolic_sizes(graph: Graph, example_inputs: list, dims: list, sizes: list):
+    """:func:`tutorcompile.aot.prim_graph.symbolic_sizes`: the sizes of ``graph``'s nodes as
+    expressions over the inputs' dynamic dims, from AOT's symbolic run of its prims. Capture
+    asks it here (a graph mid-capture; the pieces of a DDP split) and nowhere else."""
+    from ..aot.prim_graph import symbolic_sizes as run_symbolically
+    return run_symbolically(graph, example_inputs, dims, sizes)
+
+
 def placeholder_name(source: Source) -> str:
     return re.sub(r"[^0-9a-zA-Z]+", "_", source.name()).strip("_").lower() or "arg"
 
@@ -314,8 +322,7 @@ class OutputGraph:
             return None
         where = [self.input_nodes.index(p) for p in placeholders]
         dims = [p.meta.get("dynamic_dims", frozenset()) for p in placeholders]
-        from ..aot.prim_graph import symbolic_sizes
-        found = symbolic_sizes(self.graph, [self.input_values[i] for i in where], dims, sizes)
+        found = graph_symbolic_sizes(self.graph, [self.input_values[i] for i in where], dims, sizes)
         if found is None:
             return None
         values, shape_env = found
