@@ -996,6 +996,38 @@ def descriptors_written_in_python(x, outside):
         "table" in vars(made)
 
 
+# --- tuple subclasses that are tuples with methods -------------------------------------------
+class _Shape(tuple):
+    @property
+    def n(self):
+        return self[0]
+
+
+class _Dims(tuple):
+    def __new__(cls, *dims):
+        return super().__new__(cls, dims)
+
+    @property
+    def total(self):
+        return math.prod(self)
+
+    def scaled(self, k):
+        return _Dims(*(d * k for d in self))
+
+
+_SHAPE = _Shape((4, 5))
+_Point = collections.namedtuple("_Point", "a b")
+
+
+def tuple_subclasses_with_methods(x):
+    made = _Shape((2, 3))
+    dims = _Dims(2, 3).scaled(2)
+    first, second = made
+    return x.reshape(made) * (made.n + _SHAPE.n + sum(_SHAPE) + _SHAPE[1] + dims.total +
+                              first * second + len(dims + (1,)) + isinstance(dims, _Dims) +
+                              isinstance(_Point(1, 2), _Point) + (type(made) is _Shape)), dims
+
+
 # --- list, tuple and deque searches: identity first, then == (CPython's RichCompareBool) ---
 class _Hook:
     pass
@@ -1141,6 +1173,8 @@ CASES = {
                                            lambda: [torch.randn(2, 5, 3)]),
     "descriptors_written_in_python": (descriptors_written_in_python,
                                       lambda: [torch.randn(3), _Described(7.0)]),
+    "tuple_subclasses_with_methods": (tuple_subclasses_with_methods,
+                                      lambda: [torch.randn(6)]),
 }
 
 

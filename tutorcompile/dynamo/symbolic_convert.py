@@ -107,6 +107,7 @@ from .variables import (
     wrap_constant_result,
 )
 from .variables.callables import DataclassVariable, reads_like_dict
+from .variables.containers import plain_tuple_subclass
 from .variables.ndarray import (
     BINARY_OPERATORS as NDARRAY_OPERATORS,
 )
@@ -509,8 +510,13 @@ class InstructionTranslator(VM):
                 g.add("ID_MATCH", f"{source.name()} is {seen[2]}", source,
                       f"same {type(value).__name__}")
                 return seen[1]
+        plain_tuple = isinstance(value, tuple) and plain_tuple_subclass(type(value)) and \
+            not getattr(value, "__dict__", None)
+        if plain_tuple and source is not None and hasattr(value, "__dict__"):
+            g.add("NO_INSTANCE_ATTRIBUTES", f"not {source.name()}.__dict__", source,
+                  f"a {type(value).__name__} holding only its items")
         if type(value) in (tuple, list) or (isinstance(value, tuple) and
-                                             hasattr(value, "_fields")):
+                                             hasattr(value, "_fields")) or plain_tuple:
             if source is not None:
                 g.SEQUENCE_LENGTH(source, value)
             items = [self.wrap_nested(v, GetItemSource(source, i) if source else None)

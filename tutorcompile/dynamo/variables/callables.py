@@ -58,6 +58,7 @@ from .containers import (
     SizeVariable,
     SliceVariable,
     TupleVariable,
+    plain_tuple_subclass,
     wrap_constant_result,
 )
 from .ctx_manager import (
@@ -106,6 +107,8 @@ class SuperVariable(VariableTracker):
             if name not in klass.__dict__:
                 continue
             attr = klass.__dict__[name]
+            if klass is tuple and name == "__new__":   # a tuple subclass's own __new__
+                return BuiltinVariable(tuple.__new__)
             if klass is type and name == "__call__" and owner is not None:
                 # a metaclass's ``super().__call__(*args)``: the instance made as type does
                 return _TypeCall(obj)
@@ -382,6 +385,24 @@ class UserDefinedClassVariable(VariableTracker):
             return obj
         if issubclass(cls, tuple) and hasattr(cls, "_fields"):
             return _new_namedtuple(tx, self, args, kwargs)
+        if plain_tuple_subclass(cls):
+            # ``Shape((4, 5))``: tuple.__new__ makes it from an iterable; a ``__new__``
+            # written in Python is inlined (its ``super().__new__(cls, items)`` is tuple's)
+            if cls.__new__ is tuple.__new__:
+                if kwargs or len(args) > 1:
+                    raise TracedException(TypeError(
+                        f"{cls.__name__} expected at most 1 argument, got {len(args)}"))
+                return _tuple_new(tx, self, *args)
+            if isinstance(cls.__new__, types.FunctionType):
+                src = AttrSource(self.source, "__new__") if self.source is not None else None
+                if src is not None:
+                    tx.guards.ID_MATCH(src, cls.__new__)
+                made = tx.inline_user_function(cls.__new__, [self, *args], kwargs,
+                                               fn_source=src)
+                if made.python_type() is not cls:
+                    raise Unsupported(f"{cls.__qualname__}.__new__ returned a "
+                                      f"{made.python_type().__name__}")
+                return made
         if cls in (collections.OrderedDict, collections.defaultdict):
             factory = None
             if cls is collections.defaultdict:
@@ -1648,8 +1669,8 @@ def _tuple_new(tx, cls, iterable=None):
     items = [] if iterable is None else _seq(tx, iterable)
     if kind is tuple:
         return TupleVariable(items)
-    if isinstance(kind, type) and issubclass(kind, tuple) and hasattr(kind, "_fields") and \
-            type(kind) is type:
+    if isinstance(kind, type) and issubclass(kind, tuple) and (
+            hasattr(kind, "_fields") or plain_tuple_subclass(kind)) and type(kind) is type:
         return NamedTupleVariable(items, kind, class_source=cls.source)
     return None
 

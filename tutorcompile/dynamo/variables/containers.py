@@ -265,6 +265,14 @@ class NamedTupleVariable(TupleVariable):
     def python_type(self):
         return self.tuple_cls
 
+    def as_python_constant(self):
+        # an instance of its class, as the traced code sees it (``isinstance(p, Point)``
+        # folded on a plain tuple was False): the storage alone, no ``__new__`` run
+        values = [i.as_python_constant() for i in self.items]
+        if self.tuple_cls.__module__ == "torch.return_types":
+            return self.tuple_cls(values)
+        return tuple.__new__(self.tuple_cls, values)
+
     @property
     def fields(self) -> tuple[str, ...]:
         cls = self.tuple_cls
@@ -338,7 +346,29 @@ class NamedTupleVariable(TupleVariable):
         items = [rc(i) for i in self.items]
         if self.tuple_cls.__module__ == "torch.return_types":
             return self.tuple_cls(items)
+        if plain_tuple_subclass(self.tuple_cls):   # (its own __new__ may take anything)
+            return tuple.__new__(self.tuple_cls, items)
         return self.tuple_cls(*items)
+
+
+_TUPLE_READS = ("__getitem__", "__iter__", "__len__", "__contains__", "__reversed__",
+                "__bool__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
+                "__hash__", "__add__", "__radd__", "__mul__", "__rmul__", "index", "count",
+                "__init__", "__setattr__", "__getattribute__", "__getattr__")
+
+
+def plain_tuple_subclass(cls: type) -> bool:
+    """A tuple subclass that is a tuple with methods (``class Shape(tuple)`` with a
+    property, not a namedtuple): none of its classes overrides how a tuple's items are
+    read, compared or combined, nor ``__init__`` or attribute access, and its metaclass is
+    ``type`` -- so a tuple tracker of that class (:class:`NamedTupleVariable`, no fields)
+    is the object. One that overrides them (e3nn's ``Irreps.__getitem__``) is an object."""
+    if not (isinstance(cls, type) and issubclass(cls, tuple)) or cls is tuple or \
+            type(cls) is not type or hasattr(cls, "_fields"):
+        return False
+    own = [k for k in cls.__mro__ if k not in (tuple, object)]
+    return not any(name in vars(k) for k in own for name in _TUPLE_READS) and \
+        not any(getattr(k, "__slots__", ()) for k in own)
 
 
 def _namedtuple_machinery(cls: type, name: str) -> bool:
@@ -959,6 +989,7 @@ class DequeVariable(ListVariable):
 __all__ = [
     'BaseListVariable', 'ConstDictVariable', 'ConstantVariable', 'DequeVariable',
     'DictViewVariable', 'ListVariable', 'NamedTupleVariable',
-    'RangeVariable', 'SetVariable', 'identity_member', 'SizeVariable', 'SliceVariable',
+    'RangeVariable', 'SetVariable', 'identity_member', 'plain_tuple_subclass', 'SizeVariable',
+    'SliceVariable',
     'TupleVariable', 'wrap_constant_result',
 ]
