@@ -4,6 +4,8 @@ Inference (eval mode, no grad) and a training step (loss and every parameter's g
 are compared with eager PyTorch. Dropout is 0 in training so both sides compute the same.
 """
 
+import functools
+
 import pytest
 import torch
 
@@ -242,6 +244,100 @@ def test_a_cache_hit_runs_only_the_guards_and_the_wrapper():
     assert wrapper.__name__ == "call"
     code = entry.compiled.compiled.artifacts.forward.compiled.wrapper_code
     assert code.count("torch.addmm(") == 3 and ".contiguous()" not in code, code
+
+
+def _decorated(fn):
+    """A decorator as libraries write one (transformers' ``can_return_tuple``): a closure
+    over the function, called with ``*args, **kwargs``."""
+    scale = [2.0]
+
+    @functools.wraps(fn)
+    def wrapper(self, *args, flag=True, **kwargs):
+        out = fn(self, *args, **kwargs)
+        return out * scale[0] if flag else out
+    wrapper.scale = scale
+    return wrapper
+
+
+class _KeywordModel(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    @_decorated
+    def forward(self, x, bias=None, *, shift=0.0, **extra):
+        y = self.lin(x) + shift
+        return y if bias is None else y + bias
+
+
+def test_a_cache_hit_with_keywords_varargs_and_a_closure_skips_the_vm():
+    """A forward behind a decorator (a closure called with ``*args, **kwargs``) and called
+    with keywords takes the same cache-hit path as a positional call -- no VM frame -- and
+    binding decides as CPython does: another keyword, a default filled in, a new value in
+    the closure's cell or a call that does not bind each gives eager's answer."""
+    torch.manual_seed(0)
+    model = _KeywordModel()
+    compiled = tc.compile(model)
+    x, b = torch.randn(2, 4), torch.randn(4)
+    with torch.no_grad():
+        for _ in range(2):
+            compiled(x, shift=1.0)
+        calls = _python_calls(lambda: compiled(x, shift=1.0))
+        assert "_fast_cache_hit" in calls and "make_frame" not in calls, calls
+        assert "run_frame" not in calls, calls
+        cases = [((x,), {"shift": 1.0}), ((x,), {"shift": 2.0}), ((x, b), {}),
+                 ((x,), {"bias": b, "flag": False}), ((x,), {"unused": 3})]
+        for args, kwargs in cases:
+            torch.testing.assert_close(compiled(*args, **kwargs), model(*args, **kwargs))
+        type(model).forward.scale[0] = 5.0     # the closure's list, read through its cell
+        torch.testing.assert_close(compiled(x, shift=1.0), model(x, shift=1.0))
+        type(model).forward.scale[0] = 2.0
+        with pytest.raises(TypeError, match="got multiple values for argument 'bias'"):
+            compiled(x, b, bias=b)
+
+
+class _Holder:
+    pass
+
+
+def _writes_outside(x, holder, table):
+    """Side effects a cache hit replays: an attribute of an outside object, a dict entry."""
+    holder.last = x.sum()
+    table["rows"] = x.shape[0]
+    return {"y": x.sin() * 2}
+
+
+def _breaks(x):
+    y = x.cos()
+    print("", end="")    # a graph break: the frame goes on in the VM from here
+    return y + 1
+
+
+def test_a_cache_hit_replays_writes_and_resumes_breaks_with_one_guard_check():
+    """An entry that returns a value to build and writes to replay runs from the cache-hit
+    path too (no VM frame), replaying the writes as eager makes them; an entry that ends in
+    a graph break goes on in the VM from the entry the hit path found, without checking its
+    guards a second time."""
+    x = torch.randn(3)
+    compiled = tc.compile(_writes_outside)
+    holder, table = _Holder(), {}
+    for _ in range(2):
+        compiled(x, holder, table)
+    holder, table = _Holder(), {}
+    calls = _python_calls(compiled, x, holder, table)
+    assert "make_frame" not in calls and calls.count("___check_and_fetch") == 1, calls
+    expected_holder, expected_table = _Holder(), {}
+    want = _writes_outside(x, expected_holder, expected_table)
+    got = compiled(x, holder, table)
+    torch.testing.assert_close(got["y"], want["y"])
+    torch.testing.assert_close(holder.last, expected_holder.last)
+    assert table == expected_table == {"rows": 3}
+    broken = tc.compile(_breaks)
+    for _ in range(2):
+        broken(x)
+    calls = _python_calls(broken, x)
+    assert calls.count("___check_and_fetch") == 1 and calls.count("___check") == 1, calls
+    torch.testing.assert_close(broken(x), _breaks(x))
 
 
 def test_a_training_cache_hit_calls_the_autograd_function_directly():

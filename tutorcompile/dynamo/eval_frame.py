@@ -76,7 +76,7 @@ from .variables import (
 from .variables.callables import compile_inside
 from .variables.nn_module import own_call
 from .variables.torch import defining_module, in_torch, traced_like_user_code
-from .vm import _RETURN, CO_VARARGS, CO_VARKEYWORDS, VM, Frame, can_interpret
+from .vm import _RETURN, CO_VARARGS, CO_VARKEYWORDS, VM, Frame, bind_arguments, can_interpret
 
 RECOMPILE_LIMIT = 8
 
@@ -158,10 +158,11 @@ class CacheEntry:
         return self.result.kind
 
     @functools.cached_property
-    def returns_at_once(self) -> bool:
-        """Runs to its return (no graph break) with no side effect to replay: a cache hit
-        needs no VM frame."""
-        return self.kind == "return" and not self.result.side_effects and \
+    def returns_graph_output(self) -> bool:
+        """Runs to its return, which is one output of its graph as it is, with nothing to do
+        before or after the graph (no side effect to replay): a cache hit is the graph call."""
+        return self.kind == "return" and self.compiled is not None and \
+            self.returns_output is not None and not self.result.side_effects and \
             not self.result.prologue
 
 
@@ -377,10 +378,10 @@ def should_compile(fn: Any) -> bool:
 
 def _run_plain(fn: Callable, args: list, kwargs: dict, config: Config) -> Any:
     """:func:`run_compiled` for a compiled function or module's ``forward``, with the
-    cache-hit path first: a plain function called with positional arguments goes straight
-    to :func:`_fast_cache_hit` (no unwrapping of methods and wrappers to do)."""
-    if not kwargs and type(fn) is types.FunctionType:
-        hit = _fast_cache_hit(fn, args, config)
+    cache-hit path first: a plain function goes straight to :func:`_fast_cache_hit` (no
+    unwrapping of methods and wrappers to do)."""
+    if type(fn) is types.FunctionType:
+        hit = _fast_cache_hit(fn, args, kwargs, config)
         if hit is not _MISS:
             return hit
         if can_interpret(fn):
@@ -395,10 +396,9 @@ def run_compiled(fn: Callable, args: list, kwargs: dict, config: Config) -> Any:
         fn = fn._orig
     if not can_interpret(fn):
         return fn(*args, **kwargs)
-    if not kwargs:
-        hit = _fast_cache_hit(fn, args, config)
-        if hit is not _MISS:
-            return hit
+    hit = _fast_cache_hit(fn, args, kwargs, config)
+    if hit is not _MISS:
+        return hit
     frame = VM().make_frame(fn, args, kwargs)
     return run_frame(frame, config)
 
@@ -406,20 +406,29 @@ def run_compiled(fn: Callable, args: list, kwargs: dict, config: Config) -> Any:
 _MISS = object()
 
 
-def _fast_cache_hit(fn: types.FunctionType, args: list, config: Config) -> Any:
-    """The cache-hit path of a plain call (positional arguments only, no closure): bind the
-    arguments, find the first entry whose guards pass, and if it runs to its return with no
-    side effect to replay (writes to globals, attributes, outside lists and dicts), run it --
-    no VM frame. Anything else (a miss, a graph break, a recompile) answers ``_MISS`` and
-    takes the general path of :func:`run_frame`."""
+def _fast_cache_hit(fn: types.FunctionType, args: list, kwargs: dict, config: Config
+                    ) -> Any:
+    """The cache-hit path of a call: bind the arguments as the VM's frame would (keywords,
+    defaults, ``*args``/``**kwargs``, the closure's cells), find the first entry whose
+    guards pass, and if it runs to its return, run it (:func:`run_segment`: the graph, the
+    value returned, the writes to outside objects replayed) -- no VM frame, no second check
+    of the guards. Anything else (a miss, a graph break, a recompile, arguments that do not
+    bind) answers ``_MISS`` and takes the general path of :func:`run_frame`."""
     code = fn.__code__
-    if (len(args) != code.co_argcount or code.co_kwonlyargcount or code.co_freevars
-            or code.co_flags & (CO_VARARGS | CO_VARKEYWORDS)):
-        return _MISS
     cache = _CACHES.get((code, config.cache_key))
     if cache is None or 0 in cache.skip_from:
         return _MISS
-    f_locals = dict(zip(code.co_varnames, args))
+    if not kwargs and len(args) == code.co_argcount and not code.co_kwonlyargcount and \
+            not code.co_flags & (CO_VARARGS | CO_VARKEYWORDS):
+        f_locals = dict(zip(code.co_varnames, args))
+    else:  # (transformers' forwards: ``wrapper(self, *args, **kwargs)`` and keywords)
+        try:
+            f_locals = bind_arguments(code, list(args), dict(kwargs), fn.__defaults__,
+                                      fn.__kwdefaults__, fn.__name__)
+        except TypeError:  # the general path raises CPython's error
+            return _MISS
+    if code.co_freevars:  # as ``VM.wrap_closure_cell`` binds them: the cells themselves
+        f_locals.update(zip(code.co_freevars, fn.__closure__))
     f_globals = fn.__globals__
     b = f_globals.get("__builtins__", builtins)
     env_args = (f_locals, f_globals, b if isinstance(b, dict) else b.__dict__, [])
@@ -433,25 +442,19 @@ def _fast_cache_hit(fn: types.FunctionType, args: list, config: Config) -> Any:
         entry = None
     if prof:
         prof.guard_s += time.perf_counter() - t0
-    if entry is None or not entry.returns_at_once:
+    if entry is None:
         return _MISS
     try:
-        if entry.compiled is None or entry.returns_output is None:
-            return _return_value(entry, *env_args)
-        if prof:
-            return _profiled_graph_call(entry, inputs)[entry.returns_output]
-        return entry.call(*inputs)[entry.returns_output]
+        if entry.returns_graph_output:
+            if prof:
+                return _profiled_graph_call(entry, inputs)[entry.returns_output]
+            return entry.call(*inputs)[entry.returns_output]
+        if entry.result.kind == "return":  # a value to build, writes to replay
+            return run_segment(entry, *env_args, inputs)
     except AssumptionFailed:   # run_frame runs it again, and then uncompiled
         return _MISS
-
-
-def _return_value(entry: CacheEntry, L: dict, G: dict, B: dict, S: list) -> Any:
-    env = {"L": L, "G": G, "B": B, "S": S, **entry.scopes}
-    outputs = {}
-    if entry.compiled is not None:
-        outputs = dict(zip(entry.output_nodes,
-                           _profiled_graph_call(entry, entry.fetch_inputs(L, G, B, S))))
-    return Reconstructor(env, outputs)(entry.result.return_value)
+    # a graph break: the frame goes on in the VM from the breaking instruction
+    return run_frame(VM().make_frame(fn, args, kwargs), config, entry)
 
 
 def _profiled_graph_call(entry: CacheEntry, inputs: tuple) -> Any:
@@ -521,7 +524,10 @@ def _check_and_fetch(entry: CacheEntry, env: dict) -> Callable:
     return in_turn
 
 
-def run_frame(frame: Frame, config: Config) -> Any:
+def run_frame(frame: Frame, config: Config, first: CacheEntry | None = None) -> Any:
+    """Run ``frame`` to its return: at each resume point, the first cache entry whose guards
+    pass (``first``, when the cache-hit path already checked them at the start), else a new
+    capture; the breaking instruction between two entries runs in the VM, for real."""
     key = (frame.code, config.cache_key)
     cache = _CACHES.get(key)
     if cache is None:
@@ -535,7 +541,10 @@ def run_frame(frame: Frame, config: Config) -> Any:
         env_args = (frame.locals, frame.globals, frame.builtins, frame.stack)
         prof = PROFILE
         t0 = time.perf_counter() if prof else 0.0
-        entry = next((e for e in entries if e.check(*env_args)), None)
+        if first is not None:
+            entry, first = first, None
+        else:
+            entry = next((e for e in entries if e.check(*env_args)), None)
         if prof:
             prof.guard_s += time.perf_counter() - t0
         if entry is None:
@@ -766,14 +775,32 @@ def checked_call(call: Callable, checks: list[tuple[int, bool]]) -> Callable:
 
 
 def execute_entry(entry: CacheEntry, frame: Frame) -> Any:
-    env = {"L": frame.locals, "G": frame.globals, "B": frame.builtins, "S": frame.stack}
+    """Run ``entry`` on ``frame``: ``_RETURN`` (with ``frame.return_value`` set) where it
+    returns, else None with the frame moved to the breaking instruction."""
+    outcome = run_segment(entry, frame.locals, frame.globals, frame.builtins, frame.stack)
+    if entry.kind == "return":
+        frame.return_value = outcome
+        return _RETURN
+    frame.stack, frame.locals = outcome
+    frame.ip = entry.result.break_ip
+    return None
+
+
+def run_segment(entry: CacheEntry, L: dict, G: dict, B: dict, S: list,
+                inputs: tuple | None = None) -> Any:
+    """What one compiled segment does on a call whose guards passed: the prologue, the
+    graph (on ``inputs`` where the guards already fetched them), the values the frame goes
+    on with -- its return value, or the ``(stack, locals)`` at the break -- and the writes
+    to outside objects replayed. The VM's frame and the cache-hit path share it."""
+    env = {"L": L, "G": G, "B": B, "S": S}
     if entry.scopes:
         env.update(entry.scopes)
     outputs: dict = {}
     for fn, args in entry.result.prologue:   # ``torch.manual_seed(s)``: before the graph
         fn(*args)
     if entry.compiled is not None:
-        inputs = entry.fetch_inputs(frame.locals, frame.globals, frame.builtins, frame.stack)
+        if inputs is None:
+            inputs = entry.fetch_inputs(L, G, B, S)
         outputs = dict(zip(entry.output_nodes, _profiled_graph_call(entry, inputs)))
     rc = Reconstructor(env, outputs)
     result = entry.result
@@ -807,11 +834,7 @@ def execute_entry(entry: CacheEntry, frame: Frame) -> Any:
                 obj.update(value)
             else:
                 obj[:] = value
-    if result.kind == "return":
-        frame.return_value = return_value
-        return _RETURN
-    frame.stack, frame.locals, frame.ip = new_stack, new_locals, result.break_ip
-    return None
+    return return_value if result.kind == "return" else (new_stack, new_locals)
 
 
 def _pass_through_frames() -> frozenset:
