@@ -1028,6 +1028,18 @@ def tuple_subclasses_with_methods(x):
                               isinstance(_Point(1, 2), _Point) + (type(made) is _Shape)), dims
 
 
+def dict_popitem(x):
+    cache = {"a": x, "b": x * 2}
+    key, value = cache.popitem()                    # the last entry
+    ordered = collections.OrderedDict(p=1.0, q=2.0)
+    first = ordered.popitem(last=False)
+    try:
+        {}.popitem()
+    except KeyError:
+        value = value + 1
+    return value * len(key) + first[1] + len(cache) + len(ordered)
+
+
 # --- list, tuple and deque searches: identity first, then == (CPython's RichCompareBool) ---
 class _Hook:
     pass
@@ -1175,6 +1187,7 @@ CASES = {
                                       lambda: [torch.randn(3), _Described(7.0)]),
     "tuple_subclasses_with_methods": (tuple_subclasses_with_methods,
                                       lambda: [torch.randn(6)]),
+    "dict_popitem": (dict_popitem, lambda: [torch.randn(3)]),
 }
 
 

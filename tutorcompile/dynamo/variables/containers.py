@@ -610,8 +610,16 @@ class ConstDictVariable(VariableTracker):
         if name in ("keys", "values", "items"):
             return DictViewVariable(self, name)  # live: sees later changes to the dict
         if name in ("__setitem__", "update", "pop", "setdefault", "clear", "__delitem__",
-                    "__init__"):
+                    "__init__", "popitem"):
             tx.record_mutation(self)
+            if name == "popitem":   # the last entry (an OrderedDict's first, if last=False)
+                if not self.items:
+                    raise TracedException(KeyError("popitem(): dictionary is empty"))
+                last = kwargs.get("last", args[0] if args else ConstantVariable(True))
+                k = next(reversed(self.items)) if last.as_python_constant() or \
+                    self.dict_cls is dict else next(iter(self.items))
+                return TupleVariable([self.key_trackers.get(id(k)) or ConstantVariable(k),
+                                      self.items.pop(k)])
             if name == "__setitem__":
                 self.items[self._key(args[0])] = args[1]
             elif name in ("update", "__init__") and args and not isinstance(
