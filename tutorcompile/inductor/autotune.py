@@ -39,6 +39,7 @@ import torch
 
 from ..fx.symbolic_shapes import hint_int
 from .codegen.common import KernelPlan
+from .codegen.cpp import TILE, compile_cpp_kernel
 from .codegen.triton import (
     TritonKernelCall,
     choose_blocks,
@@ -47,6 +48,13 @@ from .codegen.triton import (
     interpreted,
     next_power_of_2,
 )
+from .codegen.triton_template import (
+    compile_template_kernel,
+    fp32_precision,
+    matmul_configs,
+    template_shapes,
+)
+from .ir import FixedLayout, TemplateBuffer, View
 
 
 def candidate_blocks(plan: KernelPlan, persistent: bool) -> list[tuple[int, int, int]]:
@@ -126,7 +134,6 @@ def autotuned_triton_kernel(plan: KernelPlan, name: str, table: AutotuneTable | 
 def autotuned_cpp_kernel(plan: KernelPlan, name: str, table: AutotuneTable | None = None):
     """Like ``compile_cpp_kernel`` but times the parallel/serial and tile-width variants
     (each timing a row of ``table``)."""
-    from .codegen.cpp import TILE, compile_cpp_kernel
     tiles = [TILE]
     if plan.is_reduction and len(plan.shape) - 1 not in plan.reduced_dims:
         tiles = [16, 32, 64]
@@ -223,13 +230,6 @@ def select_matmul(lowering, node, a, b, bias, extern):
     (a kernel launch, and writing and reading back the product) is not counted, so the
     choice leans toward PyTorch. (Inductor can time the fused kernels instead:
     ``benchmark_epilogue_fusion`` in torch/_inductor/config.py.)"""
-    from .codegen.triton_template import (
-        compile_template_kernel,
-        fp32_precision,
-        matmul_configs,
-        template_shapes,
-    )
-    from .ir import FixedLayout, TemplateBuffer
     batch, m, n, k = template_shapes(a, b)
     what = "addmm" if bias is not None else ("bmm" if batch else "mm")
     op = f"{node.name} ({what} {'x'.join(map(str, batch)) + ' x ' if batch else ''}" \
@@ -302,7 +302,6 @@ def _rebuild(value, scratch: dict) -> torch.Tensor | None:
     """The operand ``value`` as a PyTorch tensor over the scratch buffers the template reads
     (a transposed weight: the transpose of its scratch base); None when a view cannot be
     rebuilt as one (then the template's values are not compared)."""
-    from .ir import View
     if not isinstance(value, View):
         return scratch.get(value.name)
     base = _rebuild(value.base, scratch)

@@ -58,15 +58,20 @@ import torch
 from .._logging import log_artifact, phase
 from ..aot import aot_graph
 from ..aot.aot_autograd import eager_compiler
+from ..cudagraphs import CUDAGraphed
 from ..environment import probe
 from ..errors import FallbackWarning
-from ..fx import Graph, GraphModule, Node, ShapeProp, TensorMeta, exec_generated
+from ..fx import Graph, GraphModule, Node, ShapeProp, TensorMeta, exec_generated, from_torch_fx
 from ..fx.passes.dce_cse import is_random
 from ..fx.symbolic_shapes import ShapeEnv, SymInt, as_shape, hint_int, pycode
 from ..ops import PRIMS, prims
 from ..ops.table import contiguous_strides, normalize_dims
 from . import codecache
-from .codecache import batched_builds, compiled_graphs, graph_key
+from .autotune import AutotuneTable, autotuned_cpp_kernel, autotuned_triton_kernel
+from .codecache import batched_builds, compiled_graphs, cpp_flags, cxx_compiler, graph_key
+from .codegen.cpp import compile_cpp_kernel
+from .codegen.triton import compile_triton_kernel, interpreted
+from .codegen.triton_template import compile_template_kernel
 from .ir import same_sizes
 from .lowering import SymbolicLoweringError, lower_graph
 from .scheduler import Scheduler
@@ -252,7 +257,6 @@ class _Variant:
         self.size_sources: dict = {}
         self._namespace: dict[str, Any] = {}
         self._unbound: dict[str, Any] = {}   # wrapper global -> a kernel still building
-        from .autotune import AutotuneTable
         self.autotune_table = AutotuneTable()
         if backend == "eager":
             self.run = GraphModule({}, graph)
@@ -293,7 +297,6 @@ class _Variant:
         sections = [f"# tutorcompile output code (backend={backend!r}, "
                     f"{len(self.kernel_sources)} kernels)"]
         if backend == "cpp" and self.kernel_sources:
-            from .codecache import cpp_flags, cxx_compiler
             sections[0] += f"\n# C++ built with: {cxx_compiler()[1]} {' '.join(cpp_flags())}"
         for name, src in self.kernel_sources.items():
             sections.append(f"# ---- kernel {name} ----\n{src}")
@@ -324,7 +327,6 @@ class _Variant:
         self._unbound = {}
 
     def _compile_template(self, group) -> tuple:
-        from .codegen.triton_template import compile_template_kernel
         return compile_template_kernel(group.buffers, self.scheduler.stored_names(group.buffers),
                                        group.name)
 
@@ -593,15 +595,11 @@ def _kernel_compiler(backend: str, mode: str | None, table=None) -> Callable:
     """``(plan, name) -> (call, ins, outs)`` for a backend; under max-autotune it times
     variants, each a row of ``table``."""
     if backend == "cpp":
-        from .codegen.cpp import compile_cpp_kernel
         if mode == "max-autotune":
-            from .autotune import autotuned_cpp_kernel
             return functools.partial(autotuned_cpp_kernel, table=table)
         return compile_cpp_kernel
     if backend == "triton":
-        from .codegen.triton import compile_triton_kernel
         if mode == "max-autotune":
-            from .autotune import autotuned_triton_kernel
             return functools.partial(autotuned_triton_kernel, table=table)
         return compile_triton_kernel
     raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -648,7 +646,6 @@ def _check_devices(backend: str, inputs: Sequence[Any]) -> None:
         raise ValueError(f"backend='cpp' runs on CPU tensors; got tensors on {sorted(devices)} "
                          "(use backend='triton' for CUDA)")
     if backend == "triton" and "cpu" in devices:
-        from .codegen.triton import interpreted
         if not interpreted():
             raise ValueError("backend='triton' with CPU tensors needs the Triton interpreter "
                              "(TRITON_INTERPRET=1 before triton is imported); use "
@@ -661,7 +658,6 @@ def _as_graph(gm: Any) -> Graph:
     if isinstance(gm, GraphModule):
         return gm.graph
     if isinstance(gm, torch.fx.GraphModule):
-        from ..fx import from_torch_fx
         return from_torch_fx(gm).graph
     raise TypeError(f"compile_fx takes a Graph or GraphModule, got {type(gm).__name__}")
 
@@ -764,7 +760,6 @@ def inner_compiler(cudagraphs: bool = False, **options: Any) -> Callable:
     def compiler(gm: Any, example_inputs: Any = None) -> Callable:
         compiled = LazyCompiledGraph(gm, example_inputs, **options)
         if cudagraphs:
-            from ..cudagraphs import CUDAGraphed
             return CUDAGraphed(compiled, name=f"inductor {type(gm).__name__}")
         return compiled
     # CUDA Graphs record one set of sizes: those compilations stay static
@@ -783,7 +778,6 @@ def inductor_backend(gm: Any, example_inputs: Sequence[Any], **options: Any) -> 
     """
     graph_module = gm
     if isinstance(gm, torch.fx.GraphModule) and not isinstance(gm, GraphModule):
-        from ..fx import from_torch_fx
         graph_module = from_torch_fx(gm)
     compiler = inner_compiler(**options)
     compiled = aot_graph(graph_module, fw_compiler=compiler, bw_compiler=compiler,

@@ -50,6 +50,13 @@ from ..fx.symbolic_shapes import SymInt, hint_int
 from ..ops import OpsHandler, current_handler, ops, set_handler
 from ..ops.table import contiguous_strides
 
+
+class FusionError(Exception):
+    """These buffers cannot share one kernel; the message says why (for the fusion report).
+    Raised by the IR (a matmul template's body exists only in its own kernel) and by the
+    kernel writers of ``codegen/`` (loops that do not line up)."""
+
+
 # ---------------------------------------------------------------------------------------
 # Index expressions
 # ---------------------------------------------------------------------------------------
@@ -676,7 +683,6 @@ class TemplateBuffer(ComputedBuffer):
         self.autotune_note = ""   # the timings that chose it (a comment under its kernel)
 
     def _no_inner_fn(self, index):
-        from .codegen.common import FusionError
         raise FusionError(f"{self.name} is a matmul template; only its own kernel computes it")
 
     def inputs(self) -> list[IRNode]:

@@ -66,6 +66,9 @@ from ..ops.table import (
 )
 from ..ops.virtualized import CPP_DTYPES, TRITON_DTYPES
 from . import ir
+from .autotune import AutotuneTable, select_matmul
+from .codegen.scan import compile_scan, compile_scan_backward
+from .codegen.triton_template import TEMPLATE_DTYPES
 from .ir import (
     ComputedBuffer,
     ExternKernel,
@@ -108,7 +111,6 @@ class GraphLowering:
 
     def __init__(self, graph: Graph, example_inputs: Sequence[Any], backend: str = "cpp",
                  mode: str | None = None):
-        from .autotune import AutotuneTable
         self.graph = graph
         self.example_inputs = list(example_inputs)
         self.backend = backend
@@ -302,7 +304,6 @@ class GraphLowering:
         name = getattr(target, "__name__", str(target))
         if target is torch.addmm and len(args) == 3 and not kwargs and \
                 self.tunes_matmul(node, *args[1:], bias=args[0]):
-            from .autotune import select_matmul
             return select_matmul(self, node, args[1], args[2], args[0], lambda note: self.extern(
                 node, target, args, kwargs, f"addmm is a library call (BLAS), run by PyTorch "
                 f"{note}"))
@@ -335,7 +336,6 @@ class GraphLowering:
 
     def scan_kernel(self, bound: inspect.BoundArguments, metas: list, packed: type | None):
         """The scan kernel of a bound ``sequential_scan`` call, or why there is none."""
-        from .codegen.scan import compile_scan
         if self.backend not in _LANGUAGE:
             return f"the {self.backend} backend writes no kernels"
         dim = normalize_dim(bound.arguments["dim"], len(metas[0].shape))
@@ -362,7 +362,6 @@ class GraphLowering:
         if not all(isinstance(x, Slot) for x in slots) or \
                 not isinstance(grad_outputs, (tuple, list)) or len(grad_outputs) != len(slots):
             return fallback("its arguments are not one tensor per leaf")
-        from .codegen.scan import compile_scan_backward
         leaf_inputs = [x.index for x in slots]
         metas = [inputs[i].meta.get("tensor_meta") for i in leaf_inputs]
         if not all(hasattr(m, "shape") for m in metas):
@@ -389,7 +388,6 @@ class GraphLowering:
         operands of one dtype with static sizes, and a bias that broadcasts to the
         product's rows and columns. (The template indexes with 32-bit integers and puts the
         batch on the grid's second axis, which CUDA limits to 65535.)"""
-        from .codegen.triton_template import TEMPLATE_DTYPES
         values = [a, b] + ([bias] if bias is not None else [])
         if self.mode != "max-autotune" or self.backend != "triton" or \
                 not all(isinstance(v, IRNode) for v in values):
@@ -910,7 +908,6 @@ def lower_matmul(lowering, node, a, b):
         return lowering.extern(node, node.target, (a, b), {}, "matmul is a library call "
                                f"(BLAS), run by PyTorch{' ' + note if note else ''}")
     if lowering.tunes_matmul(node, a, b):
-        from .autotune import select_matmul
         return select_matmul(lowering, node, a, b, None, extern)
     return extern()
 

@@ -32,6 +32,9 @@ from dataclasses import dataclass, field
 from ..fx.node import map_aggregate
 from . import ir
 from .codegen.common import FusionError, KernelPlan
+from .codegen.cpp import CppKernel
+from .codegen.triton import TritonKernel
+from .codegen.triton_template import TritonTemplateKernel
 
 MAX_FUSION_SIZE = 64
 """A kernel holds at most this many buffers (compile time grows with kernel size)."""
@@ -278,15 +281,12 @@ class Scheduler:
         """Plan and generate the fused kernel; the FusionError message if that fails."""
         try:
             if isinstance(buffers[0], ir.TemplateBuffer):
-                from .codegen.triton_template import TritonTemplateKernel
                 TritonTemplateKernel(buffers, self.stored_names(buffers), "trial").generate()
                 return None
             plan = self.plan(buffers)
             if self.backend == "triton":
-                from .codegen.triton import TritonKernel
                 TritonKernel(plan, "trial").generate()
             else:
-                from .codegen.cpp import CppKernel
                 CppKernel(plan, "trial").generate()
         except FusionError as e:
             return str(e)

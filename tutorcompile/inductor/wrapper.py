@@ -48,7 +48,7 @@ import torch
 from ..fx.codegen import literal
 from ..fx.node import map_arg, qualified_name, tree_leaves
 from ..fx.symbolic_shapes import SymInt, hint_int, pycode
-from ..ops import PRIMS, Prim
+from ..ops import PRIMS, Prim, prims
 from . import ir
 from .codegen.scan import GENERATED_EXTERNS
 from .scheduler import Scheduler
@@ -404,7 +404,6 @@ class WrapperCodegen:
         AlexNet's symbolic training step ran its 5 convolutions and 9 convolution gradients
         through references). None for anything else symbolic (the reference then runs as
         before)."""
-        from ..ops import prims
         names = {"convolution": "x weight bias stride padding dilation groups",
                  "convolution_backward_input": "g weight shape stride padding dilation groups",
                  "convolution_backward_weight": "g x shape stride padding dilation groups"}

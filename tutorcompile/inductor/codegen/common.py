@@ -47,7 +47,7 @@ from ...fx.symbolic_shapes import is_symbolic
 from ...ops import OpsHandler
 from ...ops.virtualized import spell
 from .. import ir
-from ..ir import ComputedBuffer, FloorDiv, ModularIndexing
+from ..ir import ComputedBuffer, FloorDiv, FusionError, ModularIndexing
 
 _SIZE_SYMBOL = re.compile(r"\bs(\d+)\b")
 
@@ -68,10 +68,6 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     Mirrors: Inductor's upcast of fp16/bf16 loads (``upcast_compute_type`` in
     torch/_inductor/codegen/triton.py) and its C++ kernels' ``cvt_lowp_fp_to_fp32``."""
     return torch.float32 if dtype in HALF_DTYPES else dtype
-
-
-class FusionError(Exception):
-    """These buffers cannot share one kernel; the message says why (for the fusion report)."""
 
 
 @dataclass

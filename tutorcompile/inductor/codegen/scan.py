@@ -44,10 +44,15 @@ from typing import Any
 
 import torch
 
+from ...aot.prim_graph import decompose
+from ...aot.tracing import trace_with_inputs
 from ...fx import Graph, Node
 from ...ops import Prim
+from ...ops.autodiff import backward_graph
 from ...ops.virtualized import TRITON_DTYPES, spell
+from ..codecache import triton_module
 from .cpp import CPP_TYPES, CppKernelCall
+from .triton import TRITON_PRELUDE
 
 SCAN_DTYPES = (torch.float32, torch.float64)
 SIZE_ARGS = ["outer", "n", "inner"]
@@ -66,8 +71,6 @@ def _launcher(language: str, name: str, source: str, arg_names: list[str]):
     if language == "cpp":
         kernel = CppKernelCall(name, source, arg_names, size_args=SIZE_ARGS)
         return lambda tensors, extents: kernel(*tensors, *extents)
-    from ..codecache import triton_module
-    from .triton import TRITON_PRELUDE
     fn = getattr(triton_module(TRITON_PRELUDE + source + "\n", name), name)
 
     def launch(tensors, extents):
@@ -151,8 +154,6 @@ def combine_prims(combine_fn: Any, packed: type | None, num_leaves: int,
                   dtype: torch.dtype) -> Graph | str:
     """``combine_fn`` as a graph of prims over one-element tensors (inputs: the left
     leaves, then the right ones), or why it cannot be traced so."""
-    from ...aot.prim_graph import decompose
-    from ...aot.tracing import trace_with_inputs
 
     def flat(*values):
         pack = (lambda items: packed(items)) if packed else (lambda items: items[0])
@@ -423,7 +424,6 @@ def compile_scan_backward(scan: ScanKernel, combine_fn: Any, dtype: torch.dtype,
                           ) -> ScanGradKernel | str:
     """The gradient kernel of ``scan`` (its leaves are ``inputs[leaf_inputs[i]]``; output
     ``i`` has a gradient where ``has_grad[i]``), or why there is none."""
-    from ...ops.autodiff import backward_graph
     k = scan.num_leaves
     prims = combine_prims(combine_fn, scan.packed, k, dtype)
     if isinstance(prims, str):
