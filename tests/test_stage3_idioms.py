@@ -1040,6 +1040,17 @@ def dict_popitem(x):
     return value * len(key) + first[1] + len(cache) + len(ordered)
 
 
+def weak_references_made_inside(x, layer):
+    import weakref
+    act = torch.nn.ReLU()
+    to_act, to_layer = weakref.ref(act), weakref.ref(layer)
+    try:
+        weakref.ref(3)
+    except TypeError:
+        x = x + 1
+    return to_layer()(to_act()(x)) if to_act() is not None else x
+
+
 # --- list, tuple and deque searches: identity first, then == (CPython's RichCompareBool) ---
 class _Hook:
     pass
@@ -1188,6 +1199,8 @@ CASES = {
     "tuple_subclasses_with_methods": (tuple_subclasses_with_methods,
                                       lambda: [torch.randn(6)]),
     "dict_popitem": (dict_popitem, lambda: [torch.randn(3)]),
+    "weak_references_made_inside": (weak_references_made_inside,
+                                     lambda: [torch.randn(2, 3), torch.nn.Linear(3, 3)]),
 }
 
 

@@ -323,6 +323,8 @@ class UserDefinedClassVariable(VariableTracker):
             return _set_grad_enabled(tx, args, kwargs)
         if cls is types.MethodType and len(args) == 2 and not kwargs:
             return _method_type(tx, *args)
+        if cls is weakref.ReferenceType and len(args) == 1 and not kwargs:
+            return WeakRefVariable(tx, args[0])
         if isinstance(cls, enum.EnumMeta) and len(args) == 1 and not kwargs and \
                 args[0].is_python_constant():
             try:  # ``Mode("a")``: a lookup among the members, fixed with the class
@@ -562,6 +564,34 @@ class BoundFunctionVariable(VariableTracker):
 
     def reconstruct(self, rc):
         return types.MethodType(rc(self.fn), rc(self.obj))
+
+
+class WeakRefVariable(VariableTracker):
+    """``weakref.ref(obj)`` made while tracing (a module keeping ``weakref.ref(self)`` for
+    its hooks): calling it gives ``obj`` -- alive, as the traced code holds it. Rebuilt as
+    a real reference to the rebuilt object, which is dead after the call if nothing else
+    keeps it, as in eager. A callback is not modelled (a break)."""
+
+    def __init__(self, tx, obj: VariableTracker):
+        kind = obj.python_type()
+        if kind.__weakrefoffset__ == 0:   # int, tuple, a class with __slots__ and no slot
+            raise TracedException(TypeError(
+                f"cannot create weak reference to {kind.__name__!r} object"))
+        self.obj = obj
+
+    def python_type(self):
+        return weakref.ReferenceType
+
+    def call_function(self, tx, args, kwargs):
+        if args or kwargs:
+            raise TracedException(TypeError("weakref.ref() takes no arguments"))
+        return self.obj
+
+    def children(self):
+        return [self.obj]
+
+    def reconstruct(self, rc):
+        return weakref.ref(rc(self.obj))
 
 
 def _user_module_class(cls: type) -> bool:
