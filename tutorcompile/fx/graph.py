@@ -26,7 +26,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import TutorcompileError
+from . import codegen
 from .node import Namespace, Node, map_arg, target_to_name
+from .printer import format_tabular
 
 
 class GraphLintError(TutorcompileError):
@@ -343,8 +345,7 @@ class Graph:
     # --- printing -------------------------------------------------------------------------
     def python_code(self, root_module: str = "self"):
         """The source of a ``forward`` function computing this graph (see ``codegen``)."""
-        from .codegen import python_code
-        return python_code(self, root_module)
+        return codegen.python_code(self, root_module)
 
     def provenance_header(self) -> str:
         """``# Constructed by cse (history: symbolic_trace → dce → cse)``."""
@@ -357,7 +358,6 @@ class Graph:
 
     def print_tabular(self) -> None:
         """Print one row per node: opcode, name, target, args, kwargs (and shapes if known)."""
-        from .printer import format_tabular
         print(format_tabular(self))
 
     def __str__(self) -> str:

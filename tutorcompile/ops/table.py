@@ -42,6 +42,16 @@ KINDS = ("pointwise", "reduction", "view", "factory", "extern")
 PRIMS: dict[str, Prim] = {}
 
 
+def _no_handlers(prim: Prim, args: tuple, kwargs: dict) -> Any:
+    raise RuntimeError(f"prims.{prim.name} was called before ops/virtualized.py installed "
+                       "the ops handlers")
+
+
+# How a call of a prim is run: handed to the current ops handler. The handlers live in the
+# layer above this table, which installs the dispatch when it is imported (virtualized.py).
+dispatch: Callable[[Prim, tuple, dict], Any] = _no_handlers
+
+
 class Prim:
     """One entry of the op table; calling it dispatches to the current ops handler."""
 
@@ -66,8 +76,7 @@ class Prim:
         self.__module__ = "tutorcompile.ops.prims"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from .virtualized import current_handler
-        return current_handler().call(self, args, kwargs)
+        return dispatch(self, args, kwargs)
 
     @property
     def is_pointwise(self) -> bool:

@@ -32,6 +32,7 @@ import torch
 from ..fx import Graph, Node, TensorMeta, symbolic_shapes
 from ..fx.node import map_aggregate, tree_leaves
 from ..fx.symbolic_shapes import SymInt, as_shape, materialize
+from . import table
 from .table import PRIMS, Prim, contiguous_strides, is_tensor_like
 
 
@@ -85,6 +86,14 @@ def _tracing_node() -> Node | None:
 
 
 symbolic_shapes.tracing_node = _tracing_node
+
+
+def _dispatch(prim: Prim, args: tuple, kwargs: dict) -> Any:
+    """A prim's call, run by the innermost installed handler (``Prim.__call__``)."""
+    return _handlers[-1].call(prim, args, kwargs)
+
+
+table.dispatch = _dispatch
 
 
 @contextlib.contextmanager

@@ -43,6 +43,7 @@ import torch
 from ..graph import Graph
 from ..graph_module import GraphModule
 from ..node import Node, map_arg
+from ..tracer import symbolic_trace
 
 
 @dataclass
@@ -68,7 +69,6 @@ def _as_graph(pattern: Callable[..., Any] | Graph | GraphModule) -> Graph:
         return pattern
     if isinstance(pattern, GraphModule):
         return pattern.graph
-    from ..tracer import symbolic_trace
     return symbolic_trace(pattern).graph
 
 
@@ -189,7 +189,6 @@ def replace_pattern(gm: GraphModule, pattern: Callable[..., Any] | Graph | Graph
     replacement_gm = replacement if isinstance(replacement, GraphModule) else None
     replacement_graph = _as_graph(replacement)
     if replacement_gm is None and not isinstance(replacement, Graph):
-        from ..tracer import symbolic_trace
         replacement_gm = symbolic_trace(replacement)
         replacement_graph = replacement_gm.graph
     n_in = len(pattern_graph.placeholders)
