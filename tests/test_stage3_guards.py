@@ -328,3 +328,42 @@ def test_building_the_check_is_linear_in_the_guards(monkeypatch):
         per_guard[depth] = len(subs) / len(entry.check)
         assert len(entry.check) > 3 * depth
     assert per_guard[64] <= 1.5 * per_guard[8], per_guard  # quadratic: about 8 times
+
+
+class _CountingConfig:
+    """A config whose attribute reads run Python (as transformers' ``__getattribute__``)."""
+    reads = 0
+
+    def __init__(self, mode, layers):
+        self.mode, self.layers = mode, layers
+
+    def __getattribute__(self, name):
+        type(self).reads += 1
+        return object.__getattribute__(self, name)
+
+
+def scaled_by_config(x, config):
+    return x * config.layers if config.mode == "{double}" else x - config.layers
+
+
+def test_a_constant_guard_reads_its_value_once_and_compares_any_literal():
+    """Each constant the graph assumed (a config's attribute) is read once per check, not
+    once for its type and again for its value; a string with braces is compared as it is.
+    Changing either value recompiles and gives eager's answer."""
+    c = compile_eager(scaled_by_config)
+    x = torch.randn(3)
+    config = _CountingConfig("{double}", 3)
+    c(x, config)
+    entry = cache_entries(scaled_by_config)[0]
+    _CountingConfig.reads = 0
+    assert entry.check(*_locals_of(scaled_by_config, x, config))
+    assert _CountingConfig.reads == 2       # mode and layers, once each
+    for mode, layers in [("{double}", 3), ("{double}", 4), ("plain", 4), ("{double}", 3)]:
+        config = _CountingConfig(mode, layers)
+        torch.testing.assert_close(c(x, config), scaled_by_config(x, config))
+    assert len(cache_entries(scaled_by_config)) == 3
+
+
+def _locals_of(fn, *args):
+    import builtins
+    return dict(zip(fn.__code__.co_varnames, args)), fn.__globals__, builtins.__dict__, []

@@ -213,10 +213,15 @@ class GuardBuilder:
             tname = type(value).__name__
             if type(value) not in (bool, int, float, str, bytes, complex):
                 tname = self.bind(type(value), tname)
-            # True and False are singletons: one identity test says both type and value
-            fast = f"{{v}} is {value}" if type(value) is bool else None
-            self.add("CONSTANT_MATCH", f"type({name}) is {tname} and "
-                     f"{name} == {self.literal(value)}", source, fast=fast)
+            literal = self.literal(value)
+            # True and False are singletons: one identity test says both type and value;
+            # another constant is read once (a config's attribute may be a Python
+            # ``__getattribute__`` call: transformers' are)
+            fast = f"{{v}} is {value}" if type(value) is bool else \
+                f"type(___c := {{v}}) is {tname} and ___c == " + \
+                literal.replace("{", "{{").replace("}", "}}")
+            self.add("CONSTANT_MATCH", f"type({name}) is {tname} and {name} == {literal}",
+                     source, fast=fast)
 
     def TYPE_MATCH(self, source: Source, value: Any) -> None:
         t = type(value)
