@@ -1051,6 +1051,24 @@ def weak_references_made_inside(x, layer):
     return to_layer()(to_act()(x)) if to_act() is not None else x
 
 
+def _backend_dispatch(name):
+    """tensorly's ``tl.einsum``: a wrapper that dispatches to the current backend, which
+    ``functools.wraps(np.einsum)`` gave NumPy's ``__module__`` and name."""
+    import numpy
+
+    @functools.wraps(getattr(numpy, name))
+    def dispatched(*args, **kwargs):
+        return getattr(torch, name)(*args, **kwargs)
+    return dispatched
+
+
+_tl_einsum = _backend_dispatch("einsum")
+
+
+def a_wrapper_that_claims_numpys_module(x):
+    return _tl_einsum("ij,jk->ik", x, x) + 1
+
+
 # --- list, tuple and deque searches: identity first, then == (CPython's RichCompareBool) ---
 class _Hook:
     pass
@@ -1201,6 +1219,8 @@ CASES = {
     "dict_popitem": (dict_popitem, lambda: [torch.randn(3)]),
     "weak_references_made_inside": (weak_references_made_inside,
                                      lambda: [torch.randn(2, 3), torch.nn.Linear(3, 3)]),
+    "a_wrapper_that_claims_numpys_module": (a_wrapper_that_claims_numpys_module,
+                                            lambda: [torch.randn(3, 3)]),
 }
 
 

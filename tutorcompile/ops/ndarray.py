@@ -18,6 +18,7 @@ Mirrors: torch/_dynamo/utils.py (``numpy_to_tensor_wrapper``, ``numpy_method_wra
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -82,6 +83,11 @@ def torch_numpy_function(fn: Any) -> Callable | None:
     module = getattr(fn, "__module__", None) or ""
     name = getattr(fn, "__name__", None)
     if not module.startswith("numpy") or name is None:
+        return None
+    # NumPy's very function, not one that claims its module: tensorly dispatches
+    # ``tl.einsum`` to its backend through a wrapper that ``functools.wraps(np.einsum)``
+    # copied ``__module__ = "numpy"`` onto (run as NumPy, it returned an ndarray)
+    if getattr(sys.modules.get(module), name, None) is not fn:
         return None
     where: Any = tnp
     for part in module.split(".")[1:]:
