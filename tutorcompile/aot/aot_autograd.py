@@ -75,7 +75,7 @@ import torch
 from .._logging import log_artifact, phase
 from ..amp import autocast_state, make_autocast_explicit
 from ..errors import TutorcompileError
-from ..fx import Graph, GraphModule, Node, TensorMeta, exec_generated
+from ..fx import Graph, GraphModule, Node, TensorMeta, exec_generated, from_torch_fx
 from ..fx.symbolic_shapes import ShapeEnv, as_shape
 from ..ops import PRIMS
 from ..ops.table import contiguous_strides
@@ -646,6 +646,5 @@ def aot_eager_backend(fx_gm: torch.fx.GraphModule, example_inputs: list) -> Call
     with ``from_torch_fx``, then :func:`aot_graph` compiles it. Returns the graph's outputs
     as Dynamo expects (a tuple when the graph returns one).
     """
-    from ..fx import from_torch_fx
     gm = from_torch_fx(fx_gm, provenance="from_torch_fx (Dynamo graph)")
     return aot_graph(gm)

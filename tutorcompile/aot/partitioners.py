@@ -36,10 +36,11 @@ from typing import Any
 
 import torch
 
-from ..fx import Graph, GraphModule, Node
+from ..fx import Graph, GraphModule, Node, from_torch_fx, to_torch_fx
 from ..fx.passes.dce_cse import is_random
 from ..fx.symbolic_shapes import hint_int
 from ..ops import Prim
+from .joint import JointGraph
 
 
 @dataclass
@@ -261,7 +262,6 @@ def _checkpointed_recomputed(saved: list[Node]) -> list[Node]:
 
 
 def _as_graph(joint: Any) -> tuple[Graph, int]:
-    from .joint import JointGraph
     if isinstance(joint, JointGraph):
         return joint.graph, joint.num_fwd_outputs
     raise TypeError("pass a JointGraph, or (graph, num_fwd_outputs=...)")
@@ -390,8 +390,6 @@ def torch_partition_fn(policy=min_cut_partition, reports: list | None = None):
     ``torch.fx.GraphModule`` s: forward returns ``(*outputs, *saved)``, backward takes
     ``(*saved, *tangents)``. Reports are appended to ``reports`` if given.
     """
-    from ..fx import from_torch_fx, to_torch_fx
-
     def partition_fn(joint_module, _joint_inputs, *, num_fwd_outputs, **kwargs):
         ours = from_torch_fx(joint_module, provenance="from_torch_fx (PyTorch joint graph)")
         part = policy(ours.graph, num_fwd_outputs=num_fwd_outputs)

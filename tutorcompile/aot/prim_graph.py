@@ -47,6 +47,7 @@ from .decomp import (
     with_random_state,
 )
 from .decomp.registry import current_graph_handler, extern_call, target_name
+from .functionalize import functionalize
 
 # =======================================================================================
 
@@ -447,7 +448,6 @@ def symbolic_sizes(graph: Graph, inputs: list, dynamic_dims: list,
     (``q_len > 1`` where ``q_len = q.shape[2]``): the graph so far is decomposed with
     symbolic input sizes, as AOT would, and the size read from the symbolic shapes, so the
     decision can be guarded in terms of the inputs' sizes."""
-    from .functionalize import functionalize
     copy = Graph.derived_from(graph, "symbolic_sizes")
     val_map: dict[Node, Any] = {}
     copy.graph_copy(graph, val_map)
