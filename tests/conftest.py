@@ -52,6 +52,16 @@ def fresh_compiler():
     reset()
 
 
+@pytest.fixture
+def fresh_torch_dynamo():
+    """The same for real Dynamo (``torch._dynamo.reset()``), for test files that compile
+    with ``torch.compile``: ``pytestmark = pytest.mark.usefixtures("fresh_torch_dynamo")``."""
+    import torch._dynamo
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

@@ -31,16 +31,9 @@ from tutorcompile.aot import (
 )
 from tutorcompile.aot.compare import pytorch_partition
 
-pytestmark = pytest.mark.stage4
+pytestmark = [pytest.mark.stage4, pytest.mark.usefixtures("fresh_torch_dynamo")]
 F64 = torch.float64
 TOL = dict(rtol=1e-8, atol=1e-8)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
 
 
 def gelu_chain(x, b):

@@ -7,14 +7,7 @@ from torch import nn
 
 from tutorcompile import torch_backend
 
-pytestmark = pytest.mark.stage6
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = [pytest.mark.stage6, pytest.mark.usefixtures("fresh_torch_dynamo")]
 
 
 def seed_model():
