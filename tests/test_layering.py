@@ -22,7 +22,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "tutorcompile"
 
 # Lowest first. A package may import its own floor's modules only within itself.
 FLOORS = [
-    {"errors", "_logging", "_caches", "environment"},     # no tutorcompile imports (almost)
+    {"_version"},                                         # the version string alone
+    {"errors", "_logging", "_caches", "environment"},     # nothing of ours but the version
     {"fx"},                                               # the graph IR and symbolic shapes
     {"ops"},                                              # prims, handlers, VJP rules
     {"amp", "autograd", "cudagraphs"},                    # built on graphs and prims
@@ -35,8 +36,6 @@ FLOOR = {name: i for i, names in enumerate(FLOORS) for name in names}
 
 # (importing module, imported module[:name]) -> why it is still there. Shrink it.
 CROSSING = {
-    ("environment", "__init__:__version__"):
-        "the version lives in the package's __init__; read at run time for the doctor report",
     ("dynamo.backends", "aot:aot_eager"):
         "the backend registry names every backend; it belongs above inductor",
     ("dynamo.backends", "aot:aot_eager_decomp_partition"): "as above",

@@ -18,7 +18,7 @@ machinery of the Dynamo stage -- import on interpreters where torch is not insta
 import importlib
 import os as _os
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 try:
     import torch as _torch

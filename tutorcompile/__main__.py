@@ -3,6 +3,8 @@
 import argparse
 import sys
 
+from .environment import doctor
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tutorcompile",
@@ -11,7 +13,6 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("doctor", help="show what this machine has and what each stage will use")
     args = parser.parse_args(argv)
     if args.command == "doctor":
-        from .environment import doctor
         doctor()
     return 0
 

@@ -31,6 +31,8 @@ import tempfile
 from dataclasses import dataclass, field
 from importlib import metadata
 
+from ._version import __version__
+
 SUPPORTED_DYNAMO_PYTHONS = ((3, 11), (3, 12), (3, 13))
 
 
@@ -71,7 +73,6 @@ class Environment:
         return shutil.which("dot") is not None
 
     def format(self) -> str:
-        from . import __version__
         lines = [f"tutorcompile {__version__} on {self.platform}, Python {self.python}"]
         width = max(len(t.name) for t in self.tools.values())
         for tool in self.tools.values():

@@ -26,6 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .environment import make_torchvision_importable
+
 
 @dataclass
 class GPTConfig:
@@ -283,7 +285,6 @@ def hf_model(name: str, seed: int = 0) -> nn.Module:
     :data:`HF_MORE_MODELS`), in eval mode (dropout off, so eager and compiled runs draw no
     random numbers), with the attention implementation a user gets by default (``sdpa``).
     Nothing is downloaded."""
-    from tutorcompile.environment import make_torchvision_importable
     make_torchvision_importable()
     import transformers
     torch.manual_seed(seed)

@@ -21,20 +21,20 @@ from typing import Any
 
 import torch
 
+from .dynamo.backends import list_backends, lookup_backend
+from .fx import from_torch_fx
+
 NAME = "tutorcompile"
 
 
 def best_backend() -> str:
     """The most complete pipeline this installation has."""
-    from .dynamo.backends import list_backends
     return "inductor" if "inductor" in list_backends() else "aot_eager"
 
 
 def tutorcompile_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
                          **kwargs: Any) -> Callable:
     """A torch.compile backend: torch.fx graph in, our compiled callable out."""
-    from .dynamo.backends import lookup_backend
-    from .fx import from_torch_fx
     backend, _ = lookup_backend(best_backend())
     return backend(from_torch_fx(gm, provenance="torch._dynamo"), example_inputs)
 

@@ -26,6 +26,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from .._logging import log_artifact
+
 _REGISTRY: dict[str, Callable] = {}
 
 
@@ -91,7 +93,6 @@ def inductor(gm, example_inputs: list[Any], mode: str = "default",
     """
     import torch
 
-    from .._logging import log_artifact
     from ..inductor import inductor_backend
     devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
     if devices - {"cpu", "cuda"}:
