@@ -1069,6 +1069,15 @@ def a_wrapper_that_claims_numpys_module(x):
     return _tl_einsum("ij,jk->ik", x, x) + 1
 
 
+_SHARING_STACK = {}
+
+
+def thread_identity(x):
+    # opt_einsum's ``threading.get_ident() in _SHARING_STACK``, on every contraction
+    import threading
+    return x * 2 if threading.get_ident() in _SHARING_STACK else x * 3
+
+
 # --- list, tuple and deque searches: identity first, then == (CPython's RichCompareBool) ---
 class _Hook:
     pass
@@ -1221,6 +1230,7 @@ CASES = {
                                      lambda: [torch.randn(2, 3), torch.nn.Linear(3, 3)]),
     "a_wrapper_that_claims_numpys_module": (a_wrapper_that_claims_numpys_module,
                                             lambda: [torch.randn(3, 3)]),
+    "thread_identity": (thread_identity, lambda: [torch.randn(3)]),
 }
 
 

@@ -23,6 +23,7 @@ import inspect
 import logging
 import operator
 import sys
+import threading
 import types
 import weakref
 from collections.abc import Callable
@@ -2180,6 +2181,16 @@ def _exc_info(tx):
     return TupleVariable([ConstantVariable(None)] * 3)
 
 
+def _get_ident(tx):
+    """``threading.get_ident()`` (opt_einsum asks it on every contraction: ``get_ident() in
+    _SHARING_STACK``): the thread's identity, fixed for the thread that runs the code --
+    guarded, so the compiled code called from another thread traces again."""
+    ident = threading.get_ident()
+    tx.guards.add("THREAD", f"{tx.guards.bind(threading.get_ident, 'get_ident')}() == "
+                  f"{ident}", comment="the thread the graph was traced in")
+    return ConstantVariable(ident)
+
+
 def _vars(tx, obj=None):
     """``vars(obj)``: its ``__dict__``, read as attribute reads are (guarded, with the
     writes the traced code made). ``vars()`` of the frame is not modelled."""
@@ -2194,7 +2205,7 @@ _BUILTIN_HANDLERS: dict[Callable, Callable] = {
     max: _minmax(max), sum: _sum, getattr: _getattr, hasattr: _hasattr, type: _type,
     iter: _iter, next: _next, bool: _bool, int: _int_float(int), float: _int_float(float),
     callable: _callable, super: _super, str: _str, inspect.signature: _signature, vars: _vars,
-    object: _object, sys.exc_info: _exc_info,
+    object: _object, sys.exc_info: _exc_info, threading.get_ident: _get_ident,
     all: _all_any(all), any: _all_any(any), sorted: _sorted, map: _map, filter: _filter,
     functools.reduce: _reduce, functools.partial: _partial, set: _set, frozenset: _frozenset,
     functools._lru_cache_wrapper: _lru_cache_wrapper,
