@@ -35,6 +35,8 @@ from typing import Any
 
 import torch
 
+from ._logging import compile_times, reset_compile_times
+
 NOISY_SPREAD = 0.10
 """Interquartile range, relative to the median, above which a measurement is too noisy."""
 
@@ -527,7 +529,7 @@ def breakdown(compiled: Callable, *args: Any, eager: Callable | None = None,
     call's total is the median of uncounted calls; its parts are the shares counted over
     separate calls, applied to that total, so they add up to it.
     """
-    from ._logging import compile_times, reset_compile_times
+    # stage 3 takes seconds to load; of this module only breakdown needs it
     from .dynamo.eval_frame import profiling
     reset_compile_times()
     with profiling() as prof:

@@ -25,8 +25,9 @@ from typing import Any
 import torch
 
 from ..fx import GraphModule, ShapeProp
+from ..inductor.compile_fx import compile_fx
 from .drawing import draw
-from .partition import drawing_html
+from .partition import _copy_with_marks, drawing_html, tutorcompile_aot
 
 
 class FusionView:
@@ -111,8 +112,6 @@ def fusion_view(fn: Callable, *example_inputs: Any, backend: str | None = None,
     ``backend``: ``"cpp"``, ``"triton"`` or ``"eager"`` (default: what this machine runs best);
     ``fusion=False`` shows one kernel per op, for comparison.
     """
-    from ..inductor.compile_fx import compile_fx
-    from .partition import _copy_with_marks, tutorcompile_aot
     inputs = [_copy_with_marks(a) if isinstance(a, torch.Tensor) else a
               for a in example_inputs]
     with torch.no_grad():  # the forward pass alone: AOT makes no joint graph

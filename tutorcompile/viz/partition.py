@@ -38,8 +38,9 @@ from typing import Any
 
 import torch
 
-from ..aot.partitioners import nbytes
-from ..fx import TensorMeta
+from .. import aot
+from ..aot.partitioners import is_tangent, nbytes
+from ..fx import TensorMeta, from_torch_fx
 from ..fx.printer import tensor_meta_columns
 from .drawing import draw, graphviz_available
 
@@ -260,8 +261,6 @@ def torch_partition(fn: Callable, *example_inputs: Any, partitioner: str = "defa
         make_boxed_func,
         min_cut_rematerialization_partition,
     )
-
-    from ..fx import from_torch_fx
     if partitioner not in PARTITIONERS:
         raise ValueError(f"partitioner must be one of {PARTITIONERS}, got {partitioner!r}")
     cut = default_partition if partitioner == "default" else \
@@ -281,8 +280,8 @@ def torch_partition(fn: Callable, *example_inputs: Any, partitioner: str = "defa
 
     inputs = [a.detach().clone().requires_grad_(a.requires_grad)
               if isinstance(a, torch.Tensor) else a for a in example_inputs]
-    aot = aot_module if isinstance(fn, torch.nn.Module) else aot_function
-    compiled = aot(fn, fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+    torch_aot = aot_module if isinstance(fn, torch.nn.Module) else aot_function
+    compiled = torch_aot(fn, fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
                    partition_fn=partition_fn)
     out = compiled(*inputs)
     outs = [t for t in _tensors(out) if t.requires_grad]
@@ -322,7 +321,6 @@ def tutorcompile_aot(fn: Callable, *example_inputs: Any, partitioner: str = "def
     Returns its ``AOTCompiled``: ``.artifacts`` holds the prim graph, the joint graph and the
     partition; ``.params`` the module parameters/buffers the graphs take as trailing inputs.
     """
-    from .. import aot
     if partitioner not in PARTITIONERS:
         raise ValueError(f"partitioner must be one of {PARTITIONERS}, got {partitioner!r}")
     policy = aot.default_partition if partitioner == "default" else aot.min_cut_partition
@@ -355,7 +353,6 @@ def tutorcompile_partition(fn: Callable, *example_inputs: Any, partitioner: str 
 
     The view's ``report`` is stage 4's own ``PartitionReport``, to compare with.
     """
-    from ..aot.partitioners import is_tangent
     art = tutorcompile_aot_artifacts(fn, *example_inputs, partitioner=partitioner)
     if art.partition is None:
         raise ValueError("no input requires grad, so there is no backward to partition")

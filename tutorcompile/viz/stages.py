@@ -46,7 +46,11 @@ from typing import Any
 
 import torch
 
-from ..fx import Graph, GraphModule, ShapeProp
+from ..aot.partitioners import is_tangent
+from ..autograd import torch_autograd_graph
+from ..fx import Graph, GraphModule, ShapeProp, symbolic_trace
+from .fusion import fusion_view
+from .partition import PartitionView, torch_partition, tutorcompile_aot_artifacts
 
 
 @dataclass
@@ -257,7 +261,6 @@ def _from_explain(report: Any) -> StageOutput:
 
 
 def _symbolic_trace(fn: Callable, example_inputs: Sequence[Any]) -> GraphModule:
-    from ..fx import symbolic_trace
     gm = symbolic_trace(fn)
     try:
         ShapeProp(gm).propagate(*example_inputs)
@@ -269,7 +272,6 @@ def _symbolic_trace(fn: Callable, example_inputs: Sequence[Any]) -> GraphModule:
 # --- stage 1: the graph PyTorch's eager autograd records ----------------------------------------
 def eager_autograd(fn: Callable, example_inputs: Sequence[Any]) -> StageOutput | None:
     """PyTorch's ``grad_fn`` graph of the first output, leaves named after the inputs."""
-    from ..autograd import torch_autograd_graph
     fn = _module_or_fn(fn)
     if not needs_grad(fn, example_inputs):
         return None
@@ -288,7 +290,6 @@ def eager_autograd(fn: Callable, example_inputs: Sequence[Any]) -> StageOutput |
 
 # --- stage 4 (PyTorch's AOTAutograd until ours lands) ---------------------------------------
 def torch_aot(fn: Callable, example_inputs: Sequence[Any]) -> StageOutput | None:
-    from .partition import torch_partition
     fn = _module_or_fn(fn)
     if not needs_grad(fn, example_inputs):
         return None
@@ -303,13 +304,11 @@ def torch_aot(fn: Callable, example_inputs: Sequence[Any]) -> StageOutput | None
 
 def tutorcompile_aot_stage(fn: Callable, example_inputs: Sequence[Any]) -> StageOutput | None:
     """Stage 4: the prim graph, the joint graph and its default partition, as ours makes them."""
-    from .partition import PartitionView, tutorcompile_aot_artifacts
     fn = _module_or_fn(fn)
     art = tutorcompile_aot_artifacts(fn, *example_inputs, partitioner="default")
     graphs = [StageGraph("decomposed (prims)", art.prim_graph)]
     panels = {"decomposition": str(art.decomposition_report)}
     if art.joint is not None and art.partition is not None:
-        from ..aot.partitioners import is_tangent
         view = PartitionView(art.partition.forward, art.partition.backward,
                              num_user_outputs=art.joint.num_fwd_outputs,
                              title="default partition", is_tangent=is_tangent)
@@ -327,7 +326,6 @@ def tutorcompile_aot_stage(fn: Callable, example_inputs: Sequence[Any]) -> Stage
 
 def inductor_fusion(fn: Callable, example_inputs: Sequence[Any]) -> StageOutput:
     """Stage 5: the forward pass's prim graph coloured by the kernel each node landed in."""
-    from .fusion import fusion_view
     view = fusion_view(_module_or_fn(fn), *example_inputs)
     return StageOutput([StageGraph("prims by kernel", view.graph_module, color_by="kernel")],
                        {"fusion report": view.summary(), "output code": view.output_code},
