@@ -41,6 +41,11 @@ def test_dependency_lists_agree():
     assert conda - pip - CONDA_ONLY == set(), "in environment.yml but not pyproject.toml"
 
 
+def test_the_version_is_pyprojects():
+    from tutorcompile._version import __version__
+    assert __version__ == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
 def test_environment_installs_the_package_itself():
     assert "- -e ." in (ROOT / "environment.yml").read_text()
 
