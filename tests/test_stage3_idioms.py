@@ -1078,6 +1078,39 @@ def thread_identity(x):
     return x * 2 if threading.get_ident() in _SHARING_STACK else x * 3
 
 
+class _LayerList(torch.nn.Module):
+    """tltorch's FactorList: a module that is a sequence through ``__getitem__`` and
+    ``__len__`` alone (iterated by the old sequence protocol), added to lists by ``__radd__``."""
+
+    def __init__(self, layers=()):
+        super().__init__()
+        self.names = []
+        for layer in layers:
+            self.names.append(f"layer_{len(self.names)}")
+            setattr(self, self.names[-1], layer)
+
+    def __getitem__(self, index):
+        names = self.names[index]
+        if isinstance(names, list):
+            return [getattr(self, n) for n in names]
+        return getattr(self, names)
+
+    def __len__(self):
+        return len(self.names)
+
+    def __radd__(self, other):
+        return list(other) + [self[i] for i in range(len(self))]
+
+
+def a_module_that_is_a_sequence(x, layers):
+    out = x
+    for layer in layers:                # __getitem__(0), (1), ... until IndexError
+        out = layer(out)
+    first, *rest = layers
+    combined = [first] + layers          # list + module: the module's __radd__
+    return out + len(combined) + len(rest) + combined[-1](x) + layers[1:][0](x)
+
+
 # --- list, tuple and deque searches: identity first, then == (CPython's RichCompareBool) ---
 class _Hook:
     pass
@@ -1231,6 +1264,8 @@ CASES = {
     "a_wrapper_that_claims_numpys_module": (a_wrapper_that_claims_numpys_module,
                                             lambda: [torch.randn(3, 3)]),
     "thread_identity": (thread_identity, lambda: [torch.randn(3)]),
+    "a_module_that_is_a_sequence": (a_module_that_is_a_sequence, lambda: [
+        torch.randn(2, 4), _LayerList([torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)])]),
 }
 
 

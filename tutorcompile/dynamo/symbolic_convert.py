@@ -112,7 +112,7 @@ from .variables.ndarray import (
     BINARY_OPERATORS as NDARRAY_OPERATORS,
 )
 from .variables.ndarray import NumpyFunctionVariable, NumpyNdarrayVariable, ndarray_binary_op
-from .variables.torch import traced_like_user_code
+from .variables.torch import in_torch, traced_like_user_code
 from .vm import _RETURN, CO_GENERATOR_LIKE, NULL, VM, Frame, bind_arguments
 
 MAX_INLINE_DEPTH = 48
@@ -805,7 +805,7 @@ class InstructionTranslator(VM):
                     dunder, "__next__"):
                 return dunder  # an iterator object of a Python class
             return self.get_iter(dunder)
-        if isinstance(v, UserDefinedObjectVariable):
+        if isinstance(v, UserDefinedObjectVariable) or _user_module_method(v, "__getitem__"):
             if _python_method(v, "__getitem__"):  # the old sequence protocol
                 return self.inline_user_function(polyfills.sequence_iter, [v], {})
             raise Unsupported(f"iteration over a {type(v.value).__name__} object (no "
@@ -826,7 +826,8 @@ class InstructionTranslator(VM):
 
     def unpack(self, seq):
         seq = self.realize(seq)
-        if isinstance(seq, UserDefinedObjectVariable):  # through the class's own __iter__
+        if isinstance(seq, UserDefinedObjectVariable) or _user_module_method(seq, "__iter__") \
+                or _user_module_method(seq, "__getitem__"):  # through the class's own __iter__
             it, items = self.get_iter(seq), []
             while True:
                 try:
@@ -1163,7 +1164,11 @@ class InstructionTranslator(VM):
         if fn is operator.contains:
             return self._contains(a, b)
         if fn in _DUNDERS and (isinstance(a, UserDefinedObjectVariable) or
-                               isinstance(b, UserDefinedObjectVariable)):
+                               isinstance(b, UserDefinedObjectVariable) or any(
+                                   _user_module_method(v, name) for v in (a, b)
+                                   for name in _DUNDERS[fn])):
+            # (a module of the user's class whose operator is written in Python too:
+            # tltorch's ``[...] + factor_list`` reaches FactorList.__radd__)
             return self._user_binary_op(fn, a, b)
         if (isinstance(a, NumpyNdarrayVariable) or isinstance(b, NumpyNdarrayVariable)) \
                 and fn in NDARRAY_OPERATORS:
@@ -1298,7 +1303,7 @@ class InstructionTranslator(VM):
     def call_dunder(self, obj: VariableTracker, name: str, args: list):
         """``obj.__name__(*args)`` for an object whose class defines it in Python (a
         ``Mapping`` subclass's ``__getitem__``/``__contains__``): inlined. None otherwise."""
-        if not isinstance(obj, UserDefinedObjectVariable):
+        if not isinstance(obj, UserDefinedObjectVariable) and not _user_module_method(obj, name):
             return None
         method = inspect.getattr_static(type(obj.value), name, None)
         if not isinstance(method, types.FunctionType):
@@ -1547,6 +1552,16 @@ def _python_method(obj: UserDefinedObjectVariable, name: str) -> bool:
     return isinstance(inspect.getattr_static(type(obj.value), name, None), types.FunctionType)
 
 
+def _user_module_method(obj: VariableTracker, name: str) -> bool:
+    """A module whose class (outside torch: torch.nn's containers have their own rules)
+    defines ``name`` in Python: a container of the user's (tltorch's ``FactorList``
+    iterates through its ``__getitem__`` and ``__len__``), run as the class wrote it."""
+    if not isinstance(obj, NNModuleVariable):
+        return False
+    method = inspect.getattr_static(type(obj.value), name, None)
+    return isinstance(method, types.FunctionType) and not in_torch(method.__module__)
+
+
 def _python_context_manager(mgr: VariableTracker) -> bool:
     """An object whose class defines __enter__ and __exit__ in Python (traced by inlining)."""
     return isinstance(mgr, UserDefinedObjectVariable) and all(
@@ -1749,6 +1764,8 @@ _OBJECT_CLASS_SLOT = vars(object)["__class__"]
 
 def _python_class(vt: VariableTracker) -> type | None:
     """The class of an object of a Python class (a tracker of one); None otherwise."""
+    if isinstance(vt, NNModuleVariable):   # a module of the user's class
+        return type(vt.value) if not in_torch(type(vt.value).__module__) else None
     return type(vt.value) if isinstance(vt, UserDefinedObjectVariable) else None
 
 
