@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 
 from ..fx.node import map_aggregate
 from . import ir
-from .codegen.common import FusionError, KernelPlan
+from .codegen.common import KernelPlan
 from .codegen.cpp import CppKernel
 from .codegen.triton import TritonKernel
 from .codegen.triton_template import TritonTemplateKernel
+from .ir import FusionError
 
 MAX_FUSION_SIZE = 64
 """A kernel holds at most this many buffers (compile time grows with kernel size)."""
