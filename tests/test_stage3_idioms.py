@@ -1361,6 +1361,29 @@ def test_a_cached_property_of_an_object_from_outside_is_kept_and_guarded():
     torch.testing.assert_close(compiled(x), x * 30.0)            # absent again: computed again
 
 
+@torch.jit.script
+def _scripted_branch(x: torch.Tensor) -> torch.Tensor:
+    if torch.all(x > 0):            # data-dependent: TorchScript cannot run it on fake tensors
+        return x * 2
+    return x.clamp_min(0.0) + 1
+
+
+def calls_a_scripted_function(x):
+    return _scripted_branch(x).sin()
+
+
+def test_a_scripted_function_that_fails_on_fake_tensors_is_traced_as_its_python():
+    tc.reset()
+    x = torch.randn(4)
+    out = tc.explain(calls_a_scripted_function)(x)
+    assert out.graph_break_count >= 1
+    assert all("failed on fake tensors" not in r.reason for r in out.break_reasons)
+    assert any("data-dependent" in r.reason for r in out.break_reasons)
+    for value in (x, x.abs() + 1):
+        torch.testing.assert_close(tc.compile(calls_a_scripted_function, backend="eager")(
+            value), calls_a_scripted_function(value))
+
+
 def test_zip_strict_raises_what_cpython_raises():
     def mismatched(x):
         return [a * b for a, b in zip(x.chunk(2), (1, 2, 3), strict=True)]

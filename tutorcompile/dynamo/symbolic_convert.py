@@ -112,7 +112,7 @@ from .variables.ndarray import (
     BINARY_OPERATORS as NDARRAY_OPERATORS,
 )
 from .variables.ndarray import NumpyFunctionVariable, NumpyNdarrayVariable, ndarray_binary_op
-from .variables.torch import in_torch, traced_like_user_code
+from .variables.torch import ScriptFunctionVariable, in_torch, traced_like_user_code
 from .vm import _RETURN, CO_GENERATOR_LIKE, NULL, VM, Frame, bind_arguments
 
 MAX_INLINE_DEPTH = 48
@@ -615,6 +615,13 @@ class InstructionTranslator(VM):
             if source is not None:
                 g.ID_MATCH(source, value)
             return PythonModuleVariable(value, source)
+        original = getattr(value, "_torchdynamo_inline", None)
+        if isinstance(value, torch.jit.ScriptFunction) and isinstance(original,
+                                                                      types.FunctionType):
+            # ``@torch.jit.script``: one node, or the Python it was compiled from
+            if source is not None:
+                g.ID_MATCH(source, value)
+            return ScriptFunctionVariable(value, source, original)
         if is_torch_callable(value):
             if source is not None:
                 g.ID_MATCH(source, value)

@@ -16,7 +16,7 @@ import torch
 from ...amp import regions
 from .. import trace_rules
 from ..exc import Unsupported
-from ..source import ObjectSource, Source
+from ..source import AttrSource, ObjectSource, Source
 from .base import LATE_BOUND, VariableTracker
 from .containers import ConstantVariable, SizeVariable, wrap_constant_result
 from .tensor import AUTOGRAD_RUNS_OUTSIDE, TensorVariable, addc_with_tensor_value
@@ -212,5 +212,26 @@ def is_torch_callable(value: Any) -> bool:
     return False
 
 
-__all__ = ['TorchFunctionVariable', 'defining_module', 'in_torch', 'is_torch_callable',
-           'traced_like_user_code']
+class ScriptFunctionVariable(TorchFunctionVariable):
+    """A ``@torch.jit.script`` function (geoopt's and torchkbnufft's kernels): one graph
+    node, run as TorchScript, when TorchScript's interpreter runs it on fake tensors; when
+    it cannot, the Python function it was compiled from (``_torchdynamo_inline``), traced
+    like any function -- as PyTorch's Dynamo always traces it."""
+
+    def __init__(self, fn: Callable, source: Source | None, original: Callable):
+        super().__init__(fn, source)
+        self.original = original
+
+    def call_function(self, tx, args, kwargs):
+        try:
+            return super().call_function(tx, args, kwargs)
+        except Unsupported as e:
+            if "failed on fake tensors" not in e.reason:
+                raise
+        src = AttrSource(self.source, "_torchdynamo_inline") if self.source is not None \
+            else None
+        return tx.inline_user_function(self.original, list(args), kwargs, fn_source=src)
+
+
+__all__ = ['ScriptFunctionVariable', 'TorchFunctionVariable', 'defining_module', 'in_torch',
+           'is_torch_callable', 'traced_like_user_code']
