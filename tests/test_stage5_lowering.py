@@ -190,3 +190,28 @@ def test_iota_is_computed_from_the_loop_index(backend):
     torch.testing.assert_close(first, x.argmax(1))
     mask = torch.arange(7, device=x.device) <= torch.arange(1, 10, 2, device=x.device)[:, None]
     torch.testing.assert_close(lower, x * mask)
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_tensor_constants_become_buffers_kernels_load(backend):
+    """A tensor folded into the graph as a constant -- the empty key/value cache a decoder
+    concatenates onto, a fixed ``arange`` -- is a buffer made once at compile time, and the
+    ops reading it are generated kernels, not PyTorch calls per call. A 0-d constant stays
+    a PyTorch call (a number to type promotion, not a tensor of the same rank)."""
+    from tutorcompile.inductor import compile_fx
+    (x,) = on(backend, torch.randn(3, 4))
+    empty = torch.empty(3, 0, device=x.device)
+    table = torch.arange(1.0, 5.0, device=x.device)
+    half = torch.tensor(0.5, device=x.device)
+
+    def f(x):
+        keys = ops.cat([empty, x], 1)
+        return ops.mul(keys, table), ops.add(ops.exp(keys), half)
+    compiled = compile_fx(trace(f, x), [x], backend=backend)
+    scaled, shifted = compiled(x)
+    torch.testing.assert_close(scaled, x * table)
+    torch.testing.assert_close(shifted, x.exp() + 0.5)
+    code = compiled.wrapper_code
+    assert code.count("reads a tensor constant") == 1, code
+    assert "add reads a tensor constant" in code, code
+    assert code.count("computed once at compile time") == 2, code

@@ -283,10 +283,14 @@ class GraphLowering:
                                    f"{target.name} has no lowering; it runs in PyTorch")
             if any(isinstance(v, torch.Tensor) for v in tree_leaves((args, kwargs))):
                 # a tensor folded into the graph as a constant (torch.arange of a fixed
-                # size, say) is not a buffer of ours: the call runs in PyTorch on it
-                return self.extern(node, target, args, kwargs,
-                                   f"{target.name} reads a tensor constant; it runs in "
-                                   "PyTorch")
+                # size, the empty key/value cache a decoder concatenates onto): made a
+                # buffer, the call lowers as any other; else it runs in PyTorch on it
+                lifted = self.lift_constants(node, (args, kwargs))
+                if lifted is None:
+                    return self.extern(node, target, args, kwargs,
+                                       f"{target.name} reads a tensor constant; it runs in "
+                                       "PyTorch")
+                args, kwargs = lifted
             return rule(self, node, *args, **kwargs)
         if (target in _DETACH and len(args) == 1 and not kwargs
                 and isinstance(args[0], IRNode)
@@ -409,6 +413,31 @@ class GraphLowering:
                     torch.broadcast_shapes(sizes[2], out) != out:
                 return False
         return True
+
+    def lift_constants(self, node: Node, values: Any) -> Any:
+        """``values`` with each tensor constant made a buffer that kernels load, or None
+        where one cannot be. The buffer is an extern call of a prim on the constant alone,
+        which the wrapper computes once, at compile time, and holds as a global (as it does
+        for any prim of constants alone): no call per call. Not lifted: a 0-d constant (a
+        number to type promotion, not a tensor of the same rank), one on another device
+        than the graph's, or of a dtype the code generator lacks."""
+        device = self.device_of(node)   # ("cuda" and "cuda:0" are one device here)
+        ok = KERNEL_DTYPES[self.backend]
+        constants = [v for v in tree_leaves(values) if isinstance(v, torch.Tensor)]
+        if not all(c.dim() > 0 and c.dtype in ok and type(c) is torch.Tensor and
+                   c.device.type == device.type and
+                   (c.device.index or 0) == (device.index or 0) for c in constants):
+            return None
+        convert = PRIMS["convert_element_type"]
+        lifted: dict[int, IRNode] = {}
+        for c in constants:
+            if id(c) not in lifted:
+                layout = FixedLayout.contiguous(tuple(c.shape), c.dtype, c.device)
+                lifted[id(c)] = self.register(ExternKernel(
+                    self.new_name(), layout, convert, (c, c.dtype), {}, [node],
+                    f"a tensor constant {tuple(c.shape)} read by {node.name}"))
+        return map_aggregate(values, lambda v: lifted[id(v)] if isinstance(v, torch.Tensor)
+                             else v)
 
     def unsupported_dtype(self, node: Node, args) -> str | None:
         ok = KERNEL_DTYPES[self.backend]
