@@ -412,8 +412,9 @@ def _fast_cache_hit(fn: types.FunctionType, args: list, kwargs: dict, config: Co
     defaults, ``*args``/``**kwargs``, the closure's cells), find the first entry whose
     guards pass, and if it runs to its return, run it (:func:`run_segment`: the graph, the
     value returned, the writes to outside objects replayed) -- no VM frame, no second check
-    of the guards. Anything else (a miss, a graph break, a recompile, arguments that do not
-    bind) answers ``_MISS`` and takes the general path of :func:`run_frame`."""
+    of the guards. An entry that ends in a graph break goes on in the VM from that entry
+    (:func:`run_frame` with ``first``). A miss, a recompile or arguments that do not bind
+    answer ``_MISS``: the general path of :func:`run_frame` takes the call."""
     code = fn.__code__
     cache = _CACHES.get((code, config.cache_key))
     if cache is None or 0 in cache.skip_from:
