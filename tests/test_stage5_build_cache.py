@@ -24,7 +24,13 @@ compile_fx_module = importlib.import_module("tutorcompile.inductor.compile_fx")
 
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):
-    """An empty disk cache, nothing loaded in this process, counters from zero."""
+    """An empty disk cache, nothing loaded in this process, counters from zero -- after the
+    builds an earlier test left running in the background (a lazily compiled backward's
+    kernels) have finished: counted after the reset, they were this test's (in CI, one
+    such build in the same worker made 3 compiles of 2)."""
+    if codecache._pool is not None:
+        codecache._pool.shutdown(wait=True)
+        codecache._pool = None     # the next build starts a new pool
     monkeypatch.setenv("TUTORCOMPILE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(codecache, "_loaded", {})
     monkeypatch.setattr(codecache, "stats", dict.fromkeys(codecache.stats, 0))
