@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 from .base import LATE_BOUND, BoundMethodVariable, VariableTracker, is_constant_value
 from .containers import (
+    AttributeDictVariable,
     BaseListVariable,
     ConstantVariable,
     ConstDictVariable,
@@ -1065,38 +1066,12 @@ class UserDefinedObjectVariable(VariableTracker):
         return f"UserDefinedObjectVariable({type(self.value).__name__})"
 
 
-class InstanceDictVariable(ConstDictVariable):
-    """``obj.__dict__`` of an object made while tracing: a live view of its attributes
-    (``to_dict`` reads it after ``setattr`` calls), read-only -- a write through it would
-    bypass the object's pending writes, so it is a graph break."""
-
-    def __init__(self, owner: UserDefinedObjectVariable):
-        self.owner, self.source, self.lazy = owner, None, None
-        self.mutated, self.dict_cls, self.default_factory = False, dict, None
-        self.key_trackers, self.attrs = {}, {}   # (attribute names: str keys only)
+class InstanceDictVariable(AttributeDictVariable):
+    """``obj.__dict__`` of a user object made while tracing: its pending attributes."""
 
     @property
     def _items(self) -> dict[str, VariableTracker]:
         return self.owner.pending
-
-    @_items.setter
-    def _items(self, value) -> None:
-        raise Unsupported("writing to the __dict__ of an object made while tracing")
-
-    def setitem(self, tx, key, value):
-        raise Unsupported("writing to the __dict__ of an object made while tracing")
-
-    def call_method(self, tx, name, args, kwargs):
-        if name in ("__setitem__", "update", "pop", "setdefault", "clear", "__delitem__",
-                    "popitem"):
-            raise Unsupported("writing to the __dict__ of an object made while tracing")
-        return super().call_method(tx, name, args, kwargs)
-
-    def children(self):
-        return [self.owner]
-
-    def reconstruct(self, rc):
-        return rc(self.owner).__dict__
 
 
 def _class_attribute(tx, cls: type, name: str) -> VariableTracker:

@@ -728,6 +728,45 @@ def dict_key(key: VariableTracker) -> Any:
     return key.as_python_constant()
 
 
+class AttributeDictVariable(ConstDictVariable):
+    """``obj.__dict__`` of an object made while tracing: a live, read-only view of its
+    attributes (``to_dict`` reads it after ``setattr`` calls; ``register_buffer`` checks
+    ``"_buffers" not in self.__dict__``). A subclass says what its items are (``_items``) and
+    what the object is (``what``, for the break's reason). A write through the view would
+    bypass the owner's pending writes, so it is a graph break."""
+
+    what = "an object made while tracing"
+    _WRITES = frozenset({"__setitem__", "update", "pop", "setdefault", "clear", "__delitem__",
+                         "popitem"})
+
+    def __init__(self, owner: VariableTracker):
+        self.owner, self.source, self.lazy = owner, None, None
+        self.mutated, self.dict_cls, self.default_factory = False, dict, None
+        self.key_trackers, self.attrs = {}, {}   # (attribute names: str keys only)
+
+    @property
+    def _items(self) -> dict[str, VariableTracker]:
+        raise NotImplementedError
+
+    @_items.setter
+    def _items(self, value) -> None:
+        raise Unsupported(f"writing to the __dict__ of {self.what}")
+
+    def setitem(self, tx, key, value):
+        raise Unsupported(f"writing to the __dict__ of {self.what}")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in self._WRITES:
+            raise Unsupported(f"writing to the __dict__ of {self.what}")
+        return super().call_method(tx, name, args, kwargs)
+
+    def children(self):
+        return [self.owner]
+
+    def reconstruct(self, rc):
+        return rc(self.owner).__dict__
+
+
 class DictViewVariable(VariableTracker):
     """``d.keys()`` / ``d.values()`` / ``d.items()``: a live view of a dict tracker."""
 

@@ -15,6 +15,7 @@ from ..exc import TracedException, Unsupported
 from ..source import AttrSource, GetItemSource, ObjectSource, Source
 from .base import BoundMethodVariable, VariableTracker
 from .containers import (
+    AttributeDictVariable,
     ConstantVariable,
     ConstDictVariable,
     ListVariable,
@@ -26,41 +27,21 @@ from .iter import ListIteratorVariable
 from .tensor import TensorVariable
 
 
-class FreshModuleDictVariable(ConstDictVariable):
-    """``self.__dict__`` of a module built while tracing (``register_buffer`` checks
-    ``"_buffers" not in self.__dict__``): a live, read-only view of its attributes -- the
-    stand-in's tables and the attributes written since, read as attribute reads are, so the
-    tables are the trackers the rest of the trace shares. A write through it would bypass
-    them: a break."""
+class FreshModuleDictVariable(AttributeDictVariable):
+    """``self.__dict__`` of a module built while tracing: the stand-in's tables and the
+    attributes written since, read as attribute reads are, so the tables are the trackers
+    the rest of the trace shares."""
+
+    what = "a module built while tracing"
 
     def __init__(self, tx, owner: NNModuleVariable):
-        self.tx, self.owner, self.source, self.lazy = tx, owner, None, None
-        self.mutated, self.dict_cls, self.default_factory = False, dict, None
-        self.key_trackers, self.attrs = {}, {}
+        super().__init__(owner)
+        self.tx = tx
 
     @property
     def _items(self) -> dict:
         names = [*self.owner.value.__dict__, *self.owner.pending]
         return {n: self.owner.var_getattr(self.tx, n) for n in dict.fromkeys(names)}
-
-    @_items.setter
-    def _items(self, value) -> None:
-        raise Unsupported("writing to the __dict__ of a module built while tracing")
-
-    def setitem(self, tx, key, value):
-        raise Unsupported("writing to the __dict__ of a module built while tracing")
-
-    def call_method(self, tx, name, args, kwargs):
-        if name in ("__setitem__", "update", "pop", "setdefault", "clear", "__delitem__",
-                    "popitem"):
-            raise Unsupported("writing to the __dict__ of a module built while tracing")
-        return super().call_method(tx, name, args, kwargs)
-
-    def children(self):
-        return [self.owner]
-
-    def reconstruct(self, rc):
-        return rc(self.owner).__dict__
 
 
 class NNModuleVariable(VariableTracker):
