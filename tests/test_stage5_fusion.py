@@ -266,3 +266,151 @@ def test_canonical_source_names_nothing_from_the_graph():
                             ["in_ptr_buf2", "in_ptr_x", "out_ptr_buf3"]) == (
         'extern "C" void kernel(const float* in_ptr0, const float* in_ptr1, float* out_ptr0)\n'
         '{ out_ptr0[0] = in_ptr0[0] + in_ptr1[0]; }')
+
+
+# -- a gradient and the column sums that read it (bias and layer-norm weight gradients) -----
+
+def _gelu_backward(g, x, b):
+    """A linear layer's input gradient through ``gelu(x + b)`` (the tanh form, as GPT-2's),
+    then its bias gradient: the column sum over the ``b*t`` rows of the same gradient seen as
+    ``[b*t, n]``, and the matmul that reads it too (so it is stored)."""
+    pre = ops.add(x, b)
+    t = ops.tanh(ops.mul(ops.add(pre, ops.mul(ops.pow(pre, 3), 0.044715)), 0.7978845608))
+    slope = ops.add(ops.mul(ops.add(t, 1.0), 0.5),
+                    ops.mul(ops.mul(pre, ops.sub(1.0, ops.mul(t, t))), 0.3989422804))
+    d = ops.reshape(ops.mul(g, slope), (g.shape[0] * g.shape[1], g.shape[2]))
+    return d, ops.sum(d, (0,))
+
+
+def _layer_norm_backward(g, x, w, mean, rstd):
+    """A layer norm's input, weight and bias gradients, and the bias gradient of the linear
+    layer before it (the column sum of the input gradient), as the decomposition gives them:
+    row sums for the input gradient, column sums over the ``b*t`` rows for the others."""
+    n = x.shape[-1]
+    xhat = ops.mul(ops.sub(x, mean), rstd)
+    gw = ops.mul(g, w)
+    a = ops.sum(gw, (2,), keepdim=True)
+    b = ops.sum(ops.mul(gw, xhat), (2,), keepdim=True)
+    dx = ops.mul(rstd, ops.sub(ops.sub(gw, ops.div(a, n)), ops.mul(xhat, ops.div(b, n))))
+    rows = (x.shape[0] * x.shape[1], n)
+    dw = ops.sum(ops.reshape(ops.mul(g, xhat), rows), (0,))
+    db = ops.sum(ops.reshape(g, rows), (0,))
+    return dx, dw, db, ops.sum(ops.reshape(dx, rows), (0,))
+
+
+def _stored_by_kernel(sched):
+    return [[sched.by_name[s] for s in k.stored] for k in sched.report.kernels
+            if k.kind != "extern"]
+
+
+@pytest.mark.parametrize("backend", [
+    pytest.param("cpp", marks=pytest.mark.skipif(not probe().has_cxx, reason="no g++")),
+    pytest.param("triton", marks=pytest.mark.skipif(not probe().has_triton,
+                                                    reason="no triton"))])
+@pytest.mark.parametrize("rows, n", [((2, 16), 64), ((3, 5), 37), ((1, 7), 3)])
+def test_a_gradient_and_its_bias_gradient_are_one_kernel_one_pass(backend, rows, n):
+    # x non-contiguous (a transposed layout), b broadcast over the rows
+    g, x, b = on(backend, torch.randn(*rows, n), torch.randn(n, rows[1], rows[0]).permute(2, 1, 0),
+                 torch.randn(n))
+    graph = trace(_gelu_backward, g, x, b)
+    compiled = compile_fx(graph, [g, x, b], backend=backend)
+    expected = GraphModule({}, trace(_gelu_backward, g, x, b))(g, x, b)
+    torch.testing.assert_close(compiled(g, x, b), expected, rtol=1e-4, atol=1e-4)
+    report = compiled.fusion_report
+    (stored,) = _stored_by_kernel(compiled.scheduler)   # one kernel stores both
+    assert sorted(len(s.get_size()) for s in stored) == [1, 3], str(report)
+    if backend == "cpp":   # the gradient is stored in the loop that sums it: no second pass
+        (source,) = compiled.kernel_sources.values()
+        assert source.count("for (int64_t r0 ") == 1, source
+
+
+@pytest.mark.parametrize("backend", [
+    pytest.param("cpp", marks=pytest.mark.skipif(not probe().has_cxx, reason="no g++")),
+    pytest.param("triton", marks=pytest.mark.skipif(not probe().has_triton,
+                                                    reason="no triton"))])
+@pytest.mark.parametrize("rows, n", [((2, 16), 64), ((3, 5), 37)])
+def test_layer_norm_backward_keeps_its_input_gradient_in_the_row_kernel(backend, rows, n):
+    """Row sums and the pointwise ops after them make the input gradient in one kernel; the
+    column sums of ``g * xhat`` and ``g`` another; the bias gradient of the layer before (a
+    column sum of the input gradient) a third. A column kernel that took part of the input
+    gradient's chain made the row kernel store more intermediates of the full size."""
+    x, g = torch.randn(*rows, n), torch.randn(*rows, n)
+    inputs = on(backend, g, x, torch.randn(n), x.mean(-1, keepdim=True),
+                torch.rsqrt(x.var(-1, keepdim=True, correction=0) + 1e-5))
+    graph = trace(_layer_norm_backward, *inputs)
+    compiled = compile_fx(graph, list(inputs), backend=backend)
+    expected = GraphModule({}, trace(_layer_norm_backward, *inputs))(*inputs)
+    torch.testing.assert_close(compiled(*inputs), expected, rtol=1e-4, atol=1e-4)
+    report = compiled.fusion_report
+    assert report.kernels_after == 3, str(report)
+    full = [[s for s in stored if len(s.get_size()) == 3 and s.get_size()[-1] == n]
+            for stored in _stored_by_kernel(compiled.scheduler)]
+    # the row kernel stores the input gradient and ``xhat``, which the column kernel reads
+    # (a buffer belongs to one kernel); no other intermediate of the full size
+    assert sorted(len(f) for f in full) == [0, 0, 2], str(report)
+
+
+class _MLPBlock(torch.nn.Module):
+    """layer norm -> linear -> GELU (tanh) -> linear, at odd widths; the first linear as
+    GPT-2's ``Conv1D`` (``addmm`` on the rows as a matrix ``[b*t, d]``: its bias gradient
+    sums the GELU's gradient seen as that matrix)."""
+
+    def __init__(self, d=37, h=53):
+        super().__init__()
+        self.ln = torch.nn.LayerNorm(d)
+        self.w1, self.b1 = torch.nn.Parameter(torch.randn(d, h) / 6), \
+            torch.nn.Parameter(torch.randn(h))
+        self.fc2 = torch.nn.Linear(h, d)
+
+    def forward(self, x):
+        h = self.ln(x)
+        h = torch.addmm(self.b1, h.reshape(-1, h.size(-1)), self.w1)
+        h = h.reshape(*x.shape[:-1], -1)
+        return self.fc2(torch.nn.functional.gelu(h, approximate="tanh"))
+
+
+@pytest.mark.parametrize("backend", [
+    pytest.param("cpp", marks=pytest.mark.skipif(not probe().has_cxx, reason="no g++")),
+    pytest.param("triton", marks=pytest.mark.skipif(not probe().has_triton,
+                                                    reason="no triton"))])
+@pytest.mark.usefixtures("fresh_compiler")
+def test_bias_gradients_fuse_at_symbolic_sizes(backend):
+    """The training step of an MLP block, compiled once for every batch size and length:
+    values and gradients as eager's, and the GELU's gradient and the first bias gradient
+    share a kernel (a reduction that stores a 3-d gradient and a 1-d sum)."""
+    import copy
+
+    from tutorcompile.dynamo import backends, eval_frame
+    from tutorcompile.inductor.ir import size_expr
+    torch.manual_seed(0)
+    model = _MLPBlock()
+    ref = copy.deepcopy(model)
+    made = []
+
+    def keep(gm, example_inputs):
+        made.append(backends.inductor(gm, example_inputs, options={"backend": backend}))
+        return made[-1]
+    compiled = eval_frame.compile(model, backend=keep, dynamic=True)
+    for b, t in [(3, 5), (2, 9), (4, 2)]:
+        (x,) = on(backend, torch.randn(b, t, 37))
+        model.zero_grad()
+        ref.zero_grad()
+        out, want = compiled(x), ref(x)
+        torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-4)
+        out.pow(2).sum().backward()
+        want.pow(2).sum().backward()
+        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4, msg=name)
+    assert len(made) == 1
+    backward = made[0].compiled.artifacts.backward.compiled
+    assert backward.symbolic is not None
+    report = backward.fusion_report
+    kinds = [k.kind for k in report.kernels if k.kind != "extern"]
+    # the output's bias gradient, the GELU's gradient with its bias gradient, the layer
+    # norm's column sums (the input needs no gradient: no row kernel)
+    assert kinds == ["reduction"] * 3, str(report)
+
+    def one_row(buffer):   # a bias gradient: (1, 1, h)
+        return all(size_expr(s) == 1 for s in buffer.get_size()[:-1])
+    kernels = [sorted(map(one_row, stored)) for stored in _stored_by_kernel(backward.scheduler)]
+    assert [False, True] in kernels, str(report)

@@ -206,6 +206,65 @@ def unflatten_index(flat: Any, shape: Sequence[int]) -> list[sympy.Expr]:
     return out
 
 
+def reshape_groups(in_shape: Sequence[Any], out_shape: Sequence[Any]
+                   ) -> list[tuple[list[int], list[int]]] | None:
+    """A reshape as groups of consecutive dims whose sizes multiply to the same number
+    on both sides (``(8, 32, 32) -> (8, 16, 2, 16, 2)`` is ``[0] -> [0]``, ``[1] -> [1, 2]``,
+    ``[2] -> [3, 4]``; ``(s0, 16, 64) -> (16*s0, 64)`` is ``[0, 1] -> [0]``, ``[2] -> [1]``);
+    trailing size-1 dims belong to no group. A group closes when its two products are the
+    same expression (for every value of the symbols); which side grows meanwhile is chosen
+    by the example's sizes, which decides nothing a result depends on. None for an empty
+    shape, or when no such groups exist (the caller flattens the whole index)."""
+    if any(size_expr(s) == 0 for s in (*in_shape, *out_shape)):
+        return None
+    groups, i, j = [], 0, 0
+    while i < len(in_shape) and j < len(out_shape):
+        ins, outs = [i], [j]
+        pi, pj = size_expr(in_shape[i]), size_expr(out_shape[j])
+        hi, hj = hint_int(in_shape[i]), hint_int(out_shape[j])
+        i, j = i + 1, j + 1
+        while sympy.expand(pi - pj) != 0:
+            if hi <= hj and i < len(in_shape):
+                ins.append(i)
+                pi, hi = pi * size_expr(in_shape[i]), hi * hint_int(in_shape[i])
+                i += 1
+            elif j < len(out_shape):
+                outs.append(j)
+                pj, hj = pj * size_expr(out_shape[j]), hj * hint_int(out_shape[j])
+                j += 1
+            else:
+                return None
+        groups.append((ins, outs))
+    if any(size_expr(s) != 1 for s in (*in_shape[i:], *out_shape[j:])):
+        return None
+    return groups
+
+
+def reshape_index(index: Sequence[Any], out_shape: Sequence[Any], in_shape: Sequence[Any]
+                  ) -> list:
+    """The index into ``in_shape`` of the element at ``index`` of the same elements seen as
+    ``out_shape`` (row-major, as ``reshape``): size-1 dims come and go freely; groups of
+    dims (:func:`reshape_groups`) map one to one, so a split dim's index is its parts'
+    row-major position (``h = 2*ho + i``, no floor division) and a merged dim's digits come
+    from its one index; otherwise the whole index is flattened and unflattened."""
+    in_kept = [k for k, s in enumerate(in_shape) if size_expr(s) != 1]
+    out_kept = [k for k, s in enumerate(out_shape) if size_expr(s) != 1]
+    if same_sizes([in_shape[k] for k in in_kept], [out_shape[k] for k in out_kept]):
+        new = [sympy.Integer(0)] * len(in_shape)
+        for i, o in zip(in_kept, out_kept):
+            new[i] = index[o]
+        return new
+    groups = reshape_groups(in_shape, out_shape)
+    if groups is None:
+        return unflatten_index(flatten_index(index, out_shape), in_shape)
+    new = [sympy.Integer(0)] * len(in_shape)
+    for ins, outs in groups:
+        flat = flatten_index([index[o] for o in outs], [out_shape[o] for o in outs])
+        for k, v in zip(ins, unflatten_index(flat, [in_shape[k] for k in ins])):
+            new[k] = v
+    return new
+
+
 def _factor(term: sympy.Expr, cls: type) -> tuple[sympy.Expr, Any]:
     """``term`` as ``coeff * atom`` with ``atom`` an instance of ``cls`` (the coefficient
     may hold size symbols: ``32*s1*FloorDiv(x0, s1)``); ``(term, None)`` if there is none."""
@@ -690,3 +749,22 @@ class TemplateBuffer(ComputedBuffer):
 
     def reads(self) -> list[str]:
         return sorted({base_buffer(v).name for v in self.inputs()})
+
+
+class _LoadRecorder(_ReadRecorder):
+    """:class:`_ReadRecorder` that also keeps each load's index."""
+
+    def __init__(self):
+        super().__init__()
+        self.loads: list[tuple[str, tuple]] = []
+
+    def load(self, buffer, index):
+        self.loads.append((buffer.name, tuple(index)))
+        return super().load(buffer, index)
+
+
+def loads_of(buffer: ComputedBuffer) -> list[tuple[str, tuple]]:
+    """Every load of ``buffer``'s inner function as ``(buffer name, index)``, the index in
+    the loop's own symbols ``i0, i1, ...`` (:func:`index_symbol`): which element of each
+    input one step of the loop reads."""
+    return _LoadRecorder.record(buffer).loads

@@ -47,7 +47,6 @@ import re
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-import sympy
 import torch
 
 from ..aot.joint import Slot, extern_backward
@@ -639,61 +638,13 @@ def lower_reshape(lowering, node, a, shape):
     out_shape = tuple(out_shape)
     if ir.same_sizes(in_shape, out_shape):
         return a
-    # (a symbolic size counts as kept even where it is 1 at the example: carried over one to
+    # Only size-1 dimensions come or go: the other indices carry over one to one; else
+    # each group of dims on one side holds exactly the elements of a group on the other (a
+    # symbolic size counts as kept even where it is 1 at the example: carried over one to
     # one, its index is right for every value, and ``t % 4 != 1`` need not be guarded)
-    in_kept = [k for k, s in enumerate(in_shape) if ir.size_expr(s) != 1]
-    out_kept = [k for k, s in enumerate(out_shape) if ir.size_expr(s) != 1]
-    if ir.same_sizes([in_shape[k] for k in in_kept], [out_shape[k] for k in out_kept]):
-        # Only size-1 dimensions come or go: the other indices carry over one to one.
-        def reindex(index):
-            new = [0] * len(in_shape)
-            for i, o in zip(in_kept, out_kept):
-                new[i] = index[o]
-            return new
-    elif (groups := _reshape_groups(in_shape, out_shape)) is not None:
-        # Each group of dims on one side holds exactly the elements of a group on the other:
-        # a split dim's index is its parts' row-major position (``h = 2*ho + i``, no floor
-        # division), a merged dim's digits come from its one index.
-        def reindex(index):
-            new = [sympy.Integer(0)] * len(in_shape)
-            for ins, outs in groups:
-                flat = ir.flatten_index([index[o] for o in outs], [out_shape[o] for o in outs])
-                for k, v in zip(ins, ir.unflatten_index(flat, [in_shape[k] for k in ins])):
-                    new[k] = v
-            return new
-    else:
-        def reindex(index):
-            return ir.unflatten_index(ir.flatten_index(index, out_shape), in_shape)
+    def reindex(index):
+        return ir.reshape_index(index, out_shape, in_shape)
     return _view(node, a, out_shape, reindex)
-
-
-def _reshape_groups(in_shape, out_shape) -> list[tuple[list[int], list[int]]] | None:
-    """A reshape as groups of consecutive dims whose sizes multiply to the same number
-    on both sides (``(8, 32, 32) -> (8, 16, 2, 16, 2)`` is ``[0] -> [0]``, ``[1] -> [1, 2]``,
-    ``[2] -> [3, 4]``); trailing size-1 dims belong to no group. None for an empty shape, or
-    when a symbolic size is split or merged (the caller flattens the whole index)."""
-    if 0 in (*in_shape, *out_shape):
-        return None
-    groups, i, j = [], 0, 0
-    while i < len(in_shape) and j < len(out_shape):
-        ins, outs, pi, pj = [i], [j], in_shape[i], out_shape[j]
-        i, j = i + 1, j + 1
-        if not (isinstance(pi, int) and isinstance(pj, int)):
-            if not ir.same_sizes([pi], [pj]):
-                return None
-            groups.append((ins, outs))   # a symbolic dim kept as it is (a batch ``s0``)
-            continue
-        while pi != pj:
-            if pi < pj:
-                ins.append(i)
-                pi *= in_shape[i]
-                i += 1
-            else:
-                outs.append(j)
-                pj *= out_shape[j]
-                j += 1
-        groups.append((ins, outs))
-    return groups
 
 
 @register_lowering(PRIMS["permute"])

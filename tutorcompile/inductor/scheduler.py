@@ -7,7 +7,9 @@ scheduler merges buffers into kernels:
 * **vertical fusion** -- a producer into its consumer (``exp(x + b)``: one pass over memory);
 * **reduction fusion** -- pointwise producers into a reduction, a reduction into the
   pointwise epilogue that reads it, and reductions over the same rows into each other
-  (softmax, layernorm and RMSNorm become one kernel each);
+  (softmax, layernorm and RMSNorm become one kernel each); a producer of the same elements
+  in another shape joins a reduction in a second pass (a gradient ``[b, t, n]`` and its bias
+  gradient, the column sum of it as ``[b*t, n]``: one kernel, one pass over memory);
 * **horizontal fusion** -- siblings that read the same input share one pass over it;
 * **epilogue fusion** -- pointwise consumers of a matmul template (``mode="max-autotune"``)
   run on its output tile before it is stored (:meth:`Scheduler.template_refusal`).
@@ -170,7 +172,9 @@ class Scheduler:
                 if p is not None and p is not g:
                     g.deps.add(p)
                     p.users.add(g)
-        self._trial_cache: dict[frozenset, str | None] = {}
+        self._trial_cache: dict[tuple[frozenset, bool], str | None] = {}
+        # may a pointwise node join a reduction's loops through a reshape? (see fuse)
+        self.reshaped = True
         self._score_cache: dict[tuple[Group, Group], tuple[int, int]] = {}
         self.work = 0
         self.report: FusionReport | None = None
@@ -229,7 +233,7 @@ class Scheduler:
         return sorted(g1.buffers + g2.buffers, key=lambda b: int(b.name[3:]))
 
     def plan(self, buffers: list[ir.Buffer]) -> KernelPlan:
-        return KernelPlan.from_nodes(buffers, self.stored_names(buffers))
+        return KernelPlan.from_nodes(buffers, self.stored_names(buffers), self.reshaped)
 
     # -- decisions -----------------------------------------------------------------------
     def can_fuse(self, g1: Group, g2: Group) -> tuple[bool, str]:
@@ -251,7 +255,7 @@ class Scheduler:
         buffers = self.merged(g1, g2)
         if len(buffers) > MAX_FUSION_SIZE:
             return False, f"the kernel would hold more than {MAX_FUSION_SIZE} buffers"
-        key = frozenset(b.name for b in buffers)
+        key = (frozenset(b.name for b in buffers), self.reshaped)
         if key not in self._trial_cache:
             self._trial_cache[key] = self._trial(buffers)
         reason = self._trial_cache[key]
@@ -344,27 +348,42 @@ class Scheduler:
         Each round scores every candidate pair (a pair's score is computed once: groups
         never change) and takes them best first; a pair whose group was already fused in
         this round waits for the next round, when the fused group makes new pairs.
+
+        Two passes: the first fuses only what lines up without a reshape; the second also
+        lets a pointwise node of another shape but the same elements join a reduction's
+        loops (a GELU's gradient ``[b, t, n]`` into its bias gradient, a column sum of it as
+        ``[b*t, n]``). Allowed from the start, that freedom splits chains: a layer norm's
+        input gradient -- pointwise ops after the row sums -- was pulled half into the
+        kernel of the next bias gradient, and the row kernel stored intermediates of the
+        full size for it. After the first pass such a chain is one group with its row
+        reductions, and only what is left (a producer whose kernel has no reduction) joins
+        a column reduction.
         """
         self._order_groups()
-        while enabled:
-            scored = sorted(self.candidates(), key=lambda c: self.score_fusion(c[0], c[1]),
-                            reverse=True)
-            alive = set(self.groups)   # ordered, no empty slots at the start of a round
-            changed = False
-            for g1, g2, _ in scored:
-                if g1 not in alive or g2 not in alive:
-                    continue
-                ok, _ = self.can_fuse(g1, g2)
-                if ok:
-                    alive.add(self._merge(g1, g2))
-                    alive -= {g1, g2}
-                    changed = True
-            if not changed:
-                break
-            self._order_groups()
+        for reshaped in ((False, True) if enabled else ()):
+            self.reshaped = reshaped
+            while self._fusion_round():
+                self._order_groups()
+        self.reshaped = True
         self._name_groups()
         self.report = self._make_report(enabled)
         return self
+
+    def _fusion_round(self) -> bool:
+        """One round of greedy fusion: did anything fuse?"""
+        scored = sorted(self.candidates(), key=lambda c: self.score_fusion(c[0], c[1]),
+                        reverse=True)
+        alive = set(self.groups)   # ordered, no empty slots at the start of a round
+        changed = False
+        for g1, g2, _ in scored:
+            if g1 not in alive or g2 not in alive:
+                continue
+            ok, _ = self.can_fuse(g1, g2)
+            if ok:
+                alive.add(self._merge(g1, g2))
+                alive -= {g1, g2}
+                changed = True
+        return changed
 
     def _merge(self, g1: Group, g2: Group) -> Group:
         """Replace ``g1`` and ``g2`` by one group, updating only what touches them.

@@ -79,6 +79,9 @@ class KernelPlan:
     reduced_dims: tuple[int, ...] = ()
     # buffer name -> full | x | reduction | inline (computed only where it is read)
     phases: dict[str, str] = field(default_factory=dict)
+    # an output stored into a graph input's memory, and that input: the same memory under
+    # two arguments, so neither may be declared ``__restrict__`` (wrapper.written_in_place)
+    aliased: frozenset[str] = frozenset()
 
     @property
     def is_reduction(self) -> bool:
@@ -105,8 +108,13 @@ class KernelPlan:
         return {n.name for n in self.nodes}
 
     @classmethod
-    def from_nodes(cls, nodes: Sequence[ComputedBuffer], stored: set[str]) -> KernelPlan:
-        """Find a common loop nest for ``nodes`` (in dependency order) or raise FusionError."""
+    def from_nodes(cls, nodes: Sequence[ComputedBuffer], stored: set[str],
+                   reshaped: bool = True) -> KernelPlan:
+        """Find a common loop nest for ``nodes`` (in dependency order) or raise FusionError.
+
+        ``reshaped=False`` refuses what only a reshape lines up with a reduction's input (a
+        ``full`` node of another shape, see below): the scheduler's first pass, so that
+        such a node joins its producers' kernel first (:meth:`.Scheduler.fuse`)."""
         nodes = list(nodes)
         reductions = [n for n in nodes if n.is_reduction]
         if reductions:
@@ -132,6 +140,12 @@ class KernelPlan:
                 elif ir.same_sizes((math.prod(size),), (kept_numel,)) and \
                         ir.same_sizes(_squeeze(size), _squeeze(kept)):
                     plan.phases[n.name] = "x"
+                elif reshaped and ir.same_sizes((math.prod(size),), (math.prod(plan.shape),)):
+                    # the same elements as the reduction's input in another shape (a
+                    # gradient [b, t, n] whose bias gradient sums it as [b*t, n]): computed
+                    # and stored in the reduction's loops, at the index of the element
+                    # the loops are at (node_index)
+                    plan.phases[n.name] = "full"
                 else:
                     plan.phases[n.name] = _inline_phase(
                         n, nodes, stored, math.prod(plan.shape),
@@ -152,14 +166,18 @@ class KernelPlan:
     # -- indices -------------------------------------------------------------------------
     def walk_phases(self, emit_full: Callable[[list[ComputedBuffer]], None],
                     emit_x: Callable[[ComputedBuffer], None],
-                    emit_reduction: Callable[[ComputedBuffer], None]) -> None:
+                    emit_reduction: Callable[[ComputedBuffer, list[ComputedBuffer]], None]
+                    ) -> None:
         """Visit a reduction kernel's nodes in order, the way every code generator writes them.
 
         Stored values of the ``full`` phase (one per element of the reduced region) are
         gathered and handed to ``emit_full`` together, to be written in one pass over the
-        reduction dimension; a reduction or an ``x``-phase node ends such a batch, because
-        what follows may read it. Stored ``x``-phase values (one per output row) go to
-        ``emit_x``; every reduction goes to ``emit_reduction`` where it stands.
+        reduction dimension; an ``x``-phase node ends such a batch, because what follows
+        may read it. Stored ``x``-phase values (one per output row) go to ``emit_x``; every
+        reduction goes to ``emit_reduction`` where it stands, with the batch gathered before
+        it: nothing in the batch reads the reduction, so the writer stores them in the
+        reduction's own loop (a gradient and its bias gradient in one pass over memory), or
+        hands them to ``emit_full`` first.
         """
         pending: list[ComputedBuffer] = []
 
@@ -176,12 +194,14 @@ class KernelPlan:
                 if stored:
                     pending.append(node)
                 continue
-            flush()
             if phase == "x":
+                flush()
                 if stored:
                     emit_x(node)
                 continue
-            emit_reduction(node)
+            batch = list(pending)
+            pending.clear()
+            emit_reduction(node, batch)
         flush()
 
     def full_index(self, xvars: Sequence[Any], rvars: Sequence[Any]) -> list:
@@ -203,10 +223,9 @@ class KernelPlan:
             ref = self.kept_shape if self.is_reduction else self.shape
         if ir.same_sizes(size, ref):
             return own
-        if ir.same_sizes(_squeeze(size), _squeeze(ref)):
-            kept = iter([i for i, s in zip(own, ref) if not _is_one(s)])
-            return [0 if _is_one(s) else next(kept) for s in size]
-        return ir.unflatten_index(ir.flatten_index(own, ref), size)
+        # the same elements in another shape: the index a reshape from ``size`` to ``ref``
+        # reads at (so a reader through such a view asks for the very value computed here)
+        return ir.reshape_index(own, ref, size)
 
 
 INLINE_OP_LIMIT = 8

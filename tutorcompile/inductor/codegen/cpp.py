@@ -450,7 +450,7 @@ class CppKernel(KernelWriter):
             self.written |= {n.name for n in nodes if n.name in plan.stored}
 
         plan.walk_phases(emit_full, lambda node: self.store_at(node, xvars, rvars),
-                         lambda node: self.emit_reduction(node, xvars, rvars))
+                         lambda node, stores: self.emit_reduction(node, xvars, rvars, stores))
         self.close_loop()
 
     def hoist_digits(self, xvars: list, kept: tuple) -> list:
@@ -591,7 +591,9 @@ class CppKernel(KernelWriter):
             self.store_at(node, xvars, rvars)
             self.close_tile()
 
-        def emit_reduction(node: ir.ComputedBuffer) -> None:
+        def emit_reduction(node: ir.ComputedBuffer, stores: list[ir.ComputedBuffer]) -> None:
+            # ``stores`` (full-phase values the reduction does not read) are stored in its
+            # loop: a gradient and its bias gradient (a column sum) in one pass
             data: ir.Reduction = node.data
             dtype = compute_dtype(data.dtype)
             t = CPP_TYPES[dtype]
@@ -627,6 +629,8 @@ class CppKernel(KernelWriter):
             else:
                 self.open_loop("r0", plan.rnumel, None)
             self.open_tile()
+            for other in stores:
+                self.store_at(other, xvars, rvars)
             value = data.inner_fn(plan.full_index(xvars, rvars))
             if data.reduction_type == "sum":
                 self.writeline(f"{acc}[xi] = {acc}[xi] + {value};")
@@ -641,6 +645,7 @@ class CppKernel(KernelWriter):
                                f"{total}[xi] += {acc}[xi];")
                 self.close_loop()
                 acc = total
+            self.written |= {n.name for n in stores}
             if nan is not None:
                 self.writeline(f"for (int64_t xi = 0; xi < {tile}; xi++) if ({nan}[xi]) "
                                f"{acc}[xi] = {self.literal(float('nan'), dtype)};")
@@ -687,7 +692,10 @@ class CppKernel(KernelWriter):
             return torch.float64
         return dtype
 
-    def emit_reduction(self, node: ir.ComputedBuffer, xvars, rvars) -> None:
+    def emit_reduction(self, node: ir.ComputedBuffer, xvars, rvars,
+                       stores: Sequence[ir.ComputedBuffer] = ()) -> None:
+        """The reduction ``node`` over the current row, storing ``stores`` (``full``-phase
+        values that do not read it) in the same loop."""
         data: ir.Reduction = node.data
         dtype = compute_dtype(data.dtype)   # a 16-bit float reduces in float32
         acc_dtype = self.accumulator(data, one_lane=self.nest_reduction)
@@ -722,6 +730,8 @@ class CppKernel(KernelWriter):
             self.push_scope()
         else:
             self.open_r_loops(None if self.nest_reduction else simd)
+        for other in stores:
+            self.store_at(other, xvars, rvars)
         value = data.inner_fn(self.plan.full_index(xvars, rvars))
         if data.reduction_type == "sum":
             self.writeline(f"{acc} = {acc} + {value};")
@@ -738,6 +748,7 @@ class CppKernel(KernelWriter):
             acc = total
         else:
             self.close_r_loops()
+        self.written |= {n.name for n in stores}
         if nan is not None:
             self.writeline(f"if ({nan}) {acc} = {self.literal(float('nan'), dtype)};")
         if acc_dtype != dtype:  # rounded once, to the reduction's dtype
@@ -760,7 +771,8 @@ class CppKernel(KernelWriter):
         params = []
         for arg, buf, is_out in self.signature_buffers():
             const = "" if is_out else "const "
-            params.append(f"{const}{storage_type(buf.get_dtype())}* __restrict__ {arg}")
+            restrict = "" if buf.name in self.plan.aliased else " __restrict__"
+            params.append(f"{const}{storage_type(buf.get_dtype())}*{restrict} {arg}")
         params += [f"const int64_t {s}" for s in self.size_args()]
         nodes = ", ".join(origin_names(self.plan.nodes))
         header = [f"// {self.name}: graph nodes {nodes}",

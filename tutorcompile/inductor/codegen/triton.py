@@ -215,8 +215,17 @@ class TritonKernel(KernelWriter):
                     self.store_at(node, xvars, rvars)
                 self.close_r_loop()
 
+            def emit_reduction(node: ir.ComputedBuffer, stores: list[ir.ComputedBuffer]
+                               ) -> None:
+                if stores and (self.one_pass.same.get(node.name) is not None or
+                               node.name in self.one_pass.pairs or
+                               node.name in self.reduction_values):
+                    emit_full(stores)   # (statistics of one pass: stores in a pass before)
+                    stores = []
+                self.emit_reduction(node, xvars, rvars, stores)
+
             plan.walk_phases(emit_full, lambda node: self.store_at(node, xvars, rvars),
-                             lambda node: self.emit_reduction(node, xvars, rvars))
+                             emit_reduction)
 
     def open_r_loop(self) -> None:
         if self.persistent:
@@ -233,7 +242,10 @@ class TritonKernel(KernelWriter):
         self.pop_scope()
         self.indent -= 1
 
-    def emit_reduction(self, node: ir.ComputedBuffer, xvars, rvars) -> None:
+    def emit_reduction(self, node: ir.ComputedBuffer, xvars, rvars,
+                       stores: list[ir.ComputedBuffer] | tuple = ()) -> None:
+        """The reduction ``node`` for the block's rows, storing ``stores`` (``full``-phase
+        values that do not read it) in the same pass over the row."""
         if node.name in self.reduction_values:   # computed in its pair's pass (and stored)
             return
         if (earlier := self.one_pass.same.get(node.name)) is not None:
@@ -254,6 +266,8 @@ class TritonKernel(KernelWriter):
         # tl.max drops NaNs, torch.amax keeps them: count them beside the max.
         track_nan = data.reduction_type == "max" and dtype.is_floating_point
         if self.persistent:
+            for other in stores:
+                self.store_at(other, xvars, rvars)
             value = data.inner_fn(index)
             masked = self.cse(f"tl.where(xmask & rmask, {value}, {init})", dtype)
             result = self.cse(f"{combine}({masked}, 1)[:, None]", dtype)
@@ -268,6 +282,8 @@ class TritonKernel(KernelWriter):
                 nan_acc = self.newvar(torch.int32, "nan")
                 self.writeline(f"{nan_acc} = tl.zeros([XBLOCK, RBLOCK], tl.int32)")
             self.open_r_loop()
+            for other in stores:
+                self.store_at(other, xvars, rvars)
             value = data.inner_fn(index)
             step = f"{acc} + {value}" if data.reduction_type == "sum" else \
                 f"tl.maximum({acc}, {value})"
