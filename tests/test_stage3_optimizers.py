@@ -213,3 +213,81 @@ def test_grouping_tensors_by_device_and_dtype_is_traced_from_metadata():
     assert sorted(got[1], key=str) == sorted(want[1], key=str)
     for key in want[1]:
         torch.testing.assert_close(got[0][got[1].index(key)], want[0][want[1].index(key)])
+
+
+_WRITES = []
+
+
+class _LoggedDict(dict):
+    def __setitem__(self, key, value):
+        _WRITES.append(key)
+        super().__setitem__(key, value)
+
+
+def _put_back(x, state):
+    buf = state["momentum"]
+    buf.mul_(0.5)
+    state["momentum"] = buf       # the object already there: the dict does not change
+    return x + 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_putting_back_the_object_a_dict_holds_is_no_write(backend):
+    """An optimizer puts each momentum buffer back into its state every step. Writing the
+    value a dict already holds changes nothing, so it is no write to replay after the
+    graph and no guard on the dict's other keys: a key added later compiles nothing new.
+    A dict subclass's own ``__setitem__`` still runs, every call."""
+    made = []
+
+    def counting(gm, example_inputs):
+        made.append(gm)
+        return tc.compile(gm, backend=backend) if backend != "eager" else gm
+    compiled = tc.compile(_put_back, backend=counting, fullgraph=True)
+    x, buf = torch.randn(3), torch.ones(3)
+    state = {"momentum": buf, "lr": 0.1}
+    torch.testing.assert_close(compiled(x, state), x + 1)
+    state["step"] = 1
+    torch.testing.assert_close(compiled(x, state), x + 1)
+    assert state["momentum"] is buf and torch.equal(buf, torch.full((3,), 0.25))
+    assert len(made) == 1
+    logged = _LoggedDict(momentum=torch.ones(3))
+    _WRITES.clear()
+    compiled(x, logged)
+    compiled(x, logged)
+    assert _WRITES == ["momentum", "momentum"]
+    assert torch.equal(logged["momentum"], torch.full((3,), 0.25))
+
+
+def test_a_function_no_gradient_leaves_compiles_as_inference():
+    """Parameters require grad, but the step writes them under ``no_grad`` and returns
+    nothing a gradient flows to: AOT finds no tangent in the joint graph and compiles an
+    inference graph (no autograd.Function per call), whose write of the parameter is its
+    new values. Returning the parameter itself keeps the joint graph: its gradient flows."""
+    from tutorcompile.aot import aot_graph
+
+    def sgd(p, g):
+        with torch.no_grad():
+            p.sub_(0.1 * g)
+
+    def sgd_and_return(p, g):
+        with torch.no_grad():
+            p.sub_(0.1 * g)
+        return p * 2
+
+    p, g = torch.randn(5, requires_grad=True), torch.randn(5)
+    want = p.detach() - 0.1 * g
+    made = []
+
+    def aot(gm, example_inputs):
+        made.append(aot_graph(gm))
+        return made[-1]
+    tc.compile(sgd, backend=aot)(p, g)
+    art = made[0].artifacts
+    assert art.joint is None and art.grad_off
+    assert "write_through_detach" not in str(art.prim_graph)
+    torch.testing.assert_close(p.detach(), want)
+    assert p.is_leaf and p.requires_grad and p.grad is None
+
+    q = torch.randn(5, requires_grad=True)
+    tc.compile(sgd_and_return, backend="aot_eager")(q, g).sum().backward()
+    torch.testing.assert_close(q.grad, torch.full((5,), 2.0))

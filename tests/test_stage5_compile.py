@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import tutorcompile as tc
+from tests.kernel_backends import BACKENDS, on
 from tutorcompile.environment import probe
 from tutorcompile.inductor import codecache, examples
 from tutorcompile.inductor.compile_fx import compile_fx, inductor_backend
@@ -558,3 +559,102 @@ def test_complex_tensors_run_in_pytorch_whatever_the_prim():
     x = torch.randn(1, 2, 8, 8)
     torch.testing.assert_close(tc.compile(spectral_conv, fullgraph=True)(x), spectral_conv(x),
                                rtol=1e-4, atol=1e-5)
+
+
+# --- inputs written in place --------------------------------------------------------------
+def _updates_in_place(x, y):
+    x.mul_(0.9).add_(y)          # an optimizer's momentum buffer: read, then written, per element
+
+
+def _update_returned(x):
+    x.add_(1)
+    return x
+
+
+def _read_transposed_first(x):   # the update would overwrite what x.t() still reads
+    y = x.t() + 0
+    x.add_(1)
+    return y
+
+
+def _shifted(x):                 # each element reads its neighbour
+    x[1:] = x[1:] * 2 + x[:-1]
+
+
+def _read_flipped(x):            # each element reads its mirror image
+    z = x * 3
+    x.sub_(z.flip(0))
+    return z
+
+
+def _summed_after(x):            # a later kernel reads the new value (a reduction's loop)
+    x.add_(1)
+    return x.sum()
+
+
+IN_PLACE = {_updates_in_place: True, _update_returned: True, _read_transposed_first: False,
+            _shifted: False, _read_flipped: False, _summed_after: False}
+
+
+@pytest.mark.parametrize("kernels", BACKENDS)
+@pytest.mark.parametrize("fn", IN_PLACE, ids=lambda f: f.__name__.strip("_"))
+def test_a_kernel_stores_an_inputs_new_values_into_it_only_where_no_read_can_see_it(
+        fn, kernels, tmp_path):
+    """A graph that writes its input gives the new values back for AOT to copy in; where the
+    kernel computing them reads the input only at the element it writes, and nothing after
+    it reads the input, the kernel stores into the input itself: no allocation, no copy,
+    and in C++ the two pointers are not ``__restrict__``."""
+    from tutorcompile import _logging as logs
+
+    make = (lambda: (torch.randn(4, 4), torch.randn(4, 4))) if fn is _updates_in_place else \
+        (lambda: (torch.randn(4, 4),)) if fn is _read_transposed_first else \
+        (lambda: (torch.randn(9),))
+    want_inputs = make()
+    got_inputs = on(kernels, *(t.clone() for t in want_inputs))
+    want = fn(*want_inputs)
+    with logs.debug(tmp_path) as folder:
+        got = tc.compile(fn, options={"backend": kernels})(*got_inputs)
+    for g, w in zip(got_inputs, want_inputs):
+        torch.testing.assert_close(g.cpu(), w)
+    if want is None:
+        assert got is None
+    else:
+        torch.testing.assert_close(got.cpu(), want)
+    if fn is _update_returned:
+        assert got is got_inputs[0]          # as eager: the input itself, updated
+    (code,) = (p.read_text() for p in folder.glob("*output_code*"))
+    assert ("written in place" in code) == IN_PLACE[fn], code
+    if kernels == "cpp" and IN_PLACE[fn]:
+        assert "const float* in_ptr_l_x," in code, code
+
+
+def test_an_optimizer_step_writes_parameters_and_state_in_place(tmp_path):
+    """SGD with momentum under inductor: every parameter and momentum buffer is written by
+    the kernel that computes it (the step compiles as an inference graph: no gradient
+    leaves it), and the values are eager's."""
+    from tutorcompile import _logging as logs
+
+    torch.manual_seed(0)
+    models = [torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+              for _ in range(2)]
+    models[1].load_state_dict(models[0].state_dict())
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9) for m in models]
+    x, step = torch.randn(4, 8), tc.compile(opts[1].step)
+    for k in range(3):
+        for m, opt in zip(models, opts):
+            opt.zero_grad()
+            m(x).pow(2).sum().backward()
+        opts[0].step()
+        if k == 0:
+            opts[1].step()                  # its momentum buffers made
+        elif k == 1:
+            with logs.debug(tmp_path) as folder:
+                step()                      # compiled here
+        else:
+            step()
+    for p, q in zip(models[0].parameters(), models[1].parameters()):
+        torch.testing.assert_close(q, p)
+        assert q.is_leaf and q.requires_grad and q.grad_fn is None
+    (code,) = (p.read_text() for p in folder.glob("*output_code*"))
+    assert code.count("written in place") == 8, code    # 4 parameters, 4 momentum buffers
+    assert "empty_strided(" not in code.split("def call(")[1], code

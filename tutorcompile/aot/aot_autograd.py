@@ -79,7 +79,13 @@ from ..fx import Graph, GraphModule, Node, TensorMeta, exec_generated, from_torc
 from ..fx.symbolic_shapes import ShapeEnv, as_shape
 from ..ops import PRIMS
 from ..ops.table import contiguous_strides
-from .functionalize import FunctionalGraph, functionalize, inline_modules, lift_attributes
+from .functionalize import (
+    FunctionalGraph,
+    functionalize,
+    inline_modules,
+    lift_attributes,
+    write_through_detach,
+)
 from .joint import JointGraph, is_differentiable, make_joint
 from .partitioners import Partition, PartitionReport, default_partition, min_cut_partition
 from .prim_graph import DecompositionReport, decompose, is_symbolic_input, symbolic_input_metas
@@ -141,9 +147,13 @@ class CompiledArtifacts:
     # every dim Dynamo left dynamic is a symbol here (an input that is not contiguous keeps
     # its example's sizes): right for any sizes Dynamo's guards admit, if it has no guards
     symbolic_everywhere: bool = False
+    # an inference graph with inputs that require grad: run with grad mode off
+    grad_off: bool = False
 
     def __post_init__(self):
         self.forward_run = _direct(self.forward)
+        if self.grad_off:
+            self.forward_run = functools.partial(_run_without_grad, self.forward_run)
 
     def run_backward(self, *args: Any) -> Any:
         """The backward graph, compiled at its first call; later calls go to its direct
@@ -175,6 +185,26 @@ def _generic_key(inputs: list, dynamic_dims: list) -> tuple:
         (tuple(None if d in dims and s >= 2 else s for d, s in enumerate(x.shape)),
          x.dtype, x.device, x.requires_grad) if is_symbolic_input(x, dims) else k
         for x, dims, k in zip(inputs, dynamic_dims, _key(inputs)))
+
+
+def _run_without_grad(fn: Callable, *inputs: torch.Tensor) -> Any:
+    with torch.no_grad():
+        return fn(*inputs)
+
+
+def _values_of_detached_writes(graph: Graph) -> Graph:
+    """``graph`` with each ``write_through_detach(parent, child)`` (a tensor written under
+    ``no_grad``, as an optimizer writes a parameter) replaced by ``child``: its values, all
+    it is when no gradient flows. The code generator then fuses the update with the write
+    instead of calling PyTorch for it."""
+    if not any(n.target is write_through_detach for n in graph.nodes):
+        return graph
+    graph = graph.copy("values_of_detached_writes")   # (the decomposed graph stays as it was)
+    for node in list(graph.nodes):
+        if node.op == "call_function" and node.target is write_through_detach:
+            node.replace_all_uses_with(node.args[1])
+            graph.erase_node(node)
+    return graph
 
 
 def _direct(compiled: Any) -> Any:
@@ -256,13 +286,27 @@ class AOTCompiled:
         grad_on = torch.is_grad_enabled()
         requires_grad = [grad_on and x.requires_grad and is_differentiable(x.dtype)
                          for x in inputs if isinstance(x, torch.Tensor)]
-        if not any(requires_grad):
-            fw = GraphModule({}, prim_graph, "InferenceGraph")
-            fw = self.fw_compiler(fw, tensors)
-            return CompiledArtifacts(functional, prim_graph, report, None, None, fw, None,
-                                     all_tensors=all_tensors, shape_env=shape_env)
-        joint = make_joint(prim_graph, requires_grad, functional.num_user_outputs,
-                           functional.recorded_mutations)
+        joint = None
+        if any(requires_grad):
+            joint = make_joint(prim_graph, requires_grad, functional.num_user_outputs,
+                               functional.recorded_mutations)
+        if joint is None or not joint.tangent_outputs:
+            # no gradient can leave this graph: an inference graph, even where inputs require
+            # grad -- an optimizer step, an EMA update, a metric under ``no_grad`` inside the
+            # function. It runs with grad mode off (what it computes is cut from autograd, as
+            # the joint found), so a parameter written under ``no_grad`` is its new values
+            grad_off = joint is not None
+            graph = _values_of_detached_writes(prim_graph) if grad_off else prim_graph
+            if functional.mutated_inputs:   # the compiler may store these in place
+                position = {i: k for k, i in enumerate(
+                    i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor))}
+                graph.output_node.meta["input_updates"] = {
+                    functional.num_user_outputs + m: position[i]
+                    for m, i in enumerate(functional.mutated_inputs)}
+            fw = self.fw_compiler(GraphModule({}, graph, "InferenceGraph"), tensors)
+            return CompiledArtifacts(functional, graph, report, None, None, fw, None,
+                                     all_tensors=all_tensors, shape_env=shape_env,
+                                     grad_off=grad_off)
         partition = self.partition_fn(joint)
         log_artifact("aot_graphs", lambda: GraphModule({}, joint.graph).code, "joint graph")
         log_artifact("aot_graphs", lambda: f"{partition.forward.code}\n{partition.backward.code}",
@@ -394,12 +438,18 @@ def _run(art: CompiledArtifacts, inputs: list) -> Any:
         # sees it (``out[0] = h * 2`` into a plain tensor gives ``out`` a grad_fn, as in
         # eager); any other copy is not recorded (a buffer's running mean, a leaf written
         # under no_grad)
+        targets, values = [], []
         for index, value in zip(functional.mutated_inputs, outs[n_user:]):
+            if value is inputs[index]:
+                continue     # the compiled graph wrote it in place
             if value.requires_grad:
                 inputs[index].copy_(value)
             else:
-                with torch.no_grad():
-                    inputs[index].copy_(value)
+                targets.append(inputs[index])
+                values.append(value)
+        if targets:   # (one call for all: an optimizer step writes every parameter)
+            with torch.no_grad():
+                torch._foreach_copy_(targets, values)
     spec = functional.output_spec
     if spec == "single":
         return outs[0]

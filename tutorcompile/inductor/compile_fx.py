@@ -75,7 +75,7 @@ from .codegen.triton_template import compile_template_kernel
 from .ir import same_sizes
 from .lowering import SymbolicLoweringError, lower_graph
 from .scheduler import Scheduler
-from .wrapper import WrapperCodegen
+from .wrapper import WrapperCodegen, written_in_place
 
 BACKENDS = ("cpp", "triton", "eager")
 
@@ -276,12 +276,22 @@ class _Variant:
                 enabled=fusion)
         self.fusion_report = self.scheduler.report
         compile_kernel = _kernel_compiler(backend, mode, self.autotune_table)
+        # outputs stored into the inputs they are the new values of: their kernels see the
+        # same memory under two arguments
+        in_place = written_in_place(self.scheduler)
+        aliased = {name: lowering.graph_inputs[i].name for name, i in in_place.items()}
+
+        def plan(group):
+            plan = self.scheduler.plan(group.buffers)
+            plan.aliased = frozenset(x for b in group.buffers if b.name in aliased
+                                     for x in (b.name, aliased[b.name]))
+            return plan
         # the C++ builds start as the block ends, together, and run in the background
         with phase("codegen"), batched_builds(priority=BUILDS.index(build)):
             kernels = {group.name: self._compile_template(group) if group.is_template else
-                       compile_kernel(self.scheduler.plan(group.buffers), group.name)
+                       compile_kernel(plan(group), group.name)
                        for group in self.scheduler.groups if not group.is_extern}
-        wrapper = WrapperCodegen(self.scheduler, kernels, fallback=fallback)
+        wrapper = WrapperCodegen(self.scheduler, kernels, fallback=fallback, in_place=in_place)
         self.wrapper_code = wrapper.generate()
         self.kernel_sources = wrapper.kernel_sources
         namespace = self._namespace = dict(wrapper.globals)

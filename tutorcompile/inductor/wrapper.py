@@ -316,6 +316,61 @@ class ReturnLine(WrapperLine):
         return f"return {self.value}"
 
 
+def written_in_place(scheduler: Scheduler) -> dict[str, int]:
+    """Outputs that are the new values of graph inputs (``input_updates`` on the output
+    node, from AOT: an optimizer's parameters and state, a buffer written with ``add_``),
+    each mapped to the position of the input its kernel can store into directly -- no
+    allocation in the wrapper and no copy back after the call, as Inductor writes mutated
+    inputs. Decided before code generation (a kernel whose output is its input's memory
+    must not call them ``__restrict__``), and only where it cannot change what anything
+    reads:
+
+    * the value is computed by a pointwise kernel, laid out exactly as the input;
+    * every buffer of that kernel loops over the same elements, and reads the input and
+      the kernel's other buffers only at the element it is at (so each element is read
+      before it is written, and by no other step);
+    * no later kernel and no PyTorch call reads the input, and it is not itself returned
+      (a view of it returned is made after the call, as eager sees it)."""
+    lowering = scheduler.lowering
+    updates = lowering.graph.output_node.meta.get("input_updates")
+    if not updates or not isinstance(lowering.outputs, (tuple, list)):
+        return {}
+    groups = scheduler.groups
+    group_of = {b.name: i for i, g in enumerate(groups) for b in g.buffers}
+    reads = [{r for b in g.buffers for r in scheduler.reads[b.name]} for g in groups]
+    returned = {v.name for v in tree_leaves(lowering.outputs) if isinstance(v, ir.InputBuffer)}
+    found: dict[str, int] = {}
+    for out_pos, in_pos in updates.items():
+        value, target = lowering.outputs[out_pos], lowering.graph_inputs[in_pos]
+        if not (isinstance(value, ir.ComputedBuffer) and isinstance(value.data, ir.Pointwise)
+                and target is not None and value.layout == target.layout
+                and value.name not in found and target.name not in returned):
+            continue
+        g = group_of.get(value.name)
+        if g is None or groups[g].is_extern or groups[g].is_template or any(
+                target.name in names for i, names in enumerate(reads)
+                if i > g or groups[i].is_extern):
+            continue
+        if _elementwise(groups[g].buffers, value.data.ranges, target.name):
+            found[value.name] = in_pos
+    return found
+
+
+def _elementwise(buffers: list[ir.Buffer], ranges: tuple, target: str) -> bool:
+    """Do all ``buffers`` loop over ``ranges`` and load ``target`` and each other only at
+    the element the loop is at?"""
+    members = {b.name for b in buffers}
+    here = tuple(ir.index_symbol(f"i{k}") for k in range(len(ranges)))
+    for b in buffers:
+        if not (isinstance(b, ir.ComputedBuffer) and isinstance(b.data, ir.Pointwise)
+                and tuple(b.data.ranges) == tuple(ranges)):
+            return False
+        if any((name in members or name == target) and index != here
+               for name, index in ir.loads_of(b)):
+            return False
+    return True
+
+
 # ---------------------------------------------------------------------------------------
 # Plan, then print
 # ---------------------------------------------------------------------------------------
@@ -325,8 +380,10 @@ class WrapperCodegen:
     each kernel group's name to ``(kernel call, input buffers, output buffers)``."""
 
     def __init__(self, scheduler: Scheduler, kernels: dict[str, tuple], reuse: bool = True,
-                 fallback: Any = None):
+                 fallback: Any = None, in_place: dict[str, int] | None = None):
         self.scheduler = scheduler
+        # kernel outputs stored into graph inputs: buffer name -> input position
+        self.in_place = written_in_place(scheduler) if in_place is None else in_place
         self.fallback = fallback   # called instead when an input's strides are not as compiled
         self.lowering = scheduler.lowering
         self.kernels = kernels
@@ -577,6 +634,7 @@ class WrapperCodegen:
                 dies_at.setdefault(i, []).append(name)
         kernel_reads = {name for g, names in zip(groups, reads) if not g.is_extern
                         for name in names}
+        in_place = {name: self.params[i] for name, i in self.in_place.items()}
         pooled: set[str] = set()  # buffers whose memory is ours, laid out as recorded
         constants: set[str] = set()  # buffers computed once, here: globals of the wrapper
         lines: list[WrapperLine] = []
@@ -616,6 +674,10 @@ class WrapperCodegen:
                     origin += [o.name for o in b.origins if o.name not in origin]
                 lines.append(CommentLine(f"{group.name}: graph nodes {', '.join(origin)}"))
                 for b in outs:
+                    if b.name in in_place:
+                        lines.append(ExprLine(f"{b.name} = {in_place[b.name]}  # its new "
+                                              "values, written in place"))
+                        continue
                     lines.append(AllocateLine(b, self.device_name(b.layout.device)))
                     pooled.add(b.name)
                 name = self.bind(group.name, call, share=False)

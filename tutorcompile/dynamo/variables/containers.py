@@ -448,6 +448,11 @@ class ListVariable(BaseListVariable):
             self.items[k] = value
 
 
+_ABSENT = object()
+# dict classes whose ``d[k] = d[k]`` changes nothing (no order moved, no hook called)
+_PLAIN_SETITEM = (dict, collections.OrderedDict, collections.defaultdict, collections.Counter)
+
+
 class ConstDictVariable(VariableTracker):
     """A dict with constant keys; ``dict_cls`` keeps ``OrderedDict``/``defaultdict`` apart
     from ``dict`` (the rebuilt value has the same class, and ``default_factory``).
@@ -564,8 +569,14 @@ class ConstDictVariable(VariableTracker):
         return found
 
     def setitem(self, tx, key, value):
+        k = self._key(key)
+        if self._items.get(k, _ABSENT) is value and self.dict_cls in _PLAIN_SETITEM:
+            # ``d[k] = v`` of the object already there (an optimizer puts each momentum
+            # buffer back in its state every step): the dict is as it was, so no write to
+            # replay and no guard on all its keys
+            return
         tx.record_mutation(self)
-        self.items[self._key(key)] = value
+        self.items[k] = value
 
     def var_getattr(self, tx, name):
         """``d.name`` -- for a dict subclass, its attributes as Python finds them: the
