@@ -22,6 +22,7 @@ from tests.kernel_backends import on
 from tutorcompile.aot import (
     DECOMPOSITIONS,
     aot_function,
+    aot_graph,
     aot_module,
     default_partition,
     dropout_reference,
@@ -793,3 +794,65 @@ def test_max_pooling_over_overlapping_windows_is_a_gather_at_pytorchs_indices(
         cot = torch.randn_like(want)
         torch.testing.assert_close(torch.autograd.grad(got, x, cot)[0],
                                    torch.autograd.grad(want, x, cot, retain_graph=True)[0])
+
+
+# --- torch._foreach_*: the per-tensor op on every element ---------------------------------
+def _foreach_cases():
+    """One call of each foreach op decomposed, in the spellings optimizers use: lists of
+    tensors of different shapes, a number, a list of numbers, one tensor for every element,
+    and ``addcdiv``'s per-tensor values as a list or a 1-d tensor (Adam's step sizes)."""
+    from tutorcompile.aot.decomp.foreach import FOREACH_OPS
+
+    def lists(positive=False):
+        return [r(3, 4, positive=positive), r(5, positive=positive), r(2, 2, 2, positive=positive)]
+
+    special = {
+        "_foreach_add": [(lists(), lists()), (lists(), 0.5), (lists(), lists(), {"alpha": -2.0}),
+                         (lists(), [0.1, 0.2, 0.3])],
+        "_foreach_mul": [(lists(), 3.0), (lists(), torch.tensor(2.0, dtype=F64)),
+                         (lists(), lists())],
+        "_foreach_addcdiv": [(lists(), lists(), lists(positive=True), 0.5),
+                             (lists(), lists(), lists(positive=True), [0.1, -0.2, 0.3])],
+        "_foreach_addcmul": [(lists(), lists(), lists(), -0.5)],
+        "_foreach_lerp": [(lists(), lists(), 0.1), (lists(), lists(), lists())],
+        "_foreach_pow": [(lists(positive=True), 2.0), (2.0, lists()),
+                         (lists(positive=True), lists())],
+        "_foreach_maximum": [(lists(), 0.0), (lists(), lists())],
+        "_foreach_minimum": [(lists(), 0.0)],
+        "_foreach_clamp_min": [(lists(), 0.1)], "_foreach_clamp_max": [(lists(), -0.1)],
+        "_foreach_div": [(lists(), lists(positive=True)), (lists(), 4.0)],
+        "_foreach_sub": [(lists(), lists(), {"alpha": 0.5})],
+        "_foreach_norm": [(lists(),), (lists(), 1)],
+        "_foreach_mm": [([r(2, 3), r(4, 4)], [r(3, 5), r(4, 1)])],
+    }
+    positive = {"_foreach_log", "_foreach_log10", "_foreach_log1p", "_foreach_log2",
+                "_foreach_sqrt", "_foreach_rsqrt", "_foreach_lgamma", "_foreach_reciprocal"}
+    for name in FOREACH_OPS:
+        for case in special.get(name, [(lists(positive=name in positive),)]):
+            kwargs = case[-1] if isinstance(case[-1], dict) else {}
+            args = case[:-1] if kwargs else case
+            yield pytest.param(name, args, kwargs, id=f"{name}-{len(args)}-{sorted(kwargs)}")
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("name,args,kwargs", list(_foreach_cases()))
+def test_a_foreach_op_is_the_per_tensor_op_on_every_element(name, args, kwargs, backend):
+    op = getattr(torch, name)
+
+    def fn(*args):
+        return op(*args, **kwargs)
+    report = {}
+
+    def keep_report(gm, example_inputs):
+        compiled = aot_graph(gm, inner_compiler() if backend == "inductor" else
+                             (lambda g, ex: g))
+        report["compiled"] = compiled
+        return compiled
+    got = tc.compile(fn, backend=keep_report)(*copy.deepcopy(args))
+    want = fn(*args)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5, equal_nan=True)
+    extern = report["compiled"].artifacts.decomposition_report.extern
+    assert f"torch.{name}" not in extern, extern

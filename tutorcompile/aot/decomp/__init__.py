@@ -16,6 +16,7 @@ module below, and each registers its rules into the one table, ``DECOMPOSITIONS`
     scan.py         products and running extremes in log2(n) steps
     math.py         the long tail of tensor math: trigonometry, rounding, norms, scatters...
     chebyshev.py    Chebyshev polynomials         einsum.py       torch.einsum
+    foreach.py      torch._foreach_*: the per-tensor op on every element of the lists
     grid_sample.py  F.grid_sample                 index.py        advanced indexing
     masked.py       torch.masked reductions       nn.py           torch.nn.functional
     normal.py       the normal distribution's tails
@@ -37,6 +38,7 @@ from . import (  # noqa: F401
     chebyshev,
     core,
     einsum,
+    foreach,
     grid_sample,
     index,
     masked,

@@ -192,7 +192,8 @@ def frac(a):
 def sign(a):
     if not _is_float(a):
         raise NotImplementedError("integer, bool or complex input")
-    return ops.where(ops.gt(a, 0), 1.0, ops.where(ops.lt(a, 0), -1.0, 0.0))
+    # (where between Python numbers gives the default dtype: cast to a's, as eager keeps it)
+    return _cast(ops.where(ops.gt(a, 0), 1.0, ops.where(ops.lt(a, 0), -1.0, 0.0)), a.dtype)
 
 
 @register_decomposition(*_both("heaviside"))
