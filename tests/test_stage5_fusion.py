@@ -15,7 +15,7 @@ from tutorcompile.fx import GraphModule
 from tutorcompile.inductor import examples, scheduler
 from tutorcompile.inductor.compile_fx import compile_fx
 from tutorcompile.inductor.lowering import lower_graph
-from tutorcompile.inductor.scheduler import schedule
+from tutorcompile.inductor.scheduler import UNRELATED_SPAN, schedule
 from tutorcompile.ops import ops, trace
 
 pytestmark = pytest.mark.stage5
@@ -331,9 +331,10 @@ def test_a_gradient_and_its_bias_gradient_are_one_kernel_one_pass(backend, rows,
 @pytest.mark.parametrize("rows, n", [((2, 16), 64), ((3, 5), 37)])
 def test_layer_norm_backward_keeps_its_input_gradient_in_the_row_kernel(backend, rows, n):
     """Row sums and the pointwise ops after them make the input gradient in one kernel; the
-    column sums of ``g * xhat`` and ``g`` another; the bias gradient of the layer before (a
-    column sum of the input gradient) a third. A column kernel that took part of the input
-    gradient's chain made the row kernel store more intermediates of the full size."""
+    column sums of ``g * xhat`` and ``g``, and the bias gradient of the layer before (a
+    column sum of the input gradient, over the same loops), another. A column kernel that
+    took part of the input gradient's chain made the row kernel store more intermediates
+    of the full size."""
     x, g = torch.randn(*rows, n), torch.randn(*rows, n)
     inputs = on(backend, g, x, torch.randn(n), x.mean(-1, keepdim=True),
                 torch.rsqrt(x.var(-1, keepdim=True, correction=0) + 1e-5))
@@ -342,12 +343,12 @@ def test_layer_norm_backward_keeps_its_input_gradient_in_the_row_kernel(backend,
     expected = GraphModule({}, trace(_layer_norm_backward, *inputs))(*inputs)
     torch.testing.assert_close(compiled(*inputs), expected, rtol=1e-4, atol=1e-4)
     report = compiled.fusion_report
-    assert report.kernels_after == 3, str(report)
+    assert report.kernels_after == 2, str(report)
     full = [[s for s in stored if len(s.get_size()) == 3 and s.get_size()[-1] == n]
             for stored in _stored_by_kernel(compiled.scheduler)]
     # the row kernel stores the input gradient and ``xhat``, which the column kernel reads
     # (a buffer belongs to one kernel); no other intermediate of the full size
-    assert sorted(len(f) for f in full) == [0, 0, 2], str(report)
+    assert sorted(len(f) for f in full) == [0, 2], str(report)
 
 
 class _MLPBlock(torch.nn.Module):
@@ -414,3 +415,31 @@ def test_bias_gradients_fuse_at_symbolic_sizes(backend):
         return all(size_expr(s) == 1 for s in buffer.get_size()[:-1])
     kernels = [sorted(map(one_row, stored)) for stored in _stored_by_kernel(backward.scheduler)]
     assert [False, True] in kernels, str(report)
+
+
+def _three_bias_gradients(gq, gk, gv, x):
+    """Column sums of three unrelated gradients (a transformer's query, key and value bias
+    gradients, each of another matmul's output), and a far-away one after a long chain."""
+    sums = [ops.sum(g, (0, 1)) for g in (gq, gk, gv)]
+    h = x
+    for _ in range(UNRELATED_SPAN // 2 + 4):   # (one kernel with the sum after it)
+        h = ops.sin(ops.exp(h))
+    return (*sums, ops.sum(h, (0, 1)))
+
+
+@pytest.mark.parametrize("backend", [
+    pytest.param("cpp", marks=pytest.mark.skipif(not probe().has_cxx, reason="no g++")),
+    pytest.param("triton", marks=pytest.mark.skipif(not probe().has_triton,
+                                                    reason="no triton"))])
+def test_reductions_over_the_same_loops_that_share_nothing_share_a_kernel(backend):
+    """Nothing fuses them for bytes; the last pass makes them one kernel (one call) when
+    they lie close in the graph -- not the fourth, whose inputs a merge would keep alive
+    across the chain before it."""
+    inputs = on(backend, *[torch.randn(3, 5, 37) for _ in range(4)])
+    graph = trace(_three_bias_gradients, *inputs)
+    compiled = compile_fx(graph, list(inputs), backend=backend)
+    expected = GraphModule({}, trace(_three_bias_gradients, *inputs))(*inputs)
+    torch.testing.assert_close(compiled(*inputs), expected, rtol=1e-4, atol=1e-4)
+    reductions = [k for k in compiled.fusion_report.kernels if k.kind == "reduction"]
+    sums = sorted(len([n for n in k.graph_nodes if n.startswith("sum")]) for k in reductions)
+    assert sums == [1, 3], str(compiled.fusion_report)

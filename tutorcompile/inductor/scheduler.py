@@ -48,6 +48,10 @@ Without a bound, a weight read once per layer makes every pair of layers a candi
 that grows with the square of the depth, for fusions that the cycle check would refuse
 anyway. Inductor bounds the same search (``max_fusion_buffer_group_pairwise_attempts``)."""
 
+UNRELATED_SPAN = 32
+"""Reduction kernels that share nothing share a kernel only when their buffers lie within
+this many buffers of the graph (see :meth:`Scheduler.unrelated_reductions`)."""
+
 
 class Group:
     """A set of buffers that will be one kernel (one buffer at the start).
@@ -362,16 +366,48 @@ class Scheduler:
         self._order_groups()
         for reshaped in ((False, True) if enabled else ()):
             self.reshaped = reshaped
-            while self._fusion_round():
+            while self._fusion_round(self.candidates):
                 self._order_groups()
         self.reshaped = True
+        while enabled and self._fusion_round(self.unrelated_reductions):
+            self._order_groups()
         self._name_groups()
         self.report = self._make_report(enabled)
         return self
 
-    def _fusion_round(self) -> bool:
-        """One round of greedy fusion: did anything fuse?"""
-        scored = sorted(self.candidates(), key=lambda c: self.score_fusion(c[0], c[1]),
+    def unrelated_reductions(self) -> list[tuple[Group, Group, str]]:
+        """Last, reduction kernels over the same loops (the same shape reduced over the same
+        dims) that share nothing -- the bias gradients of a transformer's query, key and
+        value projections, each the column sum of another matmul's output -- paired with
+        the next such kernel in the order (at most :data:`HORIZONTAL_WINDOW` groups on):
+        one kernel runs them one after the other, one call (and, with threads, one parallel
+        region) instead of several. They save no memory traffic, so they wait until nothing
+        else fuses; and they run where the later one stood, keeping the earlier one's inputs
+        alive until then, so a kernel's buffers span at most :data:`UNRELATED_SPAN` buffers
+        of the graph (unbounded, a GPT's five layer norms' weight gradients became one
+        kernel at the end of the backward, keeping every layer's gradient alive for it).
+        Mirrors Inductor's combo kernels (``combo_kernels`` in its config)."""
+        by_loops: dict[tuple, list[Group]] = {}
+        for g in self.groups:
+            if g.is_extern or g.is_template:
+                continue
+            reduction = next((b for b in g.buffers if b.is_reduction), None)
+            if reduction is not None:
+                data = reduction.data
+                key = (tuple(ir.size_expr(s) for s in data.src_shape), tuple(data.reduced_dims))
+                by_loops.setdefault(key, []).append(g)
+        return [(a, b, "horizontal") for groups in by_loops.values()
+                for a, b in zip(groups, groups[1:])
+                if self._span(a, b) <= UNRELATED_SPAN]
+
+    @staticmethod
+    def _span(a: Group, b: Group) -> int:
+        numbers = [int(x.name[3:]) for x in a.buffers + b.buffers]
+        return max(numbers) - min(numbers)
+
+    def _fusion_round(self, candidates) -> bool:
+        """One round of greedy fusion over ``candidates()``: did anything fuse?"""
+        scored = sorted(candidates(), key=lambda c: self.score_fusion(c[0], c[1]),
                         reverse=True)
         alive = set(self.groups)   # ordered, no empty slots at the start of a round
         changed = False
@@ -519,4 +555,4 @@ def schedule(lowering, backend: str = "cpp", fusion: bool = True) -> Scheduler:
 
 
 __all__ = ["FusionReport", "Group", "KernelInfo", "Refusal", "Scheduler", "schedule",
-           "HORIZONTAL_WINDOW", "MAX_FUSION_SIZE"]
+           "HORIZONTAL_WINDOW", "MAX_FUSION_SIZE", "UNRELATED_SPAN"]
