@@ -592,8 +592,21 @@ def _summed_after(x):            # a later kernel reads the new value (a reducti
     return x.sum()
 
 
+def _old_value_read_after(x, y):  # the old x is read by a buffer computed after the store
+    z = x * 3
+    x.copy_(y * 2)
+    return z + x
+
+
+def _old_value_read_beside(x, y):  # the old x is read outside the new value's computation
+    z = x * 2
+    x.mul_(y)
+    return z + x
+
+
 IN_PLACE = {_updates_in_place: True, _update_returned: True, _read_transposed_first: False,
-            _shifted: False, _read_flipped: False, _summed_after: False}
+            _shifted: False, _read_flipped: False, _summed_after: False,
+            _old_value_read_after: False, _old_value_read_beside: False}
 
 
 @pytest.mark.parametrize("kernels", BACKENDS)
@@ -606,7 +619,8 @@ def test_a_kernel_stores_an_inputs_new_values_into_it_only_where_no_read_can_see
     and in C++ the two pointers are not ``__restrict__``."""
     from tutorcompile import _logging as logs
 
-    make = (lambda: (torch.randn(4, 4), torch.randn(4, 4))) if fn is _updates_in_place else \
+    make = (lambda: (torch.randn(4, 4), torch.randn(4, 4))) if fn in (
+        _updates_in_place, _old_value_read_after, _old_value_read_beside) else \
         (lambda: (torch.randn(4, 4),)) if fn is _read_transposed_first else \
         (lambda: (torch.randn(9),))
     want_inputs = make()

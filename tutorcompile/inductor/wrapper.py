@@ -326,9 +326,10 @@ def written_in_place(scheduler: Scheduler) -> dict[str, int]:
     reads:
 
     * the value is computed by a pointwise kernel, laid out exactly as the input;
-    * every buffer of that kernel loops over the same elements, and reads the input and
-      the kernel's other buffers only at the element it is at (so each element is read
-      before it is written, and by no other step);
+    * only the value's own computation reads the input, and every buffer of that kernel
+      that depends on the input reads it (and the others that do) only at the element the
+      loop is at: each element is read before it is written, and by no other step
+      (:func:`_elementwise`);
     * no later kernel and no PyTorch call reads the input, and it is not itself returned
       (a view of it returned is made after the call, as eager sees it)."""
     lowering = scheduler.lowering
@@ -351,22 +352,50 @@ def written_in_place(scheduler: Scheduler) -> dict[str, int]:
                 target.name in names for i, names in enumerate(reads)
                 if i > g or groups[i].is_extern):
             continue
-        if _elementwise(groups[g].buffers, value.data.ranges, target.name):
+        if _elementwise(groups[g].buffers, value.name, value.data.ranges, target.name):
             found[value.name] = in_pos
     return found
 
 
-def _elementwise(buffers: list[ir.Buffer], ranges: tuple, target: str) -> bool:
-    """Do all ``buffers`` loop over ``ranges`` and load ``target`` and each other only at
-    the element the loop is at?"""
-    members = {b.name for b in buffers}
+def _elementwise(buffers: list[ir.Buffer], value: str, ranges: tuple, target: str) -> bool:
+    """May the kernel of ``buffers`` store ``value`` into ``target``'s memory?
+
+    * Only ``value``'s own computation (it, and the buffers it reads, at any depth) loads
+      ``target``: the kernel loads each element of it while computing ``value``, before
+      the store, and every later use of that element is the same load, reused (the code
+      generators compute a load once per element). A buffer outside it that loads
+      ``target`` could be computed after the store, and read the new value.
+    * The buffers that depend on ``target`` (load it, or one that does) all loop over
+      ``ranges``, loading ``target`` and each other only at the element the loop is at, so
+      no step reads an element another step has written. The others (a step size computed
+      once, fused in) read no element of it."""
+    loads = {b.name: ir.loads_of(b) for b in buffers if isinstance(b, ir.ComputedBuffer)}
+    if len(loads) < len(buffers):
+        return False
+    ancestors, todo = {value}, [value]
+    while todo:
+        for name, _ in loads[todo.pop()]:
+            if name in loads and name not in ancestors:
+                ancestors.add(name)
+                todo.append(name)
+    if any(n == target for name, found in loads.items() if name not in ancestors
+           for n, _ in found):
+        return False
+    depends = {target}
+    grew = True
+    while grew:   # (a fixpoint: buffers need not be in the order they read each other)
+        grew = False
+        for name, found in loads.items():
+            if name not in depends and any(n in depends for n, _ in found):
+                depends.add(name)
+                grew = True
     here = tuple(ir.index_symbol(f"i{k}") for k in range(len(ranges)))
     for b in buffers:
-        if not (isinstance(b, ir.ComputedBuffer) and isinstance(b.data, ir.Pointwise)
-                and tuple(b.data.ranges) == tuple(ranges)):
+        if b.name not in depends:
+            continue
+        if not (isinstance(b.data, ir.Pointwise) and tuple(b.data.ranges) == tuple(ranges)):
             return False
-        if any((name in members or name == target) and index != here
-               for name, index in ir.loads_of(b)):
+        if any(n in depends and index != here for n, index in loads[b.name]):
             return False
     return True
 
