@@ -104,15 +104,17 @@ class CodeWriter:
         hint = "_tensor_constant" if isinstance(a, _torch().Tensor) else "_const"
         return self.bind_global(a, hint)
 
-    def index(self, a: Any) -> str:
-        """An index as written inside ``[]``: slices as ``a:b``, tuples without parentheses."""
+    def index(self, a: Any, top: bool = True) -> str:
+        """An index as written inside ``[]``: slices as ``a:b``, the outer tuple without
+        parentheses. A tuple inside it keeps them: ``x[:, (0, 2)]`` picks two channels
+        (advanced indexing), ``x[:, 0, 2]`` indexes two dimensions."""
         if isinstance(a, slice):
             parts = ["" if v is None else self.arg(v) for v in (a.start, a.stop, a.step)]
             return f"{parts[0]}:{parts[1]}" + (f":{parts[2]}" if a.step is not None else "")
-        if isinstance(a, tuple) and not hasattr(a, "_fields"):
+        if isinstance(a, tuple) and not hasattr(a, "_fields") and top:
             if not a:
                 return "()"
-            inner = ", ".join(self.index(x) for x in a)
+            inner = ", ".join(self.index(x, top=False) for x in a)
             return inner + ("," if len(a) == 1 else "")
         if a is ...:
             return "..."
