@@ -769,6 +769,8 @@ class InstructionTranslator(VM):
                             NestedUserFunctionVariable, CachedFunctionVariable,
                             UserDefinedClassVariable, ConstDictVariable)):
             return obj.store_attr(self, name, self.realize(value))
+        if isinstance(obj, TensorVariable) and name == "data":
+            return _store_tensor_data(obj, self.realize(value))
         raise Unsupported(f"assignment to attribute {name!r} of {obj} (mutation of an object)")
 
     def delete_attr(self, obj, name):
@@ -1225,6 +1227,9 @@ class InstructionTranslator(VM):
                     if isinstance(v, ConstantVariable) and isinstance(v.value, tuple) and
                     isinstance(w, (TupleVariable, SizeVariable)) else v
                     for v, w in ((a, b), (b, a)))
+        if fn is operator.iadd and type(a) is ListVariable and getattr(b, "is_iterator", False):
+            a.call_method(self, "extend", [b], {})  # ``y += (f(y[-1]) for ...)``: item by item
+            return a
         if isinstance(a, BaseListVariable) and fn in (operator.add, operator.iadd) and \
                 isinstance(b, BaseListVariable):
             if fn is operator.iadd and isinstance(a, ListVariable):
@@ -1657,6 +1662,27 @@ def _hashable_in(value: Any, table: Any) -> bool:
         return value in table
     except TypeError:
         return False
+
+
+def _store_tensor_data(t: TensorVariable, value: VariableTracker) -> None:
+    """``t.data = value``. When ``value`` is ``t.data`` itself, through calls that gave it
+    back unchanged (pytorch-metric-learning's ``self.W.data = to_device(self.W.data,
+    device, dtype)``: ``.to`` of the same device and dtype returns its tensor), ``t`` keeps
+    its storage and metadata: nothing happens. Any other tensor replaces ``t``'s storage:
+    ``t`` then aliases ``value``, and views of its old storage keep the old values -- not
+    said by a graph of values (a ``copy_`` would be silently wrong for such a view), so a
+    break, as it was."""
+    node = value.node if isinstance(value, TensorVariable) else None
+    while node is not None and node is not t.node and node.op == "call_method" and \
+            node.target == "detach":   # (under no_grad, ``.data`` detaches a detach)
+        node = node.args[0]
+    if node is not None and node is t.node:
+        a, b = t.fake, value.fake
+        if (a.shape, a.stride(), a.dtype, a.device) == (b.shape, b.stride(), b.dtype,
+                                                        b.device):
+            return None
+    raise Unsupported("assignment to tensor.data of another tensor (its storage replaced: "
+                      "an aliasing a graph of values does not say)")
 
 
 def _identical(a: VariableTracker, b: VariableTracker) -> bool:

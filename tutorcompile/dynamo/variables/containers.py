@@ -383,6 +383,24 @@ def _namedtuple_machinery(cls: type, name: str) -> bool:
     return False
 
 
+def _extend_item_by_item(tx, iterable: VariableTracker, add) -> bool:
+    """``seq.extend(it)`` of a lazy iterator (a generator, ``map``...): CPython's
+    ``list.extend`` and ``deque.extend`` append each item as the iterator makes it, so an
+    iterator that reads the sequence sees the items added so far -- ultralytics' C2f
+    chains its bottlenecks with ``y.extend(m(y[-1]) for m in self.m)``, each reading the
+    one before. True when done so; False for a container, whose items are all there
+    before the first is added."""
+    if not getattr(iterable, "is_iterator", False):
+        return False
+    it = tx.get_iter(iterable)
+    while True:
+        try:
+            item = tx.iter_next(it)
+        except StopIteration:
+            return True
+        add(item)
+
+
 class ListVariable(BaseListVariable):
     python_cls = list
     mutable = True
@@ -395,7 +413,8 @@ class ListVariable(BaseListVariable):
             if name == "append":
                 self.items.append(args[0])
             elif name == "extend":
-                self.items.extend(tx.unpack(args[0]))
+                if not _extend_item_by_item(tx, args[0], self.items.append):
+                    self.items.extend(tx.unpack(args[0]))
             elif name == "insert":
                 self.items.insert(args[0].as_python_constant(), args[1])
             elif name == "pop":
@@ -1015,11 +1034,17 @@ class DequeVariable(ListVariable):
         if name in ("append", "extend", "appendleft", "extendleft", "popleft", "rotate"):
             tx.record_mutation(self)
             if name in ("append", "extend"):
-                self.items.extend([args[0]] if name == "append" else tx.unpack(args[0]))
+                if name == "append" or not _extend_item_by_item(
+                        tx, args[0], lambda item: (self.items.append(item),
+                                                   self._trim(from_left=True))):
+                    self.items.extend([args[0]] if name == "append" else tx.unpack(args[0]))
                 self._trim(from_left=True)
             elif name in ("appendleft", "extendleft"):
-                added = [args[0]] if name == "appendleft" else tx.unpack(args[0])
-                self.items[:0] = added[::-1]
+                if name == "appendleft" or not _extend_item_by_item(
+                        tx, args[0], lambda item: (self.items.insert(0, item),
+                                                   self._trim(from_left=False))):
+                    added = [args[0]] if name == "appendleft" else tx.unpack(args[0])
+                    self.items[:0] = added[::-1]
                 self._trim(from_left=False)
             elif name == "popleft":
                 if not self.items:
