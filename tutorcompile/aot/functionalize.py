@@ -621,6 +621,10 @@ def _inverse_view(new: Graph, view: Node, args: tuple, child: Node, where: Node)
         return new.call_function(getattr, (child, "T"))
     if target is getattr and args[1] == "mT":
         return new.call_function(getattr, (child, "mT"))
+    if name == "diagonal":   # ``sim.diagonal().fill_(0)``: the diagonal written back
+        rest = [_arg_of(view, args, i, n, d) for i, n, d in ((1, "offset", 0), (2, "dim1", 0),
+                                                              (3, "dim2", 1))]
+        return new.call_function(torch.diagonal_scatter, (parent, child, *rest))
     if name in ("narrow", "select"):
         dim = _dim(args[1], view.args[0])  # (x.narrow(-1, ...): counted from the end)
         if dim is not None:
@@ -638,6 +642,12 @@ def _inverse_view(new: Graph, view: Node, args: tuple, child: Node, where: Node)
         f"({view.format_target()}) is not supported: that view has no inverse here (an "
         "expand, say, aliases one element many times). Mutate the base tensor, or use "
         "out-of-place ops.")
+
+
+def _arg_of(view: Node, args: tuple, i: int, name: str, default: Any) -> Any:
+    """The view's argument at position ``i`` or by ``name`` (``args``: its positional
+    arguments as nodes of the new graph), else ``default``."""
+    return args[i] if len(args) > i else view.kwargs.get(name, default)
 
 
 def _dim(dim: Any, base: Any) -> int | None:

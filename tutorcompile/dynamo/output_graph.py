@@ -196,6 +196,7 @@ class OutputGraph:
     def _create_node(self, op: str, target: Any, args: tuple, kwargs: dict
                      ) -> VariableTracker:
         no_grad = not self.tx.grad_enabled
+        given = (args, kwargs)
         if no_grad:  # inside a traced torch.no_grad block: cut the op from autograd
             args = tuple(self.detached(a) for a in args)
             kwargs = {k: self.detached(v) for k, v in kwargs.items()}
@@ -260,6 +261,14 @@ class OutputGraph:
         meta = tensor_meta(out)
         if meta is not None:
             node.meta["tensor_meta"] = meta
+        written = _written_result(out, (ex_args, ex_kwargs), given)
+        if written is not None:
+            return written
+        if isinstance(out, torch.Tensor) and ex_args and isinstance(ex_args[0], torch.Tensor):
+            # whether the result shares its input's memory (``diagonal``, ``unfold``, a
+            # reshape that views -- not one that copies): AOT's functionalization writes
+            # back through views, and only through views
+            node.meta["aliases_input"] = _same_storage(out, ex_args[0])
         return self.wrap_output(node, out)
 
     def count_is_static(self, what: str, args: tuple, kwargs: dict, count: int) -> bool:
@@ -504,6 +513,34 @@ def _acts(what: Any, kwargs: dict, target: Any = None) -> bool:
     name = what if isinstance(what, str) else getattr(what, "__name__", str(what))
     return name in ("setitem", "_assert", "_assert_async") or name.startswith("_check") or \
         name.endswith("_") and not name.endswith("__") or "out" in kwargs
+
+
+def _written_result(out: Any, examples: tuple, given: tuple) -> VariableTracker | None:
+    """The tracker a call returns when it returns a tensor it was given: an in-place op
+    (``r = t.add_(1)``) or ``out=`` (``self._u = F.normalize(..., out=self._u)``, spectral
+    norm's power iteration) returns that same tensor, as ``r is t`` says in eager. A new
+    tracker would be another object: an assignment of it would replace a module's buffer
+    by a graph output, and ``is`` would be False. The fake kernel returns the fake it wrote
+    (the same object); a write that changed the metadata (``unsqueeze_``) keeps the node."""
+    if not isinstance(out, torch.Tensor):
+        return None
+    (ex_args, ex_kwargs), (args, kwargs) = examples, given
+    pairs = list(zip(ex_args, args)) + [(ex_kwargs[k], kwargs[k]) for k in ex_kwargs
+                                         if k in kwargs]
+    for example, vt in pairs:
+        if example is out and isinstance(vt, TensorVariable):
+            fake = vt.fake
+            if (fake.shape, fake.stride(), fake.dtype) == (out.shape, out.stride(), out.dtype):
+                return vt
+            return None
+    return None
+
+
+def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    try:
+        return a.untyped_storage()._cdata == b.untyped_storage()._cdata
+    except (NotImplementedError, RuntimeError):
+        return False
 
 
 def _python_number(value: Any) -> Any:
