@@ -38,6 +38,7 @@ import builtins
 import contextlib
 import functools
 import inspect
+import operator
 import os
 import sysconfig
 import time
@@ -48,13 +49,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from .._caches import reset_registered
 from .._logging import log_artifact, phase, seconds_compiling
 from ..amp import autocast_on
 from ..errors import FallbackWarning
 from ..fx import GraphModule
-from ..fx.passes.dce_cse import is_impure
+from ..fx.passes.dce_cse import _updates_running_stats, is_impure, is_random
 from .backends import check_options, lookup_backend
 from .decorators import marked_dims
 from .distributed import active_ddp, compile_under_ddp
@@ -757,10 +759,54 @@ def _graph_outputs(live: list[Any]) -> list:
 
 def _rerun_safe(graph) -> bool:
     """Whether running ``graph`` and then the frame again (uncompiled) is the same as
-    running the frame once: no node writes a tensor (an in-place op, BatchNorm's running
-    statistics) or draws a random number."""
-    return not any(is_impure(node) for node in graph.nodes
-                   if node.op not in ("placeholder", "output"))
+    running the frame once: no node writes a tensor from outside (an in-place op on an
+    input or a view of one, BatchNorm's running statistics) or draws a random number. A
+    write into a tensor the graph made (piq's ``kernel[k // 2:] = -kernel[k // 2:]`` on a
+    filter it built) is gone with the graph's other intermediates: running again makes it
+    again. Whether a written tensor is an input's is asked of storages, as the fake
+    examples share them (a view, a ``detach``, a no-op ``.to`` of an input)."""
+    outside = {_storage(p.meta.get("example_value")) for p in graph.nodes
+               if p.op == "placeholder"} - {None}
+    for node in graph.nodes:
+        if node.op in ("placeholder", "output") or not is_impure(node):
+            continue
+        written = _written_tensors(node)
+        if written is None or any(_storage(t) in outside or _storage(t) is None
+                                  for t in written):
+            return False
+    return True
+
+
+def _written_tensors(node) -> list | None:
+    """The example values of the tensors a node writes when it is a plain write -- an
+    in-place method or function (``t.mul_(2)``, ``F.relu(t, inplace=True)``), ``t[i] = v``,
+    ``out=`` -- and nothing else; None for any other effect (a draw, a module, a print,
+    running statistics, an operator schema's writes)."""
+    if node.meta.get("impure") or node.op not in ("call_function", "call_method") or \
+            is_random(node) or _updates_running_stats(node):
+        return None
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    if node.target is operator.setitem or (name.endswith("_") and not name.endswith("__")) \
+            or node.kwargs.get("inplace") is True:
+        targets = node.args[:1]
+    elif node.kwargs.get("out") is not None:
+        targets = [node.kwargs["out"]]
+    else:
+        return None
+    flat = [t for a in targets for t in (a if isinstance(a, (list, tuple)) else [a])]
+    if not flat or not all(hasattr(t, "meta") for t in flat):
+        return None
+    return [t.meta.get("example_value") for t in flat]
+
+
+def _storage(value):
+    """The storage of a (fake) tensor, comparable between views of it; None otherwise."""
+    if not isinstance(value, torch.Tensor):
+        return None
+    try:
+        return StorageWeakRef(value.untyped_storage())
+    except (NotImplementedError, RuntimeError):
+        return None
 
 
 def checked_call(call: Callable, checks: list[tuple[int, bool]]) -> Callable:

@@ -178,6 +178,23 @@ class TensorMethodVariable(VariableTracker):
             return ConstantVariable(t.fake.type())
         if name in _ADDC and isinstance(kwargs.get("value"), TensorVariable):
             return addc_with_tensor_value(tx, name, t, *args, value=kwargs["value"])
+        if name == "new_full":
+            filled = full_with_tensor_value(tx, "call_method", name, [t, *args], kwargs)
+            if filled is not None:
+                return filled
+        if name == "fill_diagonal_":
+            # ``sim.fill_diagonal_(0)`` (pytorch-metric-learning's and lightly's losses)
+            # is a write through the main diagonal's view, which AOT functionalizes. A
+            # tall matrix with ``wrap=True`` starts the diagonal again, and more
+            # dimensions fill ``t[i, i, i]``: no one view, so a break
+            wrap = kwargs.get("wrap", args[1] if len(args) > 1 else ConstantVariable(False))
+            if t.fake.dim() != 2 or not args or not wrap.is_python_constant() or (
+                    wrap.as_python_constant() and t.fake.shape[0] > t.fake.shape[1] + 1):
+                raise Unsupported("tensor.fill_diagonal_ of other than a matrix's main "
+                                  "diagonal (more dimensions, or a tall matrix with wrap)")
+            view = tx.output.create_node("call_method", "diagonal", (t,), {})
+            tx.output.create_node("call_method", "fill_", (view, args[0]), {})
+            return t
         return tx.output.create_node("call_method", name, (t, *args), kwargs)
 
     def reconstruct(self, rc):
@@ -201,6 +218,41 @@ def addc_with_tensor_value(tx, name: str, t: TensorVariable, t1: VariableTracker
     term = tx.binary_op(operator.mul, value, tx.binary_op(_ADDC[name], t1, t2))
     add = "add_" if name.endswith("_") else "add"
     return tx.output.create_node("call_method", add, (t, term), {})
+
+
+# the position of ``fill_value`` among the arguments of the calls that fill a new tensor
+FILL_VALUE_POSITION = {torch.full: 1, torch.full_like: 1, "new_full": 2}
+
+
+def full_with_tensor_value(tx, op: str, target, args: list, kwargs: dict
+                           ) -> VariableTracker | None:
+    """``torch.full(size, v)``, ``t.new_full(size, v)``, ``torch.full_like(t, v)`` with
+    ``v`` a 0-d tensor (ultralytics' anchors: ``new_full((h * w, 1), stride)`` of one
+    element of the strides buffer): the ``fill_value`` Scalar would be read with
+    ``.item()``, which a graph cannot do, so it is spelled as the same call filled with a
+    number of ``v``'s kind (which fixes the dtype as eager infers it) and then
+    ``.fill_(v)`` -- the kernel of a tensor fill value reads it the same way. None (the
+    call as it is, which raises as eager does for a ``v`` that requires grad) otherwise."""
+    position = FILL_VALUE_POSITION[target if op == "call_function" else "new_full"]
+    in_kwargs = "fill_value" in kwargs
+    value = kwargs["fill_value"] if in_kwargs else (
+        args[position] if len(args) > position else None)
+    if not isinstance(value, TensorVariable) or value.fake.dim() != 0 or \
+            value.fake.requires_grad or "requires_grad" in kwargs or "out" in kwargs:
+        return None  # (eager refuses a value that requires grad: "must be Number")
+    like = args[0] if target is not torch.full and args else None
+    if value.fake.device.type != "cpu" and not (isinstance(like, TensorVariable) and
+                                                 like.fake.device == value.fake.device):
+        return None  # (a fill value on another device than the result's: as it is)
+    dtype = value.fake.dtype
+    number = True if dtype == torch.bool else 1j if dtype.is_complex else \
+        1.0 if dtype.is_floating_point else 1
+    if in_kwargs:
+        kwargs = {**kwargs, "fill_value": ConstantVariable(number)}
+    else:
+        args = [*args[:position], ConstantVariable(number), *args[position + 1:]]
+    filled = tx.output.create_node(op, target, tuple(args), kwargs)
+    return tx.output.create_node("call_method", "fill_", (filled, value), {})
 
 
 def t_metadata_method(tx, t: TensorVariable, name: str, args, kwargs) -> VariableTracker:

@@ -7,6 +7,7 @@ Mirrors: torch/_dynamo/variables/torch.py.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import types
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +20,13 @@ from ..exc import Unsupported
 from ..source import AttrSource, ObjectSource, Source
 from .base import LATE_BOUND, VariableTracker
 from .containers import ConstantVariable, SizeVariable, wrap_constant_result
-from .tensor import AUTOGRAD_RUNS_OUTSIDE, TensorVariable, addc_with_tensor_value
+from .tensor import (
+    AUTOGRAD_RUNS_OUTSIDE,
+    FILL_VALUE_POSITION,
+    TensorVariable,
+    addc_with_tensor_value,
+    full_with_tensor_value,
+)
 
 
 class TorchFunctionVariable(VariableTracker):
@@ -93,6 +100,10 @@ class TorchFunctionVariable(VariableTracker):
         if fn in (torch.addcdiv, torch.addcmul) and isinstance(kwargs.get("value"),
                                                                TensorVariable):
             return addc_with_tensor_value(tx, name, *args, value=kwargs["value"])
+        if fn in FILL_VALUE_POSITION:
+            filled = full_with_tensor_value(tx, "call_function", fn, list(args), kwargs)
+            if filled is not None:
+                return filled
         if fn in (torch.manual_seed, torch.random.manual_seed) and not kwargs and \
                 tx.seed_before_graph(fn, args):
             return tx.wrap_nested(torch.default_generator, ObjectSource(torch.default_generator))
@@ -162,10 +173,16 @@ _TRACING_STATE = _tracing_state()
 # methods are Python over torch ops); ``torch.optim`` (``tc.compile(opt.step)``: the step,
 # its ``_use_grad`` wrapper and the functional ``_single_tensor_adam`` are Python over
 # tensor and ``_foreach_*`` ops, as are the LR schedulers); ``flex_attention``'s module (its
-# checks and ``BlockMask``, a Python class of index tables around the ``mask_mod``).
+# checks and ``BlockMask``, a Python class of index tables around the ``mask_mod``); the
+# reparametrizations torch.nn.utils puts on a module (``weight_norm``, ``spectral_norm``,
+# ``prune``: forward pre-hooks that are objects, whose ``__call__`` computes the weight from
+# the module's own tensors and sets it; ``parametrizations``: modules with Python methods
+# such as spectral norm's power iteration under ``@torch.no_grad()``).
 _INLINED_TORCH_MODULES = ("torch.testing", "torch.nn.modules.", "torch.distributions.",
                          "torch.utils._pytree", "torch.optim.",
-                         "torch.nn.attention.flex_attention")
+                         "torch.nn.attention.flex_attention", "torch.nn.utils.weight_norm",
+                         "torch.nn.utils.spectral_norm", "torch.nn.utils.prune",
+                         "torch.nn.utils.parametrize", "torch.nn.utils.parametrizations")
 
 
 def traced_like_user_code(module: str) -> bool:
@@ -194,8 +211,13 @@ def is_torch_callable(value: Any) -> bool:
     if isinstance(value, (type, torch.nn.Module)):
         return False
     module = getattr(value, "__module__", None) or ""
-    if isinstance(value, types.FunctionType) and traced_like_user_code(defining_module(value)):
-        return False
+    if isinstance(value, types.FunctionType) and (traced_like_user_code(
+            defining_module(value)) or traced_like_user_code(module)):
+        return False  # (the second: wrapped by ``@torch.no_grad()``, which keeps its name)
+    call = inspect.getattr_static(type(value), "__call__", None)
+    if not isinstance(value, types.FunctionType) and isinstance(call, types.FunctionType) \
+            and traced_like_user_code(defining_module(call)):
+        return False  # an object whose ``__call__`` is such Python (weight_norm's hook)
     if in_torch(module) and not module.startswith("torch._dynamo"):
         return callable(value)
     if isinstance(value, (types.BuiltinFunctionType, types.MethodDescriptorType,
