@@ -72,3 +72,16 @@ def checks_then_computes(x):
         raise ValueError(f"too small: {x.min()}")
     assert x.abs().max() < 100, "too large"
     return x.tanh() * 2
+
+
+def writes_its_own_tensor_then_checks(x):
+    """A check after writes into tensors the function made (piq builds its Haar filter
+    with ``kernel[k // 2:] = -kernel[k // 2:]``): running the frame again makes them again,
+    so the check is an assumption (``test_stage3_assumptions``)."""
+    kernel = torch.ones(2, 2) / 2
+    kernel[1:, :] = -kernel[1:, :]
+    scratch = x.detach().clone()
+    scratch.mul_(2)
+    torch.add(scratch, 1, out=scratch)
+    assert x.abs().max() < 100, "too large"
+    return (x * kernel.sum() + scratch + kernel[0, 0]).tanh()

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import tutorcompile as tc
-from tests.capture_cases import checks_then_computes
+from tests.capture_cases import checks_then_computes, writes_its_own_tensor_then_checks
 from tutorcompile.dynamo import eval_frame
 
 pytestmark = [pytest.mark.stage3, pytest.mark.usefixtures("fresh_compiler")]
@@ -36,6 +36,9 @@ CASES = {
                         lambda: (torch.randn(3), -torch.rand(3), torch.randn(3))),
     "checks_then_computes": (checks_then_computes, lambda: (torch.randn(4),),
                              lambda: (torch.full((4,), -10.0),)),
+    "writes_its_own_tensor_then_checks": (writes_its_own_tensor_then_checks,
+                                          lambda: (torch.randn(4),),
+                                          lambda: (torch.full((4,), 1000.0),)),
 }
 
 
@@ -100,10 +103,18 @@ def normalizes_then_checks(x):
     return h
 
 
+def writes_a_view_then_checks(x, buf):
+    buf.detach()[1:].mul_(2)   # a view of an input: the same storage, written twice
+    if (x < 0).any():
+        raise ValueError("negative")
+    return x + buf
+
+
 def test_a_graph_that_writes_or_draws_keeps_the_branch_a_break():
     x, buf = torch.rand(3), torch.zeros(3)
     (reason,) = tc.explain(writes_then_checks)(x, buf).break_reasons
     assert "writes a tensor in place or draws random numbers" in reason.reason  # (says why)
+    assert len(tc.explain(writes_a_view_then_checks)(x, buf).break_reasons) == 1
     assert len(tc.explain(draws_then_checks)(x).break_reasons) == 1
     assert len(tc.explain(normalizes_then_checks)(torch.rand(4, 3)).break_reasons) == 1
     BN.eval()   # no statistics written: the check is assumed, one graph

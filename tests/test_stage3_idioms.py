@@ -1993,3 +1993,186 @@ def test_a_sentinel_made_while_tracing_is_a_new_object_on_every_call():
     (first, a), (_, b) = compiled(x), compiled(x)
     torch.testing.assert_close(first, x * 2.0)
     assert a is not b and type(a) is object
+
+
+# --- found by the sixth held-out sweep (issue 39: ultralytics, fair-esm, piq, lightly,
+# pytorch-metric-learning, demucs...), fixed by feature -----------------------------------
+def nested_tuple_indices(x):
+    # ``coefficients[:, (0, 2)]`` (piq's HaarPSI): a tuple inside the index is advanced
+    # indexing -- two channels -- not two more dimensions
+    return x[:, (0, 2)] * 2, x[(0, 1), ...], x[:, [1, 2], (0,)], x[..., (1, 3)].sum(-1)
+
+
+def writes_return_their_tensor(x):
+    # an in-place op and ``out=`` return the tensor they wrote; ``.to`` of its own dtype
+    # and ``.contiguous()`` of a contiguous tensor return the tensor itself
+    y = x.detach() * 1.0   # (``out=`` refuses a tensor that requires grad)
+    r = y.mul_(2)
+    s = torch.add(y, 1, out=y)
+    u = y.to(y.dtype)
+    v = y.contiguous()
+    return x * y, r is y, s is y, u is y, v is y, (x * 2).t().contiguous() is x
+
+
+def _reparametrized():
+    from torch.nn.utils import parametrizations, prune
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)   # the old weight_norm is deprecated
+        return torch.nn.ModuleList([
+            torch.nn.utils.weight_norm(torch.nn.Linear(4, 4)),
+            torch.nn.utils.spectral_norm(torch.nn.Linear(4, 4)),
+            prune.l1_unstructured(torch.nn.Linear(4, 4), "weight", amount=0.3),
+            parametrizations.weight_norm(torch.nn.Linear(4, 4)),
+            parametrizations.spectral_norm(torch.nn.Linear(4, 4)),
+            parametrizations.orthogonal(torch.nn.Linear(4, 4))])
+
+
+def reparametrized_modules(x, layers):
+    # the forward pre-hooks weight_norm, spectral_norm and prune put on a module are
+    # objects of torch.nn.utils whose __call__ computes the weight (Python, inlined);
+    # spectral norm's power iteration writes its ``u`` and ``v`` buffers with ``out=``
+    for layer in layers:
+        x = torch.tanh(layer(x))
+    return x
+
+
+def fill_values_that_are_tensors(x, boxed, counts, flag):
+    # ultralytics' anchors: ``feats.new_full((h * w, 1), stride)`` of a 0-d tensor (one
+    # that requires no grad: eager refuses one that does)
+    (strides,) = boxed
+    out = []
+    for i in range(2):
+        out.append(x.new_full((3, 1), strides[i], dtype=x.dtype))
+        out.append(x.new_full((2,), fill_value=counts[i]).float())
+        out.append(torch.full((2,), strides[i]) + torch.full((2,), counts[i]))
+        out.append(torch.full((2,), counts[i], dtype=torch.float64).float())
+        out.append(torch.full_like(x, strides[i]) * x + torch.full_like(x, flag))
+    return torch.cat([o.flatten() for o in out])
+
+
+class _Cosine(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.W = torch.nn.Parameter(torch.randn(3, 4))
+
+    def forward(self, x):
+        # pytorch-metric-learning's ``cast_types``: ``.data`` set to itself, moved to the
+        # device and dtype it already has
+        self.W.data = self.W.data.to(device=x.device).type(x.dtype)
+        return x @ torch.nn.functional.normalize(self.W, dim=0)
+
+
+def data_set_to_itself(x, m):
+    return m(x)
+
+
+def extend_reads_what_it_appended(x):
+    # ultralytics' C2f: ``y.extend(m(y[-1]) for m in self.m)`` chains the modules, as
+    # list.extend (and deque's, and ``+=``) appends each item before making the next
+    y = [x, x + 1]
+    y.extend(torch.tanh(y[-1]) * k for k in range(3))
+    y += (y[-1] + len(y) for _ in range(2))
+    d = collections.deque([x], maxlen=3)
+    d.extend(d[-1] * 2 for _ in range(4))
+    d.extendleft(d[0] - 1 for _ in range(2))
+    y.extend(map(lambda t: t * len(y), [x, x]))
+    return torch.stack(y + list(d))
+
+
+def writes_through_views_and_copies(y):
+    # a write lands in the tensor viewed (``diagonal``, ``fill_diagonal_``: lightly's and
+    # pytorch-metric-learning's similarity matrices) and not in one a reshape copied
+    a = y * 2
+    b = a.t().reshape(-1)
+    b.add_(1)
+    c = y * 3
+    c.narrow(1, 1, 2).mul_(0)
+    d = y * 4
+    r = d.fill_diagonal_(0)
+    e = y * 5
+    e.diagonal(1).fill_(7)
+    torch.diagonal(e, -1).mul_(2)
+    f = (y * 6).t()[:4].fill_diagonal_(1.0, wrap=True)
+    return a, b, c, d, e, f, r is d
+
+
+SWEEP6_CASES = {
+    "writes_through_views_and_copies": (writes_through_views_and_copies,
+                                        lambda: [torch.randn(3, 4)]),
+    "extend_reads_what_it_appended": (extend_reads_what_it_appended,
+                                      lambda: [torch.randn(3)]),
+    "nested_tuple_indices": (nested_tuple_indices, lambda: [torch.randn(3, 4, 5)]),
+    "writes_return_their_tensor": (writes_return_their_tensor, lambda: [torch.randn(2, 3)]),
+    "reparametrized_modules": (reparametrized_modules,
+                               lambda: [torch.randn(2, 4), _reparametrized().train()]),
+    "reparametrized_modules_eval": (reparametrized_modules,
+                                    lambda: [torch.randn(2, 4), _reparametrized().eval()]),
+    "fill_values_that_are_tensors": (fill_values_that_are_tensors, lambda: [
+        torch.randn(3), (torch.tensor([8.0, 16.0]),), torch.tensor([3, 5]),
+        torch.tensor(True)]),
+    "data_set_to_itself": (data_set_to_itself, lambda: [torch.randn(2, 3), _Cosine()]),
+}
+CASES.update(SWEEP6_CASES)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", list(SWEEP6_CASES))
+def test_sweep6_features_are_one_graph_with_eager_values(name, backend):
+    test_one_graph_with_eager_values_and_gradients(name, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_spectral_norm_updates_its_own_buffers_in_place(backend):
+    # ``self._u = F.normalize(..., out=self._u)``: the buffer keeps its identity and gets
+    # eager's values, call after call; a graph output put in its place would be saved for
+    # backward and then written by the next call
+    from torch.nn.utils import parametrizations
+    made = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        made.append(parametrizations.spectral_norm(torch.nn.Linear(4, 3)).train())
+    eager, mine = made
+    buffers = [b for _, b in mine.named_buffers()]
+    compiled = tc.compile(mine, backend=backend)
+    x = torch.randn(2, 4)
+    for fn in (eager, compiled):
+        (fn(x).sum() + fn(x * 2).sum()).backward()
+    assert [b for _, b in mine.named_buffers()] == buffers   # the same objects
+    for (_, a), (_, b) in zip(eager.named_buffers(), mine.named_buffers(), strict=True):
+        torch.testing.assert_close(b, a)
+    for (_, a), (_, b) in zip(eager.named_parameters(), mine.named_parameters(), strict=True):
+        torch.testing.assert_close(b.grad, a.grad)
+
+
+def test_data_set_to_another_tensor_is_a_break_that_says_why():
+    center = torch.zeros(3)
+
+    def moving_average(x):
+        center.data = center * 0.9 + x.mean(0) * 0.1   # (lightly's DINO loss)
+        return x - center
+
+    (reason,) = tc.explain(moving_average)(torch.randn(2, 3)).break_reasons
+    assert "tensor.data of another tensor" in reason.reason
+
+
+def test_fill_diagonal_that_no_view_says_is_a_break():
+    def fills(x):
+        return (x * 2).fill_diagonal_(0, wrap=True), (x * 3).reshape(2, 2, 2).fill_diagonal_(1)
+
+    x = torch.randn(8, 1)   # tall, wrapped; and three dimensions
+    explained = tc.explain(fills)(x)
+    assert len(explained.break_reasons) == 2
+    assert all("fill_diagonal_" in r.reason for r in explained.break_reasons)
+    for got, want in zip(tc.compile(fills, backend="aot_eager")(x), fills(x), strict=True):
+        torch.testing.assert_close(got, want)
+
+
+def test_a_fill_value_that_requires_grad_raises_what_eager_raises():
+    def fill(x, w):
+        return x.new_full((2,), w.sum())
+
+    args = (torch.randn(3), torch.randn(3, requires_grad=True))
+    with pytest.raises(TypeError, match="must be Number"):
+        fill(*args)
+    with pytest.raises(TypeError, match="must be Number"):
+        tc.compile(fill, backend="eager")(*args)
