@@ -149,6 +149,8 @@ class CompiledArtifacts:
     symbolic_everywhere: bool = False
     # an inference graph with inputs that require grad: run with grad mode off
     grad_off: bool = False
+    # the order of the mutated inputs' copies back (found on the first call: _copy_order)
+    copy_order: tuple | None = None
 
     def __post_init__(self):
         self.forward_run = _direct(self.forward)
@@ -438,12 +440,20 @@ def _run(art: CompiledArtifacts, inputs: list) -> Any:
         # sees it (``out[0] = h * 2`` into a plain tensor gives ``out`` a grad_fn, as in
         # eager); any other copy is not recorded (a buffer's running mean, a leaf written
         # under no_grad)
+        mutated, new = functional.mutated_inputs, outs[n_user:]
+        if art.copy_order is None:
+            art.copy_order = _copy_order(mutated, inputs, new)
+        first, rest = art.copy_order
         targets, values = [], []
-        for index, value in zip(functional.mutated_inputs, outs[n_user:]):
+        for m in (*first, *rest):
+            index, value = mutated[m], new[m]
             if value is inputs[index]:
                 continue     # the compiled graph wrote it in place
             if value.requires_grad:
                 inputs[index].copy_(value)
+            elif m in first:
+                with torch.no_grad():
+                    inputs[index].copy_(value)
             else:
                 targets.append(inputs[index])
                 values.append(value)
@@ -454,6 +464,19 @@ def _run(art: CompiledArtifacts, inputs: list) -> Any:
     if spec == "single":
         return outs[0]
     return list(outs[:n_user]) if spec == "list" else tuple(outs[:n_user])
+
+
+def _copy_order(mutated: tuple, inputs: list, values: list) -> tuple[tuple, tuple]:
+    """In what order the epilogue copies new values into mutated inputs: ``(first, rest)``.
+
+    A new value that shares memory with *another* mutated input (``x.copy_(y)`` and then
+    ``y.clamp_()``: x's new value is y as it was, or a view of it) is copied first, one by
+    one, before that input is overwritten; the rest follow together. Found on the first
+    call: which outputs are inputs, or views of them, is fixed by the compiled graph."""
+    owner = {inputs[i].untyped_storage().data_ptr(): i for i in mutated}
+    first = tuple(m for m, (i, v) in enumerate(zip(mutated, values)) if v is not inputs[i]
+                  and owner.get(v.untyped_storage().data_ptr(), i) != i)
+    return first, tuple(m for m in range(len(mutated)) if m not in first)
 
 
 _SHAPE_DTYPE_DEVICE = operator.attrgetter("shape", "dtype", "device")

@@ -325,13 +325,16 @@ def written_in_place(scheduler: Scheduler) -> dict[str, int]:
     must not call them ``__restrict__``), and only where it cannot change what anything
     reads:
 
-    * the value is computed by a pointwise kernel, laid out exactly as the input;
+    * the value is computed by a pointwise kernel (one loop nest: a kernel with a
+      reduction loops in phases, and each phase loads its inputs again), laid out exactly
+      as the input;
     * only the value's own computation reads the input, and every buffer of that kernel
       that depends on the input reads it (and the others that do) only at the element the
       loop is at: each element is read before it is written, and by no other step
       (:func:`_elementwise`);
-    * no later kernel and no PyTorch call reads the input, and it is not itself returned
-      (a view of it returned is made after the call, as eager sees it)."""
+    * no later kernel and no PyTorch call reads the input, and it is not returned, itself
+      or as a view (what is returned is its old value: ``x.copy_(y.t())``, then ``y``
+      written)."""
     lowering = scheduler.lowering
     updates = lowering.graph.output_node.meta.get("input_updates")
     if not updates or not isinstance(lowering.outputs, (tuple, list)):
@@ -339,7 +342,10 @@ def written_in_place(scheduler: Scheduler) -> dict[str, int]:
     groups = scheduler.groups
     group_of = {b.name: i for i, g in enumerate(groups) for b in g.buffers}
     reads = [{r for b in g.buffers for r in scheduler.reads[b.name]} for g in groups]
-    returned = {v.name for v in tree_leaves(lowering.outputs) if isinstance(v, ir.InputBuffer)}
+    # inputs returned as they are or as views: the caller reads their old values after the
+    # call (x.copy_(y.t()), then y written)
+    returned = {ir.base_buffer(v).name for v in tree_leaves(lowering.outputs)
+                if isinstance(v, (ir.InputBuffer, ir.View))}
     found: dict[str, int] = {}
     for out_pos, in_pos in updates.items():
         value, target = lowering.outputs[out_pos], lowering.graph_inputs[in_pos]
@@ -352,6 +358,8 @@ def written_in_place(scheduler: Scheduler) -> dict[str, int]:
                 target.name in names for i, names in enumerate(reads)
                 if i > g or groups[i].is_extern):
             continue
+        if any(isinstance(b, ir.ComputedBuffer) and b.is_reduction for b in groups[g].buffers):
+            continue   # (loops in phases: each phase loads what it needs again)
         if _elementwise(groups[g].buffers, value.name, value.data.ranges, target.name):
             found[value.name] = in_pos
     return found
