@@ -308,7 +308,10 @@ def _stored_by_kernel(sched):
     pytest.param("triton", marks=pytest.mark.skipif(not probe().has_triton,
                                                     reason="no triton"))])
 @pytest.mark.parametrize("rows, n", [((2, 16), 64), ((3, 5), 37), ((1, 7), 3)])
-def test_a_gradient_and_its_bias_gradient_are_one_kernel_one_pass(backend, rows, n):
+def test_a_gradient_and_its_bias_gradient_are_one_kernel_for_triton(backend, rows, n):
+    """Triton: the gradient is stored in the pass that sums it. C++ keeps two kernels (a
+    contiguous pass, then the column sum): fused, its column tiles walk the producer in
+    strided order, measured slower (``Scheduler.fuse``); the report says why."""
     # x non-contiguous (a transposed layout), b broadcast over the rows
     g, x, b = on(backend, torch.randn(*rows, n), torch.randn(n, rows[1], rows[0]).permute(2, 1, 0),
                  torch.randn(n))
@@ -317,11 +320,13 @@ def test_a_gradient_and_its_bias_gradient_are_one_kernel_one_pass(backend, rows,
     expected = GraphModule({}, trace(_gelu_backward, g, x, b))(g, x, b)
     torch.testing.assert_close(compiled(g, x, b), expected, rtol=1e-4, atol=1e-4)
     report = compiled.fusion_report
+    if backend == "cpp":
+        assert len(_stored_by_kernel(compiled.scheduler)) == 2, str(report)
+        assert any("lines up neither with the reduction's input" in r.reason
+                   for r in report.refused), str(report)
+        return
     (stored,) = _stored_by_kernel(compiled.scheduler)   # one kernel stores both
     assert sorted(len(s.get_size()) for s in stored) == [1, 3], str(report)
-    if backend == "cpp":   # the gradient is stored in the loop that sums it: no second pass
-        (source,) = compiled.kernel_sources.values()
-        assert source.count("for (int64_t r0 ") == 1, source
 
 
 @pytest.mark.parametrize("backend", [
@@ -377,8 +382,8 @@ class _MLPBlock(torch.nn.Module):
 @pytest.mark.usefixtures("fresh_compiler")
 def test_bias_gradients_fuse_at_symbolic_sizes(backend):
     """The training step of an MLP block, compiled once for every batch size and length:
-    values and gradients as eager's, and the GELU's gradient and the first bias gradient
-    share a kernel (a reduction that stores a 3-d gradient and a 1-d sum)."""
+    values and gradients as eager's, and (Triton) the GELU's gradient and the first bias
+    gradient share a kernel (a reduction that stores a 3-d gradient and a 1-d sum)."""
     import copy
 
     from tutorcompile.dynamo import backends, eval_frame
@@ -407,14 +412,15 @@ def test_bias_gradients_fuse_at_symbolic_sizes(backend):
     assert backward.symbolic is not None
     report = backward.fusion_report
     kinds = [k.kind for k in report.kernels if k.kind != "extern"]
-    # the output's bias gradient, the GELU's gradient with its bias gradient, the layer
-    # norm's column sums (the input needs no gradient: no row kernel)
-    assert kinds == ["reduction"] * 3, str(report)
+    # the output's bias gradient, the GELU's gradient with its bias gradient (C++: apart),
+    # the layer norm's column sums (the input needs no gradient: no row kernel)
+    assert kinds == (["reduction"] * 3 if backend == "triton" else
+                     ["reduction", "pointwise", "reduction", "reduction"]), str(report)
 
     def one_row(buffer):   # a bias gradient: (1, 1, h)
         return all(size_expr(s) == 1 for s in buffer.get_size()[:-1])
     kernels = [sorted(map(one_row, stored)) for stored in _stored_by_kernel(backward.scheduler)]
-    assert [False, True] in kernels, str(report)
+    assert ([False, True] in kernels) == (backend == "triton"), str(report)
 
 
 def _three_bias_gradients(gq, gk, gv, x):
