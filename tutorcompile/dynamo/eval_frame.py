@@ -56,7 +56,7 @@ from .._logging import log_artifact, phase, seconds_compiling
 from ..amp import autocast_on
 from ..errors import FallbackWarning
 from ..fx import GraphModule
-from ..fx.passes.dce_cse import _updates_running_stats, is_impure, is_random
+from ..fx.passes.dce_cse import is_impure, is_random, updates_running_stats
 from .backends import check_options, lookup_backend
 from .decorators import marked_dims
 from .distributed import active_ddp, compile_under_ddp
@@ -783,7 +783,7 @@ def _written_tensors(node) -> list | None:
     ``out=`` -- and nothing else; None for any other effect (a draw, a module, a print,
     running statistics, an operator schema's writes)."""
     if node.meta.get("impure") or node.op not in ("call_function", "call_method") or \
-            is_random(node) or _updates_running_stats(node):
+            is_random(node) or updates_running_stats(node):
         return None
     name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
     if node.target is operator.setitem or (name.endswith("_") and not name.endswith("__")) \

@@ -42,7 +42,7 @@ _RUNNING_STATS = {
 }
 
 
-def _updates_running_stats(node: Node) -> bool:
+def updates_running_stats(node: Node) -> bool:
     """``F.batch_norm(x, mean, var, training=True)``: the call writes ``mean`` and ``var``
     (BatchNorm's running statistics) although its result is a new tensor."""
     where = _RUNNING_STATS.get(node.target) if node.op == "call_function" else None
@@ -162,7 +162,7 @@ def is_impure(node: Node) -> bool:
         return True  # a module may update state (BatchNorm statistics, counters)
     if node.op == "call_function" and node.target in _EFFECTFUL_FUNCTIONS:
         return True
-    if _updates_running_stats(node):
+    if updates_running_stats(node):
         return True
     name = _target_name(node)
     if node.op in ("call_function", "call_method") and name.endswith("_") \
