@@ -31,7 +31,9 @@ class ModelSpec:
     # written; "issue-40": the libraries of the sweep that motivated issue 40 (einops,
     # x-transformers, vit-pytorch, diffusers, torch_geometric, peft), fixed by idiom since;
     # "probe-2": a second held-out probe (normalizing flows, pyro, MoE and efficient-
-    # attention packages, RNNs, einx...) whose breaks were then fixed by Python feature
+    # attention packages, RNNs, einx...) whose breaks were then fixed by Python feature;
+    # "probe-6": the sixth (issue 39: YOLO, protein LMs, metric-learning and image-quality
+    # losses, source separation, self-supervised heads), fixed by feature too
     group: str = "held-out"
 
 
@@ -808,3 +810,288 @@ def recurrent():
             return self.gru(y)[0], h, c
 
     return Net(), (torch.randn(2, 5, 8),)
+
+
+# --- the sixth held-out probe (group "probe-6", issue 39) -----------------------------------
+# ultralytics (YOLO from its yaml), fair-esm, pytorch-metric-learning, piq, efficientnet_pytorch,
+# facenet-pytorch, demucs, lightly, sentence-transformers. Fixed by feature since: a list
+# extended by a generator that reads it, a tuple inside an index, writes through views
+# (``diagonal``, ``fill_diagonal_``) and into reshape copies, in-place and ``out=`` results
+# that are their tensor, weight_norm / spectral_norm / prune hooks, fill values that are 0-d
+# tensors, ``t.data = t.data``, checks after writes into the graph's own tensors.
+# facenet-pytorch pins torch < 2.3: install it with ``pip install --no-deps facenet-pytorch``.
+
+def _probe6(library: str, **options):
+    return register(library, group="probe-6", **options)
+
+
+# ultralytics: YOLO built from the yaml shipped with the package (no weights)
+def _yolo(kind, yaml, size=64, **kw):
+    import logging
+
+    import ultralytics.nn.tasks as t
+    logging.getLogger("ultralytics").setLevel(logging.ERROR)
+    m = getattr(t, kind)(yaml, verbose=False, **kw)
+    return m, (torch.rand(2, 3, size, size),)
+
+
+def _yolo_loss(out):
+    flat = []
+
+    def walk(o):
+        if isinstance(o, torch.Tensor) and o.is_floating_point():
+            flat.append(o)
+        elif isinstance(o, (list, tuple)):
+            for x in o:
+                walk(x)
+        elif isinstance(o, dict):
+            for x in o.values():
+                walk(x)
+    walk(out)
+    return sum(t.pow(2).mean() for t in flat)
+
+
+@_probe6("ultralytics", loss=_yolo_loss)
+def yolov8n():
+    return _yolo("DetectionModel", "yolov8n.yaml", nc=4)
+
+
+@_probe6("ultralytics", loss=_yolo_loss)
+def yolov8n_seg():
+    return _yolo("SegmentationModel", "yolov8n-seg.yaml", nc=4)
+
+
+@_probe6("ultralytics", loss=_yolo_loss)
+def yolov8n_cls():
+    return _yolo("ClassificationModel", "yolov8n-cls.yaml", size=32, nc=10)
+
+
+# fair-esm: protein language models from tiny configs
+def _esm_tokens(b=2, n=12):
+    g = torch.randint(4, 24, (b, n))
+    g[:, 0] = 0  # cls
+    g[:, -1] = 2  # eos
+    return g
+
+
+@_probe6("fair-esm")
+def esm2():
+    from esm.model.esm2 import ESM2
+    m = ESM2(num_layers=2, embed_dim=32, attention_heads=4, alphabet="ESM-1b")
+    return m, (_esm_tokens(),), {"repr_layers": [1, 2]}
+
+
+@_probe6("fair-esm")
+def esm2_contacts():
+    from esm.model.esm2 import ESM2
+    m = ESM2(num_layers=2, embed_dim=32, attention_heads=4, alphabet="ESM-1b")
+    return m, (_esm_tokens(),), {"return_contacts": True}
+
+
+@_probe6("fair-esm")
+def msa_transformer():
+    import argparse
+
+    import esm
+    from esm.model.msa_transformer import MSATransformer
+    alphabet = esm.data.Alphabet.from_architecture("msa_transformer")
+    args = argparse.Namespace(layers=2, embed_dim=32, ffn_embed_dim=64, attention_heads=4,
+                              dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+                              max_tokens_per_msa=2 ** 14, max_tokens=2 ** 14, max_positions=64,
+                              embed_positions_msa=True)
+    m = MSATransformer(args, alphabet)
+    toks = torch.randint(4, 24, (2, 3, 10))
+    toks[..., 0] = alphabet.cls_idx
+    return m, (toks,)
+
+
+# pytorch-metric-learning: losses (and miners) as modules
+def _emb():
+    return torch.randn(8, 16), torch.tensor([0, 1, 0, 1, 2, 2, 3, 3])
+
+
+@_probe6("pytorch-metric-learning", loss=lambda out: out)
+def arcface_loss():
+    from pytorch_metric_learning import losses
+    return losses.ArcFaceLoss(num_classes=4, embedding_size=16), _emb()
+
+
+@_probe6("pytorch-metric-learning", loss=lambda out: out, input_grads=True,
+          note="no weights: gradients of the input")
+def ntxent_loss():
+    from pytorch_metric_learning import losses
+    return losses.NTXentLoss(temperature=0.1), _emb()
+
+
+@_probe6("pytorch-metric-learning", loss=lambda out: out, input_grads=True,
+          note="no weights: gradients of the input")
+def triplet_margin_loss():
+    from pytorch_metric_learning import losses
+    return losses.TripletMarginLoss(margin=0.2), _emb()
+
+
+@_probe6("pytorch-metric-learning", loss=lambda out: out, input_grads=True,
+          note="no weights: gradients of the input")
+def multi_similarity_loss():
+    from pytorch_metric_learning import losses
+    return losses.MultiSimilarityLoss(), _emb()
+
+
+# piq: image-quality metrics used as losses
+def _pair(size=48):
+    return torch.rand(2, 3, size, size), torch.rand(2, 3, size, size)
+
+
+@_probe6("piq", loss=lambda out: out, input_grads=True, note="no weights")
+def ssim_loss():
+    import piq
+    return piq.SSIMLoss(data_range=1.0), _pair()
+
+
+@_probe6("piq", loss=lambda out: out, input_grads=True, note="no weights")
+def gmsd_loss():
+    import piq
+    return piq.GMSDLoss(data_range=1.0), _pair()
+
+
+@_probe6("piq", loss=lambda out: out, input_grads=True, note="no weights")
+def haarpsi_loss():
+    import piq
+    return piq.HaarPSILoss(data_range=1.0), _pair(64)
+
+
+@_probe6("piq", loss=lambda out: out, input_grads=True, note="no weights")
+def total_variation():
+    import piq
+    return piq.TVLoss(), _pair()[:1]
+
+
+# efficientnet_pytorch
+@_probe6("efficientnet_pytorch")
+def efficientnet_b0():
+    from efficientnet_pytorch import EfficientNet
+    m = EfficientNet.from_name("efficientnet-b0", num_classes=10, image_size=32)
+    return m, (torch.randn(2, 3, 32, 32),)
+
+
+# facenet-pytorch
+@_probe6("facenet-pytorch")
+def inception_resnet_v1():
+    from facenet_pytorch import InceptionResnetV1
+    return InceptionResnetV1(pretrained=None), (torch.randn(2, 3, 80, 80),)
+
+
+@_probe6("facenet-pytorch")
+def mtcnn_onet():
+    from facenet_pytorch.models.mtcnn import ONet
+    return ONet(pretrained=False), (torch.randn(2, 3, 48, 48),)
+
+
+# demucs / openunmix: music source separation
+@_probe6("demucs")
+def demucs_v2():
+    from demucs.demucs import Demucs
+    m = Demucs(sources=["a", "b"], channels=8, depth=2, lstm_layers=1)
+    return m, (torch.randn(2, 2, 800),)
+
+
+@_probe6("demucs")
+def htdemucs():
+    from demucs.htdemucs import HTDemucs
+    m = HTDemucs(sources=["a", "b"], channels=8, depth=2, nfft=256, t_layers=1, t_heads=2,
+                 segment=1, samplerate=2048)
+    return m, (torch.randn(2, 2, 2048),)
+
+
+# lightly: self-supervised heads and losses
+@_probe6("lightly")
+def simclr():
+    from lightly.loss import NTXentLoss
+    from lightly.models import ResNetGenerator
+    from lightly.models.modules import SimCLRProjectionHead
+
+    class SimCLR(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            resnet = ResNetGenerator("resnet-9", width=0.125)
+            self.backbone = torch.nn.Sequential(*list(resnet.children())[:-1],
+                                                torch.nn.AdaptiveAvgPool2d(1))
+            self.head = SimCLRProjectionHead(64, 32, 16)
+            self.criterion = NTXentLoss(temperature=0.5)
+
+        def forward(self, x0, x1):
+            z0 = self.head(self.backbone(x0).flatten(start_dim=1))
+            z1 = self.head(self.backbone(x1).flatten(start_dim=1))
+            return self.criterion(z0, z1)
+
+    return SimCLR(), (torch.randn(4, 3, 16, 16), torch.randn(4, 3, 16, 16))
+
+
+@_probe6("lightly")
+def dino():
+    from lightly.loss import DINOLoss
+    from lightly.models.modules import DINOProjectionHead
+
+    class DINO(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.student = DINOProjectionHead(32, 64, 16, 64)
+            self.teacher = DINOProjectionHead(32, 64, 16, 64)
+            self.criterion = DINOLoss(output_dim=64, warmup_teacher_temp_epochs=0)
+
+        def forward(self, x0, x1):
+            t = [self.teacher(x0).detach()]
+            s = [self.student(x0), self.student(x1)]
+            return self.criterion(t, s, epoch=0)
+
+    return DINO(), (torch.randn(4, 32), torch.randn(4, 32))
+
+
+@_probe6("lightly")
+def barlow_twins():
+    from lightly.loss import BarlowTwinsLoss
+    from lightly.models.modules import BarlowTwinsProjectionHead
+
+    class BT(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head = BarlowTwinsProjectionHead(32, 64, 32)
+            self.criterion = BarlowTwinsLoss()
+
+        def forward(self, x0, x1):
+            return self.criterion(self.head(x0), self.head(x1))
+
+    return BT(), (torch.randn(4, 32), torch.randn(4, 32))
+
+
+# sentence-transformers over a tiny BERT saved locally
+def _tiny_bert_dir():
+    import os
+    import tempfile
+
+    from transformers import BertConfig, BertModel, BertTokenizer
+    path = os.path.join(tempfile.gettempdir(), "library_sweep_tiny_bert")
+    if not os.path.exists(os.path.join(path, "vocab.txt")):
+        os.makedirs(path, exist_ok=True)
+        vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(95)]
+        with open(os.path.join(path, "vocab.txt"), "w") as f:
+            f.write("\n".join(vocab) + "\n")
+        BertTokenizer(os.path.join(path, "vocab.txt")).save_pretrained(path)
+        cfg = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                         num_attention_heads=4, intermediate_size=64,
+                         max_position_embeddings=64)
+        BertModel(cfg).save_pretrained(path)
+    return path
+
+
+@_probe6("sentence-transformers")
+def mean_pooling():
+    from sentence_transformers import SentenceTransformer, models
+    path = _tiny_bert_dir()
+    word = models.Transformer(path, max_seq_length=16)
+    m = SentenceTransformer(modules=[word, models.Pooling(32, "mean"), models.Normalize()],
+                            device="cpu")
+    ids = torch.randint(5, 100, (2, 10))
+    mask = torch.ones(2, 10, dtype=torch.long)
+    mask[1, 7:] = 0
+    return m, ({"input_ids": ids, "attention_mask": mask},)
