@@ -48,9 +48,13 @@ def _per_tensor(fn: Callable, args: tuple, kwargs: dict) -> Any:
 
 def _foreach_rule(name: str, fn: Callable) -> Callable:
     def rule(*args: Any, **kwargs: Any) -> list:
-        if name in ("addcdiv", "addcmul") and len(args) == 4:   # (self, t1, t2, scalars)
-            *args, value = args
-            kwargs = {**kwargs, "value": value}
+        if name in ("addcdiv", "addcmul"):   # (self, t1, t2, scalars): per tensor, value=
+            if len(args) == 4:
+                *args, value = args
+                kwargs = {**kwargs, "value": value}
+            elif "scalars" in kwargs:
+                kwargs = {**kwargs, "value": kwargs["scalars"]}
+                del kwargs["scalars"]
         n = next((len(a) for a in args if isinstance(a, (list, tuple))), None)
         if n is None:
             raise NotImplementedError(f"_foreach_{name} without a list of tensors")
