@@ -419,8 +419,10 @@ class WrapperCodegen:
     def __init__(self, scheduler: Scheduler, kernels: dict[str, tuple], reuse: bool = True,
                  fallback: Any = None, in_place: dict[str, int] | None = None):
         self.scheduler = scheduler
-        # kernel outputs stored into graph inputs: buffer name -> input position
-        self.in_place = written_in_place(scheduler) if in_place is None else in_place
+        # kernel outputs stored into graph inputs: buffer name -> input position. Only what
+        # the kernels were generated for (compile_fx asks written_in_place before code
+        # generation: such a kernel must not call its pointers __restrict__)
+        self.in_place = in_place or {}
         self.fallback = fallback   # called instead when an input's strides are not as compiled
         self.lowering = scheduler.lowering
         self.kernels = kernels
