@@ -2176,3 +2176,39 @@ def test_a_fill_value_that_requires_grad_raises_what_eager_raises():
         fill(*args)
     with pytest.raises(TypeError, match="must be Number"):
         tc.compile(fill, backend="eager")(*args)
+
+
+class _CountedDict(dict):
+    writes = 0
+
+    def __setitem__(self, key, value):
+        type(self).writes += 1
+        super().__setitem__(key, value)
+
+
+class _CountedList(list):
+    made = 0
+
+    def bump(self):
+        type(self).made += 1
+        return type(self).made
+
+
+def _class_counters(x, d, items):
+    d["a"] = x * 2
+    return d["a"] + items.bump()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_class_attribute_written_through_type_of_a_container_subclass(backend):
+    """``type(self).count += 1`` in a dict or list subclass's method (was a break: "a class
+    without a source"): the class is reached through the object (``L['d'].__class__``), so
+    its attribute is guarded where it is read and the write replayed after the graph --
+    one graph each call, and the counters move as in eager."""
+    d, items = _CountedDict(), _CountedList()
+    _CountedDict.writes = _CountedList.made = 0
+    compiled = tc.compile(_class_counters, backend=backend, fullgraph=True)
+    x = torch.ones(2)
+    for n in (1, 2, 3):
+        torch.testing.assert_close(compiled(x, d, items), x * 2 + n)
+        assert _CountedDict.writes == n and _CountedList.made == n

@@ -1980,7 +1980,10 @@ def _type(tx, obj):
         source = obj.class_source if obj.fresh else AttrSource(obj.source, "__class__") \
             if obj.source is not None else None
         return tx.wrap_nested(type(obj.value), source)
-    return tx.wrap_nested(obj.python_type(), None)
+    # any other value from outside: its class through it, so ``type(self).count += 1`` in
+    # a dict or list subclass's method has somewhere to be guarded and written back
+    return tx.wrap_nested(obj.python_type(), None if obj.source is None
+                          else AttrSource(obj.source, "__class__"))
 
 
 def _super(tx, *args):
