@@ -76,6 +76,7 @@ from .._logging import log_artifact, phase
 from ..amp import autocast_state, make_autocast_explicit
 from ..errors import TutorcompileError
 from ..fx import Graph, GraphModule, Node, TensorMeta, exec_generated, from_torch_fx
+from ..fx.aliasing import storage_key
 from ..fx.symbolic_shapes import ShapeEnv, as_shape
 from ..ops import PRIMS
 from ..ops.table import contiguous_strides
@@ -473,9 +474,9 @@ def _copy_order(mutated: tuple, inputs: list, values: list) -> tuple[tuple, tupl
     ``y.clamp_()``: x's new value is y as it was, or a view of it) is copied first, one by
     one, before that input is overwritten; the rest follow together. Found on the first
     call: which outputs are inputs, or views of them, is fixed by the compiled graph."""
-    owner = {inputs[i].untyped_storage().data_ptr(): i for i in mutated}
+    owner = {storage_key(inputs[i]): i for i in mutated}
     first = tuple(m for m, (i, v) in enumerate(zip(mutated, values)) if v is not inputs[i]
-                  and owner.get(v.untyped_storage().data_ptr(), i) != i)
+                  and owner.get(storage_key(v), i) != i)
     return first, tuple(m for m in range(len(mutated)) if m not in first)
 
 

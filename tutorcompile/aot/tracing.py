@@ -39,6 +39,7 @@ from torch.overrides import TorchFunctionMode
 from ..amp import autocast_casts, autocast_on, replace_tensors, tensors_in
 from ..errors import TutorcompileError
 from ..fx import Graph, GraphModule, Node
+from ..fx.aliasing import same_storage
 from ..fx.node import map_aggregate
 
 
@@ -80,7 +81,7 @@ class _Recorder(TorchFunctionMode):
         node = self._node(func, name, args, kwargs)
         self.keep.append(out)
         if isinstance(out, torch.Tensor) and args and isinstance(args[0], torch.Tensor) \
-                and out is not args[0] and _same_storage(out, args[0]):
+                and out is not args[0] and same_storage(out, args[0]):
             node.meta["aliases_input"] = True  # a view: functionalize must know
         if isinstance(out, torch.Tensor):
             # an op returning its own input (x.add_(1), x.contiguous(), x.to(x.dtype)): later
@@ -157,14 +158,6 @@ def _tensor_method_name(func: Any) -> str | None:
     if name is None and getattr(func, "__objclass__", None) is torch._C.TensorBase:
         name = func.__name__
     return name
-
-
-def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
-    try:
-        return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() \
-            and a.untyped_storage().nbytes() > 0
-    except (RuntimeError, NotImplementedError):
-        return False
 
 
 def _has_tensor(v: Any) -> bool:

@@ -49,13 +49,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
 
 from .._caches import reset_registered
 from .._logging import log_artifact, phase, seconds_compiling
 from ..amp import autocast_on
 from ..errors import FallbackWarning
 from ..fx import GraphModule
+from ..fx.aliasing import storage_key
 from ..fx.passes.dce_cse import is_impure, is_random, updates_running_stats
 from .backends import check_options, lookup_backend
 from .decorators import marked_dims
@@ -765,13 +765,13 @@ def _rerun_safe(graph) -> bool:
     filter it built) is gone with the graph's other intermediates: running again makes it
     again. Whether a written tensor is an input's is asked of storages, as the fake
     examples share them (a view, a ``detach``, a no-op ``.to`` of an input)."""
-    outside = {_storage(p.meta.get("example_value")) for p in graph.nodes
+    outside = {storage_key(p.meta.get("example_value")) for p in graph.nodes
                if p.op == "placeholder"} - {None}
     for node in graph.nodes:
         if node.op in ("placeholder", "output") or not is_impure(node):
             continue
         written = _written_tensors(node)
-        if written is None or any(_storage(t) in outside or _storage(t) is None
+        if written is None or any(storage_key(t) in outside or storage_key(t) is None
                                   for t in written):
             return False
     return True
@@ -797,16 +797,6 @@ def _written_tensors(node) -> list | None:
     if not flat or not all(hasattr(t, "meta") for t in flat):
         return None
     return [t.meta.get("example_value") for t in flat]
-
-
-def _storage(value):
-    """The storage of a (fake) tensor, comparable between views of it; None otherwise."""
-    if not isinstance(value, torch.Tensor):
-        return None
-    try:
-        return StorageWeakRef(value.untyped_storage())
-    except (NotImplementedError, RuntimeError):
-        return None
 
 
 def checked_call(call: Callable, checks: list[tuple[int, bool]]) -> Callable:

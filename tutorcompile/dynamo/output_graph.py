@@ -27,6 +27,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..amp import autocast_casts, autocast_on, regions
 from ..fx import Graph, GraphModule
+from ..fx.aliasing import same_storage
 from ..fx.interpreter import tensor_meta
 from ..fx.node import Node, map_aggregate
 from ..fx.passes.dce_cse import operator_schemas, written_arguments
@@ -268,7 +269,7 @@ class OutputGraph:
             # whether the result shares its input's memory (``diagonal``, ``unfold``, a
             # reshape that views -- not one that copies): AOT's functionalization writes
             # back through views, and only through views
-            node.meta["aliases_input"] = _same_storage(out, ex_args[0])
+            node.meta["aliases_input"] = same_storage(out, ex_args[0])
         return self.wrap_output(node, out)
 
     def count_is_static(self, what: str, args: tuple, kwargs: dict, count: int) -> bool:
@@ -534,13 +535,6 @@ def _written_result(out: Any, examples: tuple, given: tuple) -> VariableTracker 
                 return vt
             return None
     return None
-
-
-def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
-    try:
-        return a.untyped_storage()._cdata == b.untyped_storage()._cdata
-    except (NotImplementedError, RuntimeError):
-        return False
 
 
 def _python_number(value: Any) -> Any:
