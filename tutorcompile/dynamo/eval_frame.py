@@ -681,6 +681,8 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
                                              config.compile_graph, where)
             else:
                 compiled = config.compile_graph(gm, list(output.input_values))
+    if gm is not None and _writes_an_input(output.graph):
+        result.guards.TENSOR_ALIASING(output.input_sources, output.input_values)
     check = result.guards.build()
     scopes = {k: v for k, v in check.env.items() if k.startswith("G_")}
     sources = list(output.input_sources)
@@ -777,13 +779,36 @@ def _rerun_safe(graph) -> bool:
     return True
 
 
-def _written_tensors(node) -> list | None:
+def _writes_an_input(graph) -> bool:
+    """Whether ``graph`` may write a tensor from outside (an input, or a view of one): an
+    in-place op, ``out=``, ``t[i] = v``, or a call whose writes are unknown (a module,
+    running statistics). Such a graph is guarded on which inputs share memory
+    (:meth:`~tutorcompile.dynamo.guards.GuardBuilder.TENSOR_ALIASING`); a graph that only
+    reads its inputs computes the same values whether they alias or not. A random draw
+    into a new tensor writes nothing from outside."""
+    inputs = {storage_key(p.meta.get("example_value")) for p in graph.nodes
+              if p.op == "placeholder"} - {None}
+    for node in graph.nodes:
+        if node.op in ("placeholder", "output") or not is_impure(node):
+            continue
+        written = _written_tensors(node, draws=True)
+        if written is None:
+            if is_random(node) and not node.meta.get("impure") and \
+                    node.op in ("call_function", "call_method"):
+                continue   # a draw that writes no argument (torch.rand, F.dropout)
+            return True
+        if any(storage_key(t) in inputs or storage_key(t) is None for t in written):
+            return True
+    return False
+
+
+def _written_tensors(node, draws: bool = False) -> list | None:
     """The example values of the tensors a node writes when it is a plain write -- an
     in-place method or function (``t.mul_(2)``, ``F.relu(t, inplace=True)``), ``t[i] = v``,
     ``out=`` -- and nothing else; None for any other effect (a draw, a module, a print,
     running statistics, an operator schema's writes)."""
     if node.meta.get("impure") or node.op not in ("call_function", "call_method") or \
-            is_random(node) or updates_running_stats(node):
+            (is_random(node) and not draws) or updates_running_stats(node):
         return None
     name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
     if node.target is operator.setitem or (name.endswith("_") and not name.endswith("__")) \

@@ -21,7 +21,9 @@ Python attribute reads); where it is missing, inline Python tests do the same.
 
 Guard kinds (PyTorch's names): TENSOR_MATCH, CONSTANT_MATCH, TYPE_MATCH, ID_MATCH,
 SEQUENCE_LENGTH, DICT_KEYS (a dict read whole), DICT_CONTAINS (one key of a dict from outside
-read: ``'k' in G['REGISTRY']``), GRAD_MODE, AUTOCAST, SHAPE_ENV (symbolic sizes), NOT_SHADOWED.
+read: ``'k' in G['REGISTRY']``), GRAD_MODE, AUTOCAST, SHAPE_ENV (symbolic sizes), NOT_SHADOWED,
+NO_TENSOR_ALIASING / STORAGE_OVERLAPPING (which tensor inputs share memory, for a graph that
+writes one: see :meth:`GuardBuilder.TENSOR_ALIASING`).
 
 Mirrors: torch/_dynamo/guards.py (``GuardBuilder``, ``CheckFunctionManager``).
 """
@@ -41,6 +43,7 @@ import torch.utils._device
 
 from ..amp import AUTOCAST_DEVICES, autocast_state
 from ..fx import exec_generated
+from ..fx.aliasing import alias_groups, storage_key, storage_pattern
 from .source import KEYS, ObjectSource, Source, is_literal
 
 _TENSOR_TYPES = {torch.Tensor: "torch.Tensor", torch.nn.Parameter: "torch.nn.Parameter"}
@@ -305,6 +308,33 @@ class GuardBuilder:
     def NOT_SHADOWED(self, name: str) -> None:
         self.add("NOT_SHADOWED", f"{name!r} not in G", comment=f"builtin {name} not shadowed")
 
+    def TENSOR_ALIASING(self, sources: list[Source], values: list[torch.Tensor]) -> None:
+        """Which of the graph's tensor inputs share a storage, and where each starts in it:
+        as they did when it was traced. A graph that writes an input is traced, and its
+        AOT graphs made, for one pattern: ``a.add_(1); return b * 2`` compiled for ``a``
+        and ``b`` apart reads ``b`` before the write or after it as the compiler pleases,
+        which is only right while they are apart; compiled for ``b = a.view(6)`` it reads
+        the written values. So neither is reused for the other: the same tensor passed
+        twice is one input guarded ``L['b'] is L['a']`` (ID_MATCH), and this guard tells
+        the rest apart (PyTorch's NO_TENSOR_ALIASING and STORAGE_OVERLAPPING guards).
+        A graph that writes no input reads the same values either way and gets none."""
+        if len(values) < 2:
+            return
+        names = ", ".join(s.name() for s in sources)
+        pattern = storage_pattern(*values)
+        groups = alias_groups(pattern)
+        if not groups:
+            self.add("NO_TENSOR_ALIASING",
+                     f"{self.bind(no_tensor_aliasing, 'no_tensor_aliasing')}({names})",
+                     comment="no two tensor inputs share storage")
+            return
+        shared = "; ".join(" and ".join(
+            sources[i].name() + (f" (offset {pattern[i][1]})" if pattern[i][1] else "")
+            for i in g) for g in groups)
+        self.add("STORAGE_OVERLAPPING",
+                 f"{self.bind(storage_pattern, 'storage_pattern')}({names}) == {pattern!r}",
+                 comment=f"share storage: {shared}")
+
     def build(self) -> CheckFunction:
         if self._hookless:
             self._add_no_hooks()
@@ -344,6 +374,16 @@ class GuardBuilder:
         self._hookless = []
 
 
+def no_tensor_aliasing(*tensors: torch.Tensor) -> bool:
+    """No two of ``tensors`` share a storage (NO_TENSOR_ALIASING: one set, one read of each
+    tensor's storage)."""
+    try:
+        return len({t.untyped_storage()._cdata for t in tensors}) == len(tensors)
+    except (NotImplementedError, RuntimeError):   # (a tensor without storage aliases none)
+        keys = [k for k in map(storage_key, tensors) if k is not None]
+        return len(set(keys)) == len(keys)
+
+
 def _hook_count_seen(seen: list[int], no_hooks: bool) -> bool:
     """``no_hooks``; if so, remember the hook-handle count as seen (see NO_HOOKS)."""
     if no_hooks:
@@ -369,7 +409,7 @@ try:  # PyTorch's C++ check of many tensors at once (what Dynamo used before gua
 except ImportError:  # pragma: no cover -- every supported torch has it
     TensorGuards = None
 
-_COST = {"TENSOR_MATCH": 2, "SHAPE_ENV": 3}
+_COST = {"TENSOR_MATCH": 2, "NO_TENSOR_ALIASING": 2, "STORAGE_OVERLAPPING": 2, "SHAPE_ENV": 3}
 """Order of guards in the check function: identity, type, constant and global-state tests
 (one comparison each) first, then tensors, then symbolic sizes; a miss usually fails early."""
 
@@ -417,6 +457,18 @@ class CheckFunction:
                     why = explain_tensor_mismatch(g.source.get(scope), *g.tensor_args)
                     return f"tensor {g.source.name()} {why}"
                 return f"{g.expr} is False"
+        batched = [g for g in self.guards if g.batched]
+        if batched and "___check_tensors" in self.env:
+            try:
+                values = [g.source.get(scope) for g in batched]
+                if not self.env["___check_tensors"](*values):
+                    # each passes alone: TensorGuards also refuses one tensor given twice
+                    # (a graph traced for two inputs is not reused for ``f(x, x)``)
+                    return "one tensor passed as two inputs: " + ", ".join(
+                        g.source.name() for g, v in zip(batched, values)
+                        if sum(w is v for w in values) > 1)
+            except Exception:  # noqa: BLE001 -- the reason is only for the log
+                pass
         return None
 
     def failing_tensors(self, L, G, B, S) -> list[tuple[Guard, Any]]:
