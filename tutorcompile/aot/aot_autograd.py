@@ -90,6 +90,7 @@ from .functionalize import (
 from .joint import JointGraph, is_differentiable, make_joint
 from .partitioners import Partition, PartitionReport, default_partition, min_cut_partition
 from .prim_graph import DecompositionReport, decompose, is_symbolic_input, symbolic_input_metas
+from .synthetic_base import SyntheticBases, plan_synthetic_bases, storage_layout
 from .tracing import trace_with_inputs
 
 
@@ -152,6 +153,11 @@ class CompiledArtifacts:
     grad_off: bool = False
     # the order of the mutated inputs' copies back (found on the first call: _copy_order)
     copy_order: tuple | None = None
+    # inputs that share a storage, one of them written: the graph runs on their synthetic
+    # bases (synthetic_base.py); and for any compilation that writes an input, which inputs
+    # shared a storage when it was made (it is reused only for calls that share alike)
+    synthetic: SyntheticBases | None = None
+    storage_layout: tuple | None = None
 
     def __post_init__(self):
         self.forward_run = _direct(self.forward)
@@ -277,6 +283,25 @@ class AOTCompiled:
         self.graph_module = gm
         self.num_compiles += 1
         functional = functionalize(gm.graph)
+        if not functional.mutated_inputs:
+            return self._compile_functional(functional, inputs, dynamic_dims)
+        layout = storage_layout(inputs)
+        planned = plan_synthetic_bases(gm, inputs, functional.mutated_inputs, fallback=gm)
+        if planned is None:
+            art = self._compile_functional(functional, inputs, dynamic_dims)
+        else:   # written inputs that share a storage with others: one input per storage
+            inner, bases = planned
+            if bases.groups:
+                inputs, dynamic_dims = bases.examples(inputs), []
+                functional = functionalize(inner.graph)
+                log_artifact("aot_graphs", lambda: inner.code, "synthetic bases")
+            art = self._compile_functional(functional, inputs, dynamic_dims)
+            art.synthetic = bases
+        art.storage_layout = layout
+        return art
+
+    def _compile_functional(self, functional: FunctionalGraph, inputs: list,
+                            dynamic_dims: list) -> CompiledArtifacts:
         shape_env = ShapeEnv() if dynamic_dims else None
         metas = inputs if shape_env is None else \
             symbolic_input_metas(inputs, dynamic_dims, shape_env)
@@ -355,7 +380,7 @@ class AOTCompiled:
                              f"guard failed: {art.shape_env.failed_guard(inputs)}")
         with phase("aot"):
             art = self.cache[key] = self.compile(inputs, num_args)
-        if generic is not None:
+        if generic is not None and art.shape_env is not None:
             self.symbolic.setdefault(generic, []).append(art)
             art.symbolic_everywhere = art.shape_env is not None and all(
                 is_symbolic_input(x, dims) for x, dims in zip(inputs, self.dynamic_dims)
@@ -376,6 +401,11 @@ class AOTCompiled:
         amp = autocast_state()
         key = (*_key(inputs), torch.is_grad_enabled(), training, amp)
         art = self.cache.get(key)
+        if art is not None and art.storage_layout is not None:
+            layout = storage_layout(inputs)   # (a graph that writes an input is compiled
+            if layout != art.storage_layout:  # for one way its inputs share storage)
+                key = (*key, layout)
+                art = self.cache.get(key)
         if art is None:
             art = self._compile_and_cache(key, inputs, len(args))
         self.artifacts = art
@@ -398,6 +428,8 @@ class AOTCompiled:
         if self.named_params is not None or len(self.cache) != 1 or next(iter(self.cache))[-1]:
             return self   # (compiled under autocast: __call__ runs it with autocast off)
         (art,) = self.cache.values()
+        if art.synthetic is not None:
+            return self   # (the bases' offsets are in the graph: the keyed path checks them)
         return self._direct_run(art)
 
     def direct_dynamic(self) -> Callable:
@@ -409,6 +441,8 @@ class AOTCompiled:
         if self.named_params is not None or len(self.cache) != 1 or next(iter(self.cache))[-1]:
             return self
         (art,) = self.cache.values()
+        if art.synthetic is not None:
+            return self
         if not art.symbolic_everywhere or art.shape_env.guards:
             return self
         return self._direct_run(art)
@@ -429,6 +463,11 @@ class AOTCompiled:
 def _run(art: CompiledArtifacts, inputs: list) -> Any:
     """Run one compilation on its inputs (graph inputs, then lifted parameters) and give
     back the user's outputs in their structure."""
+    if art.synthetic is not None:
+        merged = art.synthetic.merge(inputs)
+        if merged is None:   # no base to differentiate through: the captured graph, as is
+            return art.synthetic.fallback(*inputs)
+        inputs = merged
     tensors = inputs if art.all_tensors else [x for x in inputs if isinstance(x, torch.Tensor)]
     if art.joint is None:
         outs = art.forward_run(*tensors)
@@ -505,10 +544,10 @@ class _AOTFunction(torch.autograd.Function):
         ctx.tangent_metas = [*map(_SHAPE_DTYPE_DEVICE, map(fwd.__getitem__,
                                                            joint.tangent_outputs))]
         if art.mutated_tensor_positions:
-            # An input the epilogue will overwrite must not be saved as it is: keep its old
-            # value.
-            mutated = {id(inputs[i]) for i in art.mutated_tensor_positions}
-            saved = [s.clone() if id(s) in mutated else s for s in saved]
+            # An input the epilogue will overwrite must not be saved as it is, nor a view of
+            # it (an aliased input, a view of its synthetic base): keep the old values.
+            mutated = {storage_key(inputs[i]) for i in art.mutated_tensor_positions} - {None}
+            saved = [s.clone() if storage_key(s) in mutated else s for s in saved]
         if art.saved_all_tensors:
             ctx.save_for_backward(*saved)
             ctx.others = None

@@ -58,6 +58,7 @@ from .decomp import (
     register_decomposition,
 )
 from .decomp.registry import _is_t
+from .synthetic_base import as_strided_scatter
 
 
 class FunctionalizationError(TutorcompileError):
@@ -621,6 +622,8 @@ def _inverse_view(new: Graph, view: Node, args: tuple, child: Node, where: Node)
         return new.call_function(getattr, (child, "T"))
     if target is getattr and args[1] == "mT":
         return new.call_function(getattr, (child, "mT"))
+    if name == "as_strided":  # an aliased input, a view of its synthetic base
+        return new.call_function(as_strided_scatter, (parent, child, *args[1:]))
     if name == "diagonal":   # ``sim.diagonal().fill_(0)``: the diagonal written back
         rest = [_arg_of(view, args, i, n, d) for i, n, d in ((1, "offset", 0), (2, "dim1", 0),
                                                               (3, "dim2", 1))]
