@@ -41,7 +41,7 @@ from typing import Any
 import torch
 
 from ..fx.passes.dce_cse import is_random
-from ..ops.ndarray import torch_numpy_function
+from ..ops.ndarray import draws_from_numpys_generator, torch_numpy_function
 from . import polyfills, trace_rules
 from .bytecode import JUMP_OPS, PY
 from .exc import TracedException, Unsupported
@@ -578,6 +578,10 @@ class InstructionTranslator(VM):
             if source is not None:
                 g.ID_MATCH(source, value)
             return BuiltinVariable(value, source)
+        if callable(value) and draws_from_numpys_generator(value):
+            raise Unsupported(f"np.random.{getattr(value, '__name__', '?')}: a draw from "
+                              "NumPy's random generator, state outside the graph (torch's "
+                              "generator would draw other numbers)")
         twin = None if self._plain_numpy else torch_numpy_function(value)
         if twin is not None:    # ``np.mean``: on arrays, its torch._numpy twin in the graph
             self._plain_numpy = True

@@ -75,6 +75,16 @@ _METHODS: dict[str, Callable] = {}
 _ATTRIBUTES: dict[str, Callable] = {}
 
 
+def draws_from_numpys_generator(fn: Any) -> bool:
+    """Is ``fn`` one of ``np.random``'s functions (``rand``, ``randint``, ``default_rng``...)?
+    They draw from NumPy's generator, state the graph does not carry; torch._numpy's twins
+    draw from torch's, other numbers than eager's (PyTorch's Dynamo traces them so unless
+    ``config.use_numpy_random_stream``, where they are a break as here)."""
+    module = getattr(fn, "__module__", None)
+    return isinstance(module, str) and (module == "numpy.random"
+                                        or module.startswith("numpy.random."))
+
+
 def torch_numpy_function(fn: Any) -> Callable | None:
     """The ``torch._numpy`` function standing for the NumPy function ``fn`` (``np.mean``,
     ``np.linalg.norm``, ``np.fft.fftshift``), or None when there is none."""
@@ -89,6 +99,8 @@ def torch_numpy_function(fn: Any) -> Callable | None:
     # copied ``__module__ = "numpy"`` onto (run as NumPy, it returned an ndarray)
     if getattr(sys.modules.get(module), name, None) is not fn:
         return None
+    if draws_from_numpys_generator(fn):
+        return None
     where: Any = tnp
     for part in module.split(".")[1:]:
         if part.startswith("_"):   # numpy._core.fromnumeric...: the top-level name
@@ -100,4 +112,5 @@ def torch_numpy_function(fn: Any) -> Callable | None:
     return found if callable(found) else None
 
 
-__all__ = ["ndarray_attribute", "ndarray_method", "numpy_call", "torch_numpy_function"]
+__all__ = ["draws_from_numpys_generator", "ndarray_attribute", "ndarray_method", "numpy_call",
+           "torch_numpy_function"]
