@@ -115,6 +115,9 @@ class Guard:
     # a static TENSOR_MATCH that the batched C++ check covers: only the Python type is
     # left to test here ({v}: the source's value)
     batched: str | None = None
+    # a guard over several sources (TENSOR_ALIASING): they are read from the locals the
+    # check function already bound, not walked again from ``L``
+    sources: tuple = ()
 
     def __str__(self) -> str:
         return f"{self.expr}  # {self.comment}" if self.comment else self.expr
@@ -136,10 +139,12 @@ class GuardBuilder:
         self._hookless: list[str] = []      # sources of modules inlined without hooks
 
     def add(self, kind: str, expr: str, source: Source | None = None, comment: str = "",
-            tensor_args: tuple | None = None, fast: str | None = None) -> None:
+            tensor_args: tuple | None = None, fast: str | None = None,
+            sources: tuple = ()) -> None:
         if expr not in self._exprs:
             self._exprs.add(expr)
-            self.guards.append(Guard(kind, expr, source, comment, tensor_args, fast))
+            self.guards.append(Guard(kind, expr, source, comment, tensor_args, fast,
+                                     sources=sources))
 
     def bind(self, obj: Any, hint: str) -> str:
         """A stable name for ``obj`` inside guard expressions (``___obj_0``)."""
@@ -326,14 +331,14 @@ class GuardBuilder:
         if not groups:
             self.add("NO_TENSOR_ALIASING",
                      f"{self.bind(no_tensor_aliasing, 'no_tensor_aliasing')}({names})",
-                     comment="no two tensor inputs share storage")
+                     comment="no two tensor inputs share storage", sources=tuple(sources))
             return
         shared = "; ".join(" and ".join(
             sources[i].name() + (f" (offset {pattern[i][1]})" if pattern[i][1] else "")
             for i in g) for g in groups)
         self.add("STORAGE_OVERLAPPING",
                  f"{self.bind(storage_pattern, 'storage_pattern')}({names}) == {pattern!r}",
-                 comment=f"share storage: {shared}")
+                 comment=f"share storage: {shared}", sources=tuple(sources))
 
     def build(self) -> CheckFunction:
         if self._hookless:
@@ -377,8 +382,8 @@ class GuardBuilder:
 def no_tensor_aliasing(*tensors: torch.Tensor) -> bool:
     """No two of ``tensors`` share a storage (NO_TENSOR_ALIASING: one set, one read of each
     tensor's storage)."""
-    try:
-        return len({t.untyped_storage()._cdata for t in tensors}) == len(tensors)
+    try:   # (``_storage_id``: the StorageImpl's address, one C call, no storage object)
+        return len(set(map(torch._C._storage_id, tensors))) == len(tensors)
     except (NotImplementedError, RuntimeError):   # (a tensor without storage aliases none)
         keys = [k for k in map(storage_key, tensors) if k is not None]
         return len(set(keys)) == len(keys)
@@ -520,7 +525,8 @@ def _check_source(guards: list[Guard], fetch: list[Source] | None = None) -> str
     uses: dict[str, int] = {}
     chains = []
     for g in ordered:
-        chain = _chain(g.source)
+        chain = _chain(g.source) if not g.sources else list(dict.fromkeys(
+            name for s in g.sources for name in _chain(s)))
         chains.append(chain)
         for name in chain:
             uses[name] = uses.get(name, 0) + 1
