@@ -8,6 +8,9 @@
                         (prim_graph.py runs the rules; the package decomp/ holds them:
                         registry.py owns the table, core.py, math.py, nn.py... fill it)
     functionalize       in-place ops and input mutations -> pure graph + copy-backs
+    plan_synthetic_bases   inputs that share a storage, one of them written -> one input
+                        per storage, the aliased inputs views of it in the graph
+                        (synthetic_base.py; storage_layout keys the compilation)
     make_joint          forward + backward in one graph, from the op table's VJP rules
     default_partition   save what the backward reads
     min_cut_partition   save the fewest bytes, recompute cheap ops (networkx min cut)
