@@ -23,6 +23,7 @@ import sys
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
+from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..amp import autocast_casts, autocast_on, regions
@@ -215,10 +216,12 @@ class OutputGraph:
             else:
                 with self.fake_mode, _quiet_fake_tensor_log(), \
                         torch.set_grad_enabled(not no_grad):
-                    if op == "call_method":
-                        out = getattr(ex_args[0], target)(*ex_args[1:], **ex_kwargs)
-                    else:
-                        out = target(*ex_args, **ex_kwargs)
+                    fn = getattr(ex_args[0], target) if op == "call_method" else target
+                    call_args = ex_args[1:] if op == "call_method" else ex_args
+                    if target in (operator.getitem, operator.setitem, "__getitem__",
+                                  "__setitem__"):
+                        call_args = _selects_for_scalar_indices(call_args, op)
+                    out = _run_on_fakes(fn, call_args, ex_kwargs)
         except Unsupported:
             raise
         except TypeError as e:
@@ -578,6 +581,56 @@ def _nodes_in(value: Any) -> list[Node]:
     if isinstance(value, dict):
         return [n for v in value.values() for n in _nodes_in(v)]
     return []
+
+
+def _is_scalar_index(v: Any) -> bool:
+    return isinstance(v, torch.Tensor) and v.dim() == 0 and v.dtype not in (
+        torch.bool, torch.uint8) and not v.is_floating_point() and not v.is_complex()
+
+
+def _selects_for_scalar_indices(args: tuple, op: str) -> tuple:
+    """``x[i]`` with ``i`` a 0-d integer tensor (``self._t[torch.bucketize(t, self._t)]``,
+    torchcde's spline lookup), read or written, is ``x.select(0, i.item())`` in eager:
+    PyTorch's indexing turns every 0-d integer tensor of an index into a select before any
+    advanced index, so the result drops that dimension and views ``x``. On fake tensors
+    ``.item()`` has no value; the result's shape, dtype and aliasing are the same for every
+    in-range index, so the fake run selects index 0 instead -- the graph keeps the tensor
+    index and computes the real one when it runs, and AOT writes back through it as through
+    any index. (A 0-d bool or uint8 tensor is a mask: how many elements it keeps depends on
+    its value.)
+
+    Mirrors: torch/csrc/autograd/python_variable_indexing.cpp (applySlicing)."""
+    at = 1 if op == "call_function" else 0
+    if len(args) <= at:
+        return args
+    index = args[at]
+    if _is_scalar_index(index):
+        index = 0
+    elif type(index) is tuple and any(_is_scalar_index(v) for v in index):
+        index = tuple(0 if _is_scalar_index(v) else v for v in index)
+    else:
+        return args
+    return (*args[:at], index, *args[at + 1:])
+
+
+def _run_on_fakes(fn, args: tuple, kwargs: dict) -> Any:
+    """``fn`` on fake tensors. An op whose C++ kernel is a composite that reads its input's
+    values only to check them (``torch.istft`` asks ``.item()`` whether the window's envelope
+    is nonzero) fails so on fake tensors; it is run again with the Python dispatcher on, where
+    such ops run their Python decomposition (``torch._refs.istft``), which computes the same
+    shapes without the value check.
+
+    Mirrors: torch/_dynamo/output_graph.py (Dynamo traces under enable_python_dispatcher)."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as e:
+        if "DataDependent" not in type(e).__name__:
+            raise
+        with enable_python_dispatcher():
+            try:
+                return fn(*args, **kwargs)
+            except Exception:  # noqa: BLE001 -- the first failure says what went wrong
+                raise e from None
 
 
 @contextlib.contextmanager

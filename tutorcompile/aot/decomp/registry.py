@@ -31,6 +31,7 @@ from typing import Any
 import sympy
 import torch
 import torch.nn.functional as F
+from torch._dispatch.python import enable_python_dispatcher
 
 from ...fx import Node, TensorMeta
 from ...fx.node import map_aggregate, tree_leaves
@@ -119,6 +120,26 @@ def _zeros_tensor(v: Any) -> Any:
     return v
 
 
+def _on_meta(fn: Callable, args: tuple, kwargs: dict) -> Any:
+    """``fn`` on meta tensors of the arguments' shapes. A composite op whose C++ kernel reads
+    its input's values to check them (``torch.istft``'s window envelope) has no meta run of
+    its own; with the Python dispatcher on it runs its Python decomposition
+    (``torch._refs.istft``), which computes the same shapes without the check -- zeros would
+    fail that check instead.
+
+    Mirrors: torch/_dynamo/output_graph.py (Dynamo traces under enable_python_dispatcher)."""
+    with torch.no_grad():
+        try:
+            return fn(*map_aggregate(args, _meta_tensor), **map_aggregate(kwargs, _meta_tensor))
+        except Exception as e:
+            with enable_python_dispatcher():
+                try:
+                    return fn(*map_aggregate(args, _meta_tensor),
+                              **map_aggregate(kwargs, _meta_tensor))
+                except Exception:  # noqa: BLE001 -- the first failure says what went wrong
+                    raise e from None
+
+
 def extern_call(fn: Callable, args: tuple, kwargs: dict, meta: TensorMeta | None = None) -> Any:
     """Record a call of the torch function ``fn`` as one node (an extern op).
 
@@ -144,8 +165,7 @@ def extern_call(fn: Callable, args: tuple, kwargs: dict, meta: TensorMeta | None
         return GraphValue(node, handler)
     rng = torch.get_rng_state()  # finding the shape must not draw the program's random numbers
     try:
-        with torch.no_grad():
-            sample = fn(*map_aggregate(args, _meta_tensor), **map_aggregate(kwargs, _meta_tensor))
+        sample = _on_meta(fn, args, kwargs)
         on_meta = True
     except Exception:  # no meta kernel: run it on zeros of the right shapes
         with torch.no_grad():
