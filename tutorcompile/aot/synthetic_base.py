@@ -52,7 +52,14 @@ from ..fx.node import map_arg
 def storage_layout(inputs: list) -> tuple:
     """Which inputs share a storage and where each of those starts in it (absolute storage
     offsets): what a compilation over synthetic bases is specialised to, and what decides
-    whether a compilation that writes an input may be reused."""
+    whether a compilation that writes an input may be reused. ``()`` when none share (the
+    common case, asked on every call of such a compilation: one C call per tensor)."""
+    tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+    try:
+        if len(set(map(torch._C._storage_id, tensors))) == len(tensors):
+            return ()
+    except (NotImplementedError, RuntimeError, TypeError):
+        pass
     pattern = storage_pattern(*inputs)
     grouped = {i for g in alias_groups(pattern) for i in g}
     return tuple((j, inputs[i].storage_offset()) if i in grouped else (i, None)

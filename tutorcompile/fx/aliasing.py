@@ -29,9 +29,9 @@ def storage_key(value: Any) -> int | None:
     share memory, views included; None for anything else."""
     if not isinstance(value, torch.Tensor):
         return None
-    try:
-        return value.untyped_storage()._cdata
-    except (NotImplementedError, RuntimeError):   # (a tensor subclass without storage)
+    try:   # (``untyped_storage()._cdata`` without making the storage object: one C call)
+        return torch._C._storage_id(value)
+    except (NotImplementedError, RuntimeError, TypeError):   # (a tensor without storage)
         return None
 
 
