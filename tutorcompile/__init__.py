@@ -23,7 +23,7 @@ from ._version import __version__
 try:
     import torch as _torch
 except ImportError:  # only the torch-free parts (tutorcompile.dynamo's VM) are usable
-    _torch = None
+    _torch = None  # type: ignore[assignment]
 
 # Without a GPU, Triton kernels run under Triton's CPU interpreter. The variable must be set
 # before any @triton.jit function is defined, so importing tutorcompile first is enough.

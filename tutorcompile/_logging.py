@@ -143,7 +143,7 @@ def phase(name: str) -> Iterator[None]:
         if _phase_stack:
             _phase_stack[-1][0] += elapsed
         else:
-            log_artifact("compile_times", compile_times, "cumulative")
+            log_artifact("compile_times", lambda: str(compile_times()), "cumulative")
 
 
 def seconds_compiling() -> float:

@@ -36,7 +36,7 @@ Dynamo records ``torch.amp._enter_autocast``/``_exit_autocast`` nodes and lets A
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -104,7 +104,7 @@ def _dtypes(tree: Any) -> tuple:
     return tuple(x.dtype for x in tree_leaves(tree) if isinstance(x, torch.Tensor))
 
 
-def autocast_casts(run: Callable[[list], Any], inputs: list[torch.Tensor],
+def autocast_casts(run: Callable[[list], Any], inputs: Sequence[torch.Tensor],
                    in_place: bool = False) -> dict[int, torch.dtype] | None:
     """The casts autocast, in the state in force, makes of a call's inputs.
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -368,8 +368,8 @@ def _assert_close(actual: Any, expected: Any, name: str, baseline: str, rtol: fl
         except AssertionError as e:
             raise AssertionError(f"{name} does not compute what {baseline} does: {e}") from None
     elif isinstance(expected, (tuple, list)):
-        for a, e in zip(actual, expected):
-            _assert_close(a, e, name, baseline, rtol, atol)
+        for a, b in zip(actual, expected):
+            _assert_close(a, b, name, baseline, rtol, atol)
 
 
 @dataclass
@@ -411,7 +411,7 @@ class Sweep:
         return ax
 
 
-def fit_overhead(nbytes: list[float], times_us: list[float]) -> tuple[float, float]:
+def fit_overhead(nbytes: Sequence[float], times_us: list[float]) -> tuple[float, float]:
     """Fit ``t = overhead + bytes / bandwidth``: (overhead µs, GB/s).
 
     Times span orders of magnitude (microseconds to milliseconds), so the fit minimises
@@ -489,7 +489,7 @@ class Breakdown:
         """One sentence on what dominates."""
         parts = {"guard checks": self.guard_us, "compiled graphs": self.graph_us,
                  "Python around the graphs": self.overhead_us}
-        top = max(parts, key=parts.get)
+        top = max(parts, key=lambda part: parts[part])
         share = parts[top] / self.total_us if self.total_us else 0.0
         text = f"{top} take {share:.0%} of a call"
         if self.graphs_per_call > 1:
@@ -535,7 +535,9 @@ def breakdown(compiled: Callable, *args: Any, eager: Callable | None = None,
     with profiling() as prof:
         compiled(*args)
     compile_s = prof.compile_s
-    phases = {p: s for p, s in compile_times(as_dict=True).items() if s > 0}
+    times = compile_times(as_dict=True)
+    assert isinstance(times, dict)
+    phases = {p: s for p, s in times.items() if s > 0}
     total = measure(compiled, *args, name=name, **measure_kwargs)
     calls = max(10, min(10_000, int(0.1 / max(total.median_ms / 1000, 1e-7))))
     with profiling() as prof:

@@ -211,6 +211,7 @@ class CUDAGraphed:
             if entry is not None and reason is None:
                 out = entry.replay(args)
                 return _clone(out) if self.clone_outputs else out
+        assert reason is not None   # a recorded graph replays above
         if reason not in self.skips:
             self.skips.append(reason)
             log_artifact("cudagraphs", reason, title=f"{self.name}: skipped")

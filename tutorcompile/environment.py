@@ -248,7 +248,8 @@ def make_torchvision_importable() -> None:
     import torch
 
     spec = importlib.util.find_spec("torchvision")
-    for extension in glob.glob(os.path.join(spec.submodule_search_locations[0], "_C*.so")):
+    locations = spec.submodule_search_locations if spec else None
+    for extension in glob.glob(os.path.join((locations or [""])[0], "_C*.so")):
         try:
             torch.ops.load_library(extension)  # a build that matches torch: nothing to do
             return
@@ -260,4 +261,4 @@ def make_torchvision_importable() -> None:
     _torchvision_lib = lib  # the schemas live as long as this object does
 
 
-_torchvision_lib = None
+_torchvision_lib: object = None

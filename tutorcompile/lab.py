@@ -35,7 +35,8 @@ class CourseContentsManager(AsyncLargeFileManager):
     """Files as usual, except that ``solutions/`` can be read but not changed."""
 
     # the editable install's metadata sits at the repository root: not course material
-    hide_globs = List(Unicode(), [*AsyncLargeFileManager.hide_globs.default(), "*.egg-info"],
+    hide_globs = List(Unicode(), [*AsyncLargeFileManager.hide_globs.default(),  # type: ignore[misc]
+                                  "*.egg-info"],
                       config=True, help="Glob patterns to hide in file and directory listings.")
 
     def is_writable(self, path: str) -> bool:

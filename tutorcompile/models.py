@@ -40,6 +40,8 @@ class GPTConfig:
 
 
 class CausalSelfAttention(nn.Module):
+    mask: torch.Tensor   # a buffer: the causal mask
+
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         assert cfg.n_embd % cfg.n_head == 0, "n_embd must be divisible by n_head"

@@ -66,8 +66,8 @@ from __future__ import annotations
 import functools
 import operator
 import types
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -98,7 +98,8 @@ def _identity_compiler(gm: GraphModule, example_inputs: list) -> Callable:
     return gm
 
 
-_identity_compiler.supports_symbolic_shapes = True  # (a GraphModule computes its sizes)
+# (a GraphModule computes its sizes)
+_identity_compiler.supports_symbolic_shapes = True  # type: ignore[attr-defined]
 
 
 # ``prims.<name>`` in generated code, resolved straight to each prim's PyTorch implementation
@@ -114,11 +115,12 @@ def eager_compiler(gm: GraphModule, example_inputs: list | None = None) -> Calla
     namespace = dict(code.globals, prims=PRIM_REFERENCES)
     exec_generated(code.src, f"aot_eager {type(gm).__name__}", namespace)
     run = functools.partial(namespace["forward"], None)
-    run.graph_module = gm
+    run.graph_module = gm  # type: ignore[attr-defined]
     return run
 
 
-eager_compiler.supports_symbolic_shapes = True  # sizes computed in the graph just run
+# sizes computed in the graph just run
+eager_compiler.supports_symbolic_shapes = True  # type: ignore[attr-defined]
 
 
 @dataclass
@@ -139,7 +141,7 @@ class CompiledArtifacts:
     # what the per-call path calls: a compiled graph's own per-layout function when its
     # compiler offers one (``direct()``): this entry's key (shapes, strides, dtypes) has
     # already picked the layout, so the compiled graph need not key its inputs again
-    forward_run: Callable | None = None
+    forward_run: Callable = field(init=False)   # set in __post_init__
     backward_run: Callable | None = None
     # symbolic sizes: the symbols, and the guards this compilation relied on (None: static)
     shape_env: ShapeEnv | None = None
@@ -172,6 +174,7 @@ class CompiledArtifacts:
         multiplies it)."""
         if self.backward_run is not None:
             return self.backward_run(*args)
+        assert self.backward is not None   # (called by autograd: there is a joint graph)
         out = self.backward(*args)
         self.backward_run = _direct(self.backward)
         return out
@@ -253,10 +256,11 @@ class AOTCompiled:
                 self.dynamic_dims = []
 
     def compile(self, inputs: list, num_args: int) -> CompiledArtifacts:
-        gm, lifted, dynamic_dims = self.gm, [], self.dynamic_dims
+        gm, lifted, dynamic_dims = self.gm, list[torch.Tensor](), self.dynamic_dims
         if gm is not None:   # a graph from PyTorch's Dynamo: autocast as casts (ours has them)
             gm = make_autocast_explicit(gm, inputs)
         else:
+            assert self.fn is not None   # (no graph: a function to trace)
             params = dict(self.named_params()) if self.named_params else None
             gm, _ = trace_with_inputs(self.fn, inputs[:num_args], params)
             gm, lifted = _prepare(gm)
@@ -372,12 +376,13 @@ class AOTCompiled:
         if self.dynamic_dims:
             generic = (*_generic_key(inputs, self.dynamic_dims), key[-3:])
             for art in self.symbolic.get(generic, ()):
-                if art.shape_env.check_guards(inputs):
+                if art.shape_env is not None and art.shape_env.check_guards(inputs):
                     self.cache[key] = art
                     return art
             for art in self.symbolic.get(generic, ()):
-                log_artifact("recompiles", lambda art=art: "AOT graphs for symbolic sizes: "
-                             f"guard failed: {art.shape_env.failed_guard(inputs)}")
+                if art.shape_env is not None:
+                    log_artifact("recompiles", functools.partial(_guard_failed, art.shape_env,
+                                                                 inputs))
         with phase("aot"):
             art = self.cache[key] = self.compile(inputs, num_args)
         if generic is not None and art.shape_env is not None:
@@ -385,8 +390,10 @@ class AOTCompiled:
             art.symbolic_everywhere = art.shape_env is not None and all(
                 is_symbolic_input(x, dims) for x, dims in zip(inputs, self.dynamic_dims)
                 if dims)
-            log_artifact("guards", lambda: "symbolic sizes of the AOT graphs\n"
-                         + art.shape_env.format_guards())
+            env = art.shape_env
+            if env is not None:
+                log_artifact("guards", lambda: "symbolic sizes of the AOT graphs\n"
+                             + env.format_guards())
         return art
 
     def __call__(self, *args: Any) -> Any:
@@ -397,7 +404,7 @@ class AOTCompiled:
             training = None
         else:
             inputs = [*args, *(t for _, t in self.named_params())]
-            training = self.fn.training
+            training = self.fn.training  # type: ignore[union-attr]   # (an nn.Module)
         amp = autocast_state()
         key = (*_key(inputs), torch.is_grad_enabled(), training, amp)
         art = self.cache.get(key)
@@ -443,7 +450,7 @@ class AOTCompiled:
         (art,) = self.cache.values()
         if art.synthetic is not None:
             return self
-        if not art.symbolic_everywhere or art.shape_env.guards:
+        if not art.symbolic_everywhere or art.shape_env is None or art.shape_env.guards:
             return self
         return self._direct_run(art)
 
@@ -458,6 +465,10 @@ class AOTCompiled:
             return art.forward_run
         params = self.params
         return lambda *args: _run(art, [*args, *params])
+
+
+def _guard_failed(shape_env: ShapeEnv, inputs: list) -> str:
+    return f"AOT graphs for symbolic sizes: guard failed: {shape_env.failed_guard(inputs)}"
 
 
 def _run(art: CompiledArtifacts, inputs: list) -> Any:
@@ -506,7 +517,7 @@ def _run(art: CompiledArtifacts, inputs: list) -> Any:
     return list(outs[:n_user]) if spec == "list" else tuple(outs[:n_user])
 
 
-def _copy_order(mutated: tuple, inputs: list, values: list) -> tuple[tuple, tuple]:
+def _copy_order(mutated: Sequence[int], inputs: list, values: list) -> tuple[tuple, tuple]:
     """In what order the epilogue copies new values into mutated inputs: ``(first, rest)``.
 
     A new value that shares memory with *another* mutated input (``x.copy_(y)`` and then
@@ -535,6 +546,7 @@ class _AOTFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, art: CompiledArtifacts, *inputs: torch.Tensor):
         joint = art.joint
+        assert joint is not None
         n_fwd = joint.num_fwd_outputs
         outs = art.forward_run(*inputs)
         fwd, saved = outs[:n_fwd], outs[n_fwd:]
@@ -613,6 +625,7 @@ def _apply(art: CompiledArtifacts, *inputs: torch.Tensor) -> tuple:
     """``_AOTFunction.apply(art, *inputs)``, through the C++ apply when no functorch
     transform (``vmap``, ``grad``...) is active; inputs no gradient reaches detached
     (:attr:`JointGraph.unreached`)."""
+    assert art.joint is not None
     unreached = art.joint.unreached
     if unreached:
         inputs = tuple(x.detach() if i in unreached else x for i, x in enumerate(inputs))

@@ -89,20 +89,24 @@ def pytorch_partition(fn: Callable, inputs: list[torch.Tensor], partition: str =
                            found["fw"], found["bw"], found["fw_ops"], found["bw_ops"], ok)
 
 
-def our_partition(fn: Callable, inputs: list[torch.Tensor], partition: str = "default"
-                  ) -> PartitionResult:
+def our_partition(fn: Callable, inputs: list[torch.Tensor],
+                  partition: str | Callable = "default") -> PartitionResult:
     """Our AOTAutograd on ``fn`` with ``"default"`` or ``"min_cut"`` (or a partition_fn)."""
-    policy = {"default": default_partition, "min_cut": min_cut_partition}.get(partition,
-                                                                              partition)
+    policies: dict[str, Callable] = {"default": default_partition, "min_cut": min_cut_partition}
+    if not callable(partition) and partition not in policies:
+        raise ValueError(f"partition must be one of {sorted(policies)} or a partition_fn, "
+                         f"got {partition!r}")
+    policy = partition if callable(partition) else policies[partition]
     compiled = aot_function(fn, partition_fn=policy)
     xs = _fresh(inputs)
     ok = _match(_grads(compiled, xs), _grads(fn, _fresh(inputs)))
     art = compiled.artifacts
-    report = art.partition.report
+    assert art is not None and art.partition is not None   # (a training graph, just run)
+    split = art.partition
+    report = split.report
     return PartitionResult(report.saved_bytes, [s[1] for s in report.saved],
-                           art.partition.forward.code.strip(),
-                           art.partition.backward.code.strip(), report.forward_ops,
-                           report.backward_ops, ok)
+                           split.forward.code.strip(), split.backward.code.strip(),
+                           report.forward_ops, report.backward_ops, ok)
 
 
 def saved_bytes_table(cases: dict[str, tuple[Callable, list[torch.Tensor]]]) -> str:

@@ -34,6 +34,7 @@ import functools
 import inspect
 import math
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,15 +83,15 @@ def operator_functional(op: Any, slots: tuple, *args: Any, **kwargs: Any) -> tup
     (``slots``: their positions, or keyword names), run on copies of those: its own results,
     then the copies' new values -- a pure function (a custom op's ``mutates_args``,
     ``torch.ops.aten.add_``)."""
-    args, kwargs = list(args), dict(kwargs)
+    copied, kwargs = list(args), dict(kwargs)
     for slot in slots:
         if isinstance(slot, int):
-            args[slot] = args[slot].clone()
+            copied[slot] = copied[slot].clone()
         else:
             kwargs[slot] = kwargs[slot].clone()
-    out = op(*args, **kwargs)
+    out = op(*copied, **kwargs)
     results = () if out is None else tuple(out) if isinstance(out, (tuple, list)) else (out,)
-    return (*results, *(args[s] if isinstance(s, int) else kwargs[s] for s in slots))
+    return (*results, *(copied[s] if isinstance(s, int) else kwargs[s] for s in slots))
 
 
 def copy_functional(dst: torch.Tensor, src: Any) -> torch.Tensor:
@@ -400,7 +401,7 @@ def functionalize(graph: Graph) -> FunctionalGraph:
             if key not in view_cache:
                 parent = value
                 view_cache[key] = new.node_copy(
-                    view, lambda a, parent=parent, view=view:
+                    view, lambda a, parent=parent, view=view:  # type: ignore[misc]
                     parent if a is view.args[0] else current(a))
             value = view_cache[key]
         return value
@@ -686,7 +687,7 @@ def _bn_training(node: Node) -> bool:
     return bool(default if value is None else value)
 
 
-def _functional_batch_norm(new: Graph, node: Node, refs, current, write_back) -> None:
+def _functional_batch_norm(new: Graph, node: Node, refs, current, write_back) -> Node:
     functional, training = _STATISTICS_UPDATES[node.target]
     names = _BN_NAMES if node.target is F.batch_norm else \
         _BN_NAMES[:5] + ("use_input_stats",) + _BN_NAMES[6:]
@@ -716,10 +717,11 @@ def _module_call(graph: Graph, name: str, a: tuple, kwargs: dict, mod: nn.Module
         fn = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[len(mod.kernel_size)]
         return graph.call_function(fn, (x, attr("weight"), attr("bias"), mod.stride,
                                         mod.padding, mod.dilation, mod.groups))
-    simple = {nn.ReLU: F.relu, nn.SiLU: F.silu, nn.Sigmoid: torch.sigmoid, nn.Tanh: torch.tanh}
-    for cls, fn in simple.items():
+    simple: dict[type, Callable] = {nn.ReLU: F.relu, nn.SiLU: F.silu, nn.Sigmoid: torch.sigmoid,
+                                    nn.Tanh: torch.tanh}
+    for cls, activation in simple.items():
         if type(mod) is cls:
-            return graph.call_function(fn, (x,))
+            return graph.call_function(activation, (x,))
     if isinstance(mod, nn.GELU):
         return graph.call_function(F.gelu, (x,), {"approximate": mod.approximate})
     if isinstance(mod, nn.LeakyReLU):
@@ -807,7 +809,7 @@ def lift_attributes(gm: GraphModule) -> tuple[Graph, list[str], list[Any]]:
     """``get_attr`` tensors -> leading graph inputs. Returns (graph, their paths, values)."""
     graph = gm.graph
     new = Graph.derived_from(graph, "lift_attributes")
-    env: dict[Node, Any] = {}
+    env: dict[Any, Any] = {}   # nodes, and ("attr", path) for each attribute lifted
     paths: list[str] = []
     values: list[Any] = []
     for node in graph.nodes:

@@ -105,7 +105,7 @@ def extern_backward(fn: Any, args: Any, kwargs: Any, grad_outputs: Any, *inputs:
         got = torch.autograd.grad([p[0] for p in pairs], wanted, [p[1] for p in pairs],
                                   allow_unused=True) if pairs and wanted else [None] * len(wanted)
     it = iter(got)
-    result = []
+    result: list[torch.Tensor | None] = []
     for leaf in leaves:
         if not leaf.requires_grad:
             result.append(None)

@@ -201,12 +201,8 @@ def partition_from_saved(joint: Any, saved: list[Node], name: str = "custom_part
     else it needs. Raises if the backward would need a primal that is not saved. Every
     partitioner is a policy for choosing ``saved``; this does the rest.
     """
-    if isinstance(joint, Graph):
-        if num_fwd_outputs is None:
-            raise TypeError("pass num_fwd_outputs= with a plain Graph")
-    else:
-        joint, num_fwd_outputs = _as_graph(joint)
-    return _partition(joint, num_fwd_outputs, saved, name)
+    graph, n_fwd = _as_graph(joint, num_fwd_outputs)
+    return _partition(graph, n_fwd, saved, name)
 
 
 def _partition(joint: Graph, num_fwd_outputs: int, saved: list[Node], name: str
@@ -261,9 +257,13 @@ def _checkpointed_recomputed(saved: list[Node]) -> list[Node]:
     return out
 
 
-def _as_graph(joint: Any) -> tuple[Graph, int]:
+def _as_graph(joint: Any, num_fwd_outputs: int | None) -> tuple[Graph, int]:
+    """The joint graph and its number of forward outputs, from a :class:`JointGraph` or a
+    plain :class:`Graph` with ``num_fwd_outputs=``."""
     if isinstance(joint, JointGraph):
         return joint.graph, joint.num_fwd_outputs
+    if isinstance(joint, Graph) and num_fwd_outputs is not None:
+        return joint, num_fwd_outputs
     raise TypeError("pass a JointGraph, or (graph, num_fwd_outputs=...)")
 
 
@@ -274,7 +274,7 @@ def _as_graph(joint: Any) -> tuple[Graph, int]:
 def default_partition(joint: Any, *, num_fwd_outputs: int | None = None) -> Partition:
     """Save every forward value the backward reads (eager autograd's choice), but an
     input rather than a view of it."""
-    graph, n = (joint, num_fwd_outputs) if isinstance(joint, Graph) else _as_graph(joint)
+    graph, n = _as_graph(joint, num_fwd_outputs)
     fwd_outs, bwd_outs = _outputs(graph, n)
     primals = [p for p in graph.placeholders if is_primal(p)]
     forward = _ancestors(fwd_outs, set(primals))
@@ -321,7 +321,7 @@ def min_cut_partition(joint: Any, *, num_fwd_outputs: int | None = None,
     """Save the fewest bytes, recomputing cheap ops in the backward (see module docstring)."""
     import networkx as nx
 
-    graph, n_fwd = (joint, num_fwd_outputs) if isinstance(joint, Graph) else _as_graph(joint)
+    graph, n_fwd = _as_graph(joint, num_fwd_outputs)
     fwd_outs, bwd_outs = _outputs(graph, n_fwd)
     primals = [p for p in graph.placeholders if is_primal(p)]
     tangents = [p for p in graph.placeholders if is_tangent(p)]
@@ -357,6 +357,7 @@ def min_cut_partition(joint: Any, *, num_fwd_outputs: int | None = None,
             flow.add_edge("source", node.name + "_in", capacity=math.inf)
         elif node in required_fw and _banned(node) and op_kind(node) != "view":
             flow.add_edge("source", node.name + "_in", capacity=math.inf)
+        weight: float
         if "sym" in node.meta:
             weight = 0  # a symbolic size: an int, free to save (PyTorch saves SymInts)
         elif _meta_of(node) is None:

@@ -136,7 +136,7 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
     target = node.target
     if node.op == "call_method":
         key = f"method:{target}"
-        fn = getattr(torch.Tensor, target, None)
+        fn: Any = getattr(torch.Tensor, target, None)
         receiver = args[0] if args else None
         if not any(isinstance(a, GraphValue) for a in tree_leaves((args, kwargs))) and not (
                 isinstance(receiver, torch.Tensor) and is_random(node)):

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -42,6 +43,8 @@ class BackwardFunction:
     """The call target of a drawn backward node: it has a name, and refuses to be run."""
 
     _instances: dict[str, BackwardFunction] = {}
+    __name__: str
+    __qualname__: str
 
     def __new__(cls, name: str) -> BackwardFunction:
         if name not in cls._instances:
@@ -96,8 +99,9 @@ def _sigmoid(x: float) -> float:
 
 
 _relu.__name__, _sigmoid.__name__ = "relu", "sigmoid"
-_VALUE_OPS = {"+": operator.add, "*": operator.mul, "": operator.pow, "exp": math.exp,
-              "log": math.log, "tanh": math.tanh, "relu": _relu, "sigmoid": _sigmoid}
+_VALUE_OPS: dict[str, Callable[..., Any]] = {
+    "+": operator.add, "*": operator.mul, "": operator.pow, "exp": math.exp, "log": math.log,
+    "tanh": math.tanh, "relu": _relu, "sigmoid": _sigmoid}
 
 
 def _names_by_id(names: dict[str, Any] | None) -> dict[int, str]:
@@ -133,7 +137,8 @@ def torch_autograd_graph(output: torch.Tensor, names: dict[str, torch.Tensor] | 
     grad_output = graph.placeholder("grad_output")
     grad_output.meta["tensor_meta"] = TensorMeta.of(output.detach())
     incoming: dict[Any, list[Node]] = {output.grad_fn: [grad_output]}
-    ready, leaves = [output.grad_fn], []
+    ready: list[Any] = [output.grad_fn]   # autograd's Node objects
+    leaves = []
     while ready:
         fn = ready.pop(0)
         name = type(fn).__name__

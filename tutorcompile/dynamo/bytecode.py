@@ -151,7 +151,7 @@ class NormalizedCode:
 def _kw_names_of(inst: dis.Instruction, code: types.CodeType) -> tuple[str, ...]:
     value = inst.argval
     if not isinstance(value, tuple):  # 3.11/3.12 may report the index, not the tuple
-        value = code.co_consts[inst.arg]
+        value = code.co_consts[inst.arg or 0]
     return tuple(value)
 
 
@@ -179,8 +179,9 @@ def _normalize(code: types.CodeType) -> NormalizedCode:
     lineno = code.co_firstlineno
     for inst in raw:
         name = inst.opname
-        if getattr(inst, "positions", None) is not None and inst.positions.lineno is not None:
-            lineno = inst.positions.lineno
+        positions = getattr(inst, "positions", None)
+        if positions is not None and positions.lineno is not None:
+            lineno = positions.lineno
         offset_to_index.setdefault(inst.offset, len(out))
 
         def emit(opname: str, arg: Any = inst.arg, argval: Any = inst.argval,
@@ -206,9 +207,9 @@ def _normalize(code: types.CodeType) -> NormalizedCode:
                 emit("CALL_KW")
         elif name == "LOAD_GLOBAL":
             new = emit("LOAD_GLOBAL")
-            if inst.arg & 1:
+            if (inst.arg or 0) & 1:
                 new.push_null = "after" if PY >= (3, 13) else "before"
-        elif name == "LOAD_ATTR" and PY >= (3, 12) and inst.arg & 1:
+        elif name == "LOAD_ATTR" and PY >= (3, 12) and (inst.arg or 0) & 1:
             emit("LOAD_METHOD")
         elif name in ("LOAD_FAST_CHECK",):
             emit("LOAD_FAST")
@@ -218,7 +219,7 @@ def _normalize(code: types.CodeType) -> NormalizedCode:
             emit(f"{second}_FAST", argval=inst.argval[1])
         elif name == "SET_FUNCTION_ATTRIBUTE":
             maker = _last_maker(out)
-            maker.arg |= inst.arg
+            maker.arg = (maker.arg or 0) | (inst.arg or 0)
             emit("NOP")
         elif name == "MAKE_FUNCTION":
             emit("MAKE_FUNCTION", arg=inst.arg or 0)
@@ -230,15 +231,15 @@ def _normalize(code: types.CodeType) -> NormalizedCode:
                 jump_offsets[new.index] = inst.argval
 
     for index, target_offset in jump_offsets.items():
-        inst = out[index]
+        jump = out[index]
         target = offset_to_index[target_offset]
-        if inst.opname == "FOR_ITER":
+        if jump.opname == "FOR_ITER":
             # land after the loop's cleanup, uniformly "pop the iterator and jump"
             if out[target].opname == "END_FOR":
                 target += 1
                 if PY >= (3, 13) and target < len(out) and out[target].opname == "POP_TOP":
                     target += 1
-        inst.target = target
+        jump.target = target
 
     table = []
     entries = getattr(dis.Bytecode(code), "exception_entries", [])

@@ -101,7 +101,7 @@ def active_ddp() -> torch.nn.Module | None:
     return torch.nn.parallel.DistributedDataParallel._get_active_ddp_module()
 
 
-def bucket_caps(ddp: torch.nn.Module) -> tuple[int, int]:
+def bucket_caps(ddp: Any) -> tuple[int, int]:
     """DDP's bucket cap and first-bucket cap, in bytes (``bucket_cap_mb`` given: both it;
     the default: 25 MiB and ``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES``, 1 MiB)."""
     cap = int(ddp.bucket_bytes_cap)
@@ -113,7 +113,7 @@ def bucket_caps(ddp: torch.nn.Module) -> tuple[int, int]:
     return cap, min(first, cap)
 
 
-def compile_under_ddp(ddp: torch.nn.Module, gm: GraphModule, example_inputs: list,
+def compile_under_ddp(ddp: Any, gm: GraphModule, example_inputs: list,
                       compile_graph: Callable, where: str = "") -> Callable:
     """``compile_graph(gm, example_inputs)``, as pieces when DDP's buckets split the graph:
     each piece compiled by ``compile_graph`` and the pieces run in order as one callable
@@ -203,7 +203,7 @@ class SplitGraph:
         piece_of = {n: i for i, p in enumerate(split.pieces) for n in p.nodes}
         final = graph.output_node
         self.graph_modules: list[GraphModule] = []
-        self.compiled: list[Callable] = []
+        self.compiled: list[Any] = []   # a compiled callable per piece
         self.plan: list[tuple[Callable, tuple[int, ...]]] = []
         outputs = final.args[0]
         if not isinstance(outputs, (tuple, list)) or not all(

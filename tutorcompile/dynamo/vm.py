@@ -70,7 +70,8 @@ _SYMBOL_TO_OP = {
     "-=": operator.isub, "/=": operator.itruediv, "^=": operator.ixor,
     "[]": operator.getitem,
 }
-BINARY_OPS: list[Callable] = [_SYMBOL_TO_OP[sym] for _, sym in dis._nb_ops]
+_NB_OPS = dis._nb_ops  # type: ignore[attr-defined]   # (BINARY_OP's argument -> symbol)
+BINARY_OPS: list[Callable] = [_SYMBOL_TO_OP[sym] for _, sym in _NB_OPS]
 COMPARE_OPS = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
                ">": operator.gt, ">=": operator.ge}
 _CONVERSIONS = {0: None, 1: str, 2: repr, 3: ascii}
@@ -126,7 +127,8 @@ class Frame:
         return f"<Frame {self.name} ip={self.ip} stack={self.stack!r}>"
 
 
-def bind_arguments(code: types.CodeType, args: list, kwargs: dict, defaults: tuple = (),
+def bind_arguments(code: types.CodeType, args: list, kwargs: dict,
+                   defaults: tuple | None = (),
                    kwdefaults: dict | None = None, name: str = "function",
                    make_tuple: Callable = tuple, make_dict: Callable = dict) -> dict:
     """Map call arguments onto ``code``'s parameter names, as CPython does on a call."""
@@ -197,7 +199,7 @@ class VM:
         self.frame: Frame | None = None  # the frame whose instruction is executing
 
     # --- entry points -------------------------------------------------------------------
-    def make_frame(self, fn: types.FunctionType, args: list | tuple = (),
+    def make_frame(self, fn: Any, args: list | tuple = (),
                    kwargs: dict | None = None) -> Frame:
         """A frame for calling ``fn(*args, **kwargs)``, stopped before its first instruction."""
         code = fn.__code__
@@ -385,6 +387,7 @@ class VM:
     def call(self, fn: Any, args: list, kwargs: dict) -> Any:
         """Call ``fn``: interpreted in a nested frame when possible, natively otherwise."""
         if fn is super and not args and not kwargs:
+            assert self.frame is not None
             args = self.zero_arg_super(self.frame)
         if self.inline_calls and self.depth < self.max_depth:
             target, bound_args = fn, list(args)

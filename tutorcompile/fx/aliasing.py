@@ -30,7 +30,7 @@ def storage_key(value: Any) -> int | None:
     if not isinstance(value, torch.Tensor):
         return None
     try:   # (``untyped_storage()._cdata`` without making the storage object: one C call)
-        return torch._C._storage_id(value)
+        return torch._C._storage_id(value)  # type: ignore[attr-defined]
     except (NotImplementedError, RuntimeError, TypeError):   # (a tensor without storage)
         return None
 

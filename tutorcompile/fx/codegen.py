@@ -47,7 +47,7 @@ def register_module_alias(module: Any, alias: str) -> None:
 
 
 def _aliased(fn: Any) -> tuple[str, Any] | None:
-    entry = _MODULE_ALIASES.get(getattr(fn, "__module__", None))
+    entry = _MODULE_ALIASES.get(getattr(fn, "__module__", None) or "")
     name = getattr(fn, "__name__", None)
     if entry is not None and isinstance(name, str) and getattr(entry[0], name, None) is fn:
         return f"{entry[1]}.{name}", entry
@@ -99,8 +99,9 @@ class CodeWriter:
         text = literal(a, self.arg)
         if text is not None:
             return text
-        if callable(a) and qualified_name(a) is not None:
-            return qualified_name(a)
+        qualified = qualified_name(a) if callable(a) else None
+        if qualified is not None:
+            return qualified
         hint = "_tensor_constant" if isinstance(a, _torch().Tensor) else "_const"
         return self.bind_global(a, hint)
 
@@ -204,6 +205,11 @@ def python_code(graph: Graph, root_module: str = "self") -> PythonCode:
     return PythonCode(src, w.globals)
 
 
+def _every(texts: list[str | None]) -> list[str] | None:
+    """``texts`` when each one could be spelled, else None."""
+    return None if any(t is None for t in texts) else [t for t in texts if t is not None]
+
+
 def literal(value: Any, inner: Callable[[Any], str | None] | None = None) -> str | None:
     """Python source that rebuilds ``value`` if it is a constant written as a literal (None,
     numbers, strings, dtypes, devices, slices, ``torch.Size`` and tuples/lists/dicts of
@@ -214,20 +220,20 @@ def literal(value: Any, inner: Callable[[Any], str | None] | None = None) -> str
     if isinstance(value, torch.Size):
         return f"torch.Size({list(value)!r})"
     if isinstance(value, (tuple, list)) and not hasattr(value, "_fields"):
-        items = [inner(v) for v in value]
-        if any(i is None for i in items):
+        items = _every([inner(v) for v in value])
+        if items is None:
             return None
         if isinstance(value, list):
             return "[" + ", ".join(items) + "]"
         return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
     if isinstance(value, dict) and all(isinstance(k, (str, int)) for k in value):
-        items = [inner(v) for v in value.values()]
-        if any(i is None for i in items):
+        items = _every([inner(v) for v in value.values()])
+        if items is None:
             return None
         return "{" + ", ".join(f"{k!r}: {i}" for k, i in zip(value, items)) + "}"
     if isinstance(value, slice):
-        parts = [inner(v) for v in (value.start, value.stop, value.step)]
-        return None if None in parts else f"slice({', '.join(parts)})"
+        parts = _every([inner(v) for v in (value.start, value.stop, value.step)])
+        return None if parts is None else f"slice({', '.join(parts)})"
     if isinstance(value, float) and not math.isfinite(value):
         return f"float('{value}')"
     if value is None or value is ... or type(value) in (bool, int, float, complex, str, bytes):

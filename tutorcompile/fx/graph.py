@@ -45,7 +45,7 @@ class Graph:
         self._insert_after: Node | None = None
         self._from: Node | None = None  # see nodes_from
         self.provenance: list[str] = [provenance] if provenance else []
-        self.owning_module = None  # the GraphModule this graph belongs to, if any
+        self.owning_module: Any = None  # the GraphModule this graph belongs to, if any
 
     # --- reading --------------------------------------------------------------------------
     @property

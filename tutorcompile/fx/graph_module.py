@@ -51,7 +51,7 @@ class GraphModule(torch.nn.Module):
                  class_name: str = "GraphModule"):
         super().__init__()
         self.__class__ = type(class_name, (GraphModule,), {})  # a readable repr per instance
-        self._graph: Graph | None = None
+        self._graph = graph   # set again (and compiled) by the graph setter below
         for node in graph.nodes:
             if node.op in ("get_attr", "call_module"):
                 if isinstance(root, dict):

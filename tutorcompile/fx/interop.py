@@ -66,7 +66,7 @@ def from_torch_fx(fx_gm: torch.fx.GraphModule, provenance: str = "from_torch_fx"
     env: dict[torch.fx.Node, Node] = {}
 
     def convert(a: Any) -> Any:
-        return _plain(torch.fx.node.map_arg(a, env.__getitem__))
+        return _plain(torch.fx.node.map_arg(a, env.__getitem__))  # type: ignore[arg-type]
 
     for node in fx_gm.graph.nodes:
         if node.op == "placeholder":

@@ -34,7 +34,7 @@ class Interpreter:
     def __init__(self, module: GraphModule | torch.nn.Module, graph: Graph | None = None,
                  garbage_collect_values: bool = True):
         self.module = module
-        self.graph = graph if graph is not None else module.graph
+        self.graph: Graph = graph if graph is not None else module.graph  # type: ignore[assignment]
         self.garbage_collect_values = garbage_collect_values
         self.env: dict[Node, Any] = {}
 
@@ -137,7 +137,7 @@ def tensor_meta(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return TensorMeta.of(value)
     if isinstance(value, dict):
-        metas = {k: tensor_meta(v) for k, v in value.items()}
+        metas: Any = {k: tensor_meta(v) for k, v in value.items()}
     elif isinstance(value, (tuple, list)) and not isinstance(value, torch.Size):
         metas = [tensor_meta(v) for v in value]
     else:

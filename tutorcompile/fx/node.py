@@ -204,7 +204,8 @@ def _format_target(target: Any) -> str:
     qualified = qualified_name(target)
     if qualified is not None:
         return qualified
-    return getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(target))
+    return str(getattr(target, "__qualname__", None)
+               or getattr(target, "__name__", repr(target)))
 
 
 def qualified_name(target: Any) -> str | None:

@@ -31,6 +31,7 @@ import dis
 import operator
 import os
 import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -73,7 +74,7 @@ def _is_library_file(filename: str) -> bool:
 
 def user_frame() -> Any:
     """The innermost frame of the user's code (not tutorcompile's, not torch's), or None."""
-    frame = sys._getframe(1)
+    frame: types.FrameType | None = sys._getframe(1)
     while frame is not None and _is_library_file(frame.f_code.co_filename):
         frame = frame.f_back
     return frame
@@ -327,6 +328,6 @@ for _name, _fn in _BINARY.items():
     setattr(Proxy, f"__r{_name}__", _reflected(_fn))
 for _name, _fn in _COMPARE.items():
     setattr(Proxy, f"__{_name}__", _binary(_fn))
-for _name, _fn in _UNARY.items():
-    setattr(Proxy, f"__{_name}__", _unary(_fn))
-Proxy.__getitem__ = _binary(operator.getitem)  # type: ignore[assignment]
+for _name, _unary_fn in _UNARY.items():
+    setattr(Proxy, f"__{_name}__", _unary(_unary_fn))
+setattr(Proxy, "__getitem__", _binary(operator.getitem))  # noqa: B010 -- like the loops above

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import operator
 import sys
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -104,7 +105,7 @@ class ShapeEnv:
         expr = sympy.sympify(expr)
         value = expr.xreplace(self.var_to_val)
         if expr.is_Relational or isinstance(expr, sympy.logic.boolalg.BooleanAtom):
-            result = bool(value)
+            result: bool | int = bool(value)
             fact = expr if result else sympy.Not(expr)
         else:
             result = int(value)
@@ -168,7 +169,7 @@ tracing_node: Callable[[], Any] = _no_node
 def _caller() -> str:
     """The first frame outside the shape machinery (the line that relied on a size), and
     the user's line of the graph node being traced, when there is one."""
-    frame = sys._getframe(2)
+    frame: types.FrameType | None = sys._getframe(2)
     here = __file__.rsplit(".", 1)[0]
     while frame is not None and (frame.f_code.co_filename.startswith(here)
                                  or "sympy" in frame.f_code.co_filename):

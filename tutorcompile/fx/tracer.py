@@ -64,8 +64,8 @@ class Tracer:
         leaf_modules = tuple(leaf_modules)
         self.leaf_types = tuple(m for m in leaf_modules if isinstance(m, type))
         self.leaf_names = {m for m in leaf_modules if isinstance(m, str)}
-        self.graph: Graph | None = None
-        self.root: torch.nn.Module | None = None
+        self.graph: Graph   # both set by trace()
+        self.root: torch.nn.Module
 
     # --- policy -------------------------------------------------------------------------
     def is_leaf_module(self, m: torch.nn.Module, module_qualified_name: str) -> bool:
@@ -246,12 +246,12 @@ class _patched_modules:
         def module_getattr(mod: torch.nn.Module, attr: str) -> Any:
             return tracer.getattr(attr, orig_getattr(mod, attr))
 
-        torch.nn.Module.__call__ = module_call
-        torch.nn.Module.__getattr__ = module_getattr
+        torch.nn.Module.__call__ = module_call  # type: ignore[method-assign]
+        torch.nn.Module.__getattr__ = module_getattr  # type: ignore[method-assign]
 
     def __exit__(self, *exc: Any) -> None:
-        torch.nn.Module.__call__ = self.orig_call
-        torch.nn.Module.__getattr__ = self.orig_getattr
+        torch.nn.Module.__call__ = self.orig_call  # type: ignore[method-assign]
+        torch.nn.Module.__getattr__ = self.orig_getattr  # type: ignore[method-assign]
 
 
 def symbolic_trace(root: torch.nn.Module | Callable[..., Any],

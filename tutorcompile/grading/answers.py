@@ -142,7 +142,7 @@ def run_tasks(path: Path, names: list[str]) -> dict[str, tuple[object | None, st
     nb = _read(path)
     exercise = _exercise_id(nb) or path.stem
     cells = [c for c in nb["cells"] if c.get("cell_type") == "code"] if nb else []
-    task_of: dict[str, str] = {}
+    task_of: dict[str, str | None] = {}
     for cell in cells:
         if _role(cell).get("role") == "task":
             for name in _defined_names(cell["source"]):
@@ -150,8 +150,8 @@ def run_tasks(path: Path, names: list[str]) -> dict[str, tuple[object | None, st
     wanted = {task_of[n] for n in names if n in task_of}
     last = max((i for i, c in enumerate(cells) if _role(c).get("task") in wanted), default=-1)
     namespace: dict = {"__name__": f"__{exercise}__", "__builtins__": __builtins__}
-    failed: dict[str, str] = {}      # task -> the first failure of its task or check cells
-    ran: set[str] = set()
+    failed: dict[str | None, str] = {}   # task -> the first failure of its task or checks
+    ran: set[str | None] = set()
     sink = io.StringIO()
     for index, cell in enumerate(cells[:last + 1]):
         meta = _role(cell)
@@ -172,7 +172,7 @@ def run_tasks(path: Path, names: list[str]) -> dict[str, tuple[object | None, st
                 role = "its check" if meta.get("role") == "check" else "the task cell"
                 failed[task] = (f"{task} is not done yet" if isinstance(e, NotImplementedError)
                                 else f"{task}: {role} raised {_first_line(e)}")
-    result = {}
+    result: dict[str, tuple[object | None, str]] = {}
     for name in names:
         task = task_of.get(name)
         if task is None:
@@ -223,6 +223,7 @@ def earlier(wanted: dict[str, list[str]], folder: str | Path | None = None,
     where = folder if folder is not None else os.environ.get(ENV) or os.getcwd()
     answers = []
     for exercise, names in wanted.items():
+        results: dict[str, tuple[object | None, str]]
         if str(where) == "reference":
             results = {n: (None, f"{ENV}=reference") for n in names}
         else:

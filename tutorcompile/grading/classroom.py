@@ -109,8 +109,8 @@ class Exercises:
 
     def check_hidden(self, references: list[Path]) -> None:
         """Every exercise being graded must have its hidden checks once --hidden is given."""
-        missing = sorted({str(self.hidden_for(r)) for r in references
-                          if self.hidden_for(r) and not self.hidden_for(r).exists()})
+        hidden = [self.hidden_for(r) for r in references]
+        missing = sorted({str(h) for h in hidden if h is not None and not h.exists()})
         if missing:
             raise ConfigurationError("--hidden is given but these hidden-check files are "
                                      f"missing: {', '.join(missing)}")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import functools
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,7 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @dataclass
 class CheckResult:
-    task: str
+    task: str | None   # (None: a check cell that names no task)
     points: float
     passed: bool
     message: str = ""
@@ -64,9 +65,9 @@ class NotebookGrade:
     def earned(self) -> float:
         return sum(c.points for c in self.checks if c.passed)
 
-    def tasks(self) -> dict[str, dict]:
+    def tasks(self) -> dict[str | None, dict]:
         """Per task: earned, possible, passed (all its checks passed), first failure."""
-        table: dict[str, dict] = {}
+        table: dict[str | None, dict] = {}
         for c in self.checks:
             row = table.setdefault(c.task, {"earned": 0.0, "possible": 0.0, "passed": True,
                                             "message": ""})
@@ -133,14 +134,14 @@ def plan(submission: nbformat.NotebookNode, reference: nbformat.NotebookNode,
     tampered: list[str] = []
     ref_cells = [c for c in reference.cells if c.cell_type == "code"]
     ref_pos = {id(c): i for i, c in enumerate(ref_cells)}
-    checks: dict[str, list] = {}
+    checks: dict[str | None, list] = {}   # by task (None: a check cell without one)
     for c in ref_cells:
         if _meta(c).get("role") == "check":
             checks.setdefault(_meta(c).get("task"), []).append(c)
     given = [c for c in ref_cells if not _meta(c).get("role")]
     by_id = {c.get("id"): c for c in given if c.get("id")}
     used: set[int] = set()
-    seen: dict[str, int] = {}
+    seen: dict[str | None, int] = {}
     out: list[tuple[float, _Planned]] = []     # (position in the reference, planned cell)
     position = -1.0
     code_index = -1
@@ -214,7 +215,7 @@ def _check(cell, label: str) -> _Planned:
 def grade_notebook(path: str | Path, reference: str | Path | None = None,
                    hidden: str | Path | None = None, cell_timeout: float = 120,
                    memory_limit: int | None = None, sandbox: str | None = None,
-                   forbidden: list[Path] = (), answers: list[Path] | None = None
+                   forbidden: Sequence[Path] = (), answers: Sequence[Path] | None = None
                    ) -> NotebookGrade:
     """Grade one submission (see the module docstring for the rules).
 

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -226,7 +227,7 @@ def preload_of(cells: list[Cell]) -> list[str]:
     return sorted(names)
 
 
-def _answer_cells(answers: list[Path]) -> list[Cell]:
+def _answer_cells(answers: Sequence[Path]) -> list[Cell]:
     """The given and check cells of the learner's earlier notebooks: ``answers.earlier`` runs
     them in the kernel, so what they import is preloaded like the exercise's own imports."""
     cells = []
@@ -241,8 +242,8 @@ def _answer_cells(answers: list[Path]) -> list[Cell]:
 
 
 def run_cells(cells: list[Cell], cell_timeout: float = 120, memory_limit: int | None = None,
-              sandbox: str | None = None, forbidden: list[Path] = (),
-              answers: list[Path] = ()) -> RunOutcome:
+              sandbox: str | None = None, forbidden: Sequence[Path] = (),
+              answers: Sequence[Path] = ()) -> RunOutcome:
     """Run ``cells`` in a fresh grading kernel; results keyed by position in ``cells``.
 
     ``answers`` are the learner's notebooks of earlier exercises: copied into the scratch
@@ -268,9 +269,8 @@ def run_cells(cells: list[Cell], cell_timeout: float = 120, memory_limit: int | 
                                   else "no answer") + _last_words(Path(tmp) / "log"))
                 return outcome
             for index, cell in enumerate(cells):
-                if not kernel.send_cell(index, cell):
-                    reply = "eof"
-                else:
+                reply: tuple | str | None = "eof"
+                if kernel.send_cell(index, cell):
                     reply = kernel.receive(cell_timeout)
                 if reply is None:                       # past the limit: interrupt it
                     try:
@@ -292,6 +292,7 @@ def run_cells(cells: list[Cell], cell_timeout: float = 120, memory_limit: int | 
                     outcome.error = f"{_describe_exit(rc, memory_limit)} in {cell.label}; " \
                         "later cells did not run" + _last_words(Path(tmp) / "log")
                     break
+                assert isinstance(reply, tuple)   # (a verdict: neither eof nor a timeout)
                 kind, _, status, payload = reply
                 message = payload.get("message", "")
                 if memory_limit and ("MemoryError" in message

@@ -124,6 +124,7 @@ def autotuned_triton_kernel(plan: KernelPlan, name: str, table: AutotuneTable | 
                     f"num_warps={num_warps}" + (" persistent" if persistent else ""), t)
             if best is None or t < best[0]:
                 best = (t, call, ins, outs)
+    assert best is not None   # (the non-persistent variant always runs)
     _, call, ins, outs = best
     _choose(table, name, best[0])
     call.source = call.source + (f"\n# max-autotune: XBLOCK={call.xblock}, "
@@ -150,6 +151,7 @@ def autotuned_cpp_kernel(plan: KernelPlan, name: str, table: AutotuneTable | Non
             _record(table, name, "cpp kernel", f"tile={tile} parallel={parallel}", t)
             if best is None or t < best[0]:
                 best = (t, call, ins, outs, tile, parallel)
+    assert best is not None
     _, call, ins, outs, tile, parallel = best
     _choose(table, name, best[0])
     call.source = call.source + f"\n// max-autotune: tile={tile}, parallel={parallel}"

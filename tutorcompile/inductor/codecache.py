@@ -96,9 +96,12 @@ def cache_dir() -> Path:
 def cxx_compiler() -> tuple[str, str]:
     """(path, version line) of the C++ compiler, or raise if there is none."""
     for name in (os.environ.get("CXX"), "g++", "c++", "clang++"):
-        if name and shutil.which(name):
+        if name:
+            path = shutil.which(name)
+            if path is None:
+                continue
             out = subprocess.run([name, "--version"], capture_output=True, text=True)
-            return shutil.which(name), out.stdout.splitlines()[0] if out.stdout else name
+            return path, out.stdout.splitlines()[0] if out.stdout else name
     raise RuntimeError("no C++ compiler found (install g++ or set $CXX)")
 
 
@@ -438,6 +441,7 @@ def triton_module(source: str, name: str):
         os.replace(tmp, path)
     module_name = f"tutorcompile_triton_{name}_{key}"
     spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None   # (a .py file we just wrote)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     spec.loader.exec_module(module)

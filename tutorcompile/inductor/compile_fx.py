@@ -51,7 +51,7 @@ import operator
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -72,7 +72,7 @@ from .codecache import batched_builds, compiled_graphs, cpp_flags, cxx_compiler,
 from .codegen.cpp import compile_cpp_kernel
 from .codegen.triton import compile_triton_kernel, interpreted
 from .codegen.triton_template import compile_template_kernel
-from .ir import same_sizes
+from .ir import InputBuffer, same_sizes
 from .lowering import SymbolicLoweringError, lower_graph
 from .scheduler import Scheduler
 from .wrapper import WrapperCodegen, written_in_place
@@ -148,6 +148,7 @@ class CompiledGraph:
     def _compile_symbolic(self, inputs: list[Any], build: str) -> _Variant | None:
         """The variant for every size, or None when it cannot be made for these inputs."""
         env = self.shape_env
+        assert env is not None   # (called for a graph with symbolic sizes)
         before = len(env.guards)
         try:
             variant = _Variant(self.graph, inputs, self.backend, self.fusion, self.mode,
@@ -171,8 +172,8 @@ class CompiledGraph:
         if len(env.guards) > before:
             # AOT may already have matched other sizes to this graph before these guards
             # existed (a backward is compiled at the first backward): check them per call
-            variant.run = _guarded(variant.run, env.guards[before:], variant.size_sources,
-                                   self._call_static)
+            variant.run = _guarded(variant.run, env.guards[before:],  # type: ignore[assignment]
+                                   variant.size_sources, self._call_static)
         self.symbolic = variant
         return variant
 
@@ -247,13 +248,14 @@ class _Variant:
     themselves, so later calls go straight to them."""
 
     def __init__(self, graph: Graph, inputs: list[Any], backend: str, fusion: bool,
-                 mode: str | None, scheduler_cls: type = None, fallback: Callable = None,
+                 mode: str | None, scheduler_cls: type | None = None,
+                 fallback: Callable | None = None,
                  build: str = "wait"):
         start = time.perf_counter()
         self.backend = backend
         self.kernel_sources: dict[str, str] = {}
         self.fusion_report = None
-        self.scheduler = None
+        self.scheduler: Any = None   # the Scheduler, once fused
         self.size_sources: dict = {}
         self._namespace: dict[str, Any] = {}
         self._unbound: dict[str, Any] = {}   # wrapper global -> a kernel still building
@@ -279,7 +281,8 @@ class _Variant:
         # outputs stored into the inputs they are the new values of: their kernels see the
         # same memory under two arguments
         in_place = written_in_place(self.scheduler)
-        aliased = {name: lowering.graph_inputs[i].name for name, i in in_place.items()}
+        aliased = {name: cast(InputBuffer, lowering.graph_inputs[i]).name
+                   for name, i in in_place.items()}
 
         def plan(group):
             plan = self.scheduler.plan(group.buffers)
@@ -489,6 +492,7 @@ def fuse_convolution_backward(graph: Graph) -> Graph:
                 continue
             candidates = weight_grads.get((args["g"], str([args[k] for k in _CONV_SETTINGS])))
             for i, (other, other_args) in enumerate(candidates or []):
+                assert candidates is not None
                 x, w = other_args["x"], args["weight"]
                 if all(isinstance(v, Node) and hasattr(v.meta.get("tensor_meta"), "shape")
                        for v in (x, w)) \
@@ -617,7 +621,7 @@ def _kernel_compiler(backend: str, mode: str | None, table=None) -> Callable:
 
 def compile_fx(gm: GraphModule | Graph | torch.fx.GraphModule, example_inputs: Sequence[Any],
                backend: str | None = None, fusion: bool = True,
-               mode: str | None = None, scheduler_cls: type = None,
+               mode: str | None = None, scheduler_cls: type | None = None,
                build: str = "wait") -> CompiledGraph:
     """Compile a graph of prims for ``example_inputs`` (see the module docstring).
 
@@ -773,7 +777,7 @@ def inner_compiler(cudagraphs: bool = False, **options: Any) -> Callable:
             return CUDAGraphed(compiled, name=f"inductor {type(gm).__name__}")
         return compiled
     # CUDA Graphs record one set of sizes: those compilations stay static
-    compiler.supports_symbolic_shapes = not cudagraphs
+    compiler.supports_symbolic_shapes = not cudagraphs  # type: ignore[attr-defined]
     return compiler
 
 
@@ -795,11 +799,13 @@ def inductor_backend(gm: Any, example_inputs: Sequence[Any], **options: Any) -> 
 
     def run(*args):
         return compiled(*args)
-    run.compiled = compiled
+    run.compiled = compiled  # type: ignore[attr-defined]
     # (Dynamo's cache entry calls these when its guards pin the inputs, or all but sizes)
-    run.direct, run.direct_dynamic = compiled.direct, compiled.direct_dynamic
+    run.direct = compiled.direct  # type: ignore[attr-defined]
+    run.direct_dynamic = compiled.direct_dynamic  # type: ignore[attr-defined]
     return run
 
 
 __all__ = ["BACKENDS", "CompiledGraph", "LazyCompiledGraph", "compile_fx", "default_backend",
            "inductor_backend", "inner_compiler"]
+

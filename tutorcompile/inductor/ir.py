@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, cast
 
 import sympy
 import torch
@@ -124,7 +124,7 @@ def _bound(terms) -> int | float | None:
     """The largest value the sum of ``terms`` can take, when every term is a non-negative
     integer (a constant, an index symbol, a floor or a digit, times a positive integer):
     ``inf`` when some term is unbounded; None when a term might be negative."""
-    total = 0
+    total: int | float = 0
     for term in terms:
         coeff, atom = term.as_coeff_Mul()
         if not coeff.is_Integer or coeff < 0:
@@ -307,14 +307,28 @@ def simplify_index(expr: Any) -> sympy.Expr:
 # The operations an inner function may use besides the prims
 # ---------------------------------------------------------------------------------------
 
+class LoopHandler(Protocol):
+    """What a handler of inner functions provides besides ``call`` (the prims): the four
+    operations below, which only loops have (code generators, the read recorders)."""
+
+    def load(self, buffer: Buffer, index: list) -> Any: ...
+    def constant(self, value: Any, dtype: torch.dtype) -> Any: ...
+    def indirect_indexing(self, value: Any, size: Any) -> Any: ...
+    def index_expr(self, expr: Any, dtype: torch.dtype) -> Any: ...
+
+
+def _loop_handler() -> LoopHandler:
+    return cast(LoopHandler, current_handler())
+
+
 def load(buffer: Buffer, index: Sequence[Any]) -> Any:
     """Read ``buffer`` at the n-d ``index`` under the current handler."""
-    return current_handler().load(buffer, list(index))
+    return _loop_handler().load(buffer, list(index))
 
 
 def constant(value: Any, dtype: torch.dtype) -> Any:
     """A number as a value of ``dtype`` under the current handler."""
-    return current_handler().constant(value, dtype)
+    return _loop_handler().constant(value, dtype)
 
 
 def indirect_indexing(value: Any, size: int | SymInt, wrap_negative: bool = False
@@ -329,13 +343,13 @@ def indirect_indexing(value: Any, size: int | SymInt, wrap_negative: bool = Fals
         bound = index_expr(size.expr, torch.int64) if isinstance(size, SymInt) else \
             constant(size, torch.int64)
         value = ops.where(ops.lt(value, constant(0, torch.int64)), ops.add(value, bound), value)
-    return current_handler().indirect_indexing(value, size)
+    return _loop_handler().indirect_indexing(value, size)
 
 
 def index_expr(expr: Any, dtype: torch.dtype) -> Any:
     """An index expression (``i0 * 2 + 1``) as a value of ``dtype``: what ``iota`` (and so
     argmax, one-hot masks, triangular masks) computes from the loop indices."""
-    return current_handler().index_expr(expr, dtype)
+    return _loop_handler().index_expr(expr, dtype)
 
 
 # ---------------------------------------------------------------------------------------
@@ -353,8 +367,8 @@ class FixedLayout:
 
     @classmethod
     def contiguous(cls, size: Sequence[int], dtype: torch.dtype, device: Any) -> FixedLayout:
-        size = tuple(as_size(s) for s in size)
-        return cls(size, contiguous_strides(size), dtype, torch.device(device))
+        dims: tuple[Any, ...] = tuple(as_size(s) for s in size)   # ints or SymInts
+        return cls(dims, contiguous_strides(dims), dtype, torch.device(device))
 
     def offset_of(self, index: Sequence[Any]) -> sympy.Expr:
         terms = [sympy.sympify(i) * s for i, s in zip(index, self.stride) if s != 0]
@@ -441,6 +455,14 @@ class Buffer(IRNode):
         self.layout = layout
         self.origins = list(origins or [])
 
+    @property
+    def is_reduction(self) -> bool:
+        return False   # (a ComputedBuffer over a Reduction is one)
+
+    def reads(self) -> list[str]:
+        """Names of the buffers this one is computed from (none for an input)."""
+        return []
+
     def get_size(self):
         return self.layout.size
 
@@ -472,6 +494,13 @@ class ComputedBuffer(Buffer):
     @property
     def is_reduction(self) -> bool:
         return isinstance(self.data, Reduction)
+
+    @property
+    def reduction(self) -> Reduction:
+        """``data`` of a reduction buffer (``is_reduction``)."""
+        if not isinstance(self.data, Reduction):
+            raise TypeError(f"{self.name} computes a pointwise value, not a reduction")
+        return self.data
 
     def reads(self) -> list[str]:
         """Names of the buffers the inner function loads (found by running it once)."""
@@ -545,7 +574,7 @@ class View(IRNode):
 def base_buffer(value: IRNode) -> Buffer:
     while isinstance(value, View):
         value = value.base
-    return value
+    return cast(Buffer, value)
 
 
 # ---------------------------------------------------------------------------------------
@@ -767,4 +796,4 @@ def loads_of(buffer: ComputedBuffer) -> list[tuple[str, tuple]]:
     """Every load of ``buffer``'s inner function as ``(buffer name, index)``, the index in
     the loop's own symbols ``i0, i1, ...`` (:func:`index_symbol`): which element of each
     input one step of the loop reads."""
-    return _LoadRecorder.record(buffer).loads
+    return cast(_LoadRecorder, _LoadRecorder.record(buffer)).loads

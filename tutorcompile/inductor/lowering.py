@@ -45,7 +45,7 @@ import inspect
 import math
 import re
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import torch
 
@@ -105,6 +105,9 @@ class SymbolicLoweringError(LoweringError):
     """A graph for symbolic sizes that cannot be lowered as such (a symbol no input gives)."""
 
 
+B = TypeVar("B", bound=ir.Buffer)
+
+
 class GraphLowering:
     """Lower a prim graph to buffers; ``buffers`` (in order), ``graph_inputs``, ``outputs``."""
 
@@ -128,7 +131,7 @@ class GraphLowering:
     def new_name(self) -> str:
         return f"buf{len(self.buffers)}"
 
-    def register(self, buffer: ir.Buffer) -> ir.Buffer:
+    def register(self, buffer: B) -> B:
         self.buffers.append(buffer)
         return buffer
 
@@ -192,7 +195,7 @@ class GraphLowering:
     def bind_sizes(self, node: Node, position: int) -> None:
         """Note where the wrapper reads each symbol that is one of this input's sizes."""
         meta = node.meta.get("tensor_meta")
-        sizes = [(d, s) for d, s in enumerate(getattr(meta, "shape", ()))]
+        sizes: list[tuple[int | None, Any]] = list(enumerate(getattr(meta, "shape", ())))
         if isinstance(node.meta.get("sym"), SymInt):
             sizes = [(None, node.meta["sym"])]
         for dim, size in sizes:
@@ -239,7 +242,8 @@ class GraphLowering:
                 if isinstance(example, torch.Tensor):
                     meta = node.meta.get("tensor_meta")
                     size, stride = tuple(example.shape), tuple(example.stride())
-                    if self.size_sources and any(isinstance(s, SymInt) for s in meta.shape):
+                    if self.size_sources and any(isinstance(s, SymInt)
+                                                 for s in getattr(meta, "shape", ())):
                         size, stride = self.symbolic_layout(meta, example)
                     layout = FixedLayout(size, stride, example.dtype, example.device)
                     name = node.name
@@ -492,6 +496,7 @@ def lower_pointwise(lowering: GraphLowering, node: Node, *args, **kwargs) -> Com
     out_shape, out_dtype = prim.meta(*metas, **kwargs)
     out_shape = tuple(out_shape)
     # The dtype each operand is computed in: what PyTorch's type promotion would pick.
+    compute: list[torch.dtype | None]
     if prim.name in _COMPARISONS:
         compute = [promote_types(*metas)] * len(args)
     elif prim.name == "where":
@@ -971,10 +976,10 @@ def evaluate_lowering(lowering: GraphLowering, *inputs: torch.Tensor) -> Any:
     call PyTorch) and return the graph's outputs: the loop IR's reference interpreter."""
     values: dict[str, torch.Tensor] = {}
     storage: dict[str, torch.Tensor] = {}
-    for buf, x in zip(lowering.graph_inputs, inputs):
-        if buf is not None:
-            values[buf.name] = x
-            storage[buf.name] = x.as_strided((x.untyped_storage().nbytes()
+    for graph_input, x in zip(lowering.graph_inputs, inputs):
+        if graph_input is not None:
+            values[graph_input.name] = x
+            storage[graph_input.name] = x.as_strided((x.untyped_storage().nbytes()
                                               // x.element_size(),), (1,), 0)
     offsets = {n: v.storage_offset() for n, v in values.items()}
 
@@ -1001,7 +1006,7 @@ def evaluate_lowering(lowering: GraphLowering, *inputs: torch.Tensor) -> Any:
             view_storage = {}
             for name, flat in storage.items():
                 view_storage[name] = flat[offsets.get(name, 0):]
-            out = ir.evaluate_buffer(buf, view_storage)
+            out = ir.evaluate_buffer(cast(ComputedBuffer, buf), view_storage)
         values[buf.name] = out
         storage[buf.name] = out.reshape(-1)
     return map_aggregate(lowering.outputs, as_tensor)

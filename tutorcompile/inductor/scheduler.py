@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from typing import cast
 
 from ..fx.node import map_aggregate
 from . import ir
@@ -237,7 +238,9 @@ class Scheduler:
         return sorted(g1.buffers + g2.buffers, key=lambda b: int(b.name[3:]))
 
     def plan(self, buffers: list[ir.Buffer]) -> KernelPlan:
-        return KernelPlan.from_nodes(buffers, self.stored_names(buffers), self.reshaped)
+        """The kernel plan of a group of computed buffers (no extern call, no template)."""
+        computed = cast(list[ir.ComputedBuffer], buffers)
+        return KernelPlan.from_nodes(computed, self.stored_names(buffers), self.reshaped)
 
     # -- decisions -----------------------------------------------------------------------
     def can_fuse(self, g1: Group, g2: Group) -> tuple[bool, str]:
@@ -290,7 +293,8 @@ class Scheduler:
         """Plan and generate the fused kernel; the FusionError message if that fails."""
         try:
             if isinstance(buffers[0], ir.TemplateBuffer):
-                TritonTemplateKernel(buffers, self.stored_names(buffers), "trial").generate()
+                TritonTemplateKernel(cast(list[ir.ComputedBuffer], buffers),
+                                     self.stored_names(buffers), "trial").generate()
                 return None
             plan = self.plan(buffers)
             if self.backend == "triton":
@@ -334,15 +338,15 @@ class Scheduler:
                     if p is not None and p is not g:
                         pairs.setdefault((p, g), (p, g, "vertical"))
                     readers.setdefault(r, {})[g] = None
-        for groups in readers.values():
-            groups = list(groups)   # in the order of the groups: by position
+        for group_set in readers.values():
+            groups = list(group_set)   # in the order of the groups: by position
             for i, a in enumerate(groups):
-                for b in groups[i + 1:]:
-                    if b.pos - a.pos > HORIZONTAL_WINDOW:
+                for c in groups[i + 1:]:
+                    if c.pos - a.pos > HORIZONTAL_WINDOW:
                         break
                     self.work += 1
-                    if (a, b) not in pairs and (b, a) not in pairs:
-                        first, second = (a, b) if a.first < b.first else (b, a)
+                    if (a, c) not in pairs and (c, a) not in pairs:
+                        first, second = (a, c) if a.first < c.first else (c, a)
                         pairs[(first, second)] = (first, second, "horizontal")
         return list(pairs.values())
 
@@ -400,9 +404,10 @@ class Scheduler:
         for g in self.groups:
             if g.is_extern or g.is_template:
                 continue
-            reduction = next((b for b in g.buffers if b.is_reduction), None)
+            reduction = next((b for b in g.buffers if isinstance(b, ir.ComputedBuffer)
+                              and b.is_reduction), None)
             if reduction is not None:
-                data = reduction.data
+                data = reduction.reduction
                 key = (tuple(ir.size_expr(s) for s in data.src_shape), tuple(data.reduced_dims))
                 by_loops.setdefault(key, []).append(g)
         return [(a, b, "horizontal") for groups in by_loops.values()
@@ -465,13 +470,13 @@ class Scheduler:
         # self.groups keeps one slot per position during a round (None: fused away)
         window = [g for g in self.groups[early.pos + 1:late.pos] if g is not None]
         self.work += len(window) + 1
-        slots = [g for g in window if g not in behind] + [new] + [g for g in window
-                                                                   if g in behind]
+        slots: list[Group | None] = [g for g in window if g not in behind]
+        slots += [new] + [g for g in window if g in behind]
         slots += [None] * (late.pos - early.pos + 1 - len(slots))
-        self.groups[early.pos:late.pos + 1] = slots
-        for i, g in enumerate(slots, early.pos):
-            if g is not None:
-                g.pos = i
+        self.groups[early.pos:late.pos + 1] = slots  # type: ignore[assignment]
+        for i, slot in enumerate(slots, early.pos):
+            if slot is not None:
+                slot.pos = i
         return new
 
     def _order_groups(self) -> None:
@@ -497,7 +502,7 @@ class Scheduler:
     def _name_groups(self) -> None:
         for i, g in enumerate(self.groups):
             if g.is_extern:
-                ext = g.buffers[0]
+                ext = cast(ir.ExternKernel, g.buffers[0])
                 target = getattr(ext.kernel, "name", None)     # a prim's name
                 if not isinstance(target, str):    # (an operator's ``name`` is a method)
                     target = getattr(ext.kernel, "__name__", "call").split(".")[0]
@@ -506,7 +511,8 @@ class Scheduler:
             ops: list[str] = []
             for b in g.buffers:
                 for o in b.origins:
-                    t = getattr(o.target, "name", None) or getattr(o.target, "__name__", "op")
+                    t = str(getattr(o.target, "name", None)
+                            or getattr(o.target, "__name__", "op"))
                     if t not in ops:
                         ops.append(t)
             kind = "tem" if g.is_template else \

@@ -40,7 +40,7 @@ from __future__ import annotations
 import importlib
 import keyword
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import sympy
 import torch
@@ -102,12 +102,13 @@ def _permute_of_permute(view: ir.View) -> tuple[Any, tuple[int, ...]] | None:
     permute = PRIMS["permute"]
     if view.node is None or view.node.target is not permute:
         return None
-    dims, base = None, view
+    dims: tuple[int, ...] | None = None
+    base: ir.IRNode = view
     while isinstance(base, ir.View) and base.node is not None and base.node.target is permute:
         own = tuple(int(d) % len(base.size) for d in base.node.args[1])
         dims = own if dims is None else tuple(own[d] for d in dims)
         base = base.base
-    if base is view.base:
+    if base is view.base or dims is None:
         return None             # a single permute: written as it is
     return base, dims
 
@@ -120,7 +121,8 @@ def _narrow_args(view: ir.View) -> tuple[int, int, int] | None:
     if node is None or node.target is not PRIMS["slice"] or node.kwargs:
         return None
     given = node.args[2:5]                       # (start, end, step), the rest defaulted
-    dim, (start, end, step) = node.args[1], (*given, *(None, None, 1)[len(given):])
+    start, end, step = (*given, *(None, None, 1)[len(given):])  # type: ignore[misc]
+    dim = node.args[1]
     sizes = view.base.get_size()
     if step != 1 or not all(isinstance(v, int) for v in (dim, *sizes)) or \
             not all(v is None or isinstance(v, int) for v in (start, end)):
@@ -138,7 +140,7 @@ def symbolic_strides(view: ir.View, base: ir.Buffer) -> tuple | None:
     remainder of an index: a reshape that regroups elements)."""
     index = [sympy.Symbol(f"i{k}", integer=True, nonnegative=True)
              for k in range(len(view.get_size()))]
-    at, node = list(index), view
+    at, node = list(index), cast(ir.IRNode, view)
     while isinstance(node, ir.View):
         at = node.reindex(at)
         node = node.base
@@ -401,7 +403,8 @@ def _elementwise(buffers: list[ir.Buffer], value: str, ranges: tuple, target: st
     for b in buffers:
         if b.name not in depends:
             continue
-        if not (isinstance(b.data, ir.Pointwise) and tuple(b.data.ranges) == tuple(ranges)):
+        if not (isinstance(b, ir.ComputedBuffer) and isinstance(b.data, ir.Pointwise)
+                and tuple(b.data.ranges) == tuple(ranges)):
             return False
         if any(n in depends and index != here for n, index in loads[b.name]):
             return False
@@ -430,8 +433,8 @@ class WrapperCodegen:
         self.globals: dict[str, Any] = {"torch": torch, "empty_strided": torch.empty_strided}
         self.kernel_sources = {name: k[0].source for name, k in kernels.items()}
         # and the kernels it calls like PyTorch calls (a scan: codegen/scan.py)
-        generated = [g.buffers[0].kernel for g in scheduler.groups if g.is_extern and
-                     isinstance(g.buffers[0].kernel, GENERATED_EXTERNS)]
+        externs = [cast(ir.ExternKernel, g.buffers[0]) for g in scheduler.groups if g.is_extern]
+        generated = [e.kernel for e in externs if isinstance(e.kernel, GENERATED_EXTERNS)]
         self.kernel_sources.update((k.__name__, k.source) for k in generated)
         self.view_names: dict[int, str] = {}
         # global name -> compiled kernel, whose ``launcher`` the code calls: bound by
@@ -544,7 +547,7 @@ class WrapperCodegen:
                 f"{operands[0]}, {operands[1]}, None, {rest}, {operands[2]})[{operands[3]}]")
 
     # -- expressions for IR values -------------------------------------------------------
-    def strided_view(self, view: ir.View) -> tuple[str, tuple, tuple, int] | None:
+    def strided_view(self, view: ir.View) -> tuple[str, tuple, tuple, Any] | None:
         """A chain of two or more views of a buffer whose memory we laid out, as the one
         ``torch.as_strided(buffer, size, stride, offset)`` it amounts to: attention's
         ``reshape -> narrow -> reshape -> permute`` of the qkv product is one PyTorch call
@@ -561,7 +564,7 @@ class WrapperCodegen:
         of four). A chain that copies somewhere (a ``reshape`` of a transposed tensor) or
         has a base whose layout we do not own (a graph input, a PyTorch call's result that
         may be a view) is written call by call."""
-        chain, base = [], view
+        chain, base = [], cast(ir.IRNode, view)
         while isinstance(base, ir.View):
             if base.node is None or not isinstance(base.node.target, Prim):
                 return None
@@ -569,8 +572,11 @@ class WrapperCodegen:
             base = base.base
         owned = isinstance(base, ir.ComputedBuffer) or (
             isinstance(base, ir.ExternKernel) and result_is_contiguous(base))
-        layout = base.layout if owned else None
-        if len(chain) < 2 or layout is None or layout.offset != 0:
+        if len(chain) < 2 or not owned:
+            return None
+        buffer = cast(ir.Buffer, base)
+        layout = buffer.layout
+        if layout.offset != 0:
             return None
         proxy = torch.empty_strided(tuple(map(hint_int, layout.size)),
                                     tuple(map(hint_int, layout.stride)), dtype=layout.dtype,
@@ -590,11 +596,11 @@ class WrapperCodegen:
         found = (tuple(value.shape), value.stride(), value.storage_offset())
         if not symbolic and all(isinstance(v, int)
                                 for v in (*layout.size, *layout.stride, *size)):
-            return base.name, *found
-        symbolic = symbolic_strides(view, base)
-        if symbolic is None or not _agree(symbolic, found):
+            return buffer.name, *found
+        strides = symbolic_strides(view, buffer)
+        if strides is None or not _agree(strides, found):
             return None
-        return base.name, *symbolic
+        return buffer.name, *strides
 
     def value_expr(self, value: Any, lines: list[WrapperLine]) -> str:
         if isinstance(value, ir.View):
@@ -644,9 +650,9 @@ class WrapperCodegen:
             return text
         # any other object (a helper object of stage 4, a scan's combine_fn) is passed by
         # name
-        name = getattr(value, "__name__", None)
-        return self.bind(name if callable(value) and isinstance(name, str) and
-                         name.isidentifier() else "const", value)
+        fn_name = getattr(value, "__name__", None)
+        return self.bind(fn_name if callable(value) and isinstance(fn_name, str) and
+                         fn_name.isidentifier() else "const", value)
 
     # -- step 1: lines from the schedule and liveness -------------------------------------
     def plan(self) -> list[WrapperLine]:
@@ -660,7 +666,7 @@ class WrapperCodegen:
         # A PyTorch call that is not a prim may return a view of its inputs (``split``,
         # ``getitem``...): what it reads must then live as long as its result does.
         for i in reversed(range(len(groups))):
-            ext = groups[i].buffers[0]
+            ext = cast(ir.ExternKernel, groups[i].buffers[0])
             if groups[i].is_extern and self.may_alias(ext):
                 end = len(groups) if ext.name in keep else last_use.get(ext.name, i)
                 for name in reads[i]:
@@ -678,21 +684,20 @@ class WrapperCodegen:
         constants: set[str] = set()  # buffers computed once, here: globals of the wrapper
         lines: list[WrapperLine] = []
         for i, group in enumerate(groups):
-            if group.is_extern and self.reads_only_constants(group.buffers[0]) \
-                    and group.buffers[0].name not in keep:
-                ext = group.buffers[0]
-                value = ext.kernel.reference(*ext.args, **ext.kwargs)
+            ext = cast(ir.ExternKernel, group.buffers[0])   # (when group.is_extern)
+            if group.is_extern and self.reads_only_constants(ext) and ext.name not in keep:
+                prim = cast(Prim, ext.kernel)   # (reads_only_constants: a prim)
+                value = prim.reference(*ext.args, **ext.kwargs)
                 if ext.name in kernel_reads:
                     value = value.contiguous()
                 self.globals[ext.name] = value
                 constants.add(ext.name)
                 lines.append(CommentLine(
-                    f"{group.name}: {ext.name} = {ext.kernel.name} of a tensor constant, "
+                    f"{group.name}: {ext.name} = {prim.name} of a tensor constant, "
                     f"computed once at compile time (graph node "
                     f"{', '.join(o.name for o in ext.origins)})"))
                 continue
             if group.is_extern:
-                ext: ir.ExternKernel = group.buffers[0]
                 lines.append(CommentLine(f"{group.name}: {ext.reason} (graph node "
                                          f"{', '.join(o.name for o in ext.origins)})"))
                 call = self.convolution_call(ext, lines)
@@ -737,7 +742,7 @@ class WrapperCodegen:
 
     def size_lines(self) -> list[WrapperLine]:
         """``s0 = x.size(0)``: each symbolic size read from the input that gives it."""
-        lines = []
+        lines: list[WrapperLine] = []
         for symbol, (position, dim) in sorted(self.lowering.size_sources.items(),
                                               key=lambda item: str(item[0])):
             source = self.params[position] + ("" if dim is None else f".size({dim})")

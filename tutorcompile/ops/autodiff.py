@@ -208,7 +208,7 @@ def propagate_vjp(node: Node, env: dict[Node, Any], grads: dict[Node, Any],
     input_grads = vjp(node.target, grad, env[node], args, kwargs)
     for arg, g in zip(node.args, input_grads):
         if isinstance(arg, (list, tuple)):  # cat's list of inputs gets a list of gradients
-            pairs = zip(arg, g or [None] * len(arg))
+            pairs = list(zip(arg, g or [None] * len(arg)))
         else:
             pairs = [(arg, g)]
         for a, gi in pairs:

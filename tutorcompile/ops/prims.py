@@ -32,7 +32,7 @@ import builtins
 import math
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -59,6 +59,10 @@ from .virtualized import ops
 _module = sys.modules[__name__]
 # Prims are module attributes (``prims.sum``, ``prims.slice``, ``prims.abs``), so they shadow
 # the builtins of the same names in this file: code here says ``builtins.sum`` when it means it.
+
+
+if TYPE_CHECKING:   # prims.<name> is set by register(): each is a Prim
+    def __getattr__(name: str) -> Prim: ...
 
 
 def register(name: str, kind: str, reference, meta, vjp=None, triton: str | None = None,

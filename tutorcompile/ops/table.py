@@ -186,7 +186,9 @@ def promote_types(*args: Any) -> torch.dtype:
     zero = fold([t.dtype for t in tensors if len(t.shape) == 0])
     numbers = fold([_NUMBER_DTYPES[_scalar_category(a)]() for a in args
                     if not is_tensor_like(a) and a is not None])
-    return _combine(dim, _combine(zero, numbers))
+    result = _combine(dim, _combine(zero, numbers))
+    assert result is not None   # there is a tensor
+    return result
 
 
 _NUMBER_DTYPES = {0: lambda: torch.bool, 1: lambda: torch.int64,

@@ -154,12 +154,14 @@ def inspect_guards(fn: Callable, before: Any, after: Any) -> GuardReport:
             reason = ""
         except Exception as e:  # noqa: BLE001 -- a source that no longer resolves fails
             passed, reason = False, f"raised {type(e).__name__}: {e}"
-        if not passed and not reason and g.kind == "TENSOR_MATCH" and g.tensor_args:
+        why: str | None = reason
+        if not passed and not reason and g.kind == "TENSOR_MATCH" and g.tensor_args \
+                and g.source is not None:
             try:
-                reason = guards.explain_tensor_mismatch(g.source.get(scope), *g.tensor_args)
+                why = guards.explain_tensor_mismatch(g.source.get(scope), *g.tensor_args)
             except Exception:  # noqa: BLE001 -- the reason is extra information
-                reason = ""
-        checks.append(GuardCheck(g.kind, g.expr, g.comment, passed, reason or ""))
+                why = ""
+        checks.append(GuardCheck(g.kind, g.expr, g.comment, passed, why or ""))
     first_failure = check.failure(*env)
     logged = len(report.recompile_log)
     error = ""

@@ -324,8 +324,8 @@ def tutorcompile_aot(fn: Callable, *example_inputs: Any, partitioner: str = "def
     if partitioner not in PARTITIONERS:
         raise ValueError(f"partitioner must be one of {PARTITIONERS}, got {partitioner!r}")
     policy = aot.default_partition if partitioner == "default" else aot.min_cut_partition
-    entry = aot.aot_module if isinstance(fn, torch.nn.Module) else aot.aot_function
-    compiled = entry(fn, partition_fn=policy)
+    compiled = aot.aot_module(fn, partition_fn=policy) if isinstance(fn, torch.nn.Module) \
+        else aot.aot_function(fn, partition_fn=policy)
     inputs = [_copy_with_marks(a) if isinstance(a, torch.Tensor) else a
               for a in example_inputs]
     compiled(*inputs)

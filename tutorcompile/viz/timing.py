@@ -101,7 +101,7 @@ class Timing:
     def inputs(self, size: int | None = None) -> tuple:
         if self.make_inputs is None:
             return tuple(self.args)
-        made = self.make_inputs(self.size if size is None else size)
+        made = self.make_inputs(self.size if size is None else size)  # type: ignore[arg-type]
         return tuple(made) if isinstance(made, (tuple, list)) else (made,)
 
     def run(self, size: int | None = None, progress: bool = False) -> Comparison:

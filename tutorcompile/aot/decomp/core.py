@@ -432,7 +432,8 @@ def basic_index(a, index) -> list[tuple]:
         pos = index.index(Ellipsis)
         fill = (slice(None),) * (len(a.shape) - n_real)
         index = index[:pos] + fill + index[pos + 1:]
-    steps, dim, src = [], 0, 0
+    steps: list[tuple] = []
+    dim = src = 0
     for i in index:
         if i is None:
             steps.append(("new", dim))

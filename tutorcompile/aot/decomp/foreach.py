@@ -31,7 +31,7 @@ from .registry import DECOMPOSITIONS, _is_t, extern_call, register_decomposition
 # foreach op -> the per-tensor function, where its name is not the op's name without
 # ``_foreach_``
 _PER_TENSOR = {"norm": torch.linalg.vector_norm}
-_SCALAR_TWIN = {"maximum": torch.clamp_min, "minimum": torch.clamp_max}
+_SCALAR_TWIN: dict[str, Callable] = {"maximum": torch.clamp_min, "minimum": torch.clamp_max}
 
 
 def _per_tensor(fn: Callable, args: tuple, kwargs: dict) -> Any:
@@ -50,8 +50,8 @@ def _foreach_rule(name: str, fn: Callable) -> Callable:
     def rule(*args: Any, **kwargs: Any) -> list:
         if name in ("addcdiv", "addcmul"):   # (self, t1, t2, scalars): per tensor, value=
             if len(args) == 4:
-                *args, value = args
-                kwargs = {**kwargs, "value": value}
+                kwargs = {**kwargs, "value": args[-1]}
+                args = args[:3]
             elif "scalars" in kwargs:
                 kwargs = {**kwargs, "value": kwargs["scalars"]}
                 del kwargs["scalars"]
@@ -65,7 +65,7 @@ def _foreach_rule(name: str, fn: Callable) -> Callable:
                           DECOMPOSITIONS[torch.select](v, 0, i)
                           if k == "value" and _is_t(v) and len(v.shape) == 1 else v
                           for k, v in kwargs.items()}
-            target = _SCALAR_TWIN[name] if name in _SCALAR_TWIN and len(per) > 1 and \
+            target: Callable = _SCALAR_TWIN[name] if name in _SCALAR_TWIN and len(per) > 1 and \
                 not _is_t(per[1]) else fn
             results.append(_per_tensor(target, per, per_kwargs))
         return results

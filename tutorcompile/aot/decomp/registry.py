@@ -24,6 +24,7 @@ Mirrors: torch/_decomp/__init__.py (``global_decomposition_table``,
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -261,8 +262,8 @@ def _symbolic_extern_result(fn: Callable, args: tuple, kwargs: dict) -> Any:
     try:
         for point in points:
             with torch.no_grad():
-                samples.append(fn(*map_aggregate(args, lambda v, p=point: at(v, p)),
-                                  **map_aggregate(kwargs, lambda v, p=point: at(v, p))))
+                here = functools.partial(at, point=point)
+                samples.append(fn(*map_aggregate(args, here), **map_aggregate(kwargs, here)))
     except Exception:   # no meta kernel (or it needs data): the caller's way
         return None
     finally:
@@ -301,7 +302,7 @@ def _symbolic_extern_result(fn: Callable, args: tuple, kwargs: dict) -> Any:
 
 def _getitems(handler: GraphHandler, node: Node, metas: tuple) -> tuple:
     """The outputs of a multi-output extern call, one ``getitem`` node each."""
-    outs = []
+    outs: list[GraphValue | None] = []
     for i, meta in enumerate(metas):
         if meta is None:  # an output that is not a tensor
             outs.append(None)

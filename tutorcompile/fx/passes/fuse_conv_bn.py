@@ -37,8 +37,9 @@ _CONVS = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
 _BNS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d)
 
 
-def fold_conv_bn_weights(conv: torch.nn.Module, bn: torch.nn.Module) -> torch.nn.Module:
-    """A new convolution computing ``bn(conv(x))`` with ``bn``'s running statistics."""
+def fold_conv_bn_weights(conv: Any, bn: Any) -> torch.nn.Module:
+    """A new convolution computing ``bn(conv(x))`` with ``bn``'s running statistics
+    (``conv`` one of ``_CONVS``, ``bn`` one of ``_BNS``)."""
     fused = copy.deepcopy(conv)
     with torch.no_grad():
         scale = bn.running_var.add(bn.eps).rsqrt()
@@ -104,5 +105,5 @@ def fuse_conv_bn(gm: GraphModule) -> GraphModule:
     result = GraphModule({k: v for k, v in attrs.items() if k in used}, graph,
                          type(gm).__name__)
     result.training = False
-    result.fused = fused_count
+    result.fused = fused_count  # type: ignore[assignment]
     return result

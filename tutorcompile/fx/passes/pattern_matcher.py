@@ -224,7 +224,7 @@ def replace_pattern(gm: GraphModule, pattern: Callable[..., Any] | Graph | Graph
     graph.lint()
     result = GraphModule(_used_attributes(attrs, graph), graph, type(gm).__name__)
     result.training = gm.training
-    result.replacements = len(matches)
+    result.replacements = len(matches)  # type: ignore[assignment]
     return result
 
 

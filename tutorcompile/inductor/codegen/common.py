@@ -38,7 +38,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import sympy
 import torch
@@ -118,9 +118,9 @@ class KernelPlan:
         nodes = list(nodes)
         reductions = [n for n in nodes if n.is_reduction]
         if reductions:
-            first = reductions[0].data
+            first = reductions[0].reduction
             for r in reductions[1:]:
-                d = r.data
+                d = r.reduction
                 if d.reduced_dims != first.reduced_dims or \
                         not ir.same_sizes(d.src_shape, first.src_shape):
                     raise FusionError(
@@ -474,9 +474,10 @@ class KernelWriter(OpsHandler):
 
     def load(self, buffer: ir.Buffer, index):
         name = buffer.name
-        if name in self.plan.names:
-            if buffer.is_reduction:
-                return self.reduction_value(buffer, index)
+        if name in self.plan.names:   # a node of this kernel
+            computed = cast(ir.ComputedBuffer, buffer)
+            if computed.is_reduction:
+                return self.reduction_value(computed, index)
             # inline the producer at this index, once per scope: a value read at the same
             # index by several consumers (a polynomial's x in every term) is the same
             # variable, and the producer's own reads are not expanded again as a tree
@@ -484,7 +485,7 @@ class KernelWriter(OpsHandler):
             value = next((scope[key] for scope in reversed(self.scopes) if key in scope),
                          None)
             if value is None:
-                value = self.scopes[-1][key] = buffer.data.inner_fn(index)
+                value = self.scopes[-1][key] = computed.data.inner_fn(index)
             return value
         self.inputs.setdefault(name, buffer)
         expr = self.offset_of(buffer.layout, index)
@@ -552,6 +553,10 @@ class KernelWriter(OpsHandler):
 
     def widen(self, text: str, dtype: torch.dtype) -> str:
         """A loaded 16-bit float (``dtype``) as a float32 expression."""
+        raise NotImplementedError
+
+    def store(self, node: ComputedBuffer, index: Any, value: CSEVar) -> None:
+        """Write ``value`` into ``node``'s buffer at ``index`` (the n-d loop index)."""
         raise NotImplementedError
 
     def narrow(self, value: CSEVar, dtype: torch.dtype) -> str:

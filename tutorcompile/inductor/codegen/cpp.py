@@ -298,9 +298,10 @@ class CppKernel(KernelWriter):
         self.stored_at[node.name] = self.offset_of(node.layout, index)
         self.note_index(self.stored_at[node.name])
         offset = print_index(self.stored_at[node.name], "cpp")
+        text = str(value)
         if node.get_dtype() in HALF_DTYPES:   # computed in float: rounded as it is stored
-            value = self.narrow(value, node.get_dtype())
-        self.writeline(f"{self.out_name(node.name)}[{offset}] = {value};")
+            text = self.narrow(value, node.get_dtype())
+        self.writeline(f"{self.out_name(node.name)}[{offset}] = {text};")
 
     # -- loops ---------------------------------------------------------------------------
     def open_loop(self, var: str, size: int, pragma: str | None) -> None:
@@ -319,8 +320,8 @@ class CppKernel(KernelWriter):
         them). Inductor decides at compile time, from the size hints
         (``decide_parallel_depth`` in torch/_inductor/codegen/cpp.py); deciding per call
         keeps a large batch on several threads when a small one was the hint."""
-        twin = bool(pragma) and pragma.startswith("omp parallel") and bool(self.parallel_if)
-        if twin:
+        twin = pragma is not None and pragma.startswith("omp parallel") and bool(self.parallel_if)
+        if pragma is not None and twin:
             self.writeline(f"if ({self.parallel_if})")
             self.writeline("{")
             self.indent += 1
@@ -594,7 +595,7 @@ class CppKernel(KernelWriter):
         def emit_reduction(node: ir.ComputedBuffer, stores: list[ir.ComputedBuffer]) -> None:
             # ``stores`` (full-phase values the reduction does not read) are stored in its
             # loop: a gradient and its bias gradient (a column sum) in one pass
-            data: ir.Reduction = node.data
+            data = node.reduction
             dtype = compute_dtype(data.dtype)
             t = CPP_TYPES[dtype]
             acc_dtype = self.accumulator(data, one_lane=True)
@@ -696,7 +697,7 @@ class CppKernel(KernelWriter):
                        stores: Sequence[ir.ComputedBuffer] = ()) -> None:
         """The reduction ``node`` over the current row, storing ``stores`` (``full``-phase
         values that do not read it) in the same loop."""
-        data: ir.Reduction = node.data
+        data = node.reduction
         dtype = compute_dtype(data.dtype)   # a 16-bit float reduces in float32
         acc_dtype = self.accumulator(data, one_lane=self.nest_reduction)
         acc = self.newvar(dtype, "acc")
@@ -709,7 +710,8 @@ class CppKernel(KernelWriter):
         simd = f"omp simd reduction({op}:{acc})" if dtype != torch.bool else None
         if nan is not None:
             self.writeline(f"int {nan} = 0;")
-            simd += f" reduction(|:{nan})"
+            if simd is not None:   # (always: a float max)
+                simd += f" reduction(|:{nan})"
         # Nested r loops accumulate without the simd reduction clause: g++ (-fopenmp) then
         # keeps a lane array in memory across the outer loop, 5x slower than scalar adds
         # (AlexNet's bias-gradient kernel: 760 -> 155 us, measured on one core)

@@ -126,7 +126,7 @@ def find_one_pass(plan: KernelPlan, index: list) -> OnePassPlan:
         for node in reductions:
             with set_handler(ExpressionProbe(plan, found.same)):
                 tree = node.data.inner_fn(index)
-            key = (node.data.reduction_type, node.data.dtype, tree)
+            key = (node.reduction.reduction_type, node.data.dtype, tree)
             earlier = next((n for n, k in trees.items() if k == key), None)
             if earlier is not None:
                 found.same[node.name] = earlier

@@ -210,7 +210,7 @@ def spell_prims(graph: Graph, names: Sequence[str], dtype: torch.dtype, what: st
             meta = node.meta.get("tensor_meta")
             if meta is None or meta.dtype not in (dtype, torch.bool):
                 return f"{what} computes in {getattr(meta, 'dtype', '?')}, not {dtype}"
-            args = [env[a] if isinstance(a, Node) else a for a in node.args]
+            args = tuple(env[a] if isinstance(a, Node) else a for a in node.args)
             kwargs = {k: env[v] if isinstance(v, Node) else v for k, v in node.kwargs.items()}
             try:
                 text = spell(getattr(target, language), args, kwargs, operand,
@@ -279,7 +279,7 @@ def cpp_scan_backward_source(name: str, num_leaves: int, dtype: torch.dtype,
         [f"auto g{i} = grad_in{i}[row + x1];" for i in k] + list(lines) + \
         [f"grad_in{i}[row + x1] = {d or zero};" for i, d in zip(k, d_right)]
     for i, d in zip(k, d_left):   # G of the position before, from this one's
-        terms = [f"grad_out{i}[prev + x1]"] * has_grad[i] + [d] * (d is not None)
+        terms = [f"grad_out{i}[prev + x1]"] * has_grad[i] + ([d] if d is not None else [])
         step.append(f"grad_in{i}[prev + x1] = {' + '.join(terms) or zero};")
     return _cpp_loop_nest(name, params, f"the gradient of a scan of {num_leaves} tensor(s)",
                           reverse, _position("n - 1", reverse), firsts,
@@ -357,7 +357,7 @@ def triton_scan_backward_source(name: str, num_leaves: int, dtype: torch.dtype,
         [f"tl.store(grad_in{i} + row, {d or zero}, mask=xmask)" for i, d in zip(k, d_right)]
     for i, d in zip(k, d_left):   # G of the position before, from this one's
         terms = [f"tl.load(grad_out{i} + prev, mask=xmask, other=0.0)"] * has_grad[i] + \
-            [d] * (d is not None)
+            ([d] if d is not None else [])
         step.append(f"g{i}_prev = {' + '.join(terms) or zero}")
     step += [f"g{i} = g{i}_prev" for i in k]
     last = [f"row = base + ({_position('0', reverse)}) * inner"] + \
@@ -410,8 +410,9 @@ def compile_scan(name: str, language: str, combine_fn: Any, xs_metas: Sequence[A
                           [f"right{i}" for i in range(k)], dtype, "combine_fn", language)
     if isinstance(spelled, str):
         return spelled
-    lines, results = spelled
-    if None in results:
+    lines, maybe_results = spelled
+    results = [r for r in maybe_results if r is not None]
+    if len(results) < len(maybe_results):
         return "combine_fn returns None"
     write = cpp_scan_source if language == "cpp" else triton_scan_source
     return ScanKernel(name, language, write(name, k, dtype, reverse, lines, results), packed,

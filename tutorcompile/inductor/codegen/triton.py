@@ -39,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -180,9 +181,10 @@ class TritonKernel(KernelWriter):
         widen = "".join(f" + 0 * {n}" for n in need if n not in used)
         mask = "xmask & rmask" if full else "xmask"
         addr = f"{self.out_name(node.name)} + {print_index(expr, 'triton')}{widen}"
+        text = str(value)
         if node.get_dtype() in HALF_DTYPES:   # computed in float32: rounded as it is stored
-            value = self.narrow(value, node.get_dtype())
-        self.writeline(f"tl.store({addr}, {value}, {mask})")
+            text = self.narrow(value, node.get_dtype())
+        self.writeline(f"tl.store({addr}, {text}, {mask})")
 
     # -- structure -----------------------------------------------------------------------
     def generate_body(self) -> None:
@@ -252,12 +254,12 @@ class TritonKernel(KernelWriter):
             self.finish_reduction(node, self.reduction_values[earlier][0], xvars, rvars)
             return
         if (pair := self.one_pass.pairs.get(node.name)) is not None:
-            kind, second = pair
-            second = next(n for n in self.plan.nodes if n.name == second)
+            kind, second_name = pair
+            second = next(n for n in self.plan.nodes if n.name == second_name)
             emit = self.emit_online_softmax if kind == "online_softmax" else self.emit_welford
             emit(node, second, xvars, rvars)
             return
-        data: ir.Reduction = node.data
+        data = node.reduction
         dtype = compute_dtype(data.dtype)   # a 16-bit float reduces in float32
         t = TRITON_TYPES[dtype]
         init = self.literal(ir.reduction_init(data.reduction_type, dtype), dtype)
@@ -461,7 +463,7 @@ class TritonKernelCall:
 
     def __init__(self, name: str, source: str, arg_names: list[str], plan: KernelPlan,
                  persistent: bool, blocks: tuple[int, int] | None = None,
-                 build_source: str | None = None, size_args: list[str] = (),
+                 build_source: str | None = None, size_args: Sequence[str] = (),
                  num_warps: int | None = None):
         self.name = name
         self.source = source

@@ -171,12 +171,13 @@ class TritonTemplateKernel(TritonKernel):
         used = {s.name for s in getattr(expr, "free_symbols", ())}
         # the address is a full tile even if the offset skips an index (a size-1 dim)
         widen = "".join(f" + 0 * {n}" for n in ("rm", "rn") if n not in used)
+        text = str(value)
         if node.get_dtype() in HALF_DTYPES:
-            value = self.narrow(value, node.get_dtype())
+            text = self.narrow(value, node.get_dtype())
         elif value.dtype != node.get_dtype():
-            value = f"{value}.to({self.dtype_name(node.get_dtype())})"
+            text = f"{value}.to({self.dtype_name(node.get_dtype())})"
         addr = f"{self.out_name(node.name)} + {print_index(expr, 'triton')}{widen}"
-        self.writeline(f"tl.store({addr}, {value}, mmask & nmask)")
+        self.writeline(f"tl.store({addr}, {text}, mmask & nmask)")
 
     # -- the template --------------------------------------------------------------------
     def generate_body(self) -> None:
