@@ -22,13 +22,23 @@ Mirrors: torch/_dynamo/backends/registry.py.
 from __future__ import annotations
 
 import difflib
-import inspect
+import importlib
 from collections.abc import Callable
 from typing import Any
 
-from .._logging import log_artifact
+from ..fx import to_torch_fx
 
 _REGISTRY: dict[str, Callable] = {}
+
+# Backends that live on the floors above Dynamo (AOT, inductor), named by where they are
+# defined and imported at their first lookup: Dynamo imports nothing above it, and
+# ``import tutorcompile.dynamo`` stays light. PyTorch's registry finds its own backends the
+# same way (by module) and other packages' through entry points (see torch_backend.py).
+_LAZY: dict[str, str] = {
+    "aot_eager": "tutorcompile.aot:aot_eager",
+    "aot_eager_decomp_partition": "tutorcompile.aot:aot_eager_decomp_partition",
+    "inductor": "tutorcompile.inductor.compile_fx:inductor",
+}
 
 
 def register_backend(name: str):
@@ -46,81 +56,34 @@ def eager(gm, example_inputs: list[Any]) -> Callable:
 
 @register_backend("torch_inductor")
 def torch_inductor(gm, example_inputs: list[Any]) -> Callable:
-    from torch._inductor.compile_fx import compile_fx
+    from torch._inductor.compile_fx import compile_fx  # (PyTorch's Inductor: heavy, lazy)
 
-    from ..fx import to_torch_fx
-    fx_gm = to_torch_fx(gm)
-    return compile_fx(fx_gm, example_inputs)
+    return compile_fx(to_torch_fx(gm), example_inputs)  # type: ignore[return-value]
 
 
 def list_backends() -> list[str]:
     """The names backends are registered under (``torch._dynamo.list_backends``'s twin)."""
-    return sorted(_REGISTRY)
+    return sorted({*_REGISTRY, *_LAZY})
 
 
 def lookup_backend(backend: str | Callable) -> tuple[Callable, str]:
     if callable(backend):
         return backend, getattr(backend, "__name__", "custom")
+    if backend not in _REGISTRY and backend in _LAZY:
+        module, attr = _LAZY[backend].split(":")
+        _REGISTRY[backend] = getattr(importlib.import_module(module), attr)
     if backend not in _REGISTRY:
         raise ValueError(f"unknown backend {backend!r}; choose one of "
-                         f"{', '.join(sorted(_REGISTRY))} or pass a callable "
+                         f"{', '.join(list_backends())} or pass a callable "
                          "(GraphModule, example_inputs) -> callable")
     return _REGISTRY[backend], backend
 
 
-@register_backend("aot_eager")
-def aot_eager(gm, example_inputs: list[Any]) -> Callable:
-    """Our AOTAutograd (stage 4), every op left to PyTorch: eager's numbers exactly."""
-    from ..aot import aot_eager as _aot_eager
-    return _aot_eager(gm, example_inputs)
-
-
-@register_backend("aot_eager_decomp_partition")
-def aot_eager_decomp_partition(gm, example_inputs: list[Any]) -> Callable:
-    """Our AOTAutograd with decompositions to prims and the min-cut partitioner."""
-    from ..aot import aot_eager_decomp_partition as _decomposed
-    return _decomposed(gm, example_inputs)
-
-
-@register_backend("inductor")
-def inductor(gm, example_inputs: list[Any], mode: str = "default",
-             options: dict | None = None) -> Callable:
-    """Our AOTAutograd (stage 4) and fusion compiler (stage 5): fused C++/Triton kernels.
-
-    ``mode="max-autotune"`` tries several kernel configurations; ``"reduce-overhead"``
-    records the compiled forward and backward graphs as CUDA Graphs. ``options`` go to
-    ``tutorcompile.inductor.compile_fx`` (``backend="cpp"|"triton"``, ``fusion=False``, ...).
-    """
-    import torch
-
-    from ..inductor import inductor_backend
-    devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
-    if devices - {"cpu", "cuda"}:
-        # meta, mps, ...: no kernel generator of ours targets them; PyTorch runs the graph
-        log_artifact("fusion", f"tensors on {', '.join(sorted(devices))}: the C++ and Triton "
-                     "code generators target cpu and cuda, so this graph runs in PyTorch",
-                     "inductor: graph not compiled")
-        return gm
-    opts = dict(options or {})
-    check_options("inductor", opts, inductor_options())
-    if mode == "max-autotune":
-        opts.setdefault("mode", "max-autotune")
-    if mode == "reduce-overhead":
-        opts["cudagraphs"] = True
-    return inductor_backend(gm, example_inputs, **opts)
-
-
-def inductor_options() -> frozenset[str]:
-    """What ``options=`` may hold for ``"inductor"``: :func:`~tutorcompile.inductor.compile_fx`
-    's keyword arguments (read from its signature, so the two never drift apart), and
-    ``cudagraphs``."""
-    from ..inductor.compile_fx import compile_fx
-    names = [p.name for p in inspect.signature(compile_fx).parameters.values()
-             if p.default is not inspect.Parameter.empty]
-    return frozenset(names) | {"cudagraphs"}
-
-
-inductor.valid_options = inductor_options
+def __getattr__(name: str) -> Callable:
+    """``backends.inductor`` and the other backends of ``_LAZY``, as module attributes too."""
+    if name in _LAZY:
+        return lookup_backend(name)[0]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check_options(backend: str, options: dict, valid: frozenset[str]) -> None:

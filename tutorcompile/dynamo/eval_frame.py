@@ -53,6 +53,7 @@ import torch
 from .._caches import reset_registered
 from .._logging import log_artifact, phase, seconds_compiling
 from ..amp import autocast_on
+from ..cudagraphs import CUDAGraphed
 from ..errors import FallbackWarning
 from ..fx import GraphModule
 from ..fx.aliasing import storage_key
@@ -124,7 +125,6 @@ class Config:
             kwargs["options"] = self.options
         compiled = self.backend(gm, example_inputs, **kwargs)
         if self.mode == "reduce-overhead" and "mode" not in kwargs:
-            from ..cudagraphs import CUDAGraphed
             compiled = CUDAGraphed(compiled, dynamic=bool(self.dynamic),
                                    name=f"{self.backend_name} graph")
         return compiled

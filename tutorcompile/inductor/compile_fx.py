@@ -59,6 +59,7 @@ from .._logging import log_artifact, phase
 from ..aot import aot_graph
 from ..aot.aot_autograd import eager_compiler
 from ..cudagraphs import CUDAGraphed
+from ..dynamo.backends import check_options
 from ..environment import probe
 from ..errors import FallbackWarning
 from ..fx import Graph, GraphModule, Node, ShapeProp, TensorMeta, exec_generated, from_torch_fx
@@ -809,3 +810,38 @@ def inductor_backend(gm: Any, example_inputs: Sequence[Any], **options: Any) -> 
 __all__ = ["BACKENDS", "CompiledGraph", "LazyCompiledGraph", "compile_fx", "default_backend",
            "inductor_backend", "inner_compiler"]
 
+
+def inductor(gm: Any, example_inputs: Sequence[Any], mode: str = "default",
+             options: dict | None = None) -> Callable:
+    """The ``"inductor"`` backend of ``tc.compile`` (Dynamo's registry names it): our
+    AOTAutograd (stage 4) and fusion compiler (stage 5), fused C++/Triton kernels.
+
+    ``mode="max-autotune"`` tries several kernel configurations; ``"reduce-overhead"``
+    records the compiled forward and backward graphs as CUDA Graphs. ``options`` go to
+    :func:`compile_fx` (``backend="cpp"|"triton"``, ``fusion=False``, ...).
+    """
+    devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
+    if devices - {"cpu", "cuda"}:
+        # meta, mps, ...: no kernel generator of ours targets them; PyTorch runs the graph
+        log_artifact("fusion", f"tensors on {', '.join(sorted(devices))}: the C++ and Triton "
+                     "code generators target cpu and cuda, so this graph runs in PyTorch",
+                     "inductor: graph not compiled")
+        return gm
+    opts = dict(options or {})
+    check_options("inductor", opts, inductor_options())
+    if mode == "max-autotune":
+        opts.setdefault("mode", "max-autotune")
+    if mode == "reduce-overhead":
+        opts["cudagraphs"] = True
+    return inductor_backend(gm, example_inputs, **opts)
+
+
+def inductor_options() -> frozenset[str]:
+    """What ``options=`` may hold for ``"inductor"``: :func:`compile_fx`'s keyword arguments
+    (read from its signature, so the two never drift apart), and ``cudagraphs``."""
+    names = [p.name for p in inspect.signature(compile_fx).parameters.values()
+             if p.default is not inspect.Parameter.empty]
+    return frozenset(names) | {"cudagraphs"}
+
+
+inductor.valid_options = inductor_options  # type: ignore[attr-defined]   # (read by tc.compile)
