@@ -157,7 +157,7 @@ def plan_synthetic_bases(gm: GraphModule, inputs: list, mutated: list[int],
     bases = []
     for k, (group, extent, dtype) in enumerate(zip(groups, extents, dtypes)):
         base = graph.placeholder(f"synthetic_base_{k}")
-        example = torch.empty_strided((extent,), (1,), dtype=dtype, device=inputs[group[0]].device)
+        example = torch.empty((extent,), dtype=dtype, device="meta")   # (no memory)
         base.meta.update(example_value=example, source="synthetic base of " + ", ".join(
             placeholders[i].name for i in group))
         bases.append(base)
