@@ -33,7 +33,8 @@ class ModelSpec:
     # "probe-2": a second held-out probe (normalizing flows, pyro, MoE and efficient-
     # attention packages, RNNs, einx...) whose breaks were then fixed by Python feature;
     # "probe-6": the sixth (issue 39: YOLO, protein LMs, metric-learning and image-quality
-    # losses, source separation, self-supervised heads), fixed by feature too
+    # losses, source separation, self-supervised heads), fixed by feature too; "probe-7": the
+    # seventh (spiking nets, SDE/CDE solvers, tabular nets, KANs, CRFs, wavelets, DCTs)
     group: str = "held-out"
 
 
@@ -1095,3 +1096,298 @@ def mean_pooling():
     mask = torch.ones(2, 10, dtype=torch.long)
     mask[1, 7:] = 0
     return m, ({"input_ids": ids, "attention_mask": mask},)
+
+
+# --- the seventh held-out probe (group "probe-7") --------------------------------------------
+# snntorch (spiking neurons: state in module attributes, surrogate-gradient autograd.Functions),
+# torchsde and torchcde (SDE/CDE solvers), rtdl_revisiting_models and pytorch-tabnet (tabular
+# nets: ghost batch norm, sparsemax), pykan (B-spline KANs), nystrom-attention, axial-attention,
+# siren-pytorch, pytorch-crf (a CRF's log-likelihood), ptwt and torch-dct (wavelet and cosine
+# transforms), mixture-of-experts (top-2 gating) and BS-RoFormer (band-split STFT transformer).
+
+def _probe7(library: str, **options):
+    return register(library, group="probe-7", **options)
+
+
+# snntorch: leaky integrate-and-fire neurons unrolled over time steps
+@_probe7("snntorch", note="membrane state passed by hand; spikes through a surrogate gradient")
+def leaky_snn():
+    import snntorch as snn
+
+    class Net(torch.nn.Module):
+        def __init__(self, steps=4):
+            super().__init__()
+            self.steps = steps
+            self.fc1 = torch.nn.Linear(8, 16)
+            self.lif1 = snn.Leaky(beta=0.9)
+            self.fc2 = torch.nn.Linear(16, 4)
+            self.lif2 = snn.Leaky(beta=0.8, learn_beta=True)
+
+        def forward(self, x):
+            mem1, mem2 = self.lif1.reset_mem(), self.lif2.reset_mem()
+            spikes, mems = [], []
+            for _ in range(self.steps):
+                s1, mem1 = self.lif1(self.fc1(x), mem1)
+                s2, mem2 = self.lif2(self.fc2(s1), mem2)
+                spikes.append(s2)
+                mems.append(mem2)
+            return torch.stack(spikes), torch.stack(mems)
+
+    return Net(), (torch.randn(3, 8),)
+
+
+@_probe7("snntorch", note="init_hidden=True: the neurons keep their state in attributes")
+def synaptic_sequential():
+    import snntorch as snn
+    from snntorch import surrogate, utils
+
+    class Net(torch.nn.Module):
+        def __init__(self, steps=3):
+            super().__init__()
+            self.steps = steps
+            grad = surrogate.fast_sigmoid(slope=25)
+            self.net = torch.nn.Sequential(
+                torch.nn.Linear(6, 12),
+                snn.Synaptic(alpha=0.9, beta=0.85, spike_grad=grad, init_hidden=True),
+                torch.nn.Linear(12, 3),
+                snn.Leaky(beta=0.9, spike_grad=grad, init_hidden=True, output=True))
+
+        def forward(self, x):
+            utils.reset(self.net)
+            outs = []
+            for _ in range(self.steps):
+                spk, mem = self.net(x)
+                outs.append(mem)
+            return torch.stack(outs)
+
+    return Net(), (torch.randn(2, 6),)
+
+
+# torchsde / torchcde: differential equations with learned fields
+@_probe7("torchsde", note="Euler-Maruyama over a fixed Brownian path")
+def neural_sde():
+    import torchsde
+
+    class SDE(torch.nn.Module):
+        noise_type, sde_type = "diagonal", "ito"
+
+        def __init__(self):
+            super().__init__()
+            self.mu = torch.nn.Linear(3, 3)
+            self.sigma = torch.nn.Linear(3, 3)
+
+        def f(self, t, y):
+            return torch.tanh(self.mu(y))
+
+        def g(self, t, y):
+            return torch.sigmoid(self.sigma(y))
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.sde = SDE()
+
+        def forward(self, y0):
+            ts = torch.linspace(0, 1, 5)
+            bm = torchsde.BrownianPath(t0=0.0, w0=torch.zeros_like(y0))
+            return torchsde.sdeint(self.sde, y0, ts, method="euler", dt=0.25, bm=bm)
+
+    return Net(), (torch.randn(2, 3),)
+
+
+@_probe7("torchcde", note="a cubic spline of the path, solved with rk4")
+def neural_cde():
+    import torchcde
+
+    class Field(torch.nn.Module):
+        def __init__(self, hidden=4, channels=3):
+            super().__init__()
+            self.hidden, self.channels = hidden, channels
+            self.linear = torch.nn.Linear(hidden, hidden * channels)
+
+        def forward(self, t, z):
+            return self.linear(z).tanh().view(z.size(0), self.hidden, self.channels)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.initial = torch.nn.Linear(3, 4)
+            self.field = Field()
+            self.readout = torch.nn.Linear(4, 2)
+
+        def forward(self, x):
+            coeffs = torchcde.hermite_cubic_coefficients_with_backward_differences(x)
+            X = torchcde.CubicSpline(coeffs)
+            z0 = self.initial(X.evaluate(X.interval[0]))
+            z = torchcde.cdeint(X=X, z0=z0, func=self.field, t=X.interval, method="rk4",
+                                options={"step_size": 0.5})
+            return self.readout(z[:, 1])
+
+    t = torch.linspace(0, 1, 6).expand(2, 6).unsqueeze(-1)
+    return Net(), (torch.cat([t, torch.randn(2, 6, 2)], dim=-1),)
+
+
+# rtdl_revisiting_models: MLP, ResNet and FT-Transformer for tabular data
+@_probe7("rtdl_revisiting_models")
+def ft_transformer_rtdl():
+    from rtdl_revisiting_models import FTTransformer
+    m = FTTransformer(n_cont_features=3, cat_cardinalities=[4, 5], d_out=2, n_blocks=2,
+                      d_block=16, attention_n_heads=4, attention_dropout=0.0, ffn_d_hidden=None,
+                      ffn_d_hidden_multiplier=4 / 3, ffn_dropout=0.0, residual_dropout=0.0)
+    return m, (torch.randn(4, 3), torch.stack([torch.randint(0, 4, (4,)),
+                                                torch.randint(0, 5, (4,))], 1))
+
+
+@_probe7("rtdl_revisiting_models")
+def resnet_rtdl():
+    from rtdl_revisiting_models import ResNet
+    m = ResNet(d_in=6, d_out=2, n_blocks=2, d_block=16, d_hidden=None, d_hidden_multiplier=2.0,
+               dropout1=0.0, dropout2=0.0)
+    return m, (torch.randn(4, 6),)
+
+
+# pytorch-tabnet: sequential attention with sparsemax masks and ghost batch norm
+@_probe7("pytorch-tabnet", loss=lambda out: out[0].pow(2).mean() + out[1])
+def tabnet():
+    from pytorch_tabnet.tab_network import TabNet
+    from pytorch_tabnet.utils import create_group_matrix
+    m = TabNet(input_dim=6, output_dim=3, n_d=8, n_a=8, n_steps=2, cat_idxs=[0], cat_dims=[4],
+               cat_emb_dim=[2], virtual_batch_size=4,
+               group_attention_matrix=create_group_matrix([], 6))
+    x = torch.randn(8, 6)
+    x[:, 0] = torch.randint(0, 4, (8,)).float()
+    return m, (x,)
+
+
+# pykan: Kolmogorov-Arnold networks of B-splines
+@_probe7("pykan", note="B-spline bases; forward keeps activations in attributes")
+def kan():
+    import os
+    import tempfile
+
+    from kan import KAN
+    m = KAN(width=[3, 4, 1], grid=4, k=3, seed=0, auto_save=False,
+            ckpt_path=os.path.join(tempfile.gettempdir(), "library_sweep_kan"))
+    return m, (torch.rand(5, 3) * 2 - 1,)
+
+
+# nystrom-attention, axial-attention, siren-pytorch (lucidrains, einops and small helpers)
+@_probe7("nystrom-attention")
+def nystromformer():
+    from nystrom_attention import Nystromformer
+    m = Nystromformer(dim=32, dim_head=8, heads=4, depth=2, num_landmarks=8, pinv_iterations=4)
+    mask = torch.ones(2, 30, dtype=torch.bool)
+    mask[1, 25:] = False
+    return m, (torch.randn(2, 30, 32),), {"mask": mask}
+
+
+@_probe7("axial-attention")
+def axial_image_transformer():
+    from axial_attention import AxialImageTransformer, AxialPositionalEmbedding
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pos = AxialPositionalEmbedding(dim=8, shape=(6, 6))
+            self.body = AxialImageTransformer(dim=8, depth=2, heads=2, reversible=False)
+
+        def forward(self, x):
+            return self.body(self.pos(x))
+
+    return Net(), (torch.randn(2, 8, 6, 6),)
+
+
+@_probe7("axial-attention", note="attention along each axis of a 3-d volume, summed")
+def axial_attention_3d():
+    from axial_attention import AxialAttention
+    m = AxialAttention(dim=8, num_dimensions=3, heads=2, dim_index=1, sum_axial_out=True)
+    return m, (torch.randn(2, 8, 3, 4, 5),)
+
+
+@_probe7("siren-pytorch")
+def siren_wrapper():
+    from siren_pytorch import SirenNet, SirenWrapper
+    net = SirenNet(dim_in=2, dim_hidden=16, dim_out=3, num_layers=3, w0_initial=30.0)
+    m = SirenWrapper(net, image_width=8, image_height=8, latent_dim=4)
+    return m, (), {"img": torch.randn(1, 3, 8, 8), "latent": torch.randn(4)}
+
+
+# pytorch-crf: a linear-chain CRF's log-likelihood (Python loop over time, masks)
+@_probe7("pytorch-crf", loss=lambda out: -out)
+def crf_log_likelihood():
+    from torchcrf import CRF
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(6, 5)
+            self.crf = CRF(5, batch_first=True)
+
+        def forward(self, x, tags, mask):
+            return self.crf(self.proj(x), tags, mask=mask, reduction="mean")
+
+    mask = torch.ones(3, 7, dtype=torch.bool)
+    mask[1, 5:] = False
+    return Net(), (torch.randn(3, 7, 6), torch.randint(0, 5, (3, 7)), mask)
+
+
+# ptwt / torch-dct: transforms as layers
+@_probe7("ptwt", input_grads=True, note="no weights: gradients of the input")
+def wavedec_waverec():
+    import ptwt
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            coeffs = ptwt.wavedec(x, "db2", level=2, mode="reflect")
+            return ptwt.waverec(coeffs, "db2"), coeffs[0]
+
+    return Net(), (torch.randn(2, 32),)
+
+
+@_probe7("ptwt", input_grads=True, note="no weights: gradients of the input")
+def wavedec2_haar():
+    import ptwt
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            approx, *details = ptwt.wavedec2(x, "haar", level=2, mode="zero")
+            return approx, [d for level in details for d in level]
+
+    return Net(), (torch.randn(2, 16, 16),)
+
+
+@_probe7("torch-dct")
+def dct_layer():
+    import torch_dct
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 8)
+            self.dct = torch_dct.LinearDCT(8, "dct", norm="ortho")
+
+        def forward(self, x):
+            y = torch_dct.dct_2d(self.lin(x), norm="ortho")
+            return torch_dct.idct(y), self.dct(x)
+
+    return Net(), (torch.randn(2, 8, 8),)
+
+
+# mixture-of-experts: top-2 gating with capacity, returns an auxiliary loss
+@_probe7("mixture-of-experts", loss=lambda out: out[0].pow(2).mean() + out[1])
+def moe_top2():
+    from mixture_of_experts import MoE
+    m = MoE(dim=16, num_experts=4, hidden_dim=32, second_policy_train="all",
+            second_policy_eval="all")
+    return m, (torch.randn(2, 6, 16),)
+
+
+# BS-RoFormer: band-split rotary transformer over an STFT
+@_probe7("BS-RoFormer")
+def bs_roformer():
+    from bs_roformer import BSRoformer
+    m = BSRoformer(dim=16, depth=1, time_transformer_depth=1, freq_transformer_depth=1,
+                   freqs_per_bands=(8, 9), dim_freqs_in=17, stft_n_fft=32, stft_hop_length=8,
+                   stft_win_length=32, dim_head=8, heads=2, flash_attn=False,
+                   num_residual_streams=1, mask_estimator_depth=1)
+    return m, (torch.randn(2, 256),)
