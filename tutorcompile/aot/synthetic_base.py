@@ -26,7 +26,8 @@ view of the shared storage from element 0 (:meth:`SyntheticBases.merge`):
 * else, when none of them requires grad (``x`` and ``x.detach()``), a tensor set on the
   storage itself;
 * else there is no base to differentiate through: the captured graph runs as it is, op by
-  op (eager's values and gradients; ``merge`` gives None).
+  op (eager's values and gradients; ``merge`` gives None), as it does for aliased inputs of
+  different dtypes (``x`` and ``x.view(torch.int32)``), with a :class:`FallbackWarning`.
 
 The compiled graphs then depend on where the aliased inputs start in the storage (the
 offsets are in the graph): :func:`storage_layout` is part of the compilation's key.
@@ -38,12 +39,14 @@ Mirrors: torch/_functorch/_aot_autograd/input_output_analysis.py
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from ..errors import FallbackWarning
 from ..fx import Graph, GraphModule, Node
 from ..fx.aliasing import alias_groups, storage_pattern
 from ..fx.node import map_arg
@@ -141,6 +144,7 @@ def plan_synthetic_bases(gm: GraphModule, inputs: list, mutated: list[int],
     groups = [g for g in alias_groups(pattern) if written.intersection(g)]
     if not groups:
         return None
+    fallback = _RunAsCaptured(fallback)
     dtypes = [inputs[g[0]].dtype for g in groups]
     if any(inputs[i].dtype != d for g, d in zip(groups, dtypes) for i in g):
         return gm, SyntheticBases([], [], [], [], fallback)   # (merge: always the fallback)
@@ -177,6 +181,24 @@ def plan_synthetic_bases(gm: GraphModule, inputs: list, mutated: list[int],
             env[node] = out
     bases_plan = SyntheticBases(keep, groups, extents, dtypes, fallback)
     return GraphModule(gm, graph, type(gm).__name__), bases_plan
+
+
+class _RunAsCaptured:
+    """The captured graph, run op by op; says so (a :class:`FallbackWarning`) the first time."""
+
+    def __init__(self, graph: Callable):
+        self.graph = graph
+        self.warned = False
+
+    def __call__(self, *inputs: Any) -> Any:
+        if not self.warned:
+            self.warned = True
+            warnings.warn(
+                "graph inputs that share a storage, one of them written, with no common base "
+                "to differentiate through (x and x.detach()) or of different dtypes: this "
+                "graph runs uncompiled, op by op (eager's values and gradients)",
+                FallbackWarning, stacklevel=2)
+        return self.graph(*inputs)
 
 
 def _map(value: Any, env: dict) -> Any:
