@@ -968,13 +968,33 @@ class SetVariable(VariableTracker):
         return f"SetVariable({set(self.values)!r})"
 
 
+class TensorIdentity:
+    """What a set holds for a tensor the graph computes: the tensor hashes and compares by
+    identity (``Tensor.__hash__`` is ``id``), and while tracing its one tracker is its
+    identity -- as ``is`` decides -- so ``if v in memo`` over a module's buffers made in
+    ``forward`` (``nn.Module._named_members``) asks what CPython asks."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self):
+        return f"<tensor {self.name}>"
+
+
 def identity_member(item: VariableTracker) -> Any:
     """The object a set or dict holds for ``item`` when it hashes and compares by identity:
-    a graph input's tensor, a module, a function or class, an object of a class that keeps
-    object's ``__hash__`` and ``__eq__``. None otherwise (a tensor the graph computes has no
-    identity until it runs)."""
+    a tensor (a graph input's itself, a computed one's :class:`TensorIdentity`), a module, a
+    function or class, an object of a class that keeps object's ``__hash__`` and ``__eq__``.
+    None otherwise."""
     if isinstance(item, LATE_BOUND["TensorVariable"]):
-        return item.real
+        if item.real is not None or item.source is not None:
+            return item.real
+        token = item.__dict__.get("identity")
+        if token is None:
+            token = item.identity = TensorIdentity(getattr(item.node, "name", "?"))
+        return token
     value = getattr(item, "value", getattr(item, "fn", None))
     if value is None or isinstance(value, torch.Tensor):
         return None

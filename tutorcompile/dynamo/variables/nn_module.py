@@ -335,6 +335,14 @@ class NNModuleVariable(VariableTracker):
                 return TupleVariable([v for _, v in entries])
             return TupleVariable([TupleVariable([ConstantVariable(k), v]) for k, v in entries])
         if name in _TREE_WALKS:
+            if self.source is not None and not args and not kwargs:
+                return self._walk_tree(tx, name, args, kwargs)
+            walk = inspect.getattr_static(type(m), name, None)
+            if isinstance(walk, types.FunctionType):
+                # ``module.named_modules(memo, prefix)`` (nn.Module's own recursion, inside
+                # the walk of a module built while tracing), ``named_parameters(prefix=)``:
+                # the method's Python, which reads the tables as any attribute read
+                return tx.inline_user_function(walk, [self, *args], kwargs)
             return self._walk_tree(tx, name, args, kwargs)
         if name == "to":
             return self._to(tx, args, kwargs)
