@@ -168,6 +168,8 @@ class InstructionTranslator(VM):
         self.concrete = frame
         self.assume = assume   # may a branch into a raise be assumed not taken?
         self.assumptions: list[tuple[TensorVariable, bool]] = []
+        # the operands of an ``assert a or b`` met so far, by frame (see assume_branch)
+        self.pending_or: dict[int, tuple[list[TensorVariable], int, int]] = {}
         self.prologue: list[tuple[Any, tuple]] = []
         self.output = OutputGraph(self)
         self.guards = GuardBuilder()
@@ -242,6 +244,12 @@ class InstructionTranslator(VM):
                 (root.ip, root.stack, root.locals, self.grad_stack, root.exc_stack,
                  self.autocast_stack, self.global_grad) = saved
                 self.frames = [root]
+                if self.pending_or.get(id(root)):
+                    # between the operands of ``assert a or b``, where the trace took ``a``
+                    # as false: no resume point says that, so the frame runs uncompiled
+                    return CaptureResult("skip", reason=f"{e.reason} (between the operands "
+                                         "of `assert a or b`)",
+                                         location=getattr(e, "location", None))
                 if getattr(e, "raised", False):
                     # the traced code raised and nothing traced catches it: the frame runs
                     # uncompiled from here, as in PyTorch's Dynamo ("Skipping the function
@@ -1143,14 +1151,47 @@ class InstructionTranslator(VM):
         nothing and draws no random number: ``compile_entry`` traces again without
         assumptions otherwise: the branch is then a break that says why."""
         cond = self.realize(f.stack[-1])
+        pending = self.pending_or.get(id(f))   # (kept on a break: see ``capture``)
         if not isinstance(cond, TensorVariable) or cond.node is None or \
                 not isinstance(cond.fake, torch.Tensor) or any(
                     isinstance(n, torch.SymInt) for n in cond.fake.shape) or \
                 cond.fake.numel() != 1:
+            if pending is not None:
+                raise Unsupported("`assert a or b` whose operands are not all tensors")
             return False
         jump_raises = _only_raises(f.instructions, inst.target)
         if jump_raises == _only_raises(f.instructions, f.ip):
+            if jumps_if and self.assume and \
+                    _or_before_raise(f.instructions, f.ip, inst.target):
+                # ``assert diff.all() or (~diff).all(), msg`` (torchdiffeq's check of its
+                # time grid): a true operand jumps past the raise, the last false one falls
+                # into it. The next operand is traced as if this one were false -- the
+                # code between is only its computation -- and the last branch checks
+                # ``a | b | ...``. A break before that branch never resumes where ``a``
+                # was taken as false: inside an inlined call the whole call is put back,
+                # and in this frame it is run uncompiled (``capture``)
+                f.pop()
+                self.pending_or[id(f)] = ([*(pending[0] if pending else []), cond],
+                                          inst.target, pending[2] if pending else self._writes)
+                return True
+            if pending is not None:
+                raise Unsupported("`assert a or b` in another shape than operands that jump "
+                                  "past one raise")
             return False
+        if pending is not None:
+            if not jumps_if or jump_raises or not _same_continuation(
+                    f.instructions, pending[1], inst.target):
+                raise Unsupported("`assert a or b` in another shape than operands that jump "
+                                  "past one raise")
+            if self._writes != pending[2]:
+                # computing ``b`` wrote something (a list append, an attribute): eager does
+                # not compute it when ``a`` holds, the graph would always replay the write
+                raise Unsupported("`assert a or b` whose later operands write state")
+            del self.pending_or[id(f)]
+            for earlier in reversed(pending[0]):
+                cond = self.output.create_node("call_function", torch.logical_or,
+                                               (earlier, cond), {})
+            f.stack[-1] = cond
         if not self.assume:
             raise Unsupported(
                 "a check on a tensor's value that raises (`assert`, `if ...: raise`) in a "
@@ -1766,6 +1807,46 @@ _BUILDS_AN_EXCEPTION = {
     "CONVERT_VALUE", "BINARY_OP", "BINARY_SUBSCR", "COPY", "SWAP", "LIST_EXTEND",
     "LIST_APPEND", "DICT_MERGE", "DICT_UPDATE", "UNARY_NEGATIVE", "UNARY_NOT",
 }
+
+
+# what may stand between the operands of ``a or b`` in front of a raise: the next operand's
+# computation (loads, calls, operators), never a write, a jump or a return
+_COMPUTES_AN_OPERAND = {
+    "NOP", "LOAD_GLOBAL", "LOAD_CONST", "LOAD_FAST", "LOAD_DEREF", "LOAD_ATTR", "LOAD_METHOD",
+    "PUSH_NULL", "CALL", "CALL_KW", "BINARY_OP", "BINARY_SUBSCR", "COMPARE_OP", "IS_OP",
+    "CONTAINS_OP", "UNARY_NEGATIVE", "UNARY_NOT", "UNARY_INVERT", "COPY", "SWAP",
+    "BUILD_TUPLE",
+}
+
+
+def _or_before_raise(instructions: list, index: int, target: int) -> bool:
+    """Whether the code from ``index`` on is the rest of ``a or b [or c]``: each operand
+    computed, then a jump to ``target`` when true, and the last falling into a raise."""
+    for i in range(index, min(len(instructions), index + 200)):
+        inst = instructions[i]
+        if inst.opname == "POP_JUMP_IF_TRUE" and _same_continuation(instructions,
+                                                                    inst.target, target):
+            return _only_raises(instructions, i + 1) or _or_before_raise(instructions, i + 1,
+                                                                         target)
+        if inst.opname not in _COMPUTES_AN_OPERAND:
+            return False
+    return False
+
+
+def _same_continuation(instructions: list, a: int, b: int) -> bool:
+    """Whether the code at ``a`` and at ``b`` is one continuation: the same index, or the
+    same instructions up to a return (CPython copies a function's short ending to each
+    branch that reaches it: ``assert a or b`` at the end of a function jumps to two copies
+    of ``return None``)."""
+    if a == b:
+        return True
+    for i, j in zip(range(a, len(instructions)), range(b, len(instructions))):
+        x, y = instructions[i], instructions[j]
+        if (x.opname, x.arg) != (y.opname, y.arg) or x.opname in JUMP_OPS:
+            return False
+        if x.opname in ("RETURN_VALUE", "RETURN_CONST"):
+            return True
+    return False
 
 
 def _only_raises(instructions: list, index: int) -> bool:
