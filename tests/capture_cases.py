@@ -85,3 +85,30 @@ def writes_its_own_tensor_then_checks(x):
     torch.add(scratch, 1, out=scratch)
     assert x.abs().max() < 100, "too large"
     return (x * kernel.sum() + scratch + kernel[0, 0]).tanh()
+
+
+def _monotone(name, t):
+    diff = t[1:] > t[:-1]
+    assert diff.all() or (~diff).all(), f"{name} must be strictly increasing or decreasing"
+
+
+def checks_either_direction(x, t):
+    """``assert a or b`` on tensors in a called helper (torchdiffeq's check of its time
+    grid): one checked assumption, ``a | b`` (``test_stage3_assumptions``)."""
+    _monotone("t", t)
+    return x * t.sum()
+
+
+CALLS = []
+
+
+def _counted_check(x):
+    CALLS.append(1)
+    return (x < 100).all()
+
+
+def an_or_whose_second_operand_writes(x):
+    """The second operand of ``assert a or b`` appends to a list: eager appends only when
+    ``a`` is false, so the trace cannot take it for granted (``test_stage3_assumptions``)."""
+    assert (x > 0).all() or _counted_check(x), "out of range"
+    return x * 2

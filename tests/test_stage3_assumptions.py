@@ -6,7 +6,13 @@ import pytest
 import torch
 
 import tutorcompile as tc
-from tests.capture_cases import checks_then_computes, writes_its_own_tensor_then_checks
+from tests.capture_cases import (
+    CALLS,
+    an_or_whose_second_operand_writes,
+    checks_either_direction,
+    checks_then_computes,
+    writes_its_own_tensor_then_checks,
+)
 from tutorcompile.dynamo import eval_frame
 
 pytestmark = [pytest.mark.stage3, pytest.mark.usefixtures("fresh_compiler")]
@@ -39,6 +45,9 @@ CASES = {
     "writes_its_own_tensor_then_checks": (writes_its_own_tensor_then_checks,
                                           lambda: (torch.randn(4),),
                                           lambda: (torch.full((4,), 1000.0),)),
+    "checks_either_direction": (checks_either_direction,
+                                lambda: (torch.randn(3), torch.linspace(1.0, 0.0, 4)),
+                                lambda: (torch.randn(3), torch.tensor([0.0, 2.0, 1.0, 3.0]))),
 }
 
 
@@ -59,8 +68,10 @@ def test_a_validation_branch_is_one_graph_and_a_failed_check_raises_what_eager_r
     failure = _raised(fn, *wrong)
     assert failure is not None and _raised(compiled, *wrong) == failure
     torch.testing.assert_close(compiled(*args), expected)   # the graph still serves
-    entries = [e for c in eval_frame._CACHES.values() for es in c.entries.values() for e in es]
-    assert len(entries) == 1   # a failed check is no recompile
+    entries = [e for (code, _), c in eval_frame._CACHES.items() if code is fn.__code__
+               for es in c.entries.values() for e in es]
+    assert len(entries) == 1   # a failed check is no recompile (of this frame: a helper
+    # that checks, rerun uncompiled, compiles a graph of its own)
 
 
 def caught_inside(x):
@@ -157,3 +168,17 @@ def test_only_a_side_that_does_nothing_but_raise_is_assumed_away():
 
 
 SEEN: list = []
+
+
+def test_an_or_whose_later_operand_writes_runs_as_eager():
+    """``assert a or f(x)`` where ``f`` appends to a list: the append happens in eager only
+    when ``a`` is false, so the capture does not take it as done; the frame runs
+    uncompiled, with eager's values and eager's appends."""
+    compiled = tc.compile(an_or_whose_second_operand_writes, backend="eager")
+    CALLS.clear()
+    torch.testing.assert_close(compiled(torch.ones(3)), torch.ones(3) * 2)
+    assert CALLS == []
+    torch.testing.assert_close(compiled(-torch.ones(3)), -torch.ones(3) * 2)
+    assert CALLS == [1]
+    with pytest.raises(AssertionError, match="out of range"):
+        compiled(torch.tensor([-1.0, 1000.0, 1.0]))

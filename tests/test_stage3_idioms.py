@@ -2212,3 +2212,131 @@ def test_a_class_attribute_written_through_type_of_a_container_subclass(backend)
     for n in (1, 2, 3):
         torch.testing.assert_close(compiled(x, d, items), x * 2 + n)
         assert _CountedDict.writes == n and _CountedList.made == n
+
+
+# --- the seventh held-out probe: value checks inside composite ops, NumPy's generator ---------
+_HANN = torch.hann_window(16)
+
+
+def _stft_round_trip(x):
+    """``torch.istft``'s C++ kernel asks ``.item()`` whether the window's envelope is
+    nonzero; its Python decomposition computes the same shapes without that check."""
+    spec = torch.stft(x, 16, 4, 16, window=_HANN, return_complex=True)
+    return torch.istft(spec * 2, 16, 4, 16, window=_HANN, length=x.shape[-1] - 3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_composite_op_that_checks_values_in_cpp_is_one_graph(backend):
+    check_one_graph(_stft_round_trip, lambda: [torch.randn(2, 64)], backend)
+
+
+def _numpy_draws(x):
+    import numpy as np
+    noise = torch.from_numpy(np.random.rand(3)).float()
+    return x * np.random.randint(1, 10) + noise + np.random.normal(size=3)[0]
+
+
+def test_a_draw_from_numpys_global_generator_is_a_break_with_eagers_numbers():
+    """``np.random.rand(3)`` draws from NumPy's generator; torch._numpy's twin draws from
+    torch's (other numbers than eager's, silently): a break that names the call."""
+    import numpy as np
+    tc.reset()
+    out = tc.explain(_numpy_draws)(torch.zeros(3))
+    assert out.graph_break_count >= 1
+    assert "np.random.rand: a draw from NumPy's random generator" in out.break_reasons[0].reason
+    np.random.seed(0)
+    want = _numpy_draws(torch.ones(3))
+    np.random.seed(0)
+    torch.testing.assert_close(tc.compile(_numpy_draws, backend="aot_eager")(torch.ones(3)),
+                               want)
+
+
+def _spline_lookup(x, t):
+    """A 0-d integer tensor as an index (torchcde's ``self._t[index]`` after
+    ``torch.bucketize``): a select whose position the graph computes."""
+    grid = torch.linspace(0, 1, x.shape[0])
+    i = torch.bucketize(t.detach(), grid).sub(1).clamp(0, x.shape[0] - 2)
+    frac = t - grid[i]
+    return x[i] * frac + x[i + 1] * (1 - frac) + x[..., i, :].sum() + x[i, 1:].sum()
+
+
+def _write_through_a_scalar_index(x, i):
+    y = x.clone()
+    v = y[i]
+    v.mul_(3)            # a write through the selected row reaches y
+    y[i] = y[i] + 1      # and a write by the same index
+    return y, v
+
+
+def _read_after_the_base_is_written(x, i):
+    y = x.clone()
+    v = y[i]
+    y.add_(1)            # the selected row is a view: it sees the write
+    return v * 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn, make", [
+    (_spline_lookup, lambda: [torch.randn(5, 3), torch.tensor(0.37)]),
+    (_write_through_a_scalar_index, lambda: [torch.randn(4, 3), torch.tensor(2)]),
+    (_read_after_the_base_is_written, lambda: [torch.randn(4, 3), torch.tensor(-1)]),
+], ids=["spline_lookup", "write_through", "read_after_base_write"])
+def test_an_index_by_a_0d_integer_tensor_is_a_select_in_the_graph(fn, make, backend):
+    check_one_graph(fn, make, backend)
+
+
+def test_a_0d_bool_index_stays_a_break():
+    """``x[flag]`` with a 0-d bool tensor keeps all of ``x`` or nothing: a size the data
+    decides, so a break (never a select)."""
+    def masked(x, flag):
+        return x[flag] * 2
+    tc.reset()
+    out = tc.explain(masked)(torch.randn(3), torch.tensor(True))
+    assert out.graph_break_count == 1
+    x = torch.randn(3)
+    for flag in (True, False):
+        torch.testing.assert_close(tc.compile(masked, backend="eager")(x, torch.tensor(flag)),
+                                   masked(x, torch.tensor(flag)))
+
+
+def _a_set_of_computed_tensors(x):
+    """Tensors hash by identity: ``if v in memo`` over tensors the graph computes (PyTorch's
+    ``_named_members`` over the buffers of a module built in ``forward``)."""
+    a, b = x * 2, x + 1
+    memo = {a}
+    kept = []
+    for t in (a, b, a, b):
+        if t in memo:
+            continue
+        memo.add(t)
+        kept.append(t)
+    return sum(kept) * len(memo)
+
+
+class _HoldsAModule(torch.nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.register_buffer("scale", torch.full((4,), 2.0))
+
+
+def _tree_walks_with_arguments(x, net):
+    """A module built in ``forward`` around one from outside: its ``named_modules()`` runs
+    nn.Module's recursion, ``named_modules(memo, prefix)`` on the outside module; and the
+    walks that take arguments (``prefix=``, ``recurse=``) on a module from outside."""
+    holder = _HoldsAModule(net)
+    names = [n for n, _ in holder.named_modules()]
+    prefixed = [n for n, _ in net.named_modules(prefix="top")]
+    params = [n for n, _ in net.named_parameters(prefix="p", recurse=True)]
+    buffers = list(holder.buffers())
+    return holder.inner[0](x) * len(names) + len(prefixed) + len(params) + buffers[0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn, make", [
+    (_a_set_of_computed_tensors, lambda: [torch.randn(3)]),
+    (_tree_walks_with_arguments, lambda: [torch.randn(2, 4), torch.nn.Sequential(
+        torch.nn.Linear(4, 4), torch.nn.Sequential(torch.nn.Linear(4, 4)))]),
+], ids=["set_of_computed_tensors", "tree_walks_with_arguments"])
+def test_identity_sets_and_module_walks(fn, make, backend):
+    check_one_graph(fn, make, backend)
