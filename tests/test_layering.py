@@ -12,6 +12,7 @@ own modules are checked against the floors below:
 """
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,18 @@ def test_imports_inside_functions_are_listed():
     stale = sorted(set(LAZY) - found)
     assert not stale, f"no longer imported, delete from LAZY: {stale}"
     assert len(LAZY) <= 10
+
+
+@pytest.mark.parametrize("package", sorted(str(p.parent.relative_to(PACKAGE))
+                                           for p in PACKAGE.rglob("*/__init__.py")))
+def test_package_map_names_every_module(package):
+    """A package's docstring map (its ``::`` block) names each of its modules, so the map a
+    newcomer reads first does not drift from the files."""
+    folder = PACKAGE / package
+    doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text())) or ""
+    if "::" not in doc:
+        pytest.skip("no map in the package docstring")
+    modules = [p.stem for p in folder.glob("*.py") if p.stem != "__init__"]
+    modules += [p.name for p in folder.iterdir() if (p / "__init__.py").exists()]
+    missing = [m for m in sorted(modules) if not re.search(rf"(?<!\w){re.escape(m)}\b", doc)]
+    assert not missing, f"tutorcompile/{package}/__init__.py's map does not name {missing}"

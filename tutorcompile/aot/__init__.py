@@ -2,7 +2,8 @@
 
 ::
 
-    trace_with_inputs   run a function once, record its torch calls (shapes concrete)
+    trace_with_inputs   run a function once, record its torch calls (shapes concrete;
+                        tracing.py)
     decompose           torch-level graph -> prims (+ extern calls), with the rules of
                         DECOMPOSITIONS; DecompositionReport says what stayed extern
                         (prim_graph.py runs the rules; the package decomp/ holds them:
@@ -12,6 +13,7 @@
                         per storage, the aliased inputs views of it in the graph
                         (synthetic_base.py; storage_layout keys the compilation)
     make_joint          forward + backward in one graph, from the op table's VJP rules
+                        (joint.py)
     default_partition   save what the backward reads
     min_cut_partition   save the fewest bytes, recompute cheap ops (networkx min cut)
     partition_from_saved   forward/backward graphs for any chosen saved set
@@ -22,6 +24,7 @@
     aot_eager_decomp_partition   the next rung: prims and the min-cut partitioner
     aot_eager_backend   our decomposed AOT as a torch.compile backend (real Dynamo, our AOT)
     torch_partition_fn  our partitioners as partition_fn of PyTorch's own AOTAutograd
+    compare             ours and PyTorch's partitioners side by side (saved bytes)
 
 Mirrors: torch/_functorch/aot_autograd.py, partitioners.py, torch/_decomp.
 """

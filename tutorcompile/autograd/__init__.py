@@ -2,12 +2,14 @@
 
 ::
 
-    Value                  micrograd-style scalar autodiff (the warm-up); value_graph draws it
+    Value                  micrograd-style scalar autodiff (the warm-up, value.py);
+                           value_graph draws it
     Tensor, tensor         a torch.Tensor plus a tape; operators and methods record prims
     backward, no_grad      the reverse sweep (VJP rules from tutorcompile.ops); grad mode
     topological_order      the order the sweep reverses
     apply                  run one prim on Tensors and record it (what every op goes through)
-    torch_autograd_graph   PyTorch's grad_fn graph as a tutorcompile.fx Graph (to draw)
+    torch_autograd_graph   PyTorch's grad_fn graph as a tutorcompile.fx Graph (to draw;
+                           graphs.py, with the two below)
     tape_graph             our tape as a runnable forward Graph of prims
     tape_backward_graph    our tape drawn like torch_autograd_graph, to compare
 

@@ -9,11 +9,16 @@
     polyfills         Python versions of C iterators (itertools, operator getters), traced
     symbolic_convert  InstructionTranslator: the VM run on trackers, building a Graph
     output_graph      the graph under construction: inputs with sources, fake-tensor nodes
-    guards            sources, GuardBuilder, guards printed as readable Python
+    source            where each value came from (L['x'].weight), as a readable expression
+    guards            GuardBuilder, guards printed as readable Python
+    exc               the graph-break signal, and the error fullgraph=True raises
     eval_frame        compile(): the per-(code, resume point) cache, graph breaks, recompiles
+    backends          the backend registry: eager, aot_eager, inductor... by name
+    distributed       DDP's optimizer: a graph under DistributedDataParallel split at buckets
     debugging         explain(fn)(*args): graphs, breaks, guards, recompile reasons
     decorators        mark_dynamic / mark_static: which sizes may change, said up front;
                       assume_constant_result
+    config            the stage's switches (tutorcompile.dynamo.config)
 
 ``bytecode`` and ``vm`` do not import torch: they run (and are tested) on Python builds
 without it. Everything else loads on first use (PEP 562).

@@ -10,6 +10,7 @@
     ir            Pointwise, Reduction, View, ComputedBuffer, ExternKernel, ReferenceHandler
     schedule / Scheduler, FusionReport      can_fuse, score_fusion, why-not-fused (scheduler.py)
     codegen.cpp, codegen.triton             the two kernel writers; codecache: disk cache
+    wrapper       the Python function that allocates buffers and calls the kernels
     codegen.triton_template                 the Triton matmul template (max-autotune), with
                                             fused epilogues; autotune: choices + timing table
     examples      softmax, layernorm, rmsnorm, chain, mlp, all_pointwise (+ torch versions)

@@ -9,10 +9,12 @@
     EagerHandler     run the PyTorch references (the default)
     GraphHandler     record calls as nodes of a tutorcompile.fx.Graph (values: GraphValue)
     KernelSpellingHandler   pointwise calls -> Triton / C++ expression strings
-    sum_to_shape, vjp        gradients of broadcasting, and of one prim call
+    sum_to_shape, vjp        gradients of broadcasting, and of one prim call (autodiff.py)
     vjp_rules                other VJP rules for some prims, in a ``with`` block
     trace, backward_graph, grad_of   graphs of prims, and their gradients as graphs
     scan.sequential_scan     the scan a graph calls when its length is symbolic (run by PyTorch)
+    higher_order, ndarray    what a graph node runs for a higher-order op (a traced body)
+                             and for NumPy code on tensors (torch._numpy)
 
 Mirrors: torch/_prims, torch/_inductor/virtualized.py, tools/autograd/derivatives.yaml.
 """

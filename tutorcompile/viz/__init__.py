@@ -3,14 +3,19 @@
 ::
 
     draw, GraphDrawing        a graph as graphviz SVG (text without graphviz); save() to disk
+                              (drawing.py)
     GraphExplorer             every graph the available stages make from one function
     register_stage            how a stage adds its graphs to the explorer (one call)
     Timing                    bench.compare behind a size slider and a Run button, with a chart
-    inspect_guards, GuardInspector     change an input: which Dynamo guard fails?
+                              (timing.py)
+    inspect_guards, GuardInspector     change an input: which Dynamo guard fails? (guards.py)
     PartitionView, partition_view      what the forward saves for the backward, and its bytes
     compare_partitions                 default vs min-cut: saved bytes, ops, recomputation
-    FusionView, fusion_view            which graph nodes became which kernel (stage 5)
-    CUDAGraphView, cudagraphs_view     recorded CUDA Graphs, replays and skip reasons (stage 6)
+                                       (partition.py)
+    FusionView, fusion_view            which graph nodes became which kernel (stage 5;
+                                       fusion.py)
+    CUDAGraphView, cudagraphs_view     recorded CUDA Graphs, replays and skip reasons (stage 6;
+                                       cudagraphs.py)
 
 Every view also works from a script: it returns data (``rows()``, ``text()``, ``summary()``)
 or saves a file (``save(path)``). ipywidgets is imported only when a widget is shown, so

@@ -21,6 +21,7 @@ module below, and each registers its rules into the one table, ``DECOMPOSITIONS`
     masked.py       torch.masked reductions       nn.py           torch.nn.functional
     normal.py       the normal distribution's tails
     polygamma.py    polygamma of every order      special.py      Bessel functions
+    sort.py         sort, argsort, topk, kthvalue, median, quantile by counting
 
 The imports go one way: ``registry`` imports only the floors below ``aot`` (``fx``,
 ``ops``); ``helpers`` and ``rng`` import the registry; a rule module imports the registry,
