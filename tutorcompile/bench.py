@@ -168,9 +168,8 @@ def measure_together(fns: dict[str, Callable], *args: Any, warmup: int = 2, repe
 
     On a shared machine the speed drifts over seconds (another process, the host of a
     virtual machine). Timed one after the other, a callable measured in a slow spell looks
-    slower than one measured before it: on this project's 2-core machine the same eager
-    training step measured 390 us, then 570 us a minute later, and ratios taken that way
-    swung between 0.9x and 1.5x. Interleaved, a slow spell lands on every callable alike
+    slower than one measured before it, and ratios taken that way swing both ways
+    (benchmarks/MEASUREMENTS.md). Interleaved, a slow spell lands on every callable alike
     and the ratio of their medians holds. ``min_time`` is per callable."""
     device = device or ("cuda" if _uses_cuda(args) else "cpu")
     calls: dict[str, int] = {}

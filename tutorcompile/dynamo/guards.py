@@ -16,8 +16,9 @@ are, in the spirit of ``TORCH_LOGS=guards`` and depyf::
 The check function (:class:`CheckFunction`) tests the cheapest guards first and reads each
 shared source once. The tensors whose sizes are all static are checked together by one call
 of PyTorch's own C++ ``TensorGuards.check`` (dispatch keys, dtype, device, requires_grad,
-sizes, strides of every tensor: ~0.05 µs a tensor, against ~0.6 µs for the same tests as
-Python attribute reads); where it is missing, inline Python tests do the same.
+sizes, strides of every tensor, an order of magnitude faster than the same tests as Python
+attribute reads: benchmarks/MEASUREMENTS.md); where it is missing, inline Python tests do
+the same.
 
 Guard kinds (PyTorch's names): TENSOR_MATCH, CONSTANT_MATCH, TYPE_MATCH, ID_MATCH,
 SEQUENCE_LENGTH, DICT_KEYS (a dict read whole), DICT_CONTAINS (one key of a dict from outside
@@ -43,7 +44,7 @@ import torch.utils._device
 
 from ..amp import AUTOCAST_DEVICES, autocast_state
 from ..fx import exec_generated
-from ..fx.aliasing import alias_groups, storage_key, storage_pattern
+from ..fx.aliasing import alias_groups, no_two_share, storage_pattern
 from .source import KEYS, ObjectSource, Source, is_literal
 
 _TENSOR_TYPES = {torch.Tensor: "torch.Tensor", torch.nn.Parameter: "torch.nn.Parameter"}
@@ -382,11 +383,7 @@ class GuardBuilder:
 def no_tensor_aliasing(*tensors: torch.Tensor) -> bool:
     """No two of ``tensors`` share a storage (NO_TENSOR_ALIASING: one set, one read of each
     tensor's storage)."""
-    try:   # (``_storage_id``: the StorageImpl's address, one C call, no storage object)
-        return len(set(map(torch._C._storage_id, tensors))) == len(tensors)
-    except (NotImplementedError, RuntimeError):   # (a tensor without storage aliases none)
-        keys = [k for k in map(storage_key, tensors) if k is not None]
-        return len(set(keys)) == len(keys)
+    return no_two_share(tensors)
 
 
 def _hook_count_seen(seen: list[int], no_hooks: bool) -> bool:

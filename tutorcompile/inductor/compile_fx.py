@@ -547,7 +547,7 @@ def split_reductions(graph: Graph) -> Graph:
     ``sum(g, (0, 2, 3))`` of an ``(N, C, H, W)`` gradient, becomes ``sum(g, (2, 3))``: each
     ``(n, c)`` row is ``H*W`` contiguous elements, a loop the compiler vectorises, where one
     flat loop over ``(n, h, w)`` jumps by ``C*H*W`` every ``H*W`` elements and runs scalar
-    (2 ms of AlexNet's 5 ms backward on one core) -- then a small ``sum`` over ``n``.
+    (much of AlexNet's backward) -- then a small ``sum`` over ``n``.
     Floating-point ``sum`` and any ``amax`` (an exact regrouping; partial sums are in the
     input's dtype, so float16/bfloat16 sums are left alone). Returns ``graph`` itself if
     nothing matches, else a rewritten copy (stamped ``split_reductions``).

@@ -831,11 +831,9 @@ def _slice_length(first: Any, stop: Any, step: int) -> Any:
 INDEX_ADD_DENSE_LIMIT = 1 << 12
 """``index_add`` becomes a kernel when (output elements) x (indices) is at most this: it is
 generated as a reduction that compares every output row with every index (deterministic, no
-atomics), about 1 ns a compare, which pays only while that product is small: PyTorch's
-scatter is linear in the indices, ~6 us for a small one. The token-embedding gradient of
-notebook 07's GPT (128 x 64 elements, 256 indices, 2M compares) takes 2.9 ms as a kernel and
-17 us in PyTorch; its position-embedding gradient (32 x 64 elements, 32 indices, 65k
-compares) 55 us as a kernel and 6 us in PyTorch (1 thread)."""
+atomics), which pays only while that product is small: PyTorch's scatter is linear in the
+indices. Notebook 07's GPT's embedding gradients are far past the limit (the numbers:
+benchmarks/MEASUREMENTS.md)."""
 
 
 @register_lowering(PRIMS["index_add"])
@@ -907,10 +905,9 @@ def prefers_channels_last(x: Any, weight: Any, groups: Any) -> bool:
     """Whether PyTorch's CPU convolution is faster on channels-last copies of its input and
     gradient: a depthwise 2-d convolution (one filter per channel, ``groups`` = channels)
     with a window of 5 or more. PyTorch takes a slow path for it on a contiguous (NCHW)
-    input -- ConvNeXt's 7x7 on (2, 40, 16, 16), forward and backward: 3.2 ms, against
-    1.1 ms with the copies to channels-last and back; EfficientNet's 5x5 on (2, 144, 8, 8):
-    1.6 ms against 0.8 ms; 2-3.8x at batch 8, 1.6-2.7x on 2 threads. For a 3x3 window or
-    a dense convolution the copies cost more than they save (0.4-0.9x), so those stay."""
+    input (ConvNeXt's 7x7, EfficientNet's 5x5), slower than the copies to channels-last and
+    back. For a 3x3 window or a dense convolution the copies cost more than they save, so
+    those stay (benchmarks/MEASUREMENTS.md)."""
     if not all(isinstance(v, IRNode) for v in (x, weight)) or \
             x.get_device().type != "cpu" or len(x.get_size()) != 4:
         return False

@@ -370,10 +370,8 @@ class Scheduler:
         The second pass is Triton's only. A C++ column reduction walks tiles of 32 columns
         down the rows; a producer fused into it is computed and stored in that strided
         order too, which measured slower on this project's CPU than the producer's own
-        contiguous pass plus the sum reading its (cached) result: a [2048, 768] gradient
-        with its bias gradient took 1.25-1.38 ms fused against 0.95-1.16 ms apart (best of
-        interleaved samples, 1 thread; wider tiles did not close the gap), and the tiny
-        transformers' training steps did not change measurably.
+        contiguous pass plus the sum reading its (cached) result (a transformer's gradient
+        with its bias gradient: benchmarks/MEASUREMENTS.md).
         """
         self._order_groups()
         passes = (False, True) if self.backend == "triton" else (False,)

@@ -115,8 +115,9 @@ def _permute_of_permute(view: ir.View) -> tuple[Any, tuple[int, ...]] | None:
 
 def _narrow_args(view: ir.View) -> tuple[int, int, int] | None:
     """``(dim, start, length)`` when a ``slice`` view is a ``torch.narrow`` (step 1, constant
-    bounds): one PyTorch call instead of a Python function indexing with a tuple of slices
-    (2 µs against 3 µs a view, and attention slices q, k and v out of one tensor per layer)."""
+    bounds): one PyTorch call instead of a Python function indexing with a tuple of slices,
+    cheaper per view, and attention slices q, k and v out of one tensor per layer
+    (benchmarks/MEASUREMENTS.md)."""
     node = view.node
     if node is None or node.target is not PRIMS["slice"] or node.kwargs:
         return None
@@ -481,8 +482,8 @@ class WrapperCodegen:
 
     def extern_callee(self, ext: ir.ExternKernel) -> str:
         """The PyTorch call of an extern kernel: ``torch.mm`` for a ``matmul`` of two
-        matrices (the same BLAS call without ``matmul``'s sorting out of ranks, ~0.3 µs a call
-        less), else the kernel's own callee."""
+        matrices (the same BLAS call without ``matmul``'s sorting out of ranks), else the
+        kernel's own callee."""
         if ext.kernel is PRIMS["matmul"] and len(ext.args) == 2 and not ext.kwargs and all(
                 isinstance(a, ir.IRNode) and len(a.get_size()) == 2 for a in ext.args):
             return "torch.mm"
@@ -559,7 +560,7 @@ class WrapperCodegen:
         arithmetic (:func:`symbolic_strides`) gives sizes, strides and offset as
         expressions, used when they agree with PyTorch's at the hints (AlexNet's max-pool
         windows, ``buf1[:, :, 0:31:2, 1:32:2]`` of ``(s0, 16, 32, 32)``: one ``as_strided``
-        instead of two slices, 2 against 9 us, twelve views per call; the GPT's q, k and
+        instead of two slices, twelve views per call; the GPT's q, k and
         v, ``reshape(buf, (s0, 64, 192))`` sliced, reshaped and permuted: one call instead
         of four). A chain that copies somewhere (a ``reshape`` of a transposed tensor) or
         has a base whose layout we do not own (a graph input, a PyTorch call's result that

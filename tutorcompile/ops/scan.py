@@ -12,8 +12,8 @@ through the same loop.
 
 The steps go in eager Mamba's order, one position after another, so the values round as
 its own loop does. PyTorch's ``associative_scan`` regroups them into a parallel prefix
-(equal up to rounding), which on a CPU ran 4.6x slower than this loop (Mamba's scan,
-4 x 128 x 64 x 8).
+(equal up to rounding), which on a CPU ran several times slower than this loop on Mamba's
+scan (benchmarks/MEASUREMENTS.md).
 
 Under fake or meta tensors (capture, and the shape inference of an extern) there is no
 loop to run: the result has the inputs' shapes, in the dtypes one ``combine_fn`` step

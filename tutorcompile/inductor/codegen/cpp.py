@@ -170,7 +170,8 @@ class CppKernel(KernelWriter):
         ``512 * ((x1 / 16) % 4) + x1 % 16``, a gather in every lane that g++ leaves scalar
         or gathers slowly. Split the loop at their common divisor ``k`` -- ``x1 = k*x1a +
         x1b``, the vector loop over ``x1b`` -- and the index becomes ``512 * (x1a % 4) +
-        x1b``: contiguous runs of ``k`` (5x faster on GPT's attention-gradient layout).
+        x1b``: contiguous runs of ``k`` (GPT's attention-gradient layout; see
+        benchmarks/MEASUREMENTS.md).
         :func:`_generate` then writes the kernel again with ``split_inner=k``."""
         if self.split_watch is None:
             return
@@ -208,8 +209,8 @@ class CppKernel(KernelWriter):
                 ir.simplify_index(expr) == ir.simplify_index(self.stored_at[buffer.name]):
             # stored at this very element by an earlier loop over this row: read it back
             # (from L1) rather than compute it again -- a softmax's exp once, not once per
-            # phase (300 -> 137 us for GPT's attention softmax in training, which stores its
-            # exp). Any other element (a transposed read) may not be written yet.
+            # phase (GPT's attention softmax in training stores its exp). Any other element
+            # (a transposed read) may not be written yet.
             offset = print_index(expr, "cpp")
             return self.loaded(f"{self.out_name(buffer.name)}[{offset}]", buffer.get_dtype(),
                                self.index_deps(expr))
@@ -221,7 +222,7 @@ class CppKernel(KernelWriter):
         """A division by a value that is the same in every lane of the vectorised loop (a
         softmax's row sum, a mean's count of a row) is a multiplication by its reciprocal,
         which g++ then computes once per row: a vector division costs several
-        multiplications (a softmax's backward: 35 -> 16 us). Within an ulp of the quotient,
+        multiplications (a softmax's backward gains most). Within an ulp of the quotient,
         as PyTorch's own vectorised softmax (``_vec_softmax`` multiplies by ``1 / sum``).
         Divisions by constants and by per-lane values stay divisions."""
         divisor = args[1] if len(args) == 2 else None
@@ -314,10 +315,9 @@ class CppKernel(KernelWriter):
         what a static kernel of that size never pays: the loop still moves into the
         function OpenMP outlines for its threads, where the kernel's pointers arrive
         through a struct without their ``__restrict__`` and g++ vectorises it behind
-        run-time overlap checks or not at all (a 1024-element max-pool gradient of AlexNet:
-        3.5 -> 6.6 us), and the team is set up and torn down on every call (0.6 us, more
-        than the smallest kernels' work; AlexNet's training step at batch 2 runs 38 of
-        them). Inductor decides at compile time, from the size hints
+        run-time overlap checks or not at all, and the team is set up and torn down on every
+        call, which costs more than the smallest kernels' work (benchmarks/MEASUREMENTS.md).
+        Inductor decides at compile time, from the size hints
         (``decide_parallel_depth`` in torch/_inductor/codegen/cpp.py); deciding per call
         keeps a large batch on several threads when a small one was the hint."""
         twin = pragma is not None and pragma.startswith("omp parallel") and bool(self.parallel_if)
@@ -458,10 +458,10 @@ class CppKernel(KernelWriter):
         """The digits of ``x0`` whose radices are symbolic (``x0 % s1``) as constants of the
         x loop: written inside the r loop, a division by a run-time size makes g++ treat
         the loads as gathers and leave the loop scalar (GPT's attention softmax over a
-        symbolic length: 4x slower than the static kernel). An offset that only
+        symbolic length, against the static kernel). An offset that only
         recombines them (a contiguous row: ``4*x0_0*s1*s2 + x0_1*s1*s2 + x0_2*s2``) is
-        written ``s2*x0`` again (:meth:`offset_of`); g++ then drops their unused divisions
-        (three per row cost a softmax over rows of 64 a third of its time)."""
+        written ``s2*x0`` again (:meth:`offset_of`); g++ then drops their unused divisions,
+        which cost a softmax over short rows much of its time (benchmarks/MEASUREMENTS.md)."""
         x0, out, hoisted = ir.index_symbol("x0"), [], []
         for k, digit in enumerate(xvars):
             expr = sympy.sympify(digit)
@@ -560,10 +560,9 @@ class CppKernel(KernelWriter):
         # Symbolic sizes with every tile whole (the outputs a multiple of the tile for every
         # value of the symbols): the tile loops run a constant count, and g++ keeps the
         # tile's partial sums in vector registers across the r loop. A run-time count
-        # (``xlen``) keeps them in memory, loaded and stored on every row: a sum over a
-        # symbolic batch of two rows (a bias gradient of the GPT, 16384 outputs) took 1.4-1.8x
-        # the time of the static kernel, where g++ works out that ``xlen`` is 32 from the
-        # constants (and unrolls the r loop).
+        # (``xlen``) keeps them in memory, loaded and stored on every row, slower than the
+        # static kernel, where g++ works out that ``xlen`` is 32 from the constants (and
+        # unrolls the r loop).
         whole = not isinstance(plan.xnumel * plan.rnumel, int) and \
             sympy.Mod(ir.size_expr(plan.xnumel), tile) == 0
         self.tile_len = str(tile) if whole else "xlen"
@@ -607,8 +606,8 @@ class CppKernel(KernelWriter):
             if nan is not None:
                 self.writeline(f"int {nan}[{tile}] = {{0}};")
             # a long float sum: chunks of SUM_CHUNK rows add in float (the loop across the
-            # tile stays float-wide vectors; double accumulators made a 4096 x 512 column
-            # sum 3-4x slower) and each chunk's sums go into the double accumulators
+            # tile stays float-wide vectors; double accumulators across it were several times
+            # slower) and each chunk's sums go into the double accumulators
             chunked = acc_dtype != dtype
             total = acc
             if chunked:
@@ -673,17 +672,17 @@ class CppKernel(KernelWriter):
         A float accumulator rounds at every addition, so its error grows with the number of
         values added into it. In a loop that adds every value into one accumulator
         (``one_lane``: a nested r loop, a tile's ``acc[xi]``) a batch norm's mean over N, H,
-        W (4096 values of about 3) came out 6 ulps off where eager's is under one, and its
-        normalised output carried 9-12x eager's error -- enough to flip ReLUs whose inputs
-        are near zero and move every gradient upstream; a column sum over 4096 rows was 20
-        ulps off. A nested r loop adds in double: as fast there (the loop is scalar either
-        way). A tile's loop runs across its outputs in vectors, which double would halve: it
-        adds chunks of :data:`SUM_CHUNK` rows in float and each chunk's sums in double.
+        W came out several ulps off where eager's is under one, and its normalised output
+        carried many times eager's error -- enough to flip ReLUs whose inputs are near zero
+        and move every gradient upstream (the numbers: benchmarks/MEASUREMENTS.md). A nested
+        r loop adds in double: as fast there (the loop is scalar either way). A tile's loop
+        runs across its outputs in vectors, which double would halve: it adds chunks of
+        :data:`SUM_CHUNK` rows in float and each chunk's sums in double.
         A flat ``omp simd`` row spreads its values over the vector lanes, but each lane
-        still adds n / lanes of them: 2.7x eager's error at 4096 values, 13x at 262144. A
-        row longer than ``2 * SUM_CHUNK`` adds chunks of :data:`SUM_CHUNK` in float lanes
-        and the chunks' sums in double (a double per lane would halve the vector width:
-        1.6-2x slower on a plain sum). Eager's CPU batch norm adds its statistics in double
+        still adds n / lanes of them, and its error grows with n. A row longer than
+        ``2 * SUM_CHUNK`` adds chunks of :data:`SUM_CHUNK` in float lanes and the chunks'
+        sums in double (a double per lane would halve the vector width). Eager's CPU batch
+        norm adds its statistics in double
         (``batch_norm_cpu_collect_stats_contiguous_impl``: ``at::acc_type<float,
         /*is_cuda=*/false>`` is double); Inductor adds long float sums in chunks
         (``CascadeSumHelper`` in torch/_inductor/codegen/cpp.py)."""
@@ -713,8 +712,8 @@ class CppKernel(KernelWriter):
             if simd is not None:   # (always: a float max)
                 simd += f" reduction(|:{nan})"
         # Nested r loops accumulate without the simd reduction clause: g++ (-fopenmp) then
-        # keeps a lane array in memory across the outer loop, 5x slower than scalar adds
-        # (AlexNet's bias-gradient kernel: 760 -> 155 us, measured on one core)
+        # keeps a lane array in memory across the outer loop, several times slower than
+        # scalar adds (AlexNet's bias-gradient kernel: benchmarks/MEASUREMENTS.md)
         chunked = acc_dtype != dtype and not self.nest_reduction
         if chunked:   # float lanes over a chunk, the chunk's sum added in double
             total, acc = acc, self.newvar(dtype, "part")
@@ -829,7 +828,7 @@ static inline uint16_t tc_float_to_half(float f) {
 // exp for '#pragma omp simd' loops. glibc's vector expf leaves its fast path for any lane
 // whose result is not a normal float (exp(-inf) = 0: every masked element of a causal
 // softmax) and redoes the vector with the scalar expf, which made GPT's attention softmax
-// 2x slower than unmasked. This one is branch-free, so a loop of it is a loop of vector
+// much slower than unmasked. This one is branch-free, so a loop of it is a loop of vector
 // instructions: x = q*ln2 + s (q = round(x / ln2), |s| <= ln2/2), exp(s) by a degree-7
 // polynomial, times 2^q built from the exponent bits (in two halves, so that q down to
 // -150 gives denormals and 0). Within 1 ulp over the normal range; -inf -> 0, +inf -> inf,
@@ -863,8 +862,7 @@ inline auto simd_exp(T x) { return std::exp(x); }
 
 // torch.maximum/minimum: a NaN on either side is the answer. std::max(a, b) is
 // (a < b) ? b : a, which keeps a NaN a but drops a NaN b: test b first. (Written as
-// ((a != a) | (a > b)) ? a : b, g++ 12 leaves the loop scalar: AlexNet's inference ran
-// 1.7x slower.)
+// ((a != a) | (a > b)) ? a : b, g++ 12 leaves the loop scalar.)
 template <typename T>
 inline T tc_maximum(T a, T b) { return (b != b) ? b : std::max(a, b); }
 template <typename T>
