@@ -48,7 +48,7 @@ import torch
 
 from ..errors import FallbackWarning
 from ..fx import Graph, GraphModule, Node
-from ..fx.aliasing import alias_groups, storage_pattern
+from ..fx.aliasing import alias_groups, no_two_share, storage_pattern
 from ..fx.node import map_arg
 
 
@@ -57,12 +57,8 @@ def storage_layout(inputs: list) -> tuple:
     offsets): what a compilation over synthetic bases is specialised to, and what decides
     whether a compilation that writes an input may be reused. ``()`` when none share (the
     common case, asked on every call of such a compilation: one C call per tensor)."""
-    tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
-    try:
-        if len(set(map(torch._C._storage_id, tensors))) == len(tensors):
-            return ()
-    except (NotImplementedError, RuntimeError, TypeError):
-        pass
+    if no_two_share([x for x in inputs if isinstance(x, torch.Tensor)]):
+        return ()
     pattern = storage_pattern(*inputs)
     grouped = {i for g in alias_groups(pattern) for i in g}
     return tuple((j, inputs[i].storage_offset()) if i in grouped else (i, None)
@@ -208,5 +204,5 @@ def _map(value: Any, env: dict) -> Any:
 def _end(t: torch.Tensor) -> int:
     """One past the last storage element ``t`` reads (in elements of its dtype)."""
     if t.numel() == 0:
-        return t.storage_offset()
-    return t.storage_offset() + sum((s - 1) * st for s, st in zip(t.shape, t.stride())) + 1
+        return int(t.storage_offset())
+    return int(t.storage_offset() + sum((s - 1) * st for s, st in zip(t.shape, t.stride()))) + 1

@@ -19,9 +19,14 @@ AOTAutograd use it (torch/_functorch/_aot_autograd/input_output_analysis.py), an
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+
+# ``t.untyped_storage()._cdata`` without making the storage object: one C call (not in
+# torch's type stubs)
+_storage_id: Callable[[torch.Tensor], int] = vars(torch._C)["_storage_id"]
 
 
 def storage_key(value: Any) -> int | None:
@@ -29,8 +34,8 @@ def storage_key(value: Any) -> int | None:
     share memory, views included; None for anything else."""
     if not isinstance(value, torch.Tensor):
         return None
-    try:   # (``untyped_storage()._cdata`` without making the storage object: one C call)
-        return torch._C._storage_id(value)  # type: ignore[attr-defined]
+    try:
+        return _storage_id(value)
     except (NotImplementedError, RuntimeError, TypeError):   # (a tensor without storage)
         return None
 
@@ -39,6 +44,16 @@ def same_storage(a: Any, b: Any) -> bool:
     """Do ``a`` and ``b`` share one storage (a write through one shows through the other)?"""
     key = storage_key(a)
     return key is not None and key == storage_key(b)
+
+
+def no_two_share(tensors: Sequence[torch.Tensor]) -> bool:
+    """No two of ``tensors`` share a storage: the common case, asked on every call of a
+    graph that writes an input (one C call per tensor, one set)."""
+    try:
+        return len(set(map(_storage_id, tensors))) == len(tensors)
+    except (NotImplementedError, RuntimeError, TypeError):   # (a tensor without storage
+        keys = [k for k in map(storage_key, tensors) if k is not None]   # aliases none)
+        return len(set(keys)) == len(keys)
 
 
 def storage_pattern(*tensors: Any) -> tuple:
