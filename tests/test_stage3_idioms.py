@@ -2340,3 +2340,37 @@ def _tree_walks_with_arguments(x, net):
 ], ids=["set_of_computed_tensors", "tree_walks_with_arguments"])
 def test_identity_sets_and_module_walks(fn, make, backend):
     check_one_graph(fn, make, backend)
+
+
+class _Listed:
+    tag = 1
+
+    def __init__(self, n):
+        self.n = n
+
+    def method(self):
+        return 2
+
+
+def _dir_of_objects(x, outside):
+    """``dir(obj)``: the class's names and the instance's, sorted (torchsde walks
+    ``dir(instance)`` of each solver it makes)."""
+    made = _Listed(2)
+    made.extra = 5
+    names = dir(made)
+    total = sum(getattr(made, n) for n in names if n in ("n", "extra", "tag"))
+    return x * total + len(dir(outside)), names
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dir_of_an_object_is_its_class_names_and_its_own(backend):
+    check_one_graph(_dir_of_objects, lambda: [torch.randn(3), _Listed(3)], backend)
+
+
+def test_dir_of_an_object_from_outside_is_guarded_by_its_attribute_names():
+    outside = _Listed(3)
+    compiled = tc.compile(_dir_of_objects, backend="eager", fullgraph=True)
+    x = torch.ones(2)
+    torch.testing.assert_close(compiled(x, outside)[0], _dir_of_objects(x, outside)[0])
+    outside.late = 1    # one more name: the graph made for the old names is not reused
+    torch.testing.assert_close(compiled(x, outside)[0], _dir_of_objects(x, outside)[0])

@@ -2177,12 +2177,34 @@ def _vars(tx, obj=None):
     return obj.var_getattr(tx, "__dict__")
 
 
+def _dir(tx, obj=None):
+    """``dir(obj)`` of an object of a Python class that keeps ``object.__dir__``: the names
+    of its class (and the class's bases, as ``dir`` of the class gives them, fixed with the
+    class the object's guards name) and of its ``__dict__``, read as attribute reads are
+    (guarded, with the writes the traced code made), sorted -- torchsde's abstract-attribute
+    check walks ``dir(instance)`` of every solver it makes. ``dir()`` of the frame, and of
+    other objects, is not modelled.
+
+    Mirrors: Objects/typeobject.c (object___dir___impl)."""
+    if obj is None:
+        raise Unsupported("dir() of the calling frame")
+    if not isinstance(obj, UserDefinedObjectVariable):
+        raise Unsupported(f"dir() of {obj}")
+    cls = type(obj.value)
+    if inspect.getattr_static(cls, "__dir__", None) is not object.__dir__ or \
+            type(cls).__dir__ is not type.__dir__:
+        raise Unsupported(f"dir() of a {cls.__qualname__}, whose class defines __dir__")
+    own = [k.as_python_constant() for k in tx.unpack(obj.var_getattr(tx, "__dict__"))]
+    return ListVariable([ConstantVariable(n) for n in sorted(set(dir(cls)) | set(own))])
+
+
 _BUILTIN_HANDLERS: dict[Callable, Callable] = {
     len: _len, isinstance: _isinstance, range: _range, enumerate: _enumerate, zip: _zip,
     tuple: _tuple, list: _list, dict: _dict, reversed: _reversed, min: _minmax(min),
     max: _minmax(max), sum: _sum, getattr: _getattr, hasattr: _hasattr, type: _type,
     iter: _iter, next: _next, bool: _bool, int: _int_float(int), float: _int_float(float),
     callable: _callable, super: _super, str: _str, inspect.signature: _signature, vars: _vars,
+    dir: _dir,
     object: _object, sys.exc_info: _exc_info, threading.get_ident: _get_ident,
     all: _all_any(all), any: _all_any(any), sorted: _sorted, map: _map, filter: _filter,
     functools.reduce: _reduce, functools.partial: _partial, set: _set, frozenset: _frozenset,
