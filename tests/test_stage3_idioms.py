@@ -2374,3 +2374,44 @@ def test_dir_of_an_object_from_outside_is_guarded_by_its_attribute_names():
     torch.testing.assert_close(compiled(x, outside)[0], _dir_of_objects(x, outside)[0])
     outside.late = 1    # one more name: the graph made for the old names is not reused
     torch.testing.assert_close(compiled(x, outside)[0], _dir_of_objects(x, outside)[0])
+
+
+_GRID = torch.linspace(-1, 1, 6).reshape(3, 2)
+
+
+def _leaf_made_under_no_grad(x, lin):
+    """SIREN's ``coords = self.grid.clone().detach().requires_grad_()`` in inference, and
+    the attribute spelling: leaves that require grad, whose uses under no_grad do not."""
+    coords = _GRID.clone().detach().requires_grad_()
+    other = _GRID.clone()
+    other.requires_grad = True
+    return torch.sin(lin(coords)) * x + other.sum(), coords, other
+
+
+def _leaf_then_used_with_gradients(x):
+    coords = _GRID.clone().requires_grad_()
+    with torch.enable_grad():
+        y = coords * 2
+    return y.sum() * x, y
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_requires_grad_under_no_grad_makes_a_leaf_after_the_graph(backend):
+    lin = torch.nn.Linear(2, 3)
+    with torch.no_grad():
+        want = _leaf_made_under_no_grad(torch.ones(1), lin)
+        tc.reset()
+        compiled = tc.compile(_leaf_made_under_no_grad, backend=backend, fullgraph=True)
+        got = compiled(torch.ones(1), lin)
+        for a, b in zip(want, got, strict=True):
+            torch.testing.assert_close(b, a)
+            assert (b.requires_grad, b.is_leaf) == (a.requires_grad, a.is_leaf)
+        # used with gradients on: a break, and eager's values and flags
+        want = _leaf_then_used_with_gradients(torch.ones(1))
+        tc.reset()
+        out = tc.explain(_leaf_then_used_with_gradients)(torch.ones(1))
+        assert "made a leaf under no_grad" in out.break_reasons[0].reason
+        got = tc.compile(_leaf_then_used_with_gradients, backend=backend)(torch.ones(1))
+        for a, b in zip(want, got, strict=True):
+            torch.testing.assert_close(b, a)
+            assert b.requires_grad == a.requires_grad

@@ -204,6 +204,11 @@ class OutputGraph:
             kwargs = {k: self.detached(v) for k, v in kwargs.items()}
         proxy_args = tuple(_python_number(a.as_proxy()) for a in args)
         proxy_kwargs = {k: _python_number(v.as_proxy()) for k, v in kwargs.items()}
+        if not no_grad and any(n.meta.get("made_leaf") for n in _nodes_in(proxy_args)
+                               + _nodes_in(proxy_kwargs)):
+            raise Unsupported("a tensor that requires_grad_() made a leaf under no_grad, "
+                              "used with gradients on (autograd state the graph does not "
+                              "hold)")
         ex_args = tuple(_python_number(a.example()) for a in args)
         ex_kwargs = {k: _python_number(v.example()) for k, v in kwargs.items()}
         what = target if isinstance(target, str) else getattr(target, "__name__", target)

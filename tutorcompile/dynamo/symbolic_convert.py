@@ -783,6 +783,11 @@ class InstructionTranslator(VM):
             return obj.store_attr(self, name, self.realize(value))
         if isinstance(obj, TensorVariable) and name == "data":
             return _store_tensor_data(obj, self.realize(value))
+        if isinstance(obj, TensorVariable) and name == "requires_grad":
+            # ``t.requires_grad = flag`` is ``t.requires_grad_(flag)``, which says what is
+            # traced and what breaks
+            self.call(obj.var_getattr(self, "requires_grad_"), [self.realize(value)], {})
+            return None
         raise Unsupported(f"assignment to attribute {name!r} of {obj} (mutation of an object)")
 
     def delete_attr(self, obj, name):

@@ -164,6 +164,21 @@ class TensorMethodVariable(VariableTracker):
                 # checkpointing: ``output.requires_grad_(True)`` of an embedding that
                 # trains): nothing changes, the tensor itself is the result
                 return t
+            if flag.is_python_constant() and flag.as_python_constant() and \
+                    not tx.grad_enabled and t.node.op != "placeholder" and t.source is None \
+                    and t.fake.grad_fn is None:
+                # under no_grad, a tensor the graph made becomes a leaf that requires grad
+                # (SIREN's ``self.grid.clone().detach().requires_grad_()``): what is computed
+                # from it under no_grad requires none, so the graph's values are eager's.
+                # The flag itself is set on the real tensor after the graph (a deferred
+                # call: the tensor is then an output); a use of it with gradients on
+                # would need autograd state the graph does not hold, a break there
+                with tx.output.fake_mode:
+                    t.fake.requires_grad_()
+                t.node.meta["made_leaf"] = True
+                tx.defer_call(ConstantVariable(torch.Tensor.requires_grad_), [t],
+                              {})
+                return t
             # turns a tensor into a leaf of autograd: a graph holds values, not autograd
             # state, so eager runs it (MRA's fallback attention returns
             # ``torch.zeros_like(query).requires_grad_()``). PyTorch's Dynamo breaks here too
