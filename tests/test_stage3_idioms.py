@@ -2415,3 +2415,23 @@ def test_requires_grad_under_no_grad_makes_a_leaf_after_the_graph(backend):
         for a, b in zip(want, got, strict=True):
             torch.testing.assert_close(b, a)
             assert b.requires_grad == a.requires_grad
+
+
+def _missing_attributes_of_computed_tensors(x):
+    """``getattr(t, name, default)`` of a name a tensor lacks (torchsde checks every
+    attribute of its solvers for ``__is_abstract_attribute__``): the default, as in eager;
+    a read caught as AttributeError too."""
+    y = x * 2
+    flag = getattr(y, "__is_abstract_attribute__", False)
+    try:
+        y.nonexistent  # noqa: B018 -- the read under test
+        caught = 0
+    except AttributeError:
+        caught = 1
+    return y + flag + caught + hasattr(y, "zzz")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_missing_attribute_of_a_computed_tensor_is_an_attribute_error(backend):
+    check_one_graph(_missing_attributes_of_computed_tensors, lambda: [torch.randn(3)], backend)
+

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from ..exc import Unsupported
+from ..exc import TracedException, Unsupported
 from ..source import AttrSource, Source
 from .base import LATE_BOUND, VariableTracker
 from .containers import ConstantVariable, SizeVariable
@@ -75,6 +75,13 @@ class TensorVariable(VariableTracker):
         attr = getattr(torch.Tensor, name, None)
         if callable(attr):
             return TensorMethodVariable(self, name)
+        if attr is None and self.source is None and self.node.op != "placeholder" and \
+                not hasattr(self.fake, name):
+            # a tensor the graph made has no attribute of its own (an assignment to one is a
+            # break): the read fails as in eager, so ``getattr(t, name, default)`` and
+            # ``hasattr`` answer from the class
+            raise TracedException(AttributeError(
+                f"'Tensor' object has no attribute {name!r}"))
         raise Unsupported(f"tensor attribute {name!r}")
 
     def call_method(self, tx, name, args, kwargs):
