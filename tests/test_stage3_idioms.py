@@ -2435,3 +2435,23 @@ def _missing_attributes_of_computed_tensors(x):
 def test_a_missing_attribute_of_a_computed_tensor_is_an_attribute_error(backend):
     check_one_graph(_missing_attributes_of_computed_tensors, lambda: [torch.randn(3)], backend)
 
+
+class _PlainSolver:
+    def __init__(self, n):
+        self.n = n
+
+
+def _slots_of_an_object_made_inside(x):
+    """C slots a builtin base gives (``object.__delattr__``, ``__eq__``, ``__setattr__``,
+    ``__getattribute__``) read through an object made while tracing: their attributes
+    (a missing marker is the default), and the calls that are attribute access."""
+    s = _PlainSolver(2)
+    marked = getattr(s.__delattr__, "__is_abstract_attribute__", False) or \
+        getattr(s.__eq__, "marker", False)
+    s.__setattr__("m", 3)
+    return x * s.__getattribute__("n") + s.m + marked + len(s.__delattr__.__name__)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_c_slots_read_through_an_object_made_inside(backend):
+    check_one_graph(_slots_of_an_object_made_inside, lambda: [torch.randn(3)], backend)

@@ -849,6 +849,10 @@ class UserDefinedObjectVariable(VariableTracker):
                         name)], {})
                 raise TracedException(AttributeError(  # all of its attributes are known
                     f"{type(self.value).__name__!r} object has no attribute {name!r}"))
+            if isinstance(static, (types.WrapperDescriptorType, types.MethodDescriptorType)):
+                # a C slot a builtin base gives (``object.__delattr__``, ``__eq__``), read as
+                # a value (torchsde reads every name ``dir`` gives to look for a marker)
+                return SlotMethodVariable(self, static)
             if hasattr(type(static), "__get__"):  # a descriptor of a kind not handled above
                 raise Unsupported(f"attribute {name!r} of a {type(self.value).__name__} made "
                                   f"while tracing (a {type(static).__name__})")
@@ -1072,6 +1076,47 @@ class InstanceDictVariable(AttributeDictVariable):
     @property
     def _items(self) -> dict[str, VariableTracker]:
         return self.owner.pending
+
+
+class SlotMethodVariable(VariableTracker):
+    """A C slot of a builtin base (``object.__delattr__``) bound to an object made while
+    tracing. Its attributes are the slot's (``__name__``; a missing one is an
+    AttributeError, as ``getattr(method, marker, False)`` expects); a call runs the
+    operation on the object's tracker for ``__getattribute__``, ``__setattr__`` and a bare
+    ``__init__``, and is a break for the rest."""
+
+    def __init__(self, obj: VariableTracker, slot: Any):
+        self.obj, self.slot = obj, slot
+
+    def python_type(self):
+        return types.MethodWrapperType if isinstance(
+            self.slot, types.WrapperDescriptorType) else types.BuiltinMethodType
+
+    def var_getattr(self, tx, name):
+        if name in ("__name__", "__qualname__", "__doc__"):
+            return ConstantVariable(getattr(self.slot, name))
+        if name == "__self__":
+            return self.obj
+        if hasattr(self.slot.__get__(self.obj.value), name):
+            raise Unsupported(f"attribute {name!r} of {self.slot.__qualname__} bound to an "
+                              "object made while tracing")
+        raise TracedException(AttributeError(
+            f"{type(self.slot.__get__(self.obj.value)).__name__!r} object has no attribute "
+            f"{name!r}"))
+
+    def call_function(self, tx, args, kwargs):
+        name = self.slot.__name__
+        if name == "__getattribute__" and len(args) == 1 and not kwargs:
+            return tx.load_attr(self.obj, args[0].as_python_constant())
+        if name == "__setattr__" and len(args) == 2 and not kwargs:
+            tx.store_attr(self.obj, args[0].as_python_constant(), args[1])
+            return ConstantVariable(None)
+        if self.slot is object.__init__ and not args and not kwargs:
+            return ConstantVariable(None)
+        raise Unsupported(f"calling {self.slot.__qualname__} of an object made while tracing")
+
+    def __repr__(self):
+        return f"SlotMethodVariable({self.slot.__qualname__})"
 
 
 def _class_attribute(tx, cls: type, name: str) -> VariableTracker:
