@@ -1164,7 +1164,7 @@ def synaptic_sequential():
 
 
 # torchsde / torchcde: differential equations with learned fields
-@_probe7("torchsde", note="Euler-Maruyama over a fixed Brownian path")
+@_probe7("torchsde", note="Euler-Maruyama over a Brownian path of fixed entropy")
 def neural_sde():
     import torchsde
 
@@ -1189,7 +1189,8 @@ def neural_sde():
 
         def forward(self, y0):
             ts = torch.linspace(0, 1, 5)
-            bm = torchsde.BrownianPath(t0=0.0, w0=torch.zeros_like(y0))
+            bm = torchsde.BrownianInterval(t0=0.0, t1=1.0, size=y0.shape, dtype=y0.dtype,
+                                           entropy=0)   # a fixed path: runs compare
             return torchsde.sdeint(self.sde, y0, ts, method="euler", dt=0.25, bm=bm)
 
     return Net(), (torch.randn(2, 3),)

@@ -2243,7 +2243,8 @@ def test_a_draw_from_numpys_global_generator_is_a_break_with_eagers_numbers():
     tc.reset()
     out = tc.explain(_numpy_draws)(torch.zeros(3))
     assert out.graph_break_count >= 1
-    assert "np.random.rand: a draw from NumPy's random generator" in out.break_reasons[0].reason
+    assert "np.random.rand: NumPy's random generators are state outside the graph" in \
+        out.break_reasons[0].reason
     np.random.seed(0)
     want = _numpy_draws(torch.ones(3))
     np.random.seed(0)

@@ -587,9 +587,9 @@ class InstructionTranslator(VM):
                 g.ID_MATCH(source, value)
             return BuiltinVariable(value, source)
         if callable(value) and draws_from_numpys_generator(value):
-            raise Unsupported(f"np.random.{getattr(value, '__name__', '?')}: a draw from "
-                              "NumPy's random generator, state outside the graph (torch's "
-                              "generator would draw other numbers)")
+            raise Unsupported(f"np.random.{getattr(value, '__name__', '?')}: NumPy's random "
+                              "generators are state outside the graph (torch's generator "
+                              "would draw other numbers)")
         twin = None if self._plain_numpy else torch_numpy_function(value)
         if twin is not None:    # ``np.mean``: on arrays, its torch._numpy twin in the graph
             self._plain_numpy = True

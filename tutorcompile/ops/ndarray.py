@@ -79,10 +79,11 @@ def draws_from_numpys_generator(fn: Any) -> bool:
     """Is ``fn`` one of ``np.random``'s functions (``rand``, ``randint``, ``default_rng``...)?
     They draw from NumPy's generator, state the graph does not carry; torch._numpy's twins
     draw from torch's, other numbers than eager's (PyTorch's Dynamo traces them so unless
-    ``config.use_numpy_random_stream``, where they are a break as here)."""
+    ``config.use_numpy_random_stream``, where they are a break as here). Its classes
+    (``Generator``, ``SeedSequence``) are constructions, which break as such."""
     module = getattr(fn, "__module__", None)
-    return isinstance(module, str) and (module == "numpy.random"
-                                        or module.startswith("numpy.random."))
+    return not isinstance(fn, type) and isinstance(module, str) and (
+        module == "numpy.random" or module.startswith("numpy.random."))
 
 
 def torch_numpy_function(fn: Any) -> Callable | None:
