@@ -2456,3 +2456,34 @@ def _slots_of_an_object_made_inside(x):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_c_slots_read_through_an_object_made_inside(backend):
     check_one_graph(_slots_of_an_object_made_inside, lambda: [torch.randn(3)], backend)
+
+
+def _marked(fn):
+    fn.__is_abstract_attribute__ = True
+    return fn
+
+
+class _MethodHolder:
+    def __init__(self, n):
+        self.n = n
+
+    def step(self):
+        return self.n
+
+    @_marked
+    def abstract(self):
+        return 0
+
+
+def _attributes_of_bound_methods(x):
+    """A bound method hands every name but ``__self__`` and ``__func__`` to its function:
+    a marker a decorator set, a missing one (the default), ``__name__``."""
+    s = _MethodHolder(2)
+    a = getattr(s.step, "__is_abstract_attribute__", False)
+    b = getattr(s.abstract, "__is_abstract_attribute__", False)
+    return x * s.step.__self__.n + a + b * 10 + len(s.step.__name__) + s.step.__func__(s)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attributes_of_a_bound_method_are_its_functions(backend):
+    check_one_graph(_attributes_of_bound_methods, lambda: [torch.randn(3)], backend)

@@ -126,6 +126,16 @@ class UserMethodVariable(VariableTracker):
         return tx.inline_user_function(self.fn, [self.obj, *args], kwargs,
                                        fn_source=self.fn_source)
 
+    def var_getattr(self, tx, name):
+        # a bound method answers ``__self__`` and ``__func__`` and hands every other name to
+        # its function (``getattr(obj.method, "__is_abstract_attribute__", False)``), as
+        # CPython's method_getattro does
+        if name == "__self__":
+            return self.obj
+        if name == "__func__":
+            return UserFunctionVariable(self.fn, self.fn_source)
+        return UserFunctionVariable(self.fn, self.fn_source).var_getattr(tx, name)
+
     def children(self):
         return [self.obj]
 
