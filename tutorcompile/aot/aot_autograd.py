@@ -75,6 +75,7 @@ import torch
 from .._logging import log_artifact, phase
 from ..amp import autocast_state, make_autocast_explicit
 from ..errors import TutorcompileError
+from ..fastpath import FastPath, fast_path
 from ..fx import Graph, GraphModule, Node, TensorMeta, exec_generated, from_torch_fx
 from ..fx.aliasing import storage_key
 from ..fx.symbolic_shapes import ShapeEnv, as_shape
@@ -220,13 +221,12 @@ def _values_of_detached_writes(graph: Graph) -> Graph:
 
 
 def _direct(compiled: Any) -> Any:
-    """``compiled.direct()`` if the compiler's result has one (see
-    :meth:`tutorcompile.inductor.LazyCompiledGraph.direct`), else ``compiled``."""
-    direct = getattr(compiled, "direct", None)
-    return compiled if direct is None else direct()
+    """The compiler's result's entry for inputs laid out as the examples (AOT's cache is
+    keyed on that layout): see :mod:`tutorcompile.fastpath`."""
+    return fast_path(compiled)
 
 
-class AOTCompiled:
+class AOTCompiled(FastPath):
     """The callable :func:`aot_graph` returns: compiles per input signature, then runs."""
 
     def __init__(self, gm: GraphModule | None, fw_compiler: Callable,

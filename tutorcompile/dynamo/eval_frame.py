@@ -55,6 +55,7 @@ from .._logging import log_artifact, phase, seconds_compiling
 from ..amp import autocast_on
 from ..cudagraphs import CUDAGraphed
 from ..errors import FallbackWarning
+from ..fastpath import fast_path
 from ..fx import GraphModule
 from ..fx.aliasing import storage_key
 from ..fx.passes.dce_cse import is_impure, is_random, updates_running_stats
@@ -688,9 +689,8 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
     sources = list(output.input_sources)
     entry = CacheEntry(check, result, gm, compiled, output_nodes, sources,
                        frame.code.co_name, frame.ip, scopes, call=compiled)
-    direct = getattr(compiled, "direct_dynamic" if output.any_dynamic else "direct", None)
-    if direct is not None:
-        entry.call = direct()
+    if compiled is not None:   # (the guards pin what the compiled callable would check)
+        entry.call = fast_path(compiled, dynamic=output.any_dynamic)
     if under_autocast and compiled is not None:
         entry.call = _without_autocast(entry.call)
     if result.assumptions:

@@ -62,6 +62,7 @@ from ..cudagraphs import CUDAGraphed
 from ..dynamo.backends import check_options
 from ..environment import probe
 from ..errors import FallbackWarning
+from ..fastpath import FastPath
 from ..fx import Graph, GraphModule, Node, ShapeProp, TensorMeta, exec_generated, from_torch_fx
 from ..fx.passes.dce_cse import is_random
 from ..fx.symbolic_shapes import ShapeEnv, SymInt, as_shape, hint_int, pycode
@@ -681,7 +682,7 @@ def _as_graph(gm: Any) -> Graph:
 # The torch.compile backend
 # ---------------------------------------------------------------------------------------
 
-class LazyCompiledGraph:
+class LazyCompiledGraph(FastPath):
     """``compile_fx`` now when example inputs are given, else on the first call with that
     call's inputs as the examples.
 
@@ -798,13 +799,24 @@ def inductor_backend(gm: Any, example_inputs: Sequence[Any], **options: Any) -> 
     compiled = aot_graph(graph_module, fw_compiler=compiler, bw_compiler=compiler,
                          example_inputs=list(example_inputs))
 
-    def run(*args):
-        return compiled(*args)
-    run.compiled = compiled  # type: ignore[attr-defined]
-    # (Dynamo's cache entry calls these when its guards pin the inputs, or all but sizes)
-    run.direct = compiled.direct  # type: ignore[attr-defined]
-    run.direct_dynamic = compiled.direct_dynamic  # type: ignore[attr-defined]
-    return run
+    return InductorCompiled(compiled)
+
+
+class InductorCompiled(FastPath):
+    """What :func:`inductor_backend` returns: AOT's compiled graphs (``.compiled``), called
+    with the graph's inputs; Dynamo's cache entry asks it for AOT's fast path."""
+
+    def __init__(self, compiled: Any):
+        self.compiled = compiled
+
+    def __call__(self, *args: Any) -> Any:
+        return self.compiled(*args)
+
+    def direct(self) -> Callable:
+        return self.compiled.direct()
+
+    def direct_dynamic(self) -> Callable:
+        return self.compiled.direct_dynamic()
 
 
 __all__ = ["BACKENDS", "CompiledGraph", "LazyCompiledGraph", "compile_fx", "default_backend",
