@@ -119,7 +119,7 @@ class Config:
 
     def compile_graph(self, gm: GraphModule, example_inputs: list) -> Callable:
         """Hand one captured graph to the backend, honouring ``mode`` and ``options``."""
-        kwargs = {}
+        kwargs: dict[str, Any] = {}
         if self.mode != "default" and self.backend_accepts("mode"):
             kwargs["mode"] = self.mode
         if self.options:
@@ -145,16 +145,16 @@ class CacheEntry:
     scopes: dict = field(default_factory=dict)  # globals of inlined functions' modules
     # the cache-hit path, made once: one function fetching every graph input, and (for an
     # entry that returns one graph output as it is) which output the frame returns
-    fetch_inputs: Callable | None = None
+    fetch_inputs: Any = None   # (a Callable once compile_entry has set it)
     returns_output: int | None = None
     # the guards and ``fetch_inputs`` as one generated function: the inputs' tuple when the
     # guards pass, else None (see ``CheckFunction.with_fetch``)
-    check_and_fetch: Callable | None = None
+    check_and_fetch: Any = None   # (a Callable once set)
     # what runs the graph: ``compiled``, or its ``direct()`` form when the guards pin every
     # graph input's shape, strides, dtype, device and requires_grad, and the grad mode (the
     # backend need not key its inputs again; see ``AOTCompiled.direct``), or with dynamic
     # sizes its ``direct_dynamic()`` form
-    call: Callable | None = None
+    call: Any = None   # (a Callable when there is a graph)
 
     @property
     def kind(self) -> str:
@@ -281,10 +281,11 @@ class OptimizedModule(torch.nn.Module):
         self._orig_mod = mod
         self.config = config
         # a __call__ of the module's own class (gpytorch's kernels) is what runs, not forward
-        self._own_call = own_call(type(mod))
+        self._own_call = own_call(type(mod))  # type: ignore[arg-type]
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        mod = self._modules["_orig_mod"]   # (not ``self._orig_mod``: Module.__getattr__)
+        mod: torch.nn.Module = self._modules["_orig_mod"]  # type: ignore[assignment]
+        # (not ``self._orig_mod``: Module.__getattr__)
         if mod._forward_hooks or mod._forward_pre_hooks or mod._backward_hooks \
                 or mod._backward_pre_hooks or any(_GLOBAL_HOOKS):
             return _call_with_hooks(mod, self._without_hooks, args, kwargs)
@@ -297,7 +298,7 @@ class OptimizedModule(torch.nn.Module):
     def _without_hooks(self, *args: Any, **kwargs: Any) -> Any:
         """``forward`` past its hook test, for the hooks to run around
         (:func:`_call_with_hooks`); ``forward`` repeats it inline, a call less per hit."""
-        mod = self._modules["_orig_mod"]
+        mod: torch.nn.Module = self._modules["_orig_mod"]  # type: ignore[assignment]
         if self._own_call is not None:
             return _run_plain(self._own_call, [mod, *args], kwargs, self.config)
         if "forward" in mod.__dict__:
@@ -409,7 +410,7 @@ def run_compiled(fn: Callable, args: list, kwargs: dict, config: Config) -> Any:
 _MISS = object()
 
 
-def _fast_cache_hit(fn: types.FunctionType, args: list, kwargs: dict, config: Config
+def _fast_cache_hit(fn: Any, args: list, kwargs: dict, config: Config
                     ) -> Any:
     """The cache-hit path of a call: bind the arguments as the VM's frame would (keywords,
     defaults, ``*args``/``**kwargs``, the closure's cells), find the first entry whose
@@ -432,10 +433,10 @@ def _fast_cache_hit(fn: types.FunctionType, args: list, kwargs: dict, config: Co
         except TypeError:  # the general path raises CPython's error
             return _MISS
     if code.co_freevars:  # as ``VM.wrap_closure_cell`` binds them: the cells themselves
-        f_locals.update(zip(code.co_freevars, fn.__closure__))
+        f_locals.update(zip(code.co_freevars, fn.__closure__ or ()))
     f_globals = fn.__globals__
     b = f_globals.get("__builtins__", builtins)
-    env_args = (f_locals, f_globals, b if isinstance(b, dict) else b.__dict__, [])
+    env_args = (f_locals, f_globals, b if isinstance(b, dict) else b.__dict__, list[Any]())
     prof = PROFILE
     t0 = time.perf_counter() if prof else 0.0
     for entry in cache.entries.get(0, ()):
@@ -545,6 +546,7 @@ def run_frame(frame: Frame, config: Config, first: CacheEntry | None = None) -> 
         env_args = (frame.locals, frame.globals, frame.builtins, frame.stack)
         prof = PROFILE
         t0 = time.perf_counter() if prof else 0.0
+        entry: CacheEntry | None
         if first is not None:
             entry, first = first, None
         else:
@@ -609,6 +611,7 @@ def _note_recompile(frame: Frame, cache: FrameCache, entries: list[CacheEntry]) 
         RECOMPILE_LOG.extend(f"  entry {i}: {r}" for i, r in enumerate(reasons))
     # automatic dynamic: a size-only change marks the differing dims dynamic
     for guard, value in (hit for e in entries for hit in e.check.failing_tensors(*env_args)):
+        assert guard.tensor_args is not None and guard.source is not None   # (TENSOR_MATCH)
         expected = guard.tensor_args[3]
         if len(expected) == value.dim():
             dims = {d for d, (a, b) in enumerate(zip(value.shape, expected))
@@ -634,28 +637,30 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
         return frozenset(d for d in dims if d < value.dim() and value.shape[d] >= 2)
 
     result = InstructionTranslator(frame, dynamic_dims).capture()
-    if result.assumptions and not _rerun_safe(result.output.graph):
+    if result.assumptions and result.output is not None and \
+            not _rerun_safe(result.output.graph):
         # a failed assumption reruns the frame: not with a graph that writes or draws
         result = InstructionTranslator(frame, dynamic_dims, assume=False).capture()
     if result.kind == "skip":
         if config.fullgraph:  # running the frame uncompiled is a break as much as a break
             filename, lineno, text = result.location or (
                 frame.code.co_filename, frame.code.co_firstlineno, "")
-            raise GraphBreakError(result.reason, filename, lineno, text)
+            raise GraphBreakError(result.reason or "a graph break", filename, lineno, text)
         cache.skip_from.add(frame.ip)
         _notify("skip", frame, result, None)
         return None
     if result.kind == "break":
         if config.fullgraph:
-            filename, lineno, text = result.location
-            raise GraphBreakError(result.reason, filename, lineno, text)
+            filename, lineno, text = result.location or (frame.code.co_filename, None, "")
+            raise GraphBreakError(result.reason or "a graph break", filename, lineno, text)
         if result.in_loop:
             # a break inside a loop body: skip this frame from here (as Dynamo does)
             cache.skip_from.add(frame.ip)
             _notify("skip", frame, result, None)
             _log_break(frame, result)
             return None
-    output = result.output
+    output, guards = result.output, result.guards
+    assert output is not None and guards is not None   # (a graph: capture made both)
     live: list[Any] = list(result.stack) + list(result.locals.values()) + \
         [value for _, _, value in result.side_effects]  # containers: visit() reaches items
     if result.return_value is not None:
@@ -683,8 +688,8 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
             else:
                 compiled = config.compile_graph(gm, list(output.input_values))
     if gm is not None and _writes_an_input(output.graph):
-        result.guards.TENSOR_ALIASING(output.input_sources, output.input_values)
-    check = result.guards.build()
+        guards.TENSOR_ALIASING(output.input_sources, output.input_values)
+    check = guards.build()
     scopes = {k: v for k, v in check.env.items() if k.startswith("G_")}
     sources = list(output.input_sources)
     entry = CacheEntry(check, result, gm, compiled, output_nodes, sources,
@@ -722,7 +727,7 @@ def _without_autocast(call: Callable) -> Callable:
 def _log_break(frame: Frame, result: CaptureResult) -> None:
     if result.kind != "break":
         return
-    filename, lineno, text = result.location
+    filename, lineno, text = result.location or ("?", None, "")
     short = filename.rsplit("/", 1)[-1]
     log_artifact("graph_breaks", lambda: f"{result.reason}\n    at {short}:{lineno}: {text}",
                  frame.code.co_name + (" (frame skipped: break inside a loop)"
@@ -844,6 +849,7 @@ def execute_entry(entry: CacheEntry, frame: Frame) -> Any:
         frame.return_value = outcome
         return _RETURN
     frame.stack, frame.locals = outcome
+    assert entry.result.break_ip is not None   # (an entry that breaks)
     frame.ip = entry.result.break_ip
     return None
 

@@ -50,9 +50,9 @@ from .source import KEYS, ObjectSource, Source, is_literal
 _TENSOR_TYPES = {torch.Tensor: "torch.Tensor", torch.nn.Parameter: "torch.nn.Parameter"}
 
 
-def check_tensor(t: Any, tensor_type: type, dtype: torch.dtype, device: str, size: list,
-                 stride: list | None, requires_grad: bool, contiguous: bool | None = None
-                 ) -> bool:
+def check_tensor(t: Any, tensor_type: type[torch.Tensor], dtype: torch.dtype, device: str,
+                 size: list, stride: list | None, requires_grad: bool,
+                 contiguous: bool | None = None) -> bool:
     """TENSOR_MATCH: ``t`` has exactly the properties the graph was traced with.
 
     ``None`` in ``size`` marks a dynamic dimension: any size of at least 2 (sizes 0 and 1
@@ -169,9 +169,8 @@ class GuardBuilder:
                      dynamic_dims: frozenset[int] = frozenset()) -> None:
         ttype = type(value)
         tname = _TENSOR_TYPES.get(ttype) or self.bind(ttype, ttype.__name__)
-        size = [None if d in dynamic_dims else s for d, s in enumerate(value.shape)]
-        if not dynamic_dims:
-            size = tuple(size)
+        sizes = [None if d in dynamic_dims else s for d, s in enumerate(value.shape)]
+        size = tuple(sizes) if not dynamic_dims else sizes
         stride = None if dynamic_dims else tuple(value.stride())
         contiguous = value.is_contiguous() if dynamic_dims else None
         extra = "" if contiguous is None else f", contiguous={contiguous}"
@@ -357,7 +356,8 @@ class GuardBuilder:
             if tensor_guards is not None and tensor_guards.check(*values):
                 env["___check_tensors"] = tensor_guards.check
                 for g in batch:
-                    g.batched = f"type({{v}}) is {_TENSOR_TYPES[g.tensor_args[0]]}"
+                    tensor_type = (g.tensor_args or (None,))[0]   # (a TENSOR_MATCH's)
+                    g.batched = f"type({{v}}) is {_TENSOR_TYPES[tensor_type]}"
         self._tensor_values.clear()
         return CheckFunction(guards, env)
 
@@ -406,6 +406,7 @@ def hook_state(module: torch.nn.Module) -> tuple:
                  for d in (getattr(module, name), getattr(glob, "_global" + name)))
 
 
+TensorGuards: Any
 try:  # PyTorch's C++ check of many tensors at once (what Dynamo used before guard trees)
     from torch._C._dynamo.guards import TensorGuards
 except ImportError:  # pragma: no cover -- every supported torch has it
@@ -455,19 +456,20 @@ class CheckFunction:
             except Exception as e:
                 return f"{g.expr}: raised {type(e).__name__}: {e}"
             if not ok:
-                if g.kind == "TENSOR_MATCH" and g.tensor_args is not None:
+                if g.kind == "TENSOR_MATCH" and g.tensor_args is not None \
+                        and g.source is not None:
                     why = explain_tensor_mismatch(g.source.get(scope), *g.tensor_args)
                     return f"tensor {g.source.name()} {why}"
                 return f"{g.expr} is False"
-        batched = [g for g in self.guards if g.batched]
+        batched = [(g, g.source) for g in self.guards if g.batched and g.source is not None]
         if batched and "___check_tensors" in self.env:
             try:
-                values = [g.source.get(scope) for g in batched]
+                values = [source.get(scope) for _, source in batched]
                 if not self.env["___check_tensors"](*values):
                     # each passes alone: TensorGuards also refuses one tensor given twice
                     # (a graph traced for two inputs is not reused for ``f(x, x)``)
                     return "one tensor passed as two inputs: " + ", ".join(
-                        g.source.name() for g, v in zip(batched, values)
+                        source.name() for (_, source), v in zip(batched, values)
                         if sum(w is v for w in values) > 1)
             except Exception:  # noqa: BLE001 -- the reason is only for the log
                 pass
@@ -479,7 +481,7 @@ class CheckFunction:
         scope = dict(self.env, L=L, G=G, B=B, S=S)
         failing = []
         for g in self.guards:
-            if g.kind != "TENSOR_MATCH" or g.tensor_args is None:
+            if g.kind != "TENSOR_MATCH" or g.tensor_args is None or g.source is None:
                 continue
             try:
                 value = g.source.get(scope)
@@ -550,8 +552,8 @@ def _check_source(guards: list[Guard], fetch: list[Source] | None = None) -> str
         lines.append(f"    if not ({expr}):")
         lines.append("        return False")
         if batched and g is batched[-1]:
-            args = ", ".join(_substitute(b.source.name(), chain_of[id(b)], local)
-                             for b in batched)
+            args = ", ".join(_substitute(str(b.source and b.source.name()), chain_of[id(b)],
+                                         local) for b in batched)   # (each has a source)
             lines.append(f"    if not ___check_tensors({args}):")
             lines.append("        return False")
     if fetch is not None:

@@ -275,7 +275,7 @@ def groupby(iterable: Iterable, key: Callable | None = None) -> Iterator:
 
 def tee(iterable: Iterable, n: int = 2) -> tuple:
     it = iter(iterable)
-    queues = [collections.deque() for _ in range(n)]
+    queues: list[collections.deque] = [collections.deque() for _ in range(n)]
 
     def gen(queue: collections.deque) -> Iterator:
         while True:
@@ -391,7 +391,8 @@ POLYFILLS: dict[Any, Callable] = {
     itertools.permutations: permutations, itertools.groupby: groupby, itertools.tee: tee,
     itertools.pairwise: pairwise,
     operator.itemgetter: itemgetter, operator.attrgetter: attrgetter,
-    operator.methodcaller: methodcaller, collections._count_elements: count_elements,
+    operator.methodcaller: methodcaller,
+    collections._count_elements: count_elements,  # type: ignore[attr-defined]
 }
 if hasattr(itertools, "batched"):  # 3.12+
     POLYFILLS[itertools.batched] = batched
@@ -402,9 +403,10 @@ def _without_accelerator(name: str, accelerator: str) -> types.ModuleType:
     imported while its C accelerator is hidden (heapq ends ``from _heapq import *`` inside
     ``try``: the import fails and the Python definitions stay)."""
     saved = sys.modules.get(accelerator)
-    sys.modules[accelerator] = None  # an import of it raises ImportError
+    sys.modules[accelerator] = None  # type: ignore[assignment]  # its import raises ImportError
     try:
         spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.loader is not None   # (a standard-library module)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     finally:

@@ -88,7 +88,7 @@ class UserFunctionVariable(VariableTracker):
 
 
 # the code of every ``functools.singledispatch`` wrapper (one function, many closures)
-_SINGLEDISPATCH_CODE = functools.singledispatch(lambda x: x).__code__
+_SINGLEDISPATCH_CODE = functools.singledispatch(lambda x: x).__code__  # type: ignore[attr-defined]
 
 # a function's own fields, fixed once its identity is: what a decorator copies onto its
 # wrapper (``functools.wraps``) and what reasons and names print

@@ -155,7 +155,7 @@ def as_arrays(vt: VariableTracker, scalars: bool = False) -> VariableTracker:
     ``scalars``, a 0-d one is NumPy's scalar once it leaves the graph."""
     if isinstance(vt, TensorVariable) and not isinstance(vt, NumpyNdarrayVariable):
         return NumpyNdarrayVariable(vt, scalar=scalars and vt.fake.dim() == 0)
-    if type(vt) in (TupleVariable, ListVariable):
+    if isinstance(vt, (TupleVariable, ListVariable)) and type(vt) in (TupleVariable, ListVariable):
         return type(vt)([as_arrays(i, scalars) for i in vt.items])
     return vt
 

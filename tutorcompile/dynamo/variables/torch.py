@@ -150,12 +150,13 @@ _GROUPING = (torch._C._group_tensors_by_device_and_dtype,
 def _tracing_state() -> dict:
     """What code asking about compilation sees while we trace it: compiling, not exporting,
     not TorchScript (so libraries take their compile-friendly paths, as under Dynamo)."""
-    state = {torch.compiler.is_compiling: True, torch.compiler.is_dynamo_compiling: True,
-             torch.compiler.is_exporting: False, torch.jit.is_tracing: False,
-             torch.jit.is_scripting: False, torch._C._get_tracing_state: None,
-             # the dispatch modes a user installed: none -- the fake mode tracing runs
-             # ops under is ours (nn.MultiheadAttention asks, to avoid its fast path)
-             torch.utils._python_dispatch._get_current_dispatch_mode_stack: []}
+    state: dict[Any, Any] = {
+        torch.compiler.is_compiling: True, torch.compiler.is_dynamo_compiling: True,
+        torch.compiler.is_exporting: False, torch.jit.is_tracing: False,
+        torch.jit.is_scripting: False, torch._C._get_tracing_state: None,
+        # the dispatch modes a user installed: none -- the fake mode tracing runs
+        # ops under is ours (nn.MultiheadAttention asks, to avoid its fast path)
+        torch.utils._python_dispatch._get_current_dispatch_mode_stack: []}
     dynamo = getattr(torch, "_dynamo", None)  # already imported by torch itself
     if dynamo is not None and hasattr(dynamo, "is_compiling"):
         state[dynamo.is_compiling] = True
