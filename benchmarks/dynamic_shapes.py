@@ -79,7 +79,7 @@ def _counting():
     made = []
 
     def inductor(gm, example_inputs):
-        made.append(backends.inductor(gm, example_inputs, options={"backend": "cpp"}))
+        made.append(backends.inductor(gm, example_inputs, options={"codegen": "cpp"}))
         return made[-1]
     return inductor, made
 
@@ -172,7 +172,7 @@ def main() -> None:
             counting, made = _counting()
             symbolic = tc.compile(model, backend=counting)
             static = tc.compile(static_model, dynamic=False, backend="inductor",
-                                options={"backend": "cpp"})
+                                options={"codegen": "cpp"})
             run_symbolic, run_static = _runner(symbolic, train), _runner(static, train)
             lengths = [int(t) for t in args.lengths.split(",")] \
                 if args.lengths and name in SEQUENCE_MODELS else [None]

@@ -71,13 +71,13 @@ def main() -> None:
             graph = trace(fn, *inputs)
             eager_ms = measure(eager, *inputs).median_ms
             rows = [("eager", eager_ms)]
-            default = compile_fx(graph, inputs, backend="triton")
+            default = compile_fx(graph, inputs, codegen="triton")
             rows.append(("tc default (extern + kernel)", measure(default, *inputs).median_ms))
-            tuned = compile_fx(graph, inputs, backend="triton", mode="max-autotune")
+            tuned = compile_fx(graph, inputs, codegen="triton", mode="max-autotune")
             rows.append(("tc max-autotune", measure(tuned, *inputs).median_ms))
             autotune.matmul_choice.force = "template"
             try:
-                forced = compile_fx(graph, inputs, backend="triton", mode="max-autotune")
+                forced = compile_fx(graph, inputs, codegen="triton", mode="max-autotune")
             finally:
                 autotune.matmul_choice.force = None
             rows.append(("tc template forced", measure(forced, *inputs).median_ms))

@@ -171,7 +171,7 @@ def launch_cost(timing: dict) -> list[tuple[str, float]]:
     from tutorcompile.inductor import compile_fx
     from tutorcompile.ops import ops, trace
     x, b = torch.randn(4), torch.randn(4)
-    compiled = compile_fx(trace(lambda x, b: ops.add(x, b), x, b), [x, b], backend="cpp")
+    compiled = compile_fx(trace(lambda x, b: ops.add(x, b), x, b), [x, b], codegen="cpp")
     variant = compiled._current
     (name,) = variant.kernel_sources
     kernel = variant.run.__globals__[name]          # the ctypes function the wrapper calls

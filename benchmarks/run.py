@@ -170,18 +170,18 @@ def run_inference(key, label, shape, args, opts) -> Result:
     backend = "triton" if args[0].is_cuda else "cpp"
     codecache._loaded.clear()
     t0 = time.perf_counter()
-    compiled = compile_fx(graph, args, backend=backend)
+    compiled = compile_fx(graph, args, codegen=backend)
     result.tc_cold_compile_s = time.perf_counter() - t0
     codecache._loaded.clear()   # as a new process would: only the disk cache is warm
     t0 = time.perf_counter()
-    compiled = compile_fx(graph, args, backend=backend)
+    compiled = compile_fx(graph, args, codegen=backend)
     result.tc_warm_compile_s = time.perf_counter() - t0
     torch.testing.assert_close(compiled(*args), fn_torch(*args), rtol=1e-3, atol=1e-3)
     result.record("tc", timed(compiled, *args, opts=opts))
     report = compiled.fusion_report
     result.kernels_before, result.kernels_after = report.kernels_before, report.kernels_after
     result.mb_before, result.mb_after = report.bytes_before / 1e6, report.bytes_after / 1e6
-    unfused = compile_fx(graph, args, backend=backend, fusion=False)
+    unfused = compile_fx(graph, args, codegen=backend, fusion=False)
     result.record("tc_unfused", timed(unfused, *args, opts=opts))
     if opts.inductor_for(key):
         time_inductor(fn_torch, args, result, opts)

@@ -44,7 +44,7 @@ MAX_SAMPLES = int(os.environ.get("TUTORCOMPILE_OPINFO_SAMPLES", "2"))
 BACKENDS = ("aot_eager", "inductor")
 # Kernels are C++ on CPU: they compile in well under a second, where Triton's interpreter
 # runs every program instance in Python. (Triton spellings are checked in test_stage5.)
-BACKEND_OPTIONS = {"inductor": {"backend": "cpp"}}
+BACKEND_OPTIONS = {"inductor": {"codegen": "cpp"}}
 # Ops whose result is uninitialised memory: only shapes, dtypes and strides can match.
 UNINITIALISED = {"empty", "empty_like", "empty_permuted", "empty_strided", "new_empty",
                  "new_empty_strided"}

@@ -465,7 +465,7 @@ KERNEL_BACKENDS = [
 def test_kernel_writers_match_eager_values_and_grads(name, backend):
     fn, make = CASES[name]
     inputs = on(backend, *make())   # (CUDA tensors for Triton on a GPU machine)
-    compiler = inner_compiler(backend=backend)
+    compiler = inner_compiler(codegen=backend)
     check_values_and_grads(aot_function(fn, fw_compiler=compiler, bw_compiler=compiler), fn,
                            inputs, f"{name} ({backend})")
 

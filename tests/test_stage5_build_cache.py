@@ -49,9 +49,9 @@ def test_a_kernel_two_graphs_share_is_built_once(fresh_cache):
     """``relu(x + 1)`` is a kernel of both graphs (a matmul ends it): the second graph
     builds only its own head, and both match eager."""
     x, w = torch.randn(4, 8), torch.randn(8, 8)
-    first = compile_fx(trace(sigmoid_head, x, w), [x, w], backend="cpp")
+    first = compile_fx(trace(sigmoid_head, x, w), [x, w], codegen="cpp")
     assert (codecache.stats["cpp_compiles"], codecache.stats["cpp_hits"]) == (2, 0)
-    second = compile_fx(trace(tanh_head, x, w), [x, w], backend="cpp")
+    second = compile_fx(trace(tanh_head, x, w), [x, w], codegen="cpp")
     assert (codecache.stats["cpp_compiles"], codecache.stats["cpp_hits"]) == (3, 1)
     torch.testing.assert_close(first(x, w), torch.sigmoid(torch.relu(x + 1) @ w) * 2)
     torch.testing.assert_close(second(x, w), torch.tanh(torch.relu(x + 1) @ w))
@@ -65,12 +65,12 @@ def test_a_graphs_kernels_share_one_compiler_run(fresh_cache):
         return ops.exp(ops.matmul(ops.sigmoid(h), w))
     x, w = torch.randn(4, 8), torch.randn(8, 8)
     graph = trace(three_kernels, x, w)
-    compiled = compile_fx(graph, [x, w], backend="cpp")
+    compiled = compile_fx(graph, [x, w], codegen="cpp")
     assert compiled.num_kernels == 3
     assert (codecache.stats["cpp_compiles"], codecache.stats["cpp_runs"]) == (3, 1)
     assert len(list(fresh_cache.glob("cpp/*/kernel.so"))) == 3
     codecache._loaded.clear()
-    again = compile_fx(graph, [x, w], backend="cpp")
+    again = compile_fx(graph, [x, w], codegen="cpp")
     assert (codecache.stats["cpp_runs"], codecache.stats["cpp_hits"]) == (1, 3)
     expected = torch.exp(torch.sigmoid(torch.relu(x + 1) @ w) @ w)
     torch.testing.assert_close(compiled(x, w), expected)
@@ -107,7 +107,7 @@ def test_the_same_graph_under_other_names_is_compiled_once(fresh_cache):
     path: what Dynamo and AOT hand over); other inputs' layouts, other constants or other
     options compile again."""
     x, w = torch.randn(4, 8), torch.randn(8, 8)
-    compiler = inner_compiler(backend="cpp")
+    compiler = inner_compiler(codegen="cpp")
     first = compiler(renamed(sigmoid_head, "x", "w"), [x, w])
     second = compiler(renamed(sigmoid_head, "hidden", "weight"), [x, w])
     assert second.compiled is first.compiled and codecache.stats["graph_hits"] == 1
@@ -116,7 +116,7 @@ def test_the_same_graph_under_other_names_is_compiled_once(fresh_cache):
     x_t = torch.randn(8, 4).t()
     assert compiler(renamed(sigmoid_head, "x", "w"), [x_t, w]).compiled is not first.compiled
     assert compiler(renamed(tanh_head, "x", "w"), [x, w]).compiled is not first.compiled
-    unfused = inner_compiler(backend="cpp", fusion=False)(renamed(sigmoid_head, "x", "w"),
+    unfused = inner_compiler(codegen="cpp", fusion=False)(renamed(sigmoid_head, "x", "w"),
                                                           [x, w])
     assert unfused.compiled is not first.compiled
     assert codecache.stats["graph_hits"] == 1
@@ -163,7 +163,7 @@ def test_a_backward_runs_through_pytorch_while_its_kernels_build(fresh_cache, mo
     model, x = MLP(), torch.randn(4, 8)
     model(x).sum().backward()
     expected = [p.grad.clone() for p in model.parameters()]
-    compiler = inner_compiler(backend="cpp")
+    compiler = inner_compiler(codegen="cpp")
     compiled = aot_module(model, fw_compiler=compiler, bw_compiler=compiler)
     for step in range(2):
         model.zero_grad()
@@ -190,7 +190,7 @@ def test_a_backward_that_draws_random_numbers_waits_for_its_kernels(fresh_cache,
     noise = graph.call_function(torch.rand_like, (x,))
     graph.output(graph.call_function(PRIMS["add"], (graph.call_function(
         PRIMS["mul"], (noise, 0.0)), x)))
-    lazy = LazyCompiledGraph(GraphModule({}, graph), backend="cpp")
+    lazy = LazyCompiledGraph(GraphModule({}, graph), codegen="cpp")
     x = torch.randn(5)
     torch.testing.assert_close(lazy(x), x)
     assert eager_runs == [] and not lazy.compiled.building

@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.stage5,
 def run(fn, *inputs, backend, rtol=1e-5, atol=1e-5, **options):
     inputs = on(backend, *inputs)
     graph = trace(fn, *inputs)
-    compiled = compile_fx(graph, inputs, backend=backend, **options)
+    compiled = compile_fx(graph, inputs, codegen=backend, **options)
     got = compiled(*inputs)
     expected = GraphModule({}, graph)(*inputs)
     torch.testing.assert_close(got, expected, rtol=rtol, atol=atol, equal_nan=True)
@@ -39,7 +39,7 @@ def test_every_pointwise_prim(backend):
     assert not missing, f"pointwise prims without a test: {missing}"
     inputs = on(backend, *examples.pointwise_inputs())
     graph = trace(examples.all_pointwise, *inputs)
-    compiled = compile_fx(graph, inputs, backend=backend)
+    compiled = compile_fx(graph, inputs, codegen=backend)
     got = compiled(*inputs)
     expected = GraphModule({}, graph)(*inputs)
     names = ([f"{n}" for n in examples.UNARY] + [f"{n}" for n in examples.BINARY]
@@ -83,7 +83,7 @@ def test_examples_match_torch(backend, name):
     args = {"softmax": (x,), "layernorm": (x, torch.randn(77), torch.randn(77)),
             "rmsnorm": (x, torch.randn(77)), "chain": (x, torch.randn(77))}[name]
     args = on(backend, *args)
-    compiled = compile_fx(trace(getattr(examples, name), *args), args, backend=backend)
+    compiled = compile_fx(trace(getattr(examples, name), *args), args, codegen=backend)
     torch.testing.assert_close(compiled(*args), examples.TORCH[name](*args), rtol=1e-4,
                                atol=1e-4)
 
@@ -98,7 +98,7 @@ def test_triton_looped_reduction(monkeypatch):
     source = next(iter(compiled.kernel_sources.values()))
     assert "looped reduction" in source and "for roffset in range(0, rnumel, RBLOCK)" in source
     ln_args = on("triton", torch.randn(5, 70), torch.randn(70), torch.randn(70))
-    compiled = compile_fx(trace(examples.layernorm, *ln_args), ln_args, backend="triton")
+    compiled = compile_fx(trace(examples.layernorm, *ln_args), ln_args, codegen="triton")
     torch.testing.assert_close(compiled(*ln_args), examples.TORCH["layernorm"](*ln_args),
                                rtol=1e-4, atol=1e-4)
 
@@ -115,7 +115,7 @@ def test_infinities_survive(backend):
 def test_mlp_with_extern_matmuls(backend):
     args = on(backend, torch.randn(8, 16), torch.randn(16, 32), torch.randn(32),
               torch.randn(32, 4))
-    compiled = compile_fx(trace(examples.mlp, *args), args, backend=backend)
+    compiled = compile_fx(trace(examples.mlp, *args), args, codegen=backend)
     torch.testing.assert_close(compiled(*args), examples.TORCH["mlp"](*args), rtol=1e-4,
                                atol=1e-4)
     kinds = [k.kind for k in compiled.fusion_report.kernels]
@@ -134,7 +134,7 @@ def test_cpp_falls_back_to_pytorch_for_a_dtype_it_cannot_hold():
 def test_triton_on_cuda():
     x = torch.randn(300, 1000, device="cuda")
     compiled = compile_fx(trace(examples.softmax, x), [x])
-    assert compiled.backend == "triton"
+    assert compiled.codegen == "triton"
     torch.testing.assert_close(compiled(x), torch.softmax(x, -1), rtol=1e-5, atol=1e-5)
 
 
@@ -230,7 +230,7 @@ def test_masked_softmax_kernel_is_vectorised():
         return ops.div(e, ops.sum(e, [1], True))
     x = torch.randn(64, 32)
     mask = torch.ones(64, 32, dtype=torch.bool).triu(1)
-    compiled = compile_fx(trace(masked_softmax, x, mask), [x, mask], backend="cpp")
+    compiled = compile_fx(trace(masked_softmax, x, mask), [x, mask], codegen="cpp")
     out = compiled(x, mask)
     out = out[0] if isinstance(out, tuple) else out
     torch.testing.assert_close(out, torch.softmax((x * 0.25).masked_fill(mask, float("-inf")),
@@ -385,7 +385,7 @@ def test_long_float_sums_are_as_close_as_eager(layout, fn, shape, offset):
         pytest.skip("no C++ compiler")
     torch.manual_seed(0)
     x = offset + 0.1 * torch.randn(shape) if offset else torch.randn(shape)
-    compiled = compile_fx(trace(fn, x), [x], backend="cpp")
+    compiled = compile_fx(trace(fn, x), [x], codegen="cpp")
     if layout == "nested":
         assert any("r1 <" in s for s in compiled.kernel_sources.values())
     if layout == "tiled":  # float vectors across the tile, chunks of rows summed in double
@@ -445,7 +445,7 @@ def test_nan_in_maximum_minimum_and_relu_follows_eager(backend):
     a = torch.tensor([1.0, nan, 2.0, nan, 4.0, -1.0])
     b = torch.tensor([nan, 1.0, 3.0, nan, 4.0, -2.0])
     tc.reset()
-    compiled = tc.compile(fn, backend=lambda gm, ex: inductor_backend(gm, ex, backend=backend))
+    compiled = tc.compile(fn, backend=lambda gm, ex: inductor_backend(gm, ex, codegen=backend))
     leaves = [t.clone().requires_grad_() for t in on(backend, a, b)]
     refs = [t.clone().requires_grad_() for t in (a, b)]
     got, want = compiled(*leaves), fn(*refs)

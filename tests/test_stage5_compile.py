@@ -78,7 +78,7 @@ def relu_add(x, b):
 @needs_cxx
 def test_golden_cpp_kernel_and_wrapper():
     x, b = torch.randn(4, 8), torch.randn(8)
-    compiled = compile_fx(trace(relu_add, x, b), [x, b], backend="cpp")
+    compiled = compile_fx(trace(relu_add, x, b), [x, b], codegen="cpp")
     assert compiled.kernel_sources == {"cpp_poi_fused_add_relu_0": GOLDEN_CPP}
     assert compiled.wrapper_code == GOLDEN_WRAPPER
     assert GOLDEN_CPP in compiled.output_code and GOLDEN_WRAPPER in compiled.output_code
@@ -87,7 +87,7 @@ def test_golden_cpp_kernel_and_wrapper():
 
 def test_golden_triton_softmax():
     x = torch.randn(4, 8, device="cuda" if torch.cuda.is_available() else "cpu")
-    compiled = compile_fx(trace(examples.softmax, x), [x], backend="triton")
+    compiled = compile_fx(trace(examples.softmax, x), [x], codegen="triton")
     assert list(compiled.kernel_sources.values()) == [GOLDEN_TRITON]
     torch.testing.assert_close(compiled(x), torch.softmax(x, -1))
 
@@ -98,12 +98,12 @@ def test_cache_hit_does_not_run_the_compiler(tmp_path, monkeypatch):
     monkeypatch.setattr(codecache, "_loaded", {})
     x, b = torch.randn(3, 5), torch.randn(5)
     before = codecache.stats["cpp_compiles"]
-    compile_fx(trace(relu_add, x, b), [x, b], backend="cpp")
+    compile_fx(trace(relu_add, x, b), [x, b], codegen="cpp")
     assert codecache.stats["cpp_compiles"] == before + 1
     assert list(tmp_path.glob("cpp/*/kernel.so")) and list(tmp_path.glob("cpp/*/flags.txt"))
     monkeypatch.setattr(codecache, "_loaded", {})        # a new process: only the disk cache
     hits = codecache.stats["cpp_hits"]
-    compiled = compile_fx(trace(relu_add, x, b), [x, b], backend="cpp")
+    compiled = compile_fx(trace(relu_add, x, b), [x, b], codegen="cpp")
     assert codecache.stats["cpp_compiles"] == before + 1
     assert codecache.stats["cpp_hits"] == hits + 1
     torch.testing.assert_close(compiled(x, b), torch.relu(x + b))
@@ -112,7 +112,7 @@ def test_cache_hit_does_not_run_the_compiler(tmp_path, monkeypatch):
 @needs_cxx
 def test_new_strides_compile_a_new_variant():
     x, b = torch.randn(6, 4), torch.randn(4)
-    compiled = compile_fx(trace(relu_add, x, b), [x, b], backend="cpp")
+    compiled = compile_fx(trace(relu_add, x, b), [x, b], codegen="cpp")
     xt = torch.randn(4, 6).t()
     torch.testing.assert_close(compiled(xt, b), torch.relu(xt + b))
     torch.testing.assert_close(compiled(x, b), torch.relu(x + b))
@@ -121,7 +121,7 @@ def test_new_strides_compile_a_new_variant():
 
 def test_eager_backend_and_no_compiler_fallback(monkeypatch):
     x, b = torch.randn(3, 5), torch.randn(5)
-    compiled = compile_fx(trace(relu_add, x, b), [x, b], backend="eager")
+    compiled = compile_fx(trace(relu_add, x, b), [x, b], codegen="eager")
     torch.testing.assert_close(compiled(x, b), torch.relu(x + b))
 
     class NoCxx:
@@ -133,8 +133,8 @@ def test_eager_backend_and_no_compiler_fallback(monkeypatch):
     if torch.cuda.is_available():   # Triton then needs CUDA tensors
         x, b = x.cuda(), b.cuda()
     with pytest.warns(tc.FallbackWarning, match="no C.. compiler"):
-        compiled = compile_fx(trace(relu_add, x, b), [x, b], backend="cpp")
-    assert compiled.backend == "triton"
+        compiled = compile_fx(trace(relu_add, x, b), [x, b], codegen="cpp")
+    assert compiled.codegen == "triton"
     torch.testing.assert_close(compiled(x, b), torch.relu(x + b))
 
 
@@ -185,7 +185,7 @@ def test_torch_level_calls_become_externs():
         return torch.softmax(torch.relu(x + b) * 2, -1).exp()
     x, b = torch.randn(4, 8), torch.randn(8)
     graph = to_prims(symbolic_trace(f).graph)
-    compiled = compile_fx(graph, [x, b], backend="cpp")
+    compiled = compile_fx(graph, [x, b], codegen="cpp")
     torch.testing.assert_close(compiled(x, b), f(x, b))
     assert "torch.softmax(buf2, -1)" in compiled.wrapper_code
     assert compiled.num_kernels == 2 and "# reuse" in compiled.wrapper_code
@@ -201,7 +201,7 @@ def test_detach_inside_the_graph_is_the_value_itself():
         return torch.relu(x @ torch.detach(w)), torch.detach(w)
     x, w = torch.randn(4, 8), torch.randn(8, 3, requires_grad=True)
     graph = to_prims(symbolic_trace(f).graph)
-    compiled = compile_fx(graph, [x, w], backend="cpp")
+    compiled = compile_fx(graph, [x, w], codegen="cpp")
     out, w_out = compiled(x, w)
     torch.testing.assert_close(out, f(x, w)[0])
     assert w_out is not w and not w_out.requires_grad and torch.equal(w_out, w)
@@ -233,7 +233,7 @@ def aot_module_inference(model, x):
     """The inference forward graph of ``model`` compiled by stage 5 (through stage 4)."""
     from tutorcompile.aot import aot_module
     from tutorcompile.inductor.compile_fx import inner_compiler
-    compiler = inner_compiler(backend="cpp")
+    compiler = inner_compiler(codegen="cpp")
     aot = aot_module(model, fw_compiler=compiler)
     with torch.no_grad():
         aot(x)
@@ -250,10 +250,10 @@ def test_matmul_bias_add_becomes_addmm():
     for x in (torch.randn(4, 8), torch.randn(2, 3, 8)):
         w, b = torch.randn(8, 5), torch.randn(5)
         graph = to_prims(symbolic_trace(f).graph)
-        compiled = compile_fx(graph, [x, w, b], backend="cpp")
+        compiled = compile_fx(graph, [x, w, b], codegen="cpp")
         assert "torch.addmm(" in compiled.wrapper_code, compiled.wrapper_code
         torch.testing.assert_close(compiled(x, w, b), f(x, w, b))
-        unfused = compile_fx(graph, [x, w, b], backend="cpp", fusion=False)
+        unfused = compile_fx(graph, [x, w, b], codegen="cpp", fusion=False)
         assert "addmm" not in unfused.wrapper_code
 
 
@@ -268,14 +268,14 @@ def test_a_matmul_result_goes_to_its_kernel_uncopied():
     def linear(x, w, b):
         return torch.relu(torch.matmul(x, w) + b)
     x, w, b = torch.randn(4, 8), torch.randn(8, 5), torch.randn(5)
-    compiled = compile_fx(to_prims(symbolic_trace(linear).graph), [x, w, b], backend="cpp")
+    compiled = compile_fx(to_prims(symbolic_trace(linear).graph), [x, w, b], codegen="cpp")
     code = compiled.wrapper_code
     assert "torch.addmm(" in code and ".contiguous()" not in code, code
     torch.testing.assert_close(compiled(x, w, b), linear(x, w, b))
 
     a, batch = torch.randn(3, 4), torch.randn(2, 4, 5)
     compiled = compile_fx(trace(lambda a, b: ops.relu(ops.matmul(a, b)), a, batch),
-                          [a, batch], backend="cpp")
+                          [a, batch], codegen="cpp")
     assert "torch.matmul(a, b).contiguous()" in compiled.wrapper_code, compiled.wrapper_code
     torch.testing.assert_close(compiled(a, batch), torch.relu(a @ batch))
 
@@ -301,7 +301,7 @@ def test_a_chain_of_views_of_our_buffer_is_one_as_strided_call():
         k = qkv[..., 8:16].reshape(2, 4, 2, 4).permute(0, 2, 3, 1)
         y = (q @ k).permute(0, 2, 1, 3).reshape(8, 8)
         return y @ y
-    compiled = compile_fx(trace(f, x, w), [x, w], backend="cpp")
+    compiled = compile_fx(trace(f, x, w), [x, w], codegen="cpp")
     code = compiled.wrapper_code
     assert "torch.as_strided(buf0, (2, 2, 4, 4), (96, 4, 24, 1), 0)" in code, code
     assert "torch.as_strided(buf0, (2, 2, 4, 4), (96, 4, 1, 24), 8)" in code, code
@@ -325,7 +325,7 @@ def test_a_convolution_and_its_gradients_are_direct_pytorch_calls(dims):
 
     def f(x, w, b):
         return torch.relu(conv(x, w, b, stride=2, padding=(1,) * dims, groups=2))
-    compiler = inner_compiler(backend="cpp")
+    compiler = inner_compiler(codegen="cpp")
     compiled = aot_function(f, fw_compiler=compiler, bw_compiler=compiler)
     out = compiled(x, w, b)
     g = torch.randn_like(out)
@@ -366,7 +366,7 @@ def test_stacked_convolutions_pair_every_gradient_and_depthwise_windows_go_chann
     def f(x, *params):
         return torch.func.functional_call(model, dict(zip(
             [n for n, _ in model.named_parameters()], params)), (x,))
-    compiler = inner_compiler(backend="cpp")
+    compiler = inner_compiler(codegen="cpp")
     compiled = aot_function(f, fw_compiler=compiler, bw_compiler=compiler)
     out = compiled(x, *params)
     g = torch.randn_like(out)
@@ -414,7 +414,7 @@ def test_a_prim_of_a_tensor_constant_is_computed_once_and_never_overwritten():
     def f(w, n):
         rows = ops.mul(ops.index_select(w, 0, ops.reshape(pos, (8,))), 2.0)
         return rows, ops.add(ops.mul(n, 3), 1)
-    compiled = compile_fx(trace(f, w, n), [w, n], backend="cpp")
+    compiled = compile_fx(trace(f, w, n), [w, n], codegen="cpp")
     assert "torch.reshape(" not in compiled.wrapper_code, compiled.wrapper_code
     assert "computed once at compile time" in compiled.wrapper_code
     for _ in range(3):
@@ -437,7 +437,7 @@ def test_views_from_pytorch_calls_keep_their_buffer_alive():
         return torch.cat([b, a], 1), z
     x = torch.randn(4, 8)
     graph = to_prims(symbolic_trace(f).graph)
-    compiled = compile_fx(graph, [x], backend="cpp")
+    compiled = compile_fx(graph, [x], codegen="cpp")
     for got, expected in zip(compiled(x), f(x)):
         torch.testing.assert_close(got, expected)
 
@@ -491,7 +491,7 @@ def test_a_slice_a_pytorch_call_reads_is_one_narrow():
     def f(a, b):
         return (ops.matmul(ops.slice(a, 1, 2, 6), b), ops.matmul(ops.slice(a, -1, -4), b),
                 ops.matmul(ops.slice(a, 1, 6, 100), b))
-    compiled = compile_fx(trace(f, a, b), [a, b], backend="cpp")
+    compiled = compile_fx(trace(f, a, b), [a, b], codegen="cpp")
     got = compiled(a, b)
     for out, expected in zip(got, (a[:, 2:6] @ b, a[:, -4:] @ b, a[:, 6:100] @ b)):
         torch.testing.assert_close(out, expected)
@@ -511,7 +511,7 @@ def test_a_permute_of_a_permute_is_one_call_or_none():
         twice = ops.permute(ops.permute(a, (1, 0)), (1, 0))
         chain = ops.permute(ops.permute(ops.permute(c, (2, 0, 1)), (0, 2, 1)), (1, 0, 2))
         return ops.matmul(twice, b), ops.matmul(chain, d)
-    compiled = compile_fx(trace(f, a, b, c, d), [a, b, c, d], backend="cpp")
+    compiled = compile_fx(trace(f, a, b, c, d), [a, b, c, d], codegen="cpp")
     got = compiled(a, b, c, d)
     torch.testing.assert_close(got[0], a @ b)
     torch.testing.assert_close(got[1], c.permute(2, 0, 1).permute(0, 2, 1).permute(1, 0, 2) @ d)
@@ -634,7 +634,7 @@ def test_a_kernel_stores_an_inputs_new_values_into_it_only_where_no_read_can_see
     got_inputs = on(kernels, *(t.clone() for t in want_inputs))
     want = fn(*want_inputs)
     with logs.debug(tmp_path) as folder:
-        got = tc.compile(fn, options={"backend": kernels})(*got_inputs)
+        got = tc.compile(fn, options={"codegen": kernels})(*got_inputs)
     for g, w in zip(got_inputs, want_inputs):
         torch.testing.assert_close(g.cpu(), w)
     if want is None:
@@ -751,3 +751,18 @@ def test_an_optimizer_step_writes_parameters_and_state_in_place(tmp_path):
     (code,) = (p.read_text() for p in folder.glob("*output_code*"))
     assert code.count("written in place") == 8, code    # 4 parameters, 4 momentum buffers
     assert "empty_strided(" not in code.split("def call(")[1], code
+
+
+def test_the_old_name_of_codegen_still_works_with_a_warning():
+    """``backend=`` was compile_fx's name for the code generator (now ``codegen=``: a
+    backend is what tc.compile hands its graphs to); the old spelling warns and works."""
+    x, b = torch.randn(4, 8), torch.randn(8)
+    with pytest.warns(DeprecationWarning, match="backend= is now codegen="):
+        compiled = compile_fx(trace(relu_add, x, b), [x, b], backend="cpp")
+    assert compiled.codegen == "cpp"
+    torch.testing.assert_close(compiled(x, b), torch.relu(x + b))
+    with pytest.raises(ValueError, match="disagree"), pytest.warns(DeprecationWarning):
+        compile_fx(trace(relu_add, x, b), [x, b], codegen="cpp", backend="eager")
+    with pytest.warns(DeprecationWarning, match="backend= is now codegen="):
+        f = tc.compile(lambda x, b: torch.relu(x + b), options={"backend": "cpp"})
+        torch.testing.assert_close(f(x, b), torch.relu(x + b))

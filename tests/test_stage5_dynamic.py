@@ -30,7 +30,7 @@ def _counting(backend="cpp"):
     made = []
 
     def counting(gm, example_inputs):
-        made.append(backends.inductor(gm, example_inputs, options={"backend": backend}))
+        made.append(backends.inductor(gm, example_inputs, options={"codegen": backend}))
         return made[-1]
     return counting, made
 
@@ -139,7 +139,7 @@ def _symbolic_sin_graph(hint: int, width: int = 8, device: str | torch.device = 
 def test_a_strided_input_is_checked_per_call_and_another_layout_compiles_for_itself():
     from tutorcompile.inductor import compile_fx
     graph, env = _symbolic_sin_graph(4)
-    compiled = compile_fx(graph, [torch.randn(4, 16)[:, ::2]], backend="cpp")
+    compiled = compile_fx(graph, [torch.randn(4, 16)[:, ::2]], codegen="cpp")
     assert compiled.symbolic is not None
     assert "if (x.stride() != (16, 2)):\n        return compile_for_layout(x)" in \
         compiled.wrapper_code
@@ -156,7 +156,7 @@ def test_kernels_take_the_sizes_as_arguments(backend):
     from tutorcompile.inductor import compile_fx
     (example,) = on(backend, torch.randn(4, 8))
     graph, env = _symbolic_sin_graph(4, device=example.device)   # (buffers go where it says)
-    compiled = compile_fx(graph, [example], backend=backend)
+    compiled = compile_fx(graph, [example], codegen=backend)
     (source,) = compiled.kernel_sources.values()
     if backend == "cpp":
         assert "const int64_t s0)" in source and "x0 < s0;" in source
@@ -181,7 +181,7 @@ def test_threads_or_not_is_a_plain_if_between_two_copies_of_the_loop(width, para
     # their static twins at batch 2. Small sizes now run a copy with no OpenMP region at all
     from tutorcompile.inductor import compile_fx
     graph, env = _symbolic_sin_graph(4, width)
-    compiled = compile_fx(graph, [torch.randn(4, width)], backend="cpp")
+    compiled = compile_fx(graph, [torch.randn(4, width)], codegen="cpp")
     (source,) = compiled.kernel_sources.values()
     assert f"if ({width} * s0 >= 32768)\n" in source
     threads, one = source.split("\n    else\n")
@@ -249,7 +249,7 @@ def test_what_lowering_relied_on_is_checked_per_call():
         torch.Size((5, 8)), torch.float32, torch.device("cpu"), (8, 1), False)
     sin.args = (first,)
     sin.meta["tensor_meta"] = first.meta["tensor_meta"]
-    compiled = compile_fx(graph, [torch.randn(8, 8)], backend="cpp")
+    compiled = compile_fx(graph, [torch.randn(8, 8)], codegen="cpp")
     assert [str(g.expr) for g in env.guards] == ["s0 >= 5"]
     for b in (6, 9, 3):
         x = torch.randn(b, 8)
@@ -379,7 +379,7 @@ def test_a_size_that_is_an_operand_inside_a_kernel_is_read_from_the_size_argumen
     made = []
 
     def keep(gm, example_inputs):
-        made.append(backends.inductor(gm, example_inputs, options={"backend": backend}))
+        made.append(backends.inductor(gm, example_inputs, options={"codegen": backend}))
         return made[-1]
     compiled = eval_frame.compile(route_to_rows, backend=keep, dynamic=True)
     for n in (9, 18, 5):

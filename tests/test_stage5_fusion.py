@@ -109,7 +109,7 @@ def test_buffer_reuse_in_the_wrapper():
         b = ops.matmul(ops.sin(a), w)
         return ops.matmul(ops.cos(b), w)
     x, w = torch.randn(8, 8), torch.randn(8, 8)
-    compiled = compile_fx(trace(fn, x, w), [x, w], backend="cpp")
+    compiled = compile_fx(trace(fn, x, w), [x, w], codegen="cpp")
     torch.testing.assert_close(compiled(x, w), GraphModule({}, trace(fn, x, w))(x, w),
                                rtol=1e-4, atol=1e-4)
     assert "# reuse" in compiled.wrapper_code, compiled.wrapper_code
@@ -130,7 +130,7 @@ def _strided_slice_gradient(g, x):
 def test_a_buffer_that_lines_up_with_nothing_is_computed_where_it_is_read(backend):
     g, x = on(backend, torch.randn(2, 3, 4), torch.randn(2, 6, 8))
     graph = trace(_strided_slice_gradient, g, x)
-    compiled = compile_fx(graph, [g, x], backend=backend)
+    compiled = compile_fx(graph, [g, x], codegen=backend)
     assert compiled.fusion_report.kernels_after == 1, str(compiled.fusion_report)
     expected = x.clone()
     expected[:, ::2, 1::2] += g
@@ -198,7 +198,7 @@ def test_random_fused_graphs_match_eager(backend, choices, n):
         x, y = x.cuda(), y.cuda()
     fn = random_program(choices)
     graph = trace(fn, x, y)
-    compiled = compile_fx(graph, [x, y], backend=backend)
+    compiled = compile_fx(graph, [x, y], codegen=backend)
     torch.testing.assert_close(compiled(x, y), GraphModule({}, graph)(x, y), rtol=1e-4,
                                atol=1e-4)
     assert compiled.fusion_report.kernels_after <= compiled.fusion_report.kernels_before
@@ -245,7 +245,7 @@ def test_a_repeated_layer_builds_its_kernels_once(tmp_path, monkeypatch, capsys)
             fn, args = _deep_model(depth)
             graph = trace(fn, *args)
             before = codecache.stats["cpp_compiles"]
-            compiled = compile_fx(graph, args, backend="cpp")
+            compiled = compile_fx(graph, args, codegen="cpp")
             builds[depth] = codecache.stats["cpp_compiles"] - before
             torch.testing.assert_close(compiled(*args), GraphModule({}, graph)(*args))
     finally:
@@ -316,7 +316,7 @@ def test_a_gradient_and_its_bias_gradient_are_one_kernel_for_triton(backend, row
     g, x, b = on(backend, torch.randn(*rows, n), torch.randn(n, rows[1], rows[0]).permute(2, 1, 0),
                  torch.randn(n))
     graph = trace(_gelu_backward, g, x, b)
-    compiled = compile_fx(graph, [g, x, b], backend=backend)
+    compiled = compile_fx(graph, [g, x, b], codegen=backend)
     expected = GraphModule({}, trace(_gelu_backward, g, x, b))(g, x, b)
     torch.testing.assert_close(compiled(g, x, b), expected, rtol=1e-4, atol=1e-4)
     report = compiled.fusion_report
@@ -344,7 +344,7 @@ def test_layer_norm_backward_keeps_its_input_gradient_in_the_row_kernel(backend,
     inputs = on(backend, g, x, torch.randn(n), x.mean(-1, keepdim=True),
                 torch.rsqrt(x.var(-1, keepdim=True, correction=0) + 1e-5))
     graph = trace(_layer_norm_backward, *inputs)
-    compiled = compile_fx(graph, list(inputs), backend=backend)
+    compiled = compile_fx(graph, list(inputs), codegen=backend)
     expected = GraphModule({}, trace(_layer_norm_backward, *inputs))(*inputs)
     torch.testing.assert_close(compiled(*inputs), expected, rtol=1e-4, atol=1e-4)
     report = compiled.fusion_report
@@ -394,7 +394,7 @@ def test_bias_gradients_fuse_at_symbolic_sizes(backend):
     made = []
 
     def keep(gm, example_inputs):
-        made.append(backends.inductor(gm, example_inputs, options={"backend": backend}))
+        made.append(backends.inductor(gm, example_inputs, options={"codegen": backend}))
         return made[-1]
     compiled = eval_frame.compile(model, backend=keep, dynamic=True)
     for b, t in [(3, 5), (2, 9), (4, 2)]:
@@ -443,7 +443,7 @@ def test_reductions_over_the_same_loops_that_share_nothing_share_a_kernel(backen
     across the chain before it."""
     inputs = on(backend, *[torch.randn(3, 5, 37) for _ in range(4)])
     graph = trace(_three_bias_gradients, *inputs)
-    compiled = compile_fx(graph, list(inputs), backend=backend)
+    compiled = compile_fx(graph, list(inputs), codegen=backend)
     expected = GraphModule({}, trace(_three_bias_gradients, *inputs))(*inputs)
     torch.testing.assert_close(compiled(*inputs), expected, rtol=1e-4, atol=1e-4)
     reductions = [k for k in compiled.fusion_report.kernels if k.kind == "reduction"]

@@ -38,7 +38,7 @@ def compiled_fn(fn, backend):
     made, graphs = [], []
 
     def keep(gm, example_inputs):
-        made.append(backends.inductor(gm, example_inputs, options={"backend": backend}))
+        made.append(backends.inductor(gm, example_inputs, options={"codegen": backend}))
         return made[-1]
 
     def collect():

@@ -74,7 +74,7 @@ def test_one_kernel_matches_eager(case, backend):
     graph = trace(fn, *args)
     expected = GraphModule({}, graph)(*args)
     torch.testing.assert_close(evaluate_lowering(lower_graph(graph, args), *args), expected)
-    compiled = compile_fx(graph, args, backend=backend)
+    compiled = compile_fx(graph, args, codegen=backend)
     torch.testing.assert_close(compiled(*args), expected)
     (source,) = compiled.kernel_sources.values()   # one fused kernel, no PyTorch call
     if "index" in case:
@@ -89,7 +89,7 @@ def test_a_large_index_add_runs_in_pytorch():
         pytest.skip("no C++ compiler")
     args = (torch.zeros(32, 64), torch.arange(32), torch.randn(32, 64))
     graph = trace(add_rows_into, *args)
-    compiled = compile_fx(graph, args, backend="cpp")
+    compiled = compile_fx(graph, args, codegen="cpp")
     torch.testing.assert_close(compiled(*args), GraphModule({}, graph)(*args))
     externs = [g for g in compiled.scheduler.groups if g.is_extern]
     assert [g.buffers[0].kernel for g in externs] == [PRIMS["index_add"]], \
@@ -118,7 +118,7 @@ def test_index_out_of_range_raises(case, backend):
     graph = trace(fn, *args)
     with pytest.raises(IndexError, match="out of"):
         evaluate_lowering(lower_graph(graph, args), *args)
-    compiled = compile_fx(graph, args, backend=backend)
+    compiled = compile_fx(graph, args, codegen=backend)
     if backend == "triton" and torch.cuda.is_available():
         pytest.skip("a device-side assert leaves the CUDA context unusable")
     with pytest.raises(IndexError, match="index out of bounds"):
@@ -174,7 +174,7 @@ def test_empty_tensor_kernel_writes_nothing(backend):
     treat the outer dimensions as one row and write past the (empty) buffer."""
     args = on(backend, torch.zeros(0, 3, 13), torch.randn(0, 3, 3))
     graph = trace(scatter_strided_wide, *args)
-    compiled = compile_fx(graph, args, backend=backend)
+    compiled = compile_fx(graph, args, codegen=backend)
     assert compiled(*args).shape == (0, 3, 13)
 
 

@@ -184,7 +184,7 @@ def test_iota_is_computed_from_the_loop_index(backend):
         first = ops.neg(ops.amax(ops.neg(ops.where(ops.eq(x, best), cols, m)), (1,)))
         return first, ops.where(ops.le(cols, rows), x, 0.0)
     (x,) = on(backend, torch.randn(5, 7))
-    compiled = compile_fx(trace(f, x), [x], backend=backend)
+    compiled = compile_fx(trace(f, x), [x], codegen=backend)
     first, lower = compiled(x)
     assert compiled.num_kernels >= 1 and "runs in PyTorch" not in compiled.wrapper_code
     torch.testing.assert_close(first, x.argmax(1))
@@ -207,7 +207,7 @@ def test_tensor_constants_become_buffers_kernels_load(backend):
     def f(x):
         keys = ops.cat([empty, x], 1)
         return ops.mul(keys, table), ops.add(ops.exp(keys), half)
-    compiled = compile_fx(trace(f, x), [x], backend=backend)
+    compiled = compile_fx(trace(f, x), [x], codegen=backend)
     scaled, shifted = compiled(x)
     torch.testing.assert_close(scaled, x * table)
     torch.testing.assert_close(shifted, x.exp() + 0.5)

@@ -40,7 +40,7 @@ def force_template(monkeypatch):
 def run(fn, *inputs, tol=1e-4, mode="max-autotune"):
     inputs = on("triton", *inputs)
     graph = trace(fn, *inputs)
-    compiled = compile_fx(graph, inputs, backend="triton", mode=mode)
+    compiled = compile_fx(graph, inputs, codegen="triton", mode=mode)
     expected = GraphModule({}, graph)(*inputs)
     torch.testing.assert_close(compiled(*inputs), expected, rtol=tol, atol=tol)
     return compiled
@@ -163,7 +163,7 @@ def test_mlp_forward_and_backward_with_templates(force_template, monkeypatch):
     expected.backward()
     grads = [p.grad.clone() for p in model.parameters()]
     model.zero_grad()
-    compiled = tc.compile(model, mode="max-autotune", options={"backend": "triton"})
+    compiled = tc.compile(model, mode="max-autotune", options={"codegen": "triton"})
     got = compiled(x).square().sum()
     got.backward()
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
@@ -197,7 +197,7 @@ def test_residual_epilogue_through_a_reshape_and_broadcast_operands(force_templa
     expected.square().sum().backward()
     grads = [p.grad.clone() for p in model.parameters()]
     model.zero_grad()
-    got = tc.compile(model, mode="max-autotune", options={"backend": "triton"})(x)
+    got = tc.compile(model, mode="max-autotune", options={"codegen": "triton"})(x)
     got.square().sum().backward()
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
     for p, g in zip(model.parameters(), grads):
@@ -272,7 +272,7 @@ def test_cpp_backend_keeps_the_extern_under_max_autotune(force_template):
     """Templates are Triton's: C++ max-autotune times its kernels' variants only."""
     a, b = torch.randn(8, 16), torch.randn(16, 8)
     graph = trace(lambda a, b: ops.relu(ops.matmul(a, b)), a, b)
-    compiled = compile_fx(graph, [a, b], backend="cpp", mode="max-autotune")
+    compiled = compile_fx(graph, [a, b], codegen="cpp", mode="max-autotune")
     torch.testing.assert_close(compiled(a, b), torch.relu(a @ b))
     assert "torch.mm(" in compiled.wrapper_code
     assert {r.choice for r in compiled.autotune_table.rows} == {"cpp kernel"}

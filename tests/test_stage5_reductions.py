@@ -48,7 +48,7 @@ def test_num_warps_follow_the_block(kind, xblock, rblock, rnumel, warps):
 def _plan(fn, *inputs):
     """The kernel plan of the one kernel ``fn`` compiles to, and the compiled graph."""
     inputs = on("triton", *inputs)
-    compiled = compile_fx(trace(fn, *inputs), inputs, backend="triton")
+    compiled = compile_fx(trace(fn, *inputs), inputs, codegen="triton")
     (group,) = [g for g in compiled.scheduler.groups if not g.is_extern]
     return compiled.scheduler.plan(group.buffers), compiled
 
@@ -99,7 +99,7 @@ def compiled_torch_fn(fn):
     made = []
 
     def keep(gm, example_inputs):
-        made.append(backends.inductor(gm, example_inputs, options={"backend": "triton"}))
+        made.append(backends.inductor(gm, example_inputs, options={"codegen": "triton"}))
         return made[-1]
 
     def sources():
@@ -231,7 +231,7 @@ def test_welford_returns_squares_about_the_programs_centre(looped):
         d = ops.sub(x, c)
         return ops.sum(ops.mul(d, d), (1,))
     inputs = on("triton", x)
-    compiled = compile_fx(trace(fn, *inputs), inputs, backend="triton")
+    compiled = compile_fx(trace(fn, *inputs), inputs, codegen="triton")
     (source,) = compiled.kernel_sources.values()
     assert r_loops(source) == 1, source
     expected = ((x.double() - x.double().sum(1, keepdim=True) / 7) ** 2).sum(1)
@@ -248,7 +248,7 @@ def test_other_statistics_keep_their_passes(looped):
         e = ops.exp(ops.sub(x, ops.amax(y, (1,), keepdim=True)))
         return ops.sum(ops.mul(d, d), (1,)), ops.sum(e, (1,))
     inputs = on("triton", x, y)
-    compiled = compile_fx(trace(fn, *inputs), inputs, backend="triton")
+    compiled = compile_fx(trace(fn, *inputs), inputs, codegen="triton")
     for got, expected in zip(compiled(*inputs), GraphModule({}, trace(fn, *inputs))(*inputs)):
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-4)
     assert all("mean" not in s and "tl.exp(max" not in s
@@ -262,7 +262,7 @@ def test_max_autotune_times_the_one_pass_looped_variant(looped):
     plan, _ = _plan(examples.layernorm, *args)
     looped_source, *_ = triton_codegen.generate_triton_kernel(plan, "k", persistent=False)
     assert r_loops(looped_source) == 2
-    compiled = compile_fx(trace(examples.layernorm, *args), args, backend="triton",
+    compiled = compile_fx(trace(examples.layernorm, *args), args, codegen="triton",
                           mode="max-autotune")
     assert "max-autotune" in next(iter(compiled.kernel_sources.values()))
     torch.testing.assert_close(compiled(*args), examples.TORCH["layernorm"](*args), rtol=1e-4,

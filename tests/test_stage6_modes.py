@@ -61,7 +61,7 @@ def test_every_documented_inductor_option_is_accepted():
     model, x = mlp(), torch.randn(4, 10)
     with torch.no_grad():
         expected = model(x)
-        for options in ({"fusion": False}, {"backend": "cpp"}, {"mode": "default"}):
+        for options in ({"fusion": False}, {"codegen": "cpp"}, {"mode": "default"}):
             torch.testing.assert_close(tc.compile(model, options=options)(x), expected,
                                        msg=str(options))
 

@@ -2,7 +2,7 @@
 
 ::
 
-    compile_fx(gm, example_inputs, backend="cpp" | "triton" | "eager", fusion=True,
+    compile_fx(gm, example_inputs, codegen="cpp" | "triton" | "eager", fusion=True,
                mode=None | "max-autotune")   -> CompiledGraph (.output_code, .fusion_report)
     inductor_backend(gm, example_inputs)     the torch.compile backend contract
                                              (Dynamo graph -> tutorcompile.aot -> kernels)
@@ -21,11 +21,11 @@ compile_fx.py).
 
 from . import codecache, examples, ir
 from .compile_fx import (
-    BACKENDS,
+    CODEGENS,
     CompiledGraph,
     LazyCompiledGraph,
     compile_fx,
-    default_backend,
+    default_codegen,
     inductor_backend,
     inner_compiler,
 )
@@ -33,8 +33,8 @@ from .lowering import GraphLowering, evaluate_lowering, lower_graph, lowerings, 
 from .scheduler import FusionReport, Scheduler, schedule
 
 __all__ = [
-    "BACKENDS", "CompiledGraph", "FusionReport", "GraphLowering", "LazyCompiledGraph",
-    "Scheduler", "codecache", "compile_fx", "default_backend", "evaluate_lowering", "examples",
+    "CODEGENS", "CompiledGraph", "FusionReport", "GraphLowering", "LazyCompiledGraph",
+    "Scheduler", "codecache", "compile_fx", "default_codegen", "evaluate_lowering", "examples",
     "inductor_backend", "inner_compiler", "ir", "lower_graph", "lowerings",
     "register_lowering", "schedule",
 ]

@@ -1,7 +1,7 @@
 """The compile entry: prim graph + example inputs -> a fast callable, and the torch.compile
 backend built on it.
 
-``compile_fx(gm, example_inputs, backend="cpp" | "triton" | "eager")`` runs the stage:
+``compile_fx(gm, example_inputs, codegen="cpp" | "triton" | "eager")`` runs the stage:
 matmul epilogues (``fuse_addmm``: a bias add becomes ``torch.addmm``) -> lowering
 (``lowering.py``) -> scheduling and fusion (``scheduler.py``) -> one kernel per fused group,
 compiled (``codegen/cpp.py`` or ``codegen/triton.py``) -> the wrapper that calls them
@@ -79,7 +79,7 @@ from .lowering import SymbolicLoweringError, lower_graph
 from .scheduler import Scheduler
 from .wrapper import WrapperCodegen, written_in_place
 
-BACKENDS = ("cpp", "triton", "eager")
+CODEGENS = ("cpp", "triton", "eager")
 
 BUILDS = ("wait", "first_call", "deferred")
 """When a compilation's C++ kernels must be built: ``"wait"``, before :func:`compile_fx`
@@ -88,8 +88,9 @@ graph about to run); ``"deferred"``, the same, queued after every build of the o
 (a backward whose first call runs through PyTorch: see :class:`LazyCompiledGraph`)."""
 
 
-def default_backend(example_inputs: Sequence[Any]) -> str:
-    """The best backend this machine offers for these inputs (see the module docstring)."""
+def default_codegen(example_inputs: Sequence[Any]) -> str:
+    """The best code generator this machine offers for these inputs (see the module
+    docstring)."""
     on_cuda = any(isinstance(x, torch.Tensor) and x.is_cuda for x in example_inputs)
     env = probe()
     if on_cuda and env.has_triton:
@@ -110,11 +111,11 @@ class CompiledGraph:
     """A compiled prim graph; call it like the graph. See ``output_code`` and
     ``fusion_report``."""
 
-    def __init__(self, graph: Graph, example_inputs: Sequence[Any], backend: str,
+    def __init__(self, graph: Graph, example_inputs: Sequence[Any], codegen: str,
                  fusion: bool = True, mode: str | None = None, scheduler_cls: type = Scheduler,
                  build: str = "wait"):
         self.graph = graph
-        self.backend = backend
+        self.codegen = codegen
         self.fusion = fusion
         self.mode = mode
         self.scheduler_cls = scheduler_cls
@@ -131,15 +132,15 @@ class CompiledGraph:
     def _compile(self, inputs: list[Any], symbolic: bool = True, build: str = "first_call"
                  ) -> _Variant:
         variant = None
-        if symbolic and self.shape_env is not None and self.backend in ("cpp", "triton") \
+        if symbolic and self.shape_env is not None and self.codegen in ("cpp", "triton") \
                 and self.mode is None:
             variant = self._compile_symbolic(inputs, build)
         if variant is None:
             graph = self.graph if self.shape_env is None else static_graph(self.graph, inputs)
-            variant = _Variant(graph, inputs, self.backend, self.fusion, self.mode,
+            variant = _Variant(graph, inputs, self.codegen, self.fusion, self.mode,
                                self.scheduler_cls, build=build)
             self._variants[self._key(inputs)] = variant
-        title = f"{type(self.graph).__name__} ({self.backend})"
+        title = f"{type(self.graph).__name__} ({self.codegen})"
         if variant.fusion_report is not None:
             log_artifact("fusion", lambda: str(variant.fusion_report), title)
         log_artifact("output_code", lambda: variant.output_code, title)
@@ -153,7 +154,7 @@ class CompiledGraph:
         assert env is not None   # (called for a graph with symbolic sizes)
         before = len(env.guards)
         try:
-            variant = _Variant(self.graph, inputs, self.backend, self.fusion, self.mode,
+            variant = _Variant(self.graph, inputs, self.codegen, self.fusion, self.mode,
                                self.scheduler_cls, fallback=self._call_static, build=build)
         except SymbolicLoweringError as e:
             why = str(e)
@@ -249,12 +250,12 @@ class _Variant:
     any of them waits for them all (the compile phase ``build``) and binds the kernels
     themselves, so later calls go straight to them."""
 
-    def __init__(self, graph: Graph, inputs: list[Any], backend: str, fusion: bool,
+    def __init__(self, graph: Graph, inputs: list[Any], codegen: str, fusion: bool,
                  mode: str | None, scheduler_cls: type | None = None,
                  fallback: Callable | None = None,
                  build: str = "wait"):
         start = time.perf_counter()
-        self.backend = backend
+        self.codegen = codegen
         self.kernel_sources: dict[str, str] = {}
         self.fusion_report = None
         self.scheduler: Any = None   # the Scheduler, once fused
@@ -262,24 +263,24 @@ class _Variant:
         self._namespace: dict[str, Any] = {}
         self._unbound: dict[str, Any] = {}   # wrapper global -> a kernel still building
         self.autotune_table = AutotuneTable()
-        if backend == "eager":
+        if codegen == "eager":
             self.run = GraphModule({}, graph)
             self.wrapper_code = self.run.code
-            self.output_code = "# backend='eager': the prim graph runs op by op\n" + \
+            self.output_code = "# codegen='eager': the prim graph runs op by op\n" + \
                 self.wrapper_code
             self.compile_time_s = time.perf_counter() - start
             return
         if fusion:
             graph = split_reductions(fuse_convolution_backward(fuse_addmm(graph)))
         with phase("lowering"):
-            lowering = lower_graph(graph, inputs, backend, mode)
+            lowering = lower_graph(graph, inputs, codegen, mode)
         self.autotune_table = lowering.autotune_table
         self.size_sources = lowering.size_sources
         with phase("scheduling"):
-            self.scheduler = (scheduler_cls or Scheduler)(lowering, backend).fuse(
+            self.scheduler = (scheduler_cls or Scheduler)(lowering, codegen).fuse(
                 enabled=fusion)
         self.fusion_report = self.scheduler.report
-        compile_kernel = _kernel_compiler(backend, mode, self.autotune_table)
+        compile_kernel = _kernel_compiler(codegen, mode, self.autotune_table)
         # outputs stored into the inputs they are the new values of: their kernels see the
         # same memory under two arguments
         in_place = written_in_place(self.scheduler)
@@ -309,9 +310,9 @@ class _Variant:
         exec_generated(self.wrapper_code, "inductor wrapper", namespace)
         # the wrapper returns the graph's outputs in their structure: it *is* the call
         self.run = namespace["call"]
-        sections = [f"# tutorcompile output code (backend={backend!r}, "
+        sections = [f"# tutorcompile output code (codegen={codegen!r}, "
                     f"{len(self.kernel_sources)} kernels)"]
-        if backend == "cpp" and self.kernel_sources:
+        if codegen == "cpp" and self.kernel_sources:
             sections[0] += f"\n# C++ built with: {cxx_compiler()[1]} {' '.join(cpp_flags())}"
         for name, src in self.kernel_sources.items():
             sections.append(f"# ---- kernel {name} ----\n{src}")
@@ -607,26 +608,29 @@ def _meta(shape: tuple, like: TensorMeta) -> TensorMeta:
                       like.requires_grad)
 
 
-def _kernel_compiler(backend: str, mode: str | None, table=None) -> Callable:
-    """``(plan, name) -> (call, ins, outs)`` for a backend; under max-autotune it times
+def _kernel_compiler(codegen: str, mode: str | None, table=None) -> Callable:
+    """``(plan, name) -> (call, ins, outs)`` for a code generator; under max-autotune it times
     variants, each a row of ``table``."""
-    if backend == "cpp":
+    if codegen == "cpp":
         if mode == "max-autotune":
             return functools.partial(autotuned_cpp_kernel, table=table)
         return compile_cpp_kernel
-    if backend == "triton":
+    if codegen == "triton":
         if mode == "max-autotune":
             return functools.partial(autotuned_triton_kernel, table=table)
         return compile_triton_kernel
-    raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    raise ValueError(f"codegen must be one of {CODEGENS}, got {codegen!r}")
 
 
 def compile_fx(gm: GraphModule | Graph | torch.fx.GraphModule, example_inputs: Sequence[Any],
-               backend: str | None = None, fusion: bool = True,
+               codegen: str | None = None, fusion: bool = True,
                mode: str | None = None, scheduler_cls: type | None = None,
-               build: str = "wait") -> CompiledGraph:
+               build: str = "wait", backend: str | None = None) -> CompiledGraph:
     """Compile a graph of prims for ``example_inputs`` (see the module docstring).
 
+    ``codegen``: the code generator, one of :data:`CODEGENS` (default: the best this
+    machine runs, :func:`default_codegen`); ``backend=`` is its old name, deprecated (a
+    backend is what ``tc.compile(backend=...)`` hands the captured graph to).
     ``fusion=False`` keeps one kernel per op (to measure what fusion buys);
     ``scheduler_cls`` swaps in a :class:`~.scheduler.Scheduler` subclass (your own
     ``can_fuse``); ``mode="max-autotune"`` benchmarks kernel variants (block sizes, C++
@@ -636,36 +640,44 @@ def compile_fx(gm: GraphModule | Graph | torch.fx.GraphModule, example_inputs: S
     """
     if build not in BUILDS:
         raise ValueError(f"build must be one of {BUILDS}, got {build!r}")
+    if backend is not None:
+        warnings.warn("tutorcompile.inductor: the option backend= is now codegen= (it picks "
+                      "the code generator; a backend is what tc.compile hands graphs to)",
+                      DeprecationWarning, stacklevel=2)
+        if codegen is not None and codegen != backend:
+            raise ValueError(f"codegen={codegen!r} and backend={backend!r} (its old name) "
+                             "disagree")
+        codegen = backend
     graph = _as_graph(gm)
     example_inputs = list(example_inputs)
     if any("tensor_meta" not in n.meta and "sym" not in n.meta for n in graph.nodes
            if n.op == "call_function"):   # (a size node of a symbolic graph has "sym")
         graph = graph.copy()
         ShapeProp(GraphModule({}, graph)).propagate(*example_inputs)
-    if backend is None:
-        backend = default_backend(example_inputs)
-    if backend == "cpp" and not probe().has_cxx:
+    if codegen is None:
+        codegen = default_codegen(example_inputs)
+    if codegen == "cpp" and not probe().has_cxx:
         fallback = "triton" if probe().has_triton else "eager"
         warnings.warn(f"tutorcompile.inductor: no C++ compiler found (install g++); using "
-                      f"backend={fallback!r}", FallbackWarning, stacklevel=2)
-        backend = fallback
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    _check_devices(backend, example_inputs)
-    return CompiledGraph(graph, example_inputs, backend, fusion, mode,
+                      f"codegen={fallback!r}", FallbackWarning, stacklevel=2)
+        codegen = fallback
+    if codegen not in CODEGENS:
+        raise ValueError(f"codegen must be one of {CODEGENS}, got {codegen!r}")
+    _check_devices(codegen, example_inputs)
+    return CompiledGraph(graph, example_inputs, codegen, fusion, mode,
                          scheduler_cls or Scheduler, build)
 
 
-def _check_devices(backend: str, inputs: Sequence[Any]) -> None:
+def _check_devices(codegen: str, inputs: Sequence[Any]) -> None:
     devices = {x.device.type for x in inputs if isinstance(x, torch.Tensor)}
-    if backend == "cpp" and devices - {"cpu"}:
-        raise ValueError(f"backend='cpp' runs on CPU tensors; got tensors on {sorted(devices)} "
-                         "(use backend='triton' for CUDA)")
-    if backend == "triton" and "cpu" in devices:
+    if codegen == "cpp" and devices - {"cpu"}:
+        raise ValueError(f"codegen='cpp' runs on CPU tensors; got tensors on {sorted(devices)} "
+                         "(use codegen='triton' for CUDA)")
+    if codegen == "triton" and "cpu" in devices:
         if not interpreted():
-            raise ValueError("backend='triton' with CPU tensors needs the Triton interpreter "
+            raise ValueError("codegen='triton' with CPU tensors needs the Triton interpreter "
                              "(TRITON_INTERPRET=1 before triton is imported); use "
-                             "backend='cpp' for CPU tensors")
+                             "codegen='cpp' for CPU tensors")
 
 
 def _as_graph(gm: Any) -> Graph:
@@ -732,7 +744,7 @@ class LazyCompiledGraph(FastPath):
         key = None
         if graph_shape_env(graph) is None and all("tensor_meta" in n.meta for n in
                                                   graph.nodes if n.op == "call_function"):
-            options = {"backend": None, "fusion": True, "mode": None, "scheduler_cls": None}
+            options = {"codegen": None, "fusion": True, "mode": None, "scheduler_cls": None}
             options.update(self.options)
             key = graph_key(graph, inputs, sorted(options.items()))
         compiled = None if key is None else compiled_graphs.get(key)
@@ -790,7 +802,7 @@ def inductor_backend(gm: Any, example_inputs: Sequence[Any], **options: Any) -> 
     The graph goes through AOTAutograd (stage 4) -- decomposed into prims, forward and
     backward partitioned -- and each prim graph is compiled here: the forward now, for
     ``example_inputs``; the backward at the first backward. Options go to
-    :func:`compile_fx` (``backend=``, ``fusion=``, ``mode=``).
+    :func:`compile_fx` (``codegen=``, ``fusion=``, ``mode=``).
     """
     graph_module = gm
     if isinstance(gm, torch.fx.GraphModule) and not isinstance(gm, GraphModule):
@@ -819,7 +831,7 @@ class InductorCompiled(FastPath):
         return self.compiled.direct_dynamic()
 
 
-__all__ = ["BACKENDS", "CompiledGraph", "LazyCompiledGraph", "compile_fx", "default_backend",
+__all__ = ["CODEGENS", "CompiledGraph", "LazyCompiledGraph", "compile_fx", "default_codegen",
            "inductor_backend", "inner_compiler"]
 
 
@@ -830,7 +842,7 @@ def inductor(gm: Any, example_inputs: Sequence[Any], mode: str = "default",
 
     ``mode="max-autotune"`` tries several kernel configurations; ``"reduce-overhead"``
     records the compiled forward and backward graphs as CUDA Graphs. ``options`` go to
-    :func:`compile_fx` (``backend="cpp"|"triton"``, ``fusion=False``, ...).
+    :func:`compile_fx` (``codegen="cpp"|"triton"``, ``fusion=False``, ...).
     """
     devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
     if devices - {"cpu", "cuda"}:

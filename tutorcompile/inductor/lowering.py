@@ -18,7 +18,7 @@ each call becomes:
 * ``matmul`` and ``convolution`` become :class:`~.ir.ExternKernel` calls into PyTorch, and
   so does any node whose target is not a prim at all (a torch function left in the graph):
   the compiler never refuses a graph, it calls PyTorch and says so. Under
-  ``mode="max-autotune"`` on the Triton backend a matrix product (``matmul``, and the
+  ``mode="max-autotune"`` with Triton kernels a matrix product (``matmul``, and the
   ``torch.addmm`` that ``fuse_addmm`` makes) is a choice instead: the PyTorch call or a
   Triton matmul template (:class:`~.ir.TemplateBuffer`), timed on the real sizes
   (``autotune.select_matmul``);
@@ -111,11 +111,11 @@ B = TypeVar("B", bound=ir.Buffer)
 class GraphLowering:
     """Lower a prim graph to buffers; ``buffers`` (in order), ``graph_inputs``, ``outputs``."""
 
-    def __init__(self, graph: Graph, example_inputs: Sequence[Any], backend: str = "cpp",
+    def __init__(self, graph: Graph, example_inputs: Sequence[Any], codegen: str = "cpp",
                  mode: str | None = None):
         self.graph = graph
         self.example_inputs = list(example_inputs)
-        self.backend = backend
+        self.codegen = codegen
         self.mode = mode
         self.autotune_table = AutotuneTable()   # max-autotune's choices between algorithms
         self.buffers: list[ir.Buffer] = []
@@ -279,7 +279,7 @@ class GraphLowering:
                 # read by a kernel that has no type for it)
                 return self.extern(node, target, args, kwargs,
                                    f"{target.name} on {unsupported} runs in PyTorch (the "
-                                   f"{self.backend} code generator has no {unsupported})")
+                                   f"{self.codegen} code generator has no {unsupported})")
             rule = lowerings.get(target)
             if rule is None:
                 return self.extern(node, target, args, kwargs,
@@ -338,15 +338,15 @@ class GraphLowering:
         ir_xs = args[1] if len(args) > 1 else kwargs["xs"]
         fn_name = getattr(bound.arguments["combine_fn"], "__name__", "combine_fn")
         return self.extern(node, scan, (ir_xs,), {}, f"sequential_scan of {fn_name}: a "
-                           f"generated {_LANGUAGE[self.backend]} loop over the scan dimension "
+                           f"generated {_LANGUAGE[self.codegen]} loop over the scan dimension "
                            f"({scan.__name__})", fallback=False)
 
     def scan_kernel(self, bound: inspect.BoundArguments, metas: list, packed: type | None):
         """The scan kernel of a bound ``sequential_scan`` call, or why there is none."""
-        if self.backend not in _LANGUAGE:
-            return f"the {self.backend} backend writes no kernels"
+        if self.codegen not in _LANGUAGE:
+            return f"the {self.codegen} code generator writes no kernels"
         dim = normalize_dim(bound.arguments["dim"], len(metas[0].shape))
-        return compile_scan(f"{self.backend}_scan_{len(self.buffers)}", self.backend,
+        return compile_scan(f"{self.codegen}_scan_{len(self.buffers)}", self.codegen,
                             bound.arguments["combine_fn"], metas, packed, dim,
                             bool(bound.arguments["reverse"]))
 
@@ -385,18 +385,18 @@ class GraphLowering:
             return fallback(grad)
         return self.extern(node, grad, (ir_grads, *args[4:]), {},
                            "the gradient of sequential_scan: the scan again, then a "
-                           f"generated {_LANGUAGE[self.backend]} loop back over it "
+                           f"generated {_LANGUAGE[self.codegen]} loop back over it "
                            f"({grad.__name__})",
                            fallback=False)
 
     def tunes_matmul(self, node: Node, a: Any, b: Any, bias: Any = None) -> bool:
         """Is ``a @ b`` (``+ bias``) a choice between PyTorch and a Triton template? Only
-        under ``mode="max-autotune"`` on the Triton backend, for float32/float16/bfloat16
+        under ``mode="max-autotune"`` with Triton kernels, for float32/float16/bfloat16
         operands of one dtype with static sizes, and a bias that broadcasts to the
         product's rows and columns. (The template indexes with 32-bit integers and puts the
         batch on the grid's second axis, which CUDA limits to 65535.)"""
         values = [a, b] + ([bias] if bias is not None else [])
-        if self.mode != "max-autotune" or self.backend != "triton" or \
+        if self.mode != "max-autotune" or self.codegen != "triton" or \
                 not all(isinstance(v, IRNode) for v in values):
             return False
         meta = node.meta.get("tensor_meta")
@@ -425,7 +425,7 @@ class GraphLowering:
         number to type promotion, not a tensor of the same rank), one on another device
         than the graph's, or of a dtype the code generator lacks."""
         device = self.device_of(node)   # ("cuda" and "cuda:0" are one device here)
-        ok = KERNEL_DTYPES[self.backend]
+        ok = KERNEL_DTYPES[self.codegen]
         constants = [v for v in tree_leaves(values) if isinstance(v, torch.Tensor)]
         if not all(c.dim() > 0 and c.dtype in ok and type(c) is torch.Tensor and
                    c.device.type == device.type and
@@ -443,7 +443,7 @@ class GraphLowering:
                              else v)
 
     def unsupported_dtype(self, node: Node, args) -> str | None:
-        ok = KERNEL_DTYPES[self.backend]
+        ok = KERNEL_DTYPES[self.codegen]
         dtypes = [v.get_dtype() for v in tree_leaves(args) if isinstance(v, IRNode)]
         meta = node.meta.get("tensor_meta")
         if meta is not None and hasattr(meta, "dtype"):
@@ -962,10 +962,10 @@ def lower_convolution_backward(lowering, node, *args):
 _LANGUAGE = {"cpp": "C++", "triton": "Triton"}   # (of the scan kernels' descriptions)
 
 
-def lower_graph(graph: Graph, example_inputs: Sequence[Any], backend: str = "cpp",
+def lower_graph(graph: Graph, example_inputs: Sequence[Any], codegen: str = "cpp",
                 mode: str | None = None) -> GraphLowering:
     """Lower ``graph`` (prim calls with ``tensor_meta``) for ``example_inputs``."""
-    return GraphLowering(graph, example_inputs, backend, mode).run()
+    return GraphLowering(graph, example_inputs, codegen, mode).run()
 
 
 def evaluate_lowering(lowering: GraphLowering, *inputs: torch.Tensor) -> Any:

@@ -155,9 +155,9 @@ class Scheduler:
     can check the growth without timing anything.
     """
 
-    def __init__(self, lowering, backend: str = "cpp"):
+    def __init__(self, lowering, codegen: str = "cpp"):
         self.lowering = lowering
-        self.backend = backend
+        self.codegen = codegen
         self.buffers: list[ir.Buffer] = list(lowering.buffers)
         self.by_name = {b.name: b for b in self.buffers}
         self.reads: dict[str, set[str]] = {b.name: set(b.reads()) for b in self.buffers}
@@ -179,7 +179,7 @@ class Scheduler:
                     p.users.add(g)
         self._trial_cache: dict[tuple[frozenset, bool], str | None] = {}
         # may a pointwise node join a reduction's loops through a reshape? (see fuse)
-        self.reshaped = backend == "triton"
+        self.reshaped = codegen == "triton"
         self._score_cache: dict[tuple[Group, Group], tuple[int, int]] = {}
         self.work = 0
         self.report: FusionReport | None = None
@@ -297,7 +297,7 @@ class Scheduler:
                                      self.stored_names(buffers), "trial").generate()
                 return None
             plan = self.plan(buffers)
-            if self.backend == "triton":
+            if self.codegen == "triton":
                 TritonKernel(plan, "trial").generate()
             else:
                 CppKernel(plan, "trial").generate()
@@ -374,12 +374,12 @@ class Scheduler:
         with its bias gradient: benchmarks/MEASUREMENTS.md).
         """
         self._order_groups()
-        passes = (False, True) if self.backend == "triton" else (False,)
+        passes = (False, True) if self.codegen == "triton" else (False,)
         for reshaped in (passes if enabled else ()):
             self.reshaped = reshaped
             while self._fusion_round(self.candidates):
                 self._order_groups()
-        self.reshaped = self.backend == "triton"
+        self.reshaped = self.codegen == "triton"
         while enabled and self._fusion_round(self.unrelated_reductions):
             self._order_groups()
         self._name_groups()
@@ -516,7 +516,7 @@ class Scheduler:
             kind = "tem" if g.is_template else \
                 "red" if any(b.is_reduction for b in g.buffers) else "poi"
             short = "_".join(ops[:6]) + ("_etc" if len(ops) > 6 else "")
-            g.name = f"{self.backend}_{kind}_fused_{short}_{i}"
+            g.name = f"{self.codegen}_{kind}_fused_{short}_{i}"
         for g in self.groups:
             for b in g.buffers:
                 for o in b.origins:
@@ -562,9 +562,9 @@ class Scheduler:
                             read_after, written_after, kernels, refused)
 
 
-def schedule(lowering, backend: str = "cpp", fusion: bool = True) -> Scheduler:
+def schedule(lowering, codegen: str = "cpp", fusion: bool = True) -> Scheduler:
     """Fuse ``lowering``'s buffers (``fusion=False``: one kernel per buffer)."""
-    return Scheduler(lowering, backend).fuse(enabled=fusion)
+    return Scheduler(lowering, codegen).fuse(enabled=fusion)
 
 
 __all__ = ["FusionReport", "Group", "KernelInfo", "Refusal", "Scheduler", "schedule",

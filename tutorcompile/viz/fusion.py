@@ -105,12 +105,13 @@ def _lifted(aot: Any) -> list:
     return params + list(getattr(aot.artifacts, "lifted", ()))
 
 
-def fusion_view(fn: Callable, *example_inputs: Any, backend: str | None = None,
-                fusion: bool = True) -> FusionView:
+def fusion_view(fn: Callable, *example_inputs: Any, codegen: str | None = None,
+                fusion: bool = True, backend: str | None = None) -> FusionView:
     """Compile ``fn``'s forward pass (no grad) with stage 5 and view its kernels.
 
-    ``backend``: ``"cpp"``, ``"triton"`` or ``"eager"`` (default: what this machine runs best);
-    ``fusion=False`` shows one kernel per op, for comparison.
+    ``codegen``: ``"cpp"``, ``"triton"`` or ``"eager"`` (default: what this machine runs best;
+    ``backend=`` is its old name, deprecated); ``fusion=False`` shows one kernel per op, for
+    comparison.
     """
     inputs = [_copy_with_marks(a) if isinstance(a, torch.Tensor) else a
               for a in example_inputs]
@@ -125,6 +126,6 @@ def fusion_view(fn: Callable, *example_inputs: Any, backend: str | None = None,
                                "tensors were found for it (tutorcompile.aot changed?)")
         if aot.artifacts.shape_env is None:   # (symbolic sizes keep their metas: s0...)
             ShapeProp(gm).propagate(*tensors)
-        compiled = compile_fx(gm, tensors, backend=backend, fusion=fusion)
-    name = getattr(compiled, "backend", backend)
+        compiled = compile_fx(gm, tensors, codegen=codegen, fusion=fusion, backend=backend)
+    name = getattr(compiled, "codegen", codegen)
     return FusionView(gm, compiled, title=f"forward pass as {name} kernels")
