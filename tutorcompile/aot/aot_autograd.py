@@ -256,7 +256,8 @@ class AOTCompiled(FastPath):
                 self.dynamic_dims = []
 
     def compile(self, inputs: list, num_args: int) -> CompiledArtifacts:
-        gm, lifted, dynamic_dims = self.gm, list[torch.Tensor](), self.dynamic_dims
+        lifted: list[torch.Tensor] = []
+        gm, dynamic_dims = self.gm, self.dynamic_dims
         if gm is not None:   # a graph from PyTorch's Dynamo: autocast as casts (ours has them)
             gm = make_autocast_explicit(gm, inputs)
         else:

@@ -436,7 +436,8 @@ def _fast_cache_hit(fn: Any, args: list, kwargs: dict, config: Config
         f_locals.update(zip(code.co_freevars, fn.__closure__ or ()))
     f_globals = fn.__globals__
     b = f_globals.get("__builtins__", builtins)
-    env_args = (f_locals, f_globals, b if isinstance(b, dict) else b.__dict__, list[Any]())
+    stack: list[Any] = []
+    env_args = (f_locals, f_globals, b if isinstance(b, dict) else b.__dict__, stack)
     prof = PROFILE
     t0 = time.perf_counter() if prof else 0.0
     for entry in cache.entries.get(0, ()):

@@ -150,7 +150,8 @@ _HIDDEN_HEADER = re.compile(r"^# %% check (\S+)(?: points=([0-9.]+))?\s*$")
 def read_hidden_checks(path: str | Path) -> list[HiddenCheck]:
     """Cells of a hidden-checks file: ``# %% check <task> points=<n>`` then the code."""
     checks: list[HiddenCheck] = []
-    header, body = None, list[str]()
+    header = None
+    body: list[str] = []
     for line in Path(path).read_text().splitlines(keepends=True):
         match = _HIDDEN_HEADER.match(line.rstrip("\n"))
         if match:
