@@ -38,8 +38,8 @@ def test_a_missing_cxx_compiler_is_a_fallback_warning_not_a_print(monkeypatch, c
     machine = types.SimpleNamespace(has_cxx=False, has_triton=True)
     monkeypatch.setattr(compile_fx, "probe", lambda: machine)
     with pytest.warns(tc.FallbackWarning, match="no C.. compiler found .install g...; using"):
-        assert compile_fx.default_backend([torch.randn(2)]) == "triton"
+        assert compile_fx.default_codegen([torch.randn(2)]) == "triton"
     machine.has_triton = False
     with pytest.warns(tc.FallbackWarning, match="op by op"):
-        assert compile_fx.default_backend([torch.randn(2)]) == "eager"
+        assert compile_fx.default_codegen([torch.randn(2)]) == "eager"
     assert capsys.readouterr().out == ""
