@@ -64,6 +64,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.checkpoint import checkpoint, checkpoint_sequential, noop_context_fn
 
 from ...fx import Graph, GraphModule, Node
+from ...fx.aliasing import storage_key
 from ...fx.passes.dce_cse import is_impure, is_random, written_arguments
 from ...ops.higher_order import (
     TRANSFORMS,
@@ -207,8 +208,7 @@ def _writes_outside(body: Graph) -> str | None:
 
 
 def _storage(node: Node) -> int | None:
-    value = node.meta.get("example_value")
-    return value.untyped_storage()._cdata if isinstance(value, torch.Tensor) else None
+    return storage_key(node.meta.get("example_value"))
 
 
 def _tensor_structure(result: VariableTracker, name: str) -> Any:
