@@ -173,6 +173,39 @@ def _listing(page) -> list[str]:
     return page.locator(".jp-DirListing-content .jp-DirListing-itemText").all_inner_texts()
 
 
+_LISTS = ("n => [...document.querySelectorAll('.jp-DirListing-itemText')]"
+          ".some(e => e.textContent.trim() === n)")
+
+
+def _go_home(page) -> None:
+    """The file browser at the repository root, its listing rendered."""
+    page.locator(".jp-BreadCrumbs-home").click()
+    page.wait_for_function(_LISTS, arg="exercises", timeout=60_000)
+
+
+def _enter_folder(page, name: str) -> None:
+    """Double-click a folder of the current listing until the browser is inside it.
+
+    On a loaded machine a double click can land while the listing re-renders (the item is
+    replaced under the pointer) and JupyterLab then sees two single clicks: the folder is
+    only selected. So the click is repeated, each time after the listing shows the folder,
+    until the breadcrumbs name it and its own listing has arrived.
+    """
+    inside = ("n => document.querySelector('.jp-BreadCrumbs').textContent.includes(n)"
+              " && document.querySelectorAll('.jp-DirListing-itemText').length > 0"
+              " && ![...document.querySelectorAll('.jp-DirListing-itemText')]"
+              ".some(e => e.textContent.trim() === n)")
+    for _ in range(4):
+        page.wait_for_function(_LISTS, arg=name, timeout=60_000)
+        page.locator(".jp-DirListing-item", has_text=name).first.dblclick()
+        try:
+            page.wait_for_function(inside, arg=name, timeout=20_000)
+            return
+        except Exception:  # noqa: BLE001 -- a timeout: the double click did not open it
+            pass
+    raise AssertionError(f"the file browser did not open {name}/ after four double clicks")
+
+
 def _open_course_and_run_notebook_00(page, address: str) -> None:
     minute = 60_000
     assert address.endswith("/lab/tree/notebooks/00_welcome.ipynb"), address
@@ -185,19 +218,13 @@ def _open_course_and_run_notebook_00(page, address: str) -> None:
     _dismiss_news_toast(page)
 
     # the file browser reaches the whole course from the repository root
-    page.locator(".jp-BreadCrumbs-home").click()
-    page.wait_for_function(
-        "() => [...document.querySelectorAll('.jp-DirListing-itemText')]"
-        ".some(e => e.textContent.trim() === 'exercises')", timeout=minute)
+    _go_home(page)
     listing = _listing(page)
     for folder in ("notebooks", "exercises", "solutions"):
         assert folder in listing, listing
     assert not any(name.endswith(".egg-info") for name in listing), listing
     page.screenshot(path=str(ARTIFACTS / "course_lab_files.png"))
-    page.locator(".jp-DirListing-item", has_text="exercises").dblclick()
-    page.wait_for_function(
-        "() => [...document.querySelectorAll('.jp-DirListing-itemText')]"
-        ".some(e => e.textContent.trim() === 'ex01_autograd.ipynb')", timeout=minute)
+    _enter_folder(page, "exercises")
     exercises = _listing(page)
     assert {f"{p.name}" for p in (ROOT / "exercises").glob("*.ipynb")} <= set(exercises)
     page.screenshot(path=str(ARTIFACTS / "course_lab_exercises.png"))
@@ -228,11 +255,8 @@ def _open_course_and_run_notebook_00(page, address: str) -> None:
     # a solution opens read-only, and saving it is refused (JupyterLab offers Save As)
     solution = ROOT / "solutions" / "ex01_autograd.ipynb"
     before = solution.read_bytes()
-    page.locator(".jp-BreadCrumbs-home").click()
-    page.locator(".jp-DirListing-item", has_text="solutions").dblclick()
-    page.wait_for_function(
-        "() => document.querySelector('.jp-BreadCrumbs').textContent.includes('solutions')",
-        timeout=minute)
+    _go_home(page)
+    _enter_folder(page, "solutions")
     page.locator(".jp-DirListing-item", has_text="ex01_autograd.ipynb").dblclick()
     # the solution's own tab is current (its tooltip names the path) before anything is typed:
     # a save that reached notebook 00 would write into the repository
