@@ -670,11 +670,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         + ", ".join(sorted({s.library for s in REGISTRY.values()})))
     parser.add_argument("--models", default="", help="comma-separated, of " + ", ".join(REGISTRY))
     parser.add_argument("--group", default="held-out",
-                        choices=("held-out", "issue-40", "probe-2", "probe-6", "probe-7", "all"),
+                        choices=("held-out", "issue-40", "probe-2", "probe-6", "probe-7", "probe-8",
+                                 "all"),
                         help="held-out: libraries never used while writing the capture "
                         "(default); issue-40: those of the sweep behind issue 40; probe-2, "
                         "probe-6: the second and sixth held-out probes, fixed by feature since; "
-                        "probe-7: the seventh")
+                        "probe-7, probe-8: the seventh and eighth")
     parser.add_argument("--backends", default="eager,aot_eager",
                         help=f"comma-separated, of {', '.join(BACKENDS)} (inductor is slow)")
     parser.add_argument("--no-torch-compile", action="store_true")

@@ -34,7 +34,9 @@ class ModelSpec:
     # attention packages, RNNs, einx...) whose breaks were then fixed by Python feature;
     # "probe-6": the sixth (issue 39: YOLO, protein LMs, metric-learning and image-quality
     # losses, source separation, self-supervised heads), fixed by feature too; "probe-7": the
-    # seventh (spiking nets, SDE/CDE solvers, tabular nets, KANs, CRFs, wavelets, DCTs)
+    # seventh (spiking nets, SDE/CDE solvers, tabular nets, KANs, CRFs, wavelets, DCTs);
+    # "probe-8": the eighth (Riemannian manifolds, DSP filterbanks, NUFFT, flows and
+    # invertible nets, a batched ODE solver, MLP-mixers, routed and projected attention)
     group: str = "held-out"
 
 
@@ -1392,3 +1394,329 @@ def bs_roformer():
                    stft_win_length=32, dim_head=8, heads=2, flash_attn=False,
                    num_residual_streams=1, mask_estimator_depth=1)
     return m, (torch.randn(2, 256),)
+
+
+# --- the eighth held-out probe (group "probe-8") ---------------------------------------------
+# geoopt (Riemannian manifolds: Poincaré-ball layers, ManifoldParameter), julius and
+# asteroid-filterbanks (DSP: resampling, FFT convolutions, learned and STFT filterbanks),
+# torchkbnufft (non-uniform FFT of complex images), nflows and FrEIA (normalizing flows,
+# invertible nets), torchode (batched adaptive ODE solver), and lucidrains' lambda-networks,
+# g-mlp-pytorch, mlp-mixer-pytorch, conformer, linformer, CoLT5-attention and MEGABYTE-pytorch.
+
+def _probe8(library: str, **options):
+    return register(library, group="probe-8", **options)
+
+
+# geoopt: hyperbolic layers on the Poincaré ball
+@_probe8("geoopt", note="Möbius matvec/add on a PoincareBall; a ManifoldParameter bias")
+def poincare_mlp():
+    import geoopt
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ball = geoopt.PoincareBall(c=1.0)
+            self.weight = torch.nn.Parameter(torch.randn(6, 4) * 0.3)
+            self.bias = geoopt.ManifoldParameter(self.ball.expmap0(torch.randn(6) * 0.1),
+                                                 manifold=self.ball)
+
+        def forward(self, x):
+            h = self.ball.expmap0(x)
+            h = self.ball.mobius_matvec(self.weight, h)
+            h = self.ball.mobius_add(h, self.bias)
+            return self.ball.logmap0(h), self.ball.dist0(h)
+
+    return Net(), (torch.randn(5, 4) * 0.5,)
+
+
+@_probe8("geoopt", note="Stiefel and sphere manifolds: projections and retractions")
+def stiefel_sphere():
+    import geoopt
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stiefel = geoopt.Stiefel()
+            self.sphere = geoopt.Sphere()
+            self.w = geoopt.ManifoldParameter(self.stiefel.random(6, 3), manifold=self.stiefel)
+            self.lin = torch.nn.Linear(6, 6)
+
+        def forward(self, x):
+            u = self.stiefel.proju(self.w, self.lin(x).t() @ (x @ self.w))
+            w = self.stiefel.retr(self.w, 0.1 * u)
+            y = self.sphere.projx(x @ w)
+            return y, self.sphere.inner(y, y, y)
+
+    return Net(), (torch.randn(4, 6),)
+
+
+# julius: resampling and FFT convolutions
+@_probe8("julius", input_grads=True, note="fractional resampling and a low-pass filter bank")
+def resample_lowpass():
+    import julius
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.resample = julius.ResampleFrac(4, 5)
+            self.lowpass = julius.LowPassFilters([0.1, 0.25])
+
+        def forward(self, x):
+            return self.lowpass(self.resample(x))
+
+    return Net(), (torch.randn(2, 64),)
+
+
+@_probe8("julius", note="FFT convolution and band splitting")
+def fftconv_bands():
+    import julius
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = julius.FFTConv1d(2, 3, 9, stride=2)
+            self.bands = julius.SplitBands(sample_rate=16000, n_bands=3)
+
+        def forward(self, x):
+            return self.bands(self.conv(x))
+
+    return Net(), (torch.randn(2, 2, 64),)
+
+
+# asteroid-filterbanks: learned and STFT filterbanks, encoder/decoder pairs
+@_probe8("asteroid-filterbanks", note="free (learned) filterbank: encode, mask, decode")
+def free_enc_dec():
+    from asteroid_filterbanks import make_enc_dec
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc, self.dec = make_enc_dec("free", n_filters=16, kernel_size=8, stride=4)
+            self.mask = torch.nn.Conv1d(16, 16, 1)
+
+        def forward(self, x):
+            w = self.enc(x)
+            return self.dec(w * torch.sigmoid(self.mask(w)))
+
+    return Net(), (torch.randn(2, 1, 64),)
+
+
+@_probe8("asteroid-filterbanks", note="STFT filterbank magnitude; a parameterized sinc filterbank")
+def stft_mag():
+    from asteroid_filterbanks import STFTFB, Encoder, ParamSincFB
+    from asteroid_filterbanks.transforms import mag
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stft = Encoder(STFTFB(n_filters=32, kernel_size=32, stride=8))
+            self.sinc = Encoder(ParamSincFB(n_filters=8, kernel_size=33, stride=8))
+
+        def forward(self, x):
+            return mag(self.stft(x)), self.sinc(x)
+
+    return Net(), (torch.randn(2, 1, 128),)
+
+
+# torchkbnufft: non-uniform FFT (Kaiser-Bessel interpolation) of a complex image
+@_probe8("torchkbnufft", input_grads=True,
+         loss=lambda out: out.abs().pow(2).mean(), note="complex tensors; table interpolation")
+def kbnufft():
+    import torchkbnufft as tkbn
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.nufft = tkbn.KbNufft(im_size=(8, 8))
+
+        def forward(self, image, omega):
+            return self.nufft(image, omega)
+
+    image = torch.randn(1, 1, 8, 8, dtype=torch.complex64)
+    omega = (torch.rand(2, 20) * 2 - 1) * torch.pi
+    return Net(), (image, omega)
+
+
+# nflows / FrEIA: normalizing flows and invertible nets
+@_probe8("nflows", loss=lambda out: -out.mean(), note="log_prob of a masked autoregressive flow")
+def maf_log_prob():
+    from nflows.flows import MaskedAutoregressiveFlow
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.flow = MaskedAutoregressiveFlow(features=3, hidden_features=8, num_layers=2,
+                                                 num_blocks_per_layer=1,
+                                                 batch_norm_between_layers=True)
+
+        def forward(self, x):
+            return self.flow.log_prob(x)
+
+    return Net(), (torch.randn(6, 3),)
+
+
+@_probe8("nflows", loss=lambda out: -out.mean(),
+         note="rational-quadratic spline coupling over a permutation, log_prob")
+def spline_coupling():
+    from nflows import distributions, flows, transforms
+    from nflows.nn.nets import ResidualNet
+
+    def net(i, o):
+        return ResidualNet(i, o, hidden_features=8, num_blocks=1)
+
+    mask = torch.tensor([1, 0, 1, 0])
+    t = transforms.CompositeTransform([
+        transforms.PiecewiseRationalQuadraticCouplingTransform(
+            mask, net, num_bins=4, tails="linear", tail_bound=3.0),
+        transforms.ReversePermutation(4),
+        transforms.AffineCouplingTransform(1 - mask, net)])
+    flow = flows.Flow(t, distributions.StandardNormal([4]))
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.flow = flow
+
+        def forward(self, x):
+            return self.flow.log_prob(x)
+
+    return Net(), (torch.randn(5, 4),)
+
+
+@_probe8("FrEIA", loss=lambda out: out[0].pow(2).mean() - out[1].mean(),
+         note="SequenceINN of AllInOneBlocks: returns (z, log|det J|)")
+def all_in_one_inn():
+    import FrEIA.framework as Ff
+    import FrEIA.modules as Fm
+
+    def subnet(c_in, c_out):
+        return torch.nn.Sequential(torch.nn.Linear(c_in, 16), torch.nn.ReLU(),
+                                   torch.nn.Linear(16, c_out))
+
+    inn = Ff.SequenceINN(4)
+    for _ in range(2):
+        inn.append(Fm.AllInOneBlock, subnet_constructor=subnet, permute_soft=True)
+    return inn, (torch.randn(5, 4),)
+
+
+@_probe8("FrEIA", loss=lambda out: out[0].pow(2).mean() - out[1].mean(),
+         note="GraphINN of GLOW and RNVP coupling blocks")
+def graph_inn():
+    import FrEIA.framework as Ff
+    import FrEIA.modules as Fm
+
+    def subnet(c_in, c_out):
+        return torch.nn.Sequential(torch.nn.Linear(c_in, 8), torch.nn.Tanh(),
+                                   torch.nn.Linear(8, c_out))
+
+    nodes = [Ff.InputNode(6, name="in")]
+    nodes.append(Ff.Node(nodes[-1], Fm.GLOWCouplingBlock, {"subnet_constructor": subnet,
+                                                           "clamp": 2.0}))
+    nodes.append(Ff.Node(nodes[-1], Fm.PermuteRandom, {"seed": 0}))
+    nodes.append(Ff.Node(nodes[-1], Fm.RNVPCouplingBlock, {"subnet_constructor": subnet}))
+    nodes.append(Ff.OutputNode(nodes[-1], name="out"))
+    return Ff.GraphINN(nodes), (torch.randn(5, 6),)
+
+
+# torchode: a batched adaptive solver (one step size per sample, a while loop)
+@_probe8("torchode", note="Dopri5 with a PID controller: data-dependent number of steps")
+def torchode_dopri5():
+    import torchode as to
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.field = torch.nn.Linear(3, 3)
+            term = to.ODETerm(self.f)
+            step = to.Dopri5(term=term)
+            ctrl = to.IntegralController(atol=1e-4, rtol=1e-3, term=term)
+            self.solver = to.AutoDiffAdjoint(step, ctrl)
+
+        def f(self, t, y):
+            return torch.tanh(self.field(y))
+
+        def forward(self, y0):
+            t_eval = torch.linspace(0, 1, 4).expand(y0.shape[0], 4)
+            return self.solver.solve(to.InitialValueProblem(y0=y0, t_eval=t_eval)).ys
+
+    return Net(), (torch.randn(2, 3),)
+
+
+# lucidrains: lambda-networks, g-mlp-pytorch, mlp-mixer-pytorch, conformer, linformer,
+# CoLT5-attention, MEGABYTE-pytorch
+@_probe8("lambda-networks", note="lambda layer with a local (conv3d) position lambda")
+def lambda_layer():
+    from lambda_networks import LambdaLayer
+    m = LambdaLayer(dim=16, dim_out=16, r=3, dim_k=8, heads=4, dim_u=2)
+    return m, (torch.randn(2, 16, 6, 6),)
+
+
+@_probe8("g-mlp-pytorch", note="spatial gating units with tiny attention")
+def gmlp_lm():
+    from g_mlp_pytorch import gMLP
+    m = gMLP(num_tokens=64, dim=16, depth=2, seq_len=12, attn_dim=8, causal=True)
+    return m, (_tokens(vocab=64, shape=(2, 12)),)
+
+
+@_probe8("g-mlp-pytorch", note="vision gMLP, circulant spatial matrix")
+def gmlp_vision():
+    from g_mlp_pytorch import gMLPVision
+    m = gMLPVision(image_size=16, patch_size=4, num_classes=5, dim=16, depth=2)
+    return m, (torch.randn(2, 3, 16, 16),)
+
+
+@_probe8("mlp-mixer-pytorch")
+def mlp_mixer():
+    from mlp_mixer_pytorch import MLPMixer
+    m = MLPMixer(image_size=16, channels=3, patch_size=4, dim=16, depth=2, num_classes=5)
+    return m, (torch.randn(2, 3, 16, 16),)
+
+
+@_probe8("conformer", note="macaron feed-forwards, relative-position attention, depthwise conv")
+def conformer_block():
+    from conformer import Conformer
+    m = Conformer(dim=16, depth=2, dim_head=8, heads=2, ff_mult=2, conv_expansion_factor=2,
+                  conv_kernel_size=7, attn_dropout=0.0, ff_dropout=0.0, conv_dropout=0.0)
+    return m, (torch.randn(2, 10, 16),)
+
+
+@_probe8("linformer", note="sequence projected to k keys")
+def linformer_lm():
+    from linformer import LinformerLM
+    m = LinformerLM(num_tokens=64, dim=16, seq_len=16, depth=2, k=8, heads=2, dim_head=8,
+                    one_kv_head=True, share_kv=True)
+    return m, (_tokens(vocab=64, shape=(2, 16)),)
+
+
+@_probe8("CoLT5-attention", note="coordinate-descent top-k routing of heavy tokens")
+def colt5_routed_ff():
+    from colt5_attention import ConditionalRoutedFeedForward
+    m = ConditionalRoutedFeedForward(dim=16, num_heavy_tokens=4, light_ff_mult=0.5,
+                                     heavy_ff_mult=2)
+    return m, (torch.randn(2, 12, 16),)
+
+
+@_probe8("CoLT5-attention", note="routed attention: heavy queries and keys")
+def colt5_routed_attention():
+    from colt5_attention import ConditionalRoutedAttention
+    m = ConditionalRoutedAttention(dim=16, num_heavy_tokens_q=4, num_heavy_tokens_kv=6,
+                                   num_routed_kv=1, light_dim_head=8, light_heads=2,
+                                   light_window_size=4, heavy_dim_head=8, heavy_heads=2,
+                                   use_flash_attn=False)
+    return m, (torch.randn(2, 12, 16),)
+
+
+@_probe8("MEGABYTE-pytorch", loss=lambda out: out, note="multiscale byte LM, return_loss=True")
+def megabyte():
+    from MEGABYTE_pytorch import MEGABYTE
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lm = MEGABYTE(num_tokens=64, dim=(16, 8), depth=(1, 1), max_seq_len=(4, 4),
+                               dim_head=8, heads=2, flash_attn=False)
+
+        def forward(self, ids):
+            return self.lm(ids, return_loss=True)
+
+    return Net(), (torch.randint(0, 64, (2, 16)),)
