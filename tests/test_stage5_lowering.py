@@ -15,7 +15,14 @@ from hypothesis import strategies as st
 from tests.kernel_backends import on
 from tutorcompile.fx import GraphModule
 from tutorcompile.inductor import examples, ir
-from tutorcompile.inductor.lowering import evaluate_lowering, lower_graph, lowerings
+from tutorcompile.inductor.lowering import (
+    BackwardOf,
+    evaluate_lowering,
+    lower_graph,
+    lowering_key,
+    lowerings,
+    register_lowering,
+)
 from tutorcompile.ops import PRIMS, ops, trace
 
 pytestmark = pytest.mark.stage5
@@ -33,6 +40,54 @@ def check(fn, *inputs, rtol=1e-5, atol=1e-5):
 def test_every_prim_has_a_lowering_or_is_extern():
     for prim in PRIMS.values():
         assert prim in lowerings, f"{prim.name} has no lowering"
+
+
+def _twice(x):
+    return x * 2
+
+
+def _graph_of_one_call(target, x):
+    from tutorcompile.fx import Graph, ShapeProp
+    graph = Graph()
+    a = graph.placeholder("x")
+    graph.output(graph.call_function(target, (a,)))
+    ShapeProp(GraphModule({}, graph)).run(x)
+    return graph
+
+
+def test_register_lowering_keys_any_call_target_not_only_prims():
+    """A plain function in the graph runs in PyTorch until a rule is registered for it; then
+    it lowers like a prim (here to one pointwise buffer), with no branch in lower_call."""
+    x = torch.randn(4, 3)
+    graph = _graph_of_one_call(_twice, x)
+    before = lower_graph(graph, (x,))
+    assert isinstance(before.buffers[0], ir.ExternKernel)
+    assert any("_twice is not a prim; it runs in PyTorch" in f for f in before.fallbacks)
+
+    @register_lowering(_twice)
+    def lower_twice(lowering, node, a):
+        load = a.make_loader()
+        return lowering.pointwise(node, tuple(a.get_size()), a.get_dtype(),
+                                  lambda i: ops.mul(load(i), ir.constant(2.0, a.get_dtype())))
+    try:
+        after = lower_graph(graph, (x,))
+        assert [type(b) for b in after.buffers] == [ir.ComputedBuffer] and not after.fallbacks
+        torch.testing.assert_close(evaluate_lowering(after, x), x * 2)
+    finally:
+        del lowerings[_twice]
+
+
+def test_a_gradient_of_an_extern_call_is_keyed_by_what_it_differentiates():
+    from tutorcompile.aot.joint import extern_backward
+    from tutorcompile.fx import Graph
+    from tutorcompile.ops.scan import sequential_scan
+    graph = Graph()
+    a = graph.placeholder("a")
+    node = graph.call_function(extern_backward, (sequential_scan, (), {}, a))
+    assert lowering_key(node) == BackwardOf(sequential_scan)
+    assert lowerings[BackwardOf(sequential_scan)] is not lowerings[sequential_scan]
+    unhashable = graph.call_function(extern_backward, ([1], (), {}, a))
+    assert lowering_key(unhashable) is None   # no rule can be keyed by it: PyTorch runs it
 
 
 def test_all_pointwise_prims_lower_correctly():

@@ -1,7 +1,11 @@
-"""Lowering: a graph of prims becomes buffers of loop IR, one rule per prim.
+"""Lowering: a graph of prims becomes buffers of loop IR, one rule per call target.
 
 :class:`GraphLowering` walks the prim graph in order and asks the :data:`lowerings` table what
-each call becomes:
+each call becomes. The table is keyed by the call's target, whatever it is -- a prim, a torch
+function or aten overload a graph pass put in, a higher-order op, or ``BackwardOf(fn)`` for
+the gradient of an extern call -- so a new kind of call is a new rule, not a branch
+(:func:`register_lowering`); a target with no rule runs in PyTorch (:meth:`GraphLowering.
+fallback`), and the compile notes say so:
 
 * every pointwise prim (one generic rule, from the op table's ``kind``) becomes a
   :class:`~.ir.Pointwise` whose inner function loads its inputs -- broadcasting is index
@@ -22,6 +26,8 @@ each call becomes:
   ``torch.addmm`` that ``fuse_addmm`` makes) is a choice instead: the PyTorch call or a
   Triton matmul template (:class:`~.ir.TemplateBuffer`), timed on the real sizes
   (``autotune.select_matmul``);
+* ``sequential_scan`` (a higher-order op) and its gradient become generated scan loops
+  (``codegen/scan.py``); ``detach`` is its input (the compiled graph runs without autograd).
 
 Each non-view prim gets its own :class:`~.ir.ComputedBuffer` -- "one kernel per op", the
 naive starting point. Deciding which of them share a kernel is the scheduler's job.
@@ -45,6 +51,7 @@ import inspect
 import math
 import re
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 import torch
@@ -84,17 +91,41 @@ from .ir import (
 # stored in 16 bits and computed in float32: codegen/common.py compute_dtype)
 KERNEL_DTYPES = {"cpp": frozenset(CPP_DTYPES), "triton": frozenset(TRITON_DTYPES)}
 
-lowerings: dict[Any, Callable] = {}
+lowerings: dict[Hashable, Callable] = {}
 
 
-def register_lowering(*prims: Any):
-    """Decorator: ``fn(lowering, node, *args, **kwargs) -> IRNode`` lowers these prims (or
-    other call targets a graph pass puts in, such as ``aten.convolution_backward``)."""
+@dataclass(frozen=True)
+class BackwardOf:
+    """The table key of the rule for the gradient of an extern call of ``fn``: the node
+    stage 4 writes as ``extern_backward(fn, args, kwargs, grad_outputs, *inputs)``."""
+    fn: Any
+
+
+def register_lowering(*targets: Hashable):
+    """Decorator: ``rule(lowering, node, *args, **kwargs) -> IR value`` lowers every call of
+    these targets -- prims; torch functions and aten overloads a graph pass puts in
+    (``torch.addmm``, ``aten.convolution_backward``); higher-order ops
+    (``sequential_scan``); ``BackwardOf(fn)`` for the gradient of an extern call of ``fn``.
+    A rule that cannot lower one particular call returns ``lowering.fallback(...)``:
+    PyTorch runs it, and the compile notes say so."""
     def wrap(fn):
-        for prim in prims:
-            lowerings[prim] = fn
+        for target in targets:
+            lowerings[target] = fn
         return fn
     return wrap
+
+
+def lowering_key(node: Node) -> Hashable | None:
+    """What :data:`lowerings` is keyed by for ``node``: its target, or ``BackwardOf(fn)``
+    for stage 4's ``extern_backward(fn, ...)``; None when the target cannot be a key."""
+    target = node.target
+    if target is extern_backward and node.args:
+        target = BackwardOf(node.args[0])
+    try:
+        hash(target)
+    except TypeError:
+        return None
+    return target
 
 
 class LoweringError(TutorcompileError):
@@ -271,6 +302,7 @@ class GraphLowering:
         return self
 
     def lower_call(self, node: Node, args: tuple, kwargs: dict) -> Any:
+        """The IR value of one call: the rule :data:`lowerings` holds for it, or PyTorch's."""
         target = node.target
         if isinstance(target, Prim):
             unsupported = self.unsupported_dtype(node, args)
@@ -280,11 +312,8 @@ class GraphLowering:
                 return self.extern(node, target, args, kwargs,
                                    f"{target.name} on {unsupported} runs in PyTorch (the "
                                    f"{self.codegen} code generator has no {unsupported})")
-            rule = lowerings.get(target)
-            if rule is None:
-                return self.extern(node, target, args, kwargs,
-                                   f"{target.name} has no lowering; it runs in PyTorch")
-            if any(isinstance(v, torch.Tensor) for v in tree_leaves((args, kwargs))):
+            if target in lowerings and \
+                    any(isinstance(v, torch.Tensor) for v in tree_leaves((args, kwargs))):
                 # a tensor folded into the graph as a constant (torch.arange of a fixed
                 # size, the empty key/value cache a decoder concatenates onto): made a
                 # buffer, the call lowers as any other; else it runs in PyTorch on it
@@ -294,52 +323,20 @@ class GraphLowering:
                                        f"{target.name} reads a tensor constant; it runs in "
                                        "PyTorch")
                 args, kwargs = lifted
-            return rule(self, node, *args, **kwargs)
-        if (target in _DETACH and len(args) == 1 and not kwargs
-                and isinstance(args[0], IRNode)
-                and all(user.op != "output" for user in node.users)):
-            # the compiled graph runs without autograd: detach is the value itself (as
-            # Inductor's ``nop`` lowering); a graph output keeps its own detached tensor
-            return args[0]
-        if target is sequential_scan:
-            return self.lower_scan(node, args, kwargs)
-        if target is extern_backward and node.args and node.args[0] is sequential_scan:
-            return self.lower_scan_backward(node, args, kwargs)
-        rule = lowerings.get(target) if isinstance(target, Hashable) else None
-        if rule is not None:
-            return rule(self, node, *args, **kwargs)
+        rule = lowerings.get(lowering_key(node))
+        if rule is None:
+            return self.fallback(node, args, kwargs)
+        return rule(self, node, *args, **kwargs)
+
+    def fallback(self, node: Node, args: tuple, kwargs: dict) -> ExternKernel:
+        """``node``'s own target called by PyTorch: a call nothing here lowers."""
+        target = node.target
+        if isinstance(target, Prim):
+            return self.extern(node, target, args, kwargs,
+                               f"{target.name} has no lowering; it runs in PyTorch")
         name = getattr(target, "__name__", str(target))
-        if target is torch.addmm and len(args) == 3 and not kwargs and \
-                self.tunes_matmul(node, *args[1:], bias=args[0]):
-            return select_matmul(self, node, args[1], args[2], args[0], lambda note: self.extern(
-                node, target, args, kwargs, f"addmm is a library call (BLAS), run by PyTorch "
-                f"{note}"))
         return self.extern(node, target, args, kwargs,
                            f"{name} is not a prim; it runs in PyTorch")
-
-    def lower_scan(self, node: Node, args: tuple, kwargs: dict) -> ExternKernel:
-        """``sequential_scan`` over a symbolic length (Mamba's selective scan): one
-        generated kernel -- C++ or Triton, ``codegen/scan.py`` -- when ``combine_fn`` is
-        pointwise, else PyTorch's loop, saying why."""
-        def fallback(why: str) -> ExternKernel:
-            return self.extern(node, node.target, args, kwargs,
-                               f"sequential_scan runs in PyTorch: {why}")
-        bound = inspect.signature(sequential_scan).bind(*node.args, **node.kwargs)
-        bound.apply_defaults()
-        xs = bound.arguments["xs"]
-        packed = type(xs) if isinstance(xs, (tuple, list)) else None
-        leaves = list(xs) if packed else [xs]
-        if not all(isinstance(x, Node) and hasattr(x.meta.get("tensor_meta"), "shape")
-                   for x in leaves):
-            return fallback("its inputs are not tensors of the graph")
-        scan = self.scan_kernel(bound, [x.meta["tensor_meta"] for x in leaves], packed)
-        if isinstance(scan, str):
-            return fallback(scan)
-        ir_xs = args[1] if len(args) > 1 else kwargs["xs"]
-        fn_name = getattr(bound.arguments["combine_fn"], "__name__", "combine_fn")
-        return self.extern(node, scan, (ir_xs,), {}, f"sequential_scan of {fn_name}: a "
-                           f"generated {_LANGUAGE[self.codegen]} loop over the scan dimension "
-                           f"({scan.__name__})", fallback=False)
 
     def scan_kernel(self, bound: inspect.BoundArguments, metas: list, packed: type | None):
         """The scan kernel of a bound ``sequential_scan`` call, or why there is none."""
@@ -349,45 +346,6 @@ class GraphLowering:
         return compile_scan(f"{self.codegen}_scan_{len(self.buffers)}", self.codegen,
                             bound.arguments["combine_fn"], metas, packed, dim,
                             bool(bound.arguments["reverse"]))
-
-    def lower_scan_backward(self, node: Node, args: tuple, kwargs: dict) -> ExternKernel:
-        """The gradient of ``sequential_scan`` (stage 4's ``extern_backward`` of it): a
-        generated kernel when the forward's would be one and the VJP rules of
-        ``combine_fn``'s prims are pointwise too, else PyTorch's autograd through its loop."""
-        def fallback(why: str) -> ExternKernel:
-            return self.extern(node, node.target, args, kwargs, "the gradient of "
-                               f"sequential_scan runs in PyTorch: {why}")
-        _, call_args, call_kwargs, grad_outputs, *inputs = node.args
-        bound = inspect.signature(sequential_scan).bind(*call_args, **call_kwargs)
-        bound.apply_defaults()
-        xs = bound.arguments["xs"]
-        packed = type(xs) if isinstance(xs, (tuple, list)) else None
-        slots = list(xs) if packed else [xs]
-        ir_grads = args[3]
-        if not packed:   # (one tensor scanned: one gradient, not a list)
-            grad_outputs, ir_grads = [grad_outputs], [ir_grads]
-        if not all(isinstance(x, Slot) for x in slots) or \
-                not isinstance(grad_outputs, (tuple, list)) or len(grad_outputs) != len(slots):
-            return fallback("its arguments are not one tensor per leaf")
-        leaf_inputs = [x.index for x in slots]
-        metas = [inputs[i].meta.get("tensor_meta") for i in leaf_inputs]
-        if not all(hasattr(m, "shape") for m in metas):
-            return fallback("its inputs are not tensors of the graph")
-        scan = self.scan_kernel(bound, metas, packed)
-        if isinstance(scan, str):
-            return fallback(scan)
-        needs_grad = node.kwargs.get("needs_grad") or [True] * len(inputs)
-        grad = compile_scan_backward(scan, bound.arguments["combine_fn"], metas[0].dtype,
-                                     bool(bound.arguments["reverse"]), leaf_inputs,
-                                     len(inputs), needs_grad,
-                                     [g is not None for g in grad_outputs])
-        if isinstance(grad, str):
-            return fallback(grad)
-        return self.extern(node, grad, (ir_grads, *args[4:]), {},
-                           "the gradient of sequential_scan: the scan again, then a "
-                           f"generated {_LANGUAGE[self.codegen]} loop back over it "
-                           f"({grad.__name__})",
-                           fallback=False)
 
     def tunes_matmul(self, node: Node, a: Any, b: Any, bias: Any = None) -> bool:
         """Is ``a @ b`` (``+ bias``) a choice between PyTorch and a Triton template? Only
@@ -452,9 +410,6 @@ class GraphLowering:
             if d not in ok:
                 return str(d).replace("torch.", "")
         return None
-
-
-_DETACH = (torch.Tensor.detach, torch.detach)
 
 
 def _symbolic_stride(stride: int, inner: Sequence[Any]) -> Any:
@@ -957,6 +912,98 @@ def lower_convolution_backward(lowering, node, *args):
         return lowering.extern(node, convolution_backward_channels_last, args, {},
                                reason + " (on channels-last copies)", fallback=False)
     return lowering.extern(node, node.target, args, {}, reason, fallback=False)
+
+
+@register_lowering(torch.Tensor.detach, torch.detach)
+def lower_detach(lowering, node, *args, **kwargs):
+    """The compiled graph runs without autograd: detach is the value itself (as Inductor's
+    ``nop`` lowering); a graph output keeps its own detached tensor."""
+    if len(args) == 1 and not kwargs and isinstance(args[0], IRNode) and \
+            all(user.op != "output" for user in node.users):
+        return args[0]
+    return lowering.fallback(node, args, kwargs)
+
+
+@register_lowering(torch.addmm)
+def lower_addmm(lowering, node, *args, **kwargs):
+    """``fuse_addmm``'s product plus bias: under max-autotune the faster of PyTorch's call
+    and a Triton template, else PyTorch's call."""
+    if len(args) == 3 and not kwargs and lowering.tunes_matmul(node, *args[1:], bias=args[0]):
+        return select_matmul(lowering, node, args[1], args[2], args[0], lambda note:
+                             lowering.extern(node, node.target, args, kwargs, "addmm is a "
+                                             f"library call (BLAS), run by PyTorch {note}"))
+    return lowering.fallback(node, args, kwargs)
+
+
+
+@register_lowering(sequential_scan)
+def lower_scan(lowering: GraphLowering, node: Node, *args: Any, **kwargs: Any
+               ) -> ExternKernel:
+    """``sequential_scan`` over a symbolic length (Mamba's selective scan): one
+    generated kernel -- C++ or Triton, ``codegen/scan.py`` -- when ``combine_fn`` is
+    pointwise, else PyTorch's loop, saying why."""
+    def fallback(why: str) -> ExternKernel:
+        return lowering.extern(node, node.target, args, kwargs,
+                               f"sequential_scan runs in PyTorch: {why}")
+    bound = inspect.signature(sequential_scan).bind(*node.args, **node.kwargs)
+    bound.apply_defaults()
+    xs = bound.arguments["xs"]
+    packed = type(xs) if isinstance(xs, (tuple, list)) else None
+    leaves = list(xs) if packed else [xs]
+    if not all(isinstance(x, Node) and hasattr(x.meta.get("tensor_meta"), "shape")
+               for x in leaves):
+        return fallback("its inputs are not tensors of the graph")
+    scan = lowering.scan_kernel(bound, [x.meta["tensor_meta"] for x in leaves], packed)
+    if isinstance(scan, str):
+        return fallback(scan)
+    ir_xs = args[1] if len(args) > 1 else kwargs["xs"]
+    fn_name = getattr(bound.arguments["combine_fn"], "__name__", "combine_fn")
+    language = _LANGUAGE[lowering.codegen]
+    return lowering.extern(node, scan, (ir_xs,), {}, f"sequential_scan of {fn_name}: a "
+                           f"generated {language} loop over the scan dimension "
+                           f"({scan.__name__})", fallback=False)
+
+
+@register_lowering(BackwardOf(sequential_scan))
+def lower_scan_backward(lowering: GraphLowering, node: Node, *args: Any, **kwargs: Any
+                        ) -> ExternKernel:
+    """The gradient of ``sequential_scan`` (stage 4's ``extern_backward`` of it): a
+    generated kernel when the forward's would be one and the VJP rules of
+    ``combine_fn``'s prims are pointwise too, else PyTorch's autograd through its loop."""
+    def fallback(why: str) -> ExternKernel:
+        return lowering.extern(node, node.target, args, kwargs, "the gradient of "
+                               f"sequential_scan runs in PyTorch: {why}")
+    _, call_args, call_kwargs, grad_outputs, *inputs = node.args
+    bound = inspect.signature(sequential_scan).bind(*call_args, **call_kwargs)
+    bound.apply_defaults()
+    xs = bound.arguments["xs"]
+    packed = type(xs) if isinstance(xs, (tuple, list)) else None
+    slots = list(xs) if packed else [xs]
+    ir_grads = args[3]
+    if not packed:   # (one tensor scanned: one gradient, not a list)
+        grad_outputs, ir_grads = [grad_outputs], [ir_grads]
+    if not all(isinstance(x, Slot) for x in slots) or \
+            not isinstance(grad_outputs, (tuple, list)) or len(grad_outputs) != len(slots):
+        return fallback("its arguments are not one tensor per leaf")
+    leaf_inputs = [x.index for x in slots]
+    metas = [inputs[i].meta.get("tensor_meta") for i in leaf_inputs]
+    if not all(hasattr(m, "shape") for m in metas):
+        return fallback("its inputs are not tensors of the graph")
+    scan = lowering.scan_kernel(bound, metas, packed)
+    if isinstance(scan, str):
+        return fallback(scan)
+    needs_grad = node.kwargs.get("needs_grad") or [True] * len(inputs)
+    grad = compile_scan_backward(scan, bound.arguments["combine_fn"], metas[0].dtype,
+                                 bool(bound.arguments["reverse"]), leaf_inputs,
+                                 len(inputs), needs_grad,
+                                 [g is not None for g in grad_outputs])
+    if isinstance(grad, str):
+        return fallback(grad)
+    return lowering.extern(node, grad, (ir_grads, *args[4:]), {},
+                           "the gradient of sequential_scan: the scan again, then a "
+                           f"generated {_LANGUAGE[lowering.codegen]} loop back over it "
+                           f"({grad.__name__})",
+                           fallback=False)
 
 
 _LANGUAGE = {"cpp": "C++", "triton": "Triton"}   # (of the scan kernels' descriptions)
