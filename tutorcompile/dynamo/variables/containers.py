@@ -202,7 +202,10 @@ class BaseListVariable(VariableTracker):
         if name == "count":
             return ConstantVariable(sum(tx.element_matches(e, item, f"{kind}.count")
                                         for e in self.items))
-        for i in range(len(self.items))[slice(*bounds) if bounds else slice(None)]:
+        # ``index(x, start)`` searches from start to the end: the bounds are a slice's
+        # start and stop (``slice(start)`` alone would be a stop)
+        start, stop = (*bounds, None, None)[:2]
+        for i in range(len(self.items))[start:stop]:
             if tx.element_matches(self.items[i], item, f"{kind}.index"):
                 return ConstantVariable(i)
         shown = repr(item.as_python_constant()) if item.is_python_constant() else "x"
