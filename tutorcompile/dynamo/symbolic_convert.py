@@ -577,7 +577,10 @@ class InstructionTranslator(VM):
                 [self.wrap_nested(a, GetItemSource(args_src, i))
                  for i, a in enumerate(value.args)],
                 {k: self.wrap_nested(v, GetItemSource(kw_src, k))
-                 for k, v in value.keywords.items()})
+                 for k, v in value.keywords.items()},
+                # its pickled state names the instance dict without creating it (reading
+                # ``value.__dict__`` would, and so change what a partial of it is)
+                has_dict=value.__reduce__()[2][3] is not None)
         if isinstance(value, types.FunctionType) and value in trace_rules.PURE_FUNCTIONS:
             if source is not None:  # ``re.match``: computed now on constants
                 g.ID_MATCH(source, value)

@@ -73,9 +73,9 @@ from .ctx_manager import (
 from .functions import (
     CachedFunctionVariable,
     NestedUserFunctionVariable,
-    PartialVariable,
     UserFunctionVariable,
     UserMethodVariable,
+    partial_of,
 )
 from .iter import (
     EnumerateVariable,
@@ -1756,7 +1756,7 @@ def _lru_cache_wrapper(tx, fn, maxsize, typed, info_type):
 
 
 def _partial(tx, fn, *args, **kwargs):
-    return PartialVariable(fn, list(args), kwargs)
+    return partial_of(fn, list(args), kwargs)
 
 
 def _set(tx, seq=None):

@@ -296,10 +296,12 @@ class CachedFunctionVariable(VariableTracker):
 
 
 class PartialVariable(VariableTracker):
-    """``functools.partial(fn, *args, **kwargs)`` made while tracing."""
+    """``functools.partial(fn, *args, **kwargs)`` made while tracing, or one read from the
+    program. ``has_dict``: the object has an instance ``__dict__`` (``update_wrapper`` on it,
+    say), which stops CPython from flattening a partial of it (:func:`partial_of`)."""
 
-    def __init__(self, fn: VariableTracker, args: list, kwargs: dict):
-        self.fn, self.args, self.kwargs = fn, args, kwargs
+    def __init__(self, fn: VariableTracker, args: list, kwargs: dict, has_dict: bool = False):
+        self.fn, self.args, self.kwargs, self.has_dict = fn, args, kwargs, has_dict
 
     def python_type(self):
         return functools.partial
@@ -324,11 +326,23 @@ class PartialVariable(VariableTracker):
                                  **{k: rc(v) for k, v in self.kwargs.items()})
 
 
+def partial_of(fn: VariableTracker, args: list, kwargs: dict) -> PartialVariable:
+    """``functools.partial(fn, *args, **kwargs)`` as CPython builds it: when ``fn`` is itself
+    a plain partial without an instance ``__dict__``, the new one wraps ``fn.func`` with
+    ``fn.args + args`` and ``{**fn.keywords, **kwargs}`` -- so ``.func``, ``.args`` and
+    ``.keywords`` read what eager reads, not a partial nested in a partial.
+
+    Mirrors: CPython's ``partial_new`` (Modules/_functoolsmodule.c)."""
+    if isinstance(fn, PartialVariable) and not fn.has_dict:
+        return PartialVariable(fn.fn, [*fn.args, *args], {**fn.kwargs, **kwargs})
+    return PartialVariable(fn, list(args), dict(kwargs))
+
+
 LATE_BOUND["UserMethodVariable"] = UserMethodVariable
 LATE_BOUND["PartialVariable"] = PartialVariable
 
 
 __all__ = [
     'BoundDescriptorGet', 'CachedFunctionVariable', 'NestedUserFunctionVariable', 'PartialVariable',
-    'UserFunctionVariable', 'UserMethodVariable',
+    'UserFunctionVariable', 'UserMethodVariable', 'partial_of',
 ]
