@@ -2174,10 +2174,18 @@ def _installed_package_probe(fn):
 
 
 def _callable(tx, obj):
-    return ConstantVariable(isinstance(obj, (UserFunctionVariable, UserMethodVariable,
-                                             NestedUserFunctionVariable, TorchFunctionVariable,
-                                             BuiltinVariable, NNModuleVariable,
-                                             UserDefinedClassVariable, TensorMethodVariable)))
+    """``callable(obj)``: whether the object's *type* has ``__call__`` (CPython looks there,
+    not in the instance), so a user class with ``__call__``, a partial, a bound method or a
+    class are callable and a tensor, a number or a generator are not. A value whose type is
+    unknown breaks rather than guessing."""
+    if isinstance(obj, (UserFunctionVariable, UserMethodVariable, NestedUserFunctionVariable,
+                        TorchFunctionVariable, BuiltinVariable, NNModuleVariable,
+                        UserDefinedClassVariable, TensorMethodVariable)):
+        return ConstantVariable(True)
+    if obj.is_python_constant():
+        return ConstantVariable(callable(obj.as_python_constant()))
+    # the type's own MRO (``hasattr(cls, "__call__")`` would find the metaclass's)
+    return ConstantVariable(any("__call__" in vars(k) for k in _python_type(obj).__mro__))
 
 
 def _object(tx, *args, **kwargs):
