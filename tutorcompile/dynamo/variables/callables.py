@@ -2074,7 +2074,11 @@ def _bool(tx, obj=None):
 
 
 def _int_float(fn):
-    def handler(tx, obj=None):
+    """``int(x)`` / ``float(x)`` of a symbolic size (specialised) or a tensor (a break);
+    anything else -- ``int("ff", 16)``, ``int("7", base=8)`` -- folds as a pure builtin."""
+    def handler(tx, obj=None, *rest, **kwargs):
+        if rest or kwargs:
+            return None
         if isinstance(obj, SymIntVariable):
             return ConstantVariable(fn(obj.specialize(tx)))
         if isinstance(obj, TensorVariable):
