@@ -252,6 +252,13 @@ class _BoundContainerMethod(VariableTracker):
         return getattr(rc(self.sup), self.name)
 
 
+def _is_sequence(vt: VariableTracker) -> bool:
+    """What ``operator.concat`` accepts: a value whose type has ``__getitem__``, not a
+    mapping's (CPython's ``PySequence_Check``)."""
+    kind = _python_type(vt)
+    return hasattr(kind, "__getitem__") and not issubclass(kind, dict)
+
+
 def _python_type(vt: VariableTracker) -> type:
     if isinstance(vt, (UserDefinedObjectVariable, NNModuleVariable)):
         return type(vt.value)
@@ -1309,6 +1316,11 @@ class BuiltinVariable(VariableTracker):
         if getattr(fn, "__module__", None) == "math" and len(args) == 1 and not kwargs \
                 and isinstance(args[0], SymIntVariable):
             return tx._symint_op(fn, args[0], None)
+        if fn in _OPERATOR_ALIASES and len(args) == 2 and not kwargs:
+            if fn in (operator.concat, operator.iconcat) and not _is_sequence(args[0]):
+                kind = _python_type(args[0]).__name__
+                raise TracedException(TypeError(f"'{kind}' object can't be concatenated"))
+            return tx.binary_op(_OPERATOR_ALIASES[fn], args[0], args[1])
         if fn in _OPERATOR_BINARY and len(args) == 2 and not kwargs:
             return tx.binary_op(fn, args[0], args[1])
         if fn in _OPERATOR_UNARY and len(args) == 1 and not kwargs:
@@ -1399,9 +1411,17 @@ _OPERATOR_BINARY = {operator.add, operator.sub, operator.mul, operator.truediv,
                     operator.floordiv, operator.mod, operator.pow, operator.matmul,
                     operator.and_, operator.or_, operator.xor, operator.lshift,
                     operator.rshift, operator.lt, operator.le, operator.eq, operator.ne,
-                    operator.gt, operator.ge, operator.getitem, operator.iadd, operator.imul,
-                    operator.isub, operator.itruediv, operator.is_, operator.is_not,
-                    operator.contains}
+                    operator.gt, operator.ge, operator.getitem, operator.is_, operator.is_not,
+                    operator.contains,
+                    # every augmented assignment, as ``a op= b`` runs it (BINARY_OP)
+                    operator.iadd, operator.isub, operator.imul, operator.itruediv,
+                    operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul,
+                    operator.iand, operator.ior, operator.ixor, operator.ilshift,
+                    operator.irshift}
+# spellings of a binary operator: ``pow(a, b)`` is ``a ** b``; ``operator.concat(a, b)`` is
+# ``a + b`` and ``operator.iconcat(a, b)`` is ``a += b``, for sequences only
+_OPERATOR_ALIASES = {pow: operator.pow, operator.concat: operator.add,
+                     operator.iconcat: operator.iadd}
 _OPERATOR_UNARY = {operator.neg, operator.pos, operator.invert, operator.not_, abs}
 _UNSUPPORTED_BUILTINS = {
     print: "print() has a side effect outside the graph",
