@@ -1331,6 +1331,16 @@ class InstructionTranslator(VM):
         for obj, name, other in tries:
             kind = _python_class(obj)
             method = inspect.getattr_static(kind, name, None) if kind is not None else None
+            if name == "__ne__" and (method is None or method is object.__ne__):
+                # object's own ``__ne__`` asks the class's ``__eq__`` and negates it (a
+                # class that defines only ``__eq__``, as ``total_ordering`` asks for)
+                eq = inspect.getattr_static(kind, "__eq__", None) if kind else None
+                if isinstance(eq, types.FunctionType):
+                    result = self.inline_user_function(eq, [obj, other], {})
+                    if not (result.is_python_constant() and
+                            result.as_python_constant() is NotImplemented):
+                        return self.unary_op(operator.not_, result)
+                continue
             if method is None or method is getattr(object, name, None):
                 continue  # object's own: NotImplemented for an object of another kind
             if not isinstance(method, types.FunctionType):
