@@ -1373,6 +1373,18 @@ class InstructionTranslator(VM):
             return wrap_constant_result(fn(a.as_python_constant()))
         if fn is operator.not_:
             return ConstantVariable(not a.truth(self))
+        if fn in _UNARY_DUNDERS:
+            # ``-v``, ``+v``, ``~v``, ``abs(v)`` on an object of a Python class: its
+            # ``__neg__``/``__pos__``/``__invert__``/``__abs__``, inlined
+            result = self.call_dunder(a, _UNARY_DUNDERS[fn], [])
+            if result is not None:
+                return result
+            kind = _python_class(a)
+            if kind is not None and inspect.getattr_static(kind, _UNARY_DUNDERS[fn],
+                                                           None) is None:
+                spelled = "abs()" if fn is abs else f"unary {_UNARY_SYMBOLS[fn]}"
+                raise TracedException(TypeError(
+                    f"bad operand type for {spelled}: '{kind.__name__}'"))
         raise Unsupported(f"operator {fn.__name__} on {a}")
 
     def call_dunder(self, obj: VariableTracker, name: str, args: list):
@@ -1918,6 +1930,9 @@ _DUNDERS = {
     operator.le: ("__le__", "__ge__"), operator.gt: ("__gt__", "__lt__"),
     operator.ge: ("__ge__", "__le__"),
 }
+_UNARY_DUNDERS = {operator.neg: "__neg__", operator.pos: "__pos__",
+                  operator.invert: "__invert__", abs: "__abs__"}
+_UNARY_SYMBOLS = {operator.neg: "-", operator.pos: "+", operator.invert: "~"}
 # ``a += b``: ``__iadd__`` first, then what ``a + b`` would do
 _INPLACE = {operator.iadd: ("__iadd__", operator.add), operator.isub: ("__isub__", operator.sub),
             operator.imul: ("__imul__", operator.mul),
