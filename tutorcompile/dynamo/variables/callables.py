@@ -1838,6 +1838,15 @@ def _minmax(fn):
                 tx.binary_op(side, item, best)     # True at the hints: guarded
                 best = item if wins else best      # (the first of equal items, as Python)
             return best
+        if not any(isinstance(i, (TensorVariable, SymIntVariable)) for i in items):
+            # objects compared by their own ``__gt__``/``__lt__`` (a ``total_ordering``
+            # class), as CPython's loop does: an item replaces the best when it beats it
+            beats = operator.gt if fn is max else operator.lt
+            best = items[0]
+            for item in items[1:]:
+                if tx.binary_op(beats, item, best).truth(tx):
+                    best = item
+            return best
         raise Unsupported(f"{fn.__name__}() of {', '.join(map(str, items))}")
     return handler
 
