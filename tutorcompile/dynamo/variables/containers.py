@@ -887,10 +887,17 @@ class SetVariable(VariableTracker):
         self.source = source
 
     def key(self, item: VariableTracker) -> Any:
-        """The Python member ``item`` stands for (its tracker remembered)."""
-        if item.is_python_constant() and not isinstance(item, (BaseListVariable,
+        """The Python member ``item`` stands for (its tracker remembered). A tuple of
+        constants -- a static ``x.shape`` too -- is a constant member; a tuple holding a
+        list raises CPython's ``unhashable type`` inside the trace."""
+        if item.is_python_constant() and not isinstance(item, (ListVariable,
                                                                ConstDictVariable)):
-            return item.as_python_constant()
+            value = item.as_python_constant()
+            try:
+                hash(value)
+            except TypeError as e:
+                raise TracedException(e) from None
+            return value
         member = identity_member(item)
         if member is None:
             raise Unsupported(f"a set holding {item} (not a constant, nor an object that "
