@@ -1227,7 +1227,8 @@ class InstructionTranslator(VM):
             return self._contains(a, b)
         if fn in _DUNDERS and (isinstance(a, UserDefinedObjectVariable) or
                                isinstance(b, UserDefinedObjectVariable) or any(
-                                   _user_module_method(v, name) for v in (a, b)
+                                   _user_module_method(v, name) or
+                                   _dict_subclass_method(v, name) for v in (a, b)
                                    for name in _DUNDERS[fn])):
             # (a module of the user's class whose operator is written in Python too:
             # tltorch's ``[...] + factor_list`` reaches FactorList.__radd__)
@@ -1379,6 +1380,9 @@ class InstructionTranslator(VM):
             result = self.call_dunder(a, _UNARY_DUNDERS[fn], [])
             if result is not None:
                 return result
+            if _dict_subclass_method(a, _UNARY_DUNDERS[fn]):   # ``-counter``
+                method = inspect.getattr_static(a.dict_cls, _UNARY_DUNDERS[fn])
+                return self.inline_user_function(method, [a], {})
             kind = _python_class(a)
             if kind is not None and inspect.getattr_static(kind, _UNARY_DUNDERS[fn],
                                                            None) is None:
@@ -1649,6 +1653,14 @@ def _user_module_method(obj: VariableTracker, name: str) -> bool:
     return isinstance(method, types.FunctionType) and not in_torch(method.__module__)
 
 
+def _dict_subclass_method(obj: VariableTracker, name: str) -> bool:
+    """A dict of a subclass that defines ``name`` in Python: ``Counter.__add__``,
+    ``__or__``, ``__neg__`` (the pure-Python standard library, inlined like user code)."""
+    if not isinstance(obj, ConstDictVariable) or obj.dict_cls is dict:
+        return False
+    return isinstance(inspect.getattr_static(obj.dict_cls, name, None), types.FunctionType)
+
+
 def _python_context_manager(mgr: VariableTracker) -> bool:
     """An object whose class defines __enter__ and __exit__ in Python (traced by inlining)."""
     return isinstance(mgr, UserDefinedObjectVariable) and all(
@@ -1914,6 +1926,8 @@ def _python_class(vt: VariableTracker) -> type | None:
     """The class of an object of a Python class (a tracker of one); None otherwise."""
     if isinstance(vt, NNModuleVariable):   # a module of the user's class
         return type(vt.value) if not in_torch(type(vt.value).__module__) else None
+    if isinstance(vt, ConstDictVariable) and vt.dict_cls is not dict:
+        return vt.dict_cls   # a dict subclass (``Counter``): its Python operators
     return type(vt.value) if isinstance(vt, UserDefinedObjectVariable) else None
 
 

@@ -118,6 +118,10 @@ class RangeVariable(ConstantVariable):
         return f"RangeVariable({self.value.start}, {self.stop}, {self.value.step})"
 
 
+# dict classes whose constant value is rebuilt as that class (no state besides the items)
+_REBUILT_DICTS = (dict, collections.OrderedDict, collections.Counter)
+
+
 def wrap_constant_result(value: Any) -> VariableTracker:
     """Wrap the result of folding an operation on constants."""
     if is_constant_value(value):
@@ -129,7 +133,11 @@ def wrap_constant_result(value: Any) -> VariableTracker:
     if isinstance(value, set) and all(is_constant_value(v) for v in value):
         return SetVariable([ConstantVariable(v) for v in value])
     if isinstance(value, dict) and all(is_constant_value(v) for v in value.values()):
-        return ConstDictVariable({k: ConstantVariable(v) for k, v in value.items()})
+        # (a Counter or an OrderedDict folded from constants stays one: its own methods
+        # and operators -- ``Counter.__add__``, ``most_common`` -- are what the code calls)
+        kind = type(value) if type(value) in _REBUILT_DICTS else dict
+        return ConstDictVariable({k: ConstantVariable(v) for k, v in value.items()},
+                                 dict_cls=kind)
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)) or (
             isinstance(value, type) and value.__module__ == "builtins"):
         return LATE_BOUND["BuiltinVariable"](value)
@@ -570,7 +578,8 @@ class ConstDictVariable(VariableTracker):
         return not self.attrs and all(v.is_python_constant() for v in self.items.values())
 
     def as_python_constant(self):
-        return {k: v.as_python_constant() for k, v in self.items.items()}
+        items = {k: v.as_python_constant() for k, v in self.items.items()}
+        return self.dict_cls(items) if self.dict_cls in _REBUILT_DICTS else items
 
     def children(self):
         # (entries never read are the outside dict's)
