@@ -252,6 +252,16 @@ class _BoundContainerMethod(VariableTracker):
         return getattr(rc(self.sup), self.name)
 
 
+def _marker_exception_class(cls: type) -> bool:
+    """An exception class whose own classes (those not builtin) define no function: it is
+    its builtin base's construction, ``str`` and ``args`` under another name."""
+    if not issubclass(cls, BaseException):
+        return False
+    return all(k.__module__ == "builtins" or not any(
+        isinstance(v, (types.FunctionType, staticmethod, classmethod, property))
+        for v in vars(k).values()) for k in cls.__mro__)
+
+
 def _is_sequence(vt: VariableTracker) -> bool:
     """What ``operator.concat`` accepts: a value whose type has ``__getitem__``, not a
     mapping's (CPython's ``PySequence_Check``)."""
@@ -449,6 +459,17 @@ class UserDefinedClassVariable(VariableTracker):
                 made = ConstDictVariable({}, dict_cls=cls)
                 tx.inline_user_function(init, [made, *args], kwargs)
                 return made
+        if _marker_exception_class(cls) and all(
+                a.is_python_constant() for a in [*args, *kwargs.values()]):
+            # ``raise ConfigError("...")`` of a library's own exception class that only
+            # names a kind (``class FrozenInstanceError(AttributeError): pass``): made now,
+            # as a builtin exception is -- its construction runs none of the user's code
+            try:
+                return ConstantVariable(cls(*[a.as_python_constant() for a in args],
+                                            **{k: v.as_python_constant()
+                                               for k, v in kwargs.items()}))
+            except Exception as e:
+                raise TracedException(e) from None
         raise Unsupported(f"constructing an instance of {cls.__qualname__}")
 
     def unpack(self, tx):
