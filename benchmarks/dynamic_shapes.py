@@ -34,7 +34,8 @@ import torch  # noqa: E402
 import tutorcompile as tc  # noqa: E402
 from tutorcompile import models  # noqa: E402
 from tutorcompile.bench import format_ms, measure  # noqa: E402
-from tutorcompile.dynamo import backends, eval_frame  # noqa: E402
+from tutorcompile.dynamo import backends  # noqa: E402
+from tutorcompile.dynamo import config as dynamo_config  # noqa: E402
 
 
 class HFModel(torch.nn.Module):
@@ -155,7 +156,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     _record_graph_calls()
     # the static baseline compiles once per size, on purpose: more than Dynamo's limit of 8
-    eval_frame.RECOMPILE_LIMIT = 64
+    dynamo_config.recompile_limit = 64
     batches = [int(b) for b in args.batches.split(",")]
     print(f"{'':19} {'compiled graphs (kernels + wrapper)':^36}  {'whole call':^36}")
     print(f"{'model':5} {'mode':5} {'size':>7} {'static':>10} {'symbolic':>10} "

@@ -24,7 +24,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "tutorcompile"
 # Lowest first. A package may import its own floor's modules only within itself.
 FLOORS = [
     {"_version"},                                         # the version string alone
-    {"errors", "_logging", "_caches", "environment", "fastpath"},   # only the version
+    {"errors", "_logging", "_caches", "_config", "environment", "fastpath"},   # only the version
     {"fx"},                                               # the graph IR and symbolic shapes
     {"ops"},                                              # prims, handlers, VJP rules
     {"amp", "autograd", "cudagraphs"},                    # built on graphs and prims

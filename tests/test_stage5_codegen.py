@@ -90,9 +90,9 @@ def test_examples_match_torch(backend, name):
 
 def test_triton_looped_reduction(monkeypatch):
     """Rows longer than the persistent limit are walked in RBLOCK steps."""
-    monkeypatch.setattr(triton_codegen.config, "max_persistent_rblock_interpreted", 16)
-    monkeypatch.setattr(triton_codegen.config, "max_persistent_rblock_gpu", 16)
-    monkeypatch.setattr(triton_codegen.config, "looped_rblock_interpreted", 32)
+    monkeypatch.setattr(triton_codegen.config, "triton_persistent_rblock_interpreted", 16)
+    monkeypatch.setattr(triton_codegen.config, "triton_persistent_rblock", 16)
+    monkeypatch.setattr(triton_codegen.config, "triton_looped_rblock_interpreted", 32)
     x = torch.randn(6, 100)
     compiled = run(examples.softmax, x, backend="triton", rtol=1e-5, atol=1e-5)
     source = next(iter(compiled.kernel_sources.values()))
@@ -163,9 +163,9 @@ def test_max_autotune_keeps_a_correct_variant(backend):
 def test_max_reductions_keep_nans(backend, monkeypatch):
     """torch.amax returns NaN for a row holding one; std::max and tl.max would drop it.
     Rows of 50 are looped in steps of 16 (on a GPU too), the last step masked."""
-    for where in ("interpreted", "gpu"):
-        monkeypatch.setattr(triton_codegen.config, f"max_persistent_rblock_{where}", 32)
-        monkeypatch.setattr(triton_codegen.config, f"looped_rblock_{where}", 16)
+    for where in ("_interpreted", ""):   # (the knobs under the interpreter, on a GPU)
+        monkeypatch.setattr(triton_codegen.config, f"triton_persistent_rblock{where}", 32)
+        monkeypatch.setattr(triton_codegen.config, f"triton_looped_rblock{where}", 16)
     rows, cols = torch.randn(4, 50), torch.randn(50, 40)
     rows[1, 7] = cols[7, 3] = float("nan")
     run(lambda r, c: (ops.amax(r, (1,)), ops.amax(c, (0,)), ops.amax(r, (1,), keepdim=True)),

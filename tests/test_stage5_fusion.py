@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 from tests.kernel_backends import on
 from tutorcompile.environment import probe
 from tutorcompile.fx import GraphModule
-from tutorcompile.inductor import examples, scheduler
+from tutorcompile.inductor import config as inductor_config
+from tutorcompile.inductor import examples
 from tutorcompile.inductor.compile_fx import compile_fx
 from tutorcompile.inductor.lowering import lower_graph
-from tutorcompile.inductor.scheduler import UNRELATED_SPAN, schedule
+from tutorcompile.inductor.scheduler import schedule
 from tutorcompile.ops import ops, trace
 
 pytestmark = pytest.mark.stage5
@@ -219,7 +220,7 @@ def test_scheduler_work_grows_linearly_with_depth(monkeypatch):
     """The scheduler's counted steps (groups visited, edges followed, pairs made) per block
     stay flat as the model gets deeper: no step looks at the whole graph once per merge.
     (A narrow sibling window makes the small graphs of this test show the asymptote.)"""
-    monkeypatch.setattr(scheduler, "HORIZONTAL_WINDOW", 16)
+    monkeypatch.setattr(inductor_config, "horizontal_window", 16)
     work, kernels = {}, {}
     for depth in (2, 4, 8, 16):
         fn, args = _deep_model(depth)
@@ -428,7 +429,7 @@ def _three_bias_gradients(gq, gk, gv, x):
     gradients, each of another matmul's output), and a far-away one after a long chain."""
     sums = [ops.sum(g, (0, 1)) for g in (gq, gk, gv)]
     h = x
-    for _ in range(UNRELATED_SPAN // 2 + 4):   # (one kernel with the sum after it)
+    for _ in range(inductor_config.unrelated_span // 2 + 4):   # (one kernel with the sum after it)
         h = ops.sin(ops.exp(h))
     return (*sums, ops.sum(h, (0, 1)))
 

@@ -86,10 +86,10 @@ def test_max_autotune_tries_warps_on_a_gpu(monkeypatch):
 @pytest.fixture
 def looped(monkeypatch):
     """Rows over 16 elements are looped, in steps of 32 (rows of 100: 4 steps, a masked tail)."""
-    monkeypatch.setattr(triton_codegen.config, "max_persistent_rblock_interpreted", 16)
-    monkeypatch.setattr(triton_codegen.config, "max_persistent_rblock_gpu", 16)
-    monkeypatch.setattr(triton_codegen.config, "looped_rblock_interpreted", 32)
-    monkeypatch.setattr(triton_codegen.config, "looped_rblock_gpu", 32)
+    monkeypatch.setattr(triton_codegen.config, "triton_persistent_rblock_interpreted", 16)
+    monkeypatch.setattr(triton_codegen.config, "triton_persistent_rblock", 16)
+    monkeypatch.setattr(triton_codegen.config, "triton_looped_rblock_interpreted", 32)
+    monkeypatch.setattr(triton_codegen.config, "triton_looped_rblock", 32)
 
 
 def compiled_torch_fn(fn):

@@ -25,6 +25,7 @@
     aot_eager_backend   our decomposed AOT as a torch.compile backend (real Dynamo, our AOT)
     torch_partition_fn  our partitioners as partition_fn of PyTorch's own AOTAutograd
     compare             ours and PyTorch's partitioners side by side (saved bytes)
+    config              the limits past which a decomposition declines, each with why
 
 Mirrors: torch/_functorch/aot_autograd.py, partitioners.py, torch/_decomp.
 """

@@ -18,7 +18,7 @@
     debugging         explain(fn)(*args): graphs, breaks, guards, recompile reasons
     decorators        mark_dynamic / mark_static: which sizes may change, said up front;
                       assume_constant_result
-    config            the stage's switches (tutorcompile.dynamo.config)
+    config            the stage's knobs (tutorcompile.dynamo.config), each with why
 
 ``bytecode`` and ``vm`` do not import torch: they run (and are tested) on Python builds
 without it. Everything else loads on first use (PEP 562).

@@ -59,6 +59,7 @@ from ..fastpath import fast_path
 from ..fx import GraphModule
 from ..fx.aliasing import storage_key
 from ..fx.passes.dce_cse import is_impure, is_random, updates_running_stats
+from . import config as dynamo_config
 from .backends import check_options, lookup_backend
 from .decorators import marked_dims
 from .distributed import active_ddp, compile_under_ddp
@@ -81,9 +82,6 @@ from .variables.callables import compile_inside
 from .variables.nn_module import own_call
 from .variables.torch import defining_module, in_torch, traced_like_user_code
 from .vm import _RETURN, CO_VARARGS, CO_VARKEYWORDS, VM, Frame, bind_arguments, can_interpret
-
-RECOMPILE_LIMIT = 8
-
 
 MODES = {
     "default": "the backend as chosen: balanced compile time and speed",
@@ -555,13 +553,13 @@ def run_frame(frame: Frame, config: Config, first: CacheEntry | None = None) -> 
         if prof:
             prof.guard_s += time.perf_counter() - t0
         if entry is None:
-            if len(entries) >= RECOMPILE_LIMIT:
+            if len(entries) >= dynamo_config.recompile_limit:
                 if not cache.warned:
                     cache.warned = True
                     warnings.warn(
                         f"tutorcompile: {frame.code.co_name} (resume point {ip}) hit the "
-                        f"recompile limit ({RECOMPILE_LIMIT}); running it uncompiled from "
-                        "now on", RecompileLimitWarning, stacklevel=3)
+                        f"recompile limit ({dynamo_config.recompile_limit}); running it "
+                        "uncompiled from now on", RecompileLimitWarning, stacklevel=3)
                 return ConcreteRunner(config).run(frame)
             modes = user_function_modes()
             if modes:

@@ -42,7 +42,7 @@ import torch
 
 from ..fx.passes.dce_cse import is_random
 from ..ops.ndarray import draws_from_numpys_generator, torch_numpy_function
-from . import polyfills, trace_rules
+from . import config, polyfills, trace_rules
 from .bytecode import JUMP_OPS, PY
 from .exc import TracedException, Unsupported
 from .guards import GuardBuilder
@@ -115,7 +115,6 @@ from .variables.ndarray import NumpyFunctionVariable, NumpyNdarrayVariable, ndar
 from .variables.torch import ScriptFunctionVariable, in_torch, traced_like_user_code
 from .vm import _RETURN, CO_GENERATOR_LIKE, NULL, VM, Frame, bind_arguments
 
-MAX_INLINE_DEPTH = 48
 # containers whose trackers model every method (a bound method of one becomes a call on it)
 _MODELLED_CONTAINERS = (list, dict, set, collections.deque, collections.OrderedDict,
                         collections.defaultdict)
@@ -164,7 +163,7 @@ class InstructionTranslator(VM):
     """
 
     def __init__(self, frame: Frame, dynamic_dims=None, assume: bool = True):
-        super().__init__(inline_calls=True, max_depth=MAX_INLINE_DEPTH)
+        super().__init__(inline_calls=True, max_depth=config.max_inline_depth)
         self.concrete = frame
         self.assume = assume   # may a branch into a raise be assumed not taken?
         self.assumptions: list[tuple[TensorVariable, bool]] = []
@@ -1531,7 +1530,7 @@ class InstructionTranslator(VM):
         code = fn.__code__
         if code.co_flags & CO_GENERATOR_LIKE & ~inspect.CO_GENERATOR:
             raise Unsupported(f"calling coroutine function {fn.__qualname__}")
-        if len(self.frames) > MAX_INLINE_DEPTH:
+        if len(self.frames) > config.max_inline_depth:
             raise Unsupported("inlining too deep (recursion?)")
         # Its defaults and closure cells are reached through the function, and guarded
         # there (``G['helper'].__defaults__[0]``, ``G['helper'].__closure__[0]
@@ -1568,7 +1567,7 @@ class InstructionTranslator(VM):
         code = fn.code
         if code.co_flags & CO_GENERATOR_LIKE & ~inspect.CO_GENERATOR:
             raise Unsupported(f"calling coroutine function {fn.qualname}")
-        if len(self.frames) > MAX_INLINE_DEPTH:
+        if len(self.frames) > config.max_inline_depth:
             raise Unsupported("inlining too deep (recursion?)")
         defaults = tuple(self.unpack(fn.defaults)) if fn.defaults is not None else ()
         kwdefaults = dict(fn.kwdefaults.items) if fn.kwdefaults is not None else None

@@ -14,6 +14,7 @@
     codegen.triton_template                 the Triton matmul template (max-autotune), with
                                             fused epilogues; autotune: choices + timing table
     examples      softmax, layernorm, rmsnorm, chain, mlp, all_pointwise (+ torch versions)
+    config        the stage's knobs (fusion limits, C++/Triton block sizes), each with why
 
 Mirrors: torch/_inductor (ir.py, lowering.py, scheduler.py, codegen/, codecache.py,
 compile_fx.py).

@@ -38,8 +38,9 @@ from dataclasses import dataclass, field
 import torch
 
 from ..fx.symbolic_shapes import hint_int
+from . import config
 from .codegen.common import KernelPlan
-from .codegen.cpp import TILE, compile_cpp_kernel
+from .codegen.cpp import compile_cpp_kernel
 from .codegen.triton import (
     TritonKernelCall,
     choose_blocks,
@@ -135,7 +136,7 @@ def autotuned_triton_kernel(plan: KernelPlan, name: str, table: AutotuneTable | 
 def autotuned_cpp_kernel(plan: KernelPlan, name: str, table: AutotuneTable | None = None):
     """Like ``compile_cpp_kernel`` but times the parallel/serial and tile-width variants
     (each timing a row of ``table``)."""
-    tiles = [TILE]
+    tiles = [config.cpp_tile]
     if plan.is_reduction and len(plan.shape) - 1 not in plan.reduced_dims:
         tiles = [16, 32, 64]
     best = None
@@ -250,12 +251,12 @@ def select_matmul(lowering, node, a, b, bias, extern):
     # one float32 rounding per K step at most; TF32 (if PyTorch uses it) and 16-bit floats
     # keep 10 or fewer mantissa bits
     tol = 1e-4 if a.get_dtype() == torch.float32 and fp32_precision() == "ieee" else 2e-2
-    for config in matmul_configs(m, n, k):
-        bm, bn, bk, warps, stages = config
+    for choice in matmul_configs(m, n, k):
+        bm, bn, bk, warps, stages = choice
         row = AutotuneRow(op, "triton template",
                           f"BLOCK_M={bm} BLOCK_N={bn} BLOCK_K={bk} warps={warps}", None)
         rows.append(row)
-        buf = TemplateBuffer(name, layout, a, b, bias, config, [node])
+        buf = TemplateBuffer(name, layout, a, b, bias, choice, [node])
         try:
             call, ins, outs = compile_template_kernel([buf], {name}, f"tune_{node.name}")
             scratch = {x.name: _scratch(x) for x in ins + outs}

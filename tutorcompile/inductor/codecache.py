@@ -69,6 +69,7 @@ from .._caches import on_reset
 from ..environment import probe
 from ..fx import Graph, Node
 from ..fx.codegen import literal
+from . import config
 
 CPP_FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fopenmp",
              "-shared", "-fPIC", "-std=c++17"]
@@ -281,12 +282,6 @@ def _precompiled_prelude(prelude: str, compiler: str, version: str, flags: list[
 # Generated kernels: a graph's kernels built together
 # ---------------------------------------------------------------------------------------
 
-KERNELS_PER_RUN = 8
-"""A batch is split over the pool's threads, but a compiler run gets at least this many
-kernels: each run pays ~0.1-0.2 s to start and load the precompiled prelude, about what
-compiling two or three small kernels costs."""
-
-
 class _Kernel:
     def __init__(self, key: str, source: str, prelude: str, future: Future):
         self.key, self.source, self.prelude, self.future = key, source, prelude, future
@@ -302,7 +297,7 @@ class _Batch:
         self.submitted = False
 
     def submit(self) -> None:
-        """Send the kernels to the pool, in runs of at least :data:`KERNELS_PER_RUN`
+        """Send the kernels to the pool, in runs of at least ``config.kernels_per_run``
         (once; later calls do nothing)."""
         with _lock:
             if self.submitted:
@@ -312,7 +307,7 @@ class _Batch:
         for kernel in self.kernels:
             by_prelude.setdefault(kernel.prelude, []).append(kernel)
         for kernels in by_prelude.values():
-            runs = max(1, min(compile_workers(), len(kernels) // KERNELS_PER_RUN))
+            runs = max(1, min(compile_workers(), len(kernels) // config.kernels_per_run))
             for i in range(runs):
                 run = kernels[i * len(kernels) // runs:(i + 1) * len(kernels) // runs]
                 _start(functools.partial(_build_kernels, run), self.priority)

@@ -68,7 +68,7 @@ from ..fx.passes.dce_cse import is_random
 from ..fx.symbolic_shapes import ShapeEnv, SymInt, as_shape, hint_int, pycode
 from ..ops import PRIMS, prims
 from ..ops.table import contiguous_strides, normalize_dims
-from . import codecache
+from . import codecache, config
 from .autotune import AutotuneTable, autotuned_cpp_kernel, autotuned_triton_kernel
 from .codecache import batched_builds, compiled_graphs, cpp_flags, cxx_compiler, graph_key
 from .codegen.cpp import compile_cpp_kernel
@@ -539,10 +539,6 @@ def fuse_convolution_backward(graph: Graph) -> Graph:
     return graph
 
 
-SPLIT_MIN_INNER = 16
-"""A reduction is split only when its inner part reduces at least this many elements."""
-
-
 def split_reductions(graph: Graph) -> Graph:
     """``sum``/``amax`` over dims that are not a trailing block -> two reductions: first over
     the trailing reduced dims (kept as 1s), then over the rest. A conv's bias gradient,
@@ -579,7 +575,7 @@ def split_reductions(graph: Graph) -> Graph:
             trailing.insert(0, d)
         rest = sorted(dims - set(trailing))
         if not trailing or not rest or math.prod(shape[d] for d in rest) == 1 or \
-                hint_int(math.prod(shape[d] for d in trailing)) < SPLIT_MIN_INNER:
+                hint_int(math.prod(shape[d] for d in trailing)) < config.reduction_split_min_inner:
             return None
         return a, meta, tuple(trailing), tuple(sorted(dims)), bool(keepdim)
 
@@ -746,7 +742,7 @@ class LazyCompiledGraph(FastPath):
                                                   graph.nodes if n.op == "call_function"):
             options = {"codegen": None, "fusion": True, "mode": None, "scheduler_cls": None}
             options.update(self.options)
-            key = graph_key(graph, inputs, sorted(options.items()))
+            key = graph_key(graph, inputs, (*sorted(options.items()), *config.snapshot()))
         compiled = None if key is None else compiled_graphs.get(key)
         if compiled is None:
             compiled = compile_fx(self.gm, inputs, build=build, **self.options)

@@ -71,7 +71,7 @@ from ..ops.table import (
     slice_indices,
 )
 from ..ops.virtualized import CPP_DTYPES, TRITON_DTYPES
-from . import ir
+from . import config, ir
 from .autotune import AutotuneTable, select_matmul
 from .codegen.scan import compile_scan, compile_scan_backward
 from .codegen.triton_template import TEMPLATE_DTYPES
@@ -783,14 +783,6 @@ def _slice_length(first: Any, stop: Any, step: int) -> Any:
     return (stop - first + step - 1) // step if stop > first else 0
 
 
-INDEX_ADD_DENSE_LIMIT = 1 << 12
-"""``index_add`` becomes a kernel when (output elements) x (indices) is at most this: it is
-generated as a reduction that compares every output row with every index (deterministic, no
-atomics), which pays only while that product is small: PyTorch's scatter is linear in the
-indices. Notebook 07's GPT's embedding gradients are far past the limit (the numbers:
-benchmarks/MEASUREMENTS.md)."""
-
-
 @register_lowering(PRIMS["index_add"])
 def lower_index_add(lowering, node, base, dim, index, src):
     """``out = base; out[..., index[i], ...] += src[..., i, ...]`` -- a scatter, with
@@ -805,7 +797,7 @@ def lower_index_add(lowering, node, base, dim, index, src):
     d = normalize_dim(dim, len(shape))
     n = math.prod(index.get_size())
     if n == 0 or 0 in shape or not isinstance(math.prod(shape) * n, int) or \
-            math.prod(shape) * n > INDEX_ADD_DENSE_LIMIT:   # (symbolic: PyTorch's scatter)
+            math.prod(shape) * n > config.index_add_dense_limit:   # (symbolic: PyTorch's scatter)
         return lowering.extern(node, node.target, (base, dim, index, src), {},
                                f"index_add of {n} rows into {math.prod(shape)} elements "
                                "runs in PyTorch (a scatter: the generated kernel compares "

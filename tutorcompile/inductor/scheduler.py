@@ -33,25 +33,12 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from ..fx.node import map_aggregate
-from . import ir
+from . import config, ir
 from .codegen.common import KernelPlan
 from .codegen.cpp import CppKernel
 from .codegen.triton import TritonKernel
 from .codegen.triton_template import TritonTemplateKernel
 from .ir import FusionError
-
-MAX_FUSION_SIZE = 64
-"""A kernel holds at most this many buffers (compile time grows with kernel size)."""
-
-HORIZONTAL_WINDOW = 64
-"""Siblings are fusion candidates only when at most this many groups apart in the order.
-Without a bound, a weight read once per layer makes every pair of layers a candidate: work
-that grows with the square of the depth, for fusions that the cycle check would refuse
-anyway. Inductor bounds the same search (``max_fusion_buffer_group_pairwise_attempts``)."""
-
-UNRELATED_SPAN = 32
-"""Reduction kernels that share nothing share a kernel only when their buffers lie within
-this many buffers of the graph (see :meth:`Scheduler.unrelated_reductions`)."""
 
 
 class Group:
@@ -260,8 +247,8 @@ class Scheduler:
             return False, ("fusing would create a cycle: another kernel sits between them "
                            "(it needs one's output and produces the other's input)")
         buffers = self.merged(g1, g2)
-        if len(buffers) > MAX_FUSION_SIZE:
-            return False, f"the kernel would hold more than {MAX_FUSION_SIZE} buffers"
+        if len(buffers) > config.max_fusion_size:
+            return False, f"the kernel would hold more than {config.max_fusion_size} buffers"
         key = (frozenset(b.name for b in buffers), self.reshaped)
         if key not in self._trial_cache:
             self._trial_cache[key] = self._trial(buffers)
@@ -327,7 +314,7 @@ class Scheduler:
 
     def candidates(self) -> list[tuple[Group, Group, str]]:
         """Pairs worth considering: producer/consumer, and siblings sharing an input (at
-        most :data:`HORIZONTAL_WINDOW` groups apart)."""
+        most ``config.horizontal_window`` groups apart)."""
         pairs: dict[tuple[Group, Group], tuple[Group, Group, str]] = {}
         readers: dict[str, dict[Group, None]] = {}   # an ordered set per buffer
         for g in self.groups:
@@ -342,7 +329,7 @@ class Scheduler:
             groups = list(group_set)   # in the order of the groups: by position
             for i, a in enumerate(groups):
                 for c in groups[i + 1:]:
-                    if c.pos - a.pos > HORIZONTAL_WINDOW:
+                    if c.pos - a.pos > config.horizontal_window:
                         break
                     self.work += 1
                     if (a, c) not in pairs and (c, a) not in pairs:
@@ -390,11 +377,11 @@ class Scheduler:
         """Last, reduction kernels over the same loops (the same shape reduced over the same
         dims) that share nothing -- the bias gradients of a transformer's query, key and
         value projections, each the column sum of another matmul's output -- paired with
-        the next such kernel in the order (at most :data:`HORIZONTAL_WINDOW` groups on):
+        the next such kernel in the order (at most ``config.horizontal_window`` groups on):
         one kernel runs them one after the other, one call (and, with threads, one parallel
         region) instead of several. They save no memory traffic, so they wait until nothing
         else fuses; and they run where the later one stood, keeping the earlier one's inputs
-        alive until then, so a kernel's buffers span at most :data:`UNRELATED_SPAN` buffers
+        alive until then, so a kernel's buffers span at most ``config.unrelated_span`` buffers
         of the graph (unbounded, a GPT's five layer norms' weight gradients became one
         kernel at the end of the backward, keeping every layer's gradient alive for it).
         Mirrors Inductor's combo kernels (``combo_kernels`` in its config)."""
@@ -410,7 +397,7 @@ class Scheduler:
                 by_loops.setdefault(key, []).append(g)
         return [(a, b, "horizontal") for groups in by_loops.values()
                 for a, b in zip(groups, groups[1:])
-                if self._span(a, b) <= UNRELATED_SPAN]
+                if self._span(a, b) <= config.unrelated_span]
 
     @staticmethod
     def _span(a: Group, b: Group) -> int:
@@ -567,5 +554,4 @@ def schedule(lowering, codegen: str = "cpp", fusion: bool = True) -> Scheduler:
     return Scheduler(lowering, codegen).fuse(enabled=fusion)
 
 
-__all__ = ["FusionReport", "Group", "KernelInfo", "Refusal", "Scheduler", "schedule",
-           "HORIZONTAL_WINDOW", "MAX_FUSION_SIZE", "UNRELATED_SPAN"]
+__all__ = ["FusionReport", "Group", "KernelInfo", "Refusal", "Scheduler", "schedule"]

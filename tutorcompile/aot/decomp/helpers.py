@@ -9,7 +9,7 @@ Key pieces: ``_unary`` (register a rule that takes floats, integers promoted),
 (rounding as prims: also the rules of ``torch.trunc``/``torch.round``), ``rounding_div``
 (``torch.div(..., rounding_mode=...)``), ``positions`` (``0..n-1`` along a dim, from
 ``iota``), ``detached`` (a value the gradient does not flow through), ``_reduce`` (a
-loss's ``reduction=`` argument), ``MAX_DENSE_SCATTER``.
+loss's ``reduction=`` argument).
 
 Mirrors: torch/_prims_common/__init__.py and the private helpers of
 torch/_decomp/decompositions.py (``_maybe_convert_to_dtype``, ``apply_loss_reduction``).
@@ -112,5 +112,3 @@ def _reduce(loss, reduction):
     raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
-MAX_DENSE_SCATTER = 1 << 22
-"""The most elements a dense comparison (every target against every source) may have."""

@@ -24,12 +24,10 @@ import torch
 
 from ...ops import ops
 from ...ops.table import broadcast_shapes, normalize_dim
+from .. import config
 from .core import getitem
 from .helpers import _floating_only
 from .registry import DECOMPOSITIONS, _both, _is_t, register_decomposition
-
-MAX_LIST_INDEX = 64
-"""The longest Python list used as an index (it becomes a tensor of ``full`` constants)."""
 
 
 def _leading_index_offsets(x, indices):
@@ -69,7 +67,7 @@ def index_leading(x, indices):
 
 def _list_index(index, device):
     """A Python list of ints as an int64 index tensor (a cat of ``full`` constants)."""
-    if not (isinstance(index, list) and 0 < len(index) <= MAX_LIST_INDEX
+    if not (isinstance(index, list) and 0 < len(index) <= config.list_index_limit
             and all(type(v) is int for v in index)):
         return None
     return ops.cat([ops.full((1,), v, dtype=torch.int64, device=device) for v in index], 0)

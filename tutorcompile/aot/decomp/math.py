@@ -30,9 +30,9 @@ import torch.nn.functional as F
 from ...fx.symbolic_shapes import SymInt
 from ...ops import ops
 from ...ops.table import broadcast_shapes, normalize_dim
+from .. import config
 from .core import var
 from .helpers import (
-    MAX_DENSE_SCATTER,
     _floating_only,
     _is_float,
     _reduced,
@@ -1601,7 +1601,7 @@ def _dense_reduce(a, reduce, include_self, hit, candidates, matches):
     """``prod``/``amax``/``amin`` of colliding writes, with no atomic update to lean on: every
     target compares itself with every source (``matches``, broadcast against ``candidates``
     along a last dimension of sources) and reduces the sources that land on it -- a
-    reduction kernel, quadratic in size, so only for sizes up to ``MAX_DENSE_SCATTER``.
+    reduction kernel, quadratic in size, so only for sizes up to ``config.dense_scatter_limit``.
     ``a`` itself joins the reduction as one more column when ``include_self``, so that ties
     share the gradient evenly among ``a`` and the sources, as PyTorch's backward does."""
     if reduce == "prod":
@@ -1661,7 +1661,7 @@ def scatter_reduce(a, dim, index, src, reduce, *, include_self=True):
     def dense():
         """Every element of ``a`` (flattened) against every source element's offset."""
         n, m = math.prod(a.shape), math.prod(index.shape)
-        if n * m > MAX_DENSE_SCATTER:
+        if n * m > config.dense_scatter_limit:
             raise NotImplementedError(f"a {n} x {m} comparison (prod/amax/amin of colliding "
                                       "writes are compared densely)")
         targets = ops.reshape(ops.iota(n, dtype=torch.int64, device=a.device), (n, 1))
@@ -1692,7 +1692,7 @@ def index_reduce(a, dim, index, source, reduce, *, include_self=True):
         """Along ``d`` only: position ``p`` of ``a`` against ``index[k]``, for every ``k``;
         the sources moved so that their ``k`` is a last dimension."""
         k = index.shape[0]
-        if math.prod(a.shape) * k > MAX_DENSE_SCATTER:
+        if math.prod(a.shape) * k > config.dense_scatter_limit:
             raise NotImplementedError("a comparison too large (prod/amax/amin of colliding "
                                       "writes are compared densely)")
         shape = [1] * (len(a.shape) + 1)

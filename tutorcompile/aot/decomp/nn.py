@@ -22,9 +22,9 @@ import torch.nn.functional as F
 
 from ...ops import ops
 from ...ops.table import normalize_dim
+from .. import config
 from .core import batch_norm_functional, log_softmax, safe_softmax, softmax
 from .helpers import (
-    MAX_DENSE_SCATTER,
     _floating_only,
     _is_float,
     _reduce,
@@ -854,11 +854,6 @@ def _adaptive_windows(x, out, largest):
     return x
 
 
-ADAPTIVE_INDICES_LIMIT = 1 << 20
-"""The most (output positions) x (input positions) per plane for adaptive max pooling with
-indices, which compares every output's window mask with every input position."""
-
-
 def _adaptive_max_with_indices(x, out):
     """Adaptive max pooling and PyTorch's indices (the flat position in the input plane):
     every output masks the input positions in its window (a box, from ``iota``), the max is
@@ -869,7 +864,7 @@ def _adaptive_max_with_indices(x, out):
     n = len(out)
     lead, spatial = tuple(x.shape[:-n]), tuple(x.shape[-n:])
     planes = math.prod(spatial)
-    if math.prod(out) * planes > ADAPTIVE_INDICES_LIMIT or 0 in tuple(x.shape):
+    if math.prod(out) * planes > config.adaptive_indices_limit or 0 in tuple(x.shape):
         raise NotImplementedError("return_indices=True on a large or empty input")
     rank = len(lead) + 2 * n
     xe = ops.reshape(x, lead + (1,) * n + spatial)
@@ -1339,7 +1334,7 @@ def max_unpool(x, indices, k: int, kernel_size, stride, padding, output_size):
         sizes = tuple((i - 1) * s - 2 * p + kk
                       for i, s, p, kk in zip(x.shape[2:], step, pad, kernel))
     planes, m, n_out = x.shape[0] * x.shape[1], math.prod(x.shape[2:]), math.prod(sizes)
-    if planes * m * n_out > MAX_DENSE_SCATTER:
+    if planes * m * n_out > config.dense_scatter_limit:
         raise NotImplementedError("a comparison too large (max_unpool compares densely)")
     values = ops.reshape(x, (planes, 1, m))
     index = ops.reshape(indices, (planes, 1, m))
@@ -1400,7 +1395,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,  # no
     else:
         raise NotImplementedError("a 1-d input without offsets")
     total = flat.shape[0]
-    if 0 in (total, n_bags) or n_bags * total * weight.shape[1] > MAX_DENSE_SCATTER:
+    if 0 in (total, n_bags) or n_bags * total * weight.shape[1] > config.dense_scatter_limit:
         raise NotImplementedError("empty bags or a comparison too large")
     rows = ops.index_select(weight, 0, flat)
     if per_sample_weights is not None:

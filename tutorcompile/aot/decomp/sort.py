@@ -17,7 +17,7 @@ the index of the element whose rank is that position.
 NaN sorts after every number (PyTorch's order); equal elements keep their input order, which
 is one of the orders PyTorch allows (its CPU sort is not stable unless asked; a tie's index
 is unspecified). The work is quadratic in the length of the sorted dimension, so a rule
-declines a dimension longer than :data:`MAX_SORT_LENGTH`, which then stays a PyTorch call.
+declines a dimension longer than ``config.sort_length_limit``, which then stays a PyTorch call.
 
 Mirrors: torch/_refs/__init__.py (``topk``/``sort`` have no refs: Inductor lowers sort with
 ``ir.Sort``) and torch/_decomp/decompositions.py (``quantile`` via ``sort`` + ``gather``).
@@ -29,11 +29,9 @@ import torch
 
 from ...ops import ops
 from ...ops.table import normalize_dim
+from .. import config
 from .helpers import _floating_only, positions
 from .registry import DECOMPOSITIONS, _both, _is_t, register_decomposition
-
-MAX_SORT_LENGTH = 1024
-"""The longest dimension a counting sort handles (it compares every pair: n * n work)."""
 
 
 def _sort_dim(a, dim):
@@ -42,9 +40,9 @@ def _sort_dim(a, dim):
         raise NotImplementedError("a 0-d tensor")
     d = normalize_dim(dim, len(a.shape))
     n = a.shape[d]
-    if not isinstance(n, int) or n == 0 or n > MAX_SORT_LENGTH:
+    if not isinstance(n, int) or n == 0 or n > config.sort_length_limit:
         raise NotImplementedError(f"a sort over {n} elements (counting compares every pair; "
-                                  f"at most {MAX_SORT_LENGTH})")
+                                  f"at most {config.sort_length_limit})")
     return a, d, n
 
 

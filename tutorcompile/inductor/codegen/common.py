@@ -46,7 +46,7 @@ import torch
 from ...fx.symbolic_shapes import is_symbolic
 from ...ops import OpsHandler
 from ...ops.virtualized import spell
-from .. import ir
+from .. import config, ir
 from ..ir import ComputedBuffer, FloorDiv, FusionError, ModularIndexing
 
 _SIZE_SYMBOL = re.compile(r"\bs(\d+)\b")
@@ -228,21 +228,12 @@ class KernelPlan:
         return ir.reshape_index(own, ref, size)
 
 
-INLINE_OP_LIMIT = 8
-"""A buffer whose loops do not line up with its kernel's is computed inside it, at each index
-its readers load (phase ``inline``), only when that is cheap: computing it -- with what it
-reads from the same kernel -- takes at most this many operations, or it has at least as many
-elements as the kernel iterates (a larger buffer read through a slice: only the elements read
-are computed). Recomputing costs arithmetic; a kernel of its own costs a launch and a trip
-through memory for its result."""
-
-
 def _inline_phase(node: ComputedBuffer, nodes: Sequence[ComputedBuffer], stored: set[str],
                   kernel_numel: Any, why: str) -> str:
     """``"inline"`` for a pointwise ``node`` whose loop nest does not line up with its
     kernel's, when it may be computed at its readers' indices instead of in a loop of its
     own: nothing outside the kernel reads it (it is never stored) and computing it again is
-    cheap (:data:`INLINE_OP_LIMIT`). The gradient of a strided slice (a ``slice_scatter``
+    cheap (``config.inline_op_limit``). The gradient of a strided slice (a ``slice_scatter``
     into a smaller shape, then one into the full one: a pooling window's gradient) then
     takes one pass. Otherwise a FusionError saying ``why`` the loops do not line up."""
     if node.is_reduction or node.name in stored:
@@ -251,10 +242,10 @@ def _inline_phase(node: ComputedBuffer, nodes: Sequence[ComputedBuffer], stored:
     extra = sympy.simplify(sympy.sympify(numel) - sympy.sympify(ir.size_expr(kernel_numel)))
     if not (extra.is_number and extra >= 0):
         cost = ir.op_count(node, {n.name: n for n in nodes})
-        if cost > INLINE_OP_LIMIT:
+        if cost > config.inline_op_limit:
             raise FusionError(f"{why}; computing {node.name} again at every index that reads "
                               f"it would take {cost} operations "
-                              f"(more than {INLINE_OP_LIMIT})")
+                              f"(more than {config.inline_op_limit})")
     return "inline"
 
 

@@ -58,7 +58,7 @@ import torch
 
 from ...fx.symbolic_shapes import hint_int
 from ...ops import PRIMS, set_handler
-from .. import ir
+from .. import config, ir
 from ..codecache import cpp_compile_async, cpp_flags, cpp_kernel_async
 from .common import (
     HALF_DTYPES,
@@ -86,28 +86,10 @@ def storage_type(dtype: torch.dtype) -> str:
     """The C++ element type of a buffer of ``dtype`` (its pointer's type)."""
     return "uint16_t" if dtype in HALF_DTYPES else CPP_TYPES[dtype]
 
-TILE = 32
-"""Outputs per tile in reductions over an outer dimension (two AVX-512 vectors of floats)."""
 
 STATUS = "status"
 """A kernel that checks indirect indices returns this: 0, or the number of the (last)
 check that failed; :class:`CppKernelCall` turns it into an ``IndexError``."""
-
-NEST_MIN_INNER = 8
-"""A reduction's r loop is nested (an inner loop over the last reduced dim) only when that
-dim has at least this many elements: fewer leave the vectoriser nothing to work with."""
-
-SUM_CHUNK = 512
-"""A flat float sum over more values than twice this adds them in chunks of this many (a
-float per lane), and the chunks' sums in double (:meth:`CppKernel.emit_reduction`)."""
-
-SPLIT_MIN = 8
-"""The vectorised loop is split at a divisor of its index (see :meth:`CppKernel.note_split`)
-only when the inner part is at least this long: a vector of floats (AVX2)."""
-
-PARALLEL_MIN_ELEMENTS = 32768
-"""Below this many elements a kernel runs on one thread: starting a parallel region costs
-microseconds, more than the work."""
 
 
 class CppKernel(KernelWriter):
@@ -117,11 +99,11 @@ class CppKernel(KernelWriter):
     size, or forced on/off) are the choices ``mode="max-autotune"`` tries."""
     language = "cpp"
 
-    def __init__(self, plan: KernelPlan, name: str, tile: int = TILE,
+    def __init__(self, plan: KernelPlan, name: str, tile: int | None = None,
                  parallel: bool | None = None, nest_reduction: bool = False,
                  split_inner: int = 0, short_inner: bool = False):
         super().__init__(plan, name)
-        self.tile = tile
+        self.tile = config.cpp_tile if tile is None else tile
         self.parallel = parallel
         # reduction_body's r loop: flat (``r0`` over all reduced elements), or nested (see
         # open_r_loops); a flat loop whose index expressions divide ``r0`` asks for nesting
@@ -185,13 +167,13 @@ class CppKernel(KernelWriter):
 
     def split_factor(self) -> int:
         """The split this kernel asks for (0: none): the divisors' common divisor, when it
-        divides the watched loop's extent (and the tile), leaves at least ``SPLIT_MIN``
-        lanes, and is less than the extent."""
+        divides the watched loop's extent (and the tile), leaves at least
+        ``config.cpp_split_min`` lanes, and is less than the extent."""
         if not self.split_divisors or not isinstance(self.split_loop[0], int):
             return 0
         extent, *multiple_of = self.split_loop
         k = math.gcd(*self.split_divisors)
-        if k < SPLIT_MIN or k >= extent or extent % k or any(m % k for m in multiple_of):
+        if k < config.cpp_split_min or k >= extent or extent % k or any(m % k for m in multiple_of):
             return 0
         return k
 
@@ -360,9 +342,10 @@ class CppKernel(KernelWriter):
             # a symbolic size: threads or not is decided when the kernel runs (open_loop),
             # not by the example's size
             big = True
-            self.parallel_if = f"{self.size(numel)} >= {PARALLEL_MIN_ELEMENTS}"
+            self.parallel_if = f"{self.size(numel)} >= {config.cpp_parallel_min_elements}"
         else:
-            big = numel >= PARALLEL_MIN_ELEMENTS if self.parallel is None else self.parallel
+            big = numel >= config.cpp_parallel_min_elements if self.parallel is None \
+                else self.parallel
         with set_handler(self):
             if not plan.is_reduction:
                 self.pointwise_body(big)
@@ -399,7 +382,7 @@ class CppKernel(KernelWriter):
             # flat loop over all elements instead (indices come from div/mod by constants).
             numel = math.prod(shape)
             self.watch_flat = len(shape) >= 2 and isinstance(inner, int) and \
-                hint_int(shape[-2]) >= SPLIT_MIN
+                hint_int(shape[-2]) >= config.cpp_split_min
             self.open_loop("x0", numel, "omp parallel for simd" if big else "omp simd")
             self.emit_nodes(ir.unflatten_index(ir.index_symbol("x0"), shape), [])
             self.close_loop()
@@ -441,7 +424,7 @@ class CppKernel(KernelWriter):
                 [ir.index_symbol("r1")]
         else:
             rvars = ir.unflatten_index(ir.index_symbol("r0"), reduced)
-            self.watch_r = len(reduced) > 1 and hint_int(reduced[-1]) >= NEST_MIN_INNER
+            self.watch_r = len(reduced) > 1 and hint_int(reduced[-1]) >= config.cpp_nest_min_inner
 
         def emit_full(nodes: list[ir.ComputedBuffer]) -> None:
             self.open_r_loops("omp simd")
@@ -517,7 +500,7 @@ class CppKernel(KernelWriter):
 
     # -- reductions over a dimension that is not the innermost (e.g. column sums) --------
     def open_tile(self) -> None:
-        """The innermost loop of a tiled reduction: ``TILE`` neighbouring outputs, which
+        """The innermost loop of a tiled reduction: ``self.tile`` neighbouring outputs, which
         sit next to each other in memory, so the compiler vectorises across them (split in
         two, ``xi = k*xia + xib``, when :meth:`note_split` asks: :meth:`close_tile` closes
         both)."""
@@ -550,8 +533,9 @@ class CppKernel(KernelWriter):
 
     def tiled_reduction_body(self, big: bool) -> None:
         """Reductions whose innermost (contiguous) dimension is *kept*: walking one output's
-        reduction would stride through memory. Instead each thread takes a tile of ``TILE``
-        outputs, keeps ``TILE`` accumulators, and the innermost loop runs across the tile."""
+        reduction would stride through memory. Instead each thread takes a tile of
+        ``self.tile`` outputs (``config.cpp_tile``), keeps as many accumulators, and the
+        innermost loop runs across the tile."""
         plan = self.plan
         tile = self.tile
         tiles = (plan.xnumel + tile - 1) // tile
@@ -605,7 +589,7 @@ class CppKernel(KernelWriter):
             self.writeline(f"for (int64_t xi = 0; xi < {tile}; xi++) {acc}[xi] = {init};")
             if nan is not None:
                 self.writeline(f"int {nan}[{tile}] = {{0}};")
-            # a long float sum: chunks of SUM_CHUNK rows add in float (the loop across the
+            # a long float sum: chunks of cpp_sum_chunk rows add in float (the loop across the
             # tile stays float-wide vectors; double accumulators across it were several times
             # slower) and each chunk's sums go into the double accumulators
             chunked = acc_dtype != dtype
@@ -614,7 +598,7 @@ class CppKernel(KernelWriter):
                 rnumel = self.size(plan.rnumel)
                 acc = self.newvar(dtype, "part")
                 self.writeline(f"for (int64_t r0_chunk = 0; r0_chunk < {rnumel}; "
-                               f"r0_chunk += {SUM_CHUNK})")
+                               f"r0_chunk += {config.cpp_sum_chunk})")
                 self.writeline("{")
                 self.indent += 1
                 self.push_scope()
@@ -622,7 +606,7 @@ class CppKernel(KernelWriter):
                 self.writeline(f"for (int64_t xi = 0; xi < {tile}; xi++) {acc}[xi] = "
                                f"{self.literal(0, dtype)};")
                 self.writeline(f"for (int64_t r0 = r0_chunk; r0 < std::min<int64_t>("
-                               f"r0_chunk + {SUM_CHUNK}, {rnumel}); r0++)")
+                               f"r0_chunk + {config.cpp_sum_chunk}, {rnumel}); r0++)")
                 self.writeline("{")
                 self.indent += 1
                 self.push_scope()
@@ -677,18 +661,18 @@ class CppKernel(KernelWriter):
         and move every gradient upstream (the numbers: benchmarks/MEASUREMENTS.md). A nested
         r loop adds in double: as fast there (the loop is scalar either way). A tile's loop
         runs across its outputs in vectors, which double would halve: it adds chunks of
-        :data:`SUM_CHUNK` rows in float and each chunk's sums in double.
+        ``config.cpp_sum_chunk`` rows in float and each chunk's sums in double.
         A flat ``omp simd`` row spreads its values over the vector lanes, but each lane
         still adds n / lanes of them, and its error grows with n. A row longer than
-        ``2 * SUM_CHUNK`` adds chunks of :data:`SUM_CHUNK` in float lanes and the chunks'
-        sums in double (a double per lane would halve the vector width). Eager's CPU batch
+        twice ``config.cpp_sum_chunk`` adds chunks of that many in float lanes and the
+        chunks' sums in double (a double per lane would halve the vector width). Eager's CPU batch
         norm adds its statistics in double
         (``batch_norm_cpu_collect_stats_contiguous_impl``: ``at::acc_type<float,
         /*is_cuda=*/false>`` is double); Inductor adds long float sums in chunks
         (``CascadeSumHelper`` in torch/_inductor/codegen/cpp.py)."""
         dtype = compute_dtype(data.dtype)
         if data.reduction_type == "sum" and dtype == torch.float32 and (
-                one_lane or hint_int(self.plan.rnumel) > 2 * SUM_CHUNK):
+                one_lane or hint_int(self.plan.rnumel) > 2 * config.cpp_sum_chunk):
             return torch.float64
         return dtype
 
@@ -719,13 +703,13 @@ class CppKernel(KernelWriter):
             total, acc = acc, self.newvar(dtype, "part")
             rnumel = self.size(self.plan.rnumel)
             self.writeline(f"for (int64_t r0_chunk = 0; r0_chunk < {rnumel}; "
-                           f"r0_chunk += {SUM_CHUNK})")
+                           f"r0_chunk += {config.cpp_sum_chunk})")
             self.writeline("{")
             self.indent += 1
             self.writeline(f"{CPP_TYPES[dtype]} {acc} = {self.literal(0, dtype)};")
             self.writeline(f"#pragma omp simd reduction(+:{acc})")
             self.writeline(f"for (int64_t r0 = r0_chunk; r0 < std::min<int64_t>(r0_chunk + "
-                           f"{SUM_CHUNK}, {rnumel}); r0++)")
+                           f"{config.cpp_sum_chunk}, {rnumel}); r0++)")
             self.writeline("{")
             self.indent += 1
             self.push_scope()

@@ -50,6 +50,7 @@ from ...fx import Graph, Node
 from ...ops import Prim
 from ...ops.autodiff import backward_graph
 from ...ops.virtualized import TRITON_DTYPES, spell
+from .. import config
 from ..codecache import triton_module
 from .cpp import CPP_TYPES, CppKernelCall
 from .triton import TRITON_PRELUDE
@@ -63,9 +64,6 @@ def _extents(shape: Sequence[int], dim: int) -> tuple[int, int, int]:
     return math.prod(shape[:dim]), shape[dim], math.prod(shape[dim + 1:])
 
 
-XBLOCK = 128   # Triton: positions of the outer x inner plane per program
-
-
 def _launcher(language: str, name: str, source: str, arg_names: list[str]):
     """``launch(tensors, (outer, n, inner))`` for a scan kernel's source."""
     if language == "cpp":
@@ -75,7 +73,8 @@ def _launcher(language: str, name: str, source: str, arg_names: list[str]):
 
     def launch(tensors, extents):
         outer, _, inner = extents
-        fn[(max(1, -(-outer * inner // XBLOCK)),)](*tensors, *extents, XBLOCK=XBLOCK)
+        xblock = config.scan_xblock
+        fn[(max(1, -(-outer * inner // xblock)),)](*tensors, *extents, XBLOCK=xblock)
     return launch
 
 

@@ -46,7 +46,7 @@ import torch
 
 from ...fx.symbolic_shapes import hint_int, pycode
 from ...ops import set_handler
-from .. import ir
+from .. import config, ir
 from ..codecache import triton_module
 from .common import (
     HALF_DTYPES,
@@ -75,25 +75,6 @@ def next_power_of_2(n: int) -> int:
     return 1 << max(int(n) - 1, 0).bit_length()
 
 
-class TritonConfig:
-    """Block-size limits (the interpreter wants few, large programs; a GPU wants many)."""
-    max_xblock_gpu = 1024
-    max_xblock_interpreted = 1 << 16
-    max_persistent_rblock_gpu = 2048
-    max_persistent_rblock_interpreted = 1 << 14
-    looped_rblock_gpu = 1024
-    looped_rblock_interpreted = 4096
-    tile_elements_gpu = 4096
-    tile_elements_interpreted = 1 << 18
-
-    def max_persistent_rblock(self) -> int:
-        return self.max_persistent_rblock_interpreted if interpreted() else \
-            self.max_persistent_rblock_gpu
-
-
-config = TritonConfig()
-
-
 class TritonKernel(KernelWriter):
     """Writes one ``@triton.jit`` kernel for a :class:`KernelPlan`."""
     language = "triton"
@@ -102,7 +83,9 @@ class TritonKernel(KernelWriter):
         super().__init__(plan, name)
         if persistent is None:
             persistent = isinstance(plan.rnumel, int) and \
-                next_power_of_2(plan.rnumel) <= config.max_persistent_rblock()
+                next_power_of_2(plan.rnumel) <= (config.triton_persistent_rblock_interpreted
+                                                 if interpreted() else
+                                                 config.triton_persistent_rblock)
         self.persistent = persistent if plan.is_reduction else False
         self.one_pass = OnePassPlan()   # looped reductions: found in generate_body
 
@@ -414,13 +397,14 @@ def choose_blocks(plan: KernelPlan, persistent: bool) -> tuple[int, int]:
     interp = interpreted()
     xnumel = hint_int(plan.xnumel)   # (a symbolic size: its example's value)
     if not plan.is_reduction:
-        cap = config.max_xblock_interpreted if interp else config.max_xblock_gpu
+        cap = config.triton_xblock_interpreted if interp else config.triton_xblock
         return min(next_power_of_2(xnumel), cap), 1
     if persistent:
         rblock = next_power_of_2(plan.rnumel)
     else:
-        rblock = config.looped_rblock_interpreted if interp else config.looped_rblock_gpu
-    tile = config.tile_elements_interpreted if interp else config.tile_elements_gpu
+        rblock = config.triton_looped_rblock_interpreted if interp else \
+            config.triton_looped_rblock
+    tile = config.triton_tile_interpreted if interp else config.triton_tile
     xblock = max(1, min(next_power_of_2(xnumel), tile // rblock))
     return xblock, rblock
 
@@ -451,11 +435,6 @@ def choose_num_warps(kind: str, xblock: int, rblock: int = 1, rnumel: int = 1) -
     return clamp(xblock * rblock // 128, 2, most)
 
 
-# Software-pipelining depth of a kernel's loops: Inductor's pointwise and reduction configs
-# use 1 (their loads are streamed once; deeper pipelines pay off for matmul tiles).
-NUM_STAGES = 1
-
-
 class TritonKernelCall:
     """A Triton kernel ready to launch: ``call(*tensors)`` with inputs then outputs.
 
@@ -478,7 +457,7 @@ class TritonKernelCall:
         kind = ("persistent" if persistent else "looped") if plan.is_reduction else "pointwise"
         self.num_warps = num_warps or choose_num_warps(kind, self.xblock, self.rblock,
                                                        hint_int(plan.rnumel))
-        self.num_stages = NUM_STAGES
+        self.num_stages = config.triton_num_stages
         if build_source is None:
             self.fn = getattr(triton_module(TRITON_PRELUDE + source + "\n", name), name)
         else:   # the canonical text: a kernel repeated in the graph is loaded once

@@ -58,7 +58,7 @@ import sympy
 import torch
 
 from ...ops import ops, set_handler
-from .. import ir
+from .. import config, ir
 from ..codecache import triton_module
 from .common import (
     HALF_DTYPES,
@@ -73,8 +73,6 @@ from .common import (
 from .triton import TRITON_PRELUDE, TritonKernel, interpreted
 
 TEMPLATE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-
-GROUP_M = 8
 
 # the index symbols of the template -- rows, columns, the K block (as a row of A's block and
 # as a column of B's) -- and the mask each one needs in a load or a store (the batch index
@@ -312,7 +310,7 @@ class TemplateKernelCall:
 
     def _constexprs(self) -> dict[str, int]:
         bm, bn, bk, warps, stages = self.config
-        return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M,
+        return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": config.template_group_m,
                 "num_warps": warps, "num_stages": stages}
 
     def call_source(self, name: str, args: list[str]) -> str:
