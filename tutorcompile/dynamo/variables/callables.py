@@ -1464,6 +1464,14 @@ def _len(tx, obj):
         return ConstantVariable(len(obj.items))
     if isinstance(obj, TensorVariable):
         return obj.size_var(tx, 0)
+    if isinstance(obj, NNModuleVariable) and obj.fresh:
+        # a module built while tracing (``nn.Sequential(a, b)``): its real tables are
+        # empty -- its submodules live in the tracker -- so its class's ``__len__`` is
+        # inlined on the tracker (the real object's length would be 0)
+        method = inspect.getattr_static(type(obj.value), "__len__", None)
+        if not isinstance(method, types.FunctionType):
+            raise Unsupported(f"len() of a {type(obj.value).__name__} built while tracing")
+        return tx.inline_user_function(method, [obj], {})
     if isinstance(obj, NNModuleVariable):
         return ConstantVariable(len(obj.value))
     if obj.is_python_constant():

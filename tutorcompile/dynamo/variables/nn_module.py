@@ -61,6 +61,25 @@ class NNModuleVariable(VariableTracker):
         # graph from them (``reconstruct``)
         self.fresh = fresh
 
+    def truth(self, tx):
+        """``if self.layers:`` as Python decides it: the class's ``__bool__``, else its
+        ``__len__`` (an empty ``ModuleList``, ``Sequential`` or ``ModuleDict`` is false),
+        else True. A module from outside is measured as ``len()`` measures it; one built
+        while tracing keeps its submodules in the tracker, so its Python method is inlined.
+        """
+        cls = type(self.value)
+        for name in ("__bool__", "__len__"):
+            method = inspect.getattr_static(cls, name, None)
+            if method is None:
+                continue
+            if name == "__len__" and not self.fresh:
+                return len(self.value) != 0
+            if isinstance(method, types.FunctionType):
+                return tx.truth(tx.inline_user_function(method, [self], {}))
+            raise Unsupported(f"the truth value of a {cls.__name__} ({cls.__name__}.{name} is "
+                              "not written in Python)")
+        return True
+
     def python_type(self):
         return type(self.value)
 
