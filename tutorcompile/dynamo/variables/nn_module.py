@@ -5,6 +5,7 @@ Mirrors: torch/_dynamo/variables/nn_module.py.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
 import types
@@ -299,7 +300,11 @@ class NNModuleVariable(VariableTracker):
         if self.fresh and name in ("__len__", "__getitem__", "__contains__", "items", "keys",
                                    "values", *_TREE_WALKS, "to"):
             # (the rules below read the module's real tables; a module built while tracing
-            # keeps its own in trackers)
+            # keeps its own in trackers: its class's Python method runs on them, inlined)
+            method = inspect.getattr_static(type(m), name, None)
+            if name in ("__len__", "__getitem__", "__iter__") and isinstance(
+                    method, types.FunctionType):
+                return tx.inline_user_function(method, [self, *args], kwargs)
             raise Unsupported(f"{type(m).__name__}.{name} of a module built while tracing")
         if name in ("__len__",):
             return ConstantVariable(len(m))
@@ -311,9 +316,18 @@ class NNModuleVariable(VariableTracker):
                     raise Unsupported("slicing a ModuleDict")
                 # the sliced modules, each reached through its own source (a list of them
                 # iterates like the slice; only Sequential's call would differ)
-                if isinstance(m, torch.nn.Sequential):
-                    raise Unsupported("slicing a Sequential (a new module)")
                 names = list(m._modules)[key]
+                if type(m) is torch.nn.Sequential:
+                    # ``self.blocks[1:](x)``: a new Sequential of the same submodules under
+                    # their names, built as ``Sequential.__getitem__`` builds it (from an
+                    # OrderedDict), while tracing -- a fresh module whose forward is inlined
+                    chosen = ConstDictVariable(
+                        {n: tx.wrap_nested(m._modules[n], _child(self.source, n))
+                         for n in names}, dict_cls=collections.OrderedDict)
+                    return tx.call(tx.wrap_nested(torch.nn.Sequential, None), [chosen], {})
+                if isinstance(m, torch.nn.Sequential):
+                    raise Unsupported(f"slicing a {type(m).__name__} (a Sequential subclass "
+                                      "builds its slice with its own __init__)")
                 return ListVariable([tx.wrap_nested(m._modules[n], _child(self.source, n))
                                      for n in names])
             if isinstance(m, torch.nn.ModuleDict):
