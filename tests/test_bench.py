@@ -265,3 +265,35 @@ def test_steady_state_benchmark_checks_then_times_a_real_model(capsys):
     steady.print_rows(rows)
     out = capsys.readouterr().out
     assert "distilbert" in out and "transformer  train" in out
+
+
+def test_call_path_shows_the_frames_from_forward_to_the_wrapper():
+    """The per-call path of a compiled module, read from what ran: the module call, the cache
+    hit and its generated guard function, then the generated wrapper, with the C calls each
+    frame makes; in training the autograd.Function's forward stands between them."""
+    import tutorcompile as tc
+    from tutorcompile.bench import call_path
+    from tutorcompile.models import MLP
+
+    model, x = MLP((16, 32, 4)), torch.randn(8, 16)
+    compiled = tc.compile(model)
+    with torch.no_grad():
+        compiled(x)
+        compiled(x)
+        path = call_path(compiled, x, name="inference")
+    names = [f.name for f in path.frames]
+    assert names[names.index("forward"):] == ["forward", "_run_plain", "_fast_cache_hit",
+                                              "___check_and_fetch", "call"], names
+    wrapper = path.frames[-1]
+    assert wrapper.where == "<tutorcompile inductor wrapper>"
+    assert path.wrapper_depth == wrapper.depth + 1 and path.first_call == wrapper.c_calls[0]
+    assert "addmm" in wrapper.c_calls
+    text = str(path)
+    assert text.startswith(f"inference: {len(names)} Python frames") and \
+        "tutorcompile/dynamo/eval_frame.py" in text and "addmm ×2" in text
+
+    for _ in range(2):
+        compiled(x).sum().backward()
+    training = call_path(compiled, x)
+    assert training.wrapper_depth > path.wrapper_depth   # (through the autograd.Function)
+    assert "tutorcompile/aot/aot_autograd.py" in {f.where for f in training.frames}

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import tutorcompile as tc
+from tutorcompile.bench import call_path
 from tutorcompile.models import GPT, MLP, AlexNet, GPTConfig
 
 pytestmark = [pytest.mark.stage6, pytest.mark.usefixtures("fresh_compiler")]
@@ -208,18 +209,7 @@ def test_a_dynamic_entry_keys_its_inputs_when_aot_relied_on_a_size():
 
 def _python_calls(fn, *args) -> list[str]:
     """The Python functions one call of ``fn`` runs (C functions left out), in order."""
-    import sys
-    calls = []
-
-    def profile(frame, event, arg):
-        if event == "call":
-            calls.append(frame.f_code.co_name)
-    sys.setprofile(profile)
-    try:
-        fn(*args)
-    finally:
-        sys.setprofile(None)
-    return calls
+    return [frame.name for frame in call_path(fn, *args).frames]
 
 
 def test_a_cache_hit_runs_only_the_guards_and_the_wrapper():

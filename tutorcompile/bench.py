@@ -251,6 +251,94 @@ def count_calls(fn: Callable, *args: Any, calls: int = 20, top: int = 10) -> Cal
                       seen.most_common(top) if n > 0])
 
 
+@dataclass
+class Frame:
+    """One Python function entered during a call: where, how deep, and the C functions it
+    called itself (PyTorch ops, kernels, ``data_ptr()``...), by name, in order."""
+    name: str
+    where: str               # the module's path from its package, or the generated code's name
+    depth: int
+    c_calls: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CallPath:
+    """Every Python function one call runs, as a tree, and how deep the compiled graph's
+    generated wrapper sits in it."""
+    name: str
+    frames: list[Frame]
+    wrapper_depth: int | None  # Python frames from the call down to the wrapper, inclusive
+    first_call: str | None     # the wrapper's first C call (a kernel, an op, an allocation)
+
+    def __str__(self) -> str:
+        return self.format()
+
+    def format(self, limit: int = 60) -> str:
+        """The tree, at most ``limit`` frames of it."""
+        lines = [f"{self.name}: {len(self.frames)} Python frames, "
+                 f"{sum(len(f.c_calls) for f in self.frames)} C calls"]
+        if self.wrapper_depth is not None:
+            lines[0] += (f"; the generated wrapper runs {self.wrapper_depth} frames deep "
+                         f"(its first call: {self.first_call})")
+        for f in self.frames[:limit]:
+            counts: dict[str, int] = {}
+            for c in f.c_calls:
+                counts[c] = counts.get(c, 0) + 1
+            calls = ", ".join(c if n == 1 else f"{c} ×{n}" for c, n in counts.items())
+            label = f"{'  ' * f.depth}{f.name}"
+            lines.append(f"{label:<32} {f.where:<38} {calls}".rstrip())
+        if len(self.frames) > limit:
+            lines.append(f"... and {len(self.frames) - limit} more frames")
+        return "\n".join(lines)
+
+
+def _where(code: Any) -> str:
+    """``tutorcompile/dynamo/eval_frame.py``, ``torch/nn/modules/module.py`` or the name
+    of generated code without its serial number (``<tutorcompile inductor wrapper>``)."""
+    path = code.co_filename
+    if path.startswith("<"):
+        return path.split(" #")[0] + (">" if " #" in path else "")
+    parts = path.replace("\\", "/").split("/")
+    for package in ("tutorcompile", "torch", "triton"):
+        if package in parts:
+            return "/".join(parts[len(parts) - parts[::-1].index(package) - 1:])
+    return parts[-1]
+
+
+def call_path(fn: Callable, *args: Any, name: str = "one call", **kwargs: Any) -> CallPath:
+    """The Python functions one call of ``fn`` runs -- a tree, each frame with the C
+    functions it calls -- recorded with a ``sys.setprofile`` hook (warm ``fn`` up first: a
+    cold call compiles). The per-call path of a compiled model, from its ``forward`` to the
+    first kernel, read from what actually ran, not from a diagram."""
+    import sys
+    frames: list[Frame] = []
+    stack: list[Frame] = []
+    first: list[tuple[int, str]] = []   # (depth, C call) of the wrapper's first call
+
+    def hook(frame, event, arg):
+        if event == "call":
+            entered = Frame(frame.f_code.co_name, _where(frame.f_code), len(stack))
+            frames.append(entered)
+            stack.append(entered)
+        elif event == "return" and stack:
+            stack.pop()
+        elif event == "c_call" and stack:
+            callee = getattr(arg, "__qualname__", None) or getattr(arg, "__name__", str(arg))
+            if callee.startswith(("_", "pybind11")):   # (torch._C's classes: the op's name)
+                callee = callee.rsplit(".", 1)[-1]
+            stack[-1].c_calls.append(callee)
+            if not first and stack[-1].where == "<tutorcompile inductor wrapper>":
+                first.append((len(stack), callee))
+    previous = sys.getprofile()
+    sys.setprofile(hook)
+    try:
+        fn(*args, **kwargs)
+    finally:
+        sys.setprofile(previous)
+    return CallPath(name, frames, first[0][0] if first else None,
+                    first[0][1] if first else None)
+
+
 def time_first_call(fn: Callable, *args: Any, device: str | None = None, **kwargs: Any
                     ) -> tuple[float, Any]:
     """(seconds, result) of one call -- for a compiled function, its compile time."""
