@@ -819,6 +819,15 @@ class InstructionTranslator(VM):
     def truth(self, v):
         return self.realize(v).truth(self)
 
+    def known_constant(self, vt: TensorVariable) -> torch.Tensor | None:
+        """The value of a tensor the graph makes from Python constants alone, or None
+        (:func:`_known_constant`), or a table the program wrote (``torch.tensor(literal)``)
+        that nothing has written into since."""
+        literal = getattr(vt, "literal", None)
+        if literal is not None and not vt.fake._version:
+            return literal
+        return _known_constant(vt)
+
     def is_none(self, v):
         v = self.realize(v)
         return isinstance(v, ConstantVariable) and v.value is None

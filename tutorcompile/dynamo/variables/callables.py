@@ -2140,6 +2140,12 @@ def _int_float(fn):
         if isinstance(obj, SymIntVariable):
             return ConstantVariable(fn(obj.specialize(tx)))
         if isinstance(obj, TensorVariable):
+            known = tx.known_constant(obj)   # ``int(torch.tensor(2))``: a known value
+            if known is not None:
+                try:
+                    return ConstantVariable(fn(known))
+                except (TypeError, ValueError, RuntimeError) as e:
+                    raise TracedException(e) from None
             raise Unsupported(f"{fn.__name__}(tensor) needs the tensor's data "
                               "(data-dependent)")
         return None

@@ -158,6 +158,13 @@ class TensorMethodVariable(VariableTracker):
             # the array shares the tensor's memory: in the graph it is the same node, whose
             # NumPy calls become torch._numpy nodes (see ndarray.py)
             return LATE_BOUND["NumpyNdarrayVariable"](t)
+        if name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__") and \
+                not args and not kwargs:
+            # a tensor the graph makes from Python constants alone (``torch.tensor([[1, 2],
+            # [3, 4]]).tolist()``): its value is known while tracing, the same every call
+            known = tx.known_constant(t)
+            if known is not None:
+                return tx.wrap_nested(getattr(known, name)(), None)
         if name in ("item", "tolist", "numpy", "__bool__", "__int__", "__float__",
                     "data_ptr", "storage"):
             raise Unsupported(f"tensor.{name}() needs the tensor's data (data-dependent)")

@@ -113,7 +113,14 @@ class TorchFunctionVariable(VariableTracker):
             # a graph node would run it at another time than the program does (when the
             # graph runs, or never, once AOT traces it away): torch.autocast's own __exit__
             raise Unsupported(f"torch.{name} changes global state")
-        return tx.output.create_node("call_function", fn, tuple(args), kwargs)
+        made = tx.output.create_node("call_function", fn, tuple(args), kwargs)
+        if fn in (torch.tensor, torch.as_tensor) and all(
+                a.is_python_constant() for a in [*args, *kwargs.values()]):
+            # a table written in the program (``torch.tensor([[1, 2], [3, 4]])``): its value
+            # is the same every call, so ``.tolist()`` of it is known (tx.known_constant)
+            made.literal = fn(*[a.as_python_constant() for a in args],
+                              **{k: v.as_python_constant() for k, v in kwargs.items()})
+        return made
 
     def var_getattr(self, tx, name):
         return tx.wrap_nested(getattr(self.fn, name), None)
