@@ -184,6 +184,7 @@ class InstructionTranslator(VM):
         self._scopes: dict[int, str] = {id(frame.globals): "G"}
         self.side_effect_objects: list[VariableTracker] = []  # outside objects written to
         self.grad_stack: list[bool] = []  # grad mode of traced no_grad/enable_grad blocks
+        self.inference_regions = 0   # traced ``torch.inference_mode()`` blocks open now
         # the global grad mode a ``torch.set_grad_enabled(mode)`` statement set (None: the
         # mode the frame was entered with); set for real after the graph
         self.global_grad: bool | None = None
@@ -230,7 +231,8 @@ class InstructionTranslator(VM):
         while True:
             mark = (len(self.output.created), len(self._wrapped_order))
             saved = (root.ip, list(root.stack), dict(root.locals), list(self.grad_stack),
-                     list(root.exc_stack), list(self.autocast_stack), self.global_grad)
+                     list(root.exc_stack), list(self.autocast_stack), self.global_grad,
+                     self.inference_regions)
             seeded = len(self.prologue)
             self.journal = {}
             try:
@@ -241,7 +243,7 @@ class InstructionTranslator(VM):
                 self._rollback(mark)
                 del self.prologue[seeded:]   # the breaking instruction runs them for real
                 (root.ip, root.stack, root.locals, self.grad_stack, root.exc_stack,
-                 self.autocast_stack, self.global_grad) = saved
+                 self.autocast_stack, self.global_grad, self.inference_regions) = saved
                 self.frames = [root]
                 if self.pending_or.get(id(root)):
                     # between the operands of ``assert a or b``, where the trace took ``a``

@@ -338,6 +338,8 @@ class UserDefinedClassVariable(VariableTracker):
         cls = self.value
         if cls in (torch.no_grad, torch.enable_grad) and not args and not kwargs:
             return GradModeVariable(cls)
+        if cls is torch.inference_mode:
+            return _inference_mode(tx, args, kwargs)
         if cls is torch.set_grad_enabled:
             return _set_grad_enabled(tx, args, kwargs)
         if cls is types.MethodType and len(args) == 2 and not kwargs:
@@ -529,6 +531,21 @@ def _legacy_tensor(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
             tx, [TupleVariable(sizes) if sizes else ConstantVariable(0)], extra)
     raise Unsupported(f"torch.{cls.__name__}() of {', '.join(type(a).__name__ for a in args)}"
                       " (the legacy constructor: only a sequence of numbers, or sizes)")
+
+
+def _inference_mode(tx, args: list, kwargs: dict) -> VariableTracker:
+    """``with torch.inference_mode():`` inside the function: for the values it computes, a
+    region without autograd, as ``torch.no_grad()`` is, and ``is_inference_mode_enabled()``
+    true inside. What differs is a flag: eager makes *inference tensors* there, the graph
+    makes ordinary ones, which eager would refuse to save for backward later -- so where
+    eager raises, the compiled function runs. (PyTorch's Dynamo instead calls the
+    inference-mode switches from the graph.) ``inference_mode(False)`` is a break."""
+    mode = args[0] if args else kwargs.get("mode", ConstantVariable(True))
+    if len(args) > 1 or set(kwargs) - {"mode"} or not mode.is_python_constant():
+        raise Unsupported("torch.inference_mode with arguments that are not one constant mode")
+    if not mode.as_python_constant():
+        raise Unsupported("torch.inference_mode(False) inside the compiled function")
+    return GradModeVariable(torch.inference_mode, enabled=False)
 
 
 def _set_grad_enabled(tx, args: list, kwargs: dict) -> VariableTracker:

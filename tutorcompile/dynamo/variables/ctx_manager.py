@@ -38,13 +38,19 @@ class GradModeVariable(VariableTracker):
 
     def real_manager(self) -> Any:
         """The real context manager for this region (not entered)."""
+        if self.cls is torch.inference_mode:
+            return torch.inference_mode()
         return torch.enable_grad() if self.enabled else torch.no_grad()
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__enter__":
             tx.grad_stack.append(self.enabled)
+            if self.cls is torch.inference_mode:   # (torch.is_inference_mode_enabled())
+                tx.inference_regions += 1
         elif name == "__exit__":
             tx.grad_stack.pop()
+            if self.cls is torch.inference_mode:
+                tx.inference_regions -= 1
         elif name == "clone":
             return GradModeVariable(self.cls, self.enabled)
         else:
@@ -215,7 +221,8 @@ class RegionMethodVariable(VariableTracker):
 def is_region_class(cls: Any) -> bool:
     """A class whose objects made while tracing are regions (:class:`GradModeVariable`,
     :class:`AutocastVariable`)."""
-    return cls in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled) or \
+    return cls in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled,
+                   torch.inference_mode) or \
         isinstance(cls, type) and issubclass(cls, torch.autocast)
 
 

@@ -35,7 +35,8 @@ class TorchFunctionVariable(VariableTracker):
     # queries that read global state (guarded) or metadata, safe to evaluate while tracing
     FOLDABLE = {torch.is_grad_enabled, torch.get_default_dtype, torch.is_tensor,
                 torch.is_floating_point, torch.is_complex, torch.numel,
-                torch.is_autocast_enabled, torch.cuda.is_available}
+                torch.is_autocast_enabled, torch.cuda.is_available,
+                torch.is_inference_mode_enabled}
 
     def __init__(self, fn: Callable, source: Source | None = None):
         self.fn, self.source = fn, source
@@ -69,6 +70,8 @@ class TorchFunctionVariable(VariableTracker):
             return tx.call(tx.wrap_nested(contextlib.nullcontext, None), [], {})
         if fn is torch.is_tensor and len(args) == 1:  # of anything, not only a tensor
             return ConstantVariable(isinstance(args[0], TensorVariable))
+        if fn is torch.is_inference_mode_enabled and tx.inference_regions:
+            return ConstantVariable(True)   # inside a traced ``torch.inference_mode()``
         if fn is torch.is_grad_enabled:
             tx.guards.GRAD_MODE()
             return ConstantVariable(tx.grad_enabled)  # inside a traced no_grad block: False
