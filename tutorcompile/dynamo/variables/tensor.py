@@ -70,6 +70,10 @@ class TensorVariable(VariableTracker):
             # an input of its own), reached and guarded through the input's source
             real = tx.output.input_values[tx.output.input_nodes.index(self.node)]
             return tx.wrap_nested(real.grad, AttrSource(self.source, "grad"))
+        if name == "grad_fn" and not f.requires_grad:
+            # ``t.grad_fn is None`` of a tensor that does not require grad: it has none
+            # (whether it does is part of every tensor's guard and of the fake's metadata)
+            return ConstantVariable(None)
         if name in ("grad", "_version", "grad_fn", "_base"):
             raise Unsupported(f"reading tensor.{name} (autograd state is not captured)")
         attr = getattr(torch.Tensor, name, None)
