@@ -15,14 +15,14 @@ import torch
 import torch.nn.functional as F
 
 import tutorcompile as tc
-from tests.kernel_backends import on
+from tests.kernel_backends import BACKENDS, on
 from tutorcompile.dynamo import backends
 from tutorcompile.environment import probe
 from tutorcompile.fx import GraphModule
 from tutorcompile.inductor import autotune, examples
 from tutorcompile.inductor.codegen import triton as triton_codegen
 from tutorcompile.inductor.compile_fx import compile_fx
-from tutorcompile.ops import ops, trace
+from tutorcompile.ops import PRIMS, ops, trace
 
 pytestmark = [pytest.mark.stage5,
               pytest.mark.skipif(not probe().has_triton, reason="no triton"),
@@ -283,3 +283,41 @@ def test_one_pass_statistics_over_a_symbolic_row_length():
         torch.testing.assert_close(compiled(x, w), fn(x, w), rtol=1e-4, atol=1e-4)
     (looped,) = [s for s in sources() if "looped reduction" in s]
     assert r_loops(looped) == 3, looped
+
+
+def _unary_pointwise_prims():
+    """Every pointwise prim that takes one float tensor (found by calling it)."""
+    found = []
+    x = torch.randn(3)
+    for prim in PRIMS.values():
+        if prim.kind != "pointwise":
+            continue
+        try:
+            out = prim.reference(x)
+        except Exception:  # noqa: BLE001 -- not unary, or not on floats
+            continue
+        if isinstance(out, torch.Tensor) and out.shape == x.shape:
+            found.append(prim.name)
+    return found
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_unary_prim_reads_a_reduction_value_in_its_kernel(backend):
+    """A pointwise op fused after a reduction over a middle dimension reads the reduction's
+    value where the kernel keeps it -- in C++ a tile's accumulator, ``acc0[xi]``, an lvalue:
+    relu's spelling took ``decltype`` of its operand, a reference there, and g++ refused
+    the kernel (``relu(x.amax(1))`` of any 3-d x did not compile). Every unary prim's
+    spelling, on that operand, both code generators, against the prim graph run eagerly."""
+    names = _unary_pointwise_prims()
+    assert {"relu", "exp", "abs", "neg", "sigmoid"} <= set(names), names
+    x, = on(backend, torch.randn(5, 4, 3).abs() + 0.25)   # (positive: log, sqrt, rsqrt...)
+
+    def fn(x):
+        m = ops.amax(x, (1,), keepdim=True)
+        return tuple(getattr(ops, name)(m) for name in names) + (m,)
+    graph = trace(fn, x)
+    compiled = compile_fx(graph, [x], codegen=backend)
+    expected = GraphModule({}, graph)(x)
+    for name, got, want in zip(names + ["amax"], compiled(x), expected):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, equal_nan=True,
+                                   msg=lambda m, name=name: f"{name}: {m}")

@@ -212,11 +212,12 @@ register("sigmoid", "pointwise", torch.sigmoid, float_meta,
          triton="tl.sigmoid({0})", cpp="(1 / (1 + simd_exp(-{0})))")
 # NaN: relu(NaN) is NaN and its gradient passes (PyTorch's threshold_backward zeroes only
 # where the output is <= 0); std::max(NaN, 0) keeps its first argument, Triton's maximum
-# drops a NaN on a GPU unless told to propagate it
+# drops a NaN on a GPU unless told to propagate it. (decay_t: the operand may be an lvalue,
+# a tiled reduction's accumulator ``acc0[xi]``, whose decltype is a reference.)
 register("relu", "pointwise", torch.relu, same_meta,
          vjp=lambda g, out, a: (ops.where(ops.le(out, 0), 0.0, g),),
          triton="tl.maximum({0}, 0, propagate_nan=tl.PropagateNan.ALL)",
-         cpp="std::max({0}, decltype({0})(0))")
+         cpp="std::max({0}, std::decay_t<decltype({0})>(0))")
 register("erf", "pointwise", torch.erf, float_meta,
          vjp=lambda g, out, a: (ops.mul(g, ops.mul(ops.exp(ops.neg(ops.mul(a, a))),
                                                    2.0 / math.sqrt(math.pi))),),

@@ -779,6 +779,7 @@ CPP_PRELUDE = """// glibc declares its vectorised exp/log/erf/... (libmvec) for 
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 // 16-bit floats arrive as their bits (uint16_t) and are computed in float.
 // bfloat16 is the top half of a float: widening shifts it up; narrowing rounds to
