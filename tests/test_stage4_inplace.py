@@ -226,3 +226,187 @@ def test_a_side_effect_write_stays_out_of_autograd(backend):
     bn = model[1]
     assert bn.running_mean.grad_fn is None and bn.running_var.grad_fn is None
     assert model[0].bias.is_leaf and model[0].bias.grad is not None
+
+
+# --- writing into what a compiled graph returned ------------------------------------------
+# A view of one of the graph's intermediates comes out of the ``autograd.Function`` as an
+# ordinary result (``_views_to_detach``): the caller may write into it, as in eager (nflows
+# scales slices of one projection with ``/=``). Views of inputs, and outputs that overlap one
+# another, stay views.
+def _slices_of_one_projection(x, w):
+    p = x @ w
+    return p[..., :2], p[..., 2:4], p[..., 4:]
+
+
+def _written_by_augmented_assignment(a, b, c):
+    a /= 2.0
+    b *= c.sum()
+    return a, b, c
+
+
+def _a_transposed_reshaped_view(x, w):
+    return (x @ w).t(), (x * 2).reshape(-1)
+
+
+def _written_by_setitem_and_methods(t, flat):
+    t[0] = 0.0
+    flat.clamp_(min=-1.0)
+    t.add_(1.0)
+    return t, flat
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("produce, consume, make", [
+    (_slices_of_one_projection, _written_by_augmented_assignment,
+     lambda: [torch.randn(3, 4, requires_grad=True), torch.randn(4, 7, requires_grad=True)]),
+    (_a_transposed_reshaped_view, _written_by_setitem_and_methods,
+     lambda: [torch.randn(3, 4, requires_grad=True), torch.randn(4, 5, requires_grad=True)]),
+])
+def test_views_a_graph_returns_can_be_written_by_the_caller(produce, consume, make, backend):
+    torch.manual_seed(0)
+    want_args = make()
+    got_args = [t.detach().clone().requires_grad_() for t in want_args]
+    want = consume(*produce(*want_args))
+    tc.reset()
+    got = consume(*tc.compile(produce, backend=backend)(*got_args))
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w)
+    sum((o * torch.linspace(0, 1, o.numel()).view(o.shape)).sum() for o in want).backward()
+    sum((o * torch.linspace(0, 1, o.numel()).view(o.shape)).sum() for o in got).backward()
+    for g, w in zip(got_args, want_args, strict=True):
+        torch.testing.assert_close(g.grad, w.grad)
+
+
+def _scale_slices_after_a_break(x, w):
+    p = x @ w
+    a, b = p[:, :2], p[:, 2:]
+    if (a > 0).any():             # a tensor's truth value: the graph ends here
+        a /= 2.0
+    b -= a.mean()
+    return a, b
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_write_after_a_break_into_slices_the_graph_returned(backend):
+    torch.manual_seed(0)
+    want_args = [torch.randn(3, 4, requires_grad=True), torch.randn(4, 6, requires_grad=True)]
+    got_args = [t.detach().clone().requires_grad_() for t in want_args]
+    want = _scale_slices_after_a_break(*want_args)
+    tc.reset()
+    got = tc.compile(_scale_slices_after_a_break, backend=backend)(*got_args)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w)
+    sum(o.square().sum() for o in want).backward()
+    sum(o.square().sum() for o in got).backward()
+    for g, w in zip(got_args, want_args, strict=True):
+        torch.testing.assert_close(g.grad, w.grad)
+
+
+def _a_result_and_views_of_it(x):
+    p = x * 2
+    return p, p[:, :2], p.t()
+
+
+def _written_through_the_views(p, v, t):
+    v.mul_(3.0)                   # shows in p and in t, and in their gradients
+    t[0] += 1.0
+    return p, v, t
+
+
+def _overlapping_views(x):
+    p = x * 2
+    return p[:, :3], p[:, 1:]
+
+
+def _a_view_of_an_input(x, w):
+    return x[:, 1:], x * w
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_views_of_a_result_it_also_returns_are_remade_from_it(backend):
+    want_x = torch.randn(3, 4, requires_grad=True)
+    got_x = want_x.detach().clone().requires_grad_()
+    want = _written_through_the_views(*_a_result_and_views_of_it(want_x))
+    tc.reset()
+    got = _written_through_the_views(
+        *tc.compile(_a_result_and_views_of_it, backend=backend)(got_x))
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w)
+    assert got[1]._base is got[0] and got[2]._base is got[0]
+    sum((o * torch.linspace(0, 1, o.numel()).view(o.shape)).sum() for o in want).backward()
+    sum((o * torch.linspace(0, 1, o.numel()).view(o.shape)).sum() for o in got).backward()
+    torch.testing.assert_close(got_x.grad, want_x.grad)
+
+
+def _reshaped_argument_then_slices(params, x):
+    params = params.reshape(params.shape[0], 2, -1)     # a view of the argument
+    widths, heights = params[..., :3], params[..., 3:]
+    if (x > 0).any():             # a tensor's truth value: the graph ends here
+        widths /= 2.0             # writes the argument, through two views
+        heights += x.sum()
+    return (widths.softmax(-1) * x[:, :1, None]).sum() + heights.square().mean(), params
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_view_of_an_argument_written_after_a_break_writes_the_argument(backend):
+    torch.manual_seed(0)
+    w = torch.randn(6, 12, requires_grad=True)
+    x = torch.randn(4, 6)
+    want_w, got_w = w.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    want = _reshaped_argument_then_slices(x @ want_w, x)
+    tc.reset()
+    got = tc.compile(_reshaped_argument_then_slices, backend=backend)(x @ got_w, x)
+    for g, e in zip(got, want, strict=True):
+        torch.testing.assert_close(g, e)
+    (want[0] + want[1].sum()).backward()
+    (got[0] + got[1].sum()).backward()
+    torch.testing.assert_close(got_w.grad, want_w.grad)
+
+
+def test_overlapping_views_whose_base_is_not_returned_stay_views():
+    # writing one must show in the other: autograd's rule for views a Function returns
+    # applies, and the write is refused rather than computed wrongly
+    tc.reset()
+    a, _ = tc.compile(_overlapping_views, backend="aot_eager")(
+        torch.randn(3, 4, requires_grad=True))
+    assert a._is_view()
+    with pytest.raises(RuntimeError, match="view"):
+        a.mul_(2)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_view_of_an_input_is_a_view_of_it_the_caller_may_write(backend):
+    torch.manual_seed(0)
+    want_x = torch.randn(3, 4, requires_grad=True)
+    got_x = want_x.detach().clone().requires_grad_()
+    w = torch.randn(3, 4)
+    tc.reset()
+    compiled = tc.compile(_a_view_of_an_input, backend=backend)
+    outs = []
+    for fn, x in ((_a_view_of_an_input, want_x), (compiled, got_x)):
+        base = x * 1.0                    # a non-leaf: writable through a view
+        view, y = fn(base, w)
+        assert view._base is base
+        view.mul_(y[:, :3])
+        outs.append((base, y))
+        (base.sum() + y.square().sum()).backward()
+    torch.testing.assert_close(outs[1][0], outs[0][0])
+    torch.testing.assert_close(got_x.grad, want_x.grad)
+
+
+def test_views_remade_from_their_base_follow_symbolic_sizes():
+    # one compilation for every batch size: the view is remade with this call's geometry
+    tc.reset()
+    compiled = tc.compile(_a_result_and_views_of_it, backend="aot_eager")
+    for rows in (3, 5, 8):
+        want_x = torch.randn(rows, 4, requires_grad=True)
+        got_x = want_x.detach().clone()
+        tc.mark_dynamic(got_x, 0)
+        got_x.requires_grad_()
+        want = _written_through_the_views(*_a_result_and_views_of_it(want_x))
+        got = _written_through_the_views(*compiled(got_x))
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g, w)
+        sum((o * o.detach()).sum() for o in want).backward()
+        sum((o * o.detach()).sum() for o in got).backward()
+        torch.testing.assert_close(got_x.grad, want_x.grad)

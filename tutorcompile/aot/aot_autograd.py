@@ -161,6 +161,13 @@ class CompiledArtifacts:
     # shared a storage when it was made (it is reused only for calls that share alike)
     synthetic: SyntheticBases | None = None
     storage_layout: tuple | None = None
+    # forward outputs that are views: handed out detached, or remade from an input or
+    # another output (index, from an input?, base index); the saved
+    # values that share their memory, copied (found on the first training call:
+    # _views_to_detach)
+    detached_views: tuple | None = None
+    regenerated_views: tuple = ()
+    saved_copies: frozenset = frozenset()
 
     def __post_init__(self):
         self.forward_run = _direct(self.forward)
@@ -561,12 +568,6 @@ class _AOTFunction(torch.autograd.Function):
             # it (an aliased input, a view of its synthetic base): keep the old values.
             mutated = {storage_key(inputs[i]) for i in art.mutated_tensor_positions} - {None}
             saved = [s.clone() if storage_key(s) in mutated else s for s in saved]
-        if art.saved_all_tensors:
-            ctx.save_for_backward(*saved)
-            ctx.others = None
-        else:
-            ctx.save_for_backward(*[s for s in saved if isinstance(s, torch.Tensor)])
-            ctx.others = [None if isinstance(s, torch.Tensor) else s for s in saved]
         # outputs returned twice or inputs returned as they are must be new tensors
         seen: set[int] = set(map(id, inputs))
         result = []
@@ -576,6 +577,19 @@ class _AOTFunction(torch.autograd.Function):
                     o = o.clone()
                 seen.add(id(o))
             result.append(o)
+        if art.detached_views is None:
+            art.detached_views, art.regenerated_views, art.saved_copies = \
+                _views_to_detach(result, inputs, saved)
+        for i in art.detached_views:
+            result[i] = result[i].detach()
+        if art.saved_copies:   # the caller may write the memory they share with a view
+            saved = [s.clone() if k in art.saved_copies else s for k, s in enumerate(saved)]
+        if art.saved_all_tensors:
+            ctx.save_for_backward(*saved)
+            ctx.others = None
+        else:
+            ctx.save_for_backward(*[s for s in saved if isinstance(s, torch.Tensor)])
+            ctx.others = [None if isinstance(s, torch.Tensor) else s for s in saved]
         no_grad = [result[i] for i in art.no_grad_outputs
                    if isinstance(result[i], torch.Tensor)]
         if no_grad:
@@ -614,6 +628,108 @@ class _AOTFunction(torch.autograd.Function):
                         zip(grads, joint.requires_grad, joint.tangents_reaching)])
 
 
+def _views_to_detach(outputs: list, inputs: Sequence, saved: Sequence) -> tuple:
+    """How the ``autograd.Function`` hands out forward outputs that are views: ``(detach,
+    regenerate, saved_copies)``.
+
+    Autograd forbids writing in place into a view that a custom Function returned ("Output
+    0 of _AOTFunction is a view and is being modified inplace"), so ``a, b = f(x)`` with
+    ``a = p[..., :4]``, ``b = p[..., 4:]`` compiled, then ``a /= 2`` (nflows scales slices
+    of one projection this way), raised where eager runs. Two ways out, by what else sees
+    the view's memory:
+
+    * a view of an intermediate that nothing else sees (no other output overlaps it): to
+      the caller it is a tensor of its own.
+      ``detach`` lists its index: ``detach()`` gives the same memory and version counter
+      without the view relation, so the Function's output is an ordinary result that may
+      be written.
+    * its base is an output too (``return p, p[:, :2]``, or ``p`` still live after a graph
+      break), or an input (``x.reshape(b, d, -1)`` of an argument, written by the caller
+      after a graph break): ``regenerate`` lists ``(index, from an input?, base index)``,
+      and :func:`_apply` remakes the view from that output or input with ``as_strided``
+      (the geometry of the Function's output of this call: symbolic sizes change it),
+      outside the Function -- a real view again, so a write into it reaches the base and
+      its gradient as in eager. (The view's own output then gets no gradient: the base's
+      carries it.)
+
+    A value saved for the backward that shares memory with such views (aot_eager's
+    backward of ``t()`` or ``p[:, :2]`` saves ``p``) is saved as a copy, ``saved_copies``
+    (its positions): the caller's write must not reach the backward, and must not trip the
+    version check that eager, which saved no such value, would not. Overlapping views
+    whose base is not returned stay as they are: writing them is refused by autograd
+    rather than computed wrongly.
+
+    Decided once per compilation, on its first call: which outputs alias what is fixed by
+    the compiled graph. Mirrors: torch/_functorch/_aot_autograd/runtime_wrappers.py
+    (outputs that alias intermediates are regenerated from their base), in the small."""
+    tensors = [(i, o) for i, o in enumerate(outputs) if isinstance(o, torch.Tensor)]
+    of_inputs: dict[int, int] = {}
+    for k, x in enumerate(inputs):
+        key = storage_key(x)
+        if key is not None and (key not in of_inputs or not x._is_view()):
+            of_inputs[key] = k     # (a view of another input only when no base is one)
+    by_storage: dict[int, list[tuple[int, torch.Tensor]]] = {}
+    for i, o in tensors:
+        key = storage_key(o)
+        if key is not None:
+            by_storage.setdefault(key, []).append((i, o))
+    detach: list[int] = []
+    regenerate: list[tuple] = []
+    handed_out: set[int] = set()
+    for key, group in by_storage.items():
+        views = [(i, o) for i, o in group if o._is_view()]
+        if not views:
+            continue
+        bases = [(i, o) for i, o in group if not o._is_view()]
+        if key in of_inputs:
+            regenerate += [(i, True, of_inputs[key]) for i, _ in views]
+        elif len(group) == 1 or not _any_overlap([o for _, o in group]):
+            detach += [i for i, _ in views]
+        elif len(bases) == 1 and all(o._base is bases[0][1] for _, o in views):
+            regenerate += [(i, False, bases[0][0]) for i, _ in views]
+        else:
+            continue
+        handed_out.add(key)
+    saved_copies = frozenset(k for k, v in enumerate(saved) if storage_key(v) in handed_out)
+    return tuple(detach), tuple(regenerate), saved_copies
+
+
+_MAX_TALLY = 1 << 24
+
+
+def _self_overlaps(v: torch.Tensor) -> bool:
+    """Might two indices of ``v`` name one element (a stride 0, an ``as_strided``)?"""
+    dims = sorted((st, n) for n, st in zip(v.shape, v.stride()) if n > 1)
+    reach = 0
+    for st, n in dims:
+        if st <= reach:
+            return True
+        reach += st * (n - 1)
+    return False
+
+
+def _any_overlap(views: list[torch.Tensor]) -> bool:
+    """Do two of ``views`` (of one storage) share an element, or one its own (an
+    ``expand``)? Once per compilation: views whose spans of memory are apart do not;
+    otherwise each view adds one to the offsets of its elements in a tally over the
+    storage's extent -- or, past ``_MAX_TALLY`` elements, they are taken to overlap (kept
+    as views: a write is refused, never wrong)."""
+    views = [v for v in views if v.numel()]
+    spans = sorted((v.storage_offset(), v.storage_offset() + sum(
+        (n - 1) * st for n, st in zip(v.shape, v.stride()))) for v in views)
+    if all(spans[k][1] < spans[k + 1][0] for k in range(len(spans) - 1)) and \
+            all(not v._is_view() or not _self_overlaps(v) for v in views):
+        return False
+    extent = max((end for _, end in spans), default=-1) + 1
+    if extent > _MAX_TALLY:
+        return True
+    tally = torch.zeros(extent, dtype=torch.int32)
+    for v in views:
+        offsets = torch.arange(extent).as_strided(v.shape, v.stride(), v.storage_offset())
+        tally.index_add_(0, offsets.flatten(), torch.ones(v.numel(), dtype=torch.int32))
+    return bool((tally > 1).any())
+
+
 # ``autograd.Function.apply`` is Python: it binds default arguments for classes with a
 # ``setup_context`` and passes every argument through functorch's ``unwrap_dead_wrappers``
 # (a dozen Python-level calls per training step), then calls the C++ apply
@@ -628,11 +744,19 @@ def _apply(art: CompiledArtifacts, *inputs: torch.Tensor) -> tuple:
     (:attr:`JointGraph.unreached`)."""
     assert art.joint is not None
     unreached = art.joint.unreached
+    given = inputs
     if unreached:
         inputs = tuple(x.detach() if i in unreached else x for i, x in enumerate(inputs))
-    if _functorch_active():
-        return _AOTFunction.apply(art, *inputs)
-    return _c_apply(art, *inputs)
+    outs = _AOTFunction.apply(art, *inputs) if _functorch_active() else \
+        _c_apply(art, *inputs)
+    if art.regenerated_views:   # views of an input or output, remade outside the Function
+        outs = list(outs)
+        for i, from_input, j in art.regenerated_views:
+            view = outs[i]
+            outs[i] = (given if from_input else outs)[j].as_strided(
+                view.shape, view.stride(), view.storage_offset())
+        outs = tuple(outs)
+    return outs
 
 
 # ---------------------------------------------------------------------------------------
