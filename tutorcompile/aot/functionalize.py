@@ -197,8 +197,15 @@ _SPECIAL_INPLACE = {"copy_": copy_functional,
                     "zero_": zero_functional,
                     "fill_": lambda x, v: torch.full_like(x, v),
                     "resize_": resize_functional}
+# ``t op= u`` on a tensor writes into t for every operator Tensor has an ``__i*__`` for
+# (``__ipow__`` is pow_, ``__ifloordiv__`` floor_divide_, ...); ``@=`` has none, so
+# ``operator.imatmul`` makes a new tensor and is no write
 _INPLACE_OPERATORS = {operator.iadd: operator.add, operator.isub: operator.sub,
-                      operator.imul: operator.mul, operator.itruediv: operator.truediv}
+                      operator.imul: operator.mul, operator.itruediv: operator.truediv,
+                      operator.ipow: operator.pow, operator.ifloordiv: operator.floordiv,
+                      operator.imod: operator.mod, operator.iand: operator.and_,
+                      operator.ior: operator.or_, operator.ixor: operator.xor,
+                      operator.ilshift: operator.lshift, operator.irshift: operator.rshift}
 
 # View ops: (how to recognise the node) -> inverse(parent, new_child) as graph nodes.
 _VIEW_METHODS = {"view", "reshape", "view_as", "reshape_as", "flatten", "transpose", "permute",
