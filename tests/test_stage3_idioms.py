@@ -2487,3 +2487,92 @@ def _attributes_of_bound_methods(x):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_attributes_of_a_bound_method_are_its_functions(backend):
     check_one_graph(_attributes_of_bound_methods, lambda: [torch.randn(3)], backend)
+
+
+# --- dicts keyed by objects that hash by identity, and by tuples holding them ---------------
+class _GraphNode:
+    """A plain object: object's ``__hash__`` and ``__eq__`` (FrEIA's graph nodes)."""
+
+    def __init__(self, name):
+        self.name = name
+
+
+_NODES = [_GraphNode("in"), _GraphNode("mid"), _GraphNode("out")]
+
+
+def _outputs_keyed_by_node_and_port(x):
+    """``outs[node, 0] = tensor`` in a walk over a graph's nodes (subscript with a tuple,
+    a tuple literal, ``in``, ``get``, ``setdefault``, iteration over ``items``)."""
+    outs = {}
+    outs[_NODES[0], 0] = x
+    for prev, node in zip(_NODES, _NODES[1:]):
+        outs[(node, 0)] = outs[prev, 0].tanh() * (1 + len(node.name))
+        outs.setdefault((node, 1), outs[node, 0].sum())
+    total = sum(v.sum() for (node, port), v in outs.items() if port == 0 and node is not None)
+    missing = outs.get((_NODES[0], 1), x.new_zeros(()))
+    return outs[_NODES[2], 0] + total + missing, ((_NODES[2], 1) in outs), len(outs)
+
+
+def _depth_of_each_node(x):
+    """A dict made while tracing, keyed by the objects alone (a comprehension, ``get``,
+    ``dict(...)``, ``del``), and returned: rebuilt with the same objects as keys."""
+    depth = {node: k for k, node in enumerate(_NODES)}
+    scale = depth.get(_NODES[1], 0) + depth.get(_GraphNode("other"), 10.0)
+    seen = dict(depth)
+    del seen[_NODES[0]]
+    return x * scale + depth[_NODES[2]], seen
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [_outputs_keyed_by_node_and_port, _depth_of_each_node])
+def test_a_dict_keyed_by_objects_or_tuples_holding_them(fn, backend):
+    check_one_graph(fn, lambda: [torch.randn(3)], backend)
+
+
+def test_a_dict_from_outside_keyed_by_objects_is_a_break_with_its_reason():
+    outside = {(_NODES[0], 0): 3.0}
+
+    def read(x):
+        return x * outside[_NODES[0], 0]
+
+    explained = tc.explain(read)(torch.randn(2))
+    assert explained.graph_break_count >= 1
+    assert "non-constant keys" in str(explained.break_reasons[0])
+    torch.testing.assert_close(tc.compile(read, backend="eager")(torch.ones(2)),
+                               torch.full((2,), 3.0))
+
+
+def _keyed_by_two_arguments(x, a, b):
+    table = {a: 1, b: 2}
+    return x * table[a] * 10 + len(table)
+
+
+def test_objects_from_outside_as_keys_are_guarded_by_identity():
+    # which entries the keys find depends on which of them are the same object
+    tc.reset()
+    compiled = tc.compile(_keyed_by_two_arguments, backend="eager")
+    a, b, x = _GraphNode("a"), _GraphNode("b"), torch.ones(1)
+    for args in ((a, b), (a, a), (b, a), (_GraphNode("c"), b)):
+        torch.testing.assert_close(compiled(x, *args), _keyed_by_two_arguments(x, *args))
+    explained = tc.explain(_keyed_by_two_arguments)(x, a, b)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+
+
+def _members_of_two_arguments(x, a, b):
+    members = {a, b}
+    also = set([a]) | {b}
+    merged = {**{a: 1}, **{b: 2}}
+    return x * len(members) * 10 + len(also) + merged[a] * 100, (b in members)
+
+
+def test_sets_and_literals_of_objects_from_outside_are_guarded_by_identity():
+    # ``{a, b}`` has one member when ``a is b``: the graph traced for two is not reused
+    tc.reset()
+    compiled = tc.compile(_members_of_two_arguments, backend="eager")
+    a, b, x = _GraphNode("a"), _GraphNode("b"), torch.ones(1)
+    for args in ((a, b), (a, a), (b, a), (_GraphNode("c"), b)):
+        got, want = compiled(x, *args), _members_of_two_arguments(x, *args)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1]
+    explained = tc.explain(_members_of_two_arguments)(x, a, b)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)

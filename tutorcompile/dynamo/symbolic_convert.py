@@ -954,10 +954,13 @@ class InstructionTranslator(VM):
         return ListVariable(items)
 
     def build_set(self, items):
-        return SetVariable(items)
+        return SetVariable(items, tx=self)
 
     def build_map(self, pairs):
-        return ConstDictVariable({k.as_python_constant(): v for k, v in pairs})
+        made = ConstDictVariable({})
+        for k, v in pairs:   # (keys that are objects: dict_key, their trackers remembered)
+            made.items[made._key(k, self)] = v
+        return made
 
     def build_map_from_dict(self, d):
         return ConstDictVariable(d)
@@ -989,6 +992,7 @@ class InstructionTranslator(VM):
             raise Unsupported("** of a non-dict")
         self.record_mutation(d)
         d.items.update(other.items)
+        d.key_trackers.update(other.key_trackers)
 
     def call_args_from_ex(self, args, kwargs):
         pos = self.unpack(args)
@@ -1454,9 +1458,9 @@ class InstructionTranslator(VM):
         if dunder is not None:
             return ConstantVariable(dunder.truth(self))
         if isinstance(container, ConstDictVariable):
-            return ConstantVariable(container.lookup(item) is not None)
+            return ConstantVariable(container.lookup(item, self) is not None)
         if isinstance(container, SetVariable):
-            return ConstantVariable(container.contains(item))
+            return ConstantVariable(container.contains(item, self))
         if isinstance(container, NNModuleVariable) and item.is_python_constant():
             return container.call_method(self, "__contains__", [item], {})
         if isinstance(container, BaseListVariable):

@@ -1826,7 +1826,7 @@ def _partial(tx, fn, *args, **kwargs):
 
 
 def _set(tx, seq=None):
-    return SetVariable([] if seq is None else _seq(tx, seq))
+    return SetVariable([] if seq is None else _seq(tx, seq), tx=tx)
 
 
 def _frozenset(tx, seq=None):

@@ -534,21 +534,30 @@ class ConstDictVariable(VariableTracker):
                        tx.wrap_nested(v, GetItemSource(self.source, k))
                        for k, v in value.items()}
 
-    def _key(self, key: VariableTracker) -> Any:
-        """:func:`dict_key`, remembering the tracker of a tensor key."""
-        k = dict_key(key)
-        if isinstance(k, torch.Tensor):
+    def _key(self, key: VariableTracker, tx: Any = None) -> Any:
+        """:func:`dict_key`, remembering the tracker of a key that is not a constant (a
+        tensor, an object, a tuple holding one): the rebuilt dict holds what that tracker
+        rebuilds. A constant key forgets any tracker remembered under its ``id`` (one of an
+        equal tuple already freed, whose address CPython reuses)."""
+        k = dict_key(key, tx)
+        if isinstance(k, torch.Tensor) or not key.is_python_constant():
             self.key_trackers[id(k)] = key
+        else:
+            self.key_trackers.pop(id(k), None)
         return k
 
-    def lookup(self, key: VariableTracker) -> VariableTracker | None:
+    def lookup(self, key: VariableTracker, tx: Any = None) -> VariableTracker | None:
         """The entry for ``key``, or None when there is none (guarding only that key)."""
-        k = self._key(key)
+        k = self._key(key, tx)
         if self.lazy is None or k in self._items:
             return self._items.get(k)
         tx, value = self.lazy
         present = k in value
-        tensor = isinstance(k, torch.Tensor)   # named by its source, not the object seen now
+        # a tensor or an object: named by its source, not the object seen now
+        tensor = isinstance(k, torch.Tensor) or not key.is_python_constant()
+        if tensor and key.source is None:
+            raise Unsupported(f"a lookup of {key} (made while tracing, so with no name to "
+                              "guard by) in a dict from outside the compiled region")
         tx.guards.add("DICT_CONTAINS", f"{key.source.name() if tensor else key_expr(k)} "
                       f"{'in' if present else 'not in'} {self.source.name()}", self.source)
         if not present:
@@ -586,9 +595,9 @@ class ConstDictVariable(VariableTracker):
         return [*self._items.values(), *self.attrs.values()]
 
     def getitem(self, tx, key):
-        found = self.lookup(key)
+        found = self.lookup(key, tx)
         if found is None:
-            k = self._key(key)
+            k = self._key(key, tx)
             if self.default_factory is not None:  # defaultdict: d[k] inserts factory()
                 value = self.default_factory.call_function(tx, [], {})
                 self.setitem(tx, key, value)
@@ -600,7 +609,7 @@ class ConstDictVariable(VariableTracker):
         return found
 
     def setitem(self, tx, key, value):
-        k = self._key(key)
+        k = self._key(key, tx)
         if self._items.get(k, _ABSENT) is value and self.dict_cls in _PLAIN_SETITEM:
             # ``d[k] = v`` of the object already there (an optimizer puts each momentum
             # buffer back in its state every step): the dict is as it was, so no write to
@@ -645,7 +654,7 @@ class ConstDictVariable(VariableTracker):
         if name == "__getitem__":
             return self.getitem(tx, args[0])
         if name == "get":
-            found = self.lookup(args[0])
+            found = self.lookup(args[0], tx)
             if found is not None:
                 return found
             return args[1] if len(args) > 1 else ConstantVariable(None)
@@ -663,40 +672,41 @@ class ConstDictVariable(VariableTracker):
                 return TupleVariable([self.key_trackers.get(id(k)) or ConstantVariable(k),
                                       self.items.pop(k)])
             if name == "__setitem__":
-                self.items[self._key(args[0])] = args[1]
+                self.items[self._key(args[0], tx)] = args[1]
             elif name in ("update", "__init__") and args and not isinstance(
                     args[0], ConstDictVariable) and callable(
                     getattr(args[0].python_type(), "keys", None)):
                 # a mapping that is not a dict (a Mapping class, a ModuleDict): as CPython
                 # does, ``keys()`` then ``m[k]`` for each -- never iterating ``m`` itself
                 for k in tx.unpack(args[0].call_method(tx, "keys", [], {})):
-                    self.items[self._key(k)] = tx.binary_op(operator.getitem, args[0], k)
+                    self.items[self._key(k, tx)] = tx.binary_op(operator.getitem, args[0], k)
                 self.items.update(kwargs)
             elif name in ("update", "__init__") and args and not isinstance(
                     args[0], ConstDictVariable):  # from (key, value) pairs
                 for pair in tx.unpack(args[0]):
                     k, v = tx.unpack(pair)
-                    self.items[self._key(k)] = v
+                    self.items[self._key(k, tx)] = v
                 self.items.update(kwargs)
             elif name in ("update", "__init__"):
                 other = args[0] if args else ConstDictVariable(kwargs)
                 if not isinstance(other, ConstDictVariable):
                     raise Unsupported("dict.update with a non-dict")
                 self.items.update(other.items)
+                self.key_trackers.update(other.key_trackers)
                 self.items.update(kwargs if args else {})
             elif name == "pop":
-                k = self._key(args[0])
+                k = self._key(args[0], tx)
                 if k in self.items:
                     return self.items.pop(k)
                 if len(args) > 1:
                     return args[1]
                 raise TracedException(KeyError(k))
             elif name == "setdefault":
-                k = self._key(args[0])
+                k = self._key(args[0], tx)
                 return self.items.setdefault(k, args[1] if len(args) > 1
                                              else ConstantVariable(None))
             elif name == "__delitem__":
-                del self.items[self._key(args[0])]
+                del self.items[self._key(args[0], tx)]
             else:
                 self.items.clear()
             return ConstantVariable(None)
@@ -708,10 +718,10 @@ class ConstDictVariable(VariableTracker):
         if name == "fromkeys":  # ``d.fromkeys(keys)``: the class method, on d's class
             return tx.call(tx.wrap_nested(self.dict_cls.fromkeys, None), args, kwargs)
         if name == "__contains__":
-            return ConstantVariable(self.lookup(args[0]) is not None)
+            return ConstantVariable(self.lookup(args[0], tx) is not None)
         if name == "move_to_end" and self.dict_cls is not dict:
             tx.record_mutation(self)
-            k = self._key(args[0])
+            k = self._key(args[0], tx)
             last = kwargs["last"].as_python_constant() if "last" in kwargs else \
                 (args[1].as_python_constant() if len(args) > 1 else True)
             value = self.items.pop(k)
@@ -732,7 +742,8 @@ class ConstDictVariable(VariableTracker):
         self.attrs = {**self.attrs, name: value}
 
     def rebuild_items(self, rc) -> dict:
-        return {rc(self.key_trackers[id(k)]) if isinstance(k, torch.Tensor) else k: rc(v)
+        trackers = self.key_trackers
+        return {rc(trackers[id(k)]) if id(k) in trackers else k: rc(v)
                 for k, v in self.items.items()}
 
     def reconstruct(self, rc):
@@ -757,17 +768,37 @@ class ConstDictVariable(VariableTracker):
         return f"ConstDictVariable({self._items!r}{', lazy' if self.lazy else ''})"
 
 
-def dict_key(key: VariableTracker) -> Any:
+def dict_key(key: VariableTracker, tx: Any = None) -> Any:
     """The Python key a tracker stands for: its constant, or -- for a tensor that is a graph
     input, an optimizer's parameter indexing ``self.state`` -- the tensor itself (a tensor
     hashes by identity; guards and the rebuilt dict name it through its source, so a later
     call with other tensors is checked and written with those). A tensor the graph computes
-    has no identity to key by until it runs."""
+    has no identity to key by until it runs.
+
+    Keys that hash and compare by identity (:func:`identity_member`: a plain object, a
+    module, a function) are the objects themselves, and a tuple key is the tuple of its
+    items' keys: FrEIA's graph keeps ``outs[node, 0] = tensor``, its nodes plain objects.
+    Which entries such keys find depends on which of them are the same object, so an object
+    from outside is guarded to be this very one (``ID_MATCH``, through ``tx``; without a
+    ``tx`` to guard with, a graph break)."""
     if isinstance(key, LATE_BOUND["TensorVariable"]):
         if key.real is None:
             raise Unsupported("a dict keyed by a tensor the graph computes")
         return key.real
-    return key.as_python_constant()
+    if key.is_python_constant():
+        return key.as_python_constant()
+    if isinstance(key, TupleVariable):
+        return tuple(dict_key(item, tx) for item in key.items)
+    member = identity_member(key)
+    if member is None:
+        raise Unsupported(f"a dict keyed by {key} (not a constant, nor an object that hashes "
+                          "by identity)")
+    if key.source is not None:
+        if tx is None:
+            raise Unsupported(f"a dict keyed by {key}, an object from outside, where its "
+                              "identity cannot be guarded")
+        tx.guards.ID_MATCH(key.source, member)
+    return member
 
 
 class AttributeDictVariable(ConstDictVariable):
@@ -842,7 +873,7 @@ class DictViewVariable(VariableTracker):
         if name == "__len__":
             return ConstantVariable(len(self.dict_vt.items))
         if name == "__contains__" and self.kind == "keys":
-            return ConstantVariable(dict_key(args[0]) in self.dict_vt.items)
+            return ConstantVariable(dict_key(args[0], tx) in self.dict_vt.items)
         if name == "isdisjoint" and self.kind == "keys":
             other = {a.as_python_constant() for a in tx.unpack(args[0])}
             return ConstantVariable(not (set(self.dict_vt.items) & other))
@@ -889,16 +920,21 @@ class SetVariable(VariableTracker):
     held as the objects themselves so Python's own set does the work; ``trackers`` maps
     those back to what the trace knows of them."""
 
-    def __init__(self, items: list[VariableTracker], source: Source | None = None):
+    def __init__(self, items: list[VariableTracker], source: Source | None = None,
+                 tx: Any = None):
         self.trackers: dict[int, VariableTracker] = {}
-        self.values = {self.key(i): None for i in items}  # insertion order
+        self.values = {self.key(i, tx): None for i in items}  # insertion order
         self.mutated = False
         self.source = source
 
-    def key(self, item: VariableTracker) -> Any:
+    def key(self, item: VariableTracker, tx: Any = None) -> Any:
         """The Python member ``item`` stands for (its tracker remembered). A tuple of
         constants -- a static ``x.shape`` too -- is a constant member; a tuple holding a
-        list raises CPython's ``unhashable type`` inside the trace."""
+        list raises CPython's ``unhashable type`` inside the trace. How many members a set
+        has depends on which of them are the same object, so an object from outside is
+        guarded (through ``tx``) to be this very one: ``{a, b}`` traced for two objects was
+        reused, two members long, when ``a is b``. (Without ``tx``: a set's copy, whose
+        members were guarded when they were added.)"""
         if item.is_python_constant() and not isinstance(item, (ListVariable,
                                                                ConstDictVariable)):
             value = item.as_python_constant()
@@ -911,6 +947,9 @@ class SetVariable(VariableTracker):
         if member is None:
             raise Unsupported(f"a set holding {item} (not a constant, nor an object that "
                               "hashes by identity)")
+        if tx is not None and item.source is not None and \
+                not isinstance(member, torch.Tensor):
+            tx.guards.ID_MATCH(item.source, member)
         self.trackers[id(member)] = item
         return member
 
@@ -941,8 +980,8 @@ class SetVariable(VariableTracker):
     def truth(self, tx):
         return bool(self.values)
 
-    def contains(self, item: VariableTracker) -> bool:
-        return self.key(item) in self.values
+    def contains(self, item: VariableTracker, tx: Any = None) -> bool:
+        return self.key(item, tx) in self.values
 
     def var_getattr(self, tx, name):
         if callable(getattr(set, name, None)):
@@ -956,8 +995,8 @@ class SetVariable(VariableTracker):
                 return set(a.values)
             if a.is_python_constant():
                 return a.as_python_constant()
-            return [self.key(i) for i in tx.unpack(a)]
-        values = [self.key(a) for a in args] if name in ("add", "discard", "remove") \
+            return [self.key(i, tx) for i in tx.unpack(a)]
+        values = [self.key(a, tx) for a in args] if name in ("add", "discard", "remove") \
             else [operand(a) for a in args]
         if name in ("add", "update", "discard", "remove", "clear", "pop",
                     "difference_update", "intersection_update", "symmetric_difference_update",
