@@ -254,11 +254,14 @@ def count_calls(fn: Callable, *args: Any, calls: int = 20, top: int = 10) -> Cal
 @dataclass
 class Frame:
     """One Python function entered during a call: where, how deep, and the C functions it
-    called itself (PyTorch ops, kernels, ``data_ptr()``...), by name, in order."""
+    called itself (PyTorch ops, ``data_ptr()``...), by name, in order. A profile hook sees
+    no call of a ctypes function, so a generated wrapper's C++ kernels are listed apart:
+    the ones its code names (each called once; a wrapper has no loops)."""
     name: str
     where: str               # the module's path from its package, or the generated code's name
     depth: int
     c_calls: list[str] = field(default_factory=list)
+    kernels: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -268,7 +271,6 @@ class CallPath:
     name: str
     frames: list[Frame]
     wrapper_depth: int | None  # Python frames from the call down to the wrapper, inclusive
-    first_call: str | None     # the wrapper's first C call (a kernel, an op, an allocation)
 
     def __str__(self) -> str:
         return self.format()
@@ -276,15 +278,15 @@ class CallPath:
     def format(self, limit: int = 60) -> str:
         """The tree, at most ``limit`` frames of it."""
         lines = [f"{self.name}: {len(self.frames)} Python frames, "
-                 f"{sum(len(f.c_calls) for f in self.frames)} C calls"]
+                 f"{sum(len(f.c_calls) + len(f.kernels) for f in self.frames)} C calls"]
         if self.wrapper_depth is not None:
-            lines[0] += (f"; the generated wrapper runs {self.wrapper_depth} frames deep "
-                         f"(its first call: {self.first_call})")
+            lines[0] += f"; the generated wrapper runs {self.wrapper_depth} frames deep"
         for f in self.frames[:limit]:
             counts: dict[str, int] = {}
             for c in f.c_calls:
                 counts[c] = counts.get(c, 0) + 1
-            calls = ", ".join(c if n == 1 else f"{c} ×{n}" for c, n in counts.items())
+            calls = ", ".join([f"C++ kernel {k}" for k in f.kernels] +
+                              [c if n == 1 else f"{c} ×{n}" for c, n in counts.items()])
             label = f"{'  ' * f.depth}{f.name}"
             lines.append(f"{label:<32} {f.where:<38} {calls}".rstrip())
         if len(self.frames) > limit:
@@ -310,14 +312,19 @@ def call_path(fn: Callable, *args: Any, name: str = "one call", **kwargs: Any) -
     functions it calls -- recorded with a ``sys.setprofile`` hook (warm ``fn`` up first: a
     cold call compiles). The per-call path of a compiled model, from its ``forward`` to the
     first kernel, read from what actually ran, not from a diagram."""
+    import ctypes
     import sys
     frames: list[Frame] = []
     stack: list[Frame] = []
-    first: list[tuple[int, str]] = []   # (depth, C call) of the wrapper's first call
+    wrapper_depth: list[int] = []
 
     def hook(frame, event, arg):
         if event == "call":
             entered = Frame(frame.f_code.co_name, _where(frame.f_code), len(stack))
+            if entered.where == "<tutorcompile inductor wrapper>":
+                entered.kernels = [n for n in frame.f_code.co_names if isinstance(
+                    frame.f_globals.get(n), ctypes._CFuncPtr)]
+                wrapper_depth.append(len(stack) + 1)
             frames.append(entered)
             stack.append(entered)
         elif event == "return" and stack:
@@ -327,16 +334,13 @@ def call_path(fn: Callable, *args: Any, name: str = "one call", **kwargs: Any) -
             if callee.startswith(("_", "pybind11")):   # (torch._C's classes: the op's name)
                 callee = callee.rsplit(".", 1)[-1]
             stack[-1].c_calls.append(callee)
-            if not first and stack[-1].where == "<tutorcompile inductor wrapper>":
-                first.append((len(stack), callee))
     previous = sys.getprofile()
     sys.setprofile(hook)
     try:
         fn(*args, **kwargs)
     finally:
         sys.setprofile(previous)
-    return CallPath(name, frames, first[0][0] if first else None,
-                    first[0][1] if first else None)
+    return CallPath(name, frames, wrapper_depth[0] if wrapper_depth else None)
 
 
 def time_first_call(fn: Callable, *args: Any, device: str | None = None, **kwargs: Any
