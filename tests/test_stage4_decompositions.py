@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 import tutorcompile as tc
-from tests.kernel_backends import on
+from tests.kernel_backends import BACKENDS, on
 from tutorcompile.aot import (
     DECOMPOSITIONS,
     aot_function,
@@ -510,6 +510,32 @@ def test_counting_sort_orders_nan_and_ties_as_pytorch():
     for got, want in zip(compiled(x), fn(x)):
         torch.testing.assert_close(got, want, equal_nan=True)
     assert compiled.artifacts.decomposition_report.extern == {}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("n", [8, 9, 33])
+def test_a_sort_of_a_computed_tensor_compares_the_same_bits(backend, n):
+    """The ranks compare every element of ``a`` with every other, as two reads of ``a``.
+    When ``a`` was computed in the same kernel (``sin(x)``), each read used to compute it
+    again: in C++ once in a vectorised loop (libmvec's sin) and once outside it (glibc's),
+    which differ in the last bit -- so an element sorted before itself, two elements got
+    one rank, and argsort of 8 or more elements was silently wrong (or read out of bounds).
+    The sort's input is now kept in memory (``meta["realize"]``), in training too."""
+    x = on(backend, torch.randn(3, n, requires_grad=True))[0]
+
+    def fn(x):
+        a = torch.sin(x) * 1.5
+        return (torch.argsort(a, 1), torch.sort(torch.cos(x), 1).values,
+                torch.topk(torch.exp(x.clamp(max=3)), 3, 1).indices,
+                torch.gather(a, 1, a.argsort(1)), torch.median(torch.tanh(x), 1).values)
+    compiled = tc.compile(fn, options={"codegen": backend})
+    for inputs in (x, x.detach() * 2):      # training, then inference on other values
+        got, want = compiled(inputs), fn(inputs)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, rtol=1e-6, atol=1e-6)
+    (grad,) = torch.autograd.grad(sum(o.float().sum() for o in compiled(x)[1:]), x)
+    (want,) = torch.autograd.grad(sum(o.float().sum() for o in fn(x)[1:]), x)
+    torch.testing.assert_close(grad, want, rtol=1e-5, atol=1e-5)
 
 
 def test_norm_of_zeros_has_a_zero_gradient_and_frexp_is_exact():

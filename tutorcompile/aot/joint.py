@@ -209,6 +209,8 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
             if node.op == "call_function" and isinstance(node.target, Prim):
                 with joint.nodes_from(node):
                     env[node] = node.target(*args, **kwargs)
+                if node.meta.get("realize") and isinstance(env[node], GraphValue):
+                    env[node].node.meta["realize"] = True   # (see aot/decomp/sort.py)
             else:  # an extern call, or a getitem of one: copy it as it is
                 copy = joint.node_copy(node, lambda a: env[a].node
                                        if isinstance(env[a], GraphValue) else

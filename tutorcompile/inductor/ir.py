@@ -490,6 +490,11 @@ class ComputedBuffer(Buffer):
     def __init__(self, name: str, layout: FixedLayout, data: Loops, origins=None):
         super().__init__(name, layout, origins)
         self.data = data
+        # its readers load it from memory, never compute it again in their own loops: a
+        # sort compares each element with the others, and a value computed twice -- once
+        # in a vectorised loop (libmvec's sin), once outside it (glibc's) -- may differ in
+        # its last bits, which breaks the order (a graph node's meta["realize"])
+        self.realized = False
 
     @property
     def is_reduction(self) -> bool:

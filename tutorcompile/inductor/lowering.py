@@ -294,6 +294,8 @@ class GraphLowering:
                 args = map_arg(node.args, self.env.__getitem__)
                 kwargs = map_arg(node.kwargs, self.env.__getitem__)
                 self.env[node] = self.lower_call(node, args, kwargs)
+                if node.meta.get("realize"):
+                    realize(self.env[node])
             elif node.op == "output":
                 self.outputs = map_arg(node.args[0], self.env.__getitem__)
             else:
@@ -410,6 +412,15 @@ class GraphLowering:
             if d not in ok:
                 return str(d).replace("torch.", "")
         return None
+
+
+def realize(value: Any) -> None:
+    """Keep the buffer behind ``value`` (through its views) in memory for every reader
+    (``ComputedBuffer.realized``); an input or an extern call's result already is."""
+    while isinstance(value, View):
+        value = value.base
+    if isinstance(value, ComputedBuffer):
+        value.realized = True
 
 
 def _symbolic_stride(stride: int, inner: Sequence[Any]) -> Any:

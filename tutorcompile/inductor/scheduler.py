@@ -243,6 +243,15 @@ class Scheduler:
             why = self.template_refusal(g1, g2)
             if why is not None:
                 return False, why
+        for a, b in ((g1, g2), (g2, g1)):
+            realized = {x.name for x in a.buffers
+                        if isinstance(x, ir.ComputedBuffer) and x.realized}
+            read = next((r for y in b.buffers for r in self.reads[y.name] if r in realized),
+                        None)
+            if read is not None:
+                return False, (f"{read} is compared with its own elements (a sort): its "
+                               "readers load it from memory, so that every comparison sees "
+                               "the same bits")
         if self.reaches(g1, g2, True) or self.reaches(g2, g1, True):
             return False, ("fusing would create a cycle: another kernel sits between them "
                            "(it needs one's output and produces the other's input)")

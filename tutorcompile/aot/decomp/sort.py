@@ -27,11 +27,23 @@ from __future__ import annotations
 
 import torch
 
-from ...ops import ops
+from ...ops import GraphValue, ops
 from ...ops.table import normalize_dim
 from .. import config
 from .helpers import _floating_only, positions
 from .registry import DECOMPOSITIONS, _both, _is_t, register_decomposition
+
+
+def realized(a):
+    """``a``, marked to be kept in memory for its readers (``ComputedBuffer.realized``):
+    every rank compares an element with all the others, as two reads of ``a`` at two
+    positions, so both must be the same bits. Computed again inside each reader's loops,
+    a ``sin(x)`` may come from a vector math routine in one place and a scalar one in the
+    other and differ in its last bit -- and a rank then counts an element as before itself,
+    so two elements get one rank (``argsort(sin(x))`` of 8 elements did, in C++)."""
+    if isinstance(a, GraphValue):
+        a.node.meta["realize"] = True
+    return a
 
 
 def _sort_dim(a, dim):
@@ -60,6 +72,7 @@ def _same(x, y):
 
 def ranks(a, d, descending=False):
     """Where each element of ``a`` lands when ``a`` is sorted along ``d`` (int64)."""
+    a = realized(a)
     x_i = ops.unsqueeze(a, d + 1)                    # [..., n (i), 1 (j), ...]
     x_j = ops.unsqueeze(a, d)                        # [..., 1 (i), n (j), ...]
     j, i = positions(x_j, d + 1), positions(x_i, d)
