@@ -234,7 +234,8 @@ def _direct(compiled: Any) -> Any:
 
 
 class AOTCompiled(FastPath):
-    """The callable :func:`aot_graph` returns: compiles per input signature, then runs."""
+    """The callable :func:`aot_graph` returns: compiles per input signature, then runs
+    (``cache``: the second of the compiler's caches, ``tutorcompile/_caches.py``)."""
 
     def __init__(self, gm: GraphModule | None, fw_compiler: Callable,
                  bw_compiler: Callable | None, partition_fn: Callable,

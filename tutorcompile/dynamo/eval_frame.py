@@ -169,7 +169,8 @@ class CacheEntry:
 
 @dataclass
 class FrameCache:
-    """Everything remembered about one code object."""
+    """Everything remembered about one code object (the first of the compiler's caches:
+    ``tutorcompile/_caches.py`` lists them all, with their keys)."""
     entries: dict[int, list[CacheEntry]] = field(default_factory=dict)
     skip_from: set[int] = field(default_factory=set)  # resume points that run uncompiled
     # (resume point, source) -> dimensions seen to change. Keyed by resume point too: a

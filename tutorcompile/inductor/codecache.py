@@ -1,5 +1,8 @@
 """Compile generated source once, keep the result on disk, load it in a few microseconds.
 
+(The last two of the compiler's caches, ``compiled_graphs`` and the kernel files: their keys
+beside the others' in ``tutorcompile/_caches.py``.)
+
 * :func:`cpp_compile` -- C++ source -> a shared library built by the system compiler with
   :data:`CPP_FLAGS`, stored under ``cache_dir()/cpp/<hash>/kernel.so`` where the hash covers
   the source, the flags and the compiler's version. A second compile of the same source finds

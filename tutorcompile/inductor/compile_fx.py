@@ -109,7 +109,8 @@ def default_codegen(example_inputs: Sequence[Any]) -> str:
 
 class CompiledGraph:
     """A compiled prim graph; call it like the graph. See ``output_code`` and
-    ``fusion_report``."""
+    ``fusion_report``. Its ``_variants`` (one per input layout) are the third of the
+    compiler's caches (``tutorcompile/_caches.py``)."""
 
     def __init__(self, graph: Graph, example_inputs: Sequence[Any], codegen: str,
                  fusion: bool = True, mode: str | None = None, scheduler_cls: type = Scheduler,
