@@ -721,7 +721,7 @@ def _any_overlap(views: list[torch.Tensor]) -> bool:
     if all(spans[k][1] < spans[k + 1][0] for k in range(len(spans) - 1)) and \
             all(not v._is_view() or not _self_overlaps(v) for v in views):
         return False
-    extent = max((end for _, end in spans), default=-1) + 1
+    extent = int(max((end for _, end in spans), default=-1)) + 1
     if extent > _MAX_TALLY:
         return True
     tally = torch.zeros(extent, dtype=torch.int32)
