@@ -3,7 +3,12 @@
 Each seed makes one program: a straight line of PyTorch calls on two or three input tensors
 of random, broadcast-compatible shapes -- pointwise math, reductions over random dims,
 normalisations, views (transpose, slices, reshape, expand, flip), concatenation, matrix
-products, gathers, cumulative sums, in-place updates of intermediates, dtype changes. Every
+products, gathers, cumulative sums, in-place updates of intermediates, dtype changes -- and
+model-code idioms: bool and integer tensors mixed into float math, float64 round trips,
+scatters, index_add/index_put_ and embeddings with indices computed from the data,
+convolutions and pools whose weights are built from the inputs, interpolation, reflect and
+replicate padding, group and batch norm in training, triangles, diagonals, unfold, bmm and
+einsum, reductions over tuples of dims. Every
 statement is tried eagerly while the program is built and kept only if PyTorch accepts it,
 so every program is valid, and each one is printed as Python source (``Program.source``), so
 a failure is a file anyone can run.
@@ -81,7 +86,65 @@ INPLACE = [
     "{v} = {a}.clone(); {v}.clamp_(min=0)", "{v} = {a} * 1; {v}.sub_({b}.mean())",
     "{v} = {a}.clone(); {v}[0].zero_()",
 ]
-KINDS = [(UNARY, 5), (BINARY, 4), (REDUCE, 3), (SHAPE, 3), (COMBINE, 2), (INPLACE, 1)]
+# model-code idioms: integer and bool tensors mixed in, indices derived from data, float64
+# round trips (cast back with .to(dtype): the referee runs the program in float64),
+# convolutions and pools whose weights come from the inputs, norms in training
+MIXED = [
+    "({a} > 0).long() * 3 + {a}", "torch.where({a} > 0, {a}, 0)",
+    "{a}.masked_fill({a} < {b}, -1.0)", "({a} > {b}).sum({d}, keepdim=True) * {a}",
+    "({a} > 0).sum() + {a}", "{a} * ({a}.argmax({d}, keepdim=True) == 0)",
+    "{a}.double().sin().to({a}.dtype)", "({a}.double() * {b}.double()).exp().log().to({a}.dtype)",
+    "torch.cumprod({a} / ({a}.abs() + 1), {d})", "torch.cumsum({a}, {d}, dtype=torch.float64)"
+    ".to({a}.dtype)", "torch.logcumsumexp({a}, {d})",
+    "torch.clamp({a}, {b} - 1, {b} + 1)", "torch.clamp({a}, min={b})",
+    "torch.diff({a}, dim={d})", "torch.diff({a}, n=2, dim=-1)",
+    "{a}.sum(dim=(0, -1))", "{a}.mean(dim=(0, -1), keepdim=True)",
+    "{a}.amax(dim=(0, -1))", "{a}.sum({d}).mean(0)", "{a}.max(-1).values.sum(0)",
+    "{a}.count_nonzero({d}).to({a}.dtype) + 1", "({a} > 0).to({a}.dtype).mean({d})",
+]
+INDEXED = [
+    "torch.zeros_like({a}).scatter_add({d}, {a}.argsort({d}), {a})",
+    "torch.zeros_like({a}).scatter_add(-1, {a}.argsort(-1), {b}.expand_as({a}))",
+    "{a}.index_add(0, {a}[:, 0].argsort() if {a}.dim() > 1 else {a}.argsort(), {a} * 2)",
+    "{a}.index_add({d}, torch.arange({a}.shape[{d}]).flip(0), {a})",
+    "{v} = {a}.clone(); {v}.index_put_(({a}.argmax(0),), {a}[0] * 2)",
+    "{v} = {a}.clone(); {v}[{a} > 0] = 0.0",
+    "{v} = {a}.clone(); {v}.index_put_(({a}.flatten().argsort()[:2] % {a}.shape[0],), "
+    "{a}[0] + 1, accumulate=True)",
+    "F.embedding({a}.argmax(-1) % 4, {b}.reshape(-1)[:1].expand(4, 3) * torch.arange(3.0))",
+    "F.embedding({a}.argmax(-1), {a}.reshape(-1, {a}.shape[-1])[:{a}.shape[-1]])",
+    "{a}.gather(-1, {a}.argmin(-1, keepdim=True))",
+    "torch.take_along_dim({a}, {a}.argsort({d}), {d})",
+]
+LAYERS = [
+    "F.conv1d({a}, {a}[:1, :, :2].expand(2, -1, -1).contiguous())",
+    "F.conv1d({a}, {b}.reshape(-1)[:1].reshape(1, 1, 1).expand(3, {a}.shape[1], 2),"
+    " padding=1)",
+    "F.conv2d({a}, {a}[:1, :, :2, :2].contiguous(), padding=1)",
+    "F.conv2d({a}, {a}[:2, :, :1, :1].contiguous(), stride=2)",
+    "F.max_pool1d({a}, 2)", "F.avg_pool1d({a}, 2, 1)", "F.max_pool1d({a}, 3, 1, 1)",
+    "F.interpolate({a}, scale_factor=2, mode='linear')",
+    "F.interpolate({a}, size=5, mode='nearest')",
+    "F.interpolate({a}, scale_factor=2, mode='linear', align_corners=True)",
+    "F.pad({a}, (1, 1), mode='reflect')", "F.pad({a}, (2, 1), mode='replicate')",
+    "F.pad({a}, (1, 1, 1, 0), mode='reflect')",
+    "F.group_norm({a}, 1)", "F.group_norm({a}, {a}.shape[1])",
+    "F.batch_norm({a}, {a}.mean(0).detach().flatten()[:{a}.shape[1]].clone() * 0, "
+    "torch.ones({a}.shape[1]), training=True)",
+    "F.batch_norm({a}, torch.zeros({a}.shape[1]), torch.ones({a}.shape[1]), "
+    "{b}.flatten()[:1].expand({a}.shape[1]), None, training=True)",
+    "torch.tril({a})", "torch.triu({a}, 1)", "torch.tril({a}, -1) + {a}.t().triu()",
+    "{a}.diagonal()", "{a}.diagonal(0, 0, -1)", "torch.diagonal({a}, 1, -2, -1)",
+    "{a}.unfold({d}, 2, 1)", "{a}.unfold(-1, 2, 2).sum(-1)",
+    "torch.bmm({a}, {a}.transpose(1, 2))", "torch.bmm({a}.transpose(1, 2), {b})",
+    "torch.einsum('bij,bjk->bik', {a}, {a}.transpose(1, 2))",
+    "torch.einsum('ij,kj->ik', {a}, {b})", "torch.einsum('ii->i', {a})",
+    "torch.einsum('...ij->...j', {a})", "torch.einsum('i,j->ij', {a}, {b})",
+]
+# the first fuzzer's kinds: the seeds in tests/test_stage6_random_programs.py were drawn from
+# these, and keep their programs only while this list (and its order) stays as it is
+BASIC_KINDS = [(UNARY, 5), (BINARY, 4), (REDUCE, 3), (SHAPE, 3), (COMBINE, 2), (INPLACE, 1)]
+KINDS = BASIC_KINDS + [(MIXED, 3), (INDEXED, 2), (LAYERS, 3)]
 
 
 @dataclass
@@ -109,8 +172,10 @@ class Program:
                 for s in (shapes or self.shapes)]
 
 
-def make_program(seed: int, statements: int = 10) -> Program:
-    """A valid random program (each statement tried eagerly as it is chosen)."""
+def make_program(seed: int, statements: int = 10, kinds=None) -> Program:
+    """A valid random program (each statement tried eagerly as it is chosen), drawn from
+    ``kinds`` (``KINDS`` unless given; ``BASIC_KINDS`` remakes the first fuzzer's programs)."""
+    kinds = KINDS if kinds is None else kinds
     rng = random.Random(seed)
     rank = rng.choice([1, 2, 2, 3, 3, 4])
     shape = tuple(rng.choice([1, 2, 3, 4, 5, 8, 16, 17]) for _ in range(rank))
@@ -126,7 +191,7 @@ def make_program(seed: int, statements: int = 10) -> Program:
     attempts = 0
     while len(lines) < statements and attempts < statements * 20:
         attempts += 1
-        templates = rng.choices([k for k, _ in KINDS], [w for _, w in KINDS])[0]
+        templates = rng.choices([k for k, _ in kinds], [w for _, w in kinds])[0]
         template = rng.choice(templates)
         a = rng.choice(names[-4:] if rng.random() < 0.7 else names)
         b = rng.choice(names)
@@ -134,7 +199,7 @@ def make_program(seed: int, statements: int = 10) -> Program:
         dim = rng.randint(-values[a].dim(), max(values[a].dim() - 1, 0)) \
             if values[a].dim() else 0
         text = template.format(a=a, b=b, d=dim, s=round(rng.uniform(-2, 2), 2), v=v)
-        line = text if template in INPLACE else f"{v} = {text}"
+        line = text if text.startswith(f"{v} = ") else f"{v} = {text}"
         scope = dict(namespace, **values)
         try:
             exec(line, scope)
@@ -194,9 +259,11 @@ def _run(fn, inputs, grad: bool):
     grads = None
     if grad:
         g = torch.Generator().manual_seed(1)
-        loss = sum((o.double() * torch.randn(o.shape, generator=g, dtype=torch.float64)).sum()
-                   for o in outs)
-        grads = torch.autograd.grad(loss, inputs, allow_unused=True)
+        weights = [torch.randn(o.shape, generator=g, dtype=torch.float64) for o in outs]
+        # an output computed through integers (count_nonzero, argmax) has no gradient
+        terms = [(o.double() * w).sum() for o, w in zip(outs, weights) if o.requires_grad]
+        grads = torch.autograd.grad(sum(terms), inputs, allow_unused=True) if terms else \
+            [None] * len(inputs)
         grads = [torch.zeros_like(x) if gr is None else gr for x, gr in zip(inputs, grads)]
     return [o.detach() for o in outs], grads
 
@@ -246,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", default="inductor")
     parser.add_argument("--statements", type=int, default=10)
     parser.add_argument("--show", action="store_true", help="print each program's source")
+    parser.add_argument("--basic", action="store_true",
+                        help="the first fuzzer's templates only (BASIC_KINDS)")
     args = parser.parse_args(argv)
     if ":" in args.seeds:
         start, stop = map(int, args.seeds.split(":"))
@@ -254,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         seeds = range(int(args.seeds), int(args.seeds) + 1)
     failures, one_graph, breaks = 0, 0, {}
     for seed in seeds:
-        program = make_program(seed, args.statements)
+        program = make_program(seed, args.statements, BASIC_KINDS if args.basic else None)
         if args.show:
             print(program.source)
         try:
