@@ -410,3 +410,33 @@ def test_views_remade_from_their_base_follow_symbolic_sizes():
         sum((o * o.detach()).sum() for o in want).backward()
         sum((o * o.detach()).sum() for o in got).backward()
         torch.testing.assert_close(got_x.grad, want_x.grad)
+
+
+def _write_a_copy(x):
+    v = x.max(0).values          # the copy below is v itself once clone is an identity
+    w = v.clone()
+    w[v > 0] = 0.0               # a graph break: the write runs in eager on the output
+    return v + 1, w, x.clone()
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("grad", [False, True])
+def test_copies_returned_by_a_graph_are_new_tensors(backend, grad):
+    """A clone is an identity in a functional graph, so a graph returned ``v`` and its copy
+    ``w`` (or an input and its copy) as one tensor: writing ``w`` in place silently wrote
+    ``v`` (inductor, inference), or in training the tensor the backward had saved. Found by
+    the random-program fuzzer (seed 1021)."""
+    if backend == "inductor" and not probe().has_cxx:
+        pytest.skip("no C++ compiler")
+    tc.reset()
+    x = torch.randn(5)           # (v is 0-d: the masked write breaks the graph)
+    x_eager, x_compiled = (x.clone().requires_grad_(grad) for _ in range(2))
+    want = _write_a_copy(x_eager)
+    got = tc.compile(_write_a_copy, backend=backend)(x_compiled)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+    assert got[2] is not x_compiled
+    if grad:
+        sum(o.sum() for o in want).backward()
+        sum(o.sum() for o in got).backward()
+        torch.testing.assert_close(x_compiled.grad, x_eager.grad)

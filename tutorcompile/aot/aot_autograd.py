@@ -171,6 +171,10 @@ class CompiledArtifacts:
 
     def __post_init__(self):
         self.forward_run = _direct(self.forward)
+        if self.joint is None:
+            copies = _outputs_to_copy(self.prim_graph, self.functional.num_user_outputs)
+            if copies:
+                self.forward_run = functools.partial(_copy_outputs, self.forward_run, copies)
         if self.grad_off:
             self.forward_run = functools.partial(_run_without_grad, self.forward_run)
 
@@ -205,6 +209,33 @@ def _generic_key(inputs: list, dynamic_dims: list) -> tuple:
         (tuple(None if d in dims and s >= 2 else s for d, s in enumerate(x.shape)),
          x.dtype, x.device, x.requires_grad) if is_symbolic_input(x, dims) else k
         for x, dims, k in zip(inputs, dynamic_dims, _key(inputs)))
+
+
+def _outputs_to_copy(graph: Graph, n_user: int) -> tuple[int, ...]:
+    """User outputs of an inference graph that are an input or an earlier output as they
+    are: a copy the decompositions made the same value (``y = x.clone()``, ``w = v.clone()``
+    are identities in a functional graph). A compiled graph returns such a value as the very
+    tensor it is, and the caller, writing one in place (``w[mask] = 0``), silently wrote the
+    other; those positions get copies. (Training: ``_AOTFunction.forward`` copies them.)"""
+    outputs = graph.output_node.args[0]
+    if not isinstance(outputs, (tuple, list)):
+        return ()
+    seen: set = set()
+    copies = []
+    for i, out in enumerate(outputs[:n_user]):
+        if isinstance(out, Node):
+            if out in seen or out.op == "placeholder":
+                copies.append(i)
+            seen.add(out)
+    return tuple(copies)
+
+
+def _copy_outputs(run: Callable, positions: tuple[int, ...], *inputs: Any) -> Any:
+    outs = list(run(*inputs))
+    for i in positions:
+        if isinstance(outs[i], torch.Tensor):   # (a size returned as it is stays)
+            outs[i] = outs[i].clone()
+    return tuple(outs)
 
 
 def _run_without_grad(fn: Callable, *inputs: torch.Tensor) -> Any:
@@ -570,14 +601,23 @@ class _AOTFunction(torch.autograd.Function):
             mutated = {storage_key(inputs[i]) for i in art.mutated_tensor_positions} - {None}
             saved = [s.clone() if storage_key(s) in mutated else s for s in saved]
         # outputs returned twice or inputs returned as they are must be new tensors
-        seen: set[int] = set(map(id, inputs))
+        input_ids: set[int] = set(map(id, inputs))
+        seen = set(input_ids)
         result = []
+        returned_twice: set[int] | None = None
         for o in fwd:
             if isinstance(o, torch.Tensor):
                 if id(o) in seen:
+                    if id(o) not in input_ids:
+                        returned_twice = (returned_twice or set()) | {id(o)}
                     o = o.clone()
                 seen.add(id(o))
             result.append(o)
+        if returned_twice:
+            # Two outputs the graph made one value (v6 = v2.clone() is v2 in a functional
+            # graph): the caller may write either in place, and the first is the tensor
+            # itself, so what the backward reads of it must be a copy of its own.
+            saved = [s.clone() if id(s) in returned_twice else s for s in saved]
         if art.detached_views is None:
             art.detached_views, art.regenerated_views, art.saved_copies = \
                 _views_to_detach(result, inputs, saved)
