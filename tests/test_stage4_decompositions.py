@@ -884,3 +884,36 @@ def test_a_foreach_op_is_the_per_tensor_op_on_every_element(name, args, kwargs, 
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5, equal_nan=True)
     extern = report["compiled"].artifacts.decomposition_report.extern
     assert f"torch.{name}" not in extern, extern
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("dims", [(0, 0), (0, -1), (-1, -1)])
+def test_transposing_a_0d_tensor_gives_it_back(dims, backend):
+    """PyTorch takes dims 0 and -1 of a 0-d tensor (as of one dim) and transposes nothing;
+    the decomposition indexed an empty order: IndexError (found by the random-program
+    fuzzer, seed 1042: ``x.sum(-1).mean(0).transpose(0, 0)``)."""
+    def fn(x):
+        return (x.sum() * 2).transpose(*dims) + 1, x.sum().swapaxes(*dims)
+    x = torch.randn(3, 4)
+    for got, want in zip(tc.compile(fn, backend=backend)(x), fn(x)):
+        torch.testing.assert_close(got, want)
+
+
+@pytest.mark.usefixtures("fresh_compiler")
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_softplus_above_its_threshold_has_the_linear_gradient(backend):
+    """Past the threshold softplus is its input, but the gradient also flows (times zero)
+    through the soft side, where exp overflowed to inf: 0 * inf gave a nan gradient (found
+    by the random-program fuzzer, seed 1044: ``F.softplus((x + x * x * x) ** 2)``)."""
+    def fn(x):
+        return F.softplus((x * 10) ** 2), F.softplus(x * 30, beta=2, threshold=5), \
+            F.mish(x * 1000)
+    x = torch.tensor([-3.0, 0.5, 2.0, 20.0])
+    x_eager, x_compiled = (x.clone().requires_grad_() for _ in range(2))
+    want, got = fn(x_eager), tc.compile(fn, backend=backend)(x_compiled)
+    sum(t.sum() for t in want).backward()
+    sum(t.sum() for t in got).backward()
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+    torch.testing.assert_close(x_compiled.grad, x_eager.grad)

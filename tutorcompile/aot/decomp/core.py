@@ -366,6 +366,8 @@ def permute(a, *dims):
 
 @register_decomposition(*_both("transpose"), *_both("swapaxes"))
 def transpose(a, dim0, dim1):
+    if not a.shape:   # a 0-d tensor: PyTorch takes dims 0 and -1, and gives it back
+        return a
     order = list(range(len(a.shape)))
     d0, d1 = normalize_dim(dim0, len(order)), normalize_dim(dim1, len(order))
     order[d0], order[d1] = order[d1], order[d0]

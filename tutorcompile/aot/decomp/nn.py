@@ -51,11 +51,15 @@ def _act(*targets):
 
 
 def _softplus(a, beta=1.0, threshold=20.0):
+    # Above the threshold the linear branch is taken, but the gradient flows through both
+    # sides of a where (the unchosen one times zero): exp of a large input is inf there,
+    # and 0 * inf is nan. The soft side reads the input clamped to the threshold instead.
     scaled = ops.mul(a, beta) if beta != 1 else a
-    soft = ops.log(ops.add(ops.exp(scaled), 1.0))
+    linear = ops.gt(scaled, threshold)
+    soft = ops.log(ops.add(ops.exp(ops.where(linear, threshold, scaled)), 1.0))
     if beta != 1:
         soft = ops.div(soft, beta)
-    return ops.where(ops.gt(scaled, threshold), a, soft)
+    return ops.where(linear, a, soft)
 
 
 _act(F.softplus)(_softplus)
