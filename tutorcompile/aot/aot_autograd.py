@@ -351,6 +351,7 @@ class AOTCompiled(FastPath):
             symbolic_input_metas(inputs, dynamic_dims, shape_env)
         prim_graph, report = decompose(functional.graph, metas,
                                        decompositions=self.decompositions)
+        prim_graph = fresh_outputs(functional, prim_graph)
         log_artifact("aot_graphs", lambda: f"{GraphModule({}, prim_graph).code}\n{report}",
                      "decomposed to prims")
         tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
@@ -803,6 +804,70 @@ def _apply(art: CompiledArtifacts, *inputs: torch.Tensor) -> tuple:
 # ---------------------------------------------------------------------------------------
 # Entry points
 # ---------------------------------------------------------------------------------------
+
+_PRIM_VIEWS = frozenset(PRIMS[name] for name in ("reshape", "permute", "expand", "squeeze",
+                                                 "unsqueeze", "slice"))
+
+
+def _eager_aliases_input(node: Any) -> bool:
+    """Did eager's result at ``node`` (of the traced, functional graph) share an input's
+    memory? An input itself, or a chain of views the tracer saw alias their input."""
+    while isinstance(node, Node):
+        if node.op == "placeholder":
+            return True
+        if not node.meta.get("aliases_input") or not node.args:
+            return False
+        node = node.args[0]
+    return False
+
+
+def _prim_view_of_input(node: Any) -> bool:
+    """Is ``node`` (of the prim graph) views of an input, with no computation between?"""
+    if not (isinstance(node, Node) and node.target in _PRIM_VIEWS):
+        return False   # (an input itself: _outputs_to_copy copies it at run time)
+    while isinstance(node, Node) and node.target in _PRIM_VIEWS:
+        node = node.args[0]
+    return isinstance(node, Node) and node.op == "placeholder"
+
+
+def fresh_outputs(functional: FunctionalGraph, prim_graph: Graph) -> Graph:
+    """``prim_graph`` with a copy before each user output that eager makes a tensor of its
+    own but the prims leave a view of an input, or that eager made contiguous and the prims
+    leave a view. Decompositions treat ``clone`` and ``contiguous`` as the value they copy
+    (inside a graph a copy is the same value), so ``return x.t().clone()`` returned a view
+    of ``x`` -- a write into the result wrote into the caller's tensor -- and
+    ``return h.transpose(1, 2).contiguous()`` a transposed view, which the caller's
+    ``.view(...)`` refused. (The tracer records a ``contiguous`` only where eager copied.)
+    The copy is a ``convert_element_type`` to the same dtype: a pointwise op, so the
+    compiled graph writes a new, contiguous tensor."""
+    f_outs = functional.graph.output_node.args[0]
+    p_outs = prim_graph.output_node.args[0]
+    if isinstance(f_outs, Node):   # (a single result)
+        f_outs = (f_outs,)
+    if not isinstance(f_outs, (tuple, list)) or not isinstance(p_outs, (tuple, list)):
+        return prim_graph
+    convert = PRIMS["convert_element_type"]
+    changed = list(p_outs)
+    for i in range(min(functional.num_user_outputs, len(f_outs), len(p_outs))):
+        f, out = f_outs[i], p_outs[i]
+        meta = out.meta.get("tensor_meta") if isinstance(out, Node) else None
+        if not isinstance(meta, TensorMeta) or not isinstance(f, Node):
+            continue
+        wants_contiguous = f.op == "call_method" and f.target == "contiguous" and \
+            out.target in _PRIM_VIEWS
+        if not (wants_contiguous or
+                (_prim_view_of_input(out) and not _eager_aliases_input(f))):
+            continue
+        with prim_graph.inserting_before(prim_graph.output_node), prim_graph.nodes_from(out):
+            copy = prim_graph.call_function(convert, (out, meta.dtype))
+        copy.meta["tensor_meta"] = TensorMeta(meta.shape, meta.dtype, meta.device,
+                                              contiguous_strides(meta.shape),
+                                              meta.requires_grad)
+        changed[i] = copy
+    if changed != list(p_outs):
+        prim_graph.output_node.args = (type(p_outs)(changed),)
+    return prim_graph
+
 
 def transpose_matmul_results(gm: GraphModule) -> GraphModule:
     """``permute(matmul(a, b), <swap the last two dims>)`` -> ``matmul(bᵀ, aᵀ)``.
