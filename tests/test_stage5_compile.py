@@ -33,7 +33,7 @@ extern "C" void cpp_poi_fused_add_relu_0(const float* __restrict__ in_ptr_x,
             auto tmp0 = in_ptr_x[(8 * x0 + x1)];
             auto tmp1 = in_ptr_b[x1];
             auto tmp2 = (tmp0 + tmp1);
-            auto tmp3 = std::max(tmp2, decltype(tmp2)(0));
+            auto tmp3 = std::max(tmp2, std::decay_t<decltype(tmp2)>(0));
             out_ptr_buf1[(8 * x0 + x1)] = tmp3;
         }
     }
