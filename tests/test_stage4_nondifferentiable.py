@@ -74,31 +74,6 @@ def test_returned_statistics_do_not_require_grad_where_eagers_do_not(backend):
         [True, False, False]
 
 
-def _through_integers(x):
-    """Results computed from a boolean or an integer tensor: PyTorch gives those no
-    ``grad_fn``, so nothing made from them requires grad."""
-    s = torch.sin(x)
-    return ((x > 0).float(), s.argmax(-1).float() * 2, torch.where(x > 0, 1.0, 0.5),
-            s.max(-1).indices.double(), (s * (x > 0)).sum(-1), s.cummax(-1).indices + 0.5)
-
-
-@pytest.mark.parametrize("backend", ["aot_eager", *DECOMPOSING])
-def test_results_made_from_integers_do_not_require_grad(backend):
-    """They used to get the compiled Function as their grad_fn: ``out.requires_grad`` was
-    True where eager's is False, and ``autograd.grad(out, x)`` raised "not used in the
-    graph" where eager raises "does not require grad"."""
-    x = torch.randn(3, 7, requires_grad=True)
-    tc.reset()
-    got = tc.compile(_through_integers, backend=backend)(x)
-    want = _through_integers(x)
-    assert [t.requires_grad for t in got] == [t.requires_grad for t in want] == \
-        [False, False, False, False, True, False]
-    for g, w in zip(got, want):
-        torch.testing.assert_close(g, w)
-    (grad,) = torch.autograd.grad(got[4].sum(), x)
-    torch.testing.assert_close(grad, torch.autograd.grad(want[4].sum(), x)[0])
-
-
 @pytest.mark.parametrize("backend", DECOMPOSING)
 def test_results_that_are_differentiable_keep_their_gradients(backend):
     """var_mean's and aminmax's results are all differentiable: nothing is cut."""

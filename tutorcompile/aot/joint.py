@@ -164,17 +164,6 @@ def _no_gradient(target: Any) -> bool:
     ) and (name.endswith("_like") or name.startswith("new_"))
 
 
-def _differentiable_result(node: Node) -> bool:
-    """Can a gradient flow through ``node``'s result? Not through a boolean or integer one
-    (a comparison, argmax's indices): PyTorch gives such a tensor no ``grad_fn``, so
-    nothing computed from it -- ``(x > 0).float()`` -- requires grad either. Unknown
-    metadata (a size) is left to the inputs."""
-    meta = node.meta.get("tensor_meta")
-    metas = meta if isinstance(meta, tuple) else (meta,)
-    dtypes = [m.dtype for m in metas if hasattr(m, "dtype")]
-    return not dtypes or any(is_differentiable(d) for d in dtypes)
-
-
 def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | None = None,
                recorded_mutations: list[bool] | None = None) -> JointGraph:
     """The joint graph of ``graph`` (a graph of prims and extern nodes with tensor_meta).
@@ -229,9 +218,8 @@ def make_joint(graph: Graph, requires_grad: list[bool], num_user_outputs: int | 
                                        if isinstance(env[a], SymInt) else env[a])
                 env[node] = (GraphValue(copy, handler)
                              if not isinstance(copy.meta.get("tensor_meta"), tuple) else copy)
-            needs_grad[node] = not _no_gradient(node.target) and \
-                _differentiable_result(node) and any(
-                    needs_grad.get(a, False) for a in node.all_input_nodes)
+            needs_grad[node] = not _no_gradient(node.target) and any(
+                needs_grad.get(a, False) for a in node.all_input_nodes)
             inputs_of[node] = functools.reduce(
                 operator.or_, (inputs_of.get(a, 0) for a in node.all_input_nodes), 0)
             order.append(node)
