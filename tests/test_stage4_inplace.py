@@ -473,3 +473,20 @@ def test_a_copy_of_a_view_of_an_input_is_a_new_contiguous_tensor(backend, grad):
         got[0].add_(1)
         got[1].add_(1)
     assert torch.equal(x.detach(), before)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_view_of_an_input_in_another_dtype_keeps_its_dtype(backend):
+    """A view of an input the Function returns is remade with ``as_strided`` on the input
+    (fbe3375), which keeps the input's dtype: ``view_as_complex(x)`` came back float32
+    (found by the OpInfo sweep). A view of another dtype stays the Function's output."""
+    if backend == "inductor" and not probe().has_cxx:
+        pytest.skip("no C++ compiler")
+    tc.reset()
+    x = torch.randn(3, 4, 2, requires_grad=True)
+    got = tc.compile(torch.view_as_complex, backend=backend)(x)
+    want = torch.view_as_complex(x)
+    assert got.dtype == want.dtype == torch.complex64
+    torch.testing.assert_close(got, want)
+    (g,) = torch.autograd.grad(got.abs().sum(), x)
+    torch.testing.assert_close(g, torch.autograd.grad(want.abs().sum(), x)[0])

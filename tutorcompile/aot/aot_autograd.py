@@ -724,10 +724,16 @@ def _views_to_detach(outputs: list, inputs: Sequence, saved: Sequence) -> tuple:
             continue
         bases = [(i, o) for i, o in group if not o._is_view()]
         if key in of_inputs:
-            regenerate += [(i, True, of_inputs[key]) for i, _ in views]
+            # (as_strided keeps its base's dtype: a view of another dtype, view_as_complex
+            # or .view(torch.int32), stays the Function's output, which autograd keeps from
+            # being written)
+            base = inputs[of_inputs[key]]
+            regenerate += [(i, True, of_inputs[key]) for i, o in views
+                           if o.dtype == base.dtype]
         elif len(group) == 1 or not _any_overlap([o for _, o in group]):
             detach += [i for i, _ in views]
-        elif len(bases) == 1 and all(o._base is bases[0][1] for _, o in views):
+        elif len(bases) == 1 and all(o._base is bases[0][1] and o.dtype == bases[0][1].dtype
+                                     for _, o in views):
             regenerate += [(i, False, bases[0][0]) for i, _ in views]
         else:
             continue
