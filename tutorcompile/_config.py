@@ -107,10 +107,10 @@ def patch(name: str, **changes: Any) -> contextlib.AbstractContextManager:
     module = sys.modules[name]
     for knob, value in changes.items():   # check every change before making any
         check(module, knob, value)
-    saved = {knob: getattr(module, knob) for knob in changes}
 
     @contextlib.contextmanager
     def block() -> Iterator[None]:
+        saved = {knob: getattr(module, knob) for knob in changes}   # (as the block opens)
         try:
             for knob, value in changes.items():
                 setattr(module, knob, value)
