@@ -172,3 +172,35 @@ class _SharesAList(torch.nn.Module):
 
     def forward(self, x):
         return torch.stack([self.child(x), *self.heads], 1)
+
+
+def _through_integers(x, m):
+    """Floating results of calls that read only integer or bool tensors, beside calls that
+    eager differentiates although their prims go through comparisons (sign, ``where``)."""
+    return ((x > 0).float(), torch.argmax(x, -1).float() + 0.5, m.to(x.dtype) * -1e4,
+            torch.cummax(x, 0)[1] + 0.5, torch.sign(x), (x > 0).float() * x,
+            torch.where(m, x, 0.0), torch.nn.functional.one_hot(m.long(), 2).float())
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", *DECOMPOSING])
+def test_results_computed_from_integers_do_not_require_grad(backend):
+    """Autograd decides per call: a result requires grad only when a floating input does.
+    Decomposed to prims, ``(x > 0).float()`` looked like a function of ``x``: the compiled
+    Function returned it requiring grad, and ``autograd.grad`` of it said "not used in the
+    graph" where eager says "does not require grad"."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, requires_grad=True)
+    m = torch.rand(3, 4) > 0.5
+    want = _through_integers(x, m)
+    tc.reset()
+    got = tc.compile(_through_integers, backend=backend, fullgraph=True)(x, m)
+    assert [t.requires_grad for t in got] == [t.requires_grad for t in want] == \
+        [False, False, False, False, True, True, True, False]
+    for g, e in zip(got, want):
+        torch.testing.assert_close(g, e)
+    differentiable = [4, 5, 6]
+    grads = [torch.autograd.grad(sum(r[i].sum() for i in differentiable), x)[0]
+             for r in (got, want)]
+    torch.testing.assert_close(*grads)
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        torch.autograd.grad(got[0].sum(), x)

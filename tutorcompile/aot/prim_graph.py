@@ -113,7 +113,8 @@ def decompose(graph: Graph, input_metas: list[Any], *, decompositions: dict | No
             args = map_aggregate(node.args, lambda a: env[a] if isinstance(a, Node) else a)
             kwargs = map_aggregate(node.kwargs, lambda a: env[a] if isinstance(a, Node) else a)
             with handler.graph.nodes_from(node):
-                env[node] = _call(node, args, kwargs, table, report)
+                env[node] = _no_gradient_from_integers(
+                    (args, kwargs), _call(node, args, kwargs, table, report))
             _note_eager_layout(env[node], node)
     if result is None:
         result = ()
@@ -282,6 +283,26 @@ def _stop_gradients(fn: Callable, args: tuple, kwargs: dict, out: Any) -> Any:
     kept = [detached(v) if not ok and isinstance(v, GraphValue) and v.dtype.is_floating_point
             else v for v, ok in zip(out, differentiable)]
     return type(out)(kept)
+
+
+def _no_gradient_from_integers(inputs: Any, out: Any) -> Any:
+    """``out``, a torch-level call's results, detached where the call read no floating or
+    complex graph value: ``(x > 0).float()``, ``mask.to(q.dtype)``, ``argmax(x) + 0.5``.
+
+    Autograd decides at the level of the call: a result requires grad when an input
+    does, and only floating and complex tensors can. Prims decide it again, one at a time,
+    after decomposition, where that rule is wrong: ``sign(x)`` decomposes through
+    comparisons, yet eager differentiates it (a zero gradient). So it is applied here, per
+    call: a result whose every graph input was integer or bool gets no gradient -- else the
+    compiled Function returned it with ``requires_grad=True`` where eager gives ``False``,
+    and ``autograd.grad`` of it raised "not used in the graph" instead of eager's "does not
+    require grad". A call with no graph input at all (a factory) needs nothing: the joint
+    graph already finds nothing to differentiate."""
+    leaves = [v for v in tree_leaves(inputs) if isinstance(v, GraphValue)]
+    if not leaves or any(v.dtype.is_floating_point or v.dtype.is_complex for v in leaves):
+        return out
+    return map_aggregate(out, lambda v: detached(v) if isinstance(v, GraphValue) and (
+        v.dtype.is_floating_point or v.dtype.is_complex) else v)
 
 
 def _differentiable_results(fn: Callable, args: tuple, kwargs: dict) -> list[bool] | None:
