@@ -36,7 +36,10 @@ class ModelSpec:
     # losses, source separation, self-supervised heads), fixed by feature too; "probe-7": the
     # seventh (spiking nets, SDE/CDE solvers, tabular nets, KANs, CRFs, wavelets, DCTs);
     # "probe-8": the eighth (Riemannian manifolds, DSP filterbanks, NUFFT, flows and
-    # invertible nets, a batched ODE solver, MLP-mixers, routed and projected attention)
+    # invertible nets, a batched ODE solver, MLP-mixers, routed and projected attention);
+    # "probe-9": the ninth (conv-STFTs, learned compression, Fourier neural operators,
+    # liquid/closed-form continuous-time cells, factorized layers, product-key memory,
+    # block-recurrent and Taylor linear attention, state spaces, polar positions)
     group: str = "held-out"
 
 
@@ -1720,3 +1723,198 @@ def megabyte():
             return self.lm(ids, return_loss=True)
 
     return Net(), (torch.randint(0, 64, (2, 16)),)
+
+
+# --- the ninth held-out probe (group "probe-9") ----------------------------------------------
+# torchlibrosa (STFT as convolutions, log-mel), compressai (GDN, attention blocks, an entropy
+# bottleneck's likelihoods), neuraloperator (FNO: spectral convolutions with complex
+# weights), ncps (closed-form continuous-time and liquid time-constant cells, sparse
+# wirings), tensorly-torch (CP / Tucker factorized linears, a tensor regression layer), and
+# lucidrains' PaLM-pytorch, product_key_memory, block-recurrent-transformer-pytorch,
+# taylor-series-linear-attention, gated-state-spaces-pytorch, x-mlps-pytorch and PoPE-pytorch.
+
+def _probe9(library: str, **options):
+    return register(library, group="probe-9", **options)
+
+
+# torchlibrosa: spectrograms computed by conv1d with DFT kernels, a mel filter bank
+@_probe9("torchlibrosa", note="conv-STFT power spectrogram, log-mel, a conv on top")
+def logmel_cnn():
+    from torchlibrosa.stft import LogmelFilterBank, Spectrogram
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.spec = Spectrogram(n_fft=32, hop_length=8, win_length=32)
+            self.mel = LogmelFilterBank(sr=8000, n_fft=32, n_mels=8, fmin=0, fmax=4000)
+            self.conv = torch.nn.Conv2d(1, 4, 3, padding=1)
+
+        def forward(self, x):
+            return self.conv(self.mel(self.spec(x)))
+
+    return Net(), (torch.randn(2, 128),)
+
+
+# compressai: learned image compression
+@_probe9("compressai", note="residual blocks with GDN, a strided and an upsampling block, "
+                            "an attention block")
+def residual_attention():
+    _timm_libraries_importable()
+    from compressai.layers import AttentionBlock, ResidualBlockUpsample, ResidualBlockWithStride
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.down = ResidualBlockWithStride(3, 8, stride=2)
+            self.attn = AttentionBlock(8)
+            self.up = ResidualBlockUpsample(8, 3, 2)
+
+        def forward(self, x):
+            return self.up(self.attn(self.down(x)))
+
+    return Net(), (torch.randn(2, 3, 8, 8),)
+
+
+@_probe9("compressai", note="FactorizedPrior analysis/synthesis; the entropy bottleneck's "
+                            "rounding and likelihoods (training=False: no noise)")
+def factorized_prior():
+    _timm_libraries_importable()
+    from compressai.models import FactorizedPrior
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = FactorizedPrior(N=8, M=8)
+
+        def forward(self, x):
+            y = self.model.g_a(x)
+            y_hat, likelihoods = self.model.entropy_bottleneck(y, training=False)
+            return self.model.g_s(y_hat), likelihoods
+
+    return Net(), (torch.randn(2, 3, 16, 16),)
+
+
+# neuraloperator: Fourier neural operator
+@_probe9("neuraloperator", note="FNO: rfftn, complex weights on the low modes, irfftn")
+def fno():
+    from neuralop.models import FNO
+    m = FNO(n_modes=(4, 4), hidden_channels=8, in_channels=1, out_channels=1, n_layers=2)
+    return m, (torch.randn(2, 1, 8, 8),)
+
+
+# ncps: continuous-time RNN cells unrolled over the sequence
+@_probe9("ncps", note="closed-form continuous-time cell over a sequence; returns (y, h)")
+def cfc():
+    from ncps.torch import CfC
+    return CfC(4, 8), (torch.randn(2, 5, 4),)
+
+
+@_probe9("ncps", note="liquid time-constant cell on an AutoNCP sparse wiring (ODE unfolds)")
+def ltc():
+    from ncps.torch import LTC
+    from ncps.wirings import AutoNCP
+    return LTC(4, AutoNCP(10, 2)), (torch.randn(2, 5, 4),)
+
+
+# tensorly-torch: factorized layers
+@_probe9("tensorly-torch", note="CP and Tucker factorized linears (tensorly's backend system)")
+def factorized_linear():
+    import tltorch
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = tltorch.FactorizedLinear(in_tensorized_features=(4, 4),
+                                              out_tensorized_features=(2, 4),
+                                              factorization="cp", rank=4)
+            self.b = tltorch.FactorizedLinear(in_tensorized_features=(2, 4),
+                                              out_tensorized_features=(2, 2),
+                                              factorization="tucker", rank=0.5)
+
+        def forward(self, x):
+            return self.b(torch.relu(self.a(x)))
+
+    return Net(), (torch.randn(3, 16),)
+
+
+@_probe9("tensorly-torch", note="tensor regression layer with a Tucker weight")
+def trl():
+    import tltorch
+    m = tltorch.TRL(input_shape=(4, 3, 3), output_shape=(5,), factorization="tucker", rank=0.5)
+    return m, (torch.randn(2, 4, 3, 3),)
+
+
+# lucidrains: PaLM-pytorch, product_key_memory, block-recurrent-transformer-pytorch,
+# taylor-series-linear-attention, gated-state-spaces-pytorch, x-mlps-pytorch, PoPE-pytorch
+@_probe9("PaLM-pytorch", note="parallel attention + SwiGLU blocks, rotary, multi-query")
+def palm():
+    from palm_pytorch import PaLM
+    m = PaLM(num_tokens=64, dim=16, depth=2, dim_head=8, heads=2)
+    return m, (_tokens(vocab=64, shape=(2, 12)),)
+
+
+@_probe9("product_key_memory", note="product-key memory: two top-k's, an EmbeddingBag")
+def pkm():
+    from product_key_memory import PKM
+    m = PKM(dim=16, heads=2, num_keys=8, topk=4, dim_head=8)
+    return m, (torch.randn(2, 6, 16),)
+
+
+@_probe9("block-recurrent-transformer-pytorch",
+         note="recurrent state vectors across blocks; returns (logits, None, None)")
+def block_recurrent():
+    from block_recurrent_transformer_pytorch import BlockRecurrentTransformer
+    m = BlockRecurrentTransformer(num_tokens=64, dim=16, depth=2, dim_head=8, heads=2,
+                                  max_seq_len=32, block_width=8, num_state_vectors=4,
+                                  recurrent_layers=(2,), use_flash_attn=False)
+    return m, (_tokens(vocab=64, shape=(2, 16)),)
+
+
+@_probe9("taylor-series-linear-attention", note="second-order Taylor feature map attention")
+def taylor_attention():
+    from taylor_series_linear_attention import TaylorSeriesLinearAttn
+    m = TaylorSeriesLinearAttn(dim=16, dim_head=4, heads=2)
+    return m, (torch.randn(2, 10, 16),)
+
+
+@_probe9("gated-state-spaces-pytorch", note="gated diagonal state space: FFT convolution")
+def gss():
+    from gated_state_spaces_pytorch import GSS
+    m = GSS(dim=16, dim_expansion_factor=2, dss_kernel_N=8, dss_kernel_H=16)
+    return m, (torch.randn(2, 12, 16),)
+
+
+@_probe9("x-mlps-pytorch", note="residual normed MLP; a grouped MLP")
+def residual_mlp():
+    import x_mlps_pytorch as X
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.res = X.ResidualNormedMLP(16, depth=4, residual_every=2, dim_in=8, dim_out=6)
+            self.grouped = X.GroupedMLP(6, 12, 4, groups=2)
+
+        def forward(self, x):
+            return self.grouped(self.res(x))
+
+    return Net(), (torch.randn(3, 8),)
+
+
+@_probe9("PoPE-pytorch", note="polar positional embedding applied to q and k, then attention")
+def pope_attention():
+    from PoPE_pytorch import PoPE, apply_pope_to_qk
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pope = PoPE(dim=8, heads=2)
+            self.qkv = torch.nn.Linear(16, 48)
+
+        def forward(self, x):
+            b, n, _ = x.shape
+            q, k, v = self.qkv(x).view(b, n, 3, 2, 8).unbind(2)
+            q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+            q, k = apply_pope_to_qk(self.pope(n), q, k)
+            return torch.softmax(q @ k.transpose(-1, -2) * 8 ** -0.5, -1) @ v
+
+    return Net(), (torch.randn(2, 10, 16),)
