@@ -2576,3 +2576,112 @@ def test_sets_and_literals_of_objects_from_outside_are_guarded_by_identity():
         assert got[1] == want[1]
     explained = tc.explain(_members_of_two_arguments)(x, a, b)
     assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+
+
+# --- the ninth library probe: errors the program catches, constant index tensors, modules
+# --- made by their own ``__new__`` ------------------------------------------------------------
+
+def _split_modes(modes):
+    # tensorly's ``_validate_contraction_modes``: one spec or a pair, told apart by unpacking
+    try:
+        first, second = modes
+    except ValueError:
+        first = second = modes
+    try:
+        head, *_, tail = modes
+    except ValueError as e:
+        head = tail = len(str(e))
+    return first, second, head, tail
+
+
+def _takes_two(x, y):
+    return x + y
+
+
+def _program_errors_caught(x):
+    first, second, head, tail = _split_modes(())
+    pair = _split_modes((1, 2))
+    try:
+        y = _takes_two(x)          # a call whose arguments do not bind: TypeError
+    except TypeError:
+        y = _takes_two(x, 1)
+    try:
+        z = _takes_two(**{"x": x}, **{"x": x, "y": 2})  # a keyword given twice
+    except TypeError:
+        z = x * 3
+    return y + z * (len(first) + head + tail + sum(pair))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_errors_of_the_programs_own_operations_are_caught_by_its_except(backend):
+    # unpacking the wrong number of items, arguments that do not bind, a duplicate keyword:
+    # CPython raises there and the program's ``except`` handles it -- once a graph break
+    check_one_graph(_program_errors_caught, lambda: (torch.randn(3, requires_grad=True),),
+                    backend)
+
+
+def _permute_by_index_tensor(x):
+    # compressai's entropy bottleneck: the permutation is a tensor built from literals
+    perm = torch.cat((torch.tensor([1, 0], dtype=torch.long),
+                      torch.arange(2, x.ndim, dtype=torch.long)))
+    y = x.permute(*perm).contiguous().reshape(x.shape[1], -1)
+    return y.sum(int(perm[0]) - 1), x.permute(*perm.tolist())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sizes_from_a_tensor_made_of_constants_are_constants(backend):
+    check_one_graph(_permute_by_index_tensor,
+                    lambda: (torch.randn(2, 3, 4, requires_grad=True),), backend)
+
+
+class _ChoosingMeta(type):
+    def __call__(cls, *args, **kwargs):
+        instance = cls.__new__(cls, *args, **kwargs)
+        kwargs.pop("kind", None)
+        instance.__init__(*args, **kwargs)
+        return instance
+
+
+class _Factorized(torch.nn.Module, metaclass=_ChoosingMeta):
+    """tltorch's FactorizedTensor: ``__new__`` picks the subclass, then defers to object."""
+
+    kinds: dict = {}
+
+    def __init_subclass__(cls, kind="", **kwargs):
+        super().__init_subclass__(**kwargs)
+        _Factorized.kinds[kind] = cls
+
+    def __new__(cls, *args, **kwargs):
+        if cls is _Factorized:
+            cls = cls.kinds[kwargs.get("kind")]
+        return super().__new__(cls)
+
+    def __init__(self):
+        super().__init__()
+
+
+class _Dense(_Factorized, kind="dense"):
+    def __init__(self, tensor):
+        super().__init__()
+        self.register_buffer("tensor", tensor)
+
+    def __getitem__(self, index):
+        return self.__class__(self.tensor[index])    # neuralop slices its weight so
+
+
+class _SlicedWeight(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(4, 6))
+
+    def forward(self, x):
+        w = _Factorized(self.weight * 2, kind="dense")[:, :3]
+        return x @ w.tensor
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_module_made_by_its_own_new_inside_forward(backend):
+    # ``super().__new__(cls)`` reaching object.__new__ for an nn.Module subclass, through
+    # a metaclass ``__call__``: the module is built while tracing, its buffer a graph value
+    check_one_graph(_SlicedWeight(), lambda: (torch.randn(2, 4, requires_grad=True),),
+                    backend)

@@ -165,3 +165,16 @@ def test_an_array_from_outside_is_an_input_read_on_every_call(backend):
     torch.testing.assert_close(compiled(x), model(x))
     model.perm = np.array([1, 0, 3, 2], dtype=np.int32)   # another dtype: compiled again
     torch.testing.assert_close(compiled(x), model(x))
+
+
+def test_numpy_functions_on_constants_give_numbers_not_arrays():
+    # tensorly: ``int(np.prod(shape[-2:]))`` of a static shape is a number while tracing --
+    # traced as a 0-d array, ``int()`` of it was a graph break
+    def fn(x):
+        n = int(np.prod([x.shape[i] for i in (1, 2)]))
+        m = np.sum((x.ndim, 1)) + np.max([2, 5])
+        return x.reshape(x.shape[0], n) * m
+    explained = tc.explain(fn)(torch.randn(2, 3, 4))
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+    x = torch.randn(2, 3, 4)
+    torch.testing.assert_close(tc.compile(fn)(x), fn(x))

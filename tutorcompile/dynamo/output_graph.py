@@ -139,6 +139,31 @@ class OutputGraph:
                 args, kwargs = self.autocast_inputs(op, target, args, kwargs)
             return self._create_node(op, target, args, kwargs)
 
+    def _known_scalars(self, op: str, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+        """The arguments of a call that needs the data of a one-element tensor, with each
+        such tensor computed from constants alone (``tx.known_constant``) replaced by its
+        number -- or None when there is none. compressai permutes by a tensor of indices it
+        builds from literals (``x.permute(*perm)``, ``perm = torch.cat((torch.tensor([1,
+        0]), torch.arange(2, x.ndim)))``): its items are the same numbers on every call, so
+        the graph holds them as constants. (A call's receiver stays the tensor it is.)"""
+        replaced = False
+
+        def number(a: VariableTracker, receiver: bool = False) -> VariableTracker:
+            nonlocal replaced
+            if type(a) in (ListVariable, TupleVariable):
+                return type(a)([number(i) for i in a.items])
+            if not isinstance(a, TensorVariable) or receiver or a.fake.numel() != 1:
+                return a
+            value = self.tx.known_constant(a)
+            if value is None:
+                return a
+            replaced = True
+            return ConstantVariable(value.item())
+
+        new_args = tuple(number(a, op == "call_method" and i == 0) for i, a in enumerate(args))
+        new_kwargs = {k: number(v) for k, v in kwargs.items()}
+        return (new_args, new_kwargs) if replaced else None
+
     def autocast_inputs(self, op: str, target: Any, args: tuple, kwargs: dict
                         ) -> tuple[tuple, dict]:
         """The arguments of a call made under autocast, with the casts autocast would make
@@ -237,6 +262,10 @@ class OutputGraph:
             raise TracedException(e) from None
         except Exception as e:
             kind = type(e).__name__
+            if "DataDependent" in kind:
+                known = self._known_scalars(op, args, kwargs)
+                if known is not None:
+                    return self._create_node(op, target, *known)
             if "DynamicOutputShape" in kind or "DataDependent" in kind:
                 raise Unsupported(f"{what}: output depends on tensor data ({kind})") from None
             raise Unsupported(f"{what} failed on fake tensors: {kind}: {e}") from None

@@ -40,6 +40,7 @@ from typing import Any
 
 import torch
 
+from ..fx.node import Node, map_aggregate
 from ..fx.passes.dce_cse import is_random
 from ..ops.ndarray import draws_from_numpys_generator, torch_numpy_function
 from . import config, polyfills, trace_rules
@@ -407,6 +408,9 @@ class InstructionTranslator(VM):
         err = Unsupported(f"exception handling while tracing ({type(exc).__name__}: {exc})")
         err.location = self.location_of(frame, frame.ip - 1)
         raise err
+
+    def program_error(self, exc: Exception) -> Exception:
+        return TracedException(exc)   # the program's own error: its ``except`` may catch it
 
     @staticmethod
     def location_of(frame: Frame, index: int) -> tuple[str, int | None, str]:
@@ -990,6 +994,11 @@ class InstructionTranslator(VM):
         other = self.realize(other)
         if not isinstance(other, ConstDictVariable):
             raise Unsupported("** of a non-dict")
+        if merge:   # ``f(**a, **b)`` with a key in both raises, as CPython does
+            for k in other.items:
+                if k in d.items:
+                    raise TracedException(TypeError(
+                        f"got multiple values for keyword argument {k!r}"))
         self.record_mutation(d)
         d.items.update(other.items)
         d.key_trackers.update(other.key_trackers)
@@ -1570,9 +1579,8 @@ class InstructionTranslator(VM):
         if fn.__kwdefaults__:
             kwdefaults = {k: default(v, sub("__kwdefaults__", k))
                           for k, v in fn.__kwdefaults__.items()}
-        f_locals = bind_arguments(code, list(args), dict(kwargs), tuple(defaults or ()),
-                                  kwdefaults, fn.__qualname__, self.build_tuple,
-                                  self.build_map_from_dict)
+        f_locals = self._bind(code, args, kwargs, tuple(defaults or ()), kwdefaults,
+                              fn.__qualname__)
         for i, (name, cell) in enumerate(zip(code.co_freevars, fn.__closure__ or ())):
             f_locals[name] = self.closure_cell(cell, sub("__closure__", i))
         return self._run_inlined(Frame(code, fn.__globals__, f_locals, fn.__qualname__),
@@ -1586,13 +1594,21 @@ class InstructionTranslator(VM):
             raise Unsupported("inlining too deep (recursion?)")
         defaults = tuple(self.unpack(fn.defaults)) if fn.defaults is not None else ()
         kwdefaults = dict(fn.kwdefaults.items) if fn.kwdefaults is not None else None
-        f_locals = bind_arguments(code, list(args), dict(kwargs), defaults, kwdefaults,
-                                  fn.qualname, self.build_tuple, self.build_map_from_dict)
+        f_locals = self._bind(code, args, kwargs, defaults, kwdefaults, fn.qualname)
         cells = self.unpack(fn.closure) if fn.closure is not None else []
         for name, cell in zip(code.co_freevars, cells):
             f_locals[name] = cell
         return self._run_inlined(Frame(code, fn.f_globals, f_locals, fn.qualname),
                                  (fn, list(args), kwargs))
+
+    def _bind(self, code, args, kwargs, defaults, kwdefaults, name: str) -> dict:
+        """The inlined function's locals; arguments that do not bind raise CPython's
+        TypeError in the program, which its ``try: f(*args) / except TypeError`` may catch."""
+        try:
+            return bind_arguments(code, list(args), dict(kwargs), defaults, kwdefaults, name,
+                                  self.build_tuple, self.build_map_from_dict)
+        except TypeError as e:
+            raise TracedException(e) from None
 
     def _run_inlined(self, frame: Frame, call: tuple | None = None):
         if frame.code.co_flags & inspect.CO_GENERATOR:
@@ -1839,6 +1855,8 @@ def _known_constant(vt: TensorVariable) -> torch.Tensor | None:
     size is only its example), is not a tensor, or was written in place (conservatively,
     whatever wrote it)."""
     known = getattr(vt.fake, "constant", None)
+    if known is None:
+        return _evaluate_from_constants(vt.node)
     seen, todo = set(), [vt.node]
     while todo and known is not None:
         node = todo.pop()
@@ -1851,6 +1869,44 @@ def _known_constant(vt: TensorVariable) -> torch.Tensor | None:
             return None
         todo.extend(node.all_input_nodes)
     return known
+
+
+def _evaluate_from_constants(node: Node, limit: int = 64) -> torch.Tensor | None:
+    """The value of a small tensor the graph computes from Python constants alone, by ops
+    that draw no random numbers (compressai's ``torch.cat((torch.tensor([1, 0]),
+    torch.arange(2, x.ndim)))`` and the items unpacked from it), computed now on real
+    tensors: the fake tensor tracks a constant only for a literal. None when any node on
+    the way reads an input or a size, draws, was written in place, is not a tensor, or
+    holds more than ``limit`` elements."""
+    values: dict[Node, Any] = {}
+
+    def small(example: Any) -> bool:
+        if isinstance(example, (tuple, list)):
+            return all(small(e) for e in example)
+        return isinstance(example, torch.Tensor) and not example._version and \
+            example.numel() <= limit
+
+    def run(n: Node) -> Any:
+        if n not in values:
+            if n.op not in ("call_function", "call_method") or is_random(n) or \
+                    not small(n.meta.get("example_value")):
+                raise LookupError(n)
+            args = map_aggregate(n.args, lambda a: run(a) if isinstance(a, Node) else a)
+            kwargs = map_aggregate(n.kwargs, lambda a: run(a) if isinstance(a, Node) else a)
+            fn = getattr(args[0], n.target) if n.op == "call_method" else n.target
+            values[n] = fn(*args[1:], **kwargs) if n.op == "call_method" else fn(*args, **kwargs)
+        return values[n]
+
+    try:
+        with torch.no_grad():
+            value = run(node)
+    except Exception:   # (LookupError: not made from constants alone)
+        return None
+    example = node.meta.get("example_value")
+    if not isinstance(value, torch.Tensor) or value.shape != example.shape or \
+            value.dtype != example.dtype:
+        return None
+    return value
 
 
 # what may stand between a branch and the raise it leads to: building the exception and its

@@ -251,6 +251,14 @@ class VM:
     def on_exception(self, frame: Frame, exc: BaseException) -> None:
         """Called when an instruction raises inside a ``try``; the symbolic VM refuses."""
 
+    def program_error(self, exc: Exception) -> Exception:
+        """What an operation of the program raises where CPython would (unpacking the wrong
+        number of items, ``f(**a, **b)`` with a key twice): the exception itself here; the
+        symbolic translator wraps it (``TracedException``) so that the program's own
+        ``try``/``except`` catches it while tracing (tensorly's ``try: modes1, modes2 =
+        modes / except ValueError``), as it would in the real run."""
+        return exc
+
     # --- hooks: what values mean (the symbolic translator overrides these) ----------------
     def const(self, value: Any) -> Any:
         return value
@@ -344,7 +352,8 @@ class VM:
         if merge:
             for k in other.keys():
                 if k in d:
-                    raise TypeError(f"got multiple values for keyword argument {k!r}")
+                    raise self.program_error(TypeError(f"got multiple values for keyword "
+                                                       f"argument {k!r}"))
         d.update(other)
 
     def call_args_from_ex(self, args: Any, kwargs: Any) -> tuple[list, dict]:
@@ -678,18 +687,19 @@ class VM:
     def UNPACK_SEQUENCE(self, f, inst):
         items = self.unpack(f.pop())
         if len(items) > inst.arg:  # CPython's messages, which code may match on
-            raise ValueError(f"too many values to unpack (expected {inst.arg})")
+            raise self.program_error(ValueError(f"too many values to unpack (expected "
+                                                f"{inst.arg})"))
         if len(items) < inst.arg:
-            raise ValueError(f"not enough values to unpack (expected {inst.arg}, got "
-                             f"{len(items)})")
+            raise self.program_error(ValueError(f"not enough values to unpack (expected "
+                                                f"{inst.arg}, got {len(items)})"))
         f.stack.extend(reversed(items))
 
     def UNPACK_EX(self, f, inst):
         before, after = inst.arg & 0xFF, inst.arg >> 8
         items = self.unpack(f.pop())
         if len(items) < before + after:
-            raise ValueError(f"not enough values to unpack (expected at least "
-                             f"{before + after}, got {len(items)})")
+            raise self.program_error(ValueError(f"not enough values to unpack (expected at "
+                                                f"least {before + after}, got {len(items)})"))
         middle = self.build_list(items[before:len(items) - after])
         new = items[:before] + [middle] + items[len(items) - after:]
         f.stack.extend(reversed(new))

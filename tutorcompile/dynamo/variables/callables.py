@@ -131,6 +131,8 @@ class SuperVariable(VariableTracker):
                 return UserMethodVariable(attr, obj)
             if klass is object and name == "__init__":
                 return BuiltinVariable(_object_init)
+            if klass is object and name == "__new__":
+                return BuiltinVariable(object.__new__)   # a ``__new__`` that defers to object
             if klass is object and name in _OBJECT_SLOTS and isinstance(
                     obj, UserDefinedObjectVariable):
                 return _ObjectSlotVariable(obj, name)  # a custom hook's ``super()`` call
@@ -2185,7 +2187,25 @@ def _object_new(tx, cls, *args, **kwargs):
             and not args and not kwargs:
         return UserDefinedObjectVariable(object.__new__(cls.value), fresh=True,
                                          class_source=cls.source)
+    if isinstance(cls, UserDefinedClassVariable) and isinstance(cls.value, type) and \
+            issubclass(cls.value, torch.nn.Module) and not args and not kwargs and \
+            _builds_like_module(cls.value):
+        # a module class's own ``__new__`` ending in ``super().__new__(cls)`` (tltorch's
+        # factorized tensors pick their subclass so, and neuralop builds them in
+        # ``forward``): the module as ``_new_user_module`` makes it, its ``__init__`` then
+        # called by the code (``nn.Module.__init__`` was run here, before any attribute)
+        module = object.__new__(cls.value)
+        torch.nn.Module.__init__(module)
+        return NNModuleVariable(module, None, fresh=True)
     return None
+
+
+def _builds_like_module(cls: type) -> bool:
+    """A module class written outside torch on top of ``nn.Module`` alone, with Module's
+    ``__setattr__`` (its ``__new__`` and metaclass may be its own: they are traced)."""
+    builders = [k for k in cls.__mro__ if "__init__" in vars(k)]
+    return cls.__setattr__ is torch.nn.Module.__setattr__ and all(
+        k in (object, torch.nn.Module) or not in_torch(k.__module__) for k in builders)
 
 
 def _dict_new(tx, cls, *args, **kwargs):

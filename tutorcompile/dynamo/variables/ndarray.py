@@ -119,9 +119,14 @@ class NumpyFunctionVariable(VariableTracker):
         return self.plain.python_type()
 
     def call_function(self, tx, args, kwargs):
-        if isinstance(getattr(self.plain, "value", None), numpy.ufunc) and not any(
-                isinstance(a, TensorVariable) for a in _leaves([*args, *kwargs.values()])):
-            return self.plain.call_function(tx, args, kwargs)   # ``np.sqrt(2.0)``: a number
+        leaves = _leaves([*args, *kwargs.values()])
+        if not any(isinstance(a, TensorVariable) for a in leaves):
+            fn = getattr(self.plain, "value", None)
+            if isinstance(fn, numpy.ufunc):
+                return self.plain.call_function(tx, args, kwargs)   # ``np.sqrt(2.0)``
+            number = _fold_to_number(fn, args, kwargs)
+            if number is not None:
+                return number
         # on arrays -- or making one (``np.eye(4)``, ``np.zeros((2, 3))``)
         return ndarray_call(tx, self.twin, list(args), kwargs)
 
@@ -133,6 +138,25 @@ class NumpyFunctionVariable(VariableTracker):
 
     def children(self):
         return [self.plain]
+
+
+def _fold_to_number(fn: Any, args: list, kwargs: dict) -> VariableTracker | None:
+    """``int(np.prod(shape[-2:]))`` (tensorly's inner products): a NumPy function given
+    Python constants only and giving a number is computed now -- NumPy's twins are pure --
+    and its number is a constant, as NumPy's scalar would be in the real run; traced into
+    the graph it was a 0-d array, and ``int()`` of it a graph break. A result that is an
+    array (``np.arange(4)``) stays a node of the graph."""
+    if fn is None or not all(v.is_python_constant() for v in [*args, *kwargs.values()]):
+        return None
+    try:
+        value = fn(*[a.as_python_constant() for a in args],
+                   **{k: v.as_python_constant() for k, v in kwargs.items()})
+    except Exception:   # (the node traced instead fails the same way, or breaks)
+        return None
+    if isinstance(value, numpy.generic) and not isinstance(value, numpy.void) or \
+            type(value) in (bool, int, float, complex):
+        return ConstantVariable(value)
+    return None
 
 
 def ndarray_call(tx, fn: Any, args: list, kwargs: dict) -> VariableTracker:
