@@ -8,6 +8,12 @@ inlined without hooks stays so (one guard per frame: the count of hook handles e
 then the hook dicts themselves), and one with hooks keeps the very same hooks -- so a hook
 registered or removed later recompiles. A backward hook is a break that lets PyTorch run
 the module with it; the compiled module runs its own hooks around the compiled forward.
+
+``tensor.register_hook(hook)`` inside the traced code, on a tensor the graph computes, is in
+the graph: the hook is traced into a body that changes the tensor's gradient in the
+backward (every use of the tensor reads it, so the hook sees the whole gradient, as
+autograd's does). A hook that writes outside itself, a kept handle, or a hook on an input
+(it outlives the call) is a break.
 """
 
 import warnings
@@ -222,3 +228,87 @@ def test_a_hook_with_state_sees_each_call():
     counter.calls = 0
     for out in outs:
         torch.testing.assert_close(out, model(x))
+
+
+# --- tensor.register_hook inside the traced code ---------------------------------------
+
+class _HookedBlock(nn.Module):
+    """Hooks on intermediates, as gradient-scaling and gradient-clipping code registers
+    them in ``forward``: two on one tensor (they run in order), one reading an input, one
+    that returns None, and a use of the tensor made before its hooks were registered."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+        self.scale = 2.0
+
+    def forward(self, x, s):
+        h = self.a(x)
+        early = h.sin()                    # registered later, the hooks still see this use
+        h.register_hook(lambda g: g * self.scale)
+        y = self.b(h).relu()
+        y.register_hook(lambda g: g.clamp(-0.1, 0.1) * s)
+        y.register_hook(lambda g: None)
+        h.register_hook(lambda g: g + 1)
+        return y.sum() + early.sum(), h
+
+
+def _hooked_gradients(fn, model, x, s):
+    model.zero_grad(set_to_none=True)
+    out, h = fn(x, s)
+    (out + (h * h).sum()).backward()       # a use of h outside: its gradient is hooked too
+    return [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_tensor_hooks_in_forward_are_in_the_graph(backend):
+    torch.manual_seed(0)
+    model, x, s = _HookedBlock(), torch.randn(3, 4), torch.tensor(3.0)
+    tc.reset()
+    explanation = tc.explain(model)(x, s)
+    assert (explanation.graph_count, explanation.break_reasons) == (1, [])
+    compiled = tc.compile(model, backend=backend, fullgraph=True)
+    for scale in (2.0, 0.5):               # what a hook reads is guarded
+        model.scale = scale
+        want = _hooked_gradients(model, model, x, s)
+        got = _hooked_gradients(compiled, model, x, s)
+        for g, e in zip(got, want):
+            torch.testing.assert_close(g, e)
+
+
+def _hook_with_side_effect(x, seen):
+    h = x * 2
+    h.register_hook(lambda g: seen.append(g.shape))
+    return (h * h).sum()
+
+
+def _kept_handle(x):
+    h = x * 2
+    handle = h.register_hook(lambda g: g * 3)
+    y = (h * h).sum()
+    handle.remove()
+    return y
+
+
+def _hook_reads_a_use(x):
+    h = x * 2
+    total = h.sum()
+    h.register_hook(lambda g: g * total)
+    return (h * h).sum()
+
+
+@pytest.mark.parametrize("fn, args, reason", [
+    (_hook_with_side_effect, ([],), "writes to an object from outside"),
+    (_kept_handle, (), "handle tensor.register_hook"),
+    (_hook_reads_a_use, (), "reads a value computed from the tensor"),
+])
+def test_tensor_hooks_the_graph_cannot_hold_break_and_run_right(fn, args, reason):
+    x = torch.randn(3, requires_grad=True)
+    fn(x, *args).backward()
+    want, x.grad = x.grad, None
+    tc.reset()
+    explanation = tc.explain(fn)(x, *args)
+    assert any(reason in str(r) for r in explanation.break_reasons), \
+        explanation.break_reasons
+    tc.compile(fn, backend="aot_eager")(x, *args).backward()
+    torch.testing.assert_close(x.grad, want)

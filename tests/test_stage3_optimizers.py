@@ -291,3 +291,24 @@ def test_a_function_no_gradient_leaves_compiles_as_inference():
     q = torch.randn(5, requires_grad=True)
     tc.compile(sgd_and_return, backend="aot_eager")(q, g).sum().backward()
     torch.testing.assert_close(q.grad, torch.full((5,), 2.0))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_out_of_place_foreach_ops_with_a_tensor_scalar(backend):
+    """``torch._foreach_add(xs, lr)``: the fake kernel asks the tensor scalar for its value
+    (a break, "output depends on tensor data"); its per-tensor calls give the shapes."""
+    def fn(xs, ys, lr):
+        zs = torch._foreach_add(xs, lr)
+        zs = torch._foreach_mul(zs, lr)
+        ws = torch._foreach_addcmul(zs, xs, ys, value=0.5)
+        torch._foreach_add_(xs, lr)
+        return torch._foreach_maximum(ws, 0.1), xs
+
+    def args():
+        g = torch.Generator().manual_seed(0)
+        return ([torch.randn(3, generator=g), torch.randn(2, 4, generator=g)],
+                [torch.randn(3, generator=g), torch.randn(2, 4, generator=g)],
+                torch.tensor(0.3))
+    explained = tc.explain(fn)(*args())
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+    torch.testing.assert_close(tc.compile(fn, backend=backend)(*args()), fn(*args()))

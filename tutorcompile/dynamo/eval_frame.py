@@ -668,6 +668,7 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
     live += [cond for cond, _ in result.assumptions]
     output_nodes = _graph_outputs(live)
     output.graph.output(tuple(output_nodes))
+    output.apply_tensor_hooks()   # (the output reads the hooked tensors too)
     for node in reversed(output.graph.nodes):  # x.shape made every size; drop unused ones
         if node.op == "call_method" and node.target == "size" and not node.users:
             output.graph.erase_node(node)

@@ -33,7 +33,8 @@ from ..fx.interpreter import tensor_meta
 from ..fx.node import Node, map_aggregate
 from ..fx.passes.dce_cse import operator_schemas, written_arguments
 from ..fx.symbolic_shapes import pycode
-from ..ops.higher_order import body_input
+from ..ops.foreach import foreach_name, per_tensor_calls
+from ..ops.higher_order import body_input, call_tensor_hook
 from .exc import TracedException, Unsupported
 from .source import Source
 from .variables import (
@@ -87,6 +88,9 @@ class OutputGraph:
         self.any_dynamic = False
         self._symints: dict[tuple[Node, int], SymIntVariable] = {}
         self._detached: dict[Node, TensorVariable] = {}
+        self.bodies_open = 0   # higher-order ops' functions being traced, one in another
+        # tensor.register_hook in the traced code: per tensor, its hook nodes, in order
+        self.tensor_hooks: dict[Node, list[Node]] = {}
 
     # --- inputs ---------------------------------------------------------------------------
     def add_input(self, value: torch.Tensor, source: Source,
@@ -469,6 +473,54 @@ class OutputGraph:
         self._forget_erased()
         return GraphModule({}, body, f"{name}_body"), free
 
+    def hook_gradient(self, tensor: Node, body: GraphModule, free: list[Node]) -> None:
+        """Add a :func:`call_tensor_hook` node: ``tensor``'s gradient passes through
+        ``body(grad, *free)`` (a traced ``tensor.register_hook``). It is made now, at the
+        end of the graph, so that a break rolls it back with the instruction that made
+        it; :meth:`apply_tensor_hooks` moves it, once the graph is complete, right after
+        ``tensor`` and the values ``body`` reads (its *anchor*), where every use of
+        ``tensor`` can read it. A use already made before the anchor (``s = t.sum();
+        t.register_hook(lambda g: g * s)``) would escape the hook: a break."""
+        order = {n: i for i, n in enumerate(self.graph.nodes)}
+        hooks = self.tensor_hooks.get(tensor, [])
+        anchor = max([tensor, *free, *(a for h in hooks for a in h.args[2:])],
+                     key=order.__getitem__)
+        if any(order[user] <= order[anchor] and user.target is not call_tensor_hook
+               and _holds_tensor(user.meta.get("example_value")) for user in tensor.users):
+            raise Unsupported("tensor.register_hook() with a hook that reads a value "
+                              "computed from the tensor: that use would escape the hook")
+        hook = self.graph.call_function(call_tensor_hook, (body, tensor, *free))
+        with self.fake_mode:
+            example = tensor.meta["example_value"].clone()
+        hook.meta.update(source=self.tx.current_source_line(), example_value=example,
+                         tensor_meta=tensor_meta(example))
+        self.created.append(hook)
+        self.tensor_hooks[tensor] = [*hooks, hook]
+
+    def apply_tensor_hooks(self) -> None:
+        """Move each tensor's hooks after their anchor, chained, and make every later use
+        of the tensor -- the graph's output too -- read the end of the chain (hooks run in
+        the order they were registered, each on what the one before returned; the backward
+        meets the chain from its end, so the first hook goes last)."""
+        for tensor, hooks in self.tensor_hooks.items():
+            hooks = [h for h in hooks if not h._erased]    # (a break rolled some back)
+            if not hooks:
+                continue
+            made = [(h.args[0], h.args[2:], h.meta) for h in hooks]
+            for hook in hooks:
+                self.graph.erase_node(hook)
+            order = {n: i for i, n in enumerate(self.graph.nodes)}
+            anchor = max([tensor, *(a for _, free, _ in made for a in free)],
+                         key=order.__getitem__)
+            later = {n for n in self.graph.nodes if order[n] > order[anchor]}
+            value = tensor
+            with self.graph.inserting_after(anchor):
+                for body, free, meta in reversed(made):
+                    value = self.graph.call_function(call_tensor_hook, (body, value, *free))
+                    value.meta = dict(meta)
+            tensor.replace_all_uses_with(value, later.__contains__)
+        self.created = [n for n in self.created if not n._erased]
+
     def _wrap_item(self, node: Node, key: Any, item: Any) -> VariableTracker:
         """``node[key]`` (one result of a call returning several), as a node and a tracker."""
         getitem = self.graph.call_function(operator.getitem, (node, key))
@@ -617,6 +669,13 @@ def _nodes_in(value: Any) -> list[Node]:
     return []
 
 
+def _holds_tensor(value: Any) -> bool:
+    """Is ``value`` (a node's example value) a tensor, or a tuple or list holding one?"""
+    if isinstance(value, (tuple, list)):
+        return any(map(_holds_tensor, value))
+    return isinstance(value, torch.Tensor)
+
+
 def _is_scalar_index(v: Any) -> bool:
     return isinstance(v, torch.Tensor) and v.dim() == 0 and v.dtype not in (
         torch.bool, torch.uint8) and not v.is_floating_point() and not v.is_complex()
@@ -652,7 +711,8 @@ def _run_on_fakes(fn, args: tuple, kwargs: dict) -> Any:
     values only to check them (``torch.istft`` asks ``.item()`` whether the window's envelope
     is nonzero) fails so on fake tensors; it is run again with the Python dispatcher on, where
     such ops run their Python decomposition (``torch._refs.istft``), which computes the same
-    shapes without the value check.
+    shapes without the value check. A foreach op given a tensor scalar fails so too; its
+    per-tensor calls give its results' shapes (:mod:`tutorcompile.ops.foreach`).
 
     Mirrors: torch/_dynamo/output_graph.py (Dynamo traces under enable_python_dispatcher)."""
     try:
@@ -660,6 +720,11 @@ def _run_on_fakes(fn, args: tuple, kwargs: dict) -> Any:
     except Exception as e:
         if "DataDependent" not in type(e).__name__:
             raise
+        name = foreach_name(fn)
+        if name is not None:
+            # ``torch._foreach_add(xs, lr)``: the fake kernel asks a tensor scalar for its
+            # value; the per-tensor calls (``torch.add(x, lr)``) give the same shapes
+            return [f(*a, **k) for f, a, k in per_tensor_calls(name, args, kwargs)]
         with enable_python_dispatcher():
             try:
                 return fn(*args, **kwargs)

@@ -15,6 +15,7 @@
     scan.sequential_scan     the scan a graph calls when its length is symbolic (run by PyTorch)
     higher_order, ndarray    what a graph node runs for a higher-order op (a traced body)
                              and for NumPy code on tensors (torch._numpy)
+    foreach.per_tensor_calls   a torch._foreach_* call as one call per tensor
 
 Mirrors: torch/_prims, torch/_inductor/virtualized.py, tools/autograd/derivatives.yaml.
 """

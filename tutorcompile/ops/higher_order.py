@@ -10,7 +10,9 @@ gets one node calling one of the functions below with the body as a constant arg
   nested tuples: capture rebuilds them from the leaves, so later stages see plain tensors);
 * :func:`call_cond` runs the branch the predicate picks;
 * :func:`call_while_loop` runs ``torch.while_loop``'s loop: the body while the condition
-  body says so, on the carried values.
+  body says so, on the carried values;
+* :func:`call_tensor_hook` is the identity on a tensor whose gradient a hook changes
+  (``tensor.register_hook(hook)`` in the traced code, the hook traced into a body).
 
 A body takes its operands first and then the values it closes over from the enclosing graph
 (``free``), lifted to inputs as PyTorch's Dynamo lifts them: ``body(*operands, *free)``. The
@@ -142,3 +144,29 @@ def body_input() -> None:
 
 __all__ = ["TRANSFORMS", "body_input", "call_cond", "call_transform", "call_while_loop",
            "run_transform"]
+
+
+class _TensorHook(torch.autograd.Function):
+    """The identity forward, the hook on the gradient backward."""
+
+    @staticmethod
+    def forward(ctx: Any, body: Callable, x: torch.Tensor, *free: torch.Tensor
+                ) -> torch.Tensor:
+        ctx.body, ctx.free = body, free
+        # a tensor of its own: the caller may write it in place (a view of an input would
+        # then be a view a custom Function returned, which autograd forbids writing)
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple:
+        hooked = ctx.body(grad, *ctx.free)
+        return (None, grad if hooked is None else hooked, *(None,) * len(ctx.free))
+
+
+def call_tensor_hook(body: Callable, x: torch.Tensor, *free: torch.Tensor) -> torch.Tensor:
+    """``x``, whose gradient passes through ``body(grad, *free)`` on its way back:
+    ``x.register_hook(hook)`` with the hook traced into ``body``. Capture puts the node
+    right after ``x`` and makes every use of ``x`` read it, so the hook sees the whole
+    gradient of ``x``, as autograd's does. The values the hook closes over get no gradient
+    through it: autograd runs hooks outside the graph it differentiates."""
+    return _TensorHook.apply(body, x, *free)

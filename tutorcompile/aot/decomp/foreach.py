@@ -9,8 +9,9 @@ generator then fuses each parameter's whole update -- the steps of every foreach
 that parameter -- into one kernel, instead of calling PyTorch once per foreach op and
 copying every result out of its list.
 
-The lists are zipped: a list argument gives its i-th element, anything else (a number, one
-tensor) is passed to every call as it is. Two spellings differ from the per-tensor op:
+The lists are zipped (:func:`tutorcompile.ops.foreach.per_tensor_calls`): a list argument
+gives its i-th element, anything else (a number, one tensor) is passed to every call as it
+is. Two spellings differ from the per-tensor op:
 ``_foreach_addcdiv(self, t1, t2, scalars)`` takes its per-tensor ``value`` as a list or as
 a 1-d tensor of scalars (Adam's step sizes, stacked while compiling), and
 ``_foreach_maximum(self, scalar)`` is ``clamp_min``.
@@ -26,12 +27,8 @@ from typing import Any
 
 import torch
 
-from .registry import DECOMPOSITIONS, _is_t, extern_call, register_decomposition
-
-# foreach op -> the per-tensor function, where its name is not the op's name without
-# ``_foreach_``
-_PER_TENSOR = {"norm": torch.linalg.vector_norm}
-_SCALAR_TWIN: dict[str, Callable] = {"maximum": torch.clamp_min, "minimum": torch.clamp_max}
+from ...ops.foreach import per_tensor_calls, per_tensor_function
+from .registry import DECOMPOSITIONS, extern_call, register_decomposition
 
 
 def _per_tensor(fn: Callable, args: tuple, kwargs: dict) -> Any:
@@ -46,29 +43,10 @@ def _per_tensor(fn: Callable, args: tuple, kwargs: dict) -> Any:
     return extern_call(fn, args, kwargs)
 
 
-def _foreach_rule(name: str, fn: Callable) -> Callable:
+def _foreach_rule(name: str) -> Callable:
     def rule(*args: Any, **kwargs: Any) -> list:
-        if name in ("addcdiv", "addcmul"):   # (self, t1, t2, scalars): per tensor, value=
-            if len(args) == 4:
-                kwargs = {**kwargs, "value": args[-1]}
-                args = args[:3]
-            elif "scalars" in kwargs:
-                kwargs = {**kwargs, "value": kwargs["scalars"]}
-                del kwargs["scalars"]
-        n = next((len(a) for a in args if isinstance(a, (list, tuple))), None)
-        if n is None:
-            raise NotImplementedError(f"_foreach_{name} without a list of tensors")
-        results = []
-        for i in range(n):
-            per = tuple(a[i] if isinstance(a, (list, tuple)) else a for a in args)
-            per_kwargs = {k: v[i] if isinstance(v, (list, tuple)) else
-                          DECOMPOSITIONS[torch.select](v, 0, i)
-                          if k == "value" and _is_t(v) and len(v.shape) == 1 else v
-                          for k, v in kwargs.items()}
-            target: Callable = _SCALAR_TWIN[name] if name in _SCALAR_TWIN and len(per) > 1 and \
-                not _is_t(per[1]) else fn
-            results.append(_per_tensor(target, per, per_kwargs))
-        return results
+        return [_per_tensor(fn, per, per_kwargs) for fn, per, per_kwargs in per_tensor_calls(
+            name, args, kwargs, select=lambda v, i: DECOMPOSITIONS[torch.select](v, 0, i))]
     rule.__name__ = f"_foreach_{name}"
     return rule
 
@@ -80,9 +58,8 @@ def _register_all() -> list[str]:
         if not attr.startswith("_foreach_") or attr.endswith("_"):
             continue
         name = attr[len("_foreach_"):]
-        fn = _PER_TENSOR.get(name, getattr(torch, name, None))
-        if fn is not None:
-            register_decomposition(getattr(torch, attr))(_foreach_rule(name, fn))
+        if per_tensor_function(name) is not None:
+            register_decomposition(getattr(torch, attr))(_foreach_rule(name))
             names.append(attr)
     return names
 

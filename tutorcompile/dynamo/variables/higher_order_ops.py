@@ -22,6 +22,12 @@ passes a function cannot be one node of traced ops. Each kind gets what its mean
   are called once on broadcasting index tensors, so their ops join the graph and fuse with
   the softmax around them (:func:`flex_attention_dense`).
 * **Unrolled, or one node** (``associative_scan``), below.
+* **A body on the gradient** (``tensor.register_hook(hook)`` on a tensor the graph
+  computes): the hook is traced into a body on a stand-in for the gradient, and a
+  :func:`~tutorcompile.ops.higher_order.call_tensor_hook` node -- the identity forward, the
+  body backward -- sits right after the tensor, read by every use of it
+  (:func:`_register_hook`). PyTorch's Dynamo puts the hook in the graph too, through a
+  ``BackwardState`` its compiled autograd reads.
 
 ``associative_scan`` is unrolled while the length is a constant: the function is inlined once
 per step, on trackers, and the steps join the graph (the code generators then fuse them). Once
@@ -42,7 +48,8 @@ Mamba's own loop does; PyTorch's parallel-prefix scan regroups them (equal up to
 Mirrors: torch/_dynamo/variables/higher_order_ops.py (``speculate_subgraph``,
 ``CondHigherOrderVariable``, ``WhileLoopHigherOrderVariable``,
 ``FunctorchHigherOrderVariable``, ``CheckpointHigherOrderVariable``,
-``AssociativeScanHigherOrderVariable``, ``FlexAttentionHigherOrderVariable``) and
+``AssociativeScanHigherOrderVariable``, ``FlexAttentionHigherOrderVariable``),
+torch/_dynamo/variables/tensor.py (``method_register_hook``) and
 torch/_higher_order_ops/flex_attention.py (``math_attention``, the dense path).
 """
 
@@ -75,7 +82,7 @@ from ...ops.higher_order import (
 )
 from ...ops.scan import sequential_scan
 from ..exc import Unsupported
-from .base import VariableTracker
+from .base import LATE_BOUND, VariableTracker
 from .callables import _BUILTIN_HANDLERS
 from .containers import (
     BaseListVariable,
@@ -160,13 +167,22 @@ def _plain_function(fn) -> types.FunctionType | None:
 # ---------------------------------------------------------------------------------------
 
 def _trace_body(tx, name: str, fn: VariableTracker, args: list, kwargs: dict,
-                inputs: list[TensorVariable]) -> tuple[GraphModule, list[VariableTracker]]:
+                inputs: list[TensorVariable], none_is: TensorVariable | None = None
+                ) -> tuple[GraphModule, list[VariableTracker]]:
     """Trace ``fn(*args, **kwargs)`` -- ``inputs`` being the stand-ins among ``args`` --
     into a body of its own, cut out of the enclosing graph: the body and the values of
-    the enclosing graph it reads (its extra inputs, after ``inputs``)."""
+    the enclosing graph it reads (its extra inputs, after ``inputs``). A function that
+    returns None returns ``none_is`` where one is given (a hook that changes nothing)."""
     out = tx.output
     mark, effects = len(out.created) - len(inputs), len(tx.side_effect_objects)
-    result = tx.call(fn, args, kwargs)
+    out.bodies_open += 1
+    try:
+        result = tx.call(fn, args, kwargs)
+    finally:
+        out.bodies_open -= 1
+    if none_is is not None and result.is_python_constant() and \
+            result.as_python_constant() is None:
+        result = none_is
     if len(tx.side_effect_objects) != effects:
         raise Unsupported(f"the function passed to {name} writes to an object from outside "
                           "it (an attribute, a global, a list)")
@@ -443,6 +459,54 @@ def _while_loop(tx, cond_fn, body_fn, carried_inputs):
          ConstantVariable(len(leaves)), ConstantVariable(len(frees[0])), *leaves, *frees[0],
          *frees[1]), {})
     return _unflatten(flat.items, tree_flatten(skeleton)[1])
+
+
+class TensorHookVariable(VariableTracker):
+    """``t.register_hook`` of a tensor the graph computes, called with the hook:
+    :func:`_register_hook`."""
+
+    def __init__(self, tensor: TensorVariable):
+        self.tensor = tensor
+
+    def call_function(self, tx, args, kwargs):
+        return _register_hook(tx, self.tensor, *args, **kwargs)
+
+    def children(self):
+        return [self.tensor]
+
+    def __repr__(self):
+        return f"TensorHookVariable({self.tensor})"
+
+
+LATE_BOUND["TensorHookVariable"] = TensorHookVariable
+
+
+def _register_hook(tx, t: TensorVariable, hook: VariableTracker) -> VariableTracker:
+    """``t.register_hook(hook)`` inside the traced code, ``t`` a tensor the graph computes:
+    the hook is traced into a body, on a stand-in for the gradient, and the graph gets a
+    :func:`~tutorcompile.ops.higher_order.call_tensor_hook` node right after ``t`` that
+    every use of ``t`` reads (:meth:`OutputGraph.hook_gradient`) -- so the hook changes
+    the whole gradient of ``t`` in the backward, as autograd's does, wherever ``t`` is used.
+
+    A hook that writes outside itself (appends to a list, counts calls) is a break, as
+    for any body; so is a kept handle (``h = t.register_hook(f); h.remove()``: removing
+    it is autograd state the graph does not hold), and a hook on a tensor that needs no
+    gradient (eager raises)."""
+    if not t.fake.requires_grad:
+        raise Unsupported("tensor.register_hook() on a tensor that does not require grad "
+                          "(eager raises)")
+    frame = tx.frames[-1]
+    if frame.instructions[frame.ip].opname != "POP_TOP":
+        raise Unsupported("the handle tensor.register_hook() returns is kept: removing the "
+                          "hook is autograd state the graph does not hold")
+    if tx.output.bodies_open:
+        raise Unsupported("tensor.register_hook() inside a higher-order op's function")
+    with tx.output.fake_mode:
+        grad = tx.output.body_input(t.fake.detach())   # (a gradient needs none itself)
+    body, free = _trace_body(tx, "tensor.register_hook", hook, [grad], {}, [grad],
+                             none_is=grad)
+    tx.output.hook_gradient(t.node, body, [f.node for f in free])
+    return ConstantVariable(None)
 
 
 # ---------------------------------------------------------------------------------------

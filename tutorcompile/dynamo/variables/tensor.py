@@ -172,6 +172,9 @@ class TensorMethodVariable(VariableTracker):
         if name in ("item", "tolist", "numpy", "__bool__", "__int__", "__float__",
                     "data_ptr", "storage"):
             raise Unsupported(f"tensor.{name}() needs the tensor's data (data-dependent)")
+        if name == "register_hook" and t.source is None and t.node.op != "placeholder":
+            # (a tensor from outside keeps its hook after the call: not the graph's to hold)
+            return LATE_BOUND["TensorHookVariable"](t).call_function(tx, args, kwargs)
         if name in ("backward", "register_hook", "retain_grad"):
             raise Unsupported(AUTOGRAD_RUNS_OUTSIDE.format(f"tensor.{name}()"))
         if name == "requires_grad_":
