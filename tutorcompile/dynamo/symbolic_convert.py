@@ -114,7 +114,7 @@ from .variables.ndarray import (
 )
 from .variables.ndarray import NumpyFunctionVariable, NumpyNdarrayVariable, ndarray_binary_op
 from .variables.torch import ScriptFunctionVariable, in_torch, traced_like_user_code
-from .vm import _RETURN, CO_GENERATOR_LIKE, NULL, VM, Frame, bind_arguments
+from .vm import _RETURN, CO_GENERATOR_LIKE, NULL, VM, Frame, bind_arguments, chain_context
 
 # containers whose trackers model every method (a bound method of one becomes a call on it)
 _MODELLED_CONTAINERS = (list, dict, set, collections.deque, collections.OrderedDict,
@@ -411,6 +411,11 @@ class InstructionTranslator(VM):
 
     def program_error(self, exc: Exception) -> Exception:
         return TracedException(exc)   # the program's own error: its ``except`` may catch it
+
+    def chain_exception(self, frame: Frame, exc: BaseException) -> None:
+        handled = frame.exc_stack[-1] if frame.exc_stack else None
+        if isinstance(exc, TracedException) and isinstance(handled, TracedException):
+            chain_context(exc.exc, handled.exc)
 
     @staticmethod
     def location_of(frame: Frame, index: int) -> tuple[str, int | None, str]:
@@ -781,6 +786,8 @@ class InstructionTranslator(VM):
         if name == "__class__" and isinstance(obj, _TYPED_BY_CLASS) and inspect.getattr_static(
                 obj.python_type(), "__class__") is _OBJECT_CLASS_SLOT:
             return self.call(BuiltinVariable(type), [obj], {})  # ``x.__class__`` is type(x)
+        if name == "cell_contents" and isinstance(obj, (CellVariable, ClosureCellVariable)):
+            return self.cell_get(obj, name)   # ``fn.__closure__[0].cell_contents``
         return obj.var_getattr(self, name)
 
     def store_attr(self, obj, name, value):
@@ -789,6 +796,8 @@ class InstructionTranslator(VM):
                             NestedUserFunctionVariable, CachedFunctionVariable,
                             UserDefinedClassVariable, ConstDictVariable)):
             return obj.store_attr(self, name, self.realize(value))
+        if name == "cell_contents" and isinstance(obj, (CellVariable, ClosureCellVariable)):
+            return self.cell_set(obj, value)   # a write as ``nonlocal`` writes it
         if isinstance(obj, TensorVariable) and name == "data":
             return _store_tensor_data(obj, self.realize(value))
         if isinstance(obj, TensorVariable) and name == "requires_grad":
@@ -1095,7 +1104,25 @@ class InstructionTranslator(VM):
             value = value()
         if not isinstance(value, Exception):
             raise Unsupported("raise statement")
+        # ``raise ... from c`` sets ``__cause__`` (``from None`` too, which hides the
+        # context; ``chain_exception`` sets that), as CPython does: a handler may read them
+        if cause is not NULL:
+            value.__cause__ = self._exception_cause(cause)
         raise TracedException(value)
+
+    def _exception_cause(self, cause) -> BaseException | None:
+        """The value of ``c`` in ``raise e from c``: an exception (a class is called), or
+        None."""
+        if isinstance(cause, TracedException):   # ``except E as c: raise X from c``
+            return cause.exc
+        cause = self.realize(cause)
+        value = cause.as_python_constant() if cause.is_python_constant() or isinstance(
+            cause, BuiltinVariable) else NULL
+        if isinstance(value, type) and issubclass(value, BaseException):
+            value = value()
+        if value is not None and not isinstance(value, BaseException):
+            raise Unsupported(f"raise ... from {cause}")
+        return value
 
     def LOAD_ASSERTION_ERROR(self, f, inst):
         f.push(self._wrap(AssertionError, None))  # a class to call, not a folded constant
@@ -1304,8 +1331,21 @@ class InstructionTranslator(VM):
                     if isinstance(v, ConstantVariable) and isinstance(v.value, tuple) and
                     isinstance(w, (TupleVariable, SizeVariable)) else v
                     for v, w in ((a, b), (b, a)))
-        if fn is operator.iadd and type(a) is ListVariable and getattr(b, "is_iterator", False):
-            a.call_method(self, "extend", [b], {})  # ``y += (f(y[-1]) for ...)``: item by item
+        if fn is operator.iadd and isinstance(a, ListVariable) and \
+                not isinstance(b, TensorVariable):
+            # ``y += (f(y[-1]) for ...)``, ``acc += "ab"``, ``q += other``: list.__iadd__ (and
+            # deque's) extends by any iterable, in place -- an alias, or the caller's list,
+            # sees it (folding the constants made a new list and left the original as it was)
+            a.call_method(self, "extend", [b], {})
+            return a
+        if fn is operator.imul and isinstance(a, ListVariable) and b.is_python_constant() \
+                and isinstance(b.as_python_constant(), int):
+            # ``acc *= 2``: list.__imul__ (and deque's, up to its maxlen) repeats in place
+            times = b.as_python_constant()
+            if times <= 0:
+                a.call_method(self, "clear", [], {})
+            else:
+                a.call_method(self, "extend", [ListVariable(list(a.items) * (times - 1))], {})
             return a
         if isinstance(a, BaseListVariable) and fn in (operator.add, operator.iadd) and \
                 isinstance(b, BaseListVariable):
@@ -1317,7 +1357,8 @@ class InstructionTranslator(VM):
                     f"can only concatenate {_base_kind(a).__name__} (not "
                     f"{_base_kind(b).__name__!r}) to {_base_kind(a).__name__}"))
             return _sequence_like(a, a.items + b.items)
-        if isinstance(a, BaseListVariable) and fn is operator.mul and b.is_python_constant():
+        if isinstance(a, BaseListVariable) and fn in (operator.mul, operator.imul) and \
+                b.is_python_constant():   # (``t *= 2`` of a tuple: a new tuple)
             return _sequence_like(a, a.items * b.as_python_constant())
         if isinstance(b, BaseListVariable) and fn is operator.mul and a.is_python_constant():
             return _sequence_like(b, b.items * a.as_python_constant())

@@ -44,6 +44,20 @@ CO_GENERATOR_LIKE = (inspect.CO_GENERATOR | inspect.CO_COROUTINE
                      | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE)
 
 
+def chain_context(exc: BaseException, handled: BaseException) -> None:
+    """Set ``exc.__context__`` to ``handled`` unless it has one (an exception a native call
+    raised inside its own handler), cutting a cycle as CPython's ``_PyErr_SetObject`` does."""
+    if exc is handled or exc.__context__ is not None:
+        return
+    link = handled
+    while link.__context__ is not None:
+        if link.__context__ is exc:
+            link.__context__ = None
+            break
+        link = link.__context__
+    exc.__context__ = handled
+
+
 class _Null:
     """The NULL CPython pushes beside a callable (no ``self`` to pass)."""
     _instance = None
@@ -241,6 +255,7 @@ class VM:
             if entry is None:
                 raise
             self.on_exception(frame, exc)
+            self.chain_exception(frame, exc)
             del frame.stack[entry.depth:]
             if entry.lasti:
                 frame.push(inst.offset)
@@ -250,6 +265,13 @@ class VM:
 
     def on_exception(self, frame: Frame, exc: BaseException) -> None:
         """Called when an instruction raises inside a ``try``; the symbolic VM refuses."""
+
+    def chain_exception(self, frame: Frame, exc: BaseException) -> None:
+        """An exception raised while ``frame`` handles another records that one as its
+        ``__context__``, as CPython does at the raise; the VM's handlers are not CPython's,
+        so nothing else would (``except E as e: e.__context__`` read None)."""
+        if frame.exc_stack and frame.exc_stack[-1] is not None:
+            chain_context(exc, frame.exc_stack[-1])
 
     def program_error(self, exc: Exception) -> Exception:
         """What an operation of the program raises where CPython would (unpacking the wrong

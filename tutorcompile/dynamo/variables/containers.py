@@ -147,6 +147,9 @@ def wrap_constant_result(value: Any) -> VariableTracker:
         return ConstantVariable(value)
     if isinstance(value, enum.Enum):   # ``Flag.A | Flag.B``: a member too, immutable
         return ConstantVariable(value)
+    if isinstance(value, BaseException):
+        # ``e.__context__``, ``e.__cause__`` of a caught exception: a value, as ``e`` is
+        return ConstantVariable(value)
     if isinstance(value, _MAPPING_VIEWS) and all(is_constant_value(v) for v in value):
         # a view of a mapping folding read from a constant (``inspect.signature(fn)
         # .parameters.keys()``): nothing can change the mapping, so the view is constant
