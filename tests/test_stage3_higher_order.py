@@ -9,6 +9,8 @@ body must not do (write outside itself, return a non-tensor) is a break that say
 stays right, and a checkpointed region is recomputed, not saved, by both partitioners.
 """
 
+import functools
+
 import pytest
 import torch
 import torch.nn as nn
@@ -380,15 +382,59 @@ def test_random_draws_in_a_checkpointed_region_are_saved_not_redrawn():
     torch.testing.assert_close(x.grad, want)
 
 
-def test_a_selective_checkpoint_policy_is_a_break():
-    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+def _save_matmuls(ctx, op, *args, **kwargs):
+    from torch.utils.checkpoint import CheckpointPolicy
+    return CheckpointPolicy.MUST_SAVE if op in (torch.ops.aten.addmm.default,
+                                                torch.ops.aten.mm.default) \
+        else CheckpointPolicy.PREFER_RECOMPUTE
 
-    def policy(ctx, op, *args, **kwargs):
-        return torch.utils.checkpoint.CheckpointPolicy.PREFER_RECOMPUTE
+
+@pytest.mark.parametrize("spelling", ["function", "list"])
+def test_a_selective_checkpoint_policy_saves_what_it_names(spelling):
+    """``context_fn=partial(create_selective_checkpoint_contexts, policy)``: the policy,
+    asked about each ATen op as eager asks it, keeps the matmuls saved; the rest of the
+    region is recomputed. One graph, right gradients, and a partition between no
+    checkpoint and a plain one."""
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+    policy = _save_matmuls if spelling == "function" else \
+        [torch.ops.aten.addmm.default, torch.ops.aten.mm.default]
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 16), nn.Tanh())
+    contexts = functools.partial(create_selective_checkpoint_contexts, policy)
+
+    def f(x, how):
+        y = block(x) if how == "none" else \
+            checkpoint(block, x, use_reentrant=False) if how == "plain" else \
+            checkpoint(block, x, use_reentrant=False, context_fn=contexts)
+        return (y * y).sum()
+    reports = {}
+    for how in ("none", "plain", "selective"):
+        compiled = []
+
+        def backend(gm, inputs, compiled=compiled):
+            compiled.append(aot_graph(gm, partition_fn=default_partition))
+            return compiled[-1]
+        x = torch.randn(8, 16, requires_grad=True)
+        explained = tc.explain(lambda x, how=how: f(x, how))(x)
+        assert (explained.graph_count, explained.break_reasons) == (1, [])
+        tc.reset()
+        tc.compile(lambda x, how=how: f(x, how), backend=backend)(x).backward()
+        want = torch.autograd.grad(f(x, how), x)[0]
+        torch.testing.assert_close(x.grad, want)
+        reports[how] = compiled[0].artifacts.partition_report
+        tc.reset()
+    saved = {how: r.saved_bytes for how, r in reports.items()}
+    assert saved["plain"] < saved["selective"] < saved["none"], saved
+    recomputed = {how: len(r.recomputed) for how, r in reports.items()}
+    assert recomputed["none"] < recomputed["selective"] < recomputed["plain"], recomputed
+
+
+def test_another_context_fn_is_a_break():
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
 
     def fn(x):
         return checkpoint(torch.sin, x, use_reentrant=False,
-                          context_fn=lambda: create_selective_checkpoint_contexts(policy))
+                          context_fn=lambda: create_selective_checkpoint_contexts(_save_matmuls))
     explained = tc.explain(fn)(torch.randn(3, requires_grad=True))
     assert any("context_fn" in r.reason for r in explained.break_reasons)
 

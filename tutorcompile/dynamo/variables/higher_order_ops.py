@@ -13,7 +13,8 @@ passes a function cannot be one node of traced ops. Each kind gets what its mean
   place): that is a break.
 * **Inlined, with a tag** (``torch.utils.checkpoint.checkpoint``): the function's ops join the
   graph and carry ``meta["recompute"]``; the partitioner (``aot/partitioners.py``) saves
-  none of them for the backward but recomputes them there, as activation checkpointing does.
+  none of them for the backward but recomputes them there, as activation checkpointing does
+  -- under a selective policy, none but those the policy saves.
   (Under ``backend="eager"`` there is no partitioner: autograd saves what it always saves --
   the same values and gradients, without the memory saving.)
 * **Inlined, with a substitution** (``torch.func.functional_call``): the module's forward is
@@ -67,11 +68,20 @@ from torch._higher_order_ops.associative_scan import associative_scan
 from torch._higher_order_ops.flex_attention import flex_attention as flex_attention_hop
 from torch._higher_order_ops.while_loop import while_loop
 from torch.nn.attention.flex_attention import create_mask, flex_attention
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
-from torch.utils.checkpoint import checkpoint, checkpoint_sequential, noop_context_fn
+from torch.utils.checkpoint import (
+    CheckpointPolicy,
+    SelectiveCheckpointContext,
+    checkpoint,
+    checkpoint_sequential,
+    create_selective_checkpoint_contexts,
+    noop_context_fn,
+)
 
 from ...fx import Graph, GraphModule, Node
 from ...fx.aliasing import storage_key
+from ...fx.node import map_aggregate
 from ...fx.passes.dce_cse import is_impure, is_random, written_arguments
 from ...ops.higher_order import (
     TRANSFORMS,
@@ -91,7 +101,7 @@ from .containers import (
     ListVariable,
     TupleVariable,
 )
-from .functions import NestedUserFunctionVariable, UserFunctionVariable
+from .functions import NestedUserFunctionVariable, PartialVariable, UserFunctionVariable
 from .nn_module import NNModuleVariable
 from .tensor import SymIntVariable, TensorVariable
 from .torch import TorchFunctionVariable
@@ -519,21 +529,90 @@ def _checkpoint(tx, function, *args, use_reentrant=None, context_fn=None,
     """``checkpoint(function, *args)``: ``function`` inlined, its ops tagged
     ``meta["recompute"]`` -- the partitioner recomputes them in the backward instead of
     saving them (random ops excepted: their draws are saved, as checkpoint's RNG replay
-    keeps them equal)."""
-    if context_fn is not None and getattr(context_fn, "fn", None) is not noop_context_fn:
-        raise Unsupported("checkpoint with a context_fn (a selective checkpointing policy)")
+    keeps them equal). With a selective policy (``context_fn=partial(
+    create_selective_checkpoint_contexts, policy)``) only the ops the policy lets go are
+    tagged (:func:`_saved_by_policy`)."""
+    policy = _selective_policy(context_fn)
     reentrant = use_reentrant is None or use_reentrant.as_python_constant()
     if reentrant and not any(isinstance(a, TensorVariable) and a.fake.requires_grad
                              for a in args):
         # the reentrant variant gives the function's parameters no gradient then
         raise Unsupported("checkpoint(use_reentrant=True) with no input that requires "
                           "grad: its parameters would get no gradient, as in eager")
+    if reentrant and policy is not None:
+        raise Unsupported("checkpoint(use_reentrant=True) with a context_fn (eager raises)")
     mark = len(tx.output.created)
     result = tx.call(function, list(args), kwargs)
     for node in tx.output.created[mark:]:
-        if node.op in ("call_function", "call_method"):
+        if node.op in ("call_function", "call_method") and not (
+                policy is not None and _saved_by_policy(tx, node, policy)):
             node.meta["recompute"] = True
     return result
+
+
+def _selective_policy(context_fn: VariableTracker | None) -> Callable | None:
+    """The policy of a selective activation checkpoint: ``policy(ctx, aten_op, *args,
+    **kwargs) -> CheckpointPolicy`` (a list of ops to save becomes one), or None for plain
+    checkpointing. Any other ``context_fn`` is a break."""
+    if context_fn is None or getattr(context_fn, "fn", None) is noop_context_fn:
+        return None
+    if not (isinstance(context_fn, PartialVariable)   # (the function: a tracker of torch's)
+            and getattr(context_fn.fn, "fn", None) is create_selective_checkpoint_contexts):
+        raise Unsupported(f"checkpoint with the context_fn {context_fn}")
+    given = context_fn.args[0] if context_fn.args else \
+        context_fn.kwargs.get("policy_fn_or_list")
+    if isinstance(given, UserFunctionVariable):
+        return given.fn
+    ops = [i.as_python_constant() if i.is_python_constant() else getattr(i, "fn", None)
+           for i in given.items] if isinstance(given, BaseListVariable) else [None]
+    if all(isinstance(op, (torch._ops.OpOverload, torch._ops.HigherOrderOperator))
+           for op in ops):
+        return lambda ctx, op, *args, **kwargs: (CheckpointPolicy.MUST_SAVE if op in ops
+                                                 else CheckpointPolicy.PREFER_RECOMPUTE)
+    raise Unsupported(f"a selective checkpointing policy given as {given}")
+
+
+class _AtenOps(TorchDispatchMode):
+    """The ATen ops a call runs (on fake tensors), with their arguments."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[Any, tuple, dict]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self.calls.append((func, args, kwargs))
+        return func(*args, **kwargs)
+
+
+def _saved_by_policy(tx, node: Node, policy: Callable) -> bool:
+    """Does the selective checkpointing ``policy`` save what ``node`` computes?
+
+    A policy speaks of ATen ops (``aten.mm.default``); the graph's nodes are torch calls
+    (``F.linear``). The node's call is run on its example values under a dispatch mode
+    that lists the ATen ops it runs, and the policy is asked about each, as PyTorch's
+    ``_CachingTorchDispatchMode`` asks it in eager: the node is saved (not recomputed) when
+    the policy saves any of them -- ``F.linear`` is, when it saves ``aten.addmm``."""
+    def example(a: Any) -> Any:
+        return a.meta.get("example_value") if isinstance(a, Node) else a
+    args, kwargs = map_aggregate(node.args, example), map_aggregate(node.kwargs, example)
+    fn = getattr(args[0], node.target) if node.op == "call_method" else node.target
+    call_args = args[1:] if node.op == "call_method" else args
+    recorder = _AtenOps()
+    try:
+        with tx.output.fake_mode, recorder:
+            fn(*call_args, **kwargs)
+    except Exception:  # noqa: BLE001 -- a call that does not replay (a query): not saved
+        return False
+    ctx = SelectiveCheckpointContext(is_recompute=False)
+    for op, op_args, op_kwargs in recorder.calls:
+        decision = policy(ctx, op, *op_args, **op_kwargs)
+        if isinstance(decision, bool):     # (the old spelling: True saves)
+            decision = CheckpointPolicy.MUST_SAVE if decision else \
+                CheckpointPolicy.PREFER_RECOMPUTE
+        if decision in (CheckpointPolicy.MUST_SAVE, CheckpointPolicy.PREFER_SAVE):
+            return True
+    return False
 
 
 def _checkpoint_sequential(tx, *args, **kwargs):
