@@ -149,3 +149,27 @@ def test_method_of_a_constant_tensor_reading_graph_values_is_a_graph_call(backen
 
     b, c = torch.randn(2, 3, 4), torch.randn(2, 4, 5)
     torch.testing.assert_close(tc.compile(f, backend=backend)(b, c), f(b, c))
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_gradients_of_a_write_into_a_slice_of_a_complex_tensor(backend):
+    # neuralop's FNO: the low Fourier modes written into a complex buffer; a complex prim's
+    # gradient is PyTorch's autograd of its reference, and torch.slice_scatter has no
+    # complex derivative
+    def f(x, w):
+        spectrum = torch.fft.rfft(x)
+        out = torch.zeros_like(spectrum)
+        out[:, :3] = spectrum[:, :3] * w
+        return torch.fft.irfft(out, n=x.shape[-1])
+
+    def make():
+        torch.manual_seed(0)
+        return (torch.randn(2, 8, requires_grad=True),
+                torch.randn(3, dtype=torch.complex64, requires_grad=True))
+
+    tc.reset()
+    expected, got = make(), make()
+    f(*expected).pow(2).sum().backward()
+    tc.compile(f, backend=backend)(*got).pow(2).sum().backward()
+    for a, b in zip(expected, got):
+        torch.testing.assert_close(b.grad, a.grad)

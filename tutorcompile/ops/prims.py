@@ -459,6 +459,14 @@ def _slice_scatter_meta(base, src, dim, start=None, end=None, step=1):
 
 
 def _slice_scatter_ref(base, src, dim, start=None, end=None, step=1):
+    if base.is_complex() or src.is_complex():
+        # written as a copy into a slice of a clone: PyTorch's autograd has no complex
+        # formula for slice_scatter, and a complex prim's gradient is PyTorch's autograd
+        # of this reference (``aot/joint.py``'s ``extern_backward``; neuralop's FNO writes
+        # its low Fourier modes into a complex buffer so)
+        out = base.clone()
+        _slice_ref(out, dim, start, end, step).copy_(src)
+        return out
     return torch.slice_scatter(base, src, normalize_dim(dim, base.ndim), start, end, step)
 
 
