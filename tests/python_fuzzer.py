@@ -28,8 +28,9 @@ leading size) and after each call compares the return values (tensors by
 input tensors (in-place ops) and every global's state. A difference is a silent wrong answer;
 an exception only the compiled function raises is a crash. It also counts graphs and break
 reasons (``tutorcompile.explain``) and, with ``--torch``, whether ``torch.compile(fn,
-backend="eager", fullgraph=True)`` captures the same program whole (and its error if not), so
-a break torch.compile does not have shows up.
+backend="eager", fullgraph=True)`` captures the same program whole, and ``torch._dynamo.explain``
+finds no break in it (its error or break reason if not), so a break torch.compile does not
+have shows up.
 
     python -m tests.python_fuzzer --seeds 0:300            # backend "eager", report failures
     python -m tests.python_fuzzer --seeds 17 --show        # one program's source
@@ -548,7 +549,7 @@ class Result:
     graphs: int = 0
     breaks: list[str] = field(default_factory=list)
     torch_graphs: int | None = None   # 1: whole under fullgraph=True, 2: not
-    torch_breaks: list[str] = field(default_factory=list)   # its fullgraph error
+    torch_breaks: list[str] = field(default_factory=list)   # its fullgraph error or breaks
 
     @property
     def ok(self) -> bool:
@@ -568,17 +569,24 @@ def _explain(program: Program, result: Result, compare_torch: bool) -> None:
     result.breaks = [str(r.reason).splitlines()[0] for r in explain.break_reasons] + \
         [f"skipped: {s.splitlines()[0]}" for s in explain.skipped_frames]
     if compare_torch:
-        # whole or not, by fullgraph=True: torch.compile runs a frame that breaks inside a
-        # loop uncompiled, and its explain() then counts only the graphs of called functions
+        # whole if fullgraph=True succeeds (torch.compile runs a frame that breaks inside a
+        # loop uncompiled, and its explain() then counts only the graphs of called functions)
+        # and explain() finds no break (under fullgraph it captures ``.item()``, which breaks
+        # by default)
         import torch._dynamo
         torch._dynamo.reset()
         try:
             torch.compile(program.module()["program"], backend="eager",
                           fullgraph=True)(*program.calls()[0][1])
-            result.torch_graphs = 1
+            torch._dynamo.reset()
+            theirs = torch._dynamo.explain(program.module()["program"])(*program.calls()[0][1])
+            result.torch_breaks = [" ".join(str(r.reason).split())[:160]
+                                   for r in theirs.break_reasons]
+            if theirs.graph_count != 1 and not result.torch_breaks:   # the frame skipped
+                result.torch_breaks = [f"{theirs.graph_count} graphs, no break reason"]
         except Exception as e:   # noqa: BLE001 -- its reason is the finding
-            result.torch_graphs = 2
             result.torch_breaks = [" ".join(str(e).split())[:160]]
+        result.torch_graphs = 2 if result.torch_breaks else 1
         torch._dynamo.reset()
 
 
@@ -667,7 +675,7 @@ def main(argv: list[str] | None = None) -> int:
         print("tutorcompile's breaks in programs torch.compile captures whole:")
         for reason, where in sorted(only_ours.items(), key=lambda kv: -len(kv[1])):
             print(f"  x{len(where)}: {reason}  (seeds {where[:6]})")
-        print("torch.compile's errors under fullgraph in programs tutorcompile captures whole:")
+        print("torch.compile's breaks in programs tutorcompile captures whole:")
         for reason, where in sorted(only_theirs.items(), key=lambda kv: -len(kv[1])):
             print(f"  x{len(where)}: {reason}  (seeds {where[:6]})")
     return 1 if wrong or crashed else 0
