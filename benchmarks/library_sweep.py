@@ -206,7 +206,8 @@ def run_mode(spec: ModelSpec, mode: str, compile_fn=None, fp64: bool = False) ->
 
 
 def _rmse(a: torch.Tensor, b: torch.Tensor) -> float:
-    return torch.sqrt(torch.mean(torch.square(a.double() - b.double()))).item()
+    wide = torch.complex128 if a.is_complex() or b.is_complex() else torch.float64
+    return torch.sqrt(torch.mean(torch.square((a.to(wide) - b.to(wide)).abs()))).item()
 
 
 def same(res: torch.Tensor, ref: torch.Tensor, fp64: torch.Tensor | None,
@@ -215,7 +216,7 @@ def same(res: torch.Tensor, ref: torch.Tensor, fp64: torch.Tensor | None,
     from the float64 referee than twice eager float32 is (plus tol / 10)."""
     if res.shape != ref.shape or res.dtype != ref.dtype:
         return False
-    if not ref.is_floating_point():
+    if not (ref.is_floating_point() or ref.is_complex()):   # indices: equal
         return torch.equal(res, ref)
     if torch.allclose(res, ref, rtol=tol, atol=tol, equal_nan=True):
         return True
