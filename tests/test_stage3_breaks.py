@@ -356,3 +356,25 @@ def test_a_second_derivative_through_an_aot_graph_is_refused_not_silently_zero()
         torch.autograd.grad(out.sum(), x, create_graph=True)
     (plain,) = torch.autograd.grad(out.sum(), x)   # a first derivative is fine
     torch.testing.assert_close(plain, want.detach())
+
+
+def _in_place_views_of_inputs(x, y):
+    x.t_()
+    y.unsqueeze_(0)
+    return x + 1, y * 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_an_in_place_view_of_an_input_is_a_break_and_changes_the_callers_tensor(backend):
+    """``x.t_()`` on an argument changes the caller's tensor's shape: the AOT runtime writes
+    values back into inputs, not metadata (it raised), so capture breaks there, as
+    torch.compile does, and the op runs on the real tensor."""
+    a, b = torch.randn(2, 3), torch.randn(4)
+    a2, b2 = a.clone(), b.clone()
+    want = _in_place_views_of_inputs(a2, b2)
+    explained = explain(_in_place_views_of_inputs)(a.clone(), b.clone())
+    assert any("t_() on an input" in str(r) for r in explained.break_reasons)
+    got = eval_frame.compile(_in_place_views_of_inputs, backend=backend)(a, b)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+    assert (a.shape, b.shape) == (a2.shape, b2.shape) == ((3, 2), (1, 4))

@@ -116,6 +116,10 @@ class TensorVariable(VariableTracker):
 # see no autograd history there, and a gradient written to ``.grad`` would be lost.)
 AUTOGRAD_RUNS_OUTSIDE = "{} runs autograd's backward pass, which the graph does not hold"
 
+_IN_PLACE_VIEWS = frozenset({"t_", "transpose_", "swapdims_", "swapaxes_", "squeeze_",
+                             "unsqueeze_", "as_strided_"})
+"""Tensor methods that change a tensor's metadata (shape, strides) in place, not its data."""
+
 
 class SymIntVariable(VariableTracker):
     """An int computed from dynamic sizes; ``expr`` is its guard expression (if known)."""
@@ -172,6 +176,10 @@ class TensorMethodVariable(VariableTracker):
         if name in ("item", "tolist", "numpy", "__bool__", "__int__", "__float__",
                     "data_ptr", "storage"):
             raise Unsupported(f"tensor.{name}() needs the tensor's data (data-dependent)")
+        if name in _IN_PLACE_VIEWS and t.node.op == "placeholder":
+            raise Unsupported(f"tensor.{name}() on an input of the graph changes the caller's "
+                              "tensor's shape or strides in place, which the compiled graph "
+                              "cannot hand back (torch.compile breaks here too)")
         if name == "register_hook" and t.source is None and t.node.op != "placeholder":
             # (a tensor from outside keeps its hook after the call: not the graph's to hold)
             return LATE_BOUND["TensorHookVariable"](t).call_function(tx, args, kwargs)
