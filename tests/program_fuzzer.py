@@ -319,6 +319,14 @@ def check(program: Program, backend: str = "inductor") -> Result:
     return result
 
 
+def seed_range(text: str) -> range:
+    """The seeds ``--seeds`` names: ``N``, or ``A:B`` (a range)."""
+    if ":" in text:
+        start, stop = map(int, text.split(":"))
+        return range(start, stop)
+    return range(int(text), int(text) + 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="0:50", help="N, or A:B (a range)")
@@ -328,11 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--basic", action="store_true",
                         help="the first fuzzer's templates only (BASIC_KINDS)")
     args = parser.parse_args(argv)
-    if ":" in args.seeds:
-        start, stop = map(int, args.seeds.split(":"))
-        seeds = range(start, stop)
-    else:
-        seeds = range(int(args.seeds), int(args.seeds) + 1)
+    seeds = seed_range(args.seeds)
     failures, one_graph, breaks = 0, 0, {}
     for seed in seeds:
         program = make_program(seed, args.statements, BASIC_KINDS if args.basic else None)

@@ -55,7 +55,7 @@ from typing import Any
 
 import torch
 
-from tests.program_fuzzer import TOL, UNARY
+from tests.program_fuzzer import TOL, UNARY, seed_range
 
 # The module every program lives in: the state its side effects reach.
 PRELUDE = '''\
@@ -614,13 +614,6 @@ def check(program: Program, backend: str = "eager", compare_torch: bool = False)
     return result
 
 
-def _seeds(text: str) -> range:
-    if ":" in text:
-        start, stop = map(int, text.split(":"))
-        return range(start, stop)
-    return range(int(text), int(text) + 1)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="0:100", help="N, or A:B (a range)")
@@ -631,7 +624,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="also try torch.compile(fullgraph=True) on each program")
     args = parser.parse_args(argv)
     torch._logging.set_logs(dynamo=logging.ERROR)   # its graph-break warnings, per program
-    seeds = _seeds(args.seeds)
+    seeds = seed_range(args.seeds)
     start = time.perf_counter()
     wrong, crashed, one_graph, torch_one_graph = [], [], 0, 0
     breaks: dict[str, list[int]] = {}
