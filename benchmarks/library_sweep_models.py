@@ -39,7 +39,10 @@ class ModelSpec:
     # invertible nets, a batched ODE solver, MLP-mixers, routed and projected attention);
     # "probe-9": the ninth (conv-STFTs, learned compression, Fourier neural operators,
     # liquid/closed-form continuous-time cells, factorized layers, product-key memory,
-    # block-recurrent and Taylor linear attention, state spaces, polar positions)
+    # block-recurrent and Taylor linear attention, state spaces, polar positions);
+    # "probe-10": the tenth (equivariant graph nets, rotation maps, SSIM, semiring CRFs,
+    # SRUs, chunked / gated / EMA / deformable / halo / invariant-point attention, BYOL's
+    # hooks, mogrifier gates)
     group: str = "held-out"
 
 
@@ -1918,3 +1921,199 @@ def pope_attention():
             return torch.softmax(q @ k.transpose(-1, -2) * 8 ** -0.5, -1) @ v
 
     return Net(), (torch.randn(2, 10, 16),)
+
+
+# --- the tenth held-out probe (group "probe-10") ---------------------------------------------
+# egnn-pytorch (E(n)-equivariant message passing over nearest neighbours), x-unet, byol-pytorch
+# (a forward hook on a hidden layer, a lazily built projector and target), roma (rotation
+# maps: quaternions, rotation vectors, Procrustes by SVD), pytorch-msssim (Gaussian-window
+# SSIM), torch-struct (linear-chain CRF by semiring scans), sru (simple recurrent units, CPU
+# path), and lucidrains' memory-efficient-attention-pytorch, FLASH-pytorch, mega-pytorch,
+# deformable-attention, invariant-point-attention, halonet-pytorch and mogrifier.
+
+def _probe10(library: str, **options):
+    return register(library, group="probe-10", **options)
+
+
+@_probe10("egnn-pytorch", note="EGNN network: k nearest neighbours by topk over distances, "
+                               "coordinate updates")
+def egnn_network():
+    from egnn_pytorch import EGNN_Network
+    m = EGNN_Network(num_tokens=10, dim=8, depth=2, num_nearest_neighbors=3, m_dim=8)
+    return m, (torch.randint(0, 10, (2, 6)), torch.randn(2, 6, 3))
+
+
+@_probe10("x-unet", note="a 2-D X-Unet: weight-standardised blocks, attention at the bottom")
+def xunet():
+    from x_unet import XUnet
+    m = XUnet(dim=8, channels=3, dim_mults=(1, 2), num_blocks_per_stage=(1, 1),
+              num_self_attn_per_stage=(0, 1), nested_unet_depths=(0, 0), attn_heads=2,
+              attn_dim_head=8, weight_standardize=True)
+    return m, (torch.randn(1, 3, 16, 16),)
+
+
+@_probe10("byol-pytorch", note="BYOL's online encoder: a forward hook reads a hidden layer, "
+                               "the projector is built on the first call")
+def byol_online():
+    _timm_libraries_importable()
+    from byol_pytorch import BYOL
+
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                              torch.nn.Linear(8, 4))
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.byol = BYOL(net, image_size=16, hidden_layer=-2, projection_size=8,
+                             projection_hidden_size=16, augment_fn=lambda x: x)
+
+        def forward(self, x):
+            return self.byol(x, return_embedding=True)
+
+    m = Net()
+    m.byol(torch.randn(2, 3, 16, 16), return_embedding=True)   # build the lazy projector
+    return m, (torch.randn(2, 3, 16, 16),)
+
+
+@_probe10("roma", input_grads=True, note="no weights: rotation-vector -> matrix -> unit "
+                                         "quaternion, quaternion products, Procrustes (SVD)")
+def rotations():
+    import roma
+
+    class Net(torch.nn.Module):
+        def forward(self, rotvec, m):
+            r = roma.rotvec_to_rotmat(rotvec)
+            q = roma.rotmat_to_unitquat(r)
+            q2 = roma.quat_product(q, roma.quat_conjugation(q.flip(0)))
+            back = roma.unitquat_to_rotvec(roma.quat_normalize(q2))
+            return back, roma.special_procrustes(m), roma.rotvec_composition([rotvec, back])
+
+    return Net(), (torch.randn(5, 3), torch.randn(5, 3, 3))
+
+
+@_probe10("pytorch-msssim", input_grads=True, note="no weights: SSIM with separable Gaussian "
+                                                   "windows (conv2d per channel)")
+def ssim():
+    from pytorch_msssim import SSIM
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ssim = SSIM(data_range=1.0, channel=3, win_size=5)
+
+        def forward(self, a, b):
+            return 1 - self.ssim(a, b)
+
+    return Net(), (torch.rand(2, 3, 16, 16), torch.rand(2, 3, 16, 16))
+
+
+@_probe10("torch-struct", input_grads=True, note="no weights: a linear-chain CRF's log "
+                                                 "partition and marginals (semiring scans)")
+def linear_chain_crf():
+    import torch_struct
+
+    class Net(torch.nn.Module):
+        def forward(self, log_potentials):
+            dist = torch_struct.LinearChainCRF(log_potentials)
+            return dist.partition, dist.marginals
+
+    return Net(), (torch.randn(2, 5, 3, 3),)
+
+
+@_probe10("sru", note="a two-layer bidirectional SRU, the pure-PyTorch CPU recurrence")
+def sru():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from sru import SRU
+    m = SRU(8, 8, num_layers=2, bidirectional=True, layer_norm=True)
+    return m, (torch.randn(5, 2, 8),)
+
+
+@_probe10("memory-efficient-attention-pytorch", note="attention computed in query/key "
+                                                     "buckets with checkpointed summaries")
+def chunked_attention():
+    from memory_efficient_attention_pytorch import Attention
+    m = Attention(dim=16, heads=2, dim_head=8, causal=True, memory_efficient=True,
+                  q_bucket_size=4, k_bucket_size=4)
+    return m, (torch.randn(2, 12, 16),)
+
+
+@_probe10("FLASH-pytorch", note="FLASH: gated attention units, grouped quadratic + linear "
+                                "attention, rotary positions, token shift")
+def flash_transformer():
+    from flash_pytorch import FLASHTransformer
+    m = FLASHTransformer(num_tokens=32, dim=16, depth=2, causal=True, group_size=4,
+                         query_key_dim=8, shift_tokens=True)
+    return m, (torch.randint(0, 32, (2, 12)),)
+
+
+@_probe10("mega-pytorch", note="Mega: multi-headed damped EMA by FFT convolution, "
+                               "single-headed gated attention")
+def mega():
+    from mega_pytorch import Mega
+    m = Mega(num_tokens=32, dim=16, depth=2, ema_heads=4, attn_dim_qk=8, attn_dim_value=16)
+    return m, (torch.randint(0, 32, (2, 10)),)
+
+
+@_probe10("deformable-attention", note="2-D deformable attention: learned offsets, "
+                                       "grid_sample, continuous position bias")
+def deformable_attention_2d():
+    from deformable_attention import DeformableAttention2D
+    m = DeformableAttention2D(dim=16, dim_head=8, heads=2, downsample_factor=2,
+                              offset_kernel_size=4)
+    return m, (torch.randn(2, 16, 8, 8),)
+
+
+@_probe10("invariant-point-attention", note="IPA blocks: points attended in local frames "
+                                            "(rotations from Gram-Schmidt), a pairwise bias")
+def ipa_blocks():
+    from invariant_point_attention import IPABlock
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList([
+                IPABlock(dim=16, heads=2, scalar_key_dim=4, scalar_value_dim=4,
+                         point_key_dim=2, point_value_dim=2, pairwise_repr_dim=4)
+                for _ in range(2)])
+
+        def forward(self, x, pairwise, frames, translations):
+            rotations = torch.linalg.qr(frames).Q
+            for block in self.blocks:
+                x = block(x, pairwise_repr=pairwise, rotations=rotations,
+                          translations=translations)
+            return x
+
+    return Net(), (torch.randn(2, 6, 16), torch.randn(2, 6, 6, 4), torch.randn(2, 6, 3, 3),
+                   torch.randn(2, 6, 3))
+
+
+@_probe10("halonet-pytorch", note="halo attention: blocked queries, unfolded haloed keys, "
+                                  "relative logits")
+def halo_attention():
+    from halonet_pytorch import HaloAttention
+    m = HaloAttention(dim=8, block_size=4, halo_size=1, dim_head=4, heads=2)
+    return m, (torch.randn(2, 8, 8, 8),)
+
+
+@_probe10("mogrifier", note="mogrifier gating of an LSTM cell's input and hidden state")
+def mogrifier_lstm():
+    from mogrifier import Mogrifier
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mogrify = Mogrifier(dim=8, iters=5, factorize_k=4)
+            self.cell = torch.nn.LSTMCell(8, 8)
+
+        def forward(self, xs, h, c):
+            outs = []
+            for x in xs.unbind(1):
+                x, h = self.mogrify(x, h)
+                h, c = self.cell(x, (h, c))
+                outs.append(h)
+            return torch.stack(outs, 1)
+
+    return Net(), (torch.randn(2, 4, 8), torch.randn(2, 8), torch.randn(2, 8))
