@@ -672,11 +672,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--models", default="", help="comma-separated, of " + ", ".join(REGISTRY))
     parser.add_argument("--group", default="held-out",
                         choices=("held-out", "issue-40", "probe-2", "probe-6", "probe-7", "probe-8",
-                                 "probe-9", "all"),
+                                 "probe-9", "probe-10", "all"),
                         help="held-out: libraries never used while writing the capture "
                         "(default); issue-40: those of the sweep behind issue 40; probe-2, "
                         "probe-6: the second and sixth held-out probes, fixed by feature since; "
-                        "probe-7, probe-8, probe-9: the seventh, eighth and ninth")
+                        "probe-7 .. probe-10: the seventh to the tenth")
     parser.add_argument("--backends", default="eager,aot_eager",
                         help=f"comma-separated, of {', '.join(BACKENDS)} (inductor is slow)")
     parser.add_argument("--no-torch-compile", action="store_true")
