@@ -12,10 +12,13 @@ the module with it; the compiled module runs its own hooks around the compiled f
 ``tensor.register_hook(hook)`` inside the traced code, on a tensor the graph computes, is in
 the graph: the hook is traced into a body that changes the tensor's gradient in the
 backward (every use of the tensor reads it, so the hook sees the whole gradient, as
-autograd's does). A hook that writes outside itself, a kept handle, or a hook on an input
-(it outlives the call) is a break.
+autograd's does). A hook that writes outside itself or a kept handle is a break. On a
+tensor from outside (an argument, a parameter) the hook outlives the call, as in eager: the
+registration is made after the graph, with the hook rebuilt -- any hook, since it is not
+traced.
 """
 
+import functools
 import warnings
 
 import pytest
@@ -312,3 +315,70 @@ def test_tensor_hooks_the_graph_cannot_hold_break_and_run_right(fn, args, reason
         explanation.break_reasons
     tc.compile(fn, backend="aot_eager")(x, *args).backward()
     torch.testing.assert_close(x.grad, want)
+
+
+# --- tensor.register_hook on a tensor from outside: registered after the graph ------------
+
+_SEEN: list = []
+
+
+def _clip(g):
+    return g.clamp(-0.5, 0.5)
+
+
+class _ScaledInput(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def halve(self, g):
+        return g * 0.5
+
+    def forward(self, x, y):
+        k = y.detach() * 2                              # a value the graph computes
+        x.register_hook(lambda g: g * k)                # a closure over it
+        x.register_hook(self.halve)                     # a bound method
+        y.register_hook(_clip)                          # a module-level function
+        y.register_hook(functools.partial(torch.mul, other=3.0))
+        self.lin.weight.register_hook(lambda g: _SEEN.append(g.shape))  # writes outside
+        return self.lin(x * y).tanh()
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_hooks_on_tensors_from_outside_are_registered_after_the_graph(backend):
+    def run(compiler):
+        torch.manual_seed(0)
+        model = _ScaledInput()                          # its weight's hooks are its own
+        x, y = torch.randn(4, 3, requires_grad=True), torch.randn(4, 3, requires_grad=True)
+        fn = compiler(model)
+        _SEEN.clear()
+        for _ in range(2):                              # hooks pile up per call, as in eager
+            out = fn(x, y)
+        out.sum().backward()
+        return x.grad, y.grad, model.lin.weight.grad, list(_SEEN)
+
+    want = run(lambda model: model)
+    tc.reset()
+    x, y = torch.randn(4, 3, requires_grad=True), torch.randn(4, 3, requires_grad=True)
+    explanation = tc.explain(_ScaledInput())(x, y)
+    assert (explanation.graph_count, explanation.break_reasons) == (1, [])
+    got = run(lambda model: tc.compile(model, backend=backend, fullgraph=True))
+    for g, e in zip(got[:3], want[:3]):
+        torch.testing.assert_close(g, e)
+    assert got[3] == want[3] == [torch.Size([3, 3])] * 2
+
+
+def _input_hook_kept_handle(x):
+    handle = x.register_hook(lambda g: g * 3)
+    y = x.sin()
+    handle.remove()
+    return y
+
+
+def test_a_kept_handle_of_an_input_hook_is_a_break():
+    x = torch.randn(3, requires_grad=True)
+    tc.reset()
+    explanation = tc.explain(_input_hook_kept_handle)(x)
+    assert any("handle tensor.register_hook" in str(r) for r in explanation.break_reasons)
+    tc.compile(_input_hook_kept_handle, backend="aot_eager")(x).sum().backward()
+    torch.testing.assert_close(x.grad, x.detach().cos())

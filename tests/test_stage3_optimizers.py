@@ -312,3 +312,26 @@ def test_out_of_place_foreach_ops_with_a_tensor_scalar(backend):
     explained = tc.explain(fn)(*args())
     assert (explained.graph_count, explained.graph_break_count) == (1, 0)
     torch.testing.assert_close(tc.compile(fn, backend=backend)(*args()), fn(*args()))
+
+
+def test_a_step_wrapped_by_an_lr_scheduler_is_compiled_from_a_training_step():
+    # the scheduler replaces ``opt.step`` by a wrapper that takes no argument and reaches
+    # the optimizer through a weak reference in its closure: a frame holding neither a
+    # tensor nor a torch module would run as plain Python -- and so would the step it calls
+    model = _model()
+    opt = OPTIMIZERS["sgd_momentum"](model.parameters())
+    model(torch.randn(2, 8)).sum().backward()
+    opt.step()
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+
+    def train_step():
+        opt.step()
+        sched.step()
+
+    explained = tc.explain(train_step)()
+    assert explained.graph_count == 1 and explained.op_count > 0, explained
+    want = _train("sgd_momentum", lambda opt: opt.step, scheduled=True)
+    got = _train("sgd_momentum", lambda opt: tc.compile(lambda: opt.step()), scheduled=True)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+

@@ -44,6 +44,7 @@ import sysconfig
 import time
 import types
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -957,12 +958,17 @@ class ConcreteRunner(VM):
 
 def has_tensor_in_frame(fn: types.FunctionType, args: list, kwargs: dict) -> bool:
     """Could a call of ``fn`` put anything in a graph: a tensor or module among its
-    arguments (in lists, tuples, dicts), or a ``torch`` module among the globals it names?
-    A frame without is not captured; it runs as plain Python, so code that asks
-    ``torch.compiler.is_compiling()`` from it (transformers' ``is_torchdynamo_compiling``)
-    hears False there, as it does in PyTorch.
+    arguments or the variables it closes over (in lists, tuples, dicts, behind a weak
+    reference), or a ``torch`` module among the globals it names? A frame without is not
+    captured; it runs as plain Python, so code that asks ``torch.compiler.is_compiling()``
+    from it (transformers' ``is_torchdynamo_compiling``) hears False there, as it does in
+    PyTorch.
 
-    Mirrors: ``has_tensor_in_frame`` in torch/_dynamo/convert_frame.py."""
+    Mirrors: ``has_tensor_in_frame`` in torch/_dynamo/convert_frame.py, whose ``f_locals``
+    hold the closure's cells too. PyTorch's frame hook still sees the frames such a frame
+    calls; here they run uncompiled with it, so a wrapper that reaches the model only
+    through its closure (an LR scheduler's ``optimizer.step`` wrapper holds a weak
+    reference to the optimizer) must count as holding it."""
     for name in fn.__code__.co_names:
         obj = fn.__globals__.get(name)
         if isinstance(obj, types.ModuleType) and (obj is torch or
@@ -983,8 +989,14 @@ def has_tensor_in_frame(fn: types.FunctionType, args: list, kwargs: dict) -> boo
             return any(has_tensor(v) for v in list(obj.values()))
         if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a namedtuple
             return any(has_tensor(v) for v in obj)
+        if type(obj) is weakref.ref:
+            return has_tensor(obj())
         return False
-    return any(has_tensor(v) for v in [*args, *kwargs.values()])
+    cells = []
+    for cell in fn.__closure__ or ():
+        with contextlib.suppress(ValueError):          # (an empty cell)
+            cells.append(cell.cell_contents)
+    return any(has_tensor(v) for v in [*args, *kwargs.values(), *cells])
 
 
 # torch objects that hold a model's parameters: a frame given one is captured (the optimizer

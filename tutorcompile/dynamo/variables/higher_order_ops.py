@@ -101,7 +101,12 @@ from .containers import (
     ListVariable,
     TupleVariable,
 )
-from .functions import NestedUserFunctionVariable, PartialVariable, UserFunctionVariable
+from .functions import (
+    NestedUserFunctionVariable,
+    PartialVariable,
+    UserFunctionVariable,
+    UserMethodVariable,
+)
 from .nn_module import NNModuleVariable
 from .tensor import SymIntVariable, TensorVariable
 from .torch import TorchFunctionVariable
@@ -472,14 +477,18 @@ def _while_loop(tx, cond_fn, body_fn, carried_inputs):
 
 
 class TensorHookVariable(VariableTracker):
-    """``t.register_hook`` of a tensor the graph computes, called with the hook:
-    :func:`_register_hook`."""
+    """``t.register_hook``, called with the hook: traced into the graph for a tensor the
+    graph computes (:func:`_register_hook`), registered after the graph on one from outside
+    (:func:`_register_hook_after_graph`)."""
 
     def __init__(self, tensor: TensorVariable):
         self.tensor = tensor
 
     def call_function(self, tx, args, kwargs):
-        return _register_hook(tx, self.tensor, *args, **kwargs)
+        t = self.tensor
+        if t.source is None and t.node.op != "placeholder":
+            return _register_hook(tx, t, *args, **kwargs)
+        return _register_hook_after_graph(tx, t, *args, **kwargs)
 
     def children(self):
         return [self.tensor]
@@ -517,6 +526,38 @@ def _register_hook(tx, t: TensorVariable, hook: VariableTracker) -> VariableTrac
                              none_is=grad)
     tx.output.hook_gradient(t.node, body, [f.node for f in free])
     return ConstantVariable(None)
+
+
+# hooks made while tracing that the Reconstructor rebuilds after the graph (one from
+# outside is fetched through its source)
+_REBUILDABLE_HOOKS = (UserFunctionVariable, NestedUserFunctionVariable, PartialVariable,
+                      UserMethodVariable)
+
+
+def _register_hook_after_graph(tx, t: TensorVariable, hook: VariableTracker
+                               ) -> VariableTracker:
+    """``x.register_hook(hook)`` on a tensor from outside the graph (an argument, a
+    parameter): the hook stays on ``x`` after the call, as in eager, so it is not the
+    graph's to hold -- the call itself is made after the graph, with the hook rebuilt from
+    what the traced code made it of (a lambda's closure cells hold the graph's values).
+    Nothing in the call can see the difference: a hook runs only in a backward pass, which
+    the graph does not run. PyTorch's Dynamo registers such hooks in its epilogue too.
+
+    The checks of :func:`_register_hook` hold here as well: a kept handle, a hook inside a
+    higher-order op's function and a tensor that needs no gradient are breaks."""
+    if not t.fake.requires_grad:
+        raise Unsupported("tensor.register_hook() on a tensor that does not require grad "
+                          "(eager raises)")
+    frame = tx.frames[-1]
+    if frame.instructions[frame.ip].opname != "POP_TOP":
+        raise Unsupported("the handle tensor.register_hook() returns is kept: removing the "
+                          "hook is autograd state the graph does not hold")
+    if tx.output.bodies_open:
+        raise Unsupported("tensor.register_hook() inside a higher-order op's function")
+    if not isinstance(hook, _REBUILDABLE_HOOKS) and hook.source is None:
+        raise Unsupported(f"tensor.register_hook() with the hook {hook}, which cannot be "
+                          "rebuilt after the graph")
+    return tx.defer_call(ConstantVariable(torch.Tensor.register_hook), [t, hook], {})
 
 
 # ---------------------------------------------------------------------------------------

@@ -180,10 +180,9 @@ class TensorMethodVariable(VariableTracker):
             raise Unsupported(f"tensor.{name}() on an input of the graph changes the caller's "
                               "tensor's shape or strides in place, which the compiled graph "
                               "cannot hand back (torch.compile breaks here too)")
-        if name == "register_hook" and t.source is None and t.node.op != "placeholder":
-            # (a tensor from outside keeps its hook after the call: not the graph's to hold)
+        if name == "register_hook":
             return LATE_BOUND["TensorHookVariable"](t).call_function(tx, args, kwargs)
-        if name in ("backward", "register_hook", "retain_grad"):
+        if name in ("backward", "retain_grad"):
             raise Unsupported(AUTOGRAD_RUNS_OUTSIDE.format(f"tensor.{name}()"))
         if name == "requires_grad_":
             flag = (args[0] if args else kwargs.get("requires_grad", ConstantVariable(True)))
