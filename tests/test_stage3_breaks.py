@@ -378,3 +378,36 @@ def test_an_in_place_view_of_an_input_is_a_break_and_changes_the_callers_tensor(
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w)
     assert (a.shape, b.shape) == (a2.shape, b2.shape) == ((3, 2), (1, 4))
+
+
+def _user_break_helper(t):
+    torch._dynamo.graph_break("in the helper")
+    return t - 1
+
+
+def user_graph_breaks(x, acc):
+    from torch._dynamo import graph_break
+    x = x + 1
+    acc.append(len(acc))
+    torch._dynamo.graph_break()
+    x = _user_break_helper(x * 2)
+    graph_break(msg="before the end")
+    return x * 3
+
+
+def test_torch_dynamo_graph_break_is_a_break_with_a_reason():
+    # ``torch._dynamo.graph_break()`` is ``pass`` in Python: inlined, it vanished and the
+    # function stayed one graph; it is a break the user asked for, in every spelling, as in
+    # torch.compile
+    out = explain(user_graph_breaks)(torch.ones(2), [])
+    reasons = [str(r.reason) for r in out.break_reasons]
+    assert out.graph_count >= 3 and len(reasons) >= 3, reasons
+    assert all("torch._dynamo.graph_break() called" in r for r in reasons)
+    assert any("in the helper" in r for r in reasons)
+    assert any("before the end" in r for r in reasons)
+    want_acc, got_acc = [], []
+    want = user_graph_breaks(torch.ones(2), want_acc)
+    torch.testing.assert_close(compile_eager(user_graph_breaks)(torch.ones(2), got_acc), want)
+    assert got_acc == want_acc
+    with pytest.raises(GraphBreakError, match="graph_break"):
+        compile_eager(user_graph_breaks, fullgraph=True)(torch.ones(2), [])

@@ -1579,6 +1579,14 @@ class InstructionTranslator(VM):
     def inline_user_function(self, fn, args, kwargs, fn_source: Source | None = None):
         if fn in trace_rules.REPORTING:  # ``logger.warning(...)``: made after the graph
             return self.defer_call(UserFunctionVariable(fn, fn_source), args, kwargs)
+        if fn in trace_rules.USER_GRAPH_BREAKS:
+            # ``torch._dynamo.graph_break()``: a no-op in Python (inlined, it would vanish),
+            # a break by request when compiled -- the call runs in the break, as it does in
+            # torch.compile
+            msg = [a.as_python_constant() for a in [*args, *kwargs.values()]
+                   if a.is_python_constant()]
+            raise Unsupported("torch._dynamo.graph_break() called: a graph break the user "
+                              "asked for" + (f" ({msg[0]})" if msg and msg[0] else ""))
         if fn.__dict__.get("_torchdynamo_disable"):
             inner = getattr(fn, "__wrapped__", None)
             if traced_like_user_code(fn.__module__ or "") and \

@@ -210,3 +210,8 @@ REPORTING: frozenset[Any] = frozenset({
     logging.Logger.warn, logging.Logger.error, logging.Logger.exception,
     logging.Logger.critical, logging.Logger.log,
 })
+
+# Functions whose call is a graph break the user asked for (``torch._dynamo.graph_break()``;
+# ``torch.compiler`` has no spelling of its own): written in Python as ``pass``, they would
+# be inlined into nothing
+USER_GRAPH_BREAKS: frozenset[Any] = frozenset({torch._dynamo.graph_break})
