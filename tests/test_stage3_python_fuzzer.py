@@ -150,3 +150,99 @@ def test_a_closure_cell_is_read_and_written_through_cell_contents():
         want = _cell_contents(torch.zeros(2), eager_counter)
         torch.testing.assert_close(compiled(torch.zeros(2), compiled_counter), want)
         assert compiled_counter() == eager_counter()
+
+
+class _Sequence:   # the old sequence protocol: __getitem__ until IndexError
+    def __init__(self, *items):
+        self.items = list(items)
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+
+class _Iterable:   # __iter__ (a generator), counting what it yielded
+    def __init__(self, *items):
+        self.items = list(items)
+        self.seen = 0
+
+    def __iter__(self):
+        for v in self.items:
+            self.seen += 1
+            yield v
+
+
+def _membership_by_iteration(x, acc):
+    seq, it = _Sequence(1, 2, "a"), _Iterable(1, 5, 7)
+    x = x + (2 in seq) + 2 * (3 in seq) + 4 * ("a" not in seq)
+    x = x + 8 * (5 in it) + 16 * (9 not in it) + 32 * it.seen
+    acc.append(it.seen)
+    return x + 64 * (acc[0] in _Iterable(*acc))
+
+
+def test_in_searches_a_user_object_without_contains_by_iterating():
+    # ``v in obj`` on a class with ``__iter__`` or ``__getitem__`` but no ``__contains__``
+    # broke the graph ('`in` on UserDefinedObjectVariable'): CPython searches what iterating
+    # yields, stopping at the first match (which the count of elements seen shows)
+    _run_both(_membership_by_iteration, lambda: (torch.zeros(2), [1]))
+
+
+def _take_some(it, x):
+    x = x * next(it)
+    for v in it:
+        x = x + v
+        if v == 2:
+            break
+    return x
+
+
+def _same_iterator_twice(a, b, x):
+    return x + next(a) * 10 + next(b)
+
+
+def _total(it, x):
+    return x + sum(it) + len(list(it))
+
+
+def _starred_rest(it, x):
+    first, *rest = it
+    return x + first + len(rest)
+
+
+def _comprehensions_after_a_break(x, rows):
+    if x.sum() > 0:   # a break: the comprehensions' frames are compiled by themselves,
+        x = x + 1     # each given a real iterator as ``.0``
+    return torch.stack([r * i for i, r in enumerate(rows)]).sum(0) + \
+        sum([v * v for v in range(3)]) + len({v for v in (1, 2, 2)}) + x
+
+
+@pytest.mark.parametrize("fn, make", [
+    (_take_some, lambda: (iter(range(1, 6)), torch.ones(2))),
+    (_take_some, lambda: (iter([3, 2, 1, 0]), torch.ones(2))),
+    (_take_some, lambda: (iter((torch.full((2,), 2.0), 2, 7)), torch.ones(2))),
+    (_total, lambda: (iter([]), torch.ones(2))),
+    (_total, lambda: (iter(range(3)), torch.ones(2))),
+    (_same_iterator_twice, lambda: (lambda it: (it, it, torch.ones(2)))(iter(range(5)))),
+    (_starred_rest, lambda: (iter([1, 2, 3]), torch.ones(2))),
+    (_comprehensions_after_a_break, lambda: (torch.ones(2), [torch.ones(2), torch.ones(2)])),
+])
+def test_an_iterator_from_outside_is_read_and_advanced(fn, make):
+    # a range/list/tuple iterator passed in (a comprehension's ``.0`` when its frame is
+    # compiled after a graph break) broke the graph ('next() on range_iterator'): its rest
+    # is read through ``__reduce__`` and guarded, and the caller's iterator is advanced by
+    # what the graph took; a partly consumed or exhausted one is another guard
+    tc.reset()
+    compiled = tc.compile(fn, backend="eager")
+    for skip in (0, 1, 0):
+        want_args, got_args = make(), make()
+        for args in (want_args, got_args):
+            if skip and hasattr(args[0], "__next__"):
+                next(args[0], None)
+        want, got = fn(*want_args), compiled(*got_args)
+        torch.testing.assert_close(got, want)
+        rest = [[list(a) for a in args if hasattr(a, "__next__")]
+                for args in (got_args, want_args)]
+        assert python_fuzzer.differences(rest[0], rest[1]) == []
+    explain = tc.explain(fn, backend="eager")(*make())
+    assert not any("next()" in str(r.reason) for r in explain.break_reasons)
+    if fn is not _comprehensions_after_a_break:
+        assert explain.graph_count == 1 and not explain.break_reasons

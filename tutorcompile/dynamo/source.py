@@ -193,6 +193,20 @@ class NumpyTensorSource(Source):
 
 
 @dataclass(frozen=True)
+class ReduceSource(Source):
+    """``it.__reduce__()``: how a C iterator over a range, list or tuple pickles --
+    ``(iter, (sequence,), position)``, or ``(iter, ([],))`` once exhausted. Reading it
+    changes nothing, so guards may: it is where such an iterator's remaining items are."""
+    base: Source
+
+    def name(self) -> str:
+        return f"{self.base.name()}.__reduce__()"
+
+    def get(self, env):
+        return self.base.get(env).__reduce__()
+
+
+@dataclass(frozen=True)
 class CellContentsSource(Source):
     base: Source
 

@@ -56,6 +56,7 @@ from .source import (
     LocalSource,
     NumpyTensorSource,
     ObjectSource,
+    ReduceSource,
     Source,
     StackSource,
 )
@@ -77,6 +78,7 @@ from .variables import (
     GeneratorVariable,
     GlobalsVariable,
     GradModeVariable,
+    InputIteratorVariable,
     IteratorVariable,
     ListIteratorVariable,
     ListVariable,
@@ -492,6 +494,8 @@ class InstructionTranslator(VM):
             g.SEQUENCE_LENGTH(items_src, value.items)
             return ListIteratorVariable([self.wrap_nested(v, GetItemSource(items_src, i))
                                          for i, v in enumerate(value.items)])
+        if type(value) in _SEQUENCE_ITERATORS and source is not None:
+            return self._input_iterator(value, source)
         if isinstance(value, types.CodeType):
             return ConstantVariable(value)
         if isinstance(value, os._Environ):
@@ -683,6 +687,32 @@ class InstructionTranslator(VM):
             return alias
         g.TYPE_MATCH(source, value)
         return self._one_per_object(value, UserDefinedObjectVariable(value, source), source)
+
+    def _input_iterator(self, value: Any, source: Source) -> VariableTracker:
+        """A real iterator over a range, list or tuple from outside (a comprehension's
+        ``.0`` when its frame is compiled by itself): what is left of it, read and guarded
+        through ``__reduce__`` -- ``(iter, (sequence,), position)``, or ``(iter, ([],))``
+        once exhausted -- and taken from the real one after the graph."""
+        g = self.guards
+        seen = self._containers.get(id(value))
+        if seen is not None:   # one iterator reached twice (``f(it, it)``): one tracker
+            g.add("ID_MATCH", f"{source.name()} is {seen[2]}", source, "same iterator")
+            return seen[1]
+        g.TYPE_MATCH(source, value)
+        state, reduced = value.__reduce__(), ReduceSource(source)
+        real = UserDefinedObjectVariable(value, source)
+        g.add("ITERATOR_MATCH", f"len({reduced.name()}) == {len(state)}", source,
+              "exhausted or not")
+        if len(state) < 3:
+            return self._one_per_object(value, InputIteratorVariable([], real), source)
+        position = state[2]
+        g.CONSTANT_MATCH(GetItemSource(reduced, 2), position)
+        sequence = self.wrap_nested(state[1][0], GetItemSource(GetItemSource(reduced, 1), 0))
+        if isinstance(sequence, BaseListVariable):
+            items = sequence.items[position:]
+        else:   # a range: a constant
+            items = [ConstantVariable(v) for v in sequence.as_python_constant()[position:]]
+        return self._one_per_object(value, InputIteratorVariable(items, real), source)
 
     def _alias(self, value: Any, source: Source) -> VariableTracker | None:
         """The tracker of an object already reached through another source (a module that
@@ -1522,6 +1552,19 @@ class InstructionTranslator(VM):
         if container.is_python_constant() and item.is_python_constant():
             return ConstantVariable(item.as_python_constant() in
                                     container.as_python_constant())
+        if isinstance(container, UserDefinedObjectVariable) and (
+                _python_method(container, "__iter__") or
+                _python_method(container, "__getitem__")):
+            # no ``__contains__``: CPython searches what iterating yields (``__iter__``, or
+            # the old sequence protocol of ``__getitem__``), stopping at the first match
+            it = self.get_iter(container)
+            while True:
+                try:
+                    element = self.iter_next(it)
+                except StopIteration:
+                    return ConstantVariable(False)
+                if self.element_matches(element, item, "`in`"):
+                    return ConstantVariable(True)
         raise Unsupported(f"`in` on {container}")
 
     def element_matches(self, element, item, what: str) -> bool:
@@ -1715,6 +1758,10 @@ def _raw_constant(value: Any) -> bool:
     """A plain Python value an opcode handler passes to ``call`` (a class, a tuple of
     them), not a tracker or the traced code's exception."""
     return not isinstance(value, (VariableTracker, TracedException))
+
+
+# C iterators whose remaining items ``__reduce__`` tells (the builder's ``_input_iterator``)
+_SEQUENCE_ITERATORS = (type(iter(range(0))), type(iter([])), type(iter(())))
 
 
 def _python_method(obj: UserDefinedObjectVariable, name: str) -> bool:

@@ -129,6 +129,46 @@ class ListIteratorVariable(IteratorVariable):
         return f"ListIteratorVariable({len(self.items) - self.index} left)"
 
 
+def advance(iterator: Any, n: int) -> None:
+    """Take ``n`` items from a real iterator: what a graph took from an input iterator."""
+    for _ in range(n):
+        next(iterator)
+
+
+class InputIteratorVariable(ListIteratorVariable):
+    """A real iterator over a range, list or tuple that came in from outside: the ``.0``
+    argument of a comprehension's own frame (compiled by itself when it is called after a
+    graph break), or ``iter(xs)`` passed to a function. Its remaining items are read through
+    ``__reduce__`` and guarded there; each item the graph takes is taken from the real
+    iterator after the graph, so whoever else holds it sees it advanced; on a rebuilt stack
+    it is the real iterator, in the state the graph left it."""
+
+    def __init__(self, items: list[VariableTracker], real: VariableTracker):
+        super().__init__(items)
+        self.real = real   # the real iterator, through its source
+
+    def python_type(self):
+        return self.real.python_type()
+
+    def next(self, tx) -> VariableTracker:
+        item = super().next(tx)
+        tx.defer_call(ConstantVariable(advance), [self.real, ConstantVariable(1)], {})
+        return item
+
+    def unpack(self, tx):
+        rest = super().unpack(tx)
+        if rest:
+            tx.defer_call(ConstantVariable(advance), [self.real, ConstantVariable(len(rest))],
+                          {})
+        return rest
+
+    def reconstruct(self, rc):
+        return rc(self.real)
+
+    def __repr__(self):
+        return f"InputIteratorVariable({len(self.items) - self.index} left)"
+
+
 class MapVariable(IteratorVariable):
     def __init__(self, fn: VariableTracker, iterators: list[IteratorVariable]):
         self.fn, self.iterators = fn, iterators
@@ -324,7 +364,7 @@ def suspended_generator(values: list[Any]) -> GeneratorVariable | None:
 
 
 __all__ = [
-    'EnumerateVariable', 'FilterVariable', 'GeneratorVariable', 'IteratorVariable',
-    'ListIteratorVariable', 'MapVariable', 'ResumeIterator', 'ZipVariable',
+    'EnumerateVariable', 'FilterVariable', 'GeneratorVariable', 'InputIteratorVariable',
+    'IteratorVariable', 'ListIteratorVariable', 'MapVariable', 'ResumeIterator', 'ZipVariable',
     'suspended_generator',
 ]
