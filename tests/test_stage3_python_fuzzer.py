@@ -18,13 +18,16 @@ from tests import python_fuzzer
 
 pytestmark = pytest.mark.stage3
 
-# seeds whose programs met a defect that is now fixed (the hand-written test below that
-# names the defect) -> whether the program is one graph
+# seeds whose programs met a defect that is now fixed (the hand-written test below names
+# it), or that draw many of the model-library idioms (``python_fuzzer.IDIOMS``) -> whether
+# the program is one graph. (The templates drawn changed when IDIOMS came: the seeds of the
+# first defects -- ``acc *= 2``, ``raise ... from e``, ``cell_contents`` -- now draw other
+# programs; their hand-written tests stay.)
 SEEDS = {
-    16: True,    # ``acc *= 2`` on the caller's list (in_place_list_operators)
-    24: True,    # ``raise ... from e`` read back in the handler (exceptions_chain)
-    98: False,   # both, and ``fn.__closure__[0].cell_contents`` (closure_cell)
-    54: True,    # ``cell_contents`` broke the graph
+    38: True,    # set operators, filter with unpacking, tuple comparisons
+    46: False,   # a comprehension's frame after a break (an_iterator_from_outside)
+    62: True,    # OrderedDict, vars(), unbound str methods in map, typing
+    107: True,   # torch.Size arithmetic, map with unpacking, defaultdict, no_grad, match
 }
 
 
