@@ -1622,10 +1622,15 @@ class InstructionTranslator(VM):
     def inline_user_function(self, fn, args, kwargs, fn_source: Source | None = None):
         if fn in trace_rules.REPORTING:  # ``logger.warning(...)``: made after the graph
             return self.defer_call(UserFunctionVariable(fn, fn_source), args, kwargs)
-        if fn in trace_rules.USER_GRAPH_BREAKS:
+        if fn in trace_rules.USER_GRAPH_BREAKS and not str(
+                self.frames[-1].globals.get("__name__", "")).startswith("torch."):
             # ``torch._dynamo.graph_break()``: a no-op in Python (inlined, it would vanish),
             # a break by request when compiled -- the call runs in the break, as it does in
-            # torch.compile
+            # torch.compile. Torch's own calls are requests to PyTorch's AOTAutograd, not
+            # the user's: an optimizer step's ``_use_grad`` breaks so that the update is
+            # compiled as an inference graph, which ours is in one graph too
+            # (``test_a_function_no_gradient_leaves_compiles_as_inference``) -- there they
+            # stay no-ops, and the step is one graph
             msg = [a.as_python_constant() for a in [*args, *kwargs.values()]
                    if a.is_python_constant()]
             raise Unsupported("torch._dynamo.graph_break() called: a graph break the user "
