@@ -450,3 +450,53 @@ def test_reductions_over_the_same_loops_that_share_nothing_share_a_kernel(backen
     reductions = [k for k in compiled.fusion_report.kernels if k.kind == "reduction"]
     sums = sorted(len([n for n in k.graph_nodes if n.startswith("sum")]) for k in reductions)
     assert sums == [1, 3], str(compiled.fusion_report)
+
+
+def _momentum_steps(params, grads, bufs, lr):
+    """An optimizer step written per parameter: each update reads the graph's inputs and
+    writes its new values back into them."""
+    for p, g, b in zip(params, grads, bufs):
+        b.mul_(0.9).add_(g)
+        p.add_(b, alpha=-lr)
+
+
+def _unrelated_results(xs):
+    return [x.sin() * 2 for x in xs]
+
+
+def _forward_kernels(fn, *args):
+    from tutorcompile.dynamo import backends, eval_frame
+    made = []
+
+    def keep(gm, example_inputs):
+        made.append(backends.inductor(gm, example_inputs, options={"codegen": "cpp"}))
+        return made[-1]
+    out = eval_frame.compile(fn, backend=keep)(*args)
+    report = made[0].compiled.artifacts.forward.compiled.fusion_report
+    return out, [k for k in report.kernels if k.kind != "extern"]
+
+
+@pytest.mark.skipif(not probe().has_cxx, reason="no g++")
+def test_updates_written_into_inputs_share_a_kernel_per_shape_however_far_apart():
+    """Per-parameter optimizer updates share nothing, and lie far apart in the graph; they
+    hold no memory of the graph's (inputs in, new values of inputs out), so those over the
+    same loops become one kernel each: three shapes, three kernels, not six."""
+    shapes = [(16, 8), (8,), (4, 8)] * 2
+    torch.manual_seed(0)
+    made = [[torch.randn(s) for s in shapes] for _ in range(3)]
+    want = [[t.clone() for t in ts] for ts in made]
+    _momentum_steps(*want, 0.1)
+    _, kernels = _forward_kernels(_momentum_steps, *made, 0.1)
+    for got, expected in zip(made, want):
+        for g, e in zip(got, expected):
+            torch.testing.assert_close(g, e)
+    assert len(kernels) == 3, kernels
+
+
+@pytest.mark.skipif(not probe().has_cxx, reason="no g++")
+def test_unrelated_kernels_with_results_of_their_own_stay_apart():
+    xs = [torch.randn(8, 8) for _ in range(3)]
+    out, kernels = _forward_kernels(_unrelated_results, xs)
+    for o, x in zip(out, xs):
+        torch.testing.assert_close(o, x.sin() * 2)
+    assert len(kernels) == 3, kernels

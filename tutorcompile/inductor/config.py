@@ -52,9 +52,15 @@ that grows with the square of the depth, for fusions that the cycle check would 
 anyway. Inductor bounds the same search (``max_fusion_buffer_group_pairwise_attempts``)."""
 
 unrelated_span: int = 32
-"""Reduction kernels that share nothing share a kernel only when their buffers lie within
-this many buffers of the graph (see ``Scheduler.unrelated_reductions``): their inputs then
-stay alive until the shared kernel runs, so the span bounds the memory it holds."""
+"""Kernels over the same loops that share nothing share a kernel only when their buffers lie
+within this many buffers of the graph (see ``Scheduler.unrelated_kernels``): their inputs
+then stay alive until the shared kernel runs, so the span bounds the memory it holds."""
+
+unrelated_scalar_bytes: int = 64
+"""...unless neither holds memory of the graph's: each reads graph inputs and buffers of at
+most this many bytes (an optimizer's bias corrections, one number per parameter) and stores
+new values of inputs and such buffers. Moved anywhere, these keep nothing alive worth
+counting."""
 
 inline_op_limit: int = 8
 """A buffer whose loops do not line up with its kernel's is computed inside it, at each index

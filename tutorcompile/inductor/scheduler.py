@@ -168,6 +168,7 @@ class Scheduler:
         # may a pointwise node join a reduction's loops through a reshape? (see fuse)
         self.reshaped = codegen == "triton"
         self._score_cache: dict[tuple[Group, Group], tuple[int, int]] = {}
+        self._updates: set[str] | None = None   # (holds_no_memory)
         self.work = 0
         self.report: FusionReport | None = None
 
@@ -376,23 +377,28 @@ class Scheduler:
             while self._fusion_round(self.candidates):
                 self._order_groups()
         self.reshaped = self.codegen == "triton"
-        while enabled and self._fusion_round(self.unrelated_reductions):
+        while enabled and self._fusion_round(self.unrelated_kernels):
             self._order_groups()
         self._name_groups()
         self.report = self._make_report(enabled)
         return self
 
-    def unrelated_reductions(self) -> list[tuple[Group, Group, str]]:
-        """Last, reduction kernels over the same loops (the same shape reduced over the same
-        dims) that share nothing -- the bias gradients of a transformer's query, key and
-        value projections, each the column sum of another matmul's output -- paired with
-        the next such kernel in the order (at most ``config.horizontal_window`` groups on):
-        one kernel runs them one after the other, one call (and, with threads, one parallel
-        region) instead of several. They save no memory traffic, so they wait until nothing
-        else fuses; and they run where the later one stood, keeping the earlier one's inputs
-        alive until then, so a kernel's buffers span at most ``config.unrelated_span`` buffers
-        of the graph (unbounded, a GPT's five layer norms' weight gradients became one
-        kernel at the end of the backward, keeping every layer's gradient alive for it).
+    def unrelated_kernels(self) -> list[tuple[Group, Group, str]]:
+        """Last, kernels over the same loops (the same shape, reduced over the same dims)
+        that share nothing -- the bias gradients of a transformer's query, key and value
+        projections, each the column sum of another matmul's output; the per-parameter
+        updates of an optimizer step, for the parameters of one shape -- paired with the
+        next such kernel in the order: one kernel runs them one after the other, one call
+        (and, with threads, one parallel region) instead of several. They save no memory
+        traffic, so they wait until nothing else fuses; and they run where the later one
+        stood, keeping the earlier one's inputs alive until then, so a kernel's buffers span
+        at most ``config.unrelated_span`` buffers of the graph (unbounded, a GPT's five
+        layer norms' weight gradients became one kernel at the end of the backward, keeping
+        every layer's gradient alive for it) -- unless neither kernel holds memory of the
+        graph's (:meth:`holds_no_memory`: an optimizer's updates, written into the
+        parameters and state in place), when moving them costs nothing. Pointwise kernels
+        pair only so: nearby ones over the same loops with intermediates of their own were
+        not measured to gain.
         Mirrors Inductor's combo kernels (``combo_kernels`` in its config)."""
         by_loops: dict[tuple, list[Group]] = {}
         for g in self.groups:
@@ -400,13 +406,34 @@ class Scheduler:
                 continue
             reduction = next((b for b in g.buffers if isinstance(b, ir.ComputedBuffer)
                               and b.is_reduction), None)
+            key: tuple
             if reduction is not None:
                 data = reduction.reduction
                 key = (tuple(ir.size_expr(s) for s in data.src_shape), tuple(data.reduced_dims))
-                by_loops.setdefault(key, []).append(g)
-        return [(a, b, "horizontal") for groups in by_loops.values()
+            else:
+                key = ("pointwise", tuple(ir.size_expr(s) for s in g.buffers[-1].layout.size))
+            by_loops.setdefault(key, []).append(g)
+        return [(a, b, "horizontal") for key, groups in by_loops.items()
                 for a, b in zip(groups, groups[1:])
-                if self._span(a, b) <= config.unrelated_span]
+                if key[0] != "pointwise" and self._span(a, b) <= config.unrelated_span
+                or self.holds_no_memory(a) and self.holds_no_memory(b)]
+
+    def holds_no_memory(self, group: Group) -> bool:
+        """Does ``group`` read only graph inputs and scalars, and store only new values of
+        graph inputs (what AOT writes back: ``input_updates``) and scalars? Then wherever it
+        runs, no buffer of the graph lives longer for it."""
+        if self._updates is None:
+            updates = self.lowering.graph.output_node.meta.get("input_updates") or {}
+            outputs = self.lowering.outputs
+            self._updates = {ir.base_buffer(outputs[i]).name for i in updates} \
+                if isinstance(outputs, (tuple, list)) else set()
+        scalar = config.unrelated_scalar_bytes
+        names = {b.name for b in group.buffers}
+        reads = {r for b in group.buffers for r in self.reads[b.name]} - names
+        return all(r in self.input_nbytes or r in self.by_name
+                   and self.by_name[r].layout.nbytes <= scalar for r in reads) and all(
+            n in self._updates or self.by_name[n].layout.nbytes <= scalar
+            for n in self.stored_names(group.buffers))
 
     @staticmethod
     def _span(a: Group, b: Group) -> int:
