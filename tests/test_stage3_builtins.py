@@ -14,6 +14,7 @@ changes.
 """
 
 import collections
+import dataclasses
 import typing
 
 import numpy as np
@@ -513,3 +514,95 @@ def test_sorting_pairs_whose_keys_tie_and_values_are_tensors_is_a_break():
     assert "ordering by" in report.break_reasons[0].reason
     torch.testing.assert_close(tc.compile(f)(x, y), f(x, y))
     tc.reset()
+
+
+# --- str / repr / f-strings of objects whose class writes __str__ or __repr__ --------------------
+class Shelf:
+    """``__str__`` and ``__repr__`` both written: ``str`` takes the first, ``!r`` the second."""
+
+    def __init__(self, label, slots):
+        self.label, self.slots = label, slots
+
+    def __str__(self):
+        return f"{self.label}[{self.slots}]"
+
+    def __repr__(self):
+        return "Shelf(" + repr(self.label) + ", " + str(self.slots) + ")"
+
+
+class Tag:
+    """Only ``__repr__``: ``str(tag)`` and ``f"{tag}"`` fall back to it, as object.__str__ does."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return "<" + self.name.upper() + ">"
+
+
+@dataclasses.dataclass
+class Knob:
+    """A dataclass: its generated ``__repr__`` sits behind a guard against self-reference."""
+    name: str
+    turns: int = 2
+    marks: list = dataclasses.field(default_factory=list)
+
+
+class Plain:
+    pass
+
+
+def text_of_objects_made_inside(x):
+    shelf = Shelf("top", 3)
+    tag = Tag("io")
+    knob = Knob("gain", marks=[1, "a"])
+    parts = [str(shelf), repr(shelf), f"{shelf}", f"{shelf!r}", f"{shelf!s:>12}",
+             str(tag), repr(tag), f"{tag}|{tag!r}", repr(knob), f"{knob}", str([tag, shelf])]
+    return x * len("".join(parts)), parts
+
+
+def text_of_an_argument(x, shelf):
+    return x + len(str(shelf)), f"<{shelf}>"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_str_and_repr_of_objects_with_their_own_methods_are_one_graph(backend):
+    check_one_graph(text_of_objects_made_inside, lambda: [torch.randn(3)], backend)
+
+
+def test_str_of_an_argument_reads_its_fields_under_guards():
+    tc.reset()
+    compiled = tc.compile(text_of_an_argument, backend="eager", fullgraph=True)
+    shelf, x = Shelf("left", 2), torch.randn(3)
+    expected = text_of_an_argument(x, shelf)
+    got = compiled(x, shelf)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1] == expected[1] == "<left[2]>"
+    shelf.label = "a much longer label"   # the text was computed while tracing: recompiles
+    got, expected = compiled(x, shelf), text_of_an_argument(x, shelf)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1] == expected[1]
+
+
+def default_repr(x):
+    return x + 1, str(Plain())
+
+
+def format_spec_on_plain_format(x):
+    try:
+        text = f"{Tag('t'):>9}"
+    except TypeError as e:
+        text = str(e)
+    return x + 1, text
+
+
+def test_text_that_a_graph_cannot_know_or_that_python_refuses():
+    """``object.__repr__`` prints an address (a break that says so); ``object.__format__``
+    refuses a spec with the TypeError eager raises."""
+    tc.reset()
+    x = torch.randn(3)
+    out = tc.explain(default_repr)(x)
+    assert out.graph_break_count >= 1 and "str" in out.break_reasons[0].reason
+    got = tc.compile(format_spec_on_plain_format, backend="eager", fullgraph=True)(x)
+    assert got[1] == format_spec_on_plain_format(x)[1] == \
+        "unsupported format string passed to Tag.__format__"

@@ -109,7 +109,7 @@ from .variables import (
     suspended_generator,
     wrap_constant_result,
 )
-from .variables.callables import DataclassVariable, reads_like_dict
+from .variables.callables import DataclassVariable, reads_like_dict, user_object_text
 from .variables.containers import plain_tuple_subclass
 from .variables.ndarray import (
     BINARY_OPERATORS as NDARRAY_OPERATORS,
@@ -1104,6 +1104,19 @@ class InstructionTranslator(VM):
             if conversion is not None:
                 v = conversion(v)
             return ConstantVariable(format(v, spec.as_python_constant() if spec else ""))
+        if isinstance(value, UserDefinedObjectVariable) and conversion in (None, str, repr) \
+                and (spec is None or spec.is_python_constant()) and (
+                conversion is not None or inspect.getattr_static(
+                    type(value.value), "__format__", None) is object.__format__):
+            # ``f"{obj}"`` / ``f"{obj!r}"``: object.__format__ is str(obj), and refuses a spec
+            if conversion is None and spec is not None and spec.as_python_constant():
+                raise TracedException(TypeError(
+                    f"unsupported format string passed to {type(value.value).__name__}"
+                    ".__format__"))
+            text = user_object_text(self, value, conversion or str)
+            if text is not None:
+                return ConstantVariable(format(text.as_python_constant(),
+                                               spec.as_python_constant() if spec else ""))
         raise Unsupported(f"formatting {value} into a string")
 
     def build_string(self, parts):
@@ -1407,6 +1420,12 @@ class InstructionTranslator(VM):
             # ``type(self).__init__ != cls.__init__``, ``fn == None``: functions, classes and
             # modules compare by identity, builtin functions by what they wrap
             return ConstantVariable(fn(_fixed_equality(a), _fixed_equality(b)))
+        if fn in (operator.eq, operator.ne) and _equal_by_identity(a, b):
+            # ``reduction == "rearrange"`` with a ``functools.partial``: both sides'
+            # ``__eq__`` give NotImplemented (object's, or a str's against a non-str), so
+            # CPython falls back to ``a is b``
+            same = _identical(a, b)
+            return ConstantVariable(same if fn is operator.eq else not same)
         raise Unsupported(f"operator {getattr(fn, '__name__', fn)} on {a} and {b}")
 
     def _user_binary_op(self, fn, a, b):

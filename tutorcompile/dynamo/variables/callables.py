@@ -2020,6 +2020,70 @@ def _hasattr(tx, obj, name):
 def _str(tx, obj=None):
     if isinstance(obj, UserDefinedClassVariable):
         return ConstantVariable(str(obj.value))  # "<class 'transformers...GPT2Model'>"
+    return user_object_text(tx, obj, str) if obj is not None else None
+
+
+def _repr(tx, obj):
+    return user_object_text(tx, obj, repr)
+
+
+def _recursive_repr_wrappers() -> frozenset:
+    """The code of the wrappers that guard a ``__repr__`` against self-reference:
+    ``reprlib.recursive_repr``'s, and the copy in ``dataclasses`` (Python 3.11)."""
+    import reprlib
+
+    def sample(self):
+        return ""
+    codes = {reprlib.recursive_repr()(sample).__code__}
+    if hasattr(dataclasses, "_recursive_repr"):
+        codes.add(dataclasses._recursive_repr(sample).__code__)
+    return frozenset(codes)
+
+
+_RECURSIVE_REPR_WRAPPERS = _recursive_repr_wrappers()
+
+
+def user_object_text(tx, obj, conversion: Callable) -> VariableTracker | None:
+    """``str(obj)`` / ``repr(obj)`` (and ``f"{obj}"``, ``f"{obj!r}"``) of an instance whose
+    class writes ``__str__`` or ``__repr__`` in Python: the method is inlined, as CPython
+    calls it (``str`` falls back to ``__repr__`` when the class keeps ``object.__str__``).
+    A dataclass's generated ``__repr__`` is wrapped by ``reprlib.recursive_repr``, whose
+    guard against self-reference reads the thread's id: its ``__wrapped__`` is inlined (a
+    structure that holds itself would not end tracing either). ``object.__repr__`` prints
+    the object's address, which a graph cannot know for an object it built: None, so the
+    caller breaks."""
+    if isinstance(obj, BaseListVariable) and obj.python_type() in (list, tuple) and \
+            not obj.is_python_constant():
+        # ``str([tag, shelf])``: a list's or tuple's text is its items' reprs
+        texts = []
+        for item in obj.items:
+            text = ConstantVariable(repr(item.as_python_constant())) \
+                if item.is_python_constant() else user_object_text(tx, item, repr)
+            if text is None:
+                return None
+            texts.append(text.as_python_constant())
+        inner = ", ".join(texts) + ("," if obj.python_type() is tuple and len(texts) == 1
+                                    else "")
+        return ConstantVariable(f"[{inner}]" if obj.python_type() is list else f"({inner})")
+    if not isinstance(obj, UserDefinedObjectVariable):
+        return None
+    cls = type(obj.value)
+    names = ("__str__", "__repr__") if conversion is str else ("__repr__",)
+    for name in names:
+        method = inspect.getattr_static(cls, name, None)
+        if name == "__str__" and method is object.__str__:
+            continue   # object.__str__ is repr(obj)
+        if isinstance(method, types.FunctionType) and \
+                method.__code__ in _RECURSIVE_REPR_WRAPPERS and isinstance(
+                getattr(method, "__wrapped__", None), types.FunctionType):
+            method = method.__wrapped__
+        if not isinstance(method, types.FunctionType):
+            return None
+        text = tx.inline_user_function(method, [obj], {})
+        if not (text.is_python_constant() and isinstance(text.as_python_constant(), str)):
+            raise TracedException(TypeError(
+                f"{name} returned non-string (type {_python_type(text).__name__})"))
+        return text
     return None
 
 
@@ -2361,8 +2425,8 @@ _BUILTIN_HANDLERS: dict[Callable, Callable] = {
     tuple: _tuple, list: _list, dict: _dict, reversed: _reversed, min: _minmax(min),
     max: _minmax(max), sum: _sum, getattr: _getattr, hasattr: _hasattr, type: _type,
     iter: _iter, next: _next, bool: _bool, int: _int_float(int), float: _int_float(float),
-    callable: _callable, super: _super, str: _str, inspect.signature: _signature, vars: _vars,
-    dir: _dir,
+    callable: _callable, super: _super, str: _str, repr: _repr,
+    inspect.signature: _signature, vars: _vars, dir: _dir,
     object: _object, sys.exc_info: _exc_info, threading.get_ident: _get_ident,
     all: _all_any(all), any: _all_any(any), sorted: _sorted, map: _map, filter: _filter,
     functools.reduce: _reduce, functools.partial: _partial, set: _set, frozenset: _frozenset,
