@@ -1420,12 +1420,6 @@ class InstructionTranslator(VM):
             # ``type(self).__init__ != cls.__init__``, ``fn == None``: functions, classes and
             # modules compare by identity, builtin functions by what they wrap
             return ConstantVariable(fn(_fixed_equality(a), _fixed_equality(b)))
-        if fn in (operator.eq, operator.ne) and _equal_by_identity(a, b):
-            # ``reduction == "rearrange"`` with a ``functools.partial``: both sides'
-            # ``__eq__`` give NotImplemented (object's, or a str's against a non-str), so
-            # CPython falls back to ``a is b``
-            same = _identical(a, b)
-            return ConstantVariable(same if fn is operator.eq else not same)
         raise Unsupported(f"operator {getattr(fn, '__name__', fn)} on {a} and {b}")
 
     def _user_binary_op(self, fn, a, b):
