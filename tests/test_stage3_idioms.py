@@ -2685,3 +2685,71 @@ def test_a_module_made_by_its_own_new_inside_forward(backend):
     # a metaclass ``__call__``: the module is built while tracing, its buffer a graph value
     check_one_graph(_SlicedWeight(), lambda: (torch.randn(2, 4, requires_grad=True),),
                     backend)
+
+
+# --- equality that falls back to identity (x-unet passes einops a functools.partial) --------
+def _reduce(x, reduction):
+    """einops' dispatch: ``reduction == "mean"`` where the reduction may be a callable."""
+    if reduction == "rearrange" or reduction in ("min", "max"):
+        return x
+    if reduction != "mean" and "sum" != reduction and not reduction == 3 and \
+            reduction != None:   # noqa: E711
+        return reduction(x) * 2
+    return x.mean()
+
+
+class _PartialReduction(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.variance = functools.partial(torch.var, unbiased=False)
+        self.same = self.variance
+
+    def forward(self, x):
+        made_here = functools.partial(torch.sum, dim=-1)
+        alias = made_here
+        flags = [made_here is alias, made_here == alias, self.variance is self.variance,
+                 self.variance == made_here, made_here != self.variance,
+                 made_here in [1, "a", alias], (1, 2) == made_here]
+        return _reduce(x, self.variance) + _reduce(x, made_here).sum(), flags
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_equality_of_a_partial_with_other_kinds_is_identity(backend):
+    # object's ``__eq__`` (a partial's) and str's/int's/tuple's give NotImplemented for each
+    # other, so CPython answers ``a is b``: False against a constant, True for an alias
+    check_one_graph(_PartialReduction(), lambda: (torch.randn(3, 4, requires_grad=True),),
+                    backend)
+
+
+def _partials_of_one_function(x):
+    add = torch.add
+    one, two = functools.partial(add, other=1), functools.partial(add, other=2)
+    return x + 1, one is two, one == two, one is one, one != two
+
+
+def test_two_partials_of_one_function_are_two_objects():
+    # (they wrap the same function: that does not make them one object -- once answered True)
+    x = torch.randn(3)
+    assert tc.compile(_partials_of_one_function, backend="eager", fullgraph=True)(x)[1:] == \
+        _partials_of_one_function(x)[1:] == (False, False, True, True)
+
+
+class _TwoAttributes(torch.nn.Module):
+    def __init__(self, same):
+        super().__init__()
+        self.a = functools.partial(torch.mul, other=2)
+        self.b = self.a if same else functools.partial(torch.mul, other=2)
+
+    def forward(self, x):
+        return self.a(x), self.a is self.b, self.a == self.b
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_partials_read_from_two_places_are_a_break_not_a_guess(same):
+    # whether two attributes hold one partial is not tracked: a break with a reason, and
+    # eager's answer
+    m, x = _TwoAttributes(same), torch.randn(3)
+    assert tc.compile(m, backend="eager")(x)[1:] == m(x)[1:] == (same, same)
+    reasons = [r.reason for r in tc.explain(m)(x).break_reasons]
+    assert reasons and all("functools.partial objects read from different" in r
+                           for r in reasons)

@@ -586,7 +586,7 @@ class InstructionTranslator(VM):
             args_src, kw_src = AttrSource(source, "args"), AttrSource(source, "keywords")
             g.SEQUENCE_LENGTH(args_src, value.args)
             g.DICT_KEYS(kw_src, value.keywords)
-            return PartialVariable(
+            partial = PartialVariable(
                 self.wrap_nested(value.func, AttrSource(source, "func")),
                 [self.wrap_nested(a, GetItemSource(args_src, i))
                  for i, a in enumerate(value.args)],
@@ -595,6 +595,8 @@ class InstructionTranslator(VM):
                 # its pickled state names the instance dict without creating it (reading
                 # ``value.__dict__`` would, and so change what a partial of it is)
                 has_dict=value.__reduce__()[2][3] is not None)
+            partial.source = source   # (its identity: ``is`` against another partial)
+            return partial
         if isinstance(value, types.FunctionType) and value in trace_rules.PURE_FUNCTIONS:
             if source is not None:  # ``re.match``: computed now on constants
                 g.ID_MATCH(source, value)
@@ -1420,6 +1422,12 @@ class InstructionTranslator(VM):
             # ``type(self).__init__ != cls.__init__``, ``fn == None``: functions, classes and
             # modules compare by identity, builtin functions by what they wrap
             return ConstantVariable(fn(_fixed_equality(a), _fixed_equality(b)))
+        if fn in (operator.eq, operator.ne) and _equal_by_identity(a, b):
+            # ``reduction == "rearrange"`` with a ``functools.partial``: both sides'
+            # ``__eq__`` give NotImplemented (object's, or a str's against a non-str), so
+            # CPython falls back to ``a is b``
+            same = _identical(a, b)
+            return ConstantVariable(same if fn is operator.eq else not same)
         raise Unsupported(f"operator {getattr(fn, '__name__', fn)} on {a} and {b}")
 
     def _user_binary_op(self, fn, a, b):
@@ -1565,6 +1573,12 @@ class InstructionTranslator(VM):
         if container.is_python_constant() and item.is_python_constant():
             return ConstantVariable(item.as_python_constant() in
                                     container.as_python_constant())
+        if isinstance(container, ConstantVariable) and type(container.value) is tuple:
+            # ``reduction in ("min", "max")`` with a non-constant item: a tuple's search,
+            # element by element as above
+            return ConstantVariable(any(
+                self.element_matches(ConstantVariable(e), item, "`in`")
+                for e in container.value))
         if isinstance(container, UserDefinedObjectVariable) and (
                 _python_method(container, "__iter__") or
                 _python_method(container, "__getitem__")):
@@ -1926,8 +1940,18 @@ def _identical(a: VariableTracker, b: VariableTracker) -> bool:
     if va is not _Missing and vb is not _Missing and not isinstance(a, ConstantVariable) \
             and not isinstance(b, ConstantVariable):
         return va is vb
+    if isinstance(a, PartialVariable) or isinstance(b, PartialVariable):
+        # each ``functools.partial(...)`` is a new object, even of the same function and
+        # arguments; two trackers of partials may still hold one object (read twice)
+        if type(a) is not type(b) or a.source is None or b.source is None:
+            return False   # (one of them made here, so a new object)
+        if a.source.name() == b.source.name():
+            return True
+        raise Unsupported("`is` on two functools.partial objects read from different "
+                          f"places ({a.source.name()}, {b.source.name()}): whether they are "
+                          "one object is not tracked")
     fa, fb = getattr(a, "fn", _Missing), getattr(b, "fn", _Missing)
-    if fa is not _Missing and fa is fb:
+    if fa is not _Missing and fa is fb and not isinstance(fa, VariableTracker):
         return True
     return False
 
@@ -1946,11 +1970,38 @@ def _fixed_equality(vt: VariableTracker) -> Any:
     if isinstance(vt, (TensorVariable, SymIntVariable)):
         return _Missing
     value = getattr(vt, "value", getattr(vt, "fn", _Missing))
+    if isinstance(value, VariableTracker):  # (a partial's function: not the object itself)
+        return _Missing
     cls = type(value)
     if value is not _Missing and (cls.__eq__ is object.__eq__ and cls.__ne__ is object.__ne__
                                   or cls is types.BuiltinFunctionType):
         return value
     return _Missing
+
+
+# builtin types whose ``__eq__`` / ``__ne__`` give NotImplemented for an object of another
+# kind (no numeric tower, no coercion): against an object that keeps object's own, ``==``
+# is identity
+_OWN_KIND_EQUALITY = (str, bytes, int, float, complex, bool, type(None), tuple, frozenset,
+                      range, slice)
+
+
+def _equal_by_identity(a: VariableTracker, b: VariableTracker) -> bool:
+    """Whether ``a == b`` is ``a is b`` in CPython: each side's class keeps object's
+    ``__eq__``/``__ne__`` (a ``functools.partial``), or one side does and the other is a
+    builtin constant whose ``__eq__`` refuses any other kind."""
+    kinds = []
+    for vt in (a, b):
+        if isinstance(vt, (TensorVariable, SymIntVariable)):
+            return False
+        try:
+            kinds.append(vt.python_type())
+        except Unsupported:
+            return False
+    identity = [k.__eq__ is object.__eq__ and k.__ne__ is object.__ne__ for k in kinds]
+    own_kind = [isinstance(vt, ConstantVariable) and type(vt.value) in _OWN_KIND_EQUALITY
+                for vt in (a, b)]
+    return identity[0] and (identity[1] or own_kind[1]) or identity[1] and own_kind[0]
 
 
 def _sequence_like(seq: BaseListVariable, items: list) -> BaseListVariable:
