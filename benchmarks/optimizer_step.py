@@ -8,8 +8,9 @@ For each optimizer, on its own copy of the GPT (:class:`tutorcompile.models.GPT`
 gradients of one training batch in place, it prints:
 
 * capture: graphs and graph breaks of one step (with its state made), from ``tc.explain`` and
-  ``torch._dynamo.explain`` -- an optimizer step breaks twice in both, at ``_use_grad``'s own
-  ``torch._dynamo.graph_break()`` calls, and is one graph;
+  ``torch._dynamo.explain`` -- one graph in both (``_use_grad``'s own
+  ``torch._dynamo.graph_break()`` calls cut nothing: torch.compile counts a break only between
+  graphs, and ours leaves torch's own calls of it out);
 * the first compiled call (compile + run) of each compiler;
 * the run time of one step -- the median over interleaved rounds
   (:func:`tutorcompile.bench.measure_together`, so a slow spell of the shared machine lands
