@@ -211,6 +211,33 @@ def reads_backend_flags(x):
     return x * 2 if torch.backends.cudnn.enabled else x * 3
 
 
+# --- 10b. C functions of SciPy's pocketfft: fast FFT sizes, folded on constants -----------------
+try:   # (SciPy is no dependency of the project: the case is skipped without it)
+    import scipy.fft as scipy_fft
+    import scipy.fftpack as scipy_fftpack
+    from scipy.fft._pocketfft import pypocketfft
+except ImportError:
+    scipy_fft = None
+
+
+def pads_to_a_fast_fft_size(x):
+    # (mega-pytorch pads its EMA kernel so: ``scipy.fftpack.next_fast_len(N + M - 1)``; the
+    # function in scipy.fft is an lru_cache around the C ``good_size``)
+    n = x.shape[-1]
+    sizes = (scipy_fftpack.next_fast_len(2 * n - 1), scipy_fft.next_fast_len(2 * n + 1, True),
+             scipy_fft.next_fast_len(target=97, real=False), scipy_fft.prev_fast_len(100),
+             pypocketfft.good_size(n * 11, False))
+    f = torch.fft.rfft(x, n=sizes[0])
+    return torch.fft.irfft(f * f, n=sizes[0])[..., :n] * sum(sizes)
+
+
+@pytest.mark.skipif(scipy_fft is None, reason="SciPy is not installed")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fast_fft_sizes_from_scipy_are_constants(backend):
+    check_one_graph(pads_to_a_fast_fft_size, lambda: [torch.randn(2, 7, requires_grad=True)],
+                    backend)
+
+
 # --- 11. PyTorch's legacy constructors ----------------------------------------------------------
 def legacy_constructors(x, k=4):
     # (colt5-attention: ``torch.Tensor([k]).to(s)``; a float tensor where torch.tensor's is

@@ -16,7 +16,8 @@ Purity is decided by *where a callable lives*, not by listing callables one by o
   -- bound (``"a".isalnum``), unbound (``str.isalnum``), reached with ``getattr``, or
   alternate constructors (``int.from_bytes``, ``str.maketrans``, ``bytes.fromhex``);
 * every function of modules that hold only pure functions (``math``, ``cmath``,
-  ``operator`` but for the ones that write into an argument, ``unicodedata``...);
+  ``operator`` but for the ones that write into an argument, ``unicodedata``, SciPy's
+  pocketfft...);
 * the builtins that are functions of their arguments (``len``, ``abs``, ``ord``, ``repr``,
   ``sorted``...), and a few single functions elsewhere (``sys.intern``);
 * classes whose instances are immutable descriptions made from the arguments alone
@@ -57,6 +58,9 @@ IMMUTABLE_TYPES: frozenset[type] = frozenset({
 PURE_MODULES: frozenset[str] = frozenset({
     "math", "cmath", "operator", "_operator", "unicodedata", "binascii", "_struct",
     "_bisect",
+    # SciPy's pocketfft: sizes an FFT is fast at (``scipy.fft.next_fast_len``, its
+    # ``good_size``), and transforms that take arrays (never immutable constants)
+    "scipy.fft._pocketfft.pypocketfft",
 })
 
 # Functions of ``operator`` that write into their first argument (``iadd`` on a list extends
