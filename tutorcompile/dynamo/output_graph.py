@@ -154,7 +154,7 @@ class OutputGraph:
 
         def number(a: VariableTracker, receiver: bool = False) -> VariableTracker:
             nonlocal replaced
-            if type(a) in (ListVariable, TupleVariable):
+            if type(a) is ListVariable or type(a) is TupleVariable:
                 return type(a)([number(i) for i in a.items])
             if not isinstance(a, TensorVariable) or receiver or a.fake.numel() != 1:
                 return a
@@ -218,7 +218,7 @@ class OutputGraph:
                               "the graph cannot say as casts")
         if not casts:
             return args, kwargs
-        values = list(tensors)
+        values: list[VariableTracker] = list(tensors)
         for i, dtype in casts.items():
             values[i] = self._create_node("call_method", "to", (tensors[i],),
                                           {"dtype": ConstantVariable(dtype)})
@@ -330,7 +330,7 @@ class OutputGraph:
         if not isinstance(dim, int):
             return False
         passed = _nodes_in((args[1:], kwargs))
-        sizes = [(args[0], dim)] + [(n, None) for n in passed]
+        sizes: list[tuple[Node, int | None]] = [(args[0], dim)] + [(n, None) for n in passed]
         found = self.symbolic_sizes(sizes, f"{what}'s count is static")
         guarded = self.tx.guards.guards
         if found is None or any(guard.specializes and not _already_guarded(guard.expr, guarded)

@@ -159,7 +159,7 @@ def _associative_scan(tx, combine_fn, xs, dim, reverse=None, combine_mode=None):
     return pack(stacked)
 
 
-def _plain_function(fn) -> types.FunctionType | None:
+def _plain_function(fn) -> Callable | None:
     """``combine_fn`` as a function object that computes the same thing on every call, or
     None: a torch function, a module-level function (its identity is guarded where it was
     read), or one made while tracing with no closure and no defaults -- its code is a
@@ -183,7 +183,7 @@ def _plain_function(fn) -> types.FunctionType | None:
 
 def _trace_body(tx, name: str, fn: VariableTracker, args: list, kwargs: dict,
                 inputs: list[TensorVariable], none_is: TensorVariable | None = None
-                ) -> tuple[GraphModule, list[VariableTracker]]:
+                ) -> tuple[GraphModule, list[TensorVariable | SymIntVariable]]:
     """Trace ``fn(*args, **kwargs)`` -- ``inputs`` being the stand-ins among ``args`` --
     into a body of its own, cut out of the enclosing graph: the body and the values of
     the enclosing graph it reads (its extra inputs, after ``inputs``). A function that
@@ -246,7 +246,7 @@ def _tensor_structure(result: VariableTracker, name: str) -> Any:
     """The nodes of a body's result, in its tuples and lists."""
     if isinstance(result, TensorVariable):
         return result.node
-    if type(result) in (TupleVariable, ListVariable):
+    if type(result) is TupleVariable or type(result) is ListVariable:
         items = [_tensor_structure(i, name) for i in result.items]
         return tuple(items) if isinstance(result, TupleVariable) else items
     if isinstance(result, ConstDictVariable) and result.dict_cls is dict:
@@ -255,7 +255,7 @@ def _tensor_structure(result: VariableTracker, name: str) -> Any:
                       "tensors, in tuples, lists and dicts")
 
 
-def _as_value(node: Node) -> VariableTracker:
+def _as_value(node: Node) -> TensorVariable | SymIntVariable:
     example = node.meta["example_value"]
     if isinstance(example, torch.Tensor):
         return TensorVariable(node, example)
@@ -285,7 +285,7 @@ def _flatten(vt: VariableTracker, what: str) -> tuple[list[TensorVariable], Call
     trackers, and the structure with ``0`` for each tensor (its pytree spec)."""
     if isinstance(vt, TensorVariable):
         return [vt], lambda leaves: leaves[0], 0
-    if type(vt) in (TupleVariable, ListVariable):
+    if type(vt) is TupleVariable or type(vt) is ListVariable:
         parts = [_flatten(i, what) for i in vt.items]
         kind = type(vt)
         skeleton = [p[2] for p in parts]
