@@ -2753,3 +2753,40 @@ def test_partials_read_from_two_places_are_a_break_not_a_guess(same):
     reasons = [r.reason for r in tc.explain(m)(x).break_reasons]
     assert reasons and all("functools.partial objects read from different" in r
                            for r in reasons)
+
+
+# --- imports inside the traced function --------------------------------------------------
+@functools.cache
+def _cached_scale(n):
+    return n * 2
+
+
+class _Knobs:
+    shift = 1.0
+
+
+def _imports_inside(x):
+    # every spelling of a local import: what it binds is read through the module object,
+    # so an lru_cache'd function or a plain object from it is a value like a global one
+    import tests.test_stage3_idioms
+    import tests.test_stage3_idioms as this
+    from tests import test_stage3_idioms as same
+    from tests.test_stage3_idioms import _cached_scale as scale
+    from tests.test_stage3_idioms import _Knobs
+    return (x * scale(3) + this._cached_scale(1) + same._Knobs.shift + _Knobs.shift
+            + tests.test_stage3_idioms._cached_scale(2))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_imports_inside_the_function_are_one_graph(backend):
+    check_one_graph(_imports_inside, lambda: (torch.randn(3, requires_grad=True),), backend)
+
+
+def test_what_a_local_import_reads_is_guarded():
+    compiled, x = tc.compile(_imports_inside, backend="eager", fullgraph=True), torch.randn(3)
+    torch.testing.assert_close(compiled(x), _imports_inside(x))
+    _Knobs.shift = 5.0
+    try:   # read through the module: a change recompiles
+        torch.testing.assert_close(compiled(x), _imports_inside(x))
+    finally:
+        _Knobs.shift = 1.0
