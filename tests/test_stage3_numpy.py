@@ -62,7 +62,21 @@ def numpy_between_torch_ops(x):
     return torch.from_numpy(z).sin() + torch.as_tensor(z)
 
 
+def integer_division_runs_numpys_loop(x):
+    """``/`` of integers is NumPy's float64 loop, not torch's default float32; so are
+    ``arctan2`` and ``fabs`` of integers (``fabs`` is ``absolute`` in torch._numpy)."""
+    counts = x.numpy()
+    small = counts.astype(np.int32)
+    positions = np.arange(counts.shape[1]) / counts.shape[1]
+    return (counts / 3, 7 / (counts + 1), small / small.max(), np.true_divide(counts, 2),
+            np.divide(small, counts + 1), (counts > 4) / 2, np.arctan2(counts, 3),
+            np.fabs(counts - 4), np.absolute(small - 4), torch.from_numpy(positions),
+            counts * 0.5, small + 1)
+
+
 CASES = {
+    "integer_division_runs_numpys_loop": (integer_division_runs_numpys_loop,
+                                          lambda: [torch.randint(0, 9, (3, 5))]),
     "normalise_rows": (normalise_rows, lambda: [torch.randn(4, 6)]),
     "metadata_and_views": (metadata_and_views, lambda: [torch.randn(4, 6)]),
     "reductions_with_axes": (reductions_with_axes, lambda: [torch.randn(4, 6)]),

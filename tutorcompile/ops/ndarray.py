@@ -18,6 +18,8 @@ Mirrors: torch/_dynamo/utils.py (``numpy_to_tensor_wrapper``, ``numpy_method_wra
 
 from __future__ import annotations
 
+import functools
+import operator
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -45,9 +47,78 @@ def _to_tensor(value: Any) -> Any:
 
 def numpy_call(fn: Callable, *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` with every tensor taken as a ``torch._numpy`` ndarray, and
-    every ndarray of the result given back as its tensor."""
+    every ndarray of the result given back as its tensor. A ufunc (or an operator between
+    arrays) runs on the dtypes of the loop NumPy would pick (:func:`_numpy_loop`)."""
     args, kwargs = tree_map(_to_ndarray, (args, kwargs))
-    return tree_map(_to_tensor, fn(*args, **kwargs))
+    ufunc = _as_numpy_ufunc(fn)
+    loop = _numpy_loop(ufunc, args, kwargs) if ufunc is not None else None
+    if loop is None:
+        return tree_map(_to_tensor, fn(*args, **kwargs))
+    args = tuple(_cast(a, dt) if isinstance(a, tnp.ndarray) else a
+                 for a, dt in zip(args, loop[:len(args)], strict=True))
+    result = fn(*args, **kwargs)
+    outputs = loop[len(args):]
+    if isinstance(result, tuple) and len(result) == len(outputs):
+        result = tuple(_cast(r, dt) for r, dt in zip(result, outputs, strict=True))
+    elif isinstance(result, tnp.ndarray) and len(outputs) == 1:
+        result = _cast(result, outputs[0])
+    return tree_map(_to_tensor, result)
+
+
+# the operators between arrays, as the NumPy ufuncs that ndarray's dunders call
+_OPERATOR_UFUNCS = {
+    operator.add: numpy.add, operator.sub: numpy.subtract, operator.mul: numpy.multiply,
+    operator.truediv: numpy.true_divide, operator.floordiv: numpy.floor_divide,
+    operator.mod: numpy.remainder, operator.pow: numpy.power, operator.lt: numpy.less,
+    operator.le: numpy.less_equal, operator.gt: numpy.greater, operator.ge: numpy.greater_equal,
+    operator.eq: numpy.equal, operator.ne: numpy.not_equal, operator.and_: numpy.bitwise_and,
+    operator.or_: numpy.bitwise_or, operator.xor: numpy.bitwise_xor}
+
+
+def _as_numpy_ufunc(fn: Any) -> numpy.ufunc | None:
+    """The NumPy ufunc that ``fn`` (an operator, or a ``torch._numpy`` ufunc) stands for."""
+    ufunc = _OPERATOR_UFUNCS.get(fn)
+    if ufunc is None and str(getattr(fn, "__module__", "")).startswith("torch._numpy"):
+        ufunc = getattr(numpy, getattr(fn, "__name__", ""), None)
+    return ufunc if isinstance(ufunc, numpy.ufunc) else None
+
+
+def _numpy_loop(ufunc: numpy.ufunc, args: tuple, kwargs: dict) -> tuple | None:
+    """The dtypes (inputs, then outputs) of the loop NumPy runs ``ufunc`` with on these
+    arguments -- or None where keywords choose (``dtype=``, ``out=``) or it picks none.
+    ``torch._numpy`` promotes as torch does in places: ``/`` of integer arrays gave
+    float32 (torch's default dtype), where NumPy's loop is float64 (``np.arange(n) / n``);
+    so do ``arctan2``, ``copysign``, ``ldexp``; ``np.fabs`` of integers stayed integers.
+    Python numbers take part as NumPy 2 takes them: weakly (NEP 50)."""
+    if kwargs or len(args) != ufunc.nin:
+        return None
+    spec: list[Any] = []
+    for a in args:
+        if isinstance(a, tnp.ndarray):
+            spec.append(numpy.dtype(a.dtype.name))
+        elif type(a) is bool or isinstance(a, torch.SymBool):
+            spec.append(numpy.dtype(bool))
+        elif type(a) in (int, float, complex):
+            spec.append(type(a))
+        elif isinstance(a, (torch.SymInt, torch.SymFloat)):
+            spec.append(int if isinstance(a, torch.SymInt) else float)
+        else:
+            return None
+    return _resolve(ufunc, tuple(spec))
+
+
+@functools.cache
+def _resolve(ufunc: numpy.ufunc, spec: tuple) -> tuple | None:
+    try:
+        return tuple(ufunc.resolve_dtypes((*spec, *[None] * ufunc.nout)))
+    except (TypeError, ValueError):   # no loop (a str array...): torch._numpy says what
+        return None
+
+
+def _cast(array: Any, dtype: numpy.dtype) -> Any:
+    if not isinstance(array, tnp.ndarray) or numpy.dtype(array.dtype.name) == dtype:
+        return array
+    return array.astype(dtype.name)
 
 
 def ndarray_method(name: str) -> Callable:
@@ -110,7 +181,26 @@ def torch_numpy_function(fn: Any) -> Callable | None:
         if where is None:
             return None
     found = getattr(where, name, None)
+    if isinstance(fn, numpy.ufunc) and callable(found) and found.__name__ != name:
+        return _ufunc_alias(name, found)   # ``np.fabs``: ``absolute`` in torch._numpy
     return found if callable(found) else None
+
+
+def _ufunc_alias(name: str, impl: Callable) -> Callable:
+    """``torch._numpy``'s function for the ufunc ``name`` where it is another ufunc's
+    (``fabs`` is ``absolute`` there), under NumPy's name: the node runs ``name``'s loop
+    (``np.fabs`` of integers is float64, ``np.absolute``'s stays integer). One per name,
+    so equal graphs compare equal."""
+    if name not in _ALIASES:
+        def alias(*args: Any, **kwargs: Any) -> Any:
+            return impl(*args, **kwargs)
+        alias.__name__ = alias.__qualname__ = name
+        alias.__module__ = "torch._numpy._ufuncs"
+        _ALIASES[name] = alias
+    return _ALIASES[name]
+
+
+_ALIASES: dict[str, Callable] = {}
 
 
 __all__ = ["draws_from_numpys_generator", "ndarray_attribute", "ndarray_method", "numpy_call",
