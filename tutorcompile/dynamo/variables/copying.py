@@ -105,20 +105,21 @@ def _copy(tx, vt: VariableTracker, memo: dict[int, VariableTracker]) -> Variable
     if isinstance(vt, (ListVariable, TupleVariable)) and type(vt) in (
             ListVariable, TupleVariable, NamedTupleVariable):
         if isinstance(vt, ListVariable):
-            out = ListVariable([])
-            memo[id(vt)] = out  # before the items: a list may contain itself
-            out.items = [_copy(tx, i, memo) for i in vt.items]
-            return out
+            copied = ListVariable([])
+            memo[id(vt)] = copied  # before the items: a list may contain itself
+            copied.items = [_copy(tx, i, memo) for i in vt.items]
+            return copied
         items = [_copy(tx, i, memo) for i in vt.items]
         out = NamedTupleVariable(items, vt.tuple_cls) if isinstance(vt, NamedTupleVariable) \
             else TupleVariable(items)
         memo[id(vt)] = out
         return out
-    if type(vt) in (ConstDictVariable, InstanceDictVariable) and vt.dict_cls is dict:
-        out = ConstDictVariable({})
-        memo[id(vt)] = out
-        out.items = {k: _copy(tx, v, memo) for k, v in vt.items.items()}
-        return out
+    if isinstance(vt, ConstDictVariable) and type(vt) in (
+            ConstDictVariable, InstanceDictVariable) and vt.dict_cls is dict:
+        copied_dict = ConstDictVariable({})
+        memo[id(vt)] = copied_dict
+        copied_dict.items = {k: _copy(tx, v, memo) for k, v in vt.items.items()}
+        return copied_dict
     if isinstance(vt, UserDefinedObjectVariable):
         return _copy_object(tx, vt, memo)
     if isinstance(vt, NNModuleVariable):
@@ -132,16 +133,18 @@ def _copy_object(tx, vt: UserDefinedObjectVariable,
     if not copies_by_default(cls):
         raise Unsupported(f"copy.deepcopy of a {cls.__qualname__} (its class customises "
                           "copying)")
+    source = None if vt.fresh else vt.source
+    assert vt.fresh or source is not None   # (an object from outside is read through one)
     out = UserDefinedObjectVariable(object.__new__(cls), fresh=True, class_source=(
-        vt.class_source if vt.fresh else AttrSource(vt.source, "__class__")))
+        vt.class_source if source is None else AttrSource(source, "__class__")))
     memo[id(vt)] = out
-    if vt.fresh:
+    if source is None:
         state = dict(vt.pending)
     else:
         if vt.pending:  # writes not yet replayed: the copy would need them merged in
             raise Unsupported(f"copy.deepcopy of a {cls.__qualname__} with pending writes")
         real = vt.value.__dict__
-        dict_src = AttrSource(vt.source, "__dict__")
+        dict_src = AttrSource(source, "__dict__")
         tx.guards.DICT_KEYS(dict_src, real)  # the copy has exactly these attributes
         state = {k: tx.wrap_nested(v, GetItemSource(dict_src, k)) for k, v in real.items()}
     out.pending = {k: _copy(tx, v, memo) for k, v in state.items()}
