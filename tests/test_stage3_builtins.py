@@ -14,6 +14,7 @@ changes.
 """
 
 import collections
+import contextlib
 import dataclasses
 import typing
 
@@ -433,6 +434,55 @@ def test_a_backend_flag_changed_after_compiling_recompiles():
                 torch.testing.assert_close(compiled(x), reads_backend_flags(x))
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before_tf32
+
+
+@contextlib.contextmanager
+def _tf32_off():
+    # (invariant-point-attention wraps its attention in this)
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def writes_backend_flags(x):
+    with _tf32_off():
+        y = x @ x.t()
+    matmul = torch.backends.cuda.matmul
+    name = "allow_tf32"
+    setattr(matmul, name, getattr(matmul, name))
+    matmul.allow_fp16_reduced_precision_reduction = \
+        torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction
+    return y + 1
+
+
+def toggles_a_backend_flag(x):
+    torch.backends.cuda.matmul.allow_tf32 = not torch.backends.cuda.matmul.allow_tf32
+    return x + 1
+
+
+def test_a_backend_flag_written_with_its_own_value_is_no_break_and_is_guarded():
+    # a write that keeps the setting is nothing to replay; one that changes it (here, once
+    # the caller enabled TF32) would leave the graph's kernels under the caller's setting:
+    # a break with a reason, and eager's effect on the flag
+    tc.reset()
+    x, before = torch.randn(3, 3), torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        check_one_graph(writes_backend_flags, lambda: [torch.randn(3, 3, requires_grad=True)],
+                        "eager")
+        compiled = tc.compile(writes_backend_flags, backend="eager")
+        torch.testing.assert_close(compiled(x), writes_backend_flags(x))
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.testing.assert_close(compiled(x), writes_backend_flags(x))
+        assert torch.backends.cuda.matmul.allow_tf32 is True
+        reasons = [r.reason for r in tc.explain(writes_backend_flags)(x).break_reasons]
+        assert reasons and "setting 'allow_tf32' changed" in reasons[0]
+        torch.backends.cuda.matmul.allow_tf32 = False
+        tc.compile(toggles_a_backend_flag, backend="eager")(x)
+        assert torch.backends.cuda.matmul.allow_tf32 is True
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 Corner = collections.namedtuple("Corner", "x y", defaults=[1.0])

@@ -824,6 +824,8 @@ class InstructionTranslator(VM):
 
     def store_attr(self, obj, name, value):
         obj = self.realize(obj)
+        if _backend_settings(obj):
+            return self._store_backend_setting(obj, name, self.realize(value))
         if isinstance(obj, (UserDefinedObjectVariable, NNModuleVariable,
                             NestedUserFunctionVariable, CachedFunctionVariable,
                             UserDefinedClassVariable, ConstDictVariable)):
@@ -838,6 +840,28 @@ class InstructionTranslator(VM):
             self.call(obj.var_getattr(self, "requires_grad_"), [self.realize(value)], {})
             return None
         raise Unsupported(f"assignment to attribute {name!r} of {obj} (mutation of an object)")
+
+    def _store_backend_setting(self, obj, name, value):
+        """``torch.backends.cuda.matmul.allow_tf32 = False``: a setting of the kernels, held
+        in C. The graph's kernels run under whatever the caller has set, so a write that
+        changes the setting cannot be traced; one that writes the value it already has (a
+        context manager that disables TF32 where it is off, then restores it) is nothing
+        to replay -- the value is guarded, so a caller who changes it recompiles."""
+        if not value.is_python_constant():
+            raise Unsupported(f"assignment of {value} to torch.backends setting {name!r}")
+        new = value.as_python_constant()
+        try:
+            current = getattr(obj.value, name)
+        except AttributeError:
+            current = _Missing
+        if current is not _Missing and type(new) is type(current) and new == current and \
+                is_constant_value(current):
+            source = obj.source if obj.source is not None else ObjectSource(obj.value)
+            self.guards.CONSTANT_MATCH(AttrSource(source, name), current)
+            return None
+        raise Unsupported(f"torch.backends setting {name!r} changed inside compiled code "
+                          f"({current if current is not _Missing else 'unset'!r} -> {new!r}): "
+                          "the graph's kernels would run under the caller's setting")
 
     def delete_attr(self, obj, name):
         obj = self.realize(obj)
@@ -1961,6 +1985,16 @@ def _identical(a: VariableTracker, b: VariableTracker) -> bool:
 
 class _Missing:
     pass
+
+
+def _backend_settings(vt: VariableTracker) -> bool:
+    """Is ``vt`` an object of a ``torch.backends`` module's classes that holds kernel
+    settings (``torch.backends.cuda.matmul``, a ``cuBLASModule``)? (The modules themselves,
+    ``torch.backends.cudnn``, refuse writes once PyTorch froze their flags: not these.)"""
+    if not isinstance(vt, UserDefinedObjectVariable):
+        return False
+    module = getattr(type(vt.value), "__module__", "") or ""
+    return module.startswith("torch.backends.")
 
 
 def _fixed_equality(vt: VariableTracker) -> Any:
