@@ -60,6 +60,8 @@ The unit tests (``tests/test_stage3_python_fuzzer.py``) run fixed seeds.
 from __future__ import annotations
 
 import argparse
+import collections
+import enum
 import linecache
 import logging
 import random
@@ -91,6 +93,11 @@ import torch.nn.functional as F
 
 G_LIST = []
 G_DICT = {"n": 0}
+G_DEQUE = collections.deque([0], maxlen=4)
+G_COUNTER = collections.Counter()
+G_ODICT = collections.OrderedDict(a=1)
+G_DDICT = collections.defaultdict(list)
+G_IT = iter(range(1000))
 Point = collections.namedtuple("Point", ["a", "b"])
 
 
@@ -312,7 +319,8 @@ class Seq:
 '''
 
 # The globals whose state is compared after every call.
-STATE_NAMES = ["G_LIST", "G_DICT", "STATE", "CFG", "MOD", "COUNTER", "COUNT", "SHARED"]
+STATE_NAMES = ["G_LIST", "G_DICT", "STATE", "CFG", "MOD", "COUNTER", "COUNT", "SHARED",
+               "G_DEQUE", "G_COUNTER", "G_ODICT", "G_DDICT", "G_IT"]
 
 # Snippets: lines of the body that read and rebind ``t`` (a tensor of x's shape), may append
 # to ``out`` (returned), and use ``x``, ``y``, ``acc``, ``k``. ``{u}`` is a tensor expression
@@ -427,6 +435,15 @@ SIDE_EFFECTS = [
     "G_DICT.update(k=k)", "del G_DICT['n']", "G_DICT.clear()", "setattr(STATE, 'extra', k)",
     "x[:, 0].mul_(2)", "x.t_()", "y.unsqueeze_(0)", "x.clamp_(min=0)", "MOD.train(False)",
     "t = side_and_break(t)", "t = sum(gen_side(t))", "for v in gen_side(t):\n    t = t + v",
+    # the collections' own containers and an iterator, held by the module
+    "G_DEQUE.append(k)", "G_DEQUE.appendleft(t.shape[0])",
+    "G_DEQUE.extend([1, k])\nt = t + len(G_DEQUE)", "G_DEQUE.rotate(1)",
+    "if G_DEQUE:\n    t = t + G_DEQUE.pop()", "G_COUNTER[k] += 1",
+    "G_COUNTER.update('ab')\nt = t + G_COUNTER['a']", "G_COUNTER.subtract({{k: 1}})",
+    "G_ODICT[k] = t.shape[-1]\nG_ODICT.move_to_end(k, last=False)",
+    "if len(G_ODICT) > 1:\n    G_ODICT.popitem(last=False)", "G_ODICT.update(b=k)",
+    "G_DDICT[k].append(t.shape[-1])", "t = t + len(G_DDICT[k])", "G_DDICT['n'].extend(acc)",
+    "G_DICT[Mode.FAST] = k", "t = t + next(G_IT)", "t = t + sum(itertools.islice(G_IT, 2))",
 ]
 # reads of state earlier calls changed: a guard must notice when it changed
 READS = [
@@ -436,7 +453,10 @@ READS = [
     "if MOD.training:\n    t = t + 1", "t = t + COUNTER.__closure__[0].cell_contents",
     "t = t + len(G_DICT)", "if 'acc' in G_DICT:\n    t = t + len(G_DICT['acc'])",
     "t = t + getattr(Acc, 'flag', 0)", "t = t + sum(v for v in acc if isinstance(v, int))",
-    "t = t * x.shape[0]",
+    "t = t * x.shape[0]", "t = t + sum(G_DEQUE) + len(G_DEQUE)",
+    "t = t + sum(G_COUNTER.values()) + len(G_COUNTER)",
+    "t = t + sum(G_ODICT.values()) + len(list(G_ODICT))",
+    "t = t + sum(len(v) for v in G_DDICT.values())", "t = t + G_DICT.get(Mode.FAST, 0)",
 ]
 # graph breaks in both compilers (a branch on a tensor's value, a tensor's value as a Python
 # number): the side effects pending at the break must be replayed before the rest runs
@@ -738,10 +758,12 @@ def differences(got: Any, want: Any, path: str = "", ref64: Any = None) -> list[
 def _children(value: Any) -> list[tuple[str, Any]] | None:
     """The items ``differences`` compares one by one, with their path suffixes (None for a
     value compared whole)."""
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, collections.deque)):
         return [(f"[{i}]", v) for i, v in enumerate(value)]
     if isinstance(value, dict):
-        return [(f"[{key!r}]", v) for key, v in value.items()]
+        return [(f"[{_key(key)!r}]", v) for key, v in value.items()]
+    if type(value) in _SEQUENCE_ITERATORS:   # what is left, and where
+        return [(".__reduce__()", value.__reduce__()[1:])]
     if isinstance(value, torch.nn.Module):
         return [*_children(_public(value)), (".training", value.training)]
     if callable(value) and getattr(value, "__closure__", None):
@@ -749,6 +771,14 @@ def _children(value: Any) -> list[tuple[str, Any]] | None:
     if hasattr(value, "__dict__") and not isinstance(value, type):
         return _children(_public(value))
     return None
+
+
+_SEQUENCE_ITERATORS = (type(iter(range(0))), type(iter([])), type(iter(())))
+
+
+def _key(key: Any) -> Any:
+    """A key as the runs can compare it: each run has its own enum classes."""
+    return (type(key).__qualname__, key.name) if isinstance(key, enum.Enum) else key
 
 
 def _agrees(ref64: Any, want: Any) -> bool:
@@ -764,7 +794,7 @@ def _agrees(ref64: Any, want: Any) -> bool:
     children, ref_children = _children(want), _children(ref64)
     if children is None or ref_children is None:
         try:
-            return children is None and ref_children is None and bool(ref64 == want)
+            return children is None and ref_children is None and bool(_key(ref64) == _key(want))
         except Exception:   # noqa: BLE001 -- not comparable: no referee
             return False
     return [p for p, _ in children] == [p for p, _ in ref_children] and \
@@ -796,10 +826,10 @@ def _differences(got: Any, want: Any, path: str, ref64: Any) -> list[str]:
         return []
     children, got_children = _children(want), _children(got)
     if children is None or got_children is None:
-        return [] if got == want else [f"{path}: {got!r} vs {want!r}"]
-    if isinstance(want, (list, tuple)) and len(got) != len(want):
+        return [] if _key(got) == _key(want) else [f"{path}: {got!r} vs {want!r}"]
+    if isinstance(want, (list, tuple, collections.deque)) and len(got) != len(want):
         return [f"{path}: length {len(got)} vs {len(want)}"]
-    if isinstance(want, dict) and list(got) != list(want):
+    if isinstance(want, dict) and list(map(_key, got)) != list(map(_key, want)):
         return [f"{path}: keys {list(got)} vs {list(want)}"]
     if [p for p, _ in children] != [p for p, _ in got_children]:
         return [f"{path}: attributes {[p for p, _ in got_children]} vs "

@@ -24,10 +24,12 @@ pytestmark = pytest.mark.stage3
 # first defects -- ``acc *= 2``, ``raise ... from e``, ``cell_contents`` -- now draw other
 # programs; their hand-written tests stay.)
 SEEDS = {
-    38: True,    # set operators, filter with unpacking, tuple comparisons
-    46: False,   # a comprehension's frame after a break (an_iterator_from_outside)
-    62: True,    # OrderedDict, vars(), unbound str methods in map, typing
-    107: True,   # torch.Size arithmetic, map with unpacking, defaultdict, no_grad, match
+    0: True,     # functools.reduce with operator.mul, itertools.combinations, a Counter read
+    3: False,    # a global deque, OrderedDict, defaultdict and an enum key, around breaks
+    19: True,    # a global range iterator advanced (an_iterator_from_outside), a class
+                 # pattern, an OrderedDict and a defaultdict read
+    28: True,    # a global deque read (a_deque_from_outside), Counter.subtract, groupby
+    41: True,    # enum members as dict keys, a global deque written
 }
 
 
@@ -249,3 +251,52 @@ def test_an_iterator_from_outside_is_read_and_advanced(fn, make):
     assert not any("next()" in str(r.reason) for r in explain.break_reasons)
     if fn is not _comprehensions_after_a_break:
         assert explain.graph_count == 1 and not explain.break_reasons
+
+
+class _Holder:
+    def __init__(self):
+        self.history = collections.deque([1, 2], maxlen=3)
+
+
+def _deques_from_outside(x, q, holder):
+    hist = holder.history
+    x = x + sum(hist) + len(hist) + hist[-1] + hist.maxlen
+    hist.append(x.shape[0])        # drops the oldest: maxlen 3
+    q.appendleft(x * 2)
+    q.rotate(1)
+    alias = q
+    alias.extend([3, 4])
+    x = x + q.popleft()
+    return x + len(q) + len(holder.history) + sum(v for v in q if isinstance(v, int))
+
+
+def _deque_written_around_a_break(x, q):
+    q.append(1)
+    if x.sum() > 0:
+        x = x + 1
+    q.append(len(q))
+    return x + sum(q)
+
+
+@pytest.mark.parametrize("fn", [_deques_from_outside, _deque_written_around_a_break])
+def test_a_deque_from_outside_is_read_and_written_back(fn):
+    # a deque argument or attribute was an opaque object: iterating it broke the graph
+    # ('iteration over a deque object'); it is read as a list is (items and maxlen
+    # guarded), and what the graph wrote into it is written back after the graph, into
+    # the caller's deque (which has no slice assignment, unlike a list)
+    def make():
+        extra = (_Holder(),) if fn is _deques_from_outside else ()
+        return (torch.ones(2), collections.deque([5.0]), *extra)
+    tc.reset()
+    compiled = tc.compile(fn, backend="eager")
+    want_args, got_args = make(), make()
+    for _ in range(3):   # the same deques again: other contents, other guards
+        want, got = fn(*want_args), compiled(*got_args)
+        torch.testing.assert_close(got, want)
+        assert python_fuzzer.differences([list(a) for a in got_args[1:2]],
+                                         [list(a) for a in want_args[1:2]]) == []
+        if fn is _deques_from_outside:
+            assert list(got_args[2].history) == list(want_args[2].history)
+    explain = tc.explain(fn, backend="eager")(*make())
+    assert not any("deque" in str(r.reason) for r in explain.break_reasons)
+    assert explain.graph_count == (1 if fn is _deques_from_outside else 2)

@@ -74,6 +74,8 @@ from .variables import (
     ConstantVariable,
     ConstDictVariable,
     DeferredCallVariable,
+    DequeContentsVariable,
+    DequeVariable,
     EnvironVariable,
     GeneratorVariable,
     GlobalsVariable,
@@ -106,6 +108,7 @@ from .variables import (
     is_constant_value,
     is_real_region_exit,
     is_torch_callable,
+    refill_deque,
     suspended_generator,
     wrap_constant_result,
 )
@@ -342,6 +345,16 @@ class InstructionTranslator(VM):
         A list or dict from outside (an argument, ``**kwargs``, a global) is mutated in the
         tracker; after the graph its new contents are written back into the same object,
         so every alias sees them (Dynamo's side effects)."""
+        if isinstance(vt, DequeVariable) and vt.source is not None:
+            # a deque has no slice assignment: its final contents are written back by a
+            # call after the graph, registered at its first write
+            self._journal(vt)
+            self._writes += 1
+            if not vt.mutated:
+                vt.mutated = True
+                self.side_effect_objects.append(DeferredCallVariable(
+                    ConstantVariable(refill_deque), [vt, DequeContentsVariable(vt)], {}))
+            return
         if getattr(vt, "source", None) is not None:
             if not isinstance(vt, (ListVariable, ConstDictVariable, SetVariable)):
                 raise Unsupported(f"mutation of a {vt.python_type().__name__} that comes "
@@ -524,6 +537,19 @@ class InstructionTranslator(VM):
             return SizeVariable([self.wrap_nested(v, GetItemSource(source, i) if source
                                                   else None) for i, v in enumerate(value)],
                                 source)
+        if type(value) is collections.deque and source is not None:
+            # a deque from outside (a module's history buffer, a global queue): its items
+            # guarded as a list's are, its maxlen by value; a write to it is written back
+            # after the graph (``record_mutation``)
+            seen = self._containers.get(id(value))
+            if seen is not None:
+                g.add("ID_MATCH", f"{source.name()} is {seen[2]}", source, "same deque")
+                return seen[1]
+            g.SEQUENCE_LENGTH(source, value)
+            g.CONSTANT_MATCH(AttrSource(source, "maxlen"), value.maxlen)
+            items = [self.wrap_nested(v, GetItemSource(source, i)) for i, v in enumerate(value)]
+            return self._one_per_object(value, DequeVariable(items, source, value.maxlen),
+                                        source)
         if source is not None and (type(value) in (list, set) or isinstance(value, dict)):
             # one mutable object reached through two sources (``log`` and ``ctx.log``) is
             # one tracker: two would replay their writes one over the other after the graph

@@ -1150,8 +1150,29 @@ class DequeVariable(ListVariable):
         return collections.deque([rc(i) for i in self.items], self.maxlen)
 
 
+def refill_deque(target: collections.deque, items: list) -> None:
+    """Write a deque's new contents into it (a deque has no slice assignment)."""
+    target.clear()
+    target.extend(items)
+
+
+class DequeContentsVariable(VariableTracker):
+    """The items a deque tracker holds when the graph has run: what ``refill_deque`` writes
+    back into a deque from outside (rebuilt late, so it is the final contents)."""
+
+    def __init__(self, deque: DequeVariable):
+        self.deque = deque
+
+    def children(self):
+        return list(self.deque.items)
+
+    def reconstruct(self, rc):
+        return [rc(i) for i in self.deque.items]
+
+
 __all__ = [
-    'BaseListVariable', 'ConstDictVariable', 'ConstantVariable', 'DequeVariable',
+    'BaseListVariable', 'ConstDictVariable', 'ConstantVariable', 'DequeContentsVariable',
+    'DequeVariable', 'refill_deque',
     'DictViewVariable', 'ListVariable', 'NamedTupleVariable',
     'RangeVariable', 'SetVariable', 'identity_member', 'plain_tuple_subclass', 'SizeVariable',
     'SliceVariable',
