@@ -16,10 +16,13 @@ from benchmarks import features
 
 pytestmark = [pytest.mark.stage3, pytest.mark.usefixtures("fresh_compiler")]
 
-GRAPHS = {"torch.compiler.disable": 2}   # the disabled function runs between two graphs
+GRAPHS = {
+    "torch.compiler.disable": 2,         # the disabled function runs between two graphs
+    # PyTorch's BackwardHook wraps the submodule's call: a break around it, its forward a
+    # graph of its own, as in torch.compile
+    "full backward hook": 2,
+}
 NOT_FULLGRAPH = {
-    # a backward hook needs the module's own autograd Function around its call; the
-    # compiled module runs it eagerly (torch.compile: two graphs)
     "full backward hook",
     "torch.compiler.disable",            # a break by request, in both compilers
 }

@@ -6,8 +6,9 @@ pre-hooks and forward hooks (global ones first, with or without kwargs), as
 input embeddings, and the model stays one graph. What the graph ran is guarded: a module
 inlined without hooks stays so (one guard per frame: the count of hook handles ever made,
 then the hook dicts themselves), and one with hooks keeps the very same hooks -- so a hook
-registered or removed later recompiles. A backward hook is a break that lets PyTorch run
-the module with it; the compiled module runs its own hooks around the compiled forward.
+registered or removed later recompiles. A submodule with backward hooks is a break; the
+compiled module runs its own hooks around the compiled forward, and any module's with
+them, its full backward hooks too (PyTorch's ``BackwardHook`` around the compiled forward).
 
 ``tensor.register_hook(hook)`` inside the traced code, on a tensor the graph computes, is in
 the graph: the hook is traced into a body that changes the tensor's gradient in the
@@ -77,13 +78,67 @@ def test_a_full_backward_hook_on_a_submodule_changes_the_gradients_as_in_eager()
     torch.testing.assert_close(model[0].weight.grad, want)
 
 
-def test_backward_hooks_on_the_compiled_module_run_it_uncompiled_and_say_so():
+class _Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.a(x).tanh()
+
+
+class _Outer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner, self.head = _Block(), nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.head(self.inner(x).sin())
+
+
+@pytest.mark.parametrize("where", ["inner", "outer"])
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_full_backward_hooks_run_around_a_compiled_forward(where, backend):
+    """PyTorch's BackwardHook wraps the module's inputs and outputs; its forward, between
+    them, is compiled -- the compiled module's own (one graph), or a submodule's (a break
+    around it, its forward a graph of its own: two graphs, as in torch.compile). The hooks
+    see and change the gradients at the boundary as in eager; the pre-hook runs first."""
+    def run(compiler):
+        torch.manual_seed(0)
+        model, seen = _Outer(), []
+        target = model.inner if where == "inner" else model
+        target.register_full_backward_hook(
+            lambda m, gin, gout: (seen.append((gin[0].shape, gout[0].shape)), (gin[0] * 2,))[1])
+        target.register_full_backward_pre_hook(lambda m, gout: seen.append("pre"))
+        x = torch.randn(3, 8, requires_grad=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", tc.FallbackWarning)   # nothing runs uncompiled
+            compiler(model)(x).sum().backward()
+        return [x.grad] + [p.grad for p in model.parameters()], seen
+
+    want, want_seen = run(lambda m: m)
+    got, seen = run(lambda m: tc.compile(m, backend=backend))
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+    assert seen == want_seen and seen[0] == "pre"
+    torch.manual_seed(0)
+    model = _Outer()
+    (model.inner if where == "inner" else model).register_full_backward_hook(
+        lambda m, gin, gout: None)
+    tc.reset()
+    explanation = tc.explain(model)(torch.randn(3, 8))
+    assert explanation.graph_count == (2 if where == "inner" else 1), explanation
+
+
+def test_a_legacy_backward_hook_runs_the_module_uncompiled_and_says_so():
     model = _model()
     compiled = tc.compile(model)
     x = torch.randn(2, 4, requires_grad=True)
     seen = []
-    model.register_full_backward_hook(lambda m, gin, gout: seen.append(gout[0].shape))
-    with pytest.warns(tc.FallbackWarning, match="has backward hooks; it runs uncompiled"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # (PyTorch's own warning about the legacy hook)
+        model.register_backward_hook(lambda m, gin, gout: seen.append(gout[0].shape))
+    with pytest.warns(tc.FallbackWarning, match="register_backward_hook; it runs uncompiled"):
         compiled(x).sum().backward()
     assert seen == [torch.Size([2, 3])]
 

@@ -323,15 +323,28 @@ _GLOBAL_HOOKS = (torch.nn.modules.module._global_forward_hooks,
 def _call_with_hooks(mod: torch.nn.Module, forward: Callable, args: tuple, kwargs: dict
                      ) -> Any:
     """What ``mod(*args, **kwargs)`` does with hooks, around the compiled ``forward``: its
-    forward pre-hooks and forward hooks (global ones first), with or without kwargs, as
-    ``nn.Module._call_impl`` runs them. Backward hooks wrap the inputs and outputs in
-    autograd functions of PyTorch's own: that call runs the module uncompiled, and says so."""
+    forward pre-hooks and forward hooks (global ones first), with or without kwargs, and
+    its full backward hooks and backward pre-hooks, as ``nn.Module._call_impl`` runs them.
+    A full backward hook sees the gradients at the module's boundary: PyTorch's own
+    ``BackwardHook`` wraps the inputs and the outputs in identity autograd functions
+    whose backward calls the hooks, and the compiled forward runs between them -- as
+    torch.compile runs a module with backward hooks (a break around it, its forward a
+    graph of its own). A legacy ``register_backward_hook`` hooks the ``grad_fn`` of the
+    forward's last op, which a compiled forward does not have: that call runs the module
+    uncompiled, and says so."""
     module = torch.nn.modules.module
-    if mod._backward_hooks or mod._backward_pre_hooks or module._global_backward_hooks \
-            or module._global_backward_pre_hooks:
-        warnings.warn(f"tutorcompile: {type(mod).__name__} has backward hooks; it runs "
-                      "uncompiled (remove them to compile it)", FallbackWarning, stacklevel=3)
+    full: list = []
+    legacy: list = []
+    if mod._backward_hooks or module._global_backward_hooks:
+        full, legacy = mod._get_backward_hooks()
+    if legacy:
+        warnings.warn(f"tutorcompile: {type(mod).__name__} has a backward hook registered "
+                      "with register_backward_hook; it runs uncompiled (register it with "
+                      "register_full_backward_hook to compile it)", FallbackWarning,
+                      stacklevel=3)
         return mod(*args, **kwargs)
+    pre = mod._get_backward_pre_hooks() \
+        if mod._backward_pre_hooks or module._global_backward_pre_hooks else []
     for hook_id, hook in (*module._global_forward_pre_hooks.items(),
                           *mod._forward_pre_hooks.items()):
         if hook_id in mod._forward_pre_hooks_with_kwargs:
@@ -345,6 +358,10 @@ def _call_with_hooks(mod: torch.nn.Module, forward: Callable, args: tuple, kwarg
             result = hook(mod, args)
             if result is not None:
                 args = result if isinstance(result, tuple) else (result,)
+    backward_hook = None
+    if full or pre:
+        backward_hook = torch.utils.hooks.BackwardHook(mod, full, pre)
+        args = backward_hook.setup_input_hook(args)
     output = forward(*args, **kwargs)
     for hook_id, hook in (*module._global_forward_hooks.items(),
                           *mod._forward_hooks.items()):
@@ -355,6 +372,8 @@ def _call_with_hooks(mod: torch.nn.Module, forward: Callable, args: tuple, kwarg
             result = hook(mod, args, output)
         if result is not None:
             output = result
+    if backward_hook is not None:
+        output = backward_hook.setup_output_hook(output)
     return output
 
 
@@ -946,14 +965,23 @@ class ConcreteRunner(VM):
         call = own_call(type(fn)) if isinstance(fn, torch.nn.Module) else None
         if call is not None:  # a module class's own __call__ (gpytorch's kernels)
             return run_compiled(call, [fn, *args], kwargs, self.config)
-        if isinstance(fn, torch.nn.Module) and not (
-                fn._forward_hooks or fn._forward_pre_hooks or fn._backward_hooks
-                or fn._backward_pre_hooks or any(_GLOBAL_HOOKS)):
-            # (a module with hooks is called as it is: ``Module.__call__`` runs them)
+        if isinstance(fn, torch.nn.Module):
             forward = type(fn).forward
-            if isinstance(forward, types.FunctionType) and should_compile(forward):
-                return run_compiled(forward, [fn, *args], kwargs, self.config)
+            if isinstance(forward, types.FunctionType) and should_compile(forward) \
+                    and "forward" not in fn.__dict__:
+                if not (fn._forward_hooks or fn._forward_pre_hooks or fn._backward_hooks
+                        or fn._backward_pre_hooks or any(_GLOBAL_HOOKS)):
+                    return run_compiled(forward, [fn, *args], kwargs, self.config)
+                # (its hooks run around the compiled forward, as ``Module.__call__`` runs
+                # them: a module with backward hooks is a break of the graph that calls it)
+                return _call_with_hooks(fn, functools.partial(
+                    _run_forward, forward, fn, self.config), tuple(args), kwargs)
         return fn(*args, **kwargs)
+
+
+def _run_forward(forward: types.FunctionType, mod: torch.nn.Module, config: Config,
+                 *args: Any, **kwargs: Any) -> Any:
+    return run_compiled(forward, [mod, *args], kwargs, config)
 
 
 def has_tensor_in_frame(fn: types.FunctionType, args: list, kwargs: dict) -> bool:
