@@ -74,7 +74,48 @@ def integer_division_runs_numpys_loop(x):
             counts * 0.5, small + 1)
 
 
+def indexing_and_iterating_give_arrays(x):
+    """``a[0]``, ``a[:, 1]``, the rows of ``for``, ``*``-unpacking and ``zip``: arrays,
+    whose ``max(0)`` is NumPy's (a number), not torch's (values, indices)."""
+    a = x.numpy()
+    first, *rest = a
+    rows = [row.max(0) for row in a]
+    pairs = [(i, (r * s).sum()) for i, (r, s) in enumerate(zip(a, a[1:]))]
+    items = [v for v in a[0]]   # a 1-d array's items: NumPy's scalars
+    return (a[0].max(0), a[:, 1].max(0), a[1:].max(0), first.max(0), len(rest), rows, pairs,
+            items, (-a).max(0), abs(a).argmax(0), (~(a > 0)).sum(0), (+a)[..., 0])
+
+
+def scalars_copy_rows_view(x):
+    """``a[0, 0]`` is NumPy's scalar, a copy (``s += 1`` and later writes to ``a`` leave it
+    be); ``a[1]`` and ``a[..., 0]`` are views that show later writes; ``a += 1`` keeps an
+    array."""
+    a = x.numpy().copy()
+    s = a[0, 0]
+    row, col = a[1], a[..., 0]
+    a[0, 0] = 100.0
+    a[1, 1] = -5.0
+    s += 1
+    row[2] = 7.0
+    a += 1
+    a *= 2
+    return s, row, col, a, a.max(0), a[1].max(0)
+
+
+def kinds_of_arrays_and_scalars(x):
+    a = x.numpy()
+    total = a.sum()
+    return (type(a) is np.ndarray, isinstance(a, np.ndarray), isinstance(a, torch.Tensor),
+            type(total) is np.float32, isinstance(total, np.floating),
+            isinstance(a[0], np.ndarray), type(a[0, 0]).__name__, [type(v).__name__ for v in a[0]],
+            torch.from_numpy(a) * 1)
+
+
 CASES = {
+    "indexing_and_iterating_give_arrays": (indexing_and_iterating_give_arrays,
+                                           lambda: [torch.randn(4, 3)]),
+    "scalars_copy_rows_view": (scalars_copy_rows_view, lambda: [torch.randn(4, 3)]),
+    "kinds_of_arrays_and_scalars": (kinds_of_arrays_and_scalars, lambda: [torch.randn(4, 3)]),
     "integer_division_runs_numpys_loop": (integer_division_runs_numpys_loop,
                                           lambda: [torch.randint(0, 9, (3, 5))]),
     "normalise_rows": (normalise_rows, lambda: [torch.randn(4, 6)]),

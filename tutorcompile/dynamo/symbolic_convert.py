@@ -117,7 +117,13 @@ from .variables.containers import plain_tuple_subclass
 from .variables.ndarray import (
     BINARY_OPERATORS as NDARRAY_OPERATORS,
 )
-from .variables.ndarray import NumpyFunctionVariable, NumpyNdarrayVariable, ndarray_binary_op
+from .variables.ndarray import (
+    NumpyFunctionVariable,
+    NumpyNdarrayVariable,
+    ndarray_binary_op,
+    ndarray_call,
+    ndarray_getitem,
+)
 from .variables.torch import ScriptFunctionVariable, in_torch, traced_like_user_code
 from .vm import _RETURN, CO_GENERATOR_LIKE, NULL, VM, Frame, bind_arguments, chain_context
 
@@ -1384,6 +1390,18 @@ class InstructionTranslator(VM):
         if (isinstance(a, NumpyNdarrayVariable) or isinstance(b, NumpyNdarrayVariable)) \
                 and fn in NDARRAY_OPERATORS:
             return ndarray_binary_op(self, fn, a, b)   # NumPy's rules, in torch._numpy
+        if fn is operator.getitem and isinstance(a, NumpyNdarrayVariable):
+            # ``a[0]``, ``a[1:, ::2]``: NumPy's indexing, and an array again -- whose
+            # methods are ndarray's (``a[0].max(0)`` is a number, not torch's (values,
+            # indices))
+            return ndarray_getitem(self, a, b)
+        if isinstance(a, NumpyNdarrayVariable) and fn in _NDARRAY_INPLACE:
+            if a.scalar:   # NumPy's scalars are immutable: ``s += 1`` is ``s = s + 1``
+                return ndarray_binary_op(self, _NDARRAY_INPLACE[fn], a, b)
+            # ``a += 1``: written into the array's tensor, and still an array
+            result = self.output.create_node("call_function", fn, (a, b), {})
+            return result if isinstance(result, NumpyNdarrayVariable) else \
+                NumpyNdarrayVariable(result)
         if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
             if fn is operator.getitem and isinstance(a, ConstDictVariable):
                 return a.getitem(self, b)   # ``optimizer.state[p]``: keyed by the tensor
@@ -1530,6 +1548,8 @@ class InstructionTranslator(VM):
 
     def unary_op(self, fn, a):
         a = self.realize(a)
+        if isinstance(a, NumpyNdarrayVariable) and fn is not operator.not_:
+            return ndarray_call(self, fn, [a], {})   # ``-a``, ``abs(a)``: an array again
         if isinstance(a, TensorVariable):
             if fn is operator.not_:
                 raise Unsupported("`not tensor` (data-dependent)")
@@ -2251,6 +2271,12 @@ _INPLACE = {operator.iadd: ("__iadd__", operator.add), operator.isub: ("__isub__
             operator.itruediv: ("__itruediv__", operator.truediv),
             operator.ior: ("__ior__", operator.or_), operator.iand: ("__iand__", operator.and_)}
 _DUNDERS.update({op: _DUNDERS[plain] for op, (_, plain) in _INPLACE.items()})
+# ``a += b`` of an array: in place on its tensor (on a NumPy scalar, the plain operator)
+_NDARRAY_INPLACE = {
+    operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
+    operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
+    operator.imod: operator.mod, operator.ipow: operator.pow, operator.imatmul: operator.matmul,
+    operator.iand: operator.and_, operator.ior: operator.or_, operator.ixor: operator.xor}
 
 
 def _in_loop(frame: Frame, ip: int) -> bool:

@@ -121,6 +121,13 @@ def _cast(array: Any, dtype: numpy.dtype) -> Any:
     return array.astype(dtype.name)
 
 
+def getitem_value(a: Any, index: Any) -> Any:
+    """``a[i]`` where NumPy gives a scalar: a copy, not a view of ``a`` (writing ``a``
+    afterwards leaves it as it was, as NumPy's scalar is)."""
+    result = a[index]
+    return result.copy() if isinstance(result, tnp.ndarray) else result
+
+
 def ndarray_method(name: str) -> Callable:
     """``lambda a, *args: a.<name>(*args)`` for :func:`numpy_call` (one per name, so equal
     graphs compare equal)."""
@@ -203,5 +210,5 @@ def _ufunc_alias(name: str, impl: Callable) -> Callable:
 _ALIASES: dict[str, Callable] = {}
 
 
-__all__ = ["draws_from_numpys_generator", "ndarray_attribute", "ndarray_method", "numpy_call",
-           "torch_numpy_function"]
+__all__ = ["draws_from_numpys_generator", "getitem_value", "ndarray_attribute", "ndarray_method",
+           "numpy_call", "torch_numpy_function"]

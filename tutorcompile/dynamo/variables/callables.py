@@ -1504,6 +1504,8 @@ def _len(tx, obj):
 def _isinstance(tx, obj, cls):
     # a typing alias (typing.Mapping) or an ABC is a module-level constant: use the object
     c = cls.value if isinstance(cls, UserDefinedObjectVariable) else cls.as_python_constant()
+    if isinstance(obj, LATE_BOUND["NumpyNdarrayVariable"]):   # ndarray, or NumPy's scalar
+        return ConstantVariable(issubclass(obj.python_type(), c))
     if isinstance(obj, TensorVariable):
         return ConstantVariable(issubclass(type(obj.fake), c) if not isinstance(c, tuple)
                                 else any(issubclass(torch.Tensor, x) for x in c)
@@ -2157,6 +2159,8 @@ def _all_any(fn):
 
 
 def _type(tx, obj):
+    if isinstance(obj, LATE_BOUND["NumpyNdarrayVariable"]):
+        return tx.wrap_nested(obj.python_type(), None)   # ndarray, or NumPy's scalar type
     if isinstance(obj, TensorVariable):
         return UserDefinedClassVariable(type(obj.fake) if type(obj.fake) in (
             torch.Tensor, torch.nn.Parameter) else torch.Tensor)

@@ -29,8 +29,8 @@ import numpy
 import torch
 import torch._numpy as tnp
 
-from ...ops.ndarray import ndarray_attribute, ndarray_method, numpy_call
-from ..exc import Unsupported
+from ...ops.ndarray import getitem_value, ndarray_attribute, ndarray_method, numpy_call
+from ..exc import TracedException, Unsupported
 from .base import LATE_BOUND, VariableTracker
 from .containers import ConstantVariable, ConstDictVariable, ListVariable, TupleVariable
 from .tensor import TensorVariable
@@ -44,14 +44,17 @@ class NumpyNdarrayVariable(TensorVariable):
     tracker: a graph input is rebuilt through its source)."""
 
     def __init__(self, tensor: TensorVariable, scalar: bool = False):
+        if isinstance(tensor, NumpyNdarrayVariable):   # (an in-place operator's result)
+            tensor = tensor.tensor
         super().__init__(tensor.node, tensor.fake)
-        self.tensor = tensor
+        self.tensor: TensorVariable = tensor
         # a 0-d result NumPy gives as a scalar (``a.sum()``, ``np.mean(a)``): torch._numpy
         # gives 0-d arrays everywhere; after the graph it is NumPy's scalar again
         self.scalar = scalar
 
     def python_type(self):
-        return numpy.ndarray
+        # a 0-d result NumPy gives as a scalar is one of NumPy's scalar types (``float32``)
+        return _numpy_dtype(self.fake.dtype).type if self.scalar else numpy.ndarray
 
     def var_getattr(self, tx, name):
         f = self.fake
@@ -75,6 +78,17 @@ class NumpyNdarrayVariable(TensorVariable):
 
     def call_method(self, tx, name, args, kwargs):
         return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+
+    def unpack(self, tx):
+        """``for row in a``, ``r0, r1 = a``: NumPy's rows, arrays (a 1-d array's items are
+        NumPy's scalars), not the tensor's rows."""
+        if self.fake.dim() == 0:
+            raise TracedException(TypeError("iteration over a 0-d array"))
+        n = self.size_var(tx, 0)
+        if not n.is_python_constant():
+            raise Unsupported("iterating over an array with a dynamic first dimension")
+        return [ndarray_getitem(tx, self, ConstantVariable(i))
+                for i in range(n.as_python_constant())]
 
     def reconstruct(self, rc):
         array = rc(self.tensor).detach().numpy()
@@ -159,13 +173,34 @@ def _fold_to_number(fn: Any, args: list, kwargs: dict) -> VariableTracker | None
     return None
 
 
-def ndarray_call(tx, fn: Any, args: list, kwargs: dict) -> VariableTracker:
+def ndarray_call(tx, fn: Any, args: list, kwargs: dict, scalars: bool | None = None
+                 ) -> VariableTracker:
     """One node calling ``numpy_call(fn, *args, **kwargs)``; its tensors come back as
-    arrays."""
+    arrays (a 0-d one NumPy's scalar, unless ``fn`` makes arrays or ``scalars`` says)."""
     result = tx.output.create_node("call_function", numpy_call,
                                    (ConstantVariable(fn), *args), kwargs)
-    return as_arrays(result, scalars=getattr(fn, "__name__", "").removeprefix("ndarray.")
-                     not in _MAKE_ARRAYS)
+    if scalars is None:
+        scalars = getattr(fn, "__name__", "").removeprefix("ndarray.") not in _MAKE_ARRAYS
+    return as_arrays(result, scalars=scalars)
+
+
+def ndarray_getitem(tx, array: NumpyNdarrayVariable, index: VariableTracker
+                    ) -> VariableTracker:
+    """``a[i]``: NumPy's indexing. Its result is NumPy's scalar -- a copy -- only where the
+    index is an integer per dimension (``a[0, 1]``, ``a[()]`` of a 0-d array);
+    ``a[...]``, ``a[0, ...]`` give a 0-d array, and ``a[1]`` of a matrix a row: views."""
+    scalars = None
+    if index.is_python_constant():
+        value = index.as_python_constant()
+        items = value if isinstance(value, tuple) else (value,)
+        scalars = all(isinstance(i, int) for i in items) and \
+            len(items) == array.fake.dim()   # ``a[1]`` of a matrix: a row, a view
+    if scalars:
+        return ndarray_call(tx, getitem_value, [array, index], {}, scalars=True)
+    # a view of the array's tensor, as torch indexes (NumPy's basic indexing is torch's):
+    # a write to the array afterwards shows through it, as through NumPy's view
+    view = tx.output.create_node("call_function", operator.getitem, (array, index), {})
+    return NumpyNdarrayVariable(view, scalar=scalars is None and view.fake.dim() == 0)
 
 
 def ndarray_binary_op(tx, fn: Any, a: VariableTracker, b: VariableTracker
@@ -215,7 +250,8 @@ BINARY_OPERATORS = frozenset({operator.add, operator.sub, operator.mul, operator
                               operator.lt, operator.le, operator.gt, operator.ge, operator.eq,
                               operator.ne, operator.and_, operator.or_, operator.xor})
 __all__ = ["BINARY_OPERATORS", "NdarrayMethodVariable", "NumpyFunctionVariable",
-           "NumpyNdarrayVariable", "as_arrays", "ndarray_binary_op", "ndarray_call"]
+           "NumpyNdarrayVariable", "as_arrays", "ndarray_binary_op", "ndarray_call",
+           "ndarray_getitem"]
 
 
 LATE_BOUND["NumpyNdarrayVariable"] = NumpyNdarrayVariable
