@@ -204,6 +204,13 @@ def _same_iterator_twice(a, b, x):
     return x + next(a) * 10 + next(b)
 
 
+def _list_written_while_iterated(it, lst, x):
+    a = next(it)
+    lst[1] = 7        # a list iterator reads the list as it is at each step
+    lst.append(9)
+    return x + a + next(it) + sum(it) + len(lst)
+
+
 def _total(it, x):
     return x + sum(it) + len(list(it))
 
@@ -228,6 +235,8 @@ def _comprehensions_after_a_break(x, rows):
     (_total, lambda: (iter(range(3)), torch.ones(2))),
     (_same_iterator_twice, lambda: (lambda it: (it, it, torch.ones(2)))(iter(range(5)))),
     (_starred_rest, lambda: (iter([1, 2, 3]), torch.ones(2))),
+    (_list_written_while_iterated, lambda: (lambda lst: (iter(lst), lst, torch.ones(2)))(
+        [1, 2, 3])),
     (_comprehensions_after_a_break, lambda: (torch.ones(2), [torch.ones(2), torch.ones(2)])),
 ])
 def test_an_iterator_from_outside_is_read_and_advanced(fn, make):

@@ -742,11 +742,14 @@ class InstructionTranslator(VM):
         position = state[2]
         g.CONSTANT_MATCH(GetItemSource(reduced, 2), position)
         sequence = self.wrap_nested(state[1][0], GetItemSource(GetItemSource(reduced, 1), 0))
-        if isinstance(sequence, BaseListVariable):
-            items = sequence.items[position:]
+        if isinstance(sequence, ListVariable):   # read live: the list may be written to
+            vt = InputIteratorVariable([], real, sequence, position)
+        elif isinstance(sequence, BaseListVariable):
+            vt = InputIteratorVariable(sequence.items[position:], real)
         else:   # a range: a constant
-            items = [ConstantVariable(v) for v in sequence.as_python_constant()[position:]]
-        return self._one_per_object(value, InputIteratorVariable(items, real), source)
+            vt = InputIteratorVariable(
+                [ConstantVariable(v) for v in sequence.as_python_constant()[position:]], real)
+        return self._one_per_object(value, vt, source)
 
     def _alias(self, value: Any, source: Source) -> VariableTracker | None:
         """The tracker of an object already reached through another source (a module that

@@ -141,32 +141,56 @@ class InputIteratorVariable(ListIteratorVariable):
     graph break), or ``iter(xs)`` passed to a function. Its remaining items are read through
     ``__reduce__`` and guarded there; each item the graph takes is taken from the real
     iterator after the graph, so whoever else holds it sees it advanced; on a rebuilt stack
-    it is the real iterator, in the state the graph left it."""
+    it is the real iterator, in the state the graph left it.
 
-    def __init__(self, items: list[VariableTracker], real: VariableTracker):
+    Over a list it reads the list's tracker as it is at each step (``sequence``), as
+    CPython's list iterator reads the list: a write to the list before the next ``next()``
+    is seen, and once exhausted it lets the list go (what is appended later is not)."""
+
+    def __init__(self, items: list[VariableTracker], real: VariableTracker,
+                 sequence: Any = None, position: int = 0):   # a ListVariable
         super().__init__(items)
         self.real = real   # the real iterator, through its source
+        self.sequence = sequence
+        if sequence is not None:
+            self.index = position
+
+    def _items(self) -> list[VariableTracker]:
+        return self.sequence.items if self.sequence is not None else self.items
 
     def python_type(self):
         return self.real.python_type()
 
     def next(self, tx) -> VariableTracker:
-        item = super().next(tx)
+        items = self._items()
+        if self.index >= len(items):
+            if self.sequence is not None:
+                tx.record_mutation(self)
+                self.sequence, self.items, self.index = None, [], 0
+            raise StopIteration
+        tx.record_mutation(self)
+        self.index += 1
         tx.defer_call(ConstantVariable(advance), [self.real, ConstantVariable(1)], {})
-        return item
+        return items[self.index - 1]
 
     def unpack(self, tx):
-        rest = super().unpack(tx)
+        items = self._items()
+        tx.record_mutation(self)
+        rest = items[self.index:]
+        self.sequence, self.items, self.index = None, [], 0
         if rest:
             tx.defer_call(ConstantVariable(advance), [self.real, ConstantVariable(len(rest))],
                           {})
         return rest
 
+    def children(self):
+        return self._items()[self.index:]
+
     def reconstruct(self, rc):
         return rc(self.real)
 
     def __repr__(self):
-        return f"InputIteratorVariable({len(self.items) - self.index} left)"
+        return f"InputIteratorVariable({len(self._items()) - self.index} left)"
 
 
 class MapVariable(IteratorVariable):
