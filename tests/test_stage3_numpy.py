@@ -111,7 +111,21 @@ def kinds_of_arrays_and_scalars(x):
             torch.from_numpy(a) * 1)
 
 
+def writes_show_through_numpys_views(x):
+    """``a.T``, ``a.reshape(...)``, ``a.transpose(...)`` share the array's memory: a write
+    to the array shows through them, and a write through one reaches the array -- under
+    AOT's functionalization too, which took their results for new arrays."""
+    a = x.numpy().copy()
+    t, flat, swapped = a.T, a.reshape(-1), a.transpose(1, 0)
+    a[0, 0] = 100.0
+    flat[1] = -7.0
+    swapped[2, 3] = 5.0
+    return t, flat, swapped, a, torch.from_numpy(t) * 2
+
+
 CASES = {
+    "writes_show_through_numpys_views": (writes_show_through_numpys_views,
+                                         lambda: [torch.randn(4, 3)]),
     "indexing_and_iterating_give_arrays": (indexing_and_iterating_give_arrays,
                                            lambda: [torch.randn(4, 3)]),
     "scalars_copy_rows_view": (scalars_copy_rows_view, lambda: [torch.randn(4, 3)]),

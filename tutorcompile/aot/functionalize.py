@@ -362,6 +362,22 @@ def _foreach_twin(node: Node) -> Any:
     return twin
 
 
+def _view_parent_index(view: Node) -> int:
+    """Which argument of ``view`` it is a view of: the first, but for a NumPy call
+    (``numpy_call(fn, array, ...)``), whose node says."""
+    numpy_view = view.meta.get("numpy_view")
+    return numpy_view[0] if numpy_view is not None else 0
+
+
+def numpy_view_scatter(parent: torch.Tensor, child: torch.Tensor, size: tuple,
+                       stride: tuple, offset: int) -> torch.Tensor:
+    """``parent`` with the elements a NumPy view of it addressed (``size``, ``stride`` and
+    ``offset`` in a contiguous ``parent``'s memory) replaced by ``child``'s."""
+    out = parent.contiguous().clone()
+    out.as_strided(size, stride, offset).copy_(child)
+    return out
+
+
 def call_on_copy(fn: Any, tensor: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
     """``fn(tensor, ...)`` for a function that writes its first argument, made functional:
     it writes a copy, which is returned."""
@@ -407,9 +423,10 @@ def functionalize(graph: Graph) -> FunctionalGraph:
             key = (view, version[ref.base])
             if key not in view_cache:
                 parent = value
+                of = view.args[_view_parent_index(view)]
                 view_cache[key] = new.node_copy(
-                    view, lambda a, parent=parent, view=view:  # type: ignore[misc]
-                    parent if a is view.args[0] else current(a))
+                    view, lambda a, parent=parent, of=of:  # type: ignore[misc]
+                    parent if a is of else current(a))
             value = view_cache[key]
         return value
 
@@ -422,6 +439,13 @@ def functionalize(graph: Graph) -> FunctionalGraph:
         for i in range(len(ref.chain) - 1, -1, -1):
             view = ref.chain[i]
             parent = materialize(_Ref(ref.base, ref.chain[:i]))
+            numpy_view = view.meta.get("numpy_view")
+            if numpy_view is not None:   # ``a.T`` of a NumPy array: its elements of parent
+                if numpy_view[1] is None:
+                    raise FunctionalizationError(f"{where.name}: writes through a NumPy view "
+                                                 "of an array that is not contiguous")
+                value = new.call_function(numpy_view_scatter, (parent, value, *numpy_view[1]))
+                continue
             # the view's other arguments in the new graph (``k[idx, idx]``: idx a tensor)
             args = (parent, *map_arg(tuple(view.args[1:]), current))
             value = _inverse_view(new, view, args, value, where)
@@ -518,6 +542,14 @@ def functionalize(graph: Graph) -> FunctionalGraph:
                 latest[node], version[node] = own, 0
             else:   # nothing (a custom op returning None), or the argument it wrote
                 refs[node] = own
+            continue
+        numpy_view = node.meta.get("numpy_view")
+        if numpy_view is not None and isinstance(refs.get(node.args[numpy_view[0]]), _Ref):
+            # a NumPy call whose result shares its array's memory (``a.T``): a view, so
+            # writes to the array show through it and writes through it reach the array
+            parent = refs[node.args[numpy_view[0]]]
+            refs[node] = _Ref(parent.base, parent.chain + (node,))
+            materialize(refs[node])
             continue
         if _is_view(node) and isinstance(node.args[0], Node) \
                 and isinstance(refs.get(node.args[0]), _Ref):

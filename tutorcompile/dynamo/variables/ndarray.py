@@ -29,6 +29,7 @@ import numpy
 import torch
 import torch._numpy as tnp
 
+from ...fx.aliasing import same_storage
 from ...ops.ndarray import getitem_value, ndarray_attribute, ndarray_method, numpy_call
 from ..exc import TracedException, Unsupported
 from .base import LATE_BOUND, VariableTracker
@@ -179,9 +180,33 @@ def ndarray_call(tx, fn: Any, args: list, kwargs: dict, scalars: bool | None = N
     arrays (a 0-d one NumPy's scalar, unless ``fn`` makes arrays or ``scalars`` says)."""
     result = tx.output.create_node("call_function", numpy_call,
                                    (ConstantVariable(fn), *args), kwargs)
+    if isinstance(result, TensorVariable):
+        _note_view(result, args)
     if scalars is None:
         scalars = getattr(fn, "__name__", "").removeprefix("ndarray.") not in _MAKE_ARRAYS
     return as_arrays(result, scalars=scalars)
+
+
+def _note_view(result: TensorVariable, args: list) -> None:
+    """A NumPy call whose result shares an argument's memory (``a.T``, ``a.reshape(...)``,
+    ``a.transpose(1, 0)``) is a view of it: AOT's functionalization must write back through
+    it (``b = a.T; a[0, 0] = 1; return b``), so the node says of which argument, and where
+    the view lies in that argument's memory when it is contiguous (else None: a write
+    through it is refused, not lost)."""
+    out = result.fake
+    for i, a in enumerate(args):
+        if not isinstance(a, TensorVariable) or not same_storage(out, a.fake):
+            continue
+        parent = a.fake
+        layout = None
+        try:
+            if parent.is_contiguous():
+                layout = (tuple(int(n) for n in out.shape), tuple(int(n) for n in out.stride()),
+                          int(out.storage_offset()) - int(parent.storage_offset()))
+        except (TypeError, RuntimeError):   # symbolic sizes: no fixed layout
+            layout = None
+        result.node.meta["numpy_view"] = (i + 1, layout)   # (its place in the node's args)
+        return
 
 
 def ndarray_getitem(tx, array: NumpyNdarrayVariable, index: VariableTracker
