@@ -486,6 +486,7 @@ class TensorHookVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         t = self.tensor
+        _check_hook_registration(tx, t)
         if t.source is None and t.node.op != "placeholder":
             return _register_hook(tx, t, *args, **kwargs)
         return _register_hook_after_graph(tx, t, *args, **kwargs)
@@ -500,17 +501,11 @@ class TensorHookVariable(VariableTracker):
 LATE_BOUND["TensorHookVariable"] = TensorHookVariable
 
 
-def _register_hook(tx, t: TensorVariable, hook: VariableTracker) -> VariableTracker:
-    """``t.register_hook(hook)`` inside the traced code, ``t`` a tensor the graph computes:
-    the hook is traced into a body, on a stand-in for the gradient, and the graph gets a
-    :func:`~tutorcompile.ops.higher_order.call_tensor_hook` node right after ``t`` that
-    every use of ``t`` reads (:meth:`OutputGraph.hook_gradient`) -- so the hook changes
-    the whole gradient of ``t`` in the backward, as autograd's does, wherever ``t`` is used.
-
-    A hook that writes outside itself (appends to a list, counts calls) is a break, as
-    for any body; so is a kept handle (``h = t.register_hook(f); h.remove()``: removing
-    it is autograd state the graph does not hold), and a hook on a tensor that needs no
-    gradient (eager raises)."""
+def _check_hook_registration(tx, t: TensorVariable) -> None:
+    """What both ways of registering refuse, each a break: a tensor that needs no gradient
+    (eager raises), a kept handle (``h = t.register_hook(f); h.remove()``: removing the
+    hook is autograd state the graph does not hold), a hook registered inside a
+    higher-order op's function."""
     if not t.fake.requires_grad:
         raise Unsupported("tensor.register_hook() on a tensor that does not require grad "
                           "(eager raises)")
@@ -520,6 +515,17 @@ def _register_hook(tx, t: TensorVariable, hook: VariableTracker) -> VariableTrac
                           "hook is autograd state the graph does not hold")
     if tx.output.bodies_open:
         raise Unsupported("tensor.register_hook() inside a higher-order op's function")
+
+
+def _register_hook(tx, t: TensorVariable, hook: VariableTracker) -> VariableTracker:
+    """``t.register_hook(hook)`` inside the traced code, ``t`` a tensor the graph computes:
+    the hook is traced into a body, on a stand-in for the gradient, and the graph gets a
+    :func:`~tutorcompile.ops.higher_order.call_tensor_hook` node right after ``t`` that
+    every use of ``t`` reads (:meth:`OutputGraph.hook_gradient`) -- so the hook changes
+    the whole gradient of ``t`` in the backward, as autograd's does, wherever ``t`` is used.
+
+    A hook that writes outside itself (appends to a list, counts calls) is a break, as
+    for any body (and what :func:`_check_hook_registration` refuses)."""
     with tx.output.fake_mode:
         grad = tx.output.body_input(t.fake.detach())   # (a gradient needs none itself)
     body, free = _trace_body(tx, "tensor.register_hook", hook, [grad], {}, [grad],
@@ -542,18 +548,7 @@ def _register_hook_after_graph(tx, t: TensorVariable, hook: VariableTracker
     what the traced code made it of (a lambda's closure cells hold the graph's values).
     Nothing in the call can see the difference: a hook runs only in a backward pass, which
     the graph does not run. PyTorch's Dynamo registers such hooks in its epilogue too.
-
-    The checks of :func:`_register_hook` hold here as well: a kept handle, a hook inside a
-    higher-order op's function and a tensor that needs no gradient are breaks."""
-    if not t.fake.requires_grad:
-        raise Unsupported("tensor.register_hook() on a tensor that does not require grad "
-                          "(eager raises)")
-    frame = tx.frames[-1]
-    if frame.instructions[frame.ip].opname != "POP_TOP":
-        raise Unsupported("the handle tensor.register_hook() returns is kept: removing the "
-                          "hook is autograd state the graph does not hold")
-    if tx.output.bodies_open:
-        raise Unsupported("tensor.register_hook() inside a higher-order op's function")
+    Any hook will do, since it is not traced -- one that cannot be rebuilt is a break."""
     if not isinstance(hook, _REBUILDABLE_HOOKS) and hook.source is None:
         raise Unsupported(f"tensor.register_hook() with the hook {hook}, which cannot be "
                           "rebuilt after the graph")
