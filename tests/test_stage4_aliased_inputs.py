@@ -34,18 +34,11 @@ from tutorcompile.aot.aot_autograd import eager_compiler
 from tutorcompile.dynamo import eval_frame
 from tutorcompile.environment import probe
 
-pytestmark = pytest.mark.stage4
+pytestmark = [pytest.mark.stage4, pytest.mark.usefixtures("fresh_compiler")]
 
 INDUCTOR = pytest.param("inductor", marks=pytest.mark.skipif(
     not probe().has_cxx, reason="no C++ compiler"))
 BACKENDS = ["eager", "aot_eager", "aot_eager_decomp_partition", INDUCTOR]
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    tc.reset()
-    yield
-    tc.reset()
 
 
 # ---------------------------------------------------------------------------------------
