@@ -451,8 +451,9 @@ def _counts(explained) -> str:
 
 def measure(case: Case, torch_compile: bool = True) -> dict:
     row: dict = {"case": case.name}
-    torch.manual_seed(1)
-    ref = _run(*_fresh(case))
+    fn, args, state = _fresh(case)
+    torch.manual_seed(1)                                # (as before each compiled run)
+    ref = _run(fn, args, state)
     fn, args, _ = _fresh(case)
     try:
         explained = tc.explain(fn)(*args)
