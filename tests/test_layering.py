@@ -52,9 +52,9 @@ LAZY = {
     ("viz.guards", "dynamo.guards"): "as above",
     ("viz.guards", "dynamo.vm"): "as above",
     ("viz.cudagraphs", "dynamo"): "only a compiled function's entries need stage 3",
-    ("dynamo.symbolic_convert", "dynamo.eval_frame"):
-        "a cycle: eval_frame runs the translator, which inlines calls of compiled "
-        "functions (OptimizedCallable, OptimizedModule)",
+    ("dynamo.variables.builder", "dynamo.eval_frame"):
+        "a cycle: eval_frame runs the translator, whose builder unwraps compiled "
+        "functions (OptimizedCallable, OptimizedModule) to inline them",
     ("dynamo.output_graph", "aot.prim_graph"): "see CROSSING",
 }
 

@@ -4,7 +4,8 @@
 
     bytecode          one normalised instruction set for CPython 3.11 / 3.12 / 3.13
     vm                a bytecode interpreter in Python whose frames are resumable continuations
-    variables         variable trackers: what the symbolic interpreter knows about each value
+    variables         variable trackers: what the symbolic interpreter knows about each value;
+                      its builder makes them of values from outside, with their guards
     trace_rules       which C callables are pure (folded on constants), which only report
     polyfills         Python versions of C iterators (itertools, operator getters), traced
     symbolic_convert  InstructionTranslator: the VM run on trackers, building a Graph

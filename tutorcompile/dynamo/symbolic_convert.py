@@ -11,8 +11,10 @@ Key pieces:
 * :class:`~tutorcompile.dynamo.output_graph.OutputGraph` (``output_graph.py``) -- the graph
   under construction: inputs with their sources, one node per torch-level call (run on fake
   tensors), ``node.meta['source']`` naming the user's line.
-* :meth:`InstructionTranslator.wrap_nested` -- the VariableBuilder: turns a value read from
-  the frame (argument, global, attribute, closure cell) into a tracker and installs guards.
+* :class:`~tutorcompile.dynamo.variables.builder.VariableBuilder` (``variables/builder.py``)
+  -- turns a value read from the frame (argument, global, attribute, closure cell) into a
+  tracker and installs guards; locals start as lazy variables (``variables/lazy.py``),
+  wrapped when first read.
 * :meth:`InstructionTranslator.capture` -- runs the top frame one instruction at a time. When
   an instruction raises ``Unsupported`` (maybe deep inside an inlined call), everything that
   instruction did is rolled back and capture stops *before* it: the result is the graph so
@@ -25,15 +27,11 @@ from __future__ import annotations
 
 import builtins
 import collections
-import enum
-import functools
 import importlib
 import inspect
 import linecache
 import operator
-import os
 import re
-import sys
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +40,6 @@ import torch
 
 from ..fx.node import Node, map_aggregate
 from ..fx.passes.dce_cse import is_random
-from ..ops.ndarray import draws_from_numpys_generator, torch_numpy_function
 from . import config, polyfills, trace_rules
 from .bytecode import JUMP_OPS, PY
 from .exc import TracedException, Unsupported
@@ -54,19 +51,14 @@ from .source import (
     GetItemSource,
     GlobalSource,
     LocalSource,
-    NumpyTensorSource,
     ObjectSource,
-    ReduceSource,
     Source,
     StackSource,
 )
 from .variables import (
-    BUILTIN_CALLABLES,
-    BUILTIN_HANDLERS,
     DELETED,
     AutocastVariable,
     BaseListVariable,
-    BoundMethodVariable,
     BuiltinVariable,
     CachedFunctionVariable,
     CellVariable,
@@ -76,29 +68,21 @@ from .variables import (
     DeferredCallVariable,
     DequeContentsVariable,
     DequeVariable,
-    EnvironVariable,
     GeneratorVariable,
     GlobalsVariable,
     GradModeVariable,
-    InputIteratorVariable,
     IteratorVariable,
     ListIteratorVariable,
     ListVariable,
-    NamedTupleVariable,
     NestedUserFunctionVariable,
     NNModuleVariable,
     PartialVariable,
-    PythonModuleVariable,
-    RealRegionExitVariable,
     RegionExitVariable,
-    ResumeIterator,
     SetVariable,
     SizeVariable,
     SliceVariable,
     SymIntVariable,
-    TensorMethodVariable,
     TensorVariable,
-    TorchFunctionVariable,
     TupleVariable,
     UserDefinedClassVariable,
     UserDefinedObjectVariable,
@@ -106,44 +90,29 @@ from .variables import (
     UserMethodVariable,
     VariableTracker,
     is_constant_value,
-    is_real_region_exit,
-    is_torch_callable,
     refill_deque,
     suspended_generator,
     wrap_constant_result,
 )
-from .variables.callables import DataclassVariable, reads_like_dict, user_object_text
-from .variables.containers import plain_tuple_subclass
+from .variables.builder import VariableBuilder, is_typing_form
+from .variables.callables import DataclassVariable, user_object_text
+from .variables.lazy import LazyVariable, realize
 from .variables.ndarray import (
     BINARY_OPERATORS as NDARRAY_OPERATORS,
 )
 from .variables.ndarray import (
-    NumpyFunctionVariable,
     NumpyNdarrayVariable,
     ndarray_binary_op,
     ndarray_call,
     ndarray_getitem,
 )
-from .variables.torch import ScriptFunctionVariable, in_torch, traced_like_user_code
+from .variables.torch import in_torch, traced_like_user_code
 from .vm import _RETURN, CO_GENERATOR_LIKE, NULL, VM, Frame, bind_arguments, chain_context
 
-# containers whose trackers model every method (a bound method of one becomes a call on it)
-_MODELLED_CONTAINERS = (list, dict, set, collections.deque, collections.OrderedDict,
-                        collections.defaultdict)
 _SYMBOLS = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.floordiv: "//",
             operator.mod: "%", operator.lt: "<", operator.le: "<=", operator.gt: ">",
             operator.ge: ">=", operator.eq: "==", operator.ne: "!=", operator.truediv: "/",
             operator.pow: "**"}
-
-
-class LazyVariable(VariableTracker):
-    """A frame value not looked at yet: wrapped (and guarded) only when first read."""
-
-    def __init__(self, value: Any, source: Source):
-        self.value, self.source = value, source
-
-    def __repr__(self):
-        return f"LazyVariable({self.source.name()})"
 
 
 @dataclass
@@ -185,12 +154,10 @@ class InstructionTranslator(VM):
         self.output = OutputGraph(self)
         self.guards = GuardBuilder()
         self.dynamic_dims = dynamic_dims or (lambda source, value: frozenset())
-        self.wrapped: dict[str, VariableTracker] = {}
-        self._wrapped_order: list[str] = []
-        # lists and dicts from outside by id: one tracker per object, whatever the source
-        self._containers: dict[int, tuple[Any, VariableTracker, str]] = {}
-        self._cells: dict[int, ClosureCellVariable] = {}  # real cells by id
-        self._classes: dict[int, UserDefinedClassVariable] = {}  # classes with a source
+        # values from outside become trackers through the builder (variables/builder.py);
+        # its ``wrap_nested`` is bound here too, as every tracker reaches it through ``tx``
+        self.builder = VariableBuilder(self)
+        self.wrap_nested = self.builder.wrap_nested
         self.frames: list[Frame] = []
         self.journal: dict[int, tuple[VariableTracker, dict]] = {}
         self._scopes: dict[int, str] = {id(frame.globals): "G"}
@@ -203,7 +170,6 @@ class InstructionTranslator(VM):
         self.autocast_stack: list[tuple] = []  # traced torch.autocast regions, innermost last
         self._globals_written: dict[str, GlobalsVariable] = {}  # by scope label
         self._writes = 0  # see writes_recorded
-        self._plain_numpy = False  # wrapping a NumPy function as it is (see _wrap)
         # parameters and buffers read as other tensors, by (id(module), name): the
         # functional_call calls being traced, innermost last
         self.reparametrized: list[dict[tuple[int, str], VariableTracker]] = []
@@ -223,7 +189,7 @@ class InstructionTranslator(VM):
                             comment="locals bound at this resume point")
         for name, value in c.locals.items():
             if isinstance(value, types.CellType):
-                root.locals[name] = self.closure_cell(value, LocalSource(name))
+                root.locals[name] = self.builder.closure_cell(value, LocalSource(name))
             else:
                 root.locals[name] = LazyVariable(value, LocalSource(name))
         popped = root.instructions[root.ip].opname == "POP_TOP" if c.stack else False
@@ -241,7 +207,7 @@ class InstructionTranslator(VM):
                                  location=self.location_of(root, root.ip))
         self.frames = [root]
         while True:
-            mark = (len(self.output.created), len(self._wrapped_order))
+            mark = (len(self.output.created), self.builder.mark())
             saved = (root.ip, list(root.stack), dict(root.locals), list(self.grad_stack),
                      list(root.exc_stack), list(self.autocast_stack), self.global_grad,
                      self.inference_regions)
@@ -321,7 +287,7 @@ class InstructionTranslator(VM):
                 result.side_effects += [(vt, name, value) for name, value in vt.pending.items()]
         if self.global_grad is not None:
             # a ``torch.set_grad_enabled(mode)`` statement: the mode the program leaves
-            set_mode = DeferredCallVariable(self._wrap(torch._C._set_grad_enabled, None),
+            set_mode = DeferredCallVariable(self.builder.wrap(torch._C._set_grad_enabled, None),
                                             [ConstantVariable(self.global_grad)], {})
             result.side_effects.append((set_mode, None, set_mode))
         if self.output.op_count:
@@ -335,10 +301,7 @@ class InstructionTranslator(VM):
             vt.__dict__.update(state)
         self.journal = {}
         self.output.rollback(mark[0])
-        for key in self._wrapped_order[mark[1]:]:
-            self.wrapped.pop(key, None)
-        del self._wrapped_order[mark[1]:]
-        self._containers = {i: e for i, e in self._containers.items() if e[2] in self.wrapped}
+        self.builder.rollback(mark[1])
 
     @property
     def writes_recorded(self) -> int:
@@ -452,340 +415,6 @@ class InstructionTranslator(VM):
         short = filename.rsplit("/", 1)[-1]
         return f"{short}:{lineno} in {frame.code.co_name}: {text}"
 
-    # --- wrapping values from the frame (VariableBuilder) ----------------------------------
-    def wrap_nested(self, value: Any, source: Source | None) -> VariableTracker:
-        if source is not None:
-            key = source.name()
-            if key in self.wrapped:
-                return self.wrapped[key]
-            vt = self._wrap(value, source)
-            self.wrapped[key] = vt
-            self._wrapped_order.append(key)
-            return vt
-        return self._wrap(value, None)
-
-    def _wrap(self, value: Any, source: Source | None) -> VariableTracker:
-        g = self.guards
-        if isinstance(value, LazyVariable):
-            value = value.value
-        if isinstance(value, torch.Tensor):
-            if value.layout != torch.strided:
-                # no strides to guard, no fake tensor to trace with (torch.compile breaks too)
-                raise Unsupported(f"a {str(value.layout).replace('torch.', '')} tensor: sparse "
-                                  "layouts are not captured")
-            if source is None:
-                raise Unsupported("a tensor that is not reachable from the function's inputs, "
-                                  "globals or module attributes")
-            seen = self.output.inputs_by_id.get(id(value))
-            if seen is not None:
-                g.add("ID_MATCH", f"{source.name()} is {seen.source.name()}", source,
-                      "same tensor")
-                return seen
-            dims = self.dynamic_dims(source, value)
-            g.TENSOR_MATCH(source, value, dims)
-            return self.output.add_input(value, source, dims)
-        numpy = sys.modules.get("numpy")
-        if numpy is not None and type(value) is numpy.ndarray and source is not None and \
-                value.dtype.kind in "biuf" and value.dtype.isnative:
-            # a NumPy array from outside (normflows indexes with ``np.tril_indices`` kept on
-            # the module): in the graph, the tensor ``torch.from_numpy`` makes of it -- an
-            # input like any tensor, read through its source on every call and guarded the
-            # same way; the array's code runs as NumPy code on tensors (variables/ndarray.py)
-            tensor, array_source = torch.from_numpy(value), NumpyTensorSource(source)
-            dims = self.dynamic_dims(array_source, tensor)
-            g.TENSOR_MATCH(array_source, tensor, dims)
-            return NumpyNdarrayVariable(self.output.add_input(tensor, array_source, dims))
-        unwrapped = _unwrap_compiled(value, source)
-        if unwrapped is not None:  # a compiled function called from traced code: trace the
-            return self.wrap_nested(*unwrapped)  # original, as Dynamo does
-        if isinstance(value, torch.nn.Module):
-            if source is None:
-                raise Unsupported("a module created while tracing")
-            alias = self._alias(value, source)
-            if alias is not None:
-                return alias
-            g.ID_MATCH(source, value, f"{type(value).__name__} instance")
-            if "training" in value.__dict__:
-                g.CONSTANT_MATCH(AttrSource(source, "training"), value.training)
-            return self._one_per_object(value, NNModuleVariable(value, source), source)
-        if isinstance(value, ResumeIterator):
-            items_src = AttrSource(source, "items")
-            g.SEQUENCE_LENGTH(items_src, value.items)
-            return ListIteratorVariable([self.wrap_nested(v, GetItemSource(items_src, i))
-                                         for i, v in enumerate(value.items)])
-        if type(value) in _SEQUENCE_ITERATORS and source is not None:
-            return self._input_iterator(value, source)
-        if isinstance(value, types.CodeType):
-            return ConstantVariable(value)
-        if isinstance(value, os._Environ):
-            return EnvironVariable(value, source)
-        if value is inspect.signature:
-            return BuiltinVariable(value, source)
-        if isinstance(value, enum.Enum):
-            # an enum member is a constant known by identity: ``MODE is Mode.A`` folds, and
-            # the guard is an identity check reached through the source (never its repr)
-            if source is not None:
-                g.ID_MATCH(source, value, f"{type(value).__name__}.{value.name}")
-            return ConstantVariable(value, source)
-        if trace_rules.is_structseq(type(value)) and trace_rules.immutable_constant(value):
-            # ``sys.version_info``: a named tuple of constants made in C, compared as a
-            # tuple (``>= (3, 10)``) and read by name (``.minor``); known by identity
-            if source is not None:
-                g.ID_MATCH(source, value, type(value).__name__)
-            return ConstantVariable(value, source)
-        if is_constant_value(value) and not isinstance(value, tuple):
-            if source is not None:
-                g.CONSTANT_MATCH(source, value)
-            return ConstantVariable(value, source)
-        if isinstance(value, torch.Size):  # x.size() passed around: a tuple of ints
-            if source is not None:
-                g.SEQUENCE_LENGTH(source, value)
-            return SizeVariable([self.wrap_nested(v, GetItemSource(source, i) if source
-                                                  else None) for i, v in enumerate(value)],
-                                source)
-        if type(value) is collections.deque and source is not None:
-            # a deque from outside (a module's history buffer, a global queue): its items
-            # guarded as a list's are, its maxlen by value; a write to it is written back
-            # after the graph (``record_mutation``)
-            seen = self._containers.get(id(value))
-            if seen is not None:
-                g.add("ID_MATCH", f"{source.name()} is {seen[2]}", source, "same deque")
-                return seen[1]
-            g.SEQUENCE_LENGTH(source, value)
-            g.CONSTANT_MATCH(AttrSource(source, "maxlen"), value.maxlen)
-            items = [self.wrap_nested(v, GetItemSource(source, i)) for i, v in enumerate(value)]
-            return self._one_per_object(value, DequeVariable(items, source, value.maxlen),
-                                        source)
-        if source is not None and (type(value) in (list, set) or isinstance(value, dict)):
-            # one mutable object reached through two sources (``log`` and ``ctx.log``) is
-            # one tracker: two would replay their writes one over the other after the graph
-            seen = self._containers.get(id(value))
-            if seen is not None:
-                g.add("ID_MATCH", f"{source.name()} is {seen[2]}", source,
-                      f"same {type(value).__name__}")
-                return seen[1]
-        plain_tuple = isinstance(value, tuple) and plain_tuple_subclass(type(value)) and \
-            not getattr(value, "__dict__", None)
-        if plain_tuple and source is not None and hasattr(value, "__dict__"):
-            g.add("NO_INSTANCE_ATTRIBUTES", f"not {source.name()}.__dict__", source,
-                  f"a {type(value).__name__} holding only its items")
-        if type(value) in (tuple, list) or (isinstance(value, tuple) and
-                                             hasattr(value, "_fields")) or plain_tuple:
-            if source is not None:
-                g.SEQUENCE_LENGTH(source, value)
-            items = [self.wrap_nested(v, GetItemSource(source, i) if source else None)
-                     for i, v in enumerate(value)]
-            if isinstance(value, list):
-                return self._one_per_object(value, ListVariable(items, source), source)
-            if type(value) is tuple:
-                return TupleVariable(items, source)
-            return NamedTupleVariable(items, type(value), source)
-        if type(value) is set and source is not None:
-            # a set from outside (kornia's names of accepted modes): its members guarded by
-            # value, against a frozen copy (never the live set, which would always match)
-            if not all(is_constant_value(v) for v in value):
-                raise Unsupported("a set from outside holding values that are not constants")
-            g.TYPE_MATCH(source, value)
-            g.add("SET_MATCH", f"{source.name()} == {g.bind(frozenset(value), 'set')}",
-                  source)
-            vt = SetVariable([ConstantVariable(v) for v in value], source)
-            return self._one_per_object(value, vt, source)
-        if isinstance(value, dict) and reads_like_dict(type(value)):
-            if not all(is_constant_value(k) or _keyed_by_identity(k) or
-                       isinstance(k, torch.Tensor) and source is not None for k in value):
-                # (a tensor key, an optimizer's ``self.state[p]``: read one key at a time)
-                raise Unsupported("a dict with non-constant keys")
-            # (not ``getattr(value, "default_factory", None)``: a dict whose ``__getattr__``
-            # is its ``__getitem__`` raises KeyError for it)
-            factory = value.default_factory if isinstance(value, collections.defaultdict) \
-                else None
-            if factory is not None:
-                factory = self.wrap_nested(factory, AttrSource(source, "default_factory")
-                                           if source else None)
-            if source is not None:  # lazy: entries are wrapped (and guarded) as read
-                g.TYPE_MATCH(source, value)
-                vt = ConstDictVariable({}, source, type(value), factory, lazy=(self, value))
-            else:
-                vt = ConstDictVariable({k: self.wrap_nested(v, None) for k, v in value.items()},
-                                       None, type(value), factory)
-            return self._one_per_object(value, vt, source)
-        if isinstance(value, types.CellType):
-            return self.closure_cell(value, source)
-        if type(value) is functools.partial:  # ``self.act = partial(F.gelu, approximate=...)``
-            if source is None:
-                raise Unsupported("a functools.partial object without a source")
-            g.TYPE_MATCH(source, value)
-            args_src, kw_src = AttrSource(source, "args"), AttrSource(source, "keywords")
-            g.SEQUENCE_LENGTH(args_src, value.args)
-            g.DICT_KEYS(kw_src, value.keywords)
-            partial = PartialVariable(
-                self.wrap_nested(value.func, AttrSource(source, "func")),
-                [self.wrap_nested(a, GetItemSource(args_src, i))
-                 for i, a in enumerate(value.args)],
-                {k: self.wrap_nested(v, GetItemSource(kw_src, k))
-                 for k, v in value.keywords.items()},
-                # its pickled state names the instance dict without creating it (reading
-                # ``value.__dict__`` would, and so change what a partial of it is)
-                has_dict=value.__reduce__()[2][3] is not None)
-            partial.source = source   # (its identity: ``is`` against another partial)
-            return partial
-        if isinstance(value, types.FunctionType) and value in trace_rules.PURE_FUNCTIONS:
-            if source is not None:  # ``re.match``: computed now on constants
-                g.ID_MATCH(source, value)
-            return BuiltinVariable(value, source)
-        if _has_handler(value):  # functools.partial, itertools.chain, deque, ...
-            if source is not None:
-                g.ID_MATCH(source, value)
-            return BuiltinVariable(value, source)
-        if callable(value) and draws_from_numpys_generator(value):
-            raise Unsupported(f"np.random.{getattr(value, '__name__', '?')}: NumPy's random "
-                              "generators are state outside the graph (torch's generator "
-                              "would draw other numbers)")
-        twin = None if self._plain_numpy else torch_numpy_function(value)
-        if twin is not None:    # ``np.mean``: on arrays, its torch._numpy twin in the graph
-            self._plain_numpy = True
-            try:
-                plain = self._wrap(value, source)
-            finally:
-                self._plain_numpy = False
-            return NumpyFunctionVariable(twin, plain)
-        if isinstance(value, types.FunctionType) and not is_torch_callable(value):
-            if source is not None:
-                g.ID_MATCH(source, value)
-            return UserFunctionVariable(value, source)
-        if source is not None and is_real_region_exit(value):  # resumed inside a region
-            return RealRegionExitVariable(value, source)
-        if isinstance(value, types.MethodType) and isinstance(value.__func__,
-                                                              types.FunctionType):
-            self_src = AttrSource(source, "__self__") if source else None
-            if value.__func__ is torch.autograd.Function.apply.__func__:
-                # ``pscan = PScan.apply`` kept as a global: the class's opaque apply
-                if source is not None:
-                    g.ID_MATCH(AttrSource(source, "__func__"), value.__func__)
-                return self.wrap_nested(value.__self__, self_src).var_getattr(self, "apply")
-            if source is not None:
-                g.ID_MATCH(AttrSource(source, "__func__"), value.__func__)
-            return UserMethodVariable(value.__func__, self.wrap_nested(value.__self__,
-                                                                       self_src))
-        owner = getattr(value, "__self__", None)
-        if isinstance(owner, torch.Tensor) and isinstance(
-                value, (types.BuiltinMethodType, types.MethodWrapperType)):
-            # ``t.relu`` as a value (on a rebuilt stack, passed as an argument): the tensor
-            # is a graph input reached through the method, never a constant of the graph
-            tensor = self.wrap_nested(owner, AttrSource(source, "__self__") if source else None)
-            return TensorMethodVariable(tensor, value.__name__)
-        if isinstance(value, types.ModuleType):
-            if source is not None:
-                g.ID_MATCH(source, value)
-            return PythonModuleVariable(value, source)
-        original = getattr(value, "_torchdynamo_inline", None)
-        if isinstance(value, torch.jit.ScriptFunction) and isinstance(original,
-                                                                      types.FunctionType):
-            # ``@torch.jit.script``: one node, or the Python it was compiled from
-            if source is not None:
-                g.ID_MATCH(source, value)
-            return ScriptFunctionVariable(value, source, original)
-        if is_torch_callable(value):
-            if source is not None:
-                g.ID_MATCH(source, value)
-            return TorchFunctionVariable(value, source)
-
-        if isinstance(value, trace_rules.C_CALLABLE_TYPES) and type(
-                getattr(value, "__self__", None)) in _MODELLED_CONTAINERS:
-            # a method bound to a list or dict (``log.append`` passed around): a call on
-            # that container's tracker, which journals the write
-            owner = self.wrap_nested(value.__self__, AttrSource(source, "__self__")
-                                     if source is not None else None)
-            return BoundMethodVariable(owner, value.__name__)
-        if callable(value) and (_hashable_in(value, BUILTIN_CALLABLES) or isinstance(
-                value, trace_rules.C_CALLABLE_TYPES)):
-            # any other C callable: folded when pure (``str.isalnum``), else a break
-            if source is not None:
-                g.ID_MATCH(source, value)
-            return BuiltinVariable(value, source)
-        if isinstance(value, type):
-            if source is not None:
-                g.ID_MATCH(source, value)
-                seen = self._classes.get(id(value))
-                if seen is not None:  # one tracker per class: its pending writes are one
-                    return seen
-                vt = self._classes[id(value)] = UserDefinedClassVariable(value, source)
-                return vt
-            return UserDefinedClassVariable(value, source)
-        if source is None:
-            if _is_typing_form(value):   # read from one made while tracing (List[int])
-                return UserDefinedObjectVariable(value)
-            raise Unsupported(f"a {type(value).__name__} object without a source")
-        alias = self._alias(value, source)
-        if alias is not None:
-            return alias
-        g.TYPE_MATCH(source, value)
-        return self._one_per_object(value, UserDefinedObjectVariable(value, source), source)
-
-    def _input_iterator(self, value: Any, source: Source) -> VariableTracker:
-        """A real iterator over a range, list or tuple from outside (a comprehension's
-        ``.0`` when its frame is compiled by itself): what is left of it, read and guarded
-        through ``__reduce__`` -- ``(iter, (sequence,), position)``, or ``(iter, ([],))``
-        once exhausted -- and taken from the real one after the graph."""
-        g = self.guards
-        seen = self._containers.get(id(value))
-        if seen is not None:   # one iterator reached twice (``f(it, it)``): one tracker
-            g.add("ID_MATCH", f"{source.name()} is {seen[2]}", source, "same iterator")
-            return seen[1]
-        g.TYPE_MATCH(source, value)
-        state, reduced = value.__reduce__(), ReduceSource(source)
-        real = UserDefinedObjectVariable(value, source)
-        g.add("ITERATOR_MATCH", f"len({reduced.name()}) == {len(state)}", source,
-              "exhausted or not")
-        if len(state) < 3:
-            return self._one_per_object(value, InputIteratorVariable([], real), source)
-        position = state[2]
-        g.CONSTANT_MATCH(GetItemSource(reduced, 2), position)
-        sequence = self.wrap_nested(state[1][0], GetItemSource(GetItemSource(reduced, 1), 0))
-        if isinstance(sequence, ListVariable):   # read live: the list may be written to
-            vt = InputIteratorVariable([], real, sequence, position)
-        elif isinstance(sequence, BaseListVariable):
-            vt = InputIteratorVariable(sequence.items[position:], real)
-        else:   # a range: a constant
-            vt = InputIteratorVariable(
-                [ConstantVariable(v) for v in sequence.as_python_constant()[position:]], real)
-        return self._one_per_object(value, vt, source)
-
-    def _alias(self, value: Any, source: Source) -> VariableTracker | None:
-        """The tracker of an object already reached through another source (a module that
-        is both ``self.layers[1][0].state_container`` and ``self.router[1][0]``): one per
-        object, so an attribute written through one path is what a read through the other
-        sees, as on the real object -- guarded to be that same object."""
-        seen = self._containers.get(id(value))
-        if seen is None or seen[0] is not value:
-            return None
-        self.guards.add("ID_MATCH", f"{source.name()} is {seen[2]}", source,
-                        f"same {type(value).__name__}")
-        return seen[1]
-
-    def closure_cell(self, cell: types.CellType, source: Source | None) -> VariableTracker:
-        """The tracker of a real cell: one per cell, however many closures share it, so a
-        write through one (``nonlocal``) is what a read through another sees."""
-        seen = self._cells.get(id(cell))
-        if seen is None or seen.cell is not cell:
-            seen = self._cells[id(cell)] = ClosureCellVariable(cell, source)
-        elif seen.source is None and source is not None:
-            seen.source = source
-        return seen
-
-    def _one_per_object(self, value: Any, vt: VariableTracker,
-                        source: Source | None) -> VariableTracker:
-        if source is not None:
-            self._containers[id(value)] = (value, vt, source.name())
-        return vt
-
-    def realize(self, v: Any) -> Any:
-        if isinstance(v, LazyVariable):
-            return self.wrap_nested(v.value, v.source)
-        if isinstance(v, TracedException):  # ``except E as e``: e is the exception, a value
-            return ConstantVariable(v.exc)
-        return v
-
     def globals_scope(self, f_globals: dict) -> str:
         key = id(f_globals)
         if key not in self._scopes:
@@ -802,7 +431,7 @@ class InstructionTranslator(VM):
         return ConstantVariable(value)
 
     def python_value(self, v):
-        return self.realize(v).as_python_constant()
+        return realize(self, v).as_python_constant()
 
     def read_local(self, f, name):
         try:
@@ -810,7 +439,7 @@ class InstructionTranslator(VM):
         except UnboundLocalError as e:  # ``del y; y``: the traced code may catch it
             raise TracedException(e) from None
         if isinstance(v, LazyVariable):
-            v = f.locals[name] = self.realize(v)
+            v = f.locals[name] = realize(self, v)
         return v
 
     def load_global(self, frame, name):
@@ -825,7 +454,7 @@ class InstructionTranslator(VM):
         if name in frame.builtins:
             self.guards.add("NOT_SHADOWED", f"{name!r} not in {scope}",
                             comment=f"builtin {name} not shadowed")
-            return self._wrap(frame.builtins[name], None)
+            return self.builder.wrap(frame.builtins[name], None)
         raise Unsupported(f"NameError: name {name!r} is not defined")
 
     def store_global(self, frame, name, value):
@@ -833,7 +462,7 @@ class InstructionTranslator(VM):
         scope = self.globals_scope(frame.globals)
         written = self._globals_written.setdefault(scope, GlobalsVariable(scope))
         self.record_side_effect(written)
-        written.pending[name] = self.realize(value) if value is not DELETED else DELETED
+        written.pending[name] = realize(self, value) if value is not DELETED else DELETED
 
     def delete_global(self, frame, name):
         scope = self.globals_scope(frame.globals)
@@ -849,7 +478,7 @@ class InstructionTranslator(VM):
         self.store_global(frame, name, DELETED)
 
     def load_attr(self, obj, name):
-        obj = self.realize(obj)
+        obj = realize(self, obj)
         if name == "__class__" and isinstance(obj, _TYPED_BY_CLASS) and inspect.getattr_static(
                 obj.python_type(), "__class__") is _OBJECT_CLASS_SLOT:
             return self.call(BuiltinVariable(type), [obj], {})  # ``x.__class__`` is type(x)
@@ -858,21 +487,21 @@ class InstructionTranslator(VM):
         return obj.var_getattr(self, name)
 
     def store_attr(self, obj, name, value):
-        obj = self.realize(obj)
+        obj = realize(self, obj)
         if _backend_settings(obj):
-            return self._store_backend_setting(obj, name, self.realize(value))
+            return self._store_backend_setting(obj, name, realize(self, value))
         if isinstance(obj, (UserDefinedObjectVariable, NNModuleVariable,
                             NestedUserFunctionVariable, CachedFunctionVariable,
                             UserDefinedClassVariable, ConstDictVariable)):
-            return obj.store_attr(self, name, self.realize(value))
+            return obj.store_attr(self, name, realize(self, value))
         if name == "cell_contents" and isinstance(obj, (CellVariable, ClosureCellVariable)):
             return self.cell_set(obj, value)   # a write as ``nonlocal`` writes it
         if isinstance(obj, TensorVariable) and name == "data":
-            return _store_tensor_data(obj, self.realize(value))
+            return _store_tensor_data(obj, realize(self, value))
         if isinstance(obj, TensorVariable) and name == "requires_grad":
             # ``t.requires_grad = flag`` is ``t.requires_grad_(flag)``, which says what is
             # traced and what breaks
-            self.call(obj.var_getattr(self, "requires_grad_"), [self.realize(value)], {})
+            self.call(obj.var_getattr(self, "requires_grad_"), [realize(self, value)], {})
             return None
         raise Unsupported(f"assignment to attribute {name!r} of {obj} (mutation of an object)")
 
@@ -899,7 +528,7 @@ class InstructionTranslator(VM):
                           "the graph's kernels would run under the caller's setting")
 
     def delete_attr(self, obj, name):
-        obj = self.realize(obj)
+        obj = realize(self, obj)
         if isinstance(obj, UserDefinedObjectVariable):
             return obj.delete_attr(self, name)
         raise Unsupported(f"deleting attribute {name!r} of {obj}")
@@ -923,7 +552,7 @@ class InstructionTranslator(VM):
             raise Unsupported(f"del on {obj}")
 
     def truth(self, v):
-        return self.realize(v).truth(self)
+        return realize(self, v).truth(self)
 
     def known_constant(self, vt: TensorVariable) -> torch.Tensor | None:
         """The value of a tensor the graph makes from Python constants alone, or None
@@ -935,11 +564,11 @@ class InstructionTranslator(VM):
         return _known_constant(vt)
 
     def is_none(self, v):
-        v = self.realize(v)
+        v = realize(self, v)
         return isinstance(v, ConstantVariable) and v.value is None
 
     def get_iter(self, v):
-        v = self.realize(v)
+        v = realize(self, v)
         if isinstance(v, IteratorVariable):
             return v  # iter(it) is it
         dunder = self.call_dunder(v, "__iter__", [])
@@ -968,7 +597,7 @@ class InstructionTranslator(VM):
         raise Unsupported(f"next() on {it}")
 
     def unpack(self, seq):
-        seq = self.realize(seq)
+        seq = realize(self, seq)
         if isinstance(seq, UserDefinedObjectVariable) or _user_module_method(seq, "__iter__") \
                 or _user_module_method(seq, "__getitem__"):  # through the class's own __iter__
             it, items = self.get_iter(seq), []
@@ -1091,7 +720,7 @@ class InstructionTranslator(VM):
         d.setitem(self, k, v)
 
     def dict_update(self, d, other, merge):
-        other = self.realize(other)
+        other = realize(self, other)
         if not isinstance(other, ConstDictVariable):
             raise Unsupported("** of a non-dict")
         if merge:   # ``f(**a, **b)`` with a key in both raises, as CPython does
@@ -1107,7 +736,7 @@ class InstructionTranslator(VM):
         pos = self.unpack(args)
         kw = {}
         if kwargs is not None:
-            kwargs = self.realize(kwargs)
+            kwargs = realize(self, kwargs)
             if not isinstance(kwargs, ConstDictVariable):
                 raise Unsupported("** of a non-dict")
             kw = dict(kwargs.items)
@@ -1120,7 +749,7 @@ class InstructionTranslator(VM):
         if isinstance(cell, CellVariable):
             if cell.contents is CellVariable.EMPTY:
                 raise Unsupported(f"NameError: free variable {name!r} is empty")
-            cell.contents = self.realize(cell.contents)
+            cell.contents = realize(self, cell.contents)
             return cell.contents
         if isinstance(cell, ClosureCellVariable):
             if "cell_contents" in cell.pending:  # written earlier in this capture
@@ -1144,7 +773,7 @@ class InstructionTranslator(VM):
             # a cell of the real frame or of a closure (``nonlocal total; total += v``):
             # written after the graph, like an attribute; reads here see the new value
             self.record_side_effect(cell)
-            cell.pending["cell_contents"] = self.realize(value)
+            cell.pending["cell_contents"] = realize(self, value)
             return
         raise Unsupported("assignment to a closure variable that cannot be reached after "
                           "the graph (nonlocal)")
@@ -1159,7 +788,7 @@ class InstructionTranslator(VM):
                                           code.co_qualname, annotations)
 
     def format_value(self, value, conversion, spec):
-        value = self.realize(value)
+        value = realize(self, value)
         if value.is_python_constant() and (spec is None or spec.is_python_constant()):
             v = value.as_python_constant()
             if conversion is not None:
@@ -1198,13 +827,13 @@ class InstructionTranslator(VM):
         # the module object is fixed (``sys.modules`` keeps it): reached through it, what
         # the code reads from it has a source to guard (``from scipy.fft import
         # next_fast_len``, an lru_cache object, is then a value like a global one)
-        return self._wrap(top, ObjectSource(top))
+        return self.builder.wrap(top, ObjectSource(top))
 
     def raise_exception(self, exc, cause=NULL):
         # ``raise E(...)`` inside an inlined function may be caught by that function or a
         # caller it inlines from (``Sequence.__iter__`` ends on IndexError); one that
         # would leave the compiled frame is a graph break, so the real run raises it
-        exc = self.realize(exc)
+        exc = realize(self, exc)
         value = exc.as_python_constant() if exc.is_python_constant() or isinstance(
             exc, BuiltinVariable) else None
         if isinstance(value, type) and issubclass(value, Exception):
@@ -1222,7 +851,7 @@ class InstructionTranslator(VM):
         None."""
         if isinstance(cause, TracedException):   # ``except E as c: raise X from c``
             return cause.exc
-        cause = self.realize(cause)
+        cause = realize(self, cause)
         value = cause.as_python_constant() if cause.is_python_constant() or isinstance(
             cause, BuiltinVariable) else NULL
         if isinstance(value, type) and issubclass(value, BaseException):
@@ -1232,13 +861,13 @@ class InstructionTranslator(VM):
         return value
 
     def LOAD_ASSERTION_ERROR(self, f, inst):
-        f.push(self._wrap(AssertionError, None))  # a class to call, not a folded constant
+        f.push(self.builder.wrap(AssertionError, None))  # a class to call, not a folded constant
 
     def LOAD_BUILD_CLASS(self, f, inst):
-        f.push(self._wrap(builtins.__build_class__, None))  # its call is the break
+        f.push(self.builder.wrap(builtins.__build_class__, None))  # its call is the break
 
     def CHECK_EXC_MATCH(self, f, inst):
-        typ = self.realize(f.pop()).as_python_constant()
+        typ = realize(self, f.pop()).as_python_constant()
         exc = f.stack[-1]
         if not isinstance(exc, TracedException):  # never match a tracker by its own type
             raise Unsupported(f"an except clause matching {exc}")
@@ -1264,7 +893,7 @@ class InstructionTranslator(VM):
         # torch.no_grad/enable_grad change the grad mode of the graph's ops; a context
         # manager written in Python has its __enter__ inlined here, and its __exit__ inlined
         # where the block ends (the normal exit's call, or WITH_EXCEPT_START below)
-        mgr = self.realize(f.stack[-1])
+        mgr = realize(self, f.stack[-1])
         made = getattr(mgr, "fn", None)
         if isinstance(made, torch.autocast):
             # a torch.autocast made outside the frame (a global, or the decorator form's
@@ -1285,15 +914,15 @@ class InstructionTranslator(VM):
         exc = f.stack[-1]
         if not isinstance(exc, TracedException):
             raise Unsupported(f"with-block exit on {exc}")
-        args = [self._wrap(type(exc.exc), None), ConstantVariable(exc.exc),
+        args = [self.builder.wrap(type(exc.exc), None), ConstantVariable(exc.exc),
                 ConstantVariable(None)]
         f.push(self.call(f.stack[-4], args, {}))
 
     def call(self, fn, args, kwargs):
-        fn = self.realize(fn) if isinstance(fn, VariableTracker) else self._wrap(fn, None)
+        fn = realize(self, fn) if isinstance(fn, VariableTracker) else self.builder.wrap(fn, None)
         # (a raw value is a constant an opcode handler passes: MATCH_MAPPING's Mapping)
-        args = [self._wrap(a, None) if _raw_constant(a) else self.realize(a) for a in args]
-        kwargs = {k: self.realize(v) for k, v in kwargs.items()}
+        args = [self.builder.wrap(a, None) if _raw_constant(a) else realize(self, a) for a in args]
+        kwargs = {k: realize(self, v) for k, v in kwargs.items()}
         return fn.call_function(self, args, kwargs)
 
     # --- branches into a raise ------------------------------------------------------------
@@ -1315,7 +944,7 @@ class InstructionTranslator(VM):
         what it raises, message and all. That rerun is only safe for a graph that changes
         nothing and draws no random number: ``compile_entry`` traces again without
         assumptions otherwise: the branch is then a break that says why."""
-        cond = self.realize(f.stack[-1])
+        cond = realize(self, f.stack[-1])
         pending = self.pending_or.get(id(f))   # (kept on a break: see ``capture``)
         if not isinstance(cond, TensorVariable) or cond.node is None or \
                 not isinstance(cond.fake, torch.Tensor) or any(
@@ -1372,7 +1001,7 @@ class InstructionTranslator(VM):
 
     # --- operators --------------------------------------------------------------------------
     def binary_op(self, fn, a, b):
-        a, b = self.realize(_as_vt(a)), self.realize(_as_vt(b))
+        a, b = realize(self, _as_vt(a)), realize(self, _as_vt(b))
         if fn in (operator.is_, operator.is_not):
             same = _identical(a, b)
             for side in (a, b):  # identity of an outside object was read: guard it
@@ -1550,7 +1179,7 @@ class InstructionTranslator(VM):
             f"{type(a.example()).__name__!r} and {type(b.example()).__name__!r}"))
 
     def unary_op(self, fn, a):
-        a = self.realize(a)
+        a = realize(self, a)
         if isinstance(a, NumpyNdarrayVariable) and fn is not operator.not_:
             return ndarray_call(self, fn, [a], {})   # ``-a``, ``abs(a)``: an array again
         if isinstance(a, TensorVariable):
@@ -1593,7 +1222,7 @@ class InstructionTranslator(VM):
         return self.inline_user_function(method, [obj, *args], {})
 
     def _getitem(self, a, b):
-        if (isinstance(a, UserDefinedObjectVariable) and _is_typing_form(a.value)) or (
+        if (isinstance(a, UserDefinedObjectVariable) and is_typing_form(a.value)) or (
                 isinstance(a, (BuiltinVariable, UserDefinedClassVariable))
                 and _generic_class(a.as_python_constant())):
             return self._typing_subscript(a, b)
@@ -1782,7 +1411,7 @@ class InstructionTranslator(VM):
         f_locals = self._bind(code, args, kwargs, tuple(defaults or ()), kwdefaults,
                               fn.__qualname__)
         for i, (name, cell) in enumerate(zip(code.co_freevars, fn.__closure__ or ())):
-            f_locals[name] = self.closure_cell(cell, sub("__closure__", i))
+            f_locals[name] = self.builder.closure_cell(cell, sub("__closure__", i))
         return self._run_inlined(Frame(code, fn.__globals__, f_locals, fn.__qualname__),
                                  (UserFunctionVariable(fn, fn_source), list(args), kwargs))
 
@@ -1868,10 +1497,6 @@ def _raw_constant(value: Any) -> bool:
     return not isinstance(value, (VariableTracker, TracedException))
 
 
-# C iterators whose remaining items ``__reduce__`` tells (the builder's ``_input_iterator``)
-_SEQUENCE_ITERATORS = (type(iter(range(0))), type(iter([])), type(iter(())))
-
-
 def _python_method(obj: UserDefinedObjectVariable, name: str) -> bool:
     """Does the object's class define ``name`` in Python (so that it can be inlined)?"""
     return isinstance(inspect.getattr_static(type(obj.value), name, None), types.FunctionType)
@@ -1908,49 +1533,6 @@ def _is_with_exit(vt: Any) -> bool:
     return isinstance(vt, UserMethodVariable) and vt.fn.__name__ == "__exit__"
 
 
-def _keyed_by_identity(key: Any) -> bool:
-    """A dict key that is a fixed object known by identity -- an enum member, a class, a
-    ``typing`` special form (huggingface_hub's validator table is keyed by ``list``,
-    ``Union``, ``Literal``): a lookup with such a key folds while tracing like a constant's,
-    and its guards spell it ``K[i]``, the very object. (Not any object that hashes by
-    identity: a module or a tensor as a key is no constant.) A function is one too: torch's
-    pytree registry is keyed by ``namedtuple`` itself. A tuple of such keys and constants is
-    one (einx keys its backends by the tuple of the arguments' tensor classes)."""
-    if isinstance(key, (enum.Enum, types.FunctionType, types.BuiltinFunctionType)):
-        return True
-    if type(key) is tuple:
-        return all(is_constant_value(k) or _keyed_by_identity(k) for k in key)
-    cls = type(key)  # a class's metaclass, for a class key
-    if not isinstance(key, type) and cls.__module__ != "typing":
-        return False
-    return cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__
-
-
-def _has_handler(value: Any) -> bool:
-    try:
-        return value in BUILTIN_HANDLERS
-    except TypeError:  # unhashable
-        return False
-
-
-def _unwrap_compiled(value: Any, source: Source | None) -> tuple[Any, Source | None] | None:
-    from .eval_frame import OptimizedCallable, OptimizedModule
-    if isinstance(value, OptimizedCallable):
-        return value._orig, AttrSource(source, "_orig") if source is not None else None
-    if isinstance(value, OptimizedModule):
-        inner = value._modules["_orig_mod"]
-        return inner, (GetItemSource(AttrSource(source, "_modules"), "_orig_mod")
-                       if source is not None else None)
-    return None
-
-
-def _is_typing_form(value: Any) -> bool:
-    """A construct of the ``typing`` module (``List``, ``Optional``, ``Union``) or what
-    subscribing one or a builtin class gives (``List[int]``, ``list[int]``, ``int | None``)."""
-    return type(value).__module__ == "typing" or isinstance(
-        value, (types.GenericAlias, types.UnionType))
-
-
 def _generic_class(cls: Any) -> bool:
     """A builtin or standard-library class whose subscription makes a type annotation
     (``list[int]``, ``collections.abc.Sequence[int]``): ``__class_getitem__`` there only
@@ -1966,23 +1548,14 @@ def _typing_argument(vt: VariableTracker) -> Any:
     if isinstance(vt, BaseListVariable):
         return tuple(_typing_argument(i) for i in vt.items)
     if isinstance(vt, UserDefinedObjectVariable):
-        if _is_typing_form(vt.value) and not vt.pending:
+        if is_typing_form(vt.value) and not vt.pending:
             return vt.value
         raise Unsupported(f"{vt} as a type argument")
     value = vt.as_python_constant()
     if not (is_constant_value(value) or value is Ellipsis or isinstance(value, type)
-            or _is_typing_form(value)):
+            or is_typing_form(value)):
         raise Unsupported(f"{value!r} as a type argument")
     return value
-
-
-def _hashable_in(value: Any, table: Any) -> bool:
-    """``value in table`` for a table keyed by callables, where a callable object may not
-    hash (``functools.cmp_to_key``'s ``KeyWrapper`` is callable and unhashable)."""
-    try:
-        return value in table
-    except TypeError:
-        return False
 
 
 def _store_tensor_data(t: TensorVariable, value: VariableTracker) -> None:

@@ -27,7 +27,7 @@ GlobalsVariable             a module's globals the frame assigns to (``global N;
 ==========================  ================================================================
 
 Values that come from outside the traced code carry a *source* (``source.py``); wrapping
-them (``InstructionTranslator.wrap_nested``) installs the guards that make reuse safe. Every
+them (``VariableBuilder`` in ``builder.py``) installs the guards that make reuse safe. Every
 tracker can ``reconstruct`` the real value it stands for after the graph has run -- that is
 how the frame's stack and locals are rebuilt at a graph break.
 
@@ -51,13 +51,15 @@ callables       user-defined classes and objects, ``super()``, dataclasses, and 
 copying         ``copy.deepcopy`` and ``id()`` of trackers (guarded copies, real ids)
 iter            iterators as values, lazily advanced: ``map``, ``zip``, generators
 ndarray         NumPy code on tensors (``x.numpy()``, ``np.mean``): ``torch._numpy`` nodes
+builder         ``VariableBuilder``: a value from outside (argument, global, attribute) made
+                a tracker, with the guards that make reusing the graph safe
+lazy            ``LazyVariable``: a frame's local wrapped only when the code first reads it
 higher_order_ops  torch functions that take a function: ``vmap``/``grad``/``cond`` traced
                 into bodies, ``checkpoint`` tagged for recompute, ``functional_call``
                 with parameters swapped, ``associative_scan`` unrolled
 ==============  ==========================================================================
 
-Mirrors: torch/_dynamo/variables/ (its builder.py is ``InstructionTranslator.wrap_nested`` in
-``..symbolic_convert``).
+Mirrors: torch/_dynamo/variables/.
 """
 
 from .base import *  # noqa: F403

@@ -85,6 +85,7 @@ from .iter import (
     MapVariable,
     ZipVariable,
 )
+from .lazy import realize
 from .misc import DELETED, PythonModuleVariable
 from .nn_module import NNModuleVariable
 from .tensor import SymIntVariable, TensorMethodVariable, TensorVariable
@@ -281,7 +282,7 @@ class UserDefinedClassVariable(VariableTracker):
     """A class. Writes to its attributes (class-level settings: ``cls._global_value = v``
     in a classmethod) wait in ``pending``, read back by the rest of the trace, and are
     replayed on the class after the graph -- through its source, so only for a class that
-    has one (one tracker per class: see ``InstructionTranslator._wrap``)."""
+    has one (one tracker per class: see ``VariableBuilder.wrap``)."""
     fresh = False
 
     def __init__(self, cls: type, source: Source | None = None):
@@ -997,7 +998,7 @@ class UserDefinedObjectVariable(VariableTracker):
             return
         self._check_writable(name, hooked)
         if self.source is not None and AttrSource(self.source, "__dict__").name() in \
-                tx.wrapped:  # that tracker of the real dict would miss this write
+                tx.builder.wrapped:  # that tracker of the real dict would miss this write
             raise Unsupported(f"assignment to attribute {name!r} after reading __dict__")
         tx.record_side_effect(self)
         self.pending[name] = value
@@ -2184,7 +2185,7 @@ def _super(tx, *args):
         if cell is None or first is None:
             raise Unsupported("super() without __class__ or a first argument")
         cls = tx.cell_get(cell, "__class__")
-        obj = tx.realize(frame.locals[first])
+        obj = realize(tx, frame.locals[first])
         if type(obj).__name__ in ("CellVariable", "ClosureCellVariable"):
             obj = tx.cell_get(obj, first)
         args = (cls, obj)
@@ -2200,7 +2201,7 @@ def _iter(tx, obj, sentinel=None):
 
 def _next(tx, it, default=None):
     try:
-        return tx.iter_next(tx.realize(it))
+        return tx.iter_next(realize(tx, it))
     except StopIteration:
         if default is None:  # what CPython raises: contextlib's __exit__ catches it
             raise TracedException(StopIteration()) from None

@@ -60,6 +60,7 @@ from .containers import (
     TupleVariable,
 )
 from .functions import UserFunctionVariable
+from .lazy import realize
 from .nn_module import NNModuleVariable
 
 
@@ -84,7 +85,7 @@ def _deepcopy(tx, x: VariableTracker, memo: VariableTracker | None = None) -> Va
     if memo is not None and not (memo.is_python_constant() and
                                  memo.as_python_constant() is None):
         raise Unsupported("copy.deepcopy with a memo passed in")
-    return _copy(tx, tx.realize(x), {})
+    return _copy(tx, realize(tx, x), {})
 
 
 def _copy(tx, vt: VariableTracker, memo: dict[int, VariableTracker]) -> VariableTracker:
@@ -155,7 +156,7 @@ def _shallow_copy(tx, x: VariableTracker) -> VariableTracker | None:
     """``copy.copy(x)``: a new container (or object made while tracing) holding the same
     trackers; an immutable value is its own copy. None for anything else: ``copy.copy``
     itself is inlined then (a class's ``__copy__``, ``__reduce_ex__``...)."""
-    x = tx.realize(x)
+    x = realize(tx, x)
     if isinstance(x, ConstantVariable) and isinstance(x.value, (tuple, frozenset, str,
                                                                 bytes, int, float, bool)):
         return x
@@ -187,7 +188,7 @@ def _id(tx, obj: VariableTracker) -> VariableTracker:
     may use while the guard ``source is <that object>`` holds. ``None``/``True``/``False``
     are singletons. An object made while tracing has no id yet (the real one is made after
     the graph): a graph break, never a number that could leak out wrong."""
-    obj = tx.realize(obj)
+    obj = realize(tx, obj)
     if isinstance(obj, ConstantVariable) and obj.value in (None, True, False) and \
             type(obj.value) in (type(None), bool):
         return ConstantVariable(id(obj.value))
