@@ -20,6 +20,10 @@ class Unsupported(BaseException):  # noqa: N818 (PyTorch's name)
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
+        # set by the translator as the signal leaves an instruction: where it was raised
+        # (filename, line, source text), and whether the traced code itself raised there
+        self.location: tuple[str, int | None, str] | None = None
+        self.raised = False
 
 
 class TracedException(Exception):  # noqa: N818 (it carries one)
@@ -28,7 +32,7 @@ class TracedException(Exception):  # noqa: N818 (it carries one)
     the traced frames; one that leaves the compiled frame is a graph break, so the real run
     raises it."""
 
-    def __init__(self, exc: Exception):
+    def __init__(self, exc: BaseException):
         super().__init__(exc)
         self.exc = exc
 

@@ -33,8 +33,9 @@ import linecache
 import operator
 import re
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 
@@ -153,7 +154,8 @@ class InstructionTranslator(VM):
         self.prologue: list[tuple[Any, tuple]] = []
         self.output = OutputGraph(self)
         self.guards = GuardBuilder()
-        self.dynamic_dims = dynamic_dims or (lambda source, value: frozenset())
+        self.dynamic_dims: Callable[[Source, Any], frozenset[int]] = \
+            dynamic_dims or (lambda source, value: frozenset())
         # values from outside become trackers through the builder (variables/builder.py);
         # its ``wrap_nested`` is bound here too, as every tracker reaches it through ``tx``
         self.builder = VariableBuilder(self)
@@ -161,7 +163,9 @@ class InstructionTranslator(VM):
         self.frames: list[Frame] = []
         self.journal: dict[int, tuple[VariableTracker, dict]] = {}
         self._scopes: dict[int, str] = {id(frame.globals): "G"}
-        self.side_effect_objects: list[VariableTracker] = []  # outside objects written to
+        # outside objects written to: containers (written back whole), deferred calls,
+        # and objects, classes, cells and globals whose writes wait in ``pending``
+        self.side_effect_objects: list[Any] = []
         self.grad_stack: list[bool] = []  # grad mode of traced no_grad/enable_grad blocks
         self.inference_regions = 0   # traced ``torch.inference_mode()`` blocks open now
         # the global grad mode a ``torch.set_grad_enabled(mode)`` statement set (None: the
@@ -228,8 +232,8 @@ class InstructionTranslator(VM):
                     # as false: no resume point says that, so the frame runs uncompiled
                     return CaptureResult("skip", reason=f"{e.reason} (between the operands "
                                          "of `assert a or b`)",
-                                         location=getattr(e, "location", None))
-                if getattr(e, "raised", False):
+                                         location=e.location)
+                if e.raised:
                     # the traced code raised and nothing traced catches it: the frame runs
                     # uncompiled from here, as in PyTorch's Dynamo ("Skipping the function
                     # and falling back to eager"), not from a break just before the raising
@@ -238,12 +242,12 @@ class InstructionTranslator(VM):
                     # never meets: LongT5 skips building a default attention mask while
                     # compiling, then splits the mask, None, into blocks.
                     return CaptureResult("skip", reason=e.reason,
-                                         location=getattr(e, "location", None))
+                                         location=e.location)
                 if root.exc_stack or any(isinstance(v, TracedException) for v in root.stack):
                     # inside a handler of an exception the traced code raised: the real frame
                     # has no such exception to resume with, so it runs uncompiled from here
                     return CaptureResult("skip", reason=f"{e.reason} (inside an exception "
-                                         "handler)", location=getattr(e, "location", None))
+                                         "handler)", location=e.location)
                 exits = [v.region for v in root.stack if isinstance(v, RegionExitVariable)]
                 if len(self.grad_stack) != sum(
                         isinstance(r, GradModeVariable) for r in exits) or len(
@@ -259,8 +263,8 @@ class InstructionTranslator(VM):
                     # likewise inside a with-block whose __enter__ was traced: the real frame
                     # runs the whole block, __enter__ to __exit__
                     return CaptureResult("skip", reason=f"{e.reason} (inside a with-block)",
-                                         location=getattr(e, "location", None))
-                loc = getattr(e, "location", None) or self.location_of(root, root.ip)
+                                         location=e.location)
+                loc = e.location or self.location_of(root, root.ip)
                 gen = suspended_generator([*root.stack, *root.locals.values()])
                 if gen is not None:
                     # its state is a frame of ours, half run: the real frame cannot be
@@ -324,7 +328,7 @@ class InstructionTranslator(VM):
                 self.side_effect_objects.append(DeferredCallVariable(
                     ConstantVariable(refill_deque), [vt, DequeContentsVariable(vt)], {}))
             return
-        if getattr(vt, "source", None) is not None:
+        if vt.source is not None:
             if not isinstance(vt, (ListVariable, ConstDictVariable, SetVariable)):
                 raise Unsupported(f"mutation of a {vt.python_type().__name__} that comes "
                                   f"from outside the compiled region ({vt.source.name()})")
@@ -370,7 +374,7 @@ class InstructionTranslator(VM):
         try:
             return super().step(frame)
         except Unsupported as e:
-            if not hasattr(e, "location"):
+            if e.location is None:
                 e.location = self.location_of(frame, frame.ip - 1)
             raise
         except TracedException as e:
@@ -1439,7 +1443,7 @@ class InstructionTranslator(VM):
         except TypeError as e:
             raise TracedException(e) from None
 
-    def _run_inlined(self, frame: Frame, call: tuple | None = None):
+    def _run_inlined(self, frame: Frame, call: tuple[VariableTracker, list, dict]):
         if frame.code.co_flags & inspect.CO_GENERATOR:
             # calling a generator function runs nothing yet: the generator is its frame,
             # resumed each time its consumer asks for an item (``resume_generator``)
@@ -1502,7 +1506,7 @@ def _python_method(obj: UserDefinedObjectVariable, name: str) -> bool:
     return isinstance(inspect.getattr_static(type(obj.value), name, None), types.FunctionType)
 
 
-def _user_module_method(obj: VariableTracker, name: str) -> bool:
+def _user_module_method(obj: VariableTracker, name: str) -> TypeGuard[NNModuleVariable]:
     """A module whose class (outside torch: torch.nn's containers have their own rules)
     defines ``name`` in Python: a container of the user's (tltorch's ``FactorList``
     iterates through its ``__getitem__`` and ``__len__``), run as the class wrote it."""
@@ -1570,7 +1574,7 @@ def _store_tensor_data(t: TensorVariable, value: VariableTracker) -> None:
     while node is not None and node is not t.node and node.op == "call_method" and \
             node.target == "detach":   # (under no_grad, ``.data`` detaches a detach)
         node = node.args[0]
-    if node is not None and node is t.node:
+    if isinstance(value, TensorVariable) and node is not None and node is t.node:
         a, b = t.fake, value.fake
         if (a.shape, a.stride(), a.dtype, a.device) == (b.shape, b.stride(), b.dtype,
                                                         b.device):
@@ -1667,7 +1671,7 @@ def _sequence_like(seq: BaseListVariable, items: list) -> BaseListVariable:
     """What ``+`` or ``*`` of a sequence gives: a list of a list, a deque of a deque (its
     maxlen kept), a plain tuple of any tuple (a namedtuple or ``torch.Size`` plus a tuple is
     a tuple)."""
-    if seq.python_cls is collections.deque:
+    if isinstance(seq, DequeVariable):
         return type(seq)(items, maxlen=seq.maxlen)
     return ListVariable(items) if isinstance(seq, ListVariable) else TupleVariable(items)
 
@@ -1727,7 +1731,8 @@ def _evaluate_from_constants(node: Node, limit: int = 64) -> torch.Tensor | None
     except Exception:   # (LookupError: not made from constants alone)
         return None
     example = node.meta.get("example_value")
-    if not isinstance(value, torch.Tensor) or value.shape != example.shape or \
+    if not isinstance(value, torch.Tensor) or not isinstance(example, torch.Tensor) or \
+            value.shape != example.shape or \
             value.dtype != example.dtype:
         return None
     return value

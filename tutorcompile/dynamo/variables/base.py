@@ -135,7 +135,8 @@ class Reconstructor:
 # Trackers defined in modules that import this one (``functions``, ``callables``), registered
 # there when they are imported -- the package ``__init__`` imports them all. Late binding keeps
 # the module graph acyclic where a constant or a dict must build one of them.
-LATE_BOUND: dict[str, type[VariableTracker]] = {}
+# (Typed as any class: where a name is read, the class is the one registered under it.)
+LATE_BOUND: dict[str, type[Any]] = {}
 
 
 class BoundMethodVariable(VariableTracker):

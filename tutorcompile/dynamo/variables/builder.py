@@ -36,7 +36,7 @@ import inspect
 import os
 import sys
 import types
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -72,7 +72,7 @@ from .lazy import LazyVariable
 from .misc import ClosureCellVariable, EnvironVariable, PythonModuleVariable
 from .ndarray import NumpyFunctionVariable, NumpyNdarrayVariable
 from .nn_module import NNModuleVariable
-from .tensor import TensorMethodVariable
+from .tensor import TensorMethodVariable, TensorVariable
 from .torch import ScriptFunctionVariable, TorchFunctionVariable, is_torch_callable
 
 if TYPE_CHECKING:
@@ -81,8 +81,10 @@ if TYPE_CHECKING:
 # containers whose trackers model every method (a bound method of one becomes a call on it)
 _MODELLED_CONTAINERS = (list, dict, set, collections.deque, collections.OrderedDict,
                         collections.defaultdict)
+# the function under ``torch.autograd.Function.apply`` (a classmethod)
+_AUTOGRAD_APPLY = vars(torch.autograd.Function)["apply"].__func__
 # C iterators whose remaining items ``__reduce__`` tells (the builder's ``_input_iterator``)
-_SEQUENCE_ITERATORS = (type(iter(range(0))), type(iter([])), type(iter(())))
+_SEQUENCE_ITERATORS: tuple[type, ...] = (type(iter(range(0))), type(iter([])), type(iter(())))
 
 
 class VariableBuilder:
@@ -140,11 +142,12 @@ class VariableBuilder:
             if source is None:
                 raise Unsupported("a tensor that is not reachable from the function's inputs, "
                                   "globals or module attributes")
-            seen = self.tx.output.inputs_by_id.get(id(value))
-            if seen is not None:
-                g.add("ID_MATCH", f"{source.name()} is {seen.source.name()}", source,
+            seen_input = self.tx.output.inputs_by_id.get(id(value))
+            if seen_input is not None:
+                assert seen_input.source is not None   # (a graph input always has one)
+                g.add("ID_MATCH", f"{source.name()} is {seen_input.source.name()}", source,
                       "same tensor")
-                return seen
+                return seen_input
             dims = self.tx.dynamic_dims(source, value)
             g.TENSOR_MATCH(source, value, dims)
             return self.tx.output.add_input(value, source, dims)
@@ -155,10 +158,10 @@ class VariableBuilder:
             # the module): in the graph, the tensor ``torch.from_numpy`` makes of it -- an
             # input like any tensor, read through its source on every call and guarded the
             # same way; the array's code runs as NumPy code on tensors (variables/ndarray.py)
-            tensor, array_source = torch.from_numpy(value), NumpyTensorSource(source)
-            dims = self.tx.dynamic_dims(array_source, tensor)
-            g.TENSOR_MATCH(array_source, tensor, dims)
-            return NumpyNdarrayVariable(self.tx.output.add_input(tensor, array_source, dims))
+            array, array_source = torch.from_numpy(value), NumpyTensorSource(source)
+            dims = self.tx.dynamic_dims(array_source, array)
+            g.TENSOR_MATCH(array_source, array, dims)
+            return NumpyNdarrayVariable(self.tx.output.add_input(array, array_source, dims))
         unwrapped = _unwrap_compiled(value, source)
         if unwrapped is not None:  # a compiled function called from traced code: trace the
             return self.wrap_nested(*unwrapped)  # original, as Dynamo does
@@ -172,7 +175,7 @@ class VariableBuilder:
             if "training" in value.__dict__:
                 g.CONSTANT_MATCH(AttrSource(source, "training"), value.training)
             return self._one_per_object(value, NNModuleVariable(value, source), source)
-        if isinstance(value, ResumeIterator):
+        if isinstance(value, ResumeIterator) and source is not None:
             items_src = AttrSource(source, "items")
             g.SEQUENCE_LENGTH(items_src, value.items)
             return ListIteratorVariable([self.wrap_nested(v, GetItemSource(items_src, i))
@@ -252,7 +255,7 @@ class VariableBuilder:
             g.TYPE_MATCH(source, value)
             g.add("SET_MATCH", f"{source.name()} == {g.bind(frozenset(value), 'set')}",
                   source)
-            vt = SetVariable([ConstantVariable(v) for v in value], source)
+            vt: VariableTracker = SetVariable([ConstantVariable(v) for v in value], source)
             return self._one_per_object(value, vt, source)
         if isinstance(value, dict) and reads_like_dict(type(value)):
             if not all(is_constant_value(k) or _keyed_by_identity(k) or
@@ -263,15 +266,15 @@ class VariableBuilder:
             # is its ``__getitem__`` raises KeyError for it)
             factory = value.default_factory if isinstance(value, collections.defaultdict) \
                 else None
-            if factory is not None:
-                factory = self.wrap_nested(factory, AttrSource(source, "default_factory")
-                                           if source else None)
+            factory_vt = None if factory is None else self.wrap_nested(
+                factory, AttrSource(source, "default_factory") if source else None)
             if source is not None:  # lazy: entries are wrapped (and guarded) as read
                 g.TYPE_MATCH(source, value)
-                vt = ConstDictVariable({}, source, type(value), factory, lazy=(self.tx, value))
+                vt = ConstDictVariable({}, source, type(value), factory_vt,
+                                       lazy=(self.tx, value))
             else:
                 vt = ConstDictVariable({k: self.wrap_nested(v, None) for k, v in value.items()},
-                                       None, type(value), factory)
+                                       None, type(value), factory_vt)
             return self._one_per_object(value, vt, source)
         if isinstance(value, types.CellType):
             return self.closure_cell(value, source)
@@ -322,7 +325,7 @@ class VariableBuilder:
         if isinstance(value, types.MethodType) and isinstance(value.__func__,
                                                               types.FunctionType):
             self_src = AttrSource(source, "__self__") if source else None
-            if value.__func__ is torch.autograd.Function.apply.__func__:
+            if value.__func__ is _AUTOGRAD_APPLY:
                 # ``pscan = PScan.apply`` kept as a global: the class's opaque apply
                 if source is not None:
                     g.ID_MATCH(AttrSource(source, "__func__"), value.__func__)
@@ -336,7 +339,8 @@ class VariableBuilder:
                 value, (types.BuiltinMethodType, types.MethodWrapperType)):
             # ``t.relu`` as a value (on a rebuilt stack, passed as an argument): the tensor
             # is a graph input reached through the method, never a constant of the graph
-            tensor = self.wrap_nested(owner, AttrSource(source, "__self__") if source else None)
+            tensor = cast(TensorVariable, self.wrap_nested(   # (a tensor wraps to one)
+                owner, AttrSource(source, "__self__") if source else None))
             return TensorMethodVariable(tensor, value.__name__)
         if isinstance(value, types.ModuleType):
             if source is not None:
@@ -354,13 +358,13 @@ class VariableBuilder:
                 g.ID_MATCH(source, value)
             return TorchFunctionVariable(value, source)
 
-        if isinstance(value, trace_rules.C_CALLABLE_TYPES) and type(
-                getattr(value, "__self__", None)) in _MODELLED_CONTAINERS:
+        if isinstance(value, trace_rules.C_CALLABLE_TYPES) and \
+                type(owner) in _MODELLED_CONTAINERS:
             # a method bound to a list or dict (``log.append`` passed around): a call on
             # that container's tracker, which journals the write
-            owner = self.wrap_nested(value.__self__, AttrSource(source, "__self__")
-                                     if source is not None else None)
-            return BoundMethodVariable(owner, value.__name__)
+            container = self.wrap_nested(owner, AttrSource(source, "__self__")
+                                         if source is not None else None)
+            return BoundMethodVariable(container, value.__name__)
         if callable(value) and (_hashable_in(value, BUILTIN_CALLABLES) or isinstance(
                 value, trace_rules.C_CALLABLE_TYPES)):
             # any other C callable: folded when pure (``str.isalnum``), else a break
@@ -370,9 +374,9 @@ class VariableBuilder:
         if isinstance(value, type):
             if source is not None:
                 g.ID_MATCH(source, value)
-                seen = self._classes.get(id(value))
-                if seen is not None:  # one tracker per class: its pending writes are one
-                    return seen
+                seen_class = self._classes.get(id(value))
+                if seen_class is not None:  # one tracker per class: its pending writes are one
+                    return seen_class
                 vt = self._classes[id(value)] = UserDefinedClassVariable(value, source)
                 return vt
             return UserDefinedClassVariable(value, source)

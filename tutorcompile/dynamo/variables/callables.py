@@ -287,7 +287,7 @@ class UserDefinedClassVariable(VariableTracker):
 
     def __init__(self, cls: type, source: Source | None = None):
         self.value, self.source = cls, source
-        self.pending: dict[str, VariableTracker] = {}
+        self.pending: dict[str, Any] = {}   # a tracker, or DELETED
 
     def is_python_constant(self):
         return True  # a class is known by identity (guarded where it was read)
@@ -508,7 +508,7 @@ _LEGACY_TENSOR_TYPE = type(torch.FloatTensor)
 """The metaclass of ``torch.FloatTensor``, ``torch.LongTensor``...: legacy tensor types."""
 
 
-def _legacy_tensor(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
+def _legacy_tensor(tx, cls: Any, args: list, kwargs: dict) -> VariableTracker:
     """PyTorch's legacy constructors, ``torch.Tensor(data)`` and ``torch.FloatTensor(...)``:
     a sequence of numbers is ``torch.tensor`` of it in the class's dtype (``torch.Tensor``'s
     is the default dtype, read -- and guarded -- as the call runs: ``torch.Tensor([4])`` is
@@ -664,7 +664,7 @@ def _new_user_module(tx, cls: type, args: list, kwargs: dict) -> VariableTracker
     tracker, read by the ``forward`` that is inlined next, and a new module is built from
     them after the graph if it escapes. A parameter made there is a break (its draw, or the
     tensor, would be made once, not per call)."""
-    module = object.__new__(cls)
+    module: torch.nn.Module = object.__new__(cls)
     torch.nn.Module.__init__(module)
     made = NNModuleVariable(module, None, fresh=True)
     init = inspect.getattr_static(cls, "__init__")
@@ -782,7 +782,7 @@ class UserDefinedObjectVariable(VariableTracker):
     def __init__(self, value: Any, source: Source | None = None, fresh: bool = False,
                  class_source: Source | None = None):
         self.value, self.source = value, source
-        self.pending: dict[str, VariableTracker] = {}
+        self.pending: dict[str, Any] = {}   # a tracker, or DELETED
         self.fresh = fresh
         # a fresh copy of an object from outside (``copy.deepcopy``) reads its class's
         # attributes through the original's ``__class__``: guarded, and writable
@@ -1121,8 +1121,9 @@ class UserDefinedObjectVariable(VariableTracker):
 class InstanceDictVariable(AttributeDictVariable):
     """``obj.__dict__`` of a user object made while tracing: its pending attributes."""
 
-    @property
-    def _items(self) -> dict[str, VariableTracker]:
+    owner: UserDefinedObjectVariable
+
+    def live_items(self) -> dict[str, VariableTracker]:
         return self.owner.pending
 
 
@@ -1182,7 +1183,7 @@ def _class_attribute(tx, cls: type, name: str) -> VariableTracker:
 _FUNCTION_APPLY = torch.autograd.Function.__dict__["apply"]
 
 
-def _autograd_function_apply(cls: type) -> VariableTracker:
+def _autograd_function_apply(cls: type[torch.autograd.Function]) -> VariableTracker:
     """``MyFunction.apply``: one opaque call in the graph. Its forward runs in PyTorch, and
     PyTorch's autograd calls the class's own ``backward`` -- AOT differentiates an opaque call
     by running it under autograd (as it does every extern), so a custom gradient (a
@@ -1385,8 +1386,8 @@ class BuiltinVariable(VariableTracker):
         if unbound is not None:
             return unbound
         if getattr(fn, "__name__", None) == "__subclasses__" and isinstance(
-                getattr(fn, "__self__", None), type) and not args and not kwargs:
-            return _subclasses(tx, self)
+                owner := getattr(fn, "__self__", None), type) and not args and not kwargs:
+            return _subclasses(tx, self, owner)
         name = trace_rules.builtin_name(fn)
         if trace_rules.is_pure(fn):
             raise Unsupported(f"{name} on values that are not Python constants")
@@ -1394,7 +1395,7 @@ class BuiltinVariable(VariableTracker):
                           "pure, so not run while tracing)")
 
 
-def _subclasses(tx, method: BuiltinVariable) -> VariableTracker:
+def _subclasses(tx, method: BuiltinVariable, cls: type) -> VariableTracker:
     """``Base.__subclasses__()`` (a registry that finds its plugins so: einops' backends):
     the classes defined so far, guarded by identity -- defining another one fails the
     guard and captures again."""
@@ -1402,7 +1403,7 @@ def _subclasses(tx, method: BuiltinVariable) -> VariableTracker:
     if method.source is not None:
         ids = [id(c) for c in subclasses]
         tx.guards.add("SUBCLASSES", f"[id(c) for c in {method.source.name()}()] == {ids!r}",
-                      method.source, f"subclasses of {method.fn.__self__.__name__}")
+                      method.source, f"subclasses of {cls.__name__}")
     return ListVariable([tx.wrap_nested(c, None) for c in subclasses])
 
 
@@ -1623,8 +1624,7 @@ class _Unordered:
 
     def _compare(self, other):
         raise Unsupported(f"ordering by {self.variable} (not a Python constant)")
-    __eq__ = __lt__ = __gt__ = __le__ = __ge__ = _compare
-    __hash__ = None
+    __eq__ = __lt__ = __gt__ = __le__ = __ge__ = _compare   # (and so unhashable)
 
 
 def _sorted(tx, seq, key=None, reverse=None):
@@ -1746,13 +1746,14 @@ def _new_namedtuple(tx, cls_vt: UserDefinedClassVariable, args: list,
     it has one). A subclass's own ``__new__`` written in Python is inlined (its
     ``super().__new__`` reaches namedtuple's, which calls ``tuple.__new__``: see
     :func:`_tuple_new`); an ``__init__`` of its own, or a metaclass, is a break."""
-    cls = cls_vt.value
+    cls: Any = cls_vt.value   # (a namedtuple class: its own ``__init__`` is looked up)
     base = next(k for k in cls.__mro__ if "_fields" in vars(k))
     new = cls.__new__
     if cls.__init__ is not object.__init__ or type(cls) is not type or \
             not isinstance(new, types.FunctionType):
         raise Unsupported(f"constructing {cls.__qualname__}: a namedtuple subclass with its "
                           "own __init__ (or a metaclass)")
+    src: Source | None
     if new is not base.__new__:
         src = AttrSource(cls_vt.source, "__new__") if cls_vt.source is not None else None
         if src is not None:
@@ -1954,7 +1955,8 @@ def _sum(tx, seq, start=None):
     return total
 
 
-def guard_hasattr(tx, obj: VariableTracker, name: str) -> bool:
+def guard_hasattr(tx, obj: UserDefinedClassVariable | UserDefinedObjectVariable
+                  | NNModuleVariable, name: str) -> bool:
     """Whether ``obj.value`` has the attribute, guarded when the object has a source: code
     that branched on it (``getattr(self, "gradient_checkpointing", False)``) is only right
     while the answer stays the same."""
@@ -2077,9 +2079,10 @@ def user_object_text(tx, obj, conversion: Callable) -> VariableTracker | None:
         if name == "__str__" and method is object.__str__:
             continue   # object.__str__ is repr(obj)
         if isinstance(method, types.FunctionType) and \
-                method.__code__ in _RECURSIVE_REPR_WRAPPERS and isinstance(
-                getattr(method, "__wrapped__", None), types.FunctionType):
-            method = method.__wrapped__
+                method.__code__ in _RECURSIVE_REPR_WRAPPERS:
+            wrapped = getattr(method, "__wrapped__", None)
+            if isinstance(wrapped, types.FunctionType):
+                method = wrapped
         if not isinstance(method, types.FunctionType):
             return None
         text = tx.inline_user_function(method, [obj], {})

@@ -163,6 +163,7 @@ _MAPPING_VIEWS = (collections.abc.KeysView, collections.abc.ValuesView,
 
 # --- containers ---------------------------------------------------------------------------------
 class BaseListVariable(VariableTracker):
+    python_cls: type   # tuple, list, torch.Size, deque...: what the tracker rebuilds
     mutable = False
 
     def __init__(self, items: list[VariableTracker], source: Source | None = None):
@@ -236,7 +237,7 @@ class BaseListVariable(VariableTracker):
 
 
 class TupleVariable(BaseListVariable):
-    python_cls = tuple
+    python_cls: type = tuple
 
     def call_method(self, tx, name, args, kwargs):
         if name in ("index", "count"):
@@ -290,7 +291,7 @@ class NamedTupleVariable(TupleVariable):
     @property
     def fields(self) -> tuple[str, ...]:
         cls = self.tuple_cls
-        return tuple(getattr(cls, "_fields", None) or getattr(cls, "__match_args__", ()))
+        return tuple(getattr(cls, "_fields", ()) or getattr(cls, "__match_args__", ()))
 
     def var_getattr(self, tx, name):
         if name in self.fields:
@@ -416,7 +417,7 @@ def _extend_item_by_item(tx, iterable: VariableTracker, add) -> bool:
 
 
 class ListVariable(BaseListVariable):
-    python_cls = list
+    python_cls: type = list
     mutable = True
     empty_pop_message = "pop from empty list"
 
@@ -526,6 +527,7 @@ class ConstDictVariable(VariableTracker):
         self._items = value
 
     def _realize_all(self) -> None:
+        assert self.lazy is not None and self.source is not None   # a dict from outside
         tx, value = self.lazy
         if any(isinstance(k, torch.Tensor) for k in value):
             raise Unsupported("every key of a dict keyed by tensors (an optimizer's state): "
@@ -555,19 +557,24 @@ class ConstDictVariable(VariableTracker):
         if self.lazy is None or k in self._items:
             return self._items.get(k)
         tx, value = self.lazy
+        source = self.source
+        assert source is not None   # (only a dict from outside is lazy)
         present = k in value
         # a tensor or an object: named by its source, not the object seen now
-        tensor = isinstance(k, torch.Tensor) or not key.is_python_constant()
-        if tensor and key.source is None:
-            raise Unsupported(f"a lookup of {key} (made while tracing, so with no name to "
-                              "guard by) in a dict from outside the compiled region")
-        tx.guards.add("DICT_CONTAINS", f"{key.source.name() if tensor else key_expr(k)} "
-                      f"{'in' if present else 'not in'} {self.source.name()}", self.source)
+        entry: Source
+        if isinstance(k, torch.Tensor) or not key.is_python_constant():
+            if key.source is None:
+                raise Unsupported(f"a lookup of {key} (made while tracing, so with no name "
+                                  "to guard by) in a dict from outside the compiled region")
+            shown, entry = key.source.name(), GetItemBySource(source, key.source)
+        else:
+            shown, entry = key_expr(k), GetItemSource(source, k)
+        tx.guards.add("DICT_CONTAINS", f"{shown} {'in' if present else 'not in'} "
+                      f"{source.name()}", source)
         if not present:
             return None
         tx._journal(self)
-        self._items[k] = tx.wrap_nested(value[k], GetItemBySource(self.source, key.source)
-                                        if tensor else GetItemSource(self.source, k))
+        self._items[k] = tx.wrap_nested(value[k], entry)
         return self._items[k]
 
     def python_type(self):
@@ -807,7 +814,7 @@ def dict_key(key: VariableTracker, tx: Any = None) -> Any:
 class AttributeDictVariable(ConstDictVariable):
     """``obj.__dict__`` of an object made while tracing: a live, read-only view of its
     attributes (``to_dict`` reads it after ``setattr`` calls; ``register_buffer`` checks
-    ``"_buffers" not in self.__dict__``). A subclass says what its items are (``_items``) and
+    ``"_buffers" not in self.__dict__``). A subclass says what its items are (``live_items``) and
     what the object is (``what``, for the break's reason). A write through the view would
     bypass the owner's pending writes, so it is a graph break."""
 
@@ -822,11 +829,15 @@ class AttributeDictVariable(ConstDictVariable):
 
     @property
     def _items(self) -> dict[str, VariableTracker]:
-        raise NotImplementedError
+        return self.live_items()
 
     @_items.setter
     def _items(self, value) -> None:
         raise Unsupported(f"writing to the __dict__ of {self.what}")
+
+    def live_items(self) -> dict[str, VariableTracker]:
+        """The object's attributes now, as trackers (each subclass says how)."""
+        raise NotImplementedError
 
     def setitem(self, tx, key, value):
         raise Unsupported(f"writing to the __dict__ of {self.what}")

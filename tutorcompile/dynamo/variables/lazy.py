@@ -1,12 +1,12 @@
 """Lazy variables: a frame's value made a tracker only when the traced code first reads it.
 
-Capture starts with every local of the frame as a :class:`LazyVariable`: the real value and
-its source, nothing more. Only when the traced code reads the local (``LOAD_FAST``, through
-``InstructionTranslator.read_local``) does :func:`realize` hand it to the builder
-(``builder.py``), which makes the tracker and installs its guards. A local the code never
-reads is never guarded, so a new value for it does not cause a recompile. The one value a
-resumed frame's stack holds that the next instruction discards stays lazy for the same
-reason.
+Capture starts with every local of the frame (a cell aside) as a :class:`LazyVariable`: the
+real value and its source, nothing more. Only when the traced code reads the local
+(``LOAD_FAST``, through ``InstructionTranslator.read_local``) does :func:`realize` hand it
+to the builder (``builder.py``), which makes the tracker and installs its guards. A local
+the code never reads is never guarded, so a new value for it does not cause a recompile.
+The one value a resumed frame's stack holds that the next instruction discards stays lazy
+for the same reason.
 
 Mirrors: torch/_dynamo/variables/lazy.py (``LazyVariableTracker`` and its ``realize``).
 """

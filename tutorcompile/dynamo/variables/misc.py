@@ -71,7 +71,7 @@ class ClosureCellVariable(VariableTracker):
     """
     fresh = False
 
-    def __init__(self, cell: types.CellType, source: Source):
+    def __init__(self, cell: types.CellType, source: Source | None):
         self.cell, self.source = cell, source
         self.pending: dict[str, Any] = {}
 

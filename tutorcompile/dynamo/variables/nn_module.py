@@ -9,6 +9,7 @@ import collections
 import functools
 import inspect
 import types
+from typing import cast
 
 import torch
 
@@ -34,13 +35,13 @@ class FreshModuleDictVariable(AttributeDictVariable):
     the rest of the trace shares."""
 
     what = "a module built while tracing"
+    owner: NNModuleVariable
 
     def __init__(self, tx, owner: NNModuleVariable):
         super().__init__(owner)
         self.tx = tx
 
-    @property
-    def _items(self) -> dict:
+    def live_items(self) -> dict[str, VariableTracker]:
         names = [*self.owner.value.__dict__, *self.owner.pending]
         return {n: self.owner.var_getattr(self.tx, n) for n in dict.fromkeys(names)}
 
@@ -240,6 +241,7 @@ class NNModuleVariable(VariableTracker):
         """The global then the module's hooks of kind ``name``, each read through its
         source (``L['self']._modules['wte']._forward_hooks[3]``)."""
         glob = torch.nn.modules.module
+        assert self.source is not None   # (a module built while tracing with hooks: a break)
         return [(key, tx.wrap_nested(hook, GetItemSource(AttrSource(base, table), key)))
                 for base, table, hooks in (
                     (ObjectSource(glob), "_global" + name, getattr(glob, "_global" + name)),
@@ -292,7 +294,7 @@ class NNModuleVariable(VariableTracker):
         if self.source is not None:
             tx.guards.DICT_KEYS(AttrSource(self.source, "_parameters"), m._parameters)
         keys = [str(i) for i in range(len(m))] if isinstance(m, torch.nn.ParameterList) \
-            else list(m.keys())
+            else list(cast(torch.nn.ParameterDict, m).keys())
         return {k: self.var_getattr(tx, k) for k in keys}
 
     def call_method(self, tx, name, args, kwargs):
@@ -401,7 +403,7 @@ class NNModuleVariable(VariableTracker):
                                       f"{t.device} to {dtype} on {device})")
         return self
 
-    def _walk_tree(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+    def _walk_tree(self, tx, name: str, args: list, kwargs: dict) -> ListIteratorVariable:
         """``self.parameters()`` (transformers' ``self.dtype``: the first floating-point
         parameter's dtype), ``named_modules()``, ``buffers()``...: the items in PyTorch's
         order, each wrapped through its own source (``_modules['a']._parameters['w']``),
