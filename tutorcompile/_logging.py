@@ -15,10 +15,15 @@ Artifacts are produced lazily (the lambda runs only if someone is looking), so l
 costs nothing when it is off. Files written by ``debug`` are numbered in the order the
 compiler produced them and named by stage: ``003_aot_graphs.txt``.
 
-``TUTORCOMPILE_LOGS=compile_times`` prints where compile time went, phase by phase, each
-time a compilation finishes (cumulative since the start or :func:`reset_compile_times`);
-:func:`compile_times` returns the same table. Phases nest: a phase's time excludes the
-phases run inside it.
+The compile phases are the compiler's spine (:data:`SPINE`): each stage's spine function
+(README, "The spine") runs its passes in that order, each inside ``phase(<its name>)``.
+``TUTORCOMPILE_LOGS=compile_times`` prints where compile time went, pass by pass in that
+order, each time a compilation finishes (cumulative since the start or
+:func:`reset_compile_times`); :func:`compile_times` returns the same table. Phases nest: a
+phase's time excludes the phases run inside it (a stage's own row is what its passes leave).
+A file written by ``debug`` while a phase runs opens with the spine path that made it
+(``# spine: capture > aot > decompose``), and :func:`add_phase_listener` lets a tool
+(``tutorcompile.explain``) see each pass as it starts.
 
 Mirrors: torch/_logging (``TORCH_LOGS``, ``trace_structured``), torch/_dynamo/config's
 ``debug_dir`` and torch/_dynamo/utils.py (``compile_times``, ``dynamo_timed``).
@@ -47,8 +52,9 @@ ARTIFACTS = {
     "autotuning": "stage 5: what mode='max-autotune' timed (kernel variants; matmul: "
                   "PyTorch's call or a Triton template) and what it chose",
     "cudagraphs": "stage 6: recorded graphs and the reason for each skip",
-    "compile_times": "every stage: seconds spent compiling, per phase (capture, AOT, "
-                     "lowering, scheduling, codegen, C++/Triton build)",
+    "compile_times": "every stage: seconds spent compiling, per pass of the spine "
+                     "(capture; aot and its passes; inductor and its passes; C++/Triton "
+                     "build)",
 }
 
 _enabled: set[str] = set()
@@ -95,7 +101,8 @@ def log_artifact(name: str, content: Callable[[], str] | str, title: str = "") -
     for folder, counter in _debug_dirs:
         counter[0] += 1
         path = folder / f"{counter[0]:03d}_{name}.txt"
-        path.write_text((f"# {title}\n" if title else "") + text.rstrip() + "\n")
+        spine = f"# spine: {' > '.join(_open)}\n" if _open else ""
+        path.write_text(spine + (f"# {title}\n" if title else "") + text.rstrip() + "\n")
 
 
 def _to_stderr() -> bool:
@@ -115,12 +122,37 @@ def debug(folder: str | os.PathLike) -> Iterator[Path]:
         _debug_dirs.remove(entry)
 
 
-PHASES = ("capture", "aot", "lowering", "scheduling", "codegen", "build")
-"""The compile phases, in pipeline order (``build``: waiting for the C++ compiler / Triton)."""
+SPINE: dict[str, tuple[str, ...]] = {
+    "capture": (),
+    "aot": ("functionalize", "decompose", "joint", "partition"),
+    "inductor": ("graph_passes", "lowering", "scheduling", "codegen", "wrapper"),
+    "build": (),
+}
+"""The compiler's spine: each stage boundary (stage 3 ``capture``, stage 4 ``aot``, stage 5
+``inductor``) and its passes, in the order they run. Each name is the compile phase its step
+runs in, opened by the stage's spine function (``dynamo/eval_frame.py:compile_entry``,
+``aot/aot_autograd.py:AOTCompiled.compile_graph``, ``inductor/compile_fx.py:compile_graph``);
+``build`` is the wait for the C++ compiler / Triton (at the end of compilation or at the
+first call). The backend a stage calls runs inside it: ``aot`` inside ``capture``, a
+forward's ``inductor`` inside ``aot`` (a backward's at its first call)."""
+
+PHASES = tuple(name for stage, passes in SPINE.items() for name in (stage, *passes))
+"""The compile phases, in spine order (see :data:`SPINE`)."""
+
+_STAGE_OF = {name: stage for stage, passes in SPINE.items() for name in passes}
 
 _phase_seconds: dict[str, float] = {}
 _phase_counts: dict[str, int] = {}
 _phase_stack: list[list[float]] = []   # per open phase: seconds spent in phases inside it
+_open: list[str] = []                  # the open phases' names, outermost first
+_phase_listeners: list[Callable[[tuple[str, ...]], None]] = []
+
+
+def add_phase_listener(listener: Callable[[tuple[str, ...]], None]) -> Callable[[], None]:
+    """Call ``listener(path)`` as each phase starts (``path``: the open phases' names,
+    outermost first, ending with the new one). Returns the function that removes it."""
+    _phase_listeners.append(listener)
+    return lambda: _phase_listeners.remove(listener)
 
 
 @contextlib.contextmanager
@@ -133,9 +165,13 @@ def phase(name: str) -> Iterator[None]:
         raise ValueError(f"unknown compile phase {name!r}; choose from {PHASES}")
     start = time.perf_counter()
     _phase_stack.append([0.0])
+    _open.append(name)
+    for listener in _phase_listeners:
+        listener(tuple(_open))
     try:
         yield
     finally:
+        _open.pop()
         inner = _phase_stack.pop()[0]
         elapsed = time.perf_counter() - start
         _phase_seconds[name] = _phase_seconds.get(name, 0.0) + elapsed - inner
@@ -156,12 +192,13 @@ def compile_times(as_dict: bool = False) -> str | dict[str, float]:
     if as_dict:
         return {p: _phase_seconds.get(p, 0.0) for p in PHASES}
     total = sum(_phase_seconds.values())
-    lines = [f"{'phase':<12}{'seconds':>9}{'share':>8}{'runs':>6}"]
+    lines = [f"{'phase (spine order)':<20}{'seconds':>9}{'share':>8}{'runs':>6}"]
     for p in PHASES:
         sec = _phase_seconds.get(p, 0.0)
         share = f"{100 * sec / total:.0f}%" if total else "-"
-        lines.append(f"{p:<12}{sec:>9.3f}{share:>8}{_phase_counts.get(p, 0):>6}")
-    lines.append(f"{'total':<12}{total:>9.3f}")
+        name = f"  {p}" if p in _STAGE_OF else p   # a pass, under its stage
+        lines.append(f"{name:<20}{sec:>9.3f}{share:>8}{_phase_counts.get(p, 0):>6}")
+    lines.append(f"{'total':<20}{total:>9.3f}")
     return "\n".join(lines)
 
 
