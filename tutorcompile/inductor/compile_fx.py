@@ -1,11 +1,12 @@
 """The compile entry: prim graph + example inputs -> a fast callable, and the torch.compile
 backend built on it.
 
-``compile_fx(gm, example_inputs, codegen="cpp" | "triton" | "eager")`` runs the stage:
-matmul epilogues (``fuse_addmm``: a bias add becomes ``torch.addmm``) -> lowering
-(``lowering.py``) -> scheduling and fusion (``scheduler.py``) -> one kernel per fused group,
-compiled (``codegen/cpp.py`` or ``codegen/triton.py``) -> the wrapper that calls them
-(``wrapper.py``), which is the whole per-call path.
+``compile_fx(gm, example_inputs, codegen="cpp" | "triton" | "eager")`` runs the stage. Its
+spine, :func:`compile_graph`, names every pass in order: graph passes
+(:data:`GRAPH_PASSES`: ``fuse_addmm`` makes a bias add ``torch.addmm``'s epilogue, ...) ->
+lowering (``lowering.py``) -> scheduling and fusion (``scheduler.py``) -> one kernel per
+fused group, compiled (``codegen/cpp.py`` or ``codegen/triton.py``) -> the wrapper that
+calls them (``wrapper.py``), which is the whole per-call path.
 The result, a :class:`CompiledGraph`, is called like the graph; it carries what a learner
 wants to look at: ``output_code`` (wrapper and kernels, as source), ``fusion_report``,
 ``kernel_sources`` and the compile time.
@@ -74,7 +75,7 @@ from .codecache import batched_builds, compiled_graphs, cpp_flags, cxx_compiler,
 from .codegen.cpp import compile_cpp_kernel
 from .codegen.triton import compile_triton_kernel, interpreted
 from .codegen.triton_template import compile_template_kernel
-from .ir import InputBuffer, same_sizes
+from .ir import ComputedBuffer, InputBuffer, same_sizes
 from .lowering import SymbolicLoweringError, lower_graph
 from .scheduler import Scheduler
 from .wrapper import WrapperCodegen, written_in_place
@@ -105,6 +106,91 @@ def default_codegen(example_inputs: Sequence[Any]) -> str:
     warnings.warn("tutorcompile.inductor: no C++ compiler and no Triton (install g++); "
                   "running the prim graph op by op", FallbackWarning, stacklevel=2)
     return "eager"
+
+
+# ---------------------------------------------------------------------------------------
+# The spine of stage 5: every pass, in order
+# ---------------------------------------------------------------------------------------
+
+def compile_graph(graph: Graph, inputs: list[Any], codegen: str, *, fusion: bool = True,
+                  mode: str | None = None, scheduler_cls: type | None = None,
+                  fallback: Callable | None = None, build: str = "wait") -> _Variant:
+    """Stage 5's spine: a prim graph, for ``inputs``, to the wrapper that runs it. Each pass
+    runs in the compile phase of its name (``_logging.SPINE["inductor"]``, the order
+    ``TUTORCOMPILE_LOGS=compile_times`` and ``tutorcompile.debug`` show)::
+
+        graph_passes   GRAPH_PASSES rewrite the prim graph (none with fusion=False)
+        lowering       prims -> loop-IR buffers                       (lowering.py)
+        scheduling     buffers -> fused groups, one kernel each      (scheduler.py)
+        codegen        a C++ or Triton kernel per group, building    (codegen/)
+        wrapper        the Python that allocates and calls, loaded   (wrapper.py)
+
+    then ``build`` (``build="wait"``: now; else at the first call), and the artifacts
+    ``fusion``, ``output_code`` and ``autotuning`` are logged. ``fallback`` runs the inputs
+    a wrapper for symbolic sizes turns away."""
+    start = time.perf_counter()
+    title = f"{type(graph).__name__} ({codegen})"
+    with phase("inductor"):
+        if codegen == "eager":
+            variant = _Variant(codegen, graph)
+        else:
+            with phase("graph_passes"):
+                graph = run_graph_passes(graph) if fusion else graph
+            with phase("lowering"):
+                lowering = lower_graph(graph, inputs, codegen, mode)
+            with phase("scheduling"):
+                scheduler = (scheduler_cls or Scheduler)(lowering, codegen).fuse(enabled=fusion)
+            # (the C++ builds start together as the block ends, and run in the background)
+            with phase("codegen"), batched_builds(priority=BUILDS.index(build)):
+                in_place = written_in_place(scheduler)
+                kernels = generate_kernels(scheduler, in_place, codegen, mode)
+            with phase("wrapper"):
+                wrapper = WrapperCodegen(scheduler, kernels, fallback=fallback,
+                                         in_place=in_place)
+                variant = _Variant(codegen, graph, scheduler, wrapper)
+            if build == "wait":
+                variant.wait_for_builds()
+        _log_variant(variant, title)
+    variant.compile_time_s = time.perf_counter() - start
+    return variant
+
+
+def _log_variant(variant: _Variant, title: str) -> None:
+    if variant.fusion_report is not None:
+        log_artifact("fusion", lambda: str(variant.fusion_report), title)
+    log_artifact("output_code", lambda: variant.output_code, title)
+    if variant.autotune_table.rows:
+        log_artifact("autotuning", lambda: str(variant.autotune_table), title)
+
+
+def run_graph_passes(graph: Graph) -> Graph:
+    """Each of :data:`GRAPH_PASSES` in turn (a pass returns its graph itself when nothing
+    matches, else a rewritten copy stamped with its name)."""
+    for graph_pass in GRAPH_PASSES:
+        graph = graph_pass(graph)
+    return graph
+
+
+def generate_kernels(scheduler: Scheduler, in_place: dict[str, int], codegen: str,
+                     mode: str | None) -> dict[str, tuple]:
+    """A compiled kernel per fused group that is not a PyTorch call, by group name: a Triton
+    matmul template where max-autotune chose one, else the group's plan written in C++ or
+    Triton. An output stored into the input it is the new value of (``in_place``) is marked
+    aliased in its plan: the kernel sees the same memory under two arguments."""
+    compile_kernel = _kernel_compiler(codegen, mode, scheduler.lowering.autotune_table)
+    graph_inputs = scheduler.lowering.graph_inputs
+    aliased = {name: cast(InputBuffer, graph_inputs[i]).name for name, i in in_place.items()}
+
+    def plan(group):
+        plan = scheduler.plan(group.buffers)
+        plan.aliased = frozenset(x for b in group.buffers if b.name in aliased
+                                 for x in (b.name, aliased[b.name]))
+        return plan
+    return {group.name: compile_template_kernel(cast(list[ComputedBuffer], group.buffers),
+                                                scheduler.stored_names(group.buffers),
+                                                group.name)
+            if group.is_template else compile_kernel(plan(group), group.name)
+            for group in scheduler.groups if not group.is_extern}
 
 
 class CompiledGraph:
@@ -138,15 +224,10 @@ class CompiledGraph:
             variant = self._compile_symbolic(inputs, build)
         if variant is None:
             graph = self.graph if self.shape_env is None else static_graph(self.graph, inputs)
-            variant = _Variant(graph, inputs, self.codegen, self.fusion, self.mode,
-                               self.scheduler_cls, build=build)
+            variant = compile_graph(graph, inputs, self.codegen, fusion=self.fusion,
+                                    mode=self.mode, scheduler_cls=self.scheduler_cls,
+                                    build=build)
             self._variants[self._key(inputs)] = variant
-        title = f"{type(self.graph).__name__} ({self.codegen})"
-        if variant.fusion_report is not None:
-            log_artifact("fusion", lambda: str(variant.fusion_report), title)
-        log_artifact("output_code", lambda: variant.output_code, title)
-        if variant.autotune_table.rows:
-            log_artifact("autotuning", lambda: str(variant.autotune_table), title)
         return variant
 
     def _compile_symbolic(self, inputs: list[Any], build: str) -> _Variant | None:
@@ -155,8 +236,9 @@ class CompiledGraph:
         assert env is not None   # (called for a graph with symbolic sizes)
         before = len(env.guards)
         try:
-            variant = _Variant(self.graph, inputs, self.codegen, self.fusion, self.mode,
-                               self.scheduler_cls, fallback=self._call_static, build=build)
+            variant = compile_graph(self.graph, inputs, self.codegen, fusion=self.fusion,
+                                    mode=self.mode, scheduler_cls=self.scheduler_cls,
+                                    fallback=self._call_static, build=build)
         except SymbolicLoweringError as e:
             why = str(e)
             log_artifact("recompiles", lambda: f"inductor: symbolic sizes not kept ({why}); "
@@ -176,8 +258,8 @@ class CompiledGraph:
         if len(env.guards) > before:
             # AOT may already have matched other sizes to this graph before these guards
             # existed (a backward is compiled at the first backward): check them per call
-            variant.run = _guarded(variant.run, env.guards[before:],  # type: ignore[assignment]
-                                   variant.size_sources, self._call_static)
+            variant.run = _guarded(variant.run, env.guards[before:], variant.size_sources,
+                                   self._call_static)
         self.symbolic = variant
         return variant
 
@@ -244,61 +326,37 @@ class CompiledGraph:
 
 
 class _Variant:
-    """One specialisation of a CompiledGraph (fixed shapes, strides, dtypes).
+    """One specialisation of a CompiledGraph (fixed shapes, strides, dtypes): the wrapper
+    :func:`compile_graph` generated, loaded (``run`` is its ``call``), with what a reader
+    looks at (``output_code``, ``fusion_report``, ``kernel_sources``). Without a wrapper
+    (``codegen="eager"``) it runs the prim graph op by op.
 
-    ``build`` (see :data:`BUILDS`) says when its C++ kernels must be built. Until they are,
-    the wrapper's global for each kernel still building is a stand-in: the first call of
-    any of them waits for them all (the compile phase ``build``) and binds the kernels
-    themselves, so later calls go straight to them."""
+    Until its C++ kernels are built (see :data:`BUILDS`), the wrapper's global for each
+    kernel still building is a stand-in: the first call of any of them waits for them all
+    (the compile phase ``build``) and binds the kernels themselves, so later calls go
+    straight to them."""
 
-    def __init__(self, graph: Graph, inputs: list[Any], codegen: str, fusion: bool,
-                 mode: str | None, scheduler_cls: type | None = None,
-                 fallback: Callable | None = None,
-                 build: str = "wait"):
-        start = time.perf_counter()
+    def __init__(self, codegen: str, graph: Graph, scheduler: Scheduler | None = None,
+                 wrapper: WrapperCodegen | None = None):
         self.codegen = codegen
         self.kernel_sources: dict[str, str] = {}
         self.fusion_report = None
-        self.scheduler: Any = None   # the Scheduler, once fused
+        self.scheduler = scheduler
         self.size_sources: dict = {}
         self._namespace: dict[str, Any] = {}
         self._unbound: dict[str, Any] = {}   # wrapper global -> a kernel still building
         self.autotune_table = AutotuneTable()
-        if codegen == "eager":
+        self.compile_time_s = 0.0   # (compile_graph times the whole spine)
+        self.run: Callable[..., Any]
+        if scheduler is None or wrapper is None:
             self.run = GraphModule({}, graph)
             self.wrapper_code = self.run.code
             self.output_code = "# codegen='eager': the prim graph runs op by op\n" + \
                 self.wrapper_code
-            self.compile_time_s = time.perf_counter() - start
             return
-        if fusion:
-            graph = split_reductions(fuse_convolution_backward(fuse_addmm(graph)))
-        with phase("lowering"):
-            lowering = lower_graph(graph, inputs, codegen, mode)
-        self.autotune_table = lowering.autotune_table
-        self.size_sources = lowering.size_sources
-        with phase("scheduling"):
-            self.scheduler = (scheduler_cls or Scheduler)(lowering, codegen).fuse(
-                enabled=fusion)
-        self.fusion_report = self.scheduler.report
-        compile_kernel = _kernel_compiler(codegen, mode, self.autotune_table)
-        # outputs stored into the inputs they are the new values of: their kernels see the
-        # same memory under two arguments
-        in_place = written_in_place(self.scheduler)
-        aliased = {name: cast(InputBuffer, lowering.graph_inputs[i]).name
-                   for name, i in in_place.items()}
-
-        def plan(group):
-            plan = self.scheduler.plan(group.buffers)
-            plan.aliased = frozenset(x for b in group.buffers if b.name in aliased
-                                     for x in (b.name, aliased[b.name]))
-            return plan
-        # the C++ builds start as the block ends, together, and run in the background
-        with phase("codegen"), batched_builds(priority=BUILDS.index(build)):
-            kernels = {group.name: self._compile_template(group) if group.is_template else
-                       compile_kernel(plan(group), group.name)
-                       for group in self.scheduler.groups if not group.is_extern}
-        wrapper = WrapperCodegen(self.scheduler, kernels, fallback=fallback, in_place=in_place)
+        self.autotune_table = scheduler.lowering.autotune_table
+        self.size_sources = scheduler.lowering.size_sources
+        self.fusion_report = scheduler.report
         self.wrapper_code = wrapper.generate()
         self.kernel_sources = wrapper.kernel_sources
         namespace = self._namespace = dict(wrapper.globals)
@@ -323,9 +381,6 @@ class _Variant:
         sections.append("# ---- wrapper ----\n" + wrapper.bound_globals() + "\n" +
                         self.wrapper_code)
         self.output_code = "\n\n".join(sections)
-        if build == "wait":
-            self.wait_for_builds()
-        self.compile_time_s = time.perf_counter() - start
 
     def _bind_on_first_call(self, name: str) -> Callable:
         def first_call(*args: Any) -> Any:
@@ -342,10 +397,6 @@ class _Variant:
             for name, call in list(self._unbound.items()):
                 self._namespace[name] = call.launcher
         self._unbound = {}
-
-    def _compile_template(self, group) -> tuple:
-        return compile_template_kernel(group.buffers, self.scheduler.stored_names(group.buffers),
-                                       group.name)
 
     def __call__(self, *inputs: Any) -> Any:
         return self.run(*inputs)
@@ -599,6 +650,12 @@ def split_reductions(graph: Graph) -> Graph:
     return graph
 
 
+GRAPH_PASSES: tuple[Callable[[Graph], Graph], ...] = (
+    fuse_addmm, fuse_convolution_backward, split_reductions)
+"""The prim graph's rewrites before lowering (the spine's ``graph_passes``), in the order
+they run."""
+
+
 def _meta(shape: tuple, like: TensorMeta) -> TensorMeta:
     """A contiguous tensor of ``shape`` with ``like``'s dtype and device."""
     return TensorMeta(as_shape(shape), like.dtype, like.device, contiguous_strides(shape),
@@ -828,8 +885,8 @@ class InductorCompiled(FastPath):
         return self.compiled.direct_dynamic()
 
 
-__all__ = ["CODEGENS", "CompiledGraph", "LazyCompiledGraph", "compile_fx", "default_codegen",
-           "inductor_backend", "inner_compiler"]
+__all__ = ["CODEGENS", "GRAPH_PASSES", "CompiledGraph", "LazyCompiledGraph", "compile_fx",
+           "compile_graph", "default_codegen", "inductor_backend", "inner_compiler"]
 
 
 def inductor(gm: Any, example_inputs: Sequence[Any], mode: str = "default",
