@@ -7,8 +7,8 @@ shapes, runs the whole stage::
     inline_modules / lift      -> parameters and buffers as inputs
     functionalize              -> pure graph + list of mutated inputs
     decompose                  -> prims and extern calls      (prim_graph.py, decomp/)
-    make_joint                 -> forward + backward in one graph (joint.py)
-    partition_fn               -> forward graph, backward graph, saved values
+    joint (make_joint)         -> forward + backward in one graph (joint.py)
+    partition (partition_fn)   -> forward graph, backward graph, saved values
     fw_compiler / bw_compiler  -> callables (stage 5 plugs its code generators in here)
 
 and on every call runs the compiled forward inside a ``torch.autograd.Function`` whose
@@ -17,6 +17,9 @@ eager autograd: ``loss.backward()`` works, gradients land in ``.grad``, inputs t
 require grad get none, outputs that need no gradient are marked non-differentiable, missing
 output gradients become zeros. Mutated inputs (``x.add_(1)``, BatchNorm's running stats) are
 copied back after the forward ran.
+
+The passes from ``functionalize`` on are the stage's spine, :meth:`AOTCompiled.compile_graph`,
+each in the compile phase of its name.
 
 When no input requires grad (or grad mode is off) only the forward graph is built and run.
 
@@ -307,7 +310,7 @@ class AOTCompiled(FastPath):
             inputs = [*inputs, *lifted]
             dynamic_dims = self._marked_dynamic(inputs)
         with torch._C._DisableAutocast():  # (the casts autocast makes are in the graph)
-            art = self._compile_graph(gm, inputs, dynamic_dims)
+            art = self.compile_graph(gm, inputs, dynamic_dims)
         art.lifted = tuple(lifted)
         return art
 
@@ -322,82 +325,52 @@ class AOTCompiled(FastPath):
             return []
         return marked
 
-    def _compile_graph(self, gm: GraphModule, inputs: list, dynamic_dims: list
-                       ) -> CompiledArtifacts:
+    def compile_graph(self, gm: GraphModule, inputs: list, dynamic_dims: list
+                      ) -> CompiledArtifacts:
+        """Stage 4's spine: a torch-level graph to a compiled forward and backward. Each pass
+        runs in the compile phase of its name (``_logging.SPINE["aot"]``, the order
+        ``TUTORCOMPILE_LOGS=compile_times`` and ``tutorcompile.debug`` show)::
+
+            functionalize   in-place writes -> a pure graph + the inputs it writes
+                            (functionalize.py; a written input sharing a storage with
+                            another: the graph runs on their synthetic bases)
+            decompose       torch calls -> prims and extern calls   (prim_graph.py, decomp/)
+            joint           forward + backward in one graph (VJP rules)        (joint.py)
+            partition       -> forward graph, backward graph, saved values (partitioners.py)
+
+        then ``fw_compiler`` compiles the forward (stage 5's spine runs here) and
+        ``bw_compiler`` the backward (a stage-5 compiler compiles it at the first backward).
+        A graph no gradient leaves (inference, an optimizer step) has no partition: its one
+        graph goes to ``fw_compiler``."""
         self.graph_module = gm
         self.num_compiles += 1
-        functional = functionalize(gm.graph)
-        if not functional.mutated_inputs:
-            return self._compile_functional(functional, inputs, dynamic_dims)
-        layout = storage_layout(inputs)
-        planned = plan_synthetic_bases(gm, inputs, functional.mutated_inputs, fallback=gm)
-        if planned is None:
-            art = self._compile_functional(functional, inputs, dynamic_dims)
-        else:   # written inputs that share a storage with others: one input per storage
-            inner, bases = planned
-            if bases.groups:
-                inputs, dynamic_dims = bases.examples(inputs), []
-                functional = functionalize(inner.graph)
-                log_artifact("aot_graphs", lambda: inner.code, "synthetic bases")
-            art = self._compile_functional(functional, inputs, dynamic_dims)
-            art.synthetic = bases
-        art.storage_layout = layout
-        return art
-
-    def _compile_functional(self, functional: FunctionalGraph, inputs: list,
-                            dynamic_dims: list) -> CompiledArtifacts:
-        shape_env = ShapeEnv() if dynamic_dims else None
-        metas = inputs if shape_env is None else \
-            symbolic_input_metas(inputs, dynamic_dims, shape_env)
-        prim_graph, report = decompose(functional.graph, metas,
-                                       decompositions=self.decompositions)
-        prim_graph = fresh_outputs(functional, prim_graph)
-        log_artifact("aot_graphs", lambda: f"{GraphModule({}, prim_graph).code}\n{report}",
-                     "decomposed to prims")
+        with phase("functionalize"):
+            functional, bases = functionalize_graph(gm, inputs)
+        layout = storage_layout(inputs) if functional.mutated_inputs else None
+        if bases is not None and bases.groups:   # (one input per shared storage)
+            inputs, dynamic_dims = bases.examples(inputs), []
+        with phase("decompose"):
+            prim_graph, report, shape_env = decompose_to_prims(
+                functional, inputs, dynamic_dims, self.decompositions)
+        with phase("joint"):
+            joint = joint_graph(functional, prim_graph, inputs)
         tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
-        all_tensors = len(tensors) == len(inputs)
-        grad_on = torch.is_grad_enabled()
-        requires_grad = [grad_on and x.requires_grad and is_differentiable(x.dtype)
-                         for x in inputs if isinstance(x, torch.Tensor)]
-        joint = None
-        if any(requires_grad):
-            joint = make_joint(prim_graph, requires_grad, functional.num_user_outputs,
-                               functional.recorded_mutations)
-        if joint is None or not joint.tangent_outputs:
-            # no gradient can leave this graph: an inference graph, even where inputs require
-            # grad -- an optimizer step, an EMA update, a metric under ``no_grad`` inside the
-            # function. It runs with grad mode off (what it computes is cut from autograd, as
-            # the joint found), so a parameter written under ``no_grad`` is its new values
-            grad_off = joint is not None
-            graph = _values_of_detached_writes(prim_graph) if grad_off else prim_graph
-            if functional.mutated_inputs:   # the compiler may store these in place
-                position = {i: k for k, i in enumerate(
-                    i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor))}
-                graph.output_node.meta["input_updates"] = {
-                    functional.num_user_outputs + m: position[i]
-                    for m, i in enumerate(functional.mutated_inputs)}
-            fw = self.fw_compiler(GraphModule({}, graph, "InferenceGraph"), tensors)
-            return CompiledArtifacts(functional, graph, report, None, None, fw, None,
-                                     all_tensors=all_tensors, shape_env=shape_env,
-                                     grad_off=grad_off)
-        partition = self.partition_fn(joint)
-        log_artifact("aot_graphs", lambda: GraphModule({}, joint.graph).code, "joint graph")
-        log_artifact("aot_graphs", lambda: f"{partition.forward.code}\n{partition.backward.code}",
-                     "forward and backward graphs")
-        log_artifact("partition", lambda: str(partition.report),
-                     getattr(self.partition_fn, "__name__", "partition"))
-        fw = self.fw_compiler(partition.forward, tensors)
-        bw = self.bw_compiler(transpose_matmul_results(partition.backward), None)
-        tensor_position = {i: k for k, i in enumerate(
-            i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor))}
-        mutated = tuple(tensor_position[i] for i in functional.mutated_inputs)
-        tangent = set(joint.tangent_outputs)
-        no_grad = tuple(i for i in range(joint.num_fwd_outputs) if i not in tangent)
-        saved_values = partition.forward.graph.output_node.args[0][joint.num_fwd_outputs:]
-        return CompiledArtifacts(functional, prim_graph, report, joint, partition, fw, bw,
-                                 mutated, all_tensors, no_grad,
-                                 all(_is_tensor_value(v) for v in saved_values),
-                                 shape_env=shape_env)
+        if joint is None or not joint.tangent_outputs:   # no gradient leaves this graph
+            graph = inference_graph(functional, prim_graph, inputs, grad_off=joint is not None)
+            forward = self.fw_compiler(GraphModule({}, graph, "InferenceGraph"), tensors)
+            art = CompiledArtifacts(functional, graph, report, None, None, forward, None,
+                                    all_tensors=len(tensors) == len(inputs),
+                                    shape_env=shape_env, grad_off=joint is not None)
+        else:
+            with phase("partition"):
+                partition = self.partition_fn(joint)
+                _log_partition(joint, partition, self.partition_fn)
+            forward = self.fw_compiler(partition.forward, tensors)
+            backward = self.bw_compiler(transpose_matmul_results(partition.backward), None)
+            art = _training_artifacts(functional, prim_graph, report, joint, partition,
+                                      forward, backward, inputs, shape_env)
+        art.synthetic, art.storage_layout = bases, layout
+        return art
 
     def compile_for(self, example_inputs: list) -> None:
         """Compile now for a captured graph's example inputs (parameters follow them), so
@@ -506,6 +479,101 @@ class AOTCompiled(FastPath):
             return art.forward_run
         params = self.params
         return lambda *args: _run(art, [*args, *params])
+
+
+def functionalize_graph(gm: GraphModule, inputs: list
+                        ) -> tuple[FunctionalGraph, SyntheticBases | None]:
+    """The spine's ``functionalize``: ``gm``'s graph made pure (:func:`functionalize`). When
+    it writes an input that shares a storage with another input, the graph is first
+    rewritten to take one input per storage (their synthetic bases, returned beside it;
+    ``bases.groups`` empty: none were needed after all) and that graph is functionalized."""
+    functional = functionalize(gm.graph)
+    if not functional.mutated_inputs:
+        return functional, None
+    planned = plan_synthetic_bases(gm, inputs, functional.mutated_inputs, fallback=gm)
+    if planned is None:
+        return functional, None
+    inner, bases = planned
+    if bases.groups:
+        functional = functionalize(inner.graph)
+        log_artifact("aot_graphs", lambda: inner.code, "synthetic bases")
+    return functional, bases
+
+
+def decompose_to_prims(functional: FunctionalGraph, inputs: list, dynamic_dims: list,
+                       decompositions: dict | None
+                       ) -> tuple[Graph, DecompositionReport, ShapeEnv | None]:
+    """The spine's ``decompose``: the functional graph's torch calls -> prims and extern
+    calls (:func:`decompose`), traced on the inputs' metadata -- with a symbol for each
+    dynamic size, in a new shape environment (returned; None: static sizes) -- and a copy
+    before each output that eager makes a tensor of its own (:func:`fresh_outputs`)."""
+    shape_env = ShapeEnv() if dynamic_dims else None
+    metas = inputs if shape_env is None else \
+        symbolic_input_metas(inputs, dynamic_dims, shape_env)
+    prim_graph, report = decompose(functional.graph, metas, decompositions=decompositions)
+    prim_graph = fresh_outputs(functional, prim_graph)
+    log_artifact("aot_graphs", lambda: f"{GraphModule({}, prim_graph).code}\n{report}",
+                 "decomposed to prims")
+    return prim_graph, report, shape_env
+
+
+def joint_graph(functional: FunctionalGraph, prim_graph: Graph, inputs: list
+                ) -> JointGraph | None:
+    """The spine's ``joint``: forward and backward of the prim graph in one graph
+    (:func:`make_joint`), for the tensor inputs that require grad in this grad mode; None
+    when none does."""
+    grad_on = torch.is_grad_enabled()
+    requires_grad = [grad_on and x.requires_grad and is_differentiable(x.dtype)
+                     for x in inputs if isinstance(x, torch.Tensor)]
+    if not any(requires_grad):
+        return None
+    return make_joint(prim_graph, requires_grad, functional.num_user_outputs,
+                      functional.recorded_mutations)
+
+
+def inference_graph(functional: FunctionalGraph, prim_graph: Graph, inputs: list,
+                    grad_off: bool) -> Graph:
+    """The one graph of a compilation no gradient leaves: an inference graph, even where
+    inputs require grad -- an optimizer step, an EMA update, a metric under ``no_grad``
+    inside the function. With ``grad_off`` (inputs required grad, but the joint found no
+    gradient leaving) it runs with grad mode off, so a parameter written under ``no_grad``
+    is its new values. Outputs that are new values of inputs are marked
+    (``input_updates``): the compiler may store them in place."""
+    graph = _values_of_detached_writes(prim_graph) if grad_off else prim_graph
+    if functional.mutated_inputs:
+        position = {i: k for k, i in enumerate(
+            i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor))}
+        graph.output_node.meta["input_updates"] = {
+            functional.num_user_outputs + m: position[i]
+            for m, i in enumerate(functional.mutated_inputs)}
+    return graph
+
+
+def _log_partition(joint: JointGraph, partition: Partition, partition_fn: Callable) -> None:
+    log_artifact("aot_graphs", lambda: GraphModule({}, joint.graph).code, "joint graph")
+    log_artifact("aot_graphs", lambda: f"{partition.forward.code}\n{partition.backward.code}",
+                 "forward and backward graphs")
+    log_artifact("partition", lambda: str(partition.report),
+                 getattr(partition_fn, "__name__", "partition"))
+
+
+def _training_artifacts(functional: FunctionalGraph, prim_graph: Graph,
+                        report: DecompositionReport, joint: JointGraph, partition: Partition,
+                        forward: Callable, backward: Callable, inputs: list,
+                        shape_env: ShapeEnv | None) -> CompiledArtifacts:
+    """What a training compilation decided once for the per-call path: the written inputs
+    among the tensor inputs, the outputs with no gradient, whether every saved value is a
+    tensor."""
+    tensor_position = {i: k for k, i in enumerate(
+        i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor))}
+    mutated = tuple(tensor_position[i] for i in functional.mutated_inputs)
+    tangent = set(joint.tangent_outputs)
+    no_grad = tuple(i for i in range(joint.num_fwd_outputs) if i not in tangent)
+    saved_values = partition.forward.graph.output_node.args[0][joint.num_fwd_outputs:]
+    return CompiledArtifacts(functional, prim_graph, report, joint, partition, forward,
+                             backward, mutated, len(tensor_position) == len(inputs), no_grad,
+                             all(_is_tensor_value(v) for v in saved_values),
+                             shape_env=shape_env)
 
 
 def _guard_failed(shape_env: ShapeEnv, inputs: list) -> str:
