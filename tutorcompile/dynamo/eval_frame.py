@@ -9,7 +9,8 @@ frame: the continuation) and then loops:
    :class:`CacheEntry`, each with its own compiled guards. The first entry whose guards pass
    is used. On a miss, capture a new entry with the :class:`InstructionTranslator`
    (a *recompile* if entries existed -- logged with the guard that failed; after 8 the frame
-   runs uncompiled, with a warning, as in PyTorch).
+   runs uncompiled, with a warning, as in PyTorch). :func:`compile_entry` is the stage's
+   spine: capture -> graph -> backend -> guards -> entry, each a named function.
 2. Run the entry: fetch its graph inputs through their sources, call the compiled graph,
    and rebuild the frame's stack and locals from the outputs (the trackers know how).
 3. If the entry ended in a return, done. If it ended in a graph break, execute the breaking
@@ -645,6 +646,41 @@ def _note_recompile(frame: Frame, cache: FrameCache, entries: list[CacheEntry]) 
 
 
 def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry | None:
+    """Stage 3's spine: one frame, from its resume point, to a guarded cache entry. It runs
+    in the compile phase ``capture`` (``_logging.SPINE``); the backend's stages (``aot``,
+    ``inductor``) run inside it::
+
+        capture   bytecode -> graph + guards, to a return or a graph break  (capture_frame:
+                  the InstructionTranslator of symbolic_convert.py)
+        graph     the graph returns what the rebuilt frame needs           (finish_graph)
+        backend   the backend compiles the graph          (call_backend: config's backend)
+        guards    the check each call runs before the entry's graph       (build_guards)
+        entry     the cache entry: how to fetch its inputs, its fast path    (make_entry)
+
+    None: the frame runs uncompiled from here (capture skipped it)."""
+    result = capture_frame(frame, cache, config)
+    if result is None:
+        return None
+    output_nodes = finish_graph(result)
+    under_autocast = autocast_on()
+    gm, compiled = call_backend(frame, result, config, under_autocast)
+    check = build_guards(result, gm)
+    entry = make_entry(frame, result, check, gm, compiled, output_nodes, under_autocast)
+    _notify("graph", frame, result, entry)
+    log_artifact("guards", lambda: str(entry.check), _where(frame))
+    _log_break(frame, result)
+    return entry
+
+
+def _where(frame: Frame) -> str:
+    return f"{frame.code.co_name}" + (f" (resume point {frame.ip})" if frame.ip else "")
+
+
+def capture_frame(frame: Frame, cache: FrameCache, config: Config) -> CaptureResult | None:
+    """The spine's ``capture``: run the frame's bytecode symbolically (dims marked or found
+    dynamic become symbols) to a graph, its guards and how the frame ends. None when the
+    frame is to run uncompiled from here -- capture skipped it, or it broke inside a loop
+    -- (``fullgraph=True``: a :class:`GraphBreakError` instead)."""
     def dynamic_dims(source, value):
         name = source.name()
         dims = set(cache.dynamic.get((frame.ip, name), ()))
@@ -679,8 +715,15 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
             _notify("skip", frame, result, None)
             _log_break(frame, result)
             return None
-    output, guards = result.output, result.guards
-    assert output is not None and guards is not None   # (a graph: capture made both)
+    return result
+
+
+def finish_graph(result: CaptureResult) -> list:
+    """The spine's ``graph``: the captured graph returns the tensors and sizes the rebuilt
+    frame needs that only the graph can provide (returned: the output nodes); tensor hooks
+    applied; sizes nothing reads dropped."""
+    output = result.output
+    assert output is not None   # (a graph: capture made one)
     live: list[Any] = list(result.stack) + list(result.locals.values()) + \
         [value for _, _, value in result.side_effects]  # containers: visit() reaches items
     if result.return_value is not None:
@@ -692,25 +735,50 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
     for node in reversed(output.graph.nodes):  # x.shape made every size; drop unused ones
         if node.op == "call_method" and node.target == "size" and not node.users:
             output.graph.erase_node(node)
-    gm = compiled = None
-    under_autocast = autocast_on()
-    where = f"{frame.code.co_name}" + (f" (resume point {frame.ip})" if frame.ip else "")
-    if output.op_count:
-        gm = GraphModule(torch.nn.Module(), output.graph, class_name="GraphModule")
-        log_artifact("graph_code", lambda: gm.code, where)   # before the backend's artifacts
-        # captured under autocast: the graph holds every cast autocast made, so the backend
-        # compiles it, and it runs, with autocast off (as AOTAutograd's runtime wrapper
-        # does); the AUTOCAST guard keeps it to calls made under this state
-        with torch._C._DisableAutocast() if under_autocast else contextlib.nullcontext():
-            ddp = active_ddp()   # under DistributedDataParallel: pieces at its buckets
-            if ddp is not None:
-                compiled = compile_under_ddp(ddp, gm, list(output.input_values),
-                                             config.compile_graph, where)
-            else:
-                compiled = config.compile_graph(gm, list(output.input_values))
+    return output_nodes
+
+
+def call_backend(frame: Frame, result: CaptureResult, config: Config, under_autocast: bool
+                 ) -> tuple[GraphModule | None, Callable | None]:
+    """The spine's ``backend``: the graph as a GraphModule, and what the backend compiled
+    it to (stages 4 and 5 for ``"inductor"``); both None for a graph with no op."""
+    output = result.output
+    assert output is not None   # (a graph: capture made one)
+    if not output.op_count:
+        return None, None
+    where = _where(frame)
+    gm = GraphModule(torch.nn.Module(), output.graph, class_name="GraphModule")
+    log_artifact("graph_code", lambda: gm.code, where)   # before the backend's artifacts
+    # captured under autocast: the graph holds every cast autocast made, so the backend
+    # compiles it, and it runs, with autocast off (as AOTAutograd's runtime wrapper
+    # does); the AUTOCAST guard keeps it to calls made under this state
+    with torch._C._DisableAutocast() if under_autocast else contextlib.nullcontext():
+        ddp = active_ddp()   # under DistributedDataParallel: pieces at its buckets
+        if ddp is not None:
+            return gm, compile_under_ddp(ddp, gm, list(output.input_values),
+                                         config.compile_graph, where)
+        return gm, config.compile_graph(gm, list(output.input_values))
+
+
+def build_guards(result: CaptureResult, gm: GraphModule | None) -> CheckFunction:
+    """The spine's ``guards``: the check function of what capture relied on (plus, for a
+    graph that writes an input, which inputs may share memory)."""
+    output, guards = result.output, result.guards
+    assert output is not None and guards is not None   # (a graph: capture made both)
     if gm is not None and _writes_an_input(output.graph):
         guards.TENSOR_ALIASING(output.input_sources, output.input_values)
-    check = guards.build()
+    return guards.build()
+
+
+def make_entry(frame: Frame, result: CaptureResult, check: CheckFunction,
+               gm: GraphModule | None, compiled: Callable | None, output_nodes: list,
+               under_autocast: bool) -> CacheEntry:
+    """The spine's ``entry``: the cache entry -- its guards, how to fetch its graph's inputs
+    from the frame (checked and fetched in one call where it can), and what a call runs:
+    the compiled graph's fast path (:mod:`tutorcompile.fastpath`), run without autocast
+    when captured under it, checking capture's assumptions on its outputs."""
+    output = result.output
+    assert output is not None   # (a graph: capture made one)
     scopes = {k: v for k, v in check.env.items() if k.startswith("G_")}
     sources = list(output.input_sources)
     entry = CacheEntry(check, result, gm, compiled, output_nodes, sources,
@@ -729,9 +797,6 @@ def compile_entry(frame: Frame, cache: FrameCache, config: Config) -> CacheEntry
     if (result.kind == "return" and type(ret) is TensorVariable and ret.source is None
             and ret.node in output_nodes):   # (not a NumPy array: that is rebuilt from it)
         entry.returns_output = output_nodes.index(ret.node)
-    _notify("graph", frame, result, entry)
-    log_artifact("guards", lambda: str(entry.check), where)
-    _log_break(frame, result)
     return entry
 
 
