@@ -42,7 +42,9 @@ class ModelSpec:
     # block-recurrent and Taylor linear attention, state spaces, polar positions);
     # "probe-10": the tenth (equivariant graph nets, rotation maps, SSIM, semiring CRFs,
     # SRUs, chunked / gated / EMA / deformable / halo / invariant-point attention, BYOL's
-    # hooks, mogrifier gates)
+    # hooks, mogrifier gates); "probe-11": the eleventh (third-party optimizers' step(), an
+    # EMA of a model, flow matching, CLIP, TensorDict pipelines, sparse and ring attention,
+    # RL policies)
     group: str = "held-out"
 
 
@@ -2117,3 +2119,240 @@ def mogrifier_lstm():
             return torch.stack(outs, 1)
 
     return Net(), (torch.randn(2, 4, 8), torch.randn(2, 8), torch.randn(2, 8))
+
+
+# --- the eleventh held-out probe (group "probe-11") ------------------------------------------
+# Optimizers compiled as a user compiles them -- a module whose forward takes an optimizer's
+# step() (the gradients came from a backward at build time) and then runs the stepped net --
+# from lion-pytorch, schedulefree and pytorch-optimizer; ema-pytorch (an EMA of a model
+# updated in the forward); torchcfm (conditional flow matching: sampled times and paths);
+# x-clip; tensordict (TensorDictModule pipelines on a TensorDict built in the forward);
+# native-sparse-attention-pytorch (compressed, selected and sliding-window branches);
+# ring-attention-pytorch (one process); stable-baselines3 (actor-critic policies).
+
+def _probe11(library: str, **options):
+    return register(library, group="probe-11", **options)
+
+
+class _StepThenForward(torch.nn.Module):
+    """An optimizer's step() and then a forward of the stepped net: the gradients were left
+    by a backward at build time, so every call (compiled or eager) steps from the same state."""
+
+    def __init__(self, net, make_optimizer, x):
+        super().__init__()
+        self.net = net
+        self.opt = make_optimizer(net.parameters())
+        net(x).pow(2).mean().backward()
+
+    def forward(self, x):
+        self.opt.step()
+        return self.net(x)
+
+
+def _small_net():
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16),
+                               torch.nn.Linear(16, 4))
+
+
+@_probe11("lion-pytorch", note="Lion's step (sign of interpolated momentum), then the forward")
+def lion_step():
+    from lion_pytorch import Lion
+    x = torch.randn(5, 8)
+    return _StepThenForward(_small_net(), lambda ps: Lion(ps, lr=1e-2, weight_decay=1e-2), x), (x,)
+
+
+@_probe11("schedulefree", note="schedule-free AdamW's step (warmup, averaged iterate)")
+def adamw_schedulefree_step():
+    from schedulefree import AdamWScheduleFree
+    x = torch.randn(5, 8)
+
+    def make(ps):
+        opt = AdamWScheduleFree(ps, lr=1e-2, warmup_steps=2)
+        opt.train()
+        return opt
+
+    return _StepThenForward(_small_net(), make, x), (x,)
+
+
+@_probe11("pytorch-optimizer", note="Lamb's step (trust ratio per parameter), then the forward")
+def lamb_step():
+    from pytorch_optimizer import Lamb
+    x = torch.randn(5, 8)
+    return _StepThenForward(_small_net(), lambda ps: Lamb(ps, lr=1e-2), x), (x,)
+
+
+@_probe11("pytorch-optimizer", note="Ranger21's step (AdamW core, gradient centralisation, "
+                                    "positive-negative momentum, warmup schedule)")
+def ranger21_step():
+    from pytorch_optimizer import Ranger21
+    x = torch.randn(5, 8)
+    return (_StepThenForward(_small_net(), lambda ps: Ranger21(ps, num_iterations=100, lr=1e-2),
+                             x), (x,))
+
+
+@_probe11("pytorch-optimizer", note="AdaBelief's step (rectified, weight-decoupled)")
+def adabelief_step():
+    from pytorch_optimizer import AdaBelief
+    x = torch.randn(5, 8)
+    return (_StepThenForward(_small_net(), lambda ps: AdaBelief(ps, lr=1e-2, rectify=True), x),
+            (x,))
+
+
+@_probe11("ema-pytorch", note="EMA(model): update() (a step counter buffer, lerp of every "
+                              "parameter) and the EMA model's forward")
+def ema_update():
+    from ema_pytorch import EMA
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = _small_net()
+            self.ema = EMA(self.net, beta=0.9, update_after_step=0, update_every=1)
+
+        def forward(self, x):
+            self.ema.update()
+            return self.ema(x) + self.net(x)
+
+    return Net(), (torch.randn(5, 8),)
+
+
+@_probe11("torchcfm", note="conditional flow matching: sampled time and path, an MLP vector "
+                           "field, the regression target")
+def flow_matching():
+    from torchcfm.conditional_flow_matching import ExactOptimalTransportConditionalFlowMatcher
+    from torchcfm.models import MLP
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fm = ExactOptimalTransportConditionalFlowMatcher(sigma=0.1)
+            self.model = MLP(dim=2, w=16, time_varying=True)
+
+        def forward(self, x0, x1):
+            t, xt, ut = self.fm.sample_location_and_conditional_flow(x0, x1)
+            vt = self.model(torch.cat([xt, t[:, None]], dim=-1))
+            return (vt - ut).pow(2).mean(), vt
+
+    return Net(), (torch.randn(8, 2), torch.randn(8, 2) + 2)
+
+
+@_probe11("torchcfm", note="flow matching with a conditional path (sigma schedule) only")
+def flow_matching_plain():
+    from torchcfm.conditional_flow_matching import ConditionalFlowMatcher
+    from torchcfm.models import MLP
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fm = ConditionalFlowMatcher(sigma=0.1)
+            self.model = MLP(dim=2, w=16, time_varying=True)
+
+        def forward(self, x0, x1):
+            t, xt, ut = self.fm.sample_location_and_conditional_flow(x0, x1)
+            return self.model(torch.cat([xt, t[:, None]], dim=-1)) - ut
+
+    return Net(), (torch.randn(8, 2), torch.randn(8, 2) + 2)
+
+
+@_probe11("x-clip", note="CLIP with a text transformer and a ViT: the contrastive loss in "
+                          "training, the similarity logits in eval")
+def x_clip():
+    _timm_libraries_importable()
+    from x_clip import CLIP
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.clip = CLIP(dim_text=16, dim_image=16, dim_latent=16, num_text_tokens=50,
+                             text_enc_depth=1, text_seq_len=8, text_heads=2, text_dim_head=8,
+                             visual_enc_depth=1, visual_image_size=16, visual_patch_size=8,
+                             visual_heads=2, visual_dim_head=8, visual_patch_dropout=0.0)
+
+        def forward(self, text, images):   # (the loss in training, the similarities else)
+            return self.clip(text, images, return_loss=self.training)
+
+    return Net(), (torch.randint(1, 50, (2, 8)), torch.randn(2, 3, 16, 16))
+
+
+@_probe11("tensordict", note="TensorDictModule / TensorDictSequential on a TensorDict built "
+                             "in the forward")
+def tensordict_sequential():
+    from tensordict import TensorDict
+    from tensordict.nn import TensorDictModule, TensorDictSequential
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.seq = TensorDictSequential(
+                TensorDictModule(torch.nn.Linear(8, 16), in_keys=["x"], out_keys=["h"]),
+                TensorDictModule(torch.nn.ReLU(), in_keys=["h"], out_keys=["h"]),
+                TensorDictModule(torch.nn.Linear(16, 4), in_keys=["h"], out_keys=["y"]))
+
+        def forward(self, x):
+            td = TensorDict({"x": x}, batch_size=[x.shape[0]])
+            out = self.seq(td)
+            return out["y"], out.get("h")
+
+    return Net(), (torch.randn(5, 8),)
+
+
+@_probe11("native-sparse-attention-pytorch", note="NSA: compressed blocks, top-k selected "
+                                                   "blocks, sliding window, gated combination")
+def native_sparse_attention():
+    from native_sparse_attention_pytorch import SparseAttention
+    m = SparseAttention(dim=16, dim_head=8, heads=2, sliding_window_size=2,
+                        compress_block_size=4, compress_block_sliding_stride=2,
+                        selection_block_size=4, num_selected_blocks=2, causal=True)
+    return m, (torch.randn(2, 16, 16),)
+
+
+@_probe11("ring-attention-pytorch", note="ring attention on one process: the bucketed "
+                                          "flash-attention autograd.Function in PyTorch")
+def ring_attention():
+    from ring_attention_pytorch import RingAttention
+    m = RingAttention(dim=16, dim_head=8, heads=2, causal=True, bucket_size=4,
+                      rotary_embed=True, use_cuda_kernel=False)
+    return m, (torch.randn(2, 12, 16),)
+
+
+@_probe11("stable-baselines3", note="an actor-critic policy's evaluate_actions: features, "
+                                    "MLP extractor, Gaussian log-probabilities, entropy")
+def sb3_policy():
+    import gymnasium as gym
+    import numpy as np
+    from stable_baselines3.common.policies import ActorCriticPolicy
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            space = gym.spaces.Box(-1.0, 1.0, (4,), dtype=np.float32)
+            actions = gym.spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)
+            self.policy = ActorCriticPolicy(space, actions, lambda _: 1e-3,
+                                            net_arch=dict(pi=[16], vf=[16]))
+
+        def forward(self, obs, act):
+            values, log_prob, entropy = self.policy.evaluate_actions(obs, act)
+            return values, log_prob, entropy
+
+    return Net(), (torch.randn(5, 4), torch.randn(5, 2))
+
+
+@_probe11("stable-baselines3", note="a discrete-action policy's deterministic forward "
+                                    "(argmax), values and log-probabilities")
+def sb3_discrete_policy():
+    import gymnasium as gym
+    import numpy as np
+    from stable_baselines3.common.policies import ActorCriticPolicy
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            space = gym.spaces.Box(-1.0, 1.0, (4,), dtype=np.float32)
+            self.policy = ActorCriticPolicy(space, gym.spaces.Discrete(3), lambda _: 1e-3,
+                                            net_arch=[16])
+
+        def forward(self, obs):
+            actions, values, log_prob = self.policy(obs, deterministic=True)
+            return actions, values, log_prob
+
+    return Net(), (torch.randn(5, 4),)
