@@ -9,6 +9,11 @@
 Calling the same explainer again (with other inputs) adds to the same report, so a shape or
 dtype change shows up as a recompile with the guard that failed.
 
+With a backend that compiles (``backend="inductor"``, ``"aot_eager"``), the report also lists
+the compiler's passes as they ran (``out.passes``), nested and named as the spine names them
+(``tutorcompile._logging.SPINE``): ``capture``, then ``aot`` and its passes inside it, then
+``inductor`` and its passes, each graph in turn.
+
 Mirrors: torch/_dynamo/eval_frame.py (``explain``) and torch/_dynamo/backends/debugging.py
 (``ExplainOutput``).
 """
@@ -19,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._logging import add_phase_listener
 from . import eval_frame
 
 
@@ -49,6 +55,8 @@ class ExplainOutput:
     # per graph: how DistributedDataParallel's buckets split it (a ``DDPSplit``), or None
     # for a graph not compiled under DDP
     ddp_splits: list = field(default_factory=list)
+    # each compile phase as it started, by its path in the spine: ("capture", "aot", "joint")
+    passes: list[tuple[str, ...]] = field(default_factory=list)
 
     @property
     def graph_count(self) -> int:
@@ -93,6 +101,9 @@ class ExplainOutput:
         if self.recompile_log:
             lines.append("Recompiles:")
             lines += [f"  {r}" for r in self.recompile_log]
+        if any(path != ("capture",) for path in self.passes):   # (not capture alone)
+            lines.append("Compile passes (the spine, in the order they ran):")
+            lines += ["  " * len(path) + path[-1] for path in self.passes]
         return "\n".join(lines)
 
 
@@ -141,10 +152,12 @@ def explain(fn: Callable, *, backend: str | Callable = "eager",
     def run(*args: Any, **kwargs: Any) -> ExplainOutput:
         start = len(eval_frame.RECOMPILE_LOG)
         eval_frame._LISTENERS.append(listener)
+        remove_phase_listener = add_phase_listener(out.passes.append)
         try:
             compiled(*args, **kwargs)
         finally:
             eval_frame._LISTENERS.remove(listener)
+            remove_phase_listener()
         out.recompile_log += eval_frame.RECOMPILE_LOG[start:]
         out.symbolic_guards = [art.shape_env.format_guards()
                                for entry in entries if entry.compiled is not None
