@@ -22,6 +22,7 @@ import tutorcompile as tc
 from tutorcompile import _logging
 from tutorcompile.aot import aot_autograd
 from tutorcompile.dynamo import eval_frame
+from tutorcompile.environment import probe
 
 # (the package exports a function of the module's name)
 compile_fx = importlib.import_module("tutorcompile.inductor.compile_fx")
@@ -110,7 +111,8 @@ def test_a_compile_opens_the_phases_nested_as_the_spine_says():
             assert len(path) >= 2 and path[-2] == stage_of[path[-1]], path
     first_seen = list(dict.fromkeys(path[-1] for path in paths))
     assert first_seen == [p for p in _logging.PHASES if p in first_seen], first_seen
-    assert set(_logging.PHASES) - {"build"} <= set(first_seen), first_seen
+    if probe().has_cxx or probe().has_triton:   # (else codegen="eager": no kernels)
+        assert set(_logging.PHASES) - {"build"} <= set(first_seen), first_seen
     # the forward is compiled inside capture and AOT; the backward, at its first call,
     # by stage 5 alone
     assert ("capture", "aot", "inductor") in paths and ("inductor",) in paths, paths
