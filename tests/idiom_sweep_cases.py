@@ -2420,3 +2420,66 @@ def dict_and_list_subclasses_at_module_level(x):
     s = _Stack([1, 2])
     s.append(5)
     return x * d["a"] + d["hello"] + a.scale + s.top() + len(s) + ("zz" in d)
+
+
+# --- a dict subclass's own __setattr__ (probe-11: frozendict in einx, AttrDict configs) ------
+# ``d.name = v`` on a dict subclass runs the class's hook, as on any object: an item written
+# (``__setattr__ = dict.__setitem__``), a frozen mapping's refusal, a hook that changes the
+# value. Only object's own rule -- called directly (frozendict's ``__new__``:
+# ``object.__setattr__(self, "_hash", -1)``) or as ``super().__setattr__`` -- sets an attribute.
+class _ItemAttrs(dict):
+    __getattr__ = dict.__getitem__
+    __setattr__ = dict.__setitem__
+
+
+class _HookedItemAttrs(dict):
+    def __getattr__(self, name):
+        return self[name]
+
+    def __setattr__(self, name, value):
+        self[name] = value
+
+
+class _FrozenMapping(dict):
+    def __new__(cls, *args, **kwargs):
+        made = dict.__new__(cls, *args, **kwargs)
+        object.__setattr__(made, "_hash", -1)      # past its own __setattr__
+        return made
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+
+class _DoublingAttrs(dict):
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value * 2)
+
+
+def dict_subclass_setattr_writes_an_item(x):
+    a, b = _ItemAttrs(scale=x), _HookedItemAttrs(scale=x + 1)
+    a.shift = x * 2
+    b.shift = x * 3
+    return a["shift"] + a.scale + b["shift"] + b.scale + len(a) * len(b)
+
+
+def dict_subclass_setattr_refused(x):
+    frozen = _FrozenMapping(a=x)
+    try:
+        frozen.b = x
+    except AttributeError:
+        return x * frozen["a"] + frozen._hash + len(frozen)
+    return x
+
+
+def dict_subclass_setattr_through_object(x):
+    frozen = _FrozenMapping(a=x)
+    object.__setattr__(frozen, "extra", x * 3)
+    dict.__setattr__(frozen, "more", 2)
+    return frozen["a"] + frozen._hash + frozen.extra * frozen.more
+
+
+def dict_subclass_setattr_hook_changes_the_value(x):
+    d = _DoublingAttrs(a=x)
+    d.b = x + 1
+    setattr(d, "c", 3)
+    return d.b * d.c + d["a"] + len(d)

@@ -137,6 +137,8 @@ class SuperVariable(VariableTracker):
             if klass is object and name in _OBJECT_SLOTS and isinstance(
                     obj, UserDefinedObjectVariable):
                 return _ObjectSlotVariable(obj, name)  # a custom hook's ``super()`` call
+            if klass is object and name == "__setattr__" and isinstance(obj, ConstDictVariable):
+                return _BoundContainerMethod(self, name)   # ... in a dict subclass's hook
             if klass in (dict, collections.OrderedDict) and name in _DICT_READS and \
                     isinstance(obj, UserDefinedObjectVariable) and obj.source is not None \
                     and isinstance(obj.value, dict):
@@ -246,7 +248,19 @@ class _BoundContainerMethod(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         obj = self.sup.obj
+        if self.name == "__setattr__" and isinstance(obj, ConstDictVariable):
+            return _dict_generic_setattr(obj, tx, args, kwargs)  # (from the class's hook)
         return type(obj).call_method(obj, tx, self.name, args, kwargs)
+
+
+def _dict_generic_setattr(obj, tx, args: list, kwargs: dict) -> VariableTracker:
+    """``object.__setattr__(d, name, v)`` / ``super().__setattr__(name, v)`` on a dict
+    subclass: object's own rule, not the class's hook (frozendict's ``__new__`` sets
+    ``_hash`` so, its ``__setattr__`` raising)."""
+    if kwargs or len(args) != 2 or not args[0].is_python_constant():
+        raise Unsupported("object.__setattr__ on a dict subclass with a non-constant name")
+    obj.store_attr(tx, args[0].as_python_constant(), args[1], hooked=True)
+    return ConstantVariable(None)
 
     def children(self):
         return [self.sup]
@@ -1419,6 +1433,8 @@ def _call_unbound_method(tx, fn, args: list, kwargs: dict) -> VariableTracker | 
     obj, rest, name = args[0], list(args[1:]), fn.__name__
     if cls is object and isinstance(obj, UserDefinedObjectVariable) and name in _OBJECT_SLOTS:
         return _ObjectSlotVariable(obj, name).call_function(tx, rest, kwargs)
+    if cls is object and name == "__setattr__" and isinstance(obj, ConstDictVariable):
+        return _dict_generic_setattr(obj, tx, rest, kwargs)
     if cls is object and name == "__init__":
         return ConstantVariable(None)
     try:

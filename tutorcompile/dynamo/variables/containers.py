@@ -739,9 +739,26 @@ class ConstDictVariable(VariableTracker):
             return ConstantVariable(None)
         raise Unsupported(f"dict.{name}")
 
-    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
-        """``self._hash = None`` in a dict subclass's ``__new__``/``__init__`` (frozendict):
-        an attribute of a dict made while tracing, kept here and set on the rebuilt one."""
+    def store_attr(self, tx, name: str, value: VariableTracker, hooked: bool = False) -> None:
+        """``d.name = v`` as Python runs it on a dict subclass: the class's own
+        ``__setattr__`` first -- one written in Python is inlined (a frozen mapping's raises,
+        one that transforms the value is obeyed), ``__setattr__ = dict.__setitem__``
+        (``AttrDict``) writes an item -- and only object's generic rule stores an attribute:
+        ``self._hash = None`` in a dict subclass's ``__new__``/``__init__``, kept here and set
+        on the rebuilt dict. ``hooked``: object's rule called directly (``object.
+        __setattr__(self, "_hash", -1)`` in frozendict's ``__new__``, ``super().__setattr__``
+        from the class's hook), which bypasses the class's."""
+        hook = inspect.getattr_static(self.dict_cls, "__setattr__", object.__setattr__)
+        if not hooked and hook is not object.__setattr__:
+            if isinstance(hook, types.FunctionType):
+                tx.inline_user_function(hook, [self, ConstantVariable(name), value], {})
+                return
+            if hook is dict.__setitem__:
+                self.call_method(tx, "__setitem__", [ConstantVariable(name), value], {})
+                return
+            raise Unsupported(f"assignment to attribute {name!r} of a "
+                              f"{self.dict_cls.__name__}, whose __setattr__ ({hook!r}) is not "
+                              "written in Python")
         if self.dict_cls is dict:   # (a plain dict has no __dict__)
             raise TracedException(AttributeError(
                 f"'dict' object has no attribute {name!r}"))
