@@ -1008,6 +1008,34 @@ def _pass_through_frames() -> frozenset:
 PASS_THROUGH = _pass_through_frames()
 
 
+def _context_decorator_wrappers() -> frozenset:
+    """The code of the wrappers a context manager used as a decorator puts around a function:
+    torch's ``decorate_context`` (``@torch.no_grad()``, ``@torch.enable_grad()``,
+    ``@torch.set_grad_enabled(False)``, ``@torch.inference_mode()``: an optimizer's ``step``),
+    autocast's ``decorate_autocast`` and contextlib's ``ContextDecorator`` (``inner``: a
+    ``@contextmanager`` generator used as a decorator). Each is ``with cm: return
+    func(*args, **kwargs)`` in a file that is not compiled; called for real from a frame that
+    broke, it would run ``func`` uncompiled too, so a break inside an optimizer's step lost
+    the whole step to eager. They run in our VM instead, the region entered for real, and
+    ``func`` is compiled as a frame of its own -- as PyTorch's Dynamo, whose frame hook sees
+    every frame, compiles the decorated function's."""
+    class _Region(contextlib.ContextDecorator):
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    def fn():
+        pass
+
+    wrapped = [torch.no_grad()(fn), _Region()(fn), torch.autocast("cpu", enabled=False)(fn)]
+    return frozenset(w.__code__ for w in wrapped if isinstance(w, types.FunctionType))
+
+
+CONTEXT_DECORATOR_WRAPPERS = _context_decorator_wrappers()
+
+
 class ConcreteRunner(VM):
     """Executes breaking instructions (and skipped frames) for real; callees are compiled."""
 
@@ -1021,7 +1049,8 @@ class ConcreteRunner(VM):
         target, bound = fn, list(args)
         if isinstance(fn, types.MethodType):
             target, bound = fn.__func__, [fn.__self__, *args]
-        if target in PASS_THROUGH:
+        if target in PASS_THROUGH or isinstance(target, types.FunctionType) and \
+                target.__code__ in CONTEXT_DECORATOR_WRAPPERS:
             return ConcreteRunner(self.config).run(VM().make_frame(target, bound, kwargs))
         if isinstance(target, types.FunctionType) and should_compile(target):
             if not has_tensor_in_frame(target, bound, kwargs):
