@@ -2,6 +2,9 @@
 ``_higher_order``): a function compiled with ``fullgraph=True`` gives eager's outputs and the
 gradients of their sum, and ``tc.explain`` counts one graph and no break."""
 
+import contextlib
+import math
+
 import torch
 
 import tutorcompile as tc
@@ -112,3 +115,86 @@ def an_or_whose_second_operand_writes(x):
     ``a`` is false, so the trace cannot take it for granted (``test_stage3_assumptions``)."""
     assert (x > 0).all() or _counted_check(x), "out of range"
     return x * 2
+
+
+# --- a graph break inside a function a context manager decorates (probe-11: an optimizer's
+# ``@torch.no_grad()`` step). The break happens inside torch's or contextlib's wrapper
+# (``with cm: return func(*args)``); the function itself is then compiled as a frame of its
+# own, the region entered for real -- not run uncompiled with its wrapper. These live here:
+# they are not test modules, so pytest leaves their bytecode alone.
+def _breaks_inside(x):
+    y = x * 2
+    scale = math.sqrt(y.abs().sum())   # a tensor's value in Python: a graph break
+    return y.sin() * scale
+
+
+def _enter_and_leave():
+    @contextlib.contextmanager
+    def region():
+        yield
+    return region()
+
+
+CONTEXT_DECORATED = {
+    "no_grad": torch.no_grad()(_breaks_inside),
+    "enable_grad": torch.enable_grad()(_breaks_inside),
+    "set_grad_enabled": torch.set_grad_enabled(False)(_breaks_inside),
+    "autocast_disabled": torch.autocast("cpu", enabled=False)(_breaks_inside),
+    "contextmanager": _enter_and_leave()(_breaks_inside),
+}
+
+
+def calls_a_context_decorated_function(x, name):
+    return CONTEXT_DECORATED[name](x + 1) + 1
+
+
+class SqrtNormalizedSGD(torch.optim.Optimizer):
+    """An optimizer whose ``@torch.no_grad()`` step reads a tensor's value in Python
+    (Ranger21 normalises by ``math.sqrt`` of its variance sum so)."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, {"lr": lr})
+
+    @torch.no_grad()
+    def step(self):
+        total = sum(p.grad.pow(2).sum() for g in self.param_groups for p in g["params"])
+        scale = 1.0 / math.sqrt(total)
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.add_(p.grad * p.grad.sign(), alpha=-group["lr"] * scale)
+
+
+# --- torch.compiler.allow_in_graph (probe-11: einx marks each of its ops so) ---------------
+# A marked function is one node of the graph, never traced into: these read ``id()`` of a
+# tensor and print, which tracing into would break on.
+def _scaled_by_a_table(x, k):
+    table = {id(x): k}
+    return x * table[id(x)] + x.sin()
+
+
+scaled_by_a_table = torch.compiler.allow_in_graph(_scaled_by_a_table)
+
+
+@torch._dynamo.allow_in_graph
+def summed_by_name(tensors, how="sum"):
+    print(end="")
+    out = tensors[0]
+    for t in tensors[1:]:
+        out = out + t if how == "sum" else out * t
+    return out
+
+
+@torch._dynamo.allow_in_graph
+def split_in_two(x):
+    return x[:1] * 2, x[1:]
+
+
+def uses_marked_functions(x, y):
+    a = scaled_by_a_table(x * 2, 3.0)
+    b = summed_by_name([a, y, y.cos()], how="prod")
+    return summed_by_name((a, b)) + _scaled_by_a_table.__name__.count("_")
+
+
+def uses_a_marked_function_returning_a_tuple(x):
+    head, tail = split_in_two(x + 1)
+    return head.sum() + tail.sum()

@@ -2790,3 +2790,87 @@ def test_what_a_local_import_reads_is_guarded():
         torch.testing.assert_close(compiled(x), _imports_inside(x))
     finally:
         _Knobs.shift = 1.0
+
+
+# --- probe-11: a dict subclass's own __setattr__ -------------------------------------------
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", ["dict_subclass_setattr_writes_an_item",
+                                  "dict_subclass_setattr_refused",
+                                  "dict_subclass_setattr_through_object",
+                                  "dict_subclass_setattr_hook_changes_the_value"])
+def test_a_dict_subclass_setattr_runs_the_class_hook(name, backend):
+    # the hook was skipped: ``d.b = v`` stored an attribute, so a frozen mapping's refusal
+    # and a doubling hook were silently lost, and an item written by the hook was missing
+    import tests.idiom_sweep_cases as cases
+    check_one_graph(getattr(cases, name), lambda: (torch.randn(3, requires_grad=True),),
+                    backend)
+
+
+# --- probe-11: a break inside a function a context manager decorates ----------------------
+@pytest.mark.parametrize("name", ["no_grad", "enable_grad", "set_grad_enabled",
+                                  "autocast_disabled", "contextmanager"])
+def test_a_break_in_a_context_decorated_function_compiles_the_function(name):
+    # the wrapper (torch's decorate_context, autocast's, contextlib's inner) ran for real,
+    # and the function it wraps with it, uncompiled: two graphs, the caller's around the
+    # call. Now the function is a frame of its own, two graphs around its break
+    from tests.capture_cases import calls_a_context_decorated_function as fn
+    tc.reset()
+    explained = tc.explain(fn)(torch.randn(4), name)
+    assert (explained.graph_count, explained.graph_break_count) == (4, 2)
+    for backend in ("eager", "aot_eager"):
+        tc.reset()
+        x = torch.randn(4, requires_grad=True)
+        got = tc.compile(fn, backend=backend)(x, name)
+        want = fn(x, name)
+        torch.testing.assert_close(got, want)
+        assert got.requires_grad == want.requires_grad
+        if want.requires_grad:
+            (g,) = torch.autograd.grad(got.sum(), x)
+            (w,) = torch.autograd.grad(want.sum(), x)
+            torch.testing.assert_close(g, w)
+
+
+def test_a_break_in_an_optimizer_step_compiles_the_step():
+    from tests.capture_cases import SqrtNormalizedSGD
+
+    def make():
+        torch.manual_seed(0)
+        net = torch.nn.Linear(4, 3)
+        opt = SqrtNormalizedSGD(net.parameters())
+        net(torch.randn(5, 4)).pow(2).mean().backward()
+        return net, opt
+
+    tc.reset()
+    net, opt = make()
+    explained = tc.explain(opt.step)()
+    assert explained.graph_count >= 2   # the step's own graphs, around the break
+    net, opt = make()
+    step = tc.compile(opt.step, backend="aot_eager")
+    step()
+    step()   # (a cache hit)
+    ref, ref_opt = make()
+    ref_opt.step()
+    ref_opt.step()
+    for got, want in zip(net.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(got, want)
+
+
+# --- probe-11: torch.compiler.allow_in_graph ----------------------------------------------
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_function_marked_allow_in_graph_is_one_node(backend):
+    from tests.capture_cases import scaled_by_a_table, uses_marked_functions
+    check_one_graph(uses_marked_functions, lambda: (torch.randn(3, requires_grad=True),
+                                                    torch.randn(3, requires_grad=True)),
+                    backend)
+    tc.reset()
+    gm = tc.explain(uses_marked_functions)(torch.randn(3), torch.randn(3)).graphs[0]
+    assert scaled_by_a_table in [n.target for n in gm.graph.nodes]
+
+
+def test_a_function_marked_allow_in_graph_returning_a_tuple_breaks_with_its_reason():
+    from tests.capture_cases import uses_a_marked_function_returning_a_tuple as fn
+    tc.reset()
+    reasons = [r.reason for r in tc.explain(fn)(torch.randn(3)).break_reasons]
+    assert any("split_in_two (marked allow_in_graph) returns" in r for r in reasons)
+    x = torch.randn(3)
+    torch.testing.assert_close(tc.compile(fn)(x), fn(x))

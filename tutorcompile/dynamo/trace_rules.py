@@ -219,3 +219,15 @@ REPORTING: frozenset[Any] = frozenset({
 # ``torch.compiler`` has no spelling of its own): written in Python as ``pass``, they would
 # be inlined into nothing
 USER_GRAPH_BREAKS: frozenset[Any] = frozenset({torch._dynamo.graph_break})
+
+
+def allowed_in_graph(value: Any) -> bool:
+    """Was ``value`` given to ``torch.compiler.allow_in_graph`` (``torch._dynamo.
+    allow_in_graph``)? Its author asks that a call of it be one node of the graph, not traced
+    into (einx marks each of its ops so: their Python builds and caches an expression graph
+    per call signature). PyTorch keeps the registry, by ``id``, in its own trace rules --
+    which exist only once something imported them, as ``allow_in_graph`` does."""
+    rules = sys.modules.get("torch._dynamo.trace_rules")
+    if rules is None or isinstance(value, type) or not callable(value):
+        return False
+    return id(value) in rules._allowed_callable_ids

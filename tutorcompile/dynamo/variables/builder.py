@@ -73,7 +73,12 @@ from .misc import ClosureCellVariable, EnvironVariable, PythonModuleVariable
 from .ndarray import NumpyFunctionVariable, NumpyNdarrayVariable
 from .nn_module import NNModuleVariable
 from .tensor import TensorMethodVariable, TensorVariable
-from .torch import ScriptFunctionVariable, TorchFunctionVariable, is_torch_callable
+from .torch import (
+    AllowedInGraphFunctionVariable,
+    ScriptFunctionVariable,
+    TorchFunctionVariable,
+    is_torch_callable,
+)
 
 if TYPE_CHECKING:
     from ..symbolic_convert import InstructionTranslator
@@ -316,6 +321,10 @@ class VariableBuilder:
             finally:
                 self._plain_numpy = False
             return NumpyFunctionVariable(twin, plain)
+        if trace_rules.allowed_in_graph(value):  # ``torch.compiler.allow_in_graph(fn)``
+            if source is not None:
+                g.ID_MATCH(source, value)
+            return AllowedInGraphFunctionVariable(value, source)
         if isinstance(value, types.FunctionType) and not is_torch_callable(value):
             if source is not None:
                 g.ID_MATCH(source, value)

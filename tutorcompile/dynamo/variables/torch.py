@@ -19,10 +19,17 @@ from .. import trace_rules
 from ..exc import Unsupported
 from ..source import AttrSource, ObjectSource, Source
 from .base import LATE_BOUND, VariableTracker
-from .containers import ConstantVariable, SizeVariable, wrap_constant_result
+from .containers import (
+    ConstantVariable,
+    ListVariable,
+    SizeVariable,
+    TupleVariable,
+    wrap_constant_result,
+)
 from .tensor import (
     AUTOGRAD_RUNS_OUTSIDE,
     FILL_VALUE_POSITION,
+    SymIntVariable,
     TensorVariable,
     addc_with_tensor_value,
     full_with_tensor_value,
@@ -133,6 +140,41 @@ class TorchFunctionVariable(VariableTracker):
 
     def __repr__(self):
         return f"TorchFunctionVariable({getattr(self.fn, '__name__', self.fn)})"
+
+
+class AllowedInGraphFunctionVariable(TorchFunctionVariable):
+    """A function marked with ``torch.compiler.allow_in_graph``: each call is one graph node
+    of the function itself, run on fake tensors to know its outputs (the later stages trace
+    through it, as PyTorch's AOTAutograd does). Its contract is PyTorch's: tensors, numbers,
+    strings and sequences of them in and out; any other argument (an object, a module, a
+    function) has no place in a node, so such a call is a graph break, never a guess. So is
+    one that returns anything but a tensor: AOT runs such a node as one opaque call, which
+    must give tensors (a tuple of them is not modelled there yet)."""
+
+    def call_function(self, tx, args, kwargs):
+        name = getattr(self.fn, "__name__", self.fn)
+        for a in [*args, *kwargs.values()]:
+            if not _fits_a_node(a):
+                raise Unsupported(f"{name} (marked allow_in_graph) called with {a}: only "
+                                  "tensors, constants and sequences of them can be a graph "
+                                  "node's arguments")
+        made = tx.output.create_node("call_function", self.fn, tuple(args), kwargs)
+        if not isinstance(made, TensorVariable):
+            raise Unsupported(f"{name} (marked allow_in_graph) returns {made}, not a tensor: "
+                              "a graph node of it must return one tensor")
+        return made
+
+    def __repr__(self):
+        return f"AllowedInGraphFunctionVariable({getattr(self.fn, '__name__', self.fn)})"
+
+
+def _fits_a_node(a: VariableTracker) -> bool:
+    if isinstance(a, (TensorVariable, SymIntVariable)):
+        return True
+    if isinstance(a, (ListVariable, TupleVariable)) and type(a) in (
+            ListVariable, TupleVariable, SizeVariable):   # (not a deque, nor a named tuple)
+        return all(_fits_a_node(i) for i in a.items)
+    return a.is_python_constant() and trace_rules.immutable_constant(a.as_python_constant())
 
 
 def group_tensors_by_device_and_dtype(tensorlistlist, with_indices=False):
