@@ -277,8 +277,11 @@ def _factor(term: sympy.Expr, cls: type) -> tuple[sympy.Expr, Any]:
 
 def simplify_index(expr: Any) -> sympy.Expr:
     """Undo flatten-of-unflatten: ``c*b*FloorDiv(e, a*b) + c*ModularIndexing(e, a, b)`` is
-    ``c*FloorDiv(e, a)`` (the two digits join back into one), applied until nothing changes.
-    A reshape of a reshape then indexes memory with ``r0``, not ``13*(r0/13) + r0%13``."""
+    ``c*FloorDiv(e, a)`` (the two digits join back into one), and likewise
+    ``c*b*ModularIndexing(e, a*b, m) + c*ModularIndexing(e, a, b)`` is
+    ``c*ModularIndexing(e, a, b*m)``, applied until nothing changes. A reshape of a reshape
+    then indexes memory with ``r0``, not ``13*(r0/13) + r0%13``; a loop split into runs of
+    49 (``x0b`` below 49) with ``x0b``, not ``7*((x0b/7)%7) + x0b%7``."""
     expr = sympy.expand(sympy.sympify(expr))
     changed = True
     while changed and isinstance(expr, sympy.Add):
@@ -290,13 +293,22 @@ def simplify_index(expr: Any) -> sympy.Expr:
                 continue
             e, a, b = mod.args
             for j, u in enumerate(terms):
+                if j == i:
+                    continue
                 c_div, div = _factor(u, FloorDiv)
-                if j != i and div is not None and div.args[0] == e and \
+                c_up, up = _factor(u, ModularIndexing)
+                if div is not None and div.args[0] == e and \
                         div.args[1] == a * b and sympy.expand(c_div - c_mod * b) == 0:
-                    rest = [x for k, x in enumerate(terms) if k not in (i, j)]
-                    expr = sympy.Add(*rest, c_mod * FloorDiv(e, a))
-                    changed = True
-                    break
+                    joined = FloorDiv(e, a)
+                elif up is not None and up.args[0] == e and up.args[1] == a * b and \
+                        sympy.expand(c_up - c_mod * b) == 0:
+                    joined = ModularIndexing(e, a, b * up.args[2])
+                else:
+                    continue
+                rest = [x for k, x in enumerate(terms) if k not in (i, j)]
+                expr = sympy.Add(*rest, c_mod * joined)
+                changed = True
+                break
             if changed:
                 break
         expr = sympy.expand(expr)

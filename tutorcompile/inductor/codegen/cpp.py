@@ -157,7 +157,9 @@ class CppKernel(KernelWriter):
         :func:`_generate` then writes the kernel again with ``split_inner=k``."""
         if self.split_watch is None:
             return
-        for e in sympy.preorder_traversal(sympy.sympify(expr)):
+        # (simplified: a contiguous read of a flat loop is ``x0``, not the digits
+        # ``16*((x0 / 16) % 672) + 4*((x0 / 4) % 4) + x0 % 4`` that would ask for 4)
+        for e in sympy.preorder_traversal(ir.simplify_index(expr)):
             if isinstance(e, (ir.FloorDiv, ir.ModularIndexing)) and \
                     self.split_watch in e.args[0].free_symbols:
                 divisor = e.args[1] if e.args[1] != 1 or isinstance(e, ir.FloorDiv) \
@@ -380,12 +382,26 @@ class CppKernel(KernelWriter):
         elif hint_int(inner) < 8 or outer == 0:   # (empty: the flat loop runs 0 times)
             # A short last dimension gives the vectoriser nothing to work with: run one
             # flat loop over all elements instead (indices come from div/mod by constants).
+            # A per-channel value of an NCHW tensor with a small image (``(x0 / 16) % 672``,
+            # a batch norm's or a squeeze-excite's scale at 4x4) asks, through note_split,
+            # for the loop split at the image size: the value is then one load per run of
+            # 16 contiguous elements, not a gather in every lane.
             numel = math.prod(shape)
             self.watch_flat = len(shape) >= 2 and isinstance(inner, int) and \
                 hint_int(shape[-2]) >= config.cpp_split_min
-            self.open_loop("x0", numel, "omp parallel for simd" if big else "omp simd")
-            self.emit_nodes(ir.unflatten_index(ir.index_symbol("x0"), shape), [])
+            if self.split_inner:
+                self.open_loop("x0a", numel // self.split_inner,
+                               "omp parallel for" if big else None)
+                self.open_loop("x0b", self.split_inner, "omp simd")
+                x0 = self.split_var("x0a", "x0b")
+            else:
+                self.open_loop("x0", numel, "omp parallel for simd" if big else "omp simd")
+                x0 = self.split_watch = ir.index_symbol("x0")
+                self.split_loop = (numel,)
+            self.emit_nodes(ir.unflatten_index(x0, shape), [])
             self.close_loop()
+            if self.split_inner:
+                self.close_loop()
         elif not (isinstance(outer, int) and outer == 1):   # (a symbolic count: nested)
             self.open_loop("x0", outer, "omp parallel for" if big else None)
             if self.split_inner:
