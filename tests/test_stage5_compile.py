@@ -315,8 +315,10 @@ def test_a_convolution_and_its_gradients_are_direct_pytorch_calls(dims):
     """The wrapper spells a convolution as ``torch.convolution`` and its gradients as
     ``aten.convolution_backward`` with every argument settled at compile time (stride 2,
     a padding tuple, groups), not the prim's Python reference (which normalised the
-    arguments and made a stand-in tensor on every call). Values and gradients are eager's."""
+    arguments and made a stand-in tensor on every call). Values and gradients are eager's.
+    (On contiguous tensors: channels-last copies are another test's.)"""
     from tutorcompile.aot import aot_function
+    from tutorcompile.inductor import config
     from tutorcompile.inductor.compile_fx import inner_compiler
     conv = torch.nn.functional.conv1d if dims == 1 else torch.nn.functional.conv2d
     x = torch.randn(2, 4, *(9,) * dims, requires_grad=True)
@@ -327,9 +329,10 @@ def test_a_convolution_and_its_gradients_are_direct_pytorch_calls(dims):
         return torch.relu(conv(x, w, b, stride=2, padding=(1,) * dims, groups=2))
     compiler = inner_compiler(codegen="cpp")
     compiled = aot_function(f, fw_compiler=compiler, bw_compiler=compiler)
-    out = compiled(x, w, b)
-    g = torch.randn_like(out)
-    grads = torch.autograd.grad(out, (x, w, b), g)
+    with config.patch(conv_layout="contiguous"):
+        out = compiled(x, w, b)
+        g = torch.randn_like(out)
+        grads = torch.autograd.grad(out, (x, w, b), g)
     expected = f(x, w, b)
     torch.testing.assert_close(out, expected)
     for got, want in zip(grads, torch.autograd.grad(expected, (x, w, b), g)):
@@ -346,15 +349,18 @@ def test_a_convolution_and_its_gradients_are_direct_pytorch_calls(dims):
 
 
 @needs_cxx
-def test_stacked_convolutions_pair_every_gradient_and_depthwise_windows_go_channels_last():
+@pytest.mark.parametrize("layout", ["measure", "contiguous", "channels_last"])
+def test_stacked_convolutions_pair_every_gradient_and_run_in_the_layout_chosen(layout):
     """Three convolutions in a row: each layer's input gradient is the next one's ``g``, so
     pairing one layer's gradients replaced a node that the next pair still named (the pass
     raised "was erased from the graph"), and a pair's call could come after a reader of its
     input gradient. Every layer is now one ``convolution_backward``, in an order where each
-    value is computed before it is read. The depthwise 7x7 and 5x5 layers run on
-    channels-last copies, forward and backward (``lowering.prefers_channels_last``); the
-    dense 1x1 does not."""
+    value is computed before it is read. Each convolution runs on contiguous tensors or on
+    channels-last copies (``config.conv_layout``): forced either way, or measured, when the
+    autotune table holds both timings of each and marks the one the wrapper calls. Values
+    and gradients are eager's in every layout, and outputs contiguous."""
     from tutorcompile.aot import aot_function
+    from tutorcompile.inductor import config
     from tutorcompile.inductor.compile_fx import inner_compiler
     torch.manual_seed(0)
     model = torch.nn.Sequential(
@@ -367,21 +373,32 @@ def test_stacked_convolutions_pair_every_gradient_and_depthwise_windows_go_chann
         return torch.func.functional_call(model, dict(zip(
             [n for n, _ in model.named_parameters()], params)), (x,))
     compiler = inner_compiler(codegen="cpp")
-    compiled = aot_function(f, fw_compiler=compiler, bw_compiler=compiler)
-    out = compiled(x, *params)
-    g = torch.randn_like(out)
-    expected = f(x, *params)
-    torch.testing.assert_close(out, expected)
-    assert out.is_contiguous()   # (a channels-last result would fail the user's .view)
-    for got, want in zip(torch.autograd.grad(out, (x, *params), g),
-                         torch.autograd.grad(expected, (x, *params), g)):
-        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    with config.patch(conv_layout=layout):
+        compiled = aot_function(f, fw_compiler=compiler, bw_compiler=compiler)
+        out = compiled(x, *params)
+        g = torch.randn_like(out)
+        expected = f(x, *params)
+        torch.testing.assert_close(out, expected)
+        assert out.is_contiguous()   # (a channels-last result would fail the user's .view)
+        for got, want in zip(torch.autograd.grad(out, (x, *params), g),
+                             torch.autograd.grad(expected, (x, *params), g)):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     art = compiled.artifacts
-    forward, backward = art.forward.compiled.wrapper_code, art.backward.compiled.wrapper_code
-    assert forward.count("convolution_channels_last_fn(") == 2, forward
-    assert forward.count("torch.convolution(") == 1, forward
-    assert backward.count("convolution_backward_channels_last_fn(") == 2, backward
-    assert backward.count("torch.ops.aten.convolution_backward.default(") == 1, backward
+    for compiled_graph, on_copies, plain in (
+            (art.forward.compiled, "convolution_channels_last_fn(", "torch.convolution("),
+            (art.backward.compiled, "convolution_backward_channels_last_fn(",
+             "torch.ops.aten.convolution_backward.default(")):
+        code, rows = compiled_graph.wrapper_code, compiled_graph.autotune_table.rows
+        if layout == "measure":
+            assert len(rows) == 6 and all(r.time_s > 0 for r in rows), rows
+            chosen = [r.choice for r in rows if r.chosen]
+            assert len(chosen) == 3, rows
+            copies = chosen.count("channels-last copies")
+        else:
+            assert rows == []
+            copies = 3 if layout == "channels_last" else 0
+        assert code.count(on_copies) == copies, code
+        assert code.count(plain) == 3 - copies, code
 
 
 def test_sort_topologically_moves_a_node_up_before_its_first_reader():

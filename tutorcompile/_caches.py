@@ -1,8 +1,8 @@
 """Every cache of the compiler, what it is keyed by, and ``tutorcompile.reset()``.
 
 One call of a compiled function goes through up to five caches, one per layer, each keyed by
-what the layer's output depends on. Listed here, in one place; each cache's own docstring
-points back to this table.
+what the layer's output depends on (a sixth keeps timings that decide a compilation). Listed
+here, in one place; each cache's own docstring points back to this table.
 
 =====================  ==========================================  ============================
 cache (owner)          key                                         holds
@@ -27,6 +27,9 @@ _variants`` (stage 5)  (``.symbolic``: one variant for all sizes,  the wrapper t
 compiled_graphs``      constants by value, tensors by content),    by equal graphs (a block
 (stage 5, weak)        input layouts, compile options,             repeated with other
                        ``inductor.config`` knobs                   weights)
+``autotune.conv_       a convolution's call, sizes, dtypes,        the seconds it took on
+layout_timings``       arguments, thread count                     contiguous tensors and on
+(stage 5)                                                          channels-last copies
 kernel files on disk   a hash of the source, the compiler's        C++ shared libraries
 (``codecache``)        flags and version (C++); of the source      (``cpp/<hash>/``), Triton
                        (Triton). ``$TUTORCOMPILE_CACHE_DIR``       modules (``triton/``), kept

@@ -22,6 +22,11 @@ printed in ``output_code``), and the winner's kernel says why it won in a last c
 (``# max-autotune: ...``).
 
 Without ``mode="max-autotune"``, and on the C++ backend, matmul stays the PyTorch call.
+
+One choice is measured in every mode, because it costs milliseconds, not compiler runs: the
+memory layout a CPU convolution runs in (:func:`conv_channels_last`, ``config.conv_layout``).
+PyTorch's CPU kernels are up to 2.4x faster on channels-last tensors for some convolutions
+and slower for others, by window, groups, sizes, threads and CPU.
 Under the interpreter the template always loses on time (milliseconds a program): tests
 set ``matmul_choice.force = "template"`` to check the template's values.
 
@@ -33,10 +38,13 @@ check of each choice's output).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
+from .._caches import on_reset
 from ..fx.symbolic_shapes import hint_int
 from . import config
 from .codegen.common import KernelPlan
@@ -55,7 +63,7 @@ from .codegen.triton_template import (
     matmul_configs,
     template_shapes,
 )
-from .ir import FixedLayout, TemplateBuffer, View
+from .ir import FixedLayout, IRNode, TemplateBuffer, View
 
 
 def candidate_blocks(plan: KernelPlan, persistent: bool) -> list[tuple[int, int, int]]:
@@ -314,3 +322,56 @@ def _rebuild(value, scratch: dict) -> torch.Tensor | None:
         return value.node.target.reference(base, *value.node.args[1:], **value.node.kwargs)
     except Exception:   # (a view whose arguments are not plain sizes)
         return None
+
+
+# ---------------------------------------------------------------------------------------
+# Convolutions: on contiguous tensors or on channels-last copies, measured
+# ---------------------------------------------------------------------------------------
+
+# (the call, its arguments' sizes, dtypes and values, threads) -> (contiguous, channels-last)
+# seconds: each distinct convolution is timed once per process (the caches: _caches.py)
+conv_layout_timings: dict[tuple, tuple[float, float]] = {}
+on_reset(conv_layout_timings.clear)
+
+
+def _describe(value: Any) -> Any:
+    if isinstance(value, IRNode):
+        return tuple(value.get_size()), value.get_dtype(), value.get_device()
+    return tuple(value) if isinstance(value, list) else value
+
+
+def conv_channels_last(op: str, contiguous: Callable, channels_last: Callable, args: tuple,
+                       kwargs: dict, table: AutotuneTable | None = None) -> bool:
+    """Should a CPU convolution (or its backward) run on channels-last copies? Under
+    ``config.conv_layout = "measure"``: ``contiguous(*args, **kwargs)`` and
+    ``channels_last(*args, **kwargs)``
+    (the same call on copies, its result copied back) are timed on random tensors of the
+    real sizes, interleaved, the best of three each, and channels-last wins only by
+    ``config.conv_layout_margin``. Both timings are rows of ``table`` (``output_code``
+    prints them)."""
+    if config.conv_layout not in ("measure", "contiguous", "channels_last"):
+        raise ValueError(f"inductor.config.conv_layout={config.conv_layout!r}: choose "
+                         "'measure', 'contiguous' or 'channels_last'")
+    if config.conv_layout != "measure":
+        return config.conv_layout == "channels_last"
+    key = (channels_last.__name__, tuple(_describe(a) for a in args),
+           tuple(sorted((k, _describe(v)) for k, v in kwargs.items())), torch.get_num_threads())
+    times = conv_layout_timings.get(key)
+    if times is None:
+        scratch = [_scratch_value(a) if isinstance(a, IRNode) else a for a in args]
+        calls = (lambda: contiguous(*scratch, **kwargs), lambda: channels_last(*scratch, **kwargs))
+        best = [float("inf")] * 2
+        with torch.no_grad():
+            for call in calls:
+                call()                                        # warm up
+            for _ in range(3):
+                for i, call in enumerate(calls):
+                    start = time.perf_counter()
+                    call()
+                    best[i] = min(best[i], time.perf_counter() - start)
+        times = conv_layout_timings[key] = (best[0], best[1])
+    chosen = times[1] <= config.conv_layout_margin * times[0]
+    if table is not None:
+        for i, choice in enumerate(("contiguous", "channels-last copies")):
+            table.rows.append(AutotuneRow(op, choice, "", times[i], chosen=chosen == bool(i)))
+    return chosen

@@ -34,6 +34,21 @@ generated as a reduction that compares every output row with every index (determ
 atomics), which pays only while that product is small: PyTorch's scatter is linear in the
 indices. Notebook 07's GPT's embedding gradients are far past the limit."""
 
+conv_layout: str = "measure"
+"""The memory layout a CPU convolution runs in. ``"measure"``: time PyTorch's call on the
+real sizes both ways -- on the contiguous (NCHW) tensors, and on channels-last copies with
+the result copied back -- once per distinct convolution (forward and backward apart) and
+keep the faster (``autotune.conv_channels_last``). Which wins depends on the window, the
+groups, the sizes, the thread count and the CPU: at 1 thread a 1x1 convolution of
+EfficientNet or RegNet ran 2.4x faster on channels-last, a dense 3x3 of ResNet-18 1.1x
+slower, a depthwise 3x3 2x slower with the copies (benchmarks/MEASUREMENTS.md), so no fixed
+rule holds. ``"contiguous"`` or ``"channels_last"`` force one (tests; reproducible kernels)."""
+
+conv_layout_margin: float = 0.9
+"""Under ``conv_layout = "measure"`` channels-last is kept only when it takes at most this
+fraction of the contiguous call's time: a near tie stays contiguous, the layout eager uses,
+so that a timing that noise decided changes nothing."""
+
 reduction_split_min_inner: int = 16
 """A reduction over dims that are not a trailing block is split in two (first over the
 trailing reduced dims, then over the rest: ``compile_fx.split_reductions``) only when the

@@ -72,7 +72,7 @@ from ..ops.table import (
 )
 from ..ops.virtualized import CPP_DTYPES, TRITON_DTYPES
 from . import config, ir
-from .autotune import AutotuneTable, select_matmul
+from .autotune import AutotuneTable, conv_channels_last, select_matmul
 from .codegen.scan import compile_scan, compile_scan_backward
 from .codegen.triton_template import TEMPLATE_DTYPES
 from .ir import (
@@ -859,20 +859,21 @@ for _name, _why in (("convolution_backward_input", "is a library call, run by Py
         lowerings[PRIMS[_name]] = _extern_rule(_why)
 
 
-def prefers_channels_last(x: Any, weight: Any, groups: Any) -> bool:
-    """Whether PyTorch's CPU convolution is faster on channels-last copies of its input and
-    gradient: a depthwise 2-d convolution (one filter per channel, ``groups`` = channels)
-    with a window of 5 or more. PyTorch takes a slow path for it on a contiguous (NCHW)
-    input (ConvNeXt's 7x7, EfficientNet's 5x5), slower than the copies to channels-last and
-    back. For a 3x3 window or a dense convolution the copies cost more than they save, so
-    those stay (benchmarks/MEASUREMENTS.md)."""
+def prefers_channels_last(lowering: GraphLowering, node: Node, x: Any, weight: Any,
+                          call: Callable, on_copies: Callable, args: tuple, kwargs: dict
+                          ) -> bool:
+    """Whether a 2-d convolution on the CPU runs on channels-last copies of its input (and
+    gradient): PyTorch's kernels are faster there for some (a 1x1 of EfficientNet at one
+    thread, 2.4x; a depthwise window of 5 or more) and slower for others (a dense 3x3 of
+    ResNet-18; a depthwise 3x3 once the copies are paid), so ``autotune.conv_channels_last``
+    times ``call`` against ``on_copies`` on the real sizes (``config.conv_layout``). Not
+    for symbolic sizes (comparing one would guard on it)."""
     if not all(isinstance(v, IRNode) for v in (x, weight)) or \
-            x.get_device().type != "cpu" or len(x.get_size()) != 4:
+            x.get_device().type != "cpu" or len(x.get_size()) != 4 or \
+            not all(isinstance(s, int) for s in (*x.get_size(), *weight.get_size())):
         return False
-    channels, (_, per_group, kh, kw) = x.get_size()[1], tuple(weight.get_size())
-    if not all(isinstance(v, int) for v in (groups, channels, per_group, kh, kw)):
-        return False   # (comparing a symbolic size would guard on it)
-    return groups > 1 and groups == channels and per_group == 1 and max(kh, kw) >= 5
+    op = f"{node.name} (conv {'x'.join(map(str, weight.get_size()))})"
+    return conv_channels_last(op, call, on_copies, args, kwargs, lowering.autotune_table)
 
 
 def convolution_channels_last(x, weight, bias=None, stride=1, padding=0, dilation=1,
@@ -886,21 +887,22 @@ def convolution_channels_last(x, weight, bias=None, stride=1, padding=0, dilatio
 
 def convolution_backward_channels_last(grad, x, weight, *args):
     """``aten.convolution_backward`` on channels-last copies of the gradient and the input
-    (see :func:`prefers_channels_last`), the input's gradient copied back to contiguous."""
-    grad_x, *rest = torch.ops.aten.convolution_backward.default(
-        grad.contiguous(memory_format=torch.channels_last),
-        x.contiguous(memory_format=torch.channels_last), weight, *args)
-    return (None if grad_x is None else grad_x.contiguous(), *rest)
+    (see :func:`prefers_channels_last`), the gradients copied back to contiguous (a dense
+    filter's gradient comes back channels-last too)."""
+    return tuple(None if g is None else g.contiguous()
+                 for g in torch.ops.aten.convolution_backward.default(
+                     grad.contiguous(memory_format=torch.channels_last),
+                     x.contiguous(memory_format=torch.channels_last), weight, *args))
 
 
 @register_lowering(PRIMS["convolution"])
 def lower_convolution(lowering, node, x, weight, *args, **kwargs):
     """A PyTorch call, on channels-last copies where PyTorch's CPU kernels are faster."""
-    groups = kwargs.get("groups", args[4] if len(args) > 4 else 1)
-    if prefers_channels_last(x, weight, groups):
+    if prefers_channels_last(lowering, node, x, weight, PRIMS["convolution"].reference,
+                             convolution_channels_last, (x, weight, *args), kwargs):
         return lowering.extern(node, convolution_channels_last, (x, weight, *args), kwargs,
                                "convolution is a library call, run by PyTorch (on a "
-                               "channels-last copy: a depthwise window of 5 or more)")
+                               "channels-last copy: measured faster)")
     return lowering.extern(node, node.target, (x, weight, *args), kwargs,
                            "convolution is a library call, run by PyTorch")
 
@@ -911,9 +913,11 @@ def lower_convolution_backward(lowering, node, *args):
     in compile_fx.py pairs them): a tuple, read through ``getitem``."""
     reason = "convolution_backward (the input and weight gradients in one call) is a " \
         "library call, run by PyTorch"
-    if prefers_channels_last(args[1], args[2], args[9]):
+    if prefers_channels_last(lowering, node, args[1], args[2], node.target,
+                             convolution_backward_channels_last, args, {}):
         return lowering.extern(node, convolution_backward_channels_last, args, {},
-                               reason + " (on channels-last copies)", fallback=False)
+                               reason + " (on channels-last copies: measured faster)",
+                               fallback=False)
     return lowering.extern(node, node.target, args, {}, reason, fallback=False)
 
 
