@@ -2806,6 +2806,24 @@ def test_a_dict_subclass_setattr_runs_the_class_hook(name, backend):
                     backend)
 
 
+class _SuperGetDict(dict):
+    def scaled(self, x):
+        get = super().get          # dict's own method, bound through super()
+        print("a break with the bound method alive")
+        return x * get("a")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_super_bound_container_method_lives_across_a_break(backend):
+    # rebuilding ``super().get`` after the graph raised "cannot rebuild" out of the call
+    # (the tracker had lost its reconstruct)
+    def f(x, d):
+        return d.scaled(x) + 1
+    d, x = _SuperGetDict(a=2.0), torch.randn(3)
+    tc.reset()
+    torch.testing.assert_close(tc.compile(f, backend=backend)(x, d), f(x, d))
+
+
 # --- probe-11: a break inside a function a context manager decorates ----------------------
 @pytest.mark.parametrize("name", ["no_grad", "enable_grad", "set_grad_enabled",
                                   "autocast_disabled", "contextmanager"])

@@ -252,6 +252,12 @@ class _BoundContainerMethod(VariableTracker):
             return _dict_generic_setattr(obj, tx, args, kwargs)  # (from the class's hook)
         return type(obj).call_method(obj, tx, self.name, args, kwargs)
 
+    def children(self):
+        return [self.sup]
+
+    def reconstruct(self, rc):
+        return getattr(rc(self.sup), self.name)
+
 
 def _dict_generic_setattr(obj, tx, args: list, kwargs: dict) -> VariableTracker:
     """``object.__setattr__(d, name, v)`` / ``super().__setattr__(name, v)`` on a dict
@@ -261,12 +267,6 @@ def _dict_generic_setattr(obj, tx, args: list, kwargs: dict) -> VariableTracker:
         raise Unsupported("object.__setattr__ on a dict subclass with a non-constant name")
     obj.store_attr(tx, args[0].as_python_constant(), args[1], hooked=True)
     return ConstantVariable(None)
-
-    def children(self):
-        return [self.sup]
-
-    def reconstruct(self, rc):
-        return getattr(rc(self.sup), self.name)
 
 
 def _marker_exception_class(cls: type) -> bool:
