@@ -27,7 +27,7 @@ import threading
 import types
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -42,10 +42,6 @@ from ..source import (
     Source,
     WeakRefCallSource,
 )
-
-if TYPE_CHECKING:  # pragma: no cover
-    pass
-
 from .base import LATE_BOUND, BoundMethodVariable, VariableTracker, is_constant_value
 from .containers import (
     AttributeDictVariable,
