@@ -25,8 +25,8 @@ Without ``mode="max-autotune"``, and on the C++ backend, matmul stays the PyTorc
 
 One choice is measured in every mode, because it costs milliseconds, not compiler runs: the
 memory layout a CPU convolution runs in (:func:`conv_channels_last`, ``config.conv_layout``).
-PyTorch's CPU kernels are up to 2.4x faster on channels-last tensors for some convolutions
-and slower for others, by window, groups, sizes, threads and CPU.
+PyTorch's CPU kernels are faster on channels-last tensors for some convolutions and slower
+for others, by window, groups, sizes, threads and CPU.
 Under the interpreter the template always loses on time (milliseconds a program): tests
 set ``matmul_choice.force = "template"`` to check the template's values.
 

@@ -39,10 +39,10 @@ conv_layout: str = "measure"
 real sizes both ways -- on the contiguous (NCHW) tensors, and on channels-last copies with
 the result copied back -- once per distinct convolution (forward and backward apart) and
 keep the faster (``autotune.conv_channels_last``). Which wins depends on the window, the
-groups, the sizes, the thread count and the CPU: at 1 thread a 1x1 convolution of
-EfficientNet or RegNet ran 2.4x faster on channels-last, a dense 3x3 of ResNet-18 1.1x
-slower, a depthwise 3x3 2x slower with the copies (benchmarks/MEASUREMENTS.md), so no fixed
-rule holds. ``"contiguous"`` or ``"channels_last"`` force one (tests; reproducible kernels)."""
+groups, the sizes, the thread count and the CPU (1x1 convolutions of EfficientNet and RegNet
+faster on channels-last, a dense 3x3 of ResNet-18 and a depthwise 3x3 slower:
+benchmarks/MEASUREMENTS.md), so no fixed rule holds. ``"contiguous"`` or
+``"channels_last"`` force one (tests; reproducible kernels)."""
 
 conv_layout_margin: float = 0.9
 """Under ``conv_layout = "measure"`` channels-last is kept only when it takes at most this

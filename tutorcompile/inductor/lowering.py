@@ -863,9 +863,9 @@ def prefers_channels_last(lowering: GraphLowering, node: Node, x: Any, weight: A
                           call: Callable, on_copies: Callable, args: tuple, kwargs: dict
                           ) -> bool:
     """Whether a 2-d convolution on the CPU runs on channels-last copies of its input (and
-    gradient): PyTorch's kernels are faster there for some (a 1x1 of EfficientNet at one
-    thread, 2.4x; a depthwise window of 5 or more) and slower for others (a dense 3x3 of
-    ResNet-18; a depthwise 3x3 once the copies are paid), so ``autotune.conv_channels_last``
+    gradient): PyTorch's kernels are faster there for some (EfficientNet's 1x1s at one
+    thread, ConvNeXt's 7x7 depthwise) and slower for others (a dense 3x3 of ResNet-18; a
+    depthwise 3x3 once the copies are paid), so ``autotune.conv_channels_last``
     times ``call`` against ``on_copies`` on the real sizes (``config.conv_layout``). Not
     for symbolic sizes (comparing one would guard on it)."""
     if not all(isinstance(v, IRNode) for v in (x, weight)) or \
