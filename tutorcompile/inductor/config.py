@@ -99,9 +99,10 @@ cpp_sum_chunk: int = 512
 float per lane), and the chunks' sums in double (``CppKernel.emit_reduction``): double
 accumulators all the way halve the vector width, float all the way loses digits."""
 
-cpp_split_min: int = 8
+cpp_split_min: int = 4
 """The vectorised loop is split at a divisor of its index (``CppKernel.note_split``) only
-when the inner part is at least this long: a vector of floats (AVX2)."""
+when the inner part is at least this long: four floats fill an SSE vector, and the split
+loop of a 2x2 image beats the flat loop's gathers, which g++ leaves scalar."""
 
 cpp_parallel_min_elements: int = 32768
 """Below this many elements a kernel runs on one thread: starting a parallel region costs

@@ -490,8 +490,9 @@ class CppKernel(KernelWriter):
             self.wants_short_inner = any(
                 isinstance(e, (ir.FloorDiv, ir.ModularIndexing)) and x0 in e.args[0].free_symbols
                 for e in sympy.preorder_traversal(ir.simplify_index(expr)))
-        if self.unsplit:
-            expr = sympy.sympify(expr).xreplace(self.unsplit)
+        if self.unsplit:   # (simplified first: the digits of a split loop's variable
+            # join back into ``x0b % 9``, which is the loop variable itself)
+            expr = ir.simplify_index(expr).xreplace(self.unsplit)
         if self.rejoin:
             joined = sympy.expand(sympy.sympify(expr).xreplace(self.rejoin))
             if not joined.free_symbols & self.digits and joined.is_polynomial():
