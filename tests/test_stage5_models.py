@@ -128,3 +128,26 @@ def test_batch_norm_training_is_as_close_to_float64_as_eager():
                              ours, eager, exact):
         error = (a.double() - r).abs().mean().item()
         assert error <= 2 * (e.double() - r).abs().mean().item() + 1e-12, name
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+def test_max_pooling_without_a_gradient_is_the_window_maximum(codegen):
+    """With no gradient to route, max pooling is the maximum of each window, NaN where the
+    window holds one (the padding is -inf: never picked over an input element), for
+    padding, ceil_mode's extra windows, dilation and windows that tile. (It computed which
+    element PyTorch's pooling picks, for the gradient: a score per element, twice the
+    work.)"""
+    import tutorcompile as tc
+    torch.manual_seed(0)
+    for kernel, stride, pad, dilation, ceil in [(3, 2, 1, 1, False), (3, 2, 0, 1, True),
+                                                (2, 2, 0, 1, False), (3, 1, 1, 2, False),
+                                                (5, 3, 2, 1, True)]:
+        pool = nn.MaxPool2d(kernel, stride, pad, dilation, ceil_mode=ceil)
+        x = torch.randn(2, 3, 9, 9)
+        x[0, 0, 1, 1] = float("nan")
+        x[0, 1, :3, :3] = float("-inf")
+        x[1, 2] = 0.0
+        tc.reset()
+        compiled = tc.compile(pool, backend="inductor", options={"codegen": codegen})
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), pool(x), equal_nan=True, rtol=0, atol=0)

@@ -676,7 +676,8 @@ def _max_pool(n):
         extra = _ceil_extra(x, n, kernel, stride, dilation, pad, ceil_mode)
         if not return_indices and set(dilation) == {1} and \
                 _tiles(x, n, kernel, stride, pad, extra):
-            return _pick_max(list(_tile_terms(x, n, kernel)))
+            terms = list(_tile_terms(x, n, kernel))
+            return _pick_max(terms) if _needs_grad(x) else _window_max(terms)
         valid = None
         padded = x
         if any(pad) or any(extra):
@@ -686,8 +687,10 @@ def _max_pool(n):
                                        dilation))
             padded = constant_pad(x, sides, float("-inf"))
         terms = list(_window_terms(padded, n, kernel, stride, dilation))
-        if not return_indices and not _needs_grad(x):   # (no backward: the cheaper forward)
-            return _pick_max(terms, valid)
+        if not return_indices and not _needs_grad(x):
+            # no backward: which element is picked does not matter, only its value (the
+            # padding is -inf, never above an element of the input)
+            return _window_max(terms)
         if not all(isinstance(v, int) for v in x.shape):
             if return_indices:
                 raise NotImplementedError("return_indices=True with a symbolic size")
@@ -783,11 +786,18 @@ def _tile_terms(x, n, kernel):
         yield ops.reshape(v, tuple(x.shape[:-n]) + out)
 
 
-def _window_scores(terms, valid=None):
-    """Each window element's :func:`_window_score`, and the highest (the element picked)."""
+def _window_max(terms):
+    """The window's maximum, NaN if any element is (``maximum`` propagates NaN, as max
+    pooling does)."""
     best = terms[0]
     for t in terms[1:]:
         best = ops.maximum(best, t)
+    return best
+
+
+def _window_scores(terms, valid=None):
+    """Each window element's :func:`_window_score`, and the highest (the element picked)."""
+    best = _window_max(terms)
     scores = [_window_score(t, best, len(terms), i, valid[i] if valid else None)
               for i, t in enumerate(terms)]
     top = scores[0]
