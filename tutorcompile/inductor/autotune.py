@@ -22,13 +22,13 @@ printed in ``output_code``), and the winner's kernel says why it won in a last c
 (``# max-autotune: ...``).
 
 Without ``mode="max-autotune"``, and on the C++ backend, matmul stays the PyTorch call.
+Under the interpreter the template always loses on time (milliseconds a program): tests
+set ``matmul_choice.force = "template"`` to check the template's values.
 
 One choice is measured in every mode, because it costs milliseconds, not compiler runs: the
 memory layout a CPU convolution runs in (:func:`conv_channels_last`, ``config.conv_layout``).
 PyTorch's CPU kernels are faster on channels-last tensors for some convolutions and slower
 for others, by window, groups, sizes, threads and CPU.
-Under the interpreter the template always loses on time (milliseconds a program): tests
-set ``matmul_choice.force = "template"`` to check the template's values.
 
 Mirrors: torch/_inductor/runtime/triton_heuristics.py (``CachingAutotuner``) and
 torch/_inductor/select_algorithm.py (``AlgorithmSelectorCache``: choices, timings, the
@@ -344,11 +344,10 @@ def conv_channels_last(op: str, contiguous: Callable, channels_last: Callable, a
                        kwargs: dict, table: AutotuneTable | None = None) -> bool:
     """Should a CPU convolution (or its backward) run on channels-last copies? Under
     ``config.conv_layout = "measure"``: ``contiguous(*args, **kwargs)`` and
-    ``channels_last(*args, **kwargs)``
-    (the same call on copies, its result copied back) are timed on random tensors of the
-    real sizes, interleaved, the best of three each, and channels-last wins only by
-    ``config.conv_layout_margin``. Both timings are rows of ``table`` (``output_code``
-    prints them)."""
+    ``channels_last(*args, **kwargs)`` (the same call on copies, its result copied back)
+    are timed on random tensors of the real sizes, interleaved, the best of three each,
+    and channels-last wins only by ``config.conv_layout_margin``. Both timings are rows of
+    ``table`` (``output_code`` prints them)."""
     if config.conv_layout not in ("measure", "contiguous", "channels_last"):
         raise ValueError(f"inductor.config.conv_layout={config.conv_layout!r}: choose "
                          "'measure', 'contiguous' or 'channels_last'")
