@@ -94,10 +94,20 @@ def candidate_blocks(plan: KernelPlan, persistent: bool) -> list[tuple[int, int,
     return list(dict.fromkeys(out))[:12]
 
 
+# Scratch values come from a generator of their own: timing while compiling must not move
+# the user's random stream (a model's dropout, compiled at its first call, would draw other
+# masks than eager's).
+_scratch_generator = torch.Generator()
+
+
+def _random(size) -> torch.Tensor:
+    return torch.randn(size, generator=_scratch_generator)
+
+
 def _scratch(buffer) -> torch.Tensor:
     layout = buffer.layout
     storage = max(1, sum((s - 1) * st for s, st in zip(layout.size, layout.stride)) + 1)
-    base = torch.randn(storage, device=layout.device).to(layout.dtype) \
+    base = _random(storage).to(layout.device, layout.dtype) \
         if layout.dtype.is_floating_point else torch.zeros(storage, dtype=layout.dtype,
                                                           device=layout.device)
     return base.as_strided(layout.size, layout.stride)
@@ -225,7 +235,7 @@ def _choose(table: AutotuneTable | None, op: str, t: float) -> None:
 
 def _scratch_value(value) -> torch.Tensor:
     """A random tensor of an IR value's size (for timing the PyTorch call)."""
-    return torch.randn(tuple(value.get_size()), device=value.get_device()).to(value.get_dtype())
+    return _random(tuple(value.get_size())).to(value.get_device(), value.get_dtype())
 
 
 def select_matmul(lowering, node, a, b, bias, extern):
