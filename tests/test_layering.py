@@ -28,7 +28,8 @@ FLOORS = [
     {"fx"},                                               # the graph IR and symbolic shapes
     {"ops"},                                              # prims, handlers, VJP rules
     {"amp", "autograd", "cudagraphs"},                    # built on graphs and prims
-    {"aot", "dynamo"},                                    # stages 3 and 4
+    {"aot"},                                              # stage 4, and the symbolic run
+    {"dynamo"},                                           # stage 3, which asks it sizes
     {"inductor"},                                         # stage 5 (lowers AOT's graphs)
     {"bench", "models"},
     {"viz", "grading", "torch_backend", "lab", "__init__", "__main__"},   # what users call
@@ -36,10 +37,7 @@ FLOORS = [
 FLOOR = {name: i for i, names in enumerate(FLOORS) for name in names}
 
 # (importing module, imported module[:name]) -> why it is still there. Shrink it.
-CROSSING = {
-    ("dynamo.output_graph", "aot.prim_graph:symbolic_sizes"):
-        "symbolic sizes of a graph mid-capture are computed by AOT's prim tracing",
-}
+CROSSING: dict[tuple[str, str], str] = {}
 
 # Every import of the package's own modules inside a function: (importing module, imported
 # module) -> why it is not at module level. At most ten; the list only shrinks.
@@ -55,7 +53,6 @@ LAZY = {
     ("dynamo.variables.builder", "dynamo.eval_frame"):
         "a cycle: eval_frame runs the translator, whose builder unwraps compiled "
         "functions (OptimizedCallable, OptimizedModule) to inline them",
-    ("dynamo.output_graph", "aot.prim_graph"): "see CROSSING",
 }
 
 

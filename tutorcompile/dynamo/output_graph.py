@@ -27,6 +27,7 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..amp import autocast_casts, autocast_on, regions
+from ..aot.prim_graph import symbolic_sizes as run_symbolically
 from ..fx import Graph, GraphModule
 from ..fx.aliasing import same_storage
 from ..fx.interpreter import tensor_meta
@@ -65,7 +66,6 @@ def graph_symbolic_sizes(graph: Graph, example_inputs: list, dims: list, sizes: 
     """:func:`tutorcompile.aot.prim_graph.symbolic_sizes`: the sizes of ``graph``'s nodes as
     expressions over the inputs' dynamic dims, from AOT's symbolic run of its prims. Capture
     asks it here (a graph mid-capture; the pieces of a DDP split) and nowhere else."""
-    from ..aot.prim_graph import symbolic_sizes as run_symbolically
     return run_symbolically(graph, example_inputs, dims, sizes)
 
 
