@@ -176,3 +176,16 @@ def test_package_map_names_every_module(package):
     modules += [p.name for p in folder.iterdir() if (p / "__init__.py").exists()]
     missing = [m for m in sorted(modules) if not re.search(rf"(?<!\w){re.escape(m)}\b", doc)]
     assert not missing, f"tutorcompile/{package}/__init__.py's map does not name {missing}"
+
+
+def test_code_generation_never_traces_python():
+    """Stage 5 spells graphs it is given: nothing under ``inductor/`` imports Python tracing
+    (``aot.tracing``) or the decomposition of a traced function into prims. A scan's
+    ``combine_fn`` reaches it as prims: capture speculates it into a body, stage 4
+    decomposes that (``aot.prim_graph.capture_combine_fn``)."""
+    found = [f"{m} imports {target}{':' + name if name else ''}"
+             for m in sorted(MODULES) if package_of(m) == "inductor"
+             for target, name, _ in imports(m)
+             if target == "aot.tracing" or (package_of(target) == "aot" and name in (
+                 "trace_with_inputs", "decompose", "capture_combine_fn"))]
+    assert not found, "\n".join(found)

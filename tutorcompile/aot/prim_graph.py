@@ -7,7 +7,9 @@ arithmetic on shapes is evaluated on the spot (on symbolic sizes it stays symbol
 an **extern** node that calls the torch function itself -- its output shape found by running
 it on ``meta`` tensors, or, on symbolic sizes (which meta kernels cannot take), by tracing
 its decomposition on stand-ins and keeping only the result's sizes -- and AOTAutograd asks
-PyTorch for its gradient at run time.
+PyTorch for its gradient at run time. A ``sequential_scan`` extern also gets its
+``combine_fn`` as prims (:func:`capture_combine_fn`): code generation spells those, and never
+traces Python.
 :class:`DecompositionReport` says which calls were decomposed and which stayed extern, and
 why.
 
@@ -30,11 +32,12 @@ from typing import Any
 import sympy
 import torch
 
-from ..fx import Graph, Node, TensorMeta
+from ..fx import Graph, GraphModule, Node, TensorMeta
 from ..fx.node import map_aggregate, tree_leaves
 from ..fx.passes.dce_cse import is_random
 from ..fx.symbolic_shapes import ShapeEnv, SymInt, as_shape, hint_int
 from ..ops import GraphHandler, GraphValue, make_meta, ops, set_handler
+from ..ops.scan import CombineBody, CombineFn, sequential_scan
 from ..ops.table import contiguous_strides
 from .decomp import (
     DECOMPOSITIONS,
@@ -48,6 +51,7 @@ from .decomp import (
 )
 from .decomp.registry import current_graph_handler, extern_call, target_name
 from .functionalize import functionalize
+from .tracing import trace_with_inputs
 
 # =======================================================================================
 
@@ -208,6 +212,8 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
             args, kwargs = map_aggregate((args, kwargs), lambda v: v.specialize(why)
                                          if isinstance(v, SymInt) else v)
         return fn(*args, **kwargs)
+    if fn is sequential_scan:    # its combine_fn, as prims: stage 5 never traces Python
+        args, kwargs = capture_combine_fn(args, kwargs)
     rule = table.get(key)
     why = "no decomposition registered"
     if rule is not None:
@@ -228,6 +234,59 @@ def _call(node: Node, args: tuple, kwargs: dict, table: dict, report: Decomposit
     if is_random(node):
         return _random_extern_call(fn, args, kwargs, meta)
     return _stop_gradients(fn, args, kwargs, extern_call(fn, args, kwargs, meta=meta))
+
+
+def capture_combine_fn(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """A ``sequential_scan`` call's arguments with its ``combine_fn`` replaced by a
+    :class:`~tutorcompile.ops.scan.CombineFn`: the function, with its graph of prims over
+    one-element tensors of the leaves' dtypes, or the reason it has none. Capture's body
+    (:class:`~tutorcompile.ops.scan.CombineBody`) is functionalized and decomposed; a plain
+    Python function (``aot_function``, or a body capture could not lift) is first traced by
+    running it -- the one place a scan's Python runs to be traced. Code generation then
+    spells the graph (``inductor/codegen/scan.py``).
+
+    Mirrors: torch/_higher_order_ops/associative_scan.py, whose ``combine_fn`` reaches
+    Inductor as a traced subgraph (``materialize_as_graph``)."""
+    try:
+        bound = inspect.signature(sequential_scan).bind(*args, **kwargs)
+    except TypeError:   # (PyTorch's call says what is wrong)
+        return args, kwargs
+    fn, xs = bound.arguments["combine_fn"], bound.arguments["xs"]
+    packed = type(xs) if isinstance(xs, (tuple, list)) else None
+    leaves = list(xs) if packed else [xs]
+    dtypes = tuple(x.dtype for x in leaves if isinstance(getattr(x, "dtype", None), torch.dtype))
+    if isinstance(fn, CombineFn):
+        if fn.dtypes == dtypes:
+            return args, kwargs
+        fn = fn.fn
+
+    def replaced(combine: CombineFn) -> tuple[tuple, dict]:
+        if "combine_fn" in kwargs:
+            return args, {**kwargs, "combine_fn": combine}
+        return (combine, *args[1:]), kwargs
+    if len(dtypes) != len(leaves):
+        return replaced(CombineFn(fn, (), "the leaves are not all tensors"))
+    k = len(leaves)
+
+    def flat(*values: Any) -> tuple:
+        pack: Callable = (lambda items: packed(items)) if packed else (lambda items: items[0])
+        result = fn(pack(values[:k]), pack(values[k:]))
+        return tuple(result) if packed else (result,)
+    examples = [torch.ones(1, dtype=d) for d in dtypes * 2]
+    prims: Graph | str
+    try:
+        if isinstance(fn, CombineBody) and isinstance(fn.body, GraphModule):
+            # capture's body: its graph, decomposed (no Python runs)
+            body = functionalize(fn.body.graph).graph
+            attrs = {n.target: operator.attrgetter(n.target)(fn.body) for n in body.nodes
+                     if n.op == "get_attr"}
+            prims = decompose(body, examples, attrs=attrs)[0]
+        else:   # a Python function (aot_function's users): traced by running it
+            traced, _ = trace_with_inputs(flat, examples)
+            prims = decompose(traced.graph, examples)[0]
+    except Exception as e:   # noqa: BLE001 -- any failure keeps PyTorch's loop
+        prims = f"combine_fn could not be traced to prims ({type(e).__name__}: {e})"
+    return replaced(CombineFn(fn, dtypes, prims))
 
 
 _FLAGS = ("inplace",)

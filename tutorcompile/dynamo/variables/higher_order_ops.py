@@ -34,11 +34,14 @@ passes a function cannot be one node of traced ops. Each kind gets what its mean
 per step, on trackers, and the steps join the graph (the code generators then fuse them). Once
 the length is a symbol (a recompile on a new length, ``dynamic=True``, ``mark_dynamic``) there
 is no number of steps to unroll, so the graph calls
-:func:`~tutorcompile.ops.scan.sequential_scan` with the function object itself, and PyTorch
-runs the loop -- one graph for every length. Only a function that computes the same thing on
-every call may sit in a graph: a module-level one, or one made while tracing with no closure
-and no defaults (Mamba's); any other keeps the unrolled path, which specialises (guards) the
-length.
+:func:`~tutorcompile.ops.scan.sequential_scan` with the function speculated into a body of
+its own, on stand-ins for one slice of each leaf (a :class:`~tutorcompile.ops.scan.
+CombineBody`: called like the function, so PyTorch runs the loop of it; stage 4 decomposes
+its graph into prims, and code generation never traces Python) -- one graph for every
+length. A body that reads values of the enclosing graph leaves the function object itself
+in the node. Only a function that computes the same thing on every call may sit in a graph:
+a module-level one, or one made while tracing with no closure and no defaults (Mamba's); any
+other keeps the unrolled path, which specialises (guards) the length.
 
 ``associative_scan(combine_fn, xs, dim)`` (Mamba's selective scan, when compiling) is the
 inclusive scan ``out[0] = x[0]``, ``out[i] = combine_fn(out[i-1], x[i])`` along ``dim``; with
@@ -90,7 +93,7 @@ from ...ops.higher_order import (
     call_while_loop,
     run_transform,
 )
-from ...ops.scan import sequential_scan
+from ...ops.scan import CombineBody, sequential_scan
 from ..exc import Unsupported
 from .base import LATE_BOUND, VariableTracker
 from .callables import _BUILTIN_HANDLERS
@@ -125,11 +128,13 @@ def _associative_scan(tx, combine_fn, xs, dim, reverse=None, combine_mode=None):
     length = leaves[0].size_var(tx, d)
     fn = _plain_function(combine_fn)
     if isinstance(length, SymIntVariable) and fn is not None:
-        # one node for every length: PyTorch runs the scan
+        # one node for every length: PyTorch runs the scan, of combine_fn's body
         kwargs = {"dim": d, "reverse": bool(const["reverse"]),
                   "combine_mode": const["combine_mode"] or "pointwise"}
+        combine = _combine_body(tx, combine_fn, leaves, d, packed, fn.__name__) or fn
         return tx.output.create_node("call_function", sequential_scan,
-                                     (fn, xs if packed else leaves[0]), kwargs)
+                                     (ConstantVariable(combine), xs if packed else leaves[0]),
+                                     kwargs)
     # unrolled one step per position: a symbolic length (of a function that cannot be a
     # graph argument) is specialised -- guarded -- and the other sizes stay symbolic
     n = length.specialize(tx) if isinstance(length, SymIntVariable) else \
@@ -157,6 +162,31 @@ def _associative_scan(tx, combine_fn, xs, dim, reverse=None, combine_mode=None):
                                      (ListVariable([outs[i][k] for i in range(n)]), d), {})
                for k in range(len(leaves))]
     return pack(stacked)
+
+
+def _combine_body(tx, combine_fn, leaves: list[TensorVariable], dim: int, packed: bool,
+                  name: str) -> CombineBody | None:
+    """``combine_fn`` speculated into a body of its own, on stand-ins for one slice of each
+    leaf (the accumulated ones, then the current ones), as the node's function: stage 4
+    decomposes its graph, and code generation never traces Python. None (the function
+    itself, run as Python) when the body reads values of the enclosing graph -- a
+    ``sequential_scan`` passes its function nothing else."""
+    def stand_ins() -> list[TensorVariable]:
+        out = []
+        for leaf in leaves:
+            with tx.output.fake_mode:
+                like = leaf.fake.detach()
+                shape = [s for i, s in enumerate(like.shape) if i != dim]
+                fake = like.new_empty(shape)
+            out.append(tx.output.body_input(fake))
+        return out
+    left, right = stand_ins(), stand_ins()
+
+    def pack(items: list) -> VariableTracker:
+        return TupleVariable(items) if packed else items[0]
+    body, free = _trace_body(tx, "associative_scan", combine_fn, [pack(left), pack(right)],
+                             {}, [*left, *right])
+    return None if free else CombineBody(body, name)
 
 
 def _plain_function(fn) -> Callable | None:

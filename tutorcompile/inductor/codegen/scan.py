@@ -19,11 +19,15 @@ with the length an argument like any symbolic size. The leaves are contiguous, v
 
 (step 0 copies the first position; ``reverse`` walks the rows the other way). The Triton
 kernel gives each program a block of the ``outer x inner`` positions and loops over ``n``
-in it, the running value in registers. The ``combine_fn`` is traced on one-element tensors
-and decomposed into prims, and every prim is spelled by the same tables the fused kernels
-use. Anything else -- a reduction or a view in ``combine_fn``, leaves of different shapes
-or dtypes, a dtype other than float32 or float64 -- keeps PyTorch's loop, and the lowering
-says why.
+in it, the running value in registers. Code generation never traces Python: the
+``combine_fn`` reaches it already a graph of prims over one-element tensors -- capture
+speculated it into a body, and stage 4 decomposed that body (or traced a plain Python
+function, as ``aot_function``'s users hand it) when it decomposed the graph
+(``aot/prim_graph.py``, ``capture_combine_fn``), leaving a
+:class:`~tutorcompile.ops.scan.CombineFn` in the node -- and every prim is spelled by the same
+tables the fused kernels use. Anything else -- a
+reduction or a view in ``combine_fn``, leaves of different shapes or dtypes, a dtype other
+than float32 or float64 -- keeps PyTorch's loop, and the lowering says why.
 
 The backward graph asks for the scan's gradient through stage 4's ``extern_backward`` (which
 would replay the loop under PyTorch's autograd). Its kernel (:class:`ScanGradKernel`) runs
@@ -44,11 +48,10 @@ from typing import Any
 
 import torch
 
-from ...aot.prim_graph import decompose
-from ...aot.tracing import trace_with_inputs
 from ...fx import Graph, Node
 from ...ops import Prim
 from ...ops.autodiff import backward_graph
+from ...ops.scan import CombineFn
 from ...ops.virtualized import TRITON_DTYPES, spell
 from .. import config
 from ..codecache import triton_module
@@ -149,21 +152,17 @@ class ScanGradKernel:
         return f"<{self.scan.language} scan gradient kernel {self.__name__}>"
 
 
-def combine_prims(combine_fn: Any, packed: type | None, num_leaves: int,
-                  dtype: torch.dtype) -> Graph | str:
-    """``combine_fn`` as a graph of prims over one-element tensors (inputs: the left
-    leaves, then the right ones), or why it cannot be traced so."""
-
-    def flat(*values):
-        pack = (lambda items: packed(items)) if packed else (lambda items: items[0])
-        result = combine_fn(pack(values[:num_leaves]), pack(values[num_leaves:]))
-        return tuple(result) if packed else (result,)
-    examples = [torch.ones(1, dtype=dtype) for _ in range(2 * num_leaves)]
-    try:
-        traced, _ = trace_with_inputs(flat, examples)
-        return decompose(traced.graph, examples)[0]
-    except Exception as e:   # noqa: BLE001 -- any failure keeps PyTorch's loop
-        return f"combine_fn could not be traced to prims ({type(e).__name__}: {e})"
+def combine_prims(combine_fn: Any, num_leaves: int, dtype: torch.dtype) -> Graph | str:
+    """The graph of prims stage 4 captured for ``combine_fn`` (inputs: the left leaves,
+    then the right ones, each a one-element tensor of ``dtype``), or why there is none.
+    Nothing here traces Python: a function stage 4 did not capture keeps PyTorch's loop."""
+    if not isinstance(combine_fn, CombineFn):
+        return "combine_fn was not captured as prims before code generation (stage 4 " \
+            "captures it when it decomposes the graph)"
+    if combine_fn.dtypes != (dtype,) * num_leaves:
+        return f"combine_fn was captured for {[str(d) for d in combine_fn.dtypes]}, not " \
+            f"{num_leaves} x {dtype}"
+    return combine_fn.prims
 
 
 def spell_prims(graph: Graph, names: Sequence[str], dtype: torch.dtype, what: str,
@@ -402,7 +401,7 @@ def compile_scan(name: str, language: str, combine_fn: Any, xs_metas: Sequence[A
     if why is not None:
         return why
     dtype, k = xs_metas[0].dtype, len(xs_metas)
-    prims = combine_prims(combine_fn, packed, k, dtype)
+    prims = combine_prims(combine_fn, k, dtype)
     if isinstance(prims, str):
         return prims
     spelled = spell_prims(prims, [f"left{i}" for i in range(k)] +
@@ -425,7 +424,7 @@ def compile_scan_backward(scan: ScanKernel, combine_fn: Any, dtype: torch.dtype,
     """The gradient kernel of ``scan`` (its leaves are ``inputs[leaf_inputs[i]]``; output
     ``i`` has a gradient where ``has_grad[i]``), or why there is none."""
     k = scan.num_leaves
-    prims = combine_prims(combine_fn, scan.packed, k, dtype)
+    prims = combine_prims(combine_fn, k, dtype)
     if isinstance(prims, str):
         return prims
     try:
