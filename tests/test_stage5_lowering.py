@@ -178,6 +178,12 @@ def test_whole_multiples_come_out_of_a_floor():
     assert ir.ModularIndexing(e, 64, 32) == ir.ModularIndexing(r0, 1, 32)
     assert ir.ModularIndexing(e, 16, 4) == ir.ModularIndexing(x0, 16, 4)
     assert ir.ModularIndexing(e, 1, 16) == ir.ModularIndexing(x0, 1, 16)
+    # a digit's high part is a digit, and a loop split at 16 then reads 16 in a row: the
+    # columns of heads a cat of q, k and v's gradients reads, ``(x % 64) // 16``
+    assert ir.FloorDiv(ir.ModularIndexing(x0, 1, 64), 16) == ir.ModularIndexing(x0, 16, 4)
+    a, b = ir.index_symbol("x0a"), ir.ModularIndexing(ir.index_symbol("xib"), 1, 16)
+    assert ir.FloorDiv(ir.ModularIndexing(16 * a + b, 1, 64), 16) == \
+        ir.ModularIndexing(a, 1, 4)
     assert ir.FloorDiv(64 * r0 + x0, 64) != r0   # x0 may carry: nothing to peel
     assert ir.FloorDiv(e + 1, 64) != r0          # nor may 63 + 1
 

@@ -79,6 +79,12 @@ class FloorDiv(sympy.Function):
             return sympy.Integer(0)
         if base.is_Integer and divisor.is_Integer:
             return sympy.Integer(int(base) // int(divisor))
+        if isinstance(base, ModularIndexing) and divisor.is_Integer and \
+                base.args[2].is_Integer and base.args[2] % divisor == 0:
+            # a digit's high part is a digit: (x % 64) // 16 = (x // 16) % 4 -- the form a
+            # split loop's x = 16*xa + xb then peels to xa % 4 (a cat's columns of heads)
+            e, a, m = base.args
+            return ModularIndexing(e, a * divisor, m // divisor)
         peeled = _peel(base, divisor)
         if peeled is not None:
             quotient, g = peeled
