@@ -25,6 +25,7 @@ from tutorcompile.aot import (
     aot_module,
     decompose,
     default_partition,
+    kernel_min_cut_partition,
     make_joint,
     min_cut_partition,
 )
@@ -187,6 +188,24 @@ def test_min_cut_never_recomputes_matmul_or_random_ops():
             assert op_kind(node) not in ("random",), node.format_node()
             assert not (op_kind(node) == "extern" and node.meta.get("phase") == "forward"), \
                 f"recomputed {node.format_node()}"
+
+
+def test_min_cut_keeps_an_equality_test_in_the_forward():
+    """A max's gradient goes where ``x == max(x)``: recomputed in the backward's kernels,
+    ``x`` may miss the saved maximum by a rounding (a reciprocal in one kernel, a division
+    in the other) and the gradient vanishes or, divided by a count of zero, is NaN. Stage
+    5's min-cut runs the comparison in the forward and saves its mask."""
+    def fn(x):
+        return torch.erf(F.normalize(x, dim=1)).reshape(-1).max(0).values * x
+    x = torch.randn(3, 16, requires_grad=True)
+    joint = _joint(fn, x)
+    # (the textbook min-cut, as ex04 builds it, recomputes the comparison)
+    assert any(n.target is PRIMS["eq"] for n in min_cut_partition(joint).backward.graph.nodes)
+    part = kernel_min_cut_partition(joint)
+    saved = {name: dtype for name, _, dtype, _ in part.report.saved}
+    assert "bool" in saved.values(), str(part.report)
+    for node in part.backward.graph.nodes:
+        assert node.target is not PRIMS["eq"], f"recomputed {node.format_node()}"
 
 
 # ---------------------------------------------------------------------------------------

@@ -21,7 +21,8 @@ SEEDS = {
     (42, 14): "a sort of a computed tensor: ranks from two recomputations, an index out of "
               "bounds",
     (43, 14): "the same, silently: argsort(sin(x)) of 8 elements gave a wrong order",
-    (7, 14): "nothing: normalize, layer_norm, a flat max, broadcasting",
+    (7, 14): "a flat max of normalize's erf: the min-cut recomputed the compared values in "
+             "the backward, where a reciprocal missed the saved maximum -- NaN gradients",
     (101, 14): "nothing: log_softmax, var over a dim, clamp_ of a clone, expand",
 }
 

@@ -16,6 +16,7 @@
                         (joint.py)
     default_partition   save what the backward reads
     min_cut_partition   save the fewest bytes, recompute cheap ops (networkx min cut)
+    kernel_min_cut_partition   ... and equality tests see the forward's bits (stage 5's)
     partition_from_saved   forward/backward graphs for any chosen saved set
     aot_function / aot_module / aot_graph   compile fwd+bwd ahead of time, run them in a
                         torch.autograd.Function
@@ -53,6 +54,7 @@ from .partitioners import (
     Partition,
     PartitionReport,
     default_partition,
+    kernel_min_cut_partition,
     min_cut_partition,
     partition_from_saved,
     torch_partition_fn,
@@ -66,7 +68,7 @@ __all__ = [
     "aot_eager", "aot_eager_backend", "aot_eager_decomp_partition", "aot_function", "aot_graph",
     "aot_module", "decompose",
     "default_partition", "dropout_reference", "extern_call", "functionalize", "inline_modules",
-    "lift_attributes", "make_joint", "min_cut_partition", "partition_from_saved",
-    "register_decomposition",
+    "kernel_min_cut_partition", "lift_attributes", "make_joint", "min_cut_partition",
+    "partition_from_saved", "register_decomposition",
     "torch_partition_fn", "trace_with_inputs",
 ]

@@ -92,7 +92,7 @@ from .functionalize import (
     write_through_detach,
 )
 from .joint import JointGraph, is_differentiable, make_joint
-from .partitioners import Partition, PartitionReport, default_partition, min_cut_partition
+from .partitioners import Partition, PartitionReport, default_partition, kernel_min_cut_partition
 from .prim_graph import DecompositionReport, decompose, is_symbolic_input, symbolic_input_metas
 from .synthetic_base import SyntheticBases, plan_synthetic_bases, storage_layout
 from .tracing import trace_with_inputs
@@ -1067,7 +1067,7 @@ def aot_eager_decomp_partition(gm: GraphModule, example_inputs: list) -> AOTComp
     """The ``"aot_eager_decomp_partition"`` backend: AOT with the decompositions to prims and
     the min-cut partitioner (what inductor compiles), then run the graphs."""
     return aot_graph(gm, fw_compiler=eager_compiler, bw_compiler=eager_compiler,
-                     partition_fn=min_cut_partition, example_inputs=example_inputs)
+                     partition_fn=kernel_min_cut_partition, example_inputs=example_inputs)
 
 
 def aot_eager_backend(fx_gm: torch.fx.GraphModule, example_inputs: list) -> Callable:

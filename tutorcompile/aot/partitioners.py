@@ -316,9 +316,47 @@ def _banned(node: Node) -> str | None:
     return None
 
 
+_EQUALITY = {"eq", "ne"}   # prims and aten ops alike
+
+
+def _compared_for_equality(graph: Graph, backward: set[Node]) -> set[Node]:
+    """What must be computed in the forward because the backward tests equality with it: a
+    max's gradient goes where ``x == max(x)`` holds, the maximum saved from the forward.
+    Recomputed in the backward's kernels -- a division there a multiplication by a
+    reciprocal, or operations in another order -- ``x`` may miss the saved maximum by one
+    rounding, and then no element gets the gradient (or a count of zero makes it NaN).
+    So the comparison itself runs in the forward when it can (its mask is saved: a byte
+    per element), and where it needs a tangent, the forward values it compares (through
+    views, to the value that owns the memory) are computed in the forward and saved."""
+    compared: set[Node] = set()
+    for node in graph.nodes:
+        target = node.target
+        if isinstance(target, Prim):
+            name = target.name
+        elif isinstance(target, torch._ops.OpOverload):
+            name = target.overloadpacket.__name__
+        else:
+            continue
+        if name not in _EQUALITY:
+            continue
+        if node not in backward:
+            compared.add(node)
+            continue
+        for arg in node.all_input_nodes:
+            while op_kind(arg) == "view" and len(arg.all_input_nodes) == 1:
+                arg = arg.all_input_nodes[0]
+            if arg not in backward and not is_primal(arg):
+                compared.add(arg)
+    return compared
+
+
 def min_cut_partition(joint: Any, *, num_fwd_outputs: int | None = None,
-                      max_dist: int = 100) -> Partition:
-    """Save the fewest bytes, recomputing cheap ops in the backward (see module docstring)."""
+                      max_dist: int = 100, exact_comparisons: bool = False) -> Partition:
+    """Save the fewest bytes, recomputing cheap ops in the backward (see module docstring).
+
+    ``exact_comparisons``: the backward's equality tests see the forward's own bits
+    (:func:`_compared_for_equality`) -- what generated kernels need, which may round a
+    recomputed value differently from the forward (:func:`kernel_min_cut_partition`)."""
     import networkx as nx
 
     graph, n_fwd = _as_graph(joint, num_fwd_outputs)
@@ -332,6 +370,7 @@ def min_cut_partition(joint: Any, *, num_fwd_outputs: int | None = None,
         if any(a in tangent_closure for a in node.all_input_nodes):
             tangent_closure.add(node)
     required_bw = tangent_closure | {o for o in bwd_outs if isinstance(o, Node)}
+    compared = _compared_for_equality(graph, tangent_closure) if exact_comparisons else set()
 
     # Distance (in ops) from each node to the nearest backward node: saving values far from
     # their use keeps them alive longer, so they cost a little more.
@@ -355,7 +394,8 @@ def min_cut_partition(joint: Any, *, num_fwd_outputs: int | None = None,
             flow.add_edge(node.name + "_out", "sink", capacity=math.inf)
         if is_primal(node):
             flow.add_edge("source", node.name + "_in", capacity=math.inf)
-        elif node in required_fw and _banned(node) and op_kind(node) != "view":
+        elif (node in required_fw and _banned(node) or node in compared) and \
+                op_kind(node) != "view":
             flow.add_edge("source", node.name + "_in", capacity=math.inf)
         weight: float
         if "sym" in node.meta:
@@ -377,6 +417,15 @@ def min_cut_partition(joint: Any, *, num_fwd_outputs: int | None = None,
     saved = [by_name[name[:-3]] for name in reachable if name.endswith("_in")
              and name[:-3] + "_out" not in reachable and name[:-3] in by_name]
     return _partition(graph, n_fwd, saved, "min_cut_partition")
+
+
+def kernel_min_cut_partition(joint: Any, *, num_fwd_outputs: int | None = None,
+                             max_dist: int = 100) -> Partition:
+    """:func:`min_cut_partition` for graphs that become generated kernels (stage 5, and
+    ``aot_eager_decomp_partition``, which runs the graphs stage 5 compiles): an equality test
+    in the backward never compares a value recomputed there with one the forward computed."""
+    return min_cut_partition(joint, num_fwd_outputs=num_fwd_outputs, max_dist=max_dist,
+                             exact_comparisons=True)
 
 
 # ---------------------------------------------------------------------------------------

@@ -57,7 +57,7 @@ from typing import Any, cast
 import torch
 
 from .._logging import log_artifact, phase
-from ..aot import aot_graph
+from ..aot import aot_graph, default_partition, kernel_min_cut_partition
 from ..aot.aot_autograd import eager_compiler
 from ..cudagraphs import CUDAGraphed
 from ..dynamo.backends import check_options
@@ -863,9 +863,20 @@ def inductor_backend(gm: Any, example_inputs: Sequence[Any], **options: Any) -> 
         graph_module = from_torch_fx(gm)
     compiler = inner_compiler(**options)
     compiled = aot_graph(graph_module, fw_compiler=compiler, bw_compiler=compiler,
-                         example_inputs=list(example_inputs))
+                         example_inputs=list(example_inputs), partition_fn=partitioner())
 
     return InductorCompiled(compiled)
+
+
+PARTITIONERS = {"min_cut": kernel_min_cut_partition, "default": default_partition}
+
+
+def partitioner() -> Callable:
+    """The partition function ``config.partitioner`` names."""
+    if config.partitioner not in PARTITIONERS:
+        raise ValueError(f"inductor.config.partitioner = {config.partitioner!r}: expected one "
+                         f"of {', '.join(map(repr, PARTITIONERS))}")
+    return PARTITIONERS[config.partitioner]
 
 
 class InductorCompiled(FastPath):

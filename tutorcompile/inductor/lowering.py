@@ -296,6 +296,11 @@ class GraphLowering:
                 self.env[node] = self.lower_call(node, args, kwargs)
                 if node.meta.get("realize"):
                     realize(self.env[node])
+                if node.target in _EQUALITY:
+                    for arg in node.all_input_nodes:   # (see _EQUALITY)
+                        if getattr(arg.meta.get("tensor_meta"), "dtype", torch.bool
+                                   ).is_floating_point:
+                            realize(self.env[arg])
             elif node.op == "output":
                 self.outputs = map_arg(node.args[0], self.env.__getitem__)
             else:
@@ -412,6 +417,15 @@ class GraphLowering:
             if d not in ok:
                 return str(d).replace("torch.", "")
         return None
+
+
+_EQUALITY = (PRIMS["eq"], PRIMS["ne"])
+"""Comparisons whose floating operands every reader loads from memory: a max's gradient
+goes where ``x == max(x)``, and ``x`` computed again inside the comparison's loops -- a
+division there a multiplication by a reciprocal, a vector math routine in one loop and a
+scalar one in the other -- may miss the maximum by one rounding, so that no element gets
+the gradient (and a count of zero makes it NaN). The partitioner keeps such comparisons in
+the forward for the same reason (``aot/partitioners.py``)."""
 
 
 def realize(value: Any) -> None:
