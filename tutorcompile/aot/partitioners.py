@@ -212,10 +212,11 @@ def _partition(joint: Graph, num_fwd_outputs: int, saved: list[Node], name: str
     tangents = [p for p in joint.placeholders if is_tangent(p)]
     order = {n: i for i, n in enumerate(joint.nodes)}
     saved = sorted(dict.fromkeys(_checkpointed_recomputed(saved)), key=order.__getitem__)
-    env: dict[Node, Node] = {}
-    extract_graph(joint, saved + tangents, bwd_outs, f"{name} (backward)", env)
     # saved values the backward does not read after all are dropped
-    saved = [s for s in saved if env[s].users]
+    needed = _ancestors(bwd_outs, set(saved + tangents)) - set(saved + tangents)
+    read = {a for n in needed for a in n.all_input_nodes} | \
+        {o for o in bwd_outs if isinstance(o, Node)}
+    saved = [s for s in saved if s in read]
     bwd_env: dict[Node, Node] = {}
     bwd = extract_graph(joint, saved + tangents, bwd_outs, f"{name} (backward)", bwd_env)
     fwd_env: dict[Node, Node] = {}

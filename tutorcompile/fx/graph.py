@@ -289,58 +289,59 @@ class Graph:
                                  "comes after it")
         past_inputs = False
         for node in self._nodes:
-            where = f"node {node.name!r} ({node.format_node()})"
+            def where(node: Node = node) -> str:   # (formatted only for an error)
+                return f"node {node.name!r} ({node.format_node()})"
             if node.graph is not self:
-                raise GraphLintError(f"{where} belongs to another graph")
+                raise GraphLintError(f"{where()} belongs to another graph")
             if node._erased:
-                raise GraphLintError(f"{where} was erased but is still in the node list")
+                raise GraphLintError(f"{where()} was erased but is still in the node list")
             if node.name in seen:
                 raise GraphLintError(f"two nodes are named {node.name!r}")
             seen[node.name] = node
             if node.op == "placeholder":
                 if past_inputs:
-                    raise GraphLintError(f"{where}: placeholders must come before other nodes")
+                    raise GraphLintError(f"{where()}: placeholders must come before other nodes")
             else:
                 past_inputs = True
             for a in node.all_input_nodes:
                 if a.graph is not self:
-                    raise GraphLintError(f"{where} reads {a.name!r}, which belongs to another "
+                    raise GraphLintError(f"{where()} reads {a.name!r}, which belongs to another "
                                          "graph")
                 if a not in defined:
-                    raise GraphLintError(f"{where} reads {a.name!r} before it is defined "
+                    raise GraphLintError(f"{where()} reads {a.name!r} before it is defined "
                                          "(graph is not in topological order)")
                 if node not in a.users:
-                    raise GraphLintError(f"{where} reads {a.name!r} but is missing from its "
+                    raise GraphLintError(f"{where()} reads {a.name!r} but is missing from its "
                                          "users")
             for user in node.users:
                 if node not in user._input_nodes:
-                    raise GraphLintError(f"{where} lists {user.name!r} as a user, but "
+                    raise GraphLintError(f"{where()} lists {user.name!r} as a user, but "
                                          f"{user.name!r} does not read it")
                 if user._erased:
-                    raise GraphLintError(f"{where} lists {user.name!r} as a user, but that "
+                    raise GraphLintError(f"{where()} lists {user.name!r} as a user, but that "
                                          "node was erased")
                 if user.graph is not self:
-                    raise GraphLintError(f"{where} lists {user.name!r} as a user, but that "
+                    raise GraphLintError(f"{where()} lists {user.name!r} as a user, but that "
                                          "node is not in this graph")
             self._lint_target(node, where, root)
             defined.add(node)
 
     @staticmethod
-    def _lint_target(node: Node, where: str, root: Any) -> None:
+    def _lint_target(node: Node, where: Callable[[], str], root: Any) -> None:
         if node.op == "call_function" and not callable(node.target):
-            raise GraphLintError(f"{where}: call_function target is not callable")
+            raise GraphLintError(f"{where()}: call_function target is not callable")
         if node.op in ("call_method", "call_module", "get_attr", "placeholder") \
                 and not isinstance(node.target, str):
-            raise GraphLintError(f"{where}: {node.op} target must be a string")
+            raise GraphLintError(f"{where()}: {node.op} target must be a string")
         if root is not None and node.op in ("call_module", "get_attr"):
             obj = root
             for part in node.target.split("."):
                 if not hasattr(obj, part):
-                    raise GraphLintError(f"{where}: the module has no attribute "
+                    raise GraphLintError(f"{where()}: the module has no attribute "
                                          f"{node.target!r}")
                 obj = getattr(obj, part)
             if node.op == "call_module" and not callable(obj):
-                raise GraphLintError(f"{where}: {node.target!r} is not a module")
+                raise GraphLintError(f"{where()}: {node.target!r} is not a module")
 
     # --- printing -------------------------------------------------------------------------
     def python_code(self, root_module: str = "self"):
