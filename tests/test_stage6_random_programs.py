@@ -33,3 +33,15 @@ def test_random_program_matches_eager(seed, statements):
     result = check(program)
     assert result.ok, "\n".join(result.problems) + "\n" + program.source
     assert result.graphs == 1 and not result.breaks, (result.breaks, program.source)
+
+
+@pytest.mark.parametrize("seed,statements", [(7, 14), (0, 10)])
+def test_random_program_matches_eager_under_the_min_cut_partitioner(seed, statements):
+    """The min-cut recomputes in the backward: seed 7's flat max compared a recomputed value
+    with the saved maximum and its gradient was NaN (kernel_min_cut_partition, and the
+    lowering's _EQUALITY, keep such comparisons exact)."""
+    from tutorcompile.inductor import config
+    program = make_program(seed, statements, BASIC_KINDS)
+    with config.patch(partitioner="min_cut"):
+        result = check(program)
+    assert result.ok, "\n".join(result.problems) + "\n" + program.source

@@ -34,14 +34,14 @@ generated as a reduction that compares every output row with every index (determ
 atomics), which pays only while that product is small: PyTorch's scatter is linear in the
 indices. Notebook 07's GPT's embedding gradients are far past the limit."""
 
-partitioner: str = "min_cut"
+partitioner: str = "default"
 """How stage 4 splits a training graph into forward and backward for these kernels.
-``"min_cut"`` (``aot.kernel_min_cut_partition``, as Inductor's
-``min_cut_rematerialization_partition``):
-save the fewest bytes and recompute cheap pointwise ops inside the backward's fused kernels
--- the course GPT's training step saves 6.9 MB instead of 17 MB, and its GELU backward
-reads the matmul's output once instead of three saved intermediates. ``"default"``
-(``aot.default_partition``): save whatever the backward reads, as eager autograd does."""
+``"default"`` (``aot.default_partition``): save whatever the backward reads, as eager
+autograd does. ``"min_cut"`` (``aot.kernel_min_cut_partition``, as Inductor's
+``min_cut_rematerialization_partition``): save the fewest bytes and recompute cheap pointwise
+ops inside the backward's kernels. Neither wins everywhere (benchmarks/MEASUREMENTS.md): the
+min-cut made the course GPT's training step faster (0.87x -> 1.00x eager at batch 32) and
+ConvNeXt-atto's, MobileNet-V3's and GPT-2's slower, and compiling a training graph slower."""
 
 conv_layout: str = "measure"
 """The memory layout a CPU convolution runs in. ``"measure"``: time PyTorch's call on the
