@@ -19,13 +19,12 @@ with the length an argument like any symbolic size. The leaves are contiguous, v
 
 (step 0 copies the first position; ``reverse`` walks the rows the other way). The Triton
 kernel gives each program a block of the ``outer x inner`` positions and loops over ``n``
-in it, the running value in registers. Code generation never traces Python: the
-``combine_fn`` reaches it already a graph of prims over one-element tensors -- capture
-speculated it into a body, and stage 4 decomposed that body (or traced a plain Python
-function, as ``aot_function``'s users hand it) when it decomposed the graph
-(``aot/prim_graph.py``, ``capture_combine_fn``), leaving a
-:class:`~tutorcompile.ops.scan.CombineFn` in the node -- and every prim is spelled by the same
-tables the fused kernels use. Anything else -- a
+in it, the running value in registers. Code generation never traces Python: ``combine_fn``
+reaches it already a graph of prims over one-element tensors -- capture speculated it into
+a body, and stage 4 decomposed that body (or traced a plain Python function, as
+``aot_function``'s users hand it) when it decomposed the graph (``aot/prim_graph.py``,
+``capture_combine_fn``), leaving a :class:`~tutorcompile.ops.scan.CombineFn` in the node --
+and every prim is spelled by the same tables the fused kernels use. Anything else -- a
 reduction or a view in ``combine_fn``, leaves of different shapes or dtypes, a dtype other
 than float32 or float64 -- keeps PyTorch's loop, and the lowering says why.
 
