@@ -9,6 +9,8 @@
     lower_graph / GraphLowering, lowerings, register_lowering     prims -> loop IR (lowering.py)
     ir            Pointwise, Reduction, View, ComputedBuffer, ExternKernel, ReferenceHandler
     schedule / Scheduler, FusionReport      can_fuse, score_fusion, why-not-fused (scheduler.py)
+    fusion_legality   fusion_refusal: may these buffers be one kernel? decided on the IR,
+                      walked in the kernel writers' order, before any code is written
     codegen.cpp, codegen.triton             the two kernel writers; codecache: disk cache
     wrapper       the Python function that allocates buffers and calls the kernels
     codegen.triton_template                 the Triton matmul template (max-autotune), with

@@ -53,8 +53,10 @@ from ..ops.table import contiguous_strides
 
 class FusionError(Exception):
     """These buffers cannot share one kernel; the message says why (for the fusion report).
-    Raised by the IR (a matmul template's body exists only in its own kernel) and by the
-    kernel writers of ``codegen/`` (loops that do not line up)."""
+    Raised by the IR (a matmul template's body exists only in its own kernel; loops that do
+    not line up, ``KernelPlan.from_nodes``) and by the legality check the scheduler runs
+    before code generation (``fusion_legality``). The kernel writers of ``codegen/`` raise it
+    only as an internal error: for a fusion the scheduler should have refused."""
 
 
 # ---------------------------------------------------------------------------------------

@@ -14,10 +14,13 @@ scheduler merges buffers into kernels:
 * **epilogue fusion** -- pointwise consumers of a matmul template (``mode="max-autotune"``)
   run on its output tile before it is stored (:meth:`Scheduler.template_refusal`).
 
-Each candidate pair is checked by :meth:`Scheduler.can_fuse`, which answers ``(ok, reason)``:
-extern kernels never fuse, a fusion must not create a cycle through a third kernel, the loop
-nests must line up (:class:`~.codegen.common.KernelPlan`), and a trial code generation must
-succeed (it catches, e.g., reading a reduction's result at another row). Pairs that can fuse
+Each candidate pair is checked by :meth:`Scheduler.can_fuse`, which answers ``(ok, reason)``
+on the IR, before any code is written: extern kernels never fuse, a fusion must not create a
+cycle through a third kernel, the loop nests must line up
+(:class:`~.codegen.common.KernelPlan`), and the kernel's inner functions, walked in the order
+a kernel computes them, must read each reduction after it is computed and at the row being
+computed, and call only pointwise prims (:func:`~.fusion_legality.fusion_refusal`). Code
+generation then only spells what the scheduler decided. Pairs that can fuse
 are taken greedily in order of :meth:`Scheduler.score_fusion` -- bytes of memory traffic the
 fusion removes -- until nothing changes. Every candidate that stays apart keeps its reason in
 the :class:`FusionReport`, along with kernel counts and bytes moved before and after.
@@ -35,10 +38,7 @@ from typing import cast
 from ..fx.node import map_aggregate
 from . import config, ir
 from .codegen.common import KernelPlan
-from .codegen.cpp import CppKernel
-from .codegen.triton import TritonKernel
-from .codegen.triton_template import TritonTemplateKernel
-from .ir import FusionError
+from .fusion_legality import fusion_refusal
 
 
 class Group:
@@ -164,7 +164,7 @@ class Scheduler:
                 if p is not None and p is not g:
                     g.deps.add(p)
                     p.users.add(g)
-        self._trial_cache: dict[tuple[frozenset, bool], str | None] = {}
+        self._refusal_cache: dict[tuple[frozenset, bool], str | None] = {}
         # may a pointwise node join a reduction's loops through a reshape? (see fuse)
         self.reshaped = codegen == "triton"
         self._score_cache: dict[tuple[Group, Group], tuple[int, int]] = {}
@@ -260,9 +260,11 @@ class Scheduler:
         if len(buffers) > config.max_fusion_size:
             return False, f"the kernel would hold more than {config.max_fusion_size} buffers"
         key = (frozenset(b.name for b in buffers), self.reshaped)
-        if key not in self._trial_cache:
-            self._trial_cache[key] = self._trial(buffers)
-        reason = self._trial_cache[key]
+        if key not in self._refusal_cache:
+            self._refusal_cache[key] = fusion_refusal(
+                cast(list[ir.ComputedBuffer], buffers), self.stored_names(buffers),
+                self.reshaped)
+        reason = self._refusal_cache[key]
         return (reason is None), (reason or "")
 
     def template_refusal(self, g1: Group, g2: Group) -> str | None:
@@ -284,22 +286,6 @@ class Scheduler:
                 return (f"{b.name} has {b.layout.numel} elements, the matmul template "
                         f"{template.name}'s product {template.layout.numel}: an epilogue "
                         "computes one element per element of the product")
-        return None
-
-    def _trial(self, buffers: list[ir.Buffer]) -> str | None:
-        """Plan and generate the fused kernel; the FusionError message if that fails."""
-        try:
-            if isinstance(buffers[0], ir.TemplateBuffer):
-                TritonTemplateKernel(cast(list[ir.ComputedBuffer], buffers),
-                                     self.stored_names(buffers), "trial").generate()
-                return None
-            plan = self.plan(buffers)
-            if self.codegen == "triton":
-                TritonKernel(plan, "trial").generate()
-            else:
-                CppKernel(plan, "trial").generate()
-        except FusionError as e:
-            return str(e)
         return None
 
     def score_fusion(self, g1: Group, g2: Group) -> tuple[int, int]:

@@ -16,8 +16,11 @@ is an ``inline`` node, never looped over, computed at each index a reader loads 
 Inside a kernel, buffers that nothing outside reads are never written to memory: a load of
 such a pointwise buffer is replaced by its inner function evaluated at the loaded index
 (inlining), and a load of a reduction computed earlier in the kernel is replaced by the
-variable that holds it -- allowed only at the row being computed; anything else is a
-:class:`FusionError`, which the scheduler reports as the reason not to fuse.
+variable that holds it -- allowed only at the row being computed. Whether a group of
+buffers can be written so is decided before any code, on the IR
+(``inductor/fusion_legality.py``, which walks a plan in the order the writers do); a writer
+meeting anything else raises :class:`FusionError` as an internal error: the scheduler
+should have refused that fusion.
 
 An *indirect* index (``ir.indirect_indexing``: a loaded integer used as a position) is a
 temporary of the kernel; the writer checks it against the size it indexes and hands out a
@@ -161,6 +164,14 @@ class KernelPlan:
                 _inline_phase(n, nodes, stored, numels[main.name],
                               f"different iteration sizes: {main.name} has "
                               f"{numels[main.name]} elements, {n.name} has {numels[n.name]}")
+        return plan
+
+    @classmethod
+    def template(cls, buffers: Sequence[ComputedBuffer], stored: set[str]) -> KernelPlan:
+        """The plan of a matmul template (``buffers[0]``) and its epilogue: one element of
+        the product per step, every buffer a ``full`` phase of it."""
+        plan = cls(list(buffers), set(stored), tuple(buffers[0].get_size()))
+        plan.phases = {b.name: "full" for b in buffers}
         return plan
 
     # -- indices -------------------------------------------------------------------------
@@ -398,8 +409,9 @@ class KernelWriter(OpsHandler):
 
     # -- the ops handler -----------------------------------------------------------------
     def call(self, prim, args, kwargs):
-        if not prim.is_pointwise:
-            raise FusionError(f"{prim.name} cannot appear inside a kernel")
+        if not prim.is_pointwise:   # (refused by fusion_legality: never reached)
+            raise FusionError(f"{prim.name} cannot appear inside a kernel; the scheduler "
+                              "should have refused this fusion")
         metas = [ir._Meta(a.dtype) if isinstance(a, CSEVar) else a for a in args]
         _, dtype = prim.meta(*metas, **kwargs)
         deps = frozenset().union(*(a.deps for a in [*args, *kwargs.values()]
@@ -490,13 +502,18 @@ class KernelWriter(OpsHandler):
         return layout.offset_of(index)
 
     def reduction_value(self, buffer: ComputedBuffer, index) -> CSEVar:
+        """The variable holding the reduction ``buffer`` for the row being computed. The
+        scheduler checked on the IR that it is read only so (``fusion_legality``); the
+        errors below are internal ones, never reached."""
         if buffer.name not in self.reduction_values:
-            raise FusionError(f"{buffer.name} (a reduction) is read before it is computed")
+            raise FusionError(f"{buffer.name} (a reduction) is read before it is computed; "
+                              "the scheduler should have refused this fusion")
         var, at = self.reduction_values[buffer.name]
         if any(sympy.expand(sympy.sympify(a) - sympy.sympify(b)) != 0
                for a, b in zip(index, at)):
             raise FusionError(f"the reduction {buffer.name} is read at another row than the "
-                              "one being computed")
+                              "one being computed; the scheduler should have refused this "
+                              "fusion")
         return var
 
     # -- sizes ---------------------------------------------------------------------------

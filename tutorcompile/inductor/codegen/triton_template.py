@@ -125,16 +125,15 @@ class TritonTemplateKernel(TritonKernel):
     ``buffers`` are the template buffer then the pointwise buffers fused into it; ``stored``
     those that something outside the kernel reads. Loads and stores are masked with the
     masks of the index symbols their addresses use; a load of the product at the tile being
-    computed is the accumulator itself (elsewhere: a :class:`FusionError`)."""
+    computed is the accumulator itself (the scheduler fuses no epilogue that reads it
+    elsewhere: ``fusion_legality``)."""
 
     def __init__(self, buffers: list[ir.ComputedBuffer], stored: set[str], name: str,
                  config: tuple | None = None):
         template = buffers[0]
-        if not isinstance(template, ir.TemplateBuffer):
+        if not isinstance(template, ir.TemplateBuffer):   # (the scheduler refuses this)
             raise FusionError("a template kernel starts with its template buffer")
-        plan = KernelPlan(list(buffers), set(stored), tuple(template.get_size()))
-        plan.phases = {b.name: "full" for b in buffers}
-        super().__init__(plan, name)
+        super().__init__(KernelPlan.template(buffers, stored), name)
         self.template = template
         self.config = config or template.config
         self.batch, self.m, self.n, self.k = template_shapes(template.a, template.b)
@@ -157,9 +156,10 @@ class TritonTemplateKernel(TritonKernel):
         if buffer.name == self.template.name:
             at = ir.simplify_index(ir.flatten_index(self.product_index, self.template.get_size()))
             here = ir.simplify_index(ir.flatten_index(index, self.template.get_size()))
-            if sympy.expand(at - here) != 0:
+            if sympy.expand(at - here) != 0:   # (refused by fusion_legality: never reached)
                 raise FusionError(f"the epilogue reads the product {buffer.name} at another "
-                                  "position than the tile being computed")
+                                  "position than the tile being computed; the scheduler "
+                                  "should have refused this fusion")
             return self.product
         return super().load(buffer, index)
 
