@@ -380,7 +380,8 @@ def test_an_empty_table_leaves_every_call_to_pytorch_with_eager_gradients():
 def test_the_ladder_aot_eager_is_eager_and_the_next_rung_decomposes():
     """``"aot_eager"`` (torch.compile's meaning): functionalized, joint and partitioned graphs
     of PyTorch calls, bitwise eager in float32. ``"aot_eager_decomp_partition"``: prims and the
-    min-cut partitioner -- the graphs inductor compiles."""
+    min-cut partitioner -- inductor's graphs under ``config.partitioner = "min_cut"`` (its
+    default partitioner saves what eager saves)."""
     from tutorcompile.aot import aot_eager, aot_eager_decomp_partition
     from tutorcompile.fx import symbolic_trace
 

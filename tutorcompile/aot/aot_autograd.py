@@ -51,11 +51,13 @@ meanings:
   partition and the runtime wrapper -- with eager's kernels, so its values and gradients
   are eager's to the last bit and any difference is a bug of those stages.
 * ``"aot_eager_decomp_partition"`` (:func:`aot_eager_decomp_partition`) adds the
-  decompositions to prims and the min-cut partitioner: the graphs the code generators get.
-  A decomposition rounds differently from PyTorch's kernel (a batch norm's statistics), so
-  float32 results move by rounding; in a deep network that can flip a ReLU whose input is
-  within rounding of zero (resnet18: one pre-activation of -7.6e-6), the rung to check in
-  float64 when it disagrees.
+  decompositions to prims and the min-cut partitioner (:func:`kernel_min_cut_partition`):
+  the prims the code generators get, split as inductor splits them under
+  ``inductor.config.partitioner = "min_cut"`` (inductor's default, ``"default"``, saves what
+  eager saves). A decomposition rounds differently from PyTorch's kernel (a batch norm's
+  statistics), so float32 results move by rounding; in a deep network that can flip a ReLU
+  whose input is within rounding of zero (resnet18: one pre-activation of -7.6e-6), the rung
+  to check in float64 when it disagrees.
 
 :func:`aot_eager_backend` takes the ``torch.compile`` backend contract, so real Dynamo can
 drive our AOTAutograd (decomposed, as the second rung).
@@ -1065,7 +1067,8 @@ def aot_eager(gm: GraphModule, example_inputs: list) -> AOTCompiled:
 
 def aot_eager_decomp_partition(gm: GraphModule, example_inputs: list) -> AOTCompiled:
     """The ``"aot_eager_decomp_partition"`` backend: AOT with the decompositions to prims and
-    the min-cut partitioner (what inductor compiles), then run the graphs."""
+    the min-cut partitioner (inductor's under ``config.partitioner = "min_cut"``), then run
+    the graphs."""
     return aot_graph(gm, fw_compiler=eager_compiler, bw_compiler=eager_compiler,
                      partition_fn=kernel_min_cut_partition, example_inputs=example_inputs)
 
