@@ -110,7 +110,9 @@ def _numpy_loop(ufunc: numpy.ufunc, args: tuple, kwargs: dict) -> tuple | None:
 @functools.cache
 def _resolve(ufunc: numpy.ufunc, spec: tuple) -> tuple | None:
     try:
-        return tuple(ufunc.resolve_dtypes((*spec, *[None] * ufunc.nout)))
+        # (numpy < 2 has the method but not its type stub)
+        return tuple(ufunc.resolve_dtypes(  # type: ignore[attr-defined,unused-ignore]
+            (*spec, *[None] * ufunc.nout)))
     except (TypeError, ValueError):   # no loop (a str array...): torch._numpy says what
         return None
 
