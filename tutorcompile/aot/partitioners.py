@@ -29,6 +29,7 @@ Mirrors: torch/_functorch/partitioners.py (``default_partition``,
 
 from __future__ import annotations
 
+import heapq
 import math
 import operator
 from dataclasses import dataclass, field
@@ -147,6 +148,14 @@ def op_kind(node: Node) -> str:
                     "scalar_tensor", "arange", "iota"):
             return "factory"
     return "extern"
+
+
+def _aliases(node: Node) -> bool:
+    """Is ``node`` a view of one tensor (reshape, permute, slice...), free to recompute?
+    ``cat``, ``index_select`` and ``slice_scatter`` are of kind ``view`` too -- they move
+    data without arithmetic -- but make new tensors from several inputs."""
+    return node.op == "call_function" and op_kind(node) == "view" and \
+        len(node.all_input_nodes) == 1
 
 
 def _ancestors(outputs: list[Node], stop: set[Node]) -> set[Node]:
@@ -297,8 +306,7 @@ def default_partition(joint: Any, *, num_fwd_outputs: int | None = None) -> Part
 
 def _viewed_primal(node: Node) -> Node | None:
     """The input ``node`` is a chain of views of, or None."""
-    while node.op == "call_function" and op_kind(node) == "view" and \
-            len(node.all_input_nodes) == 1:
+    while _aliases(node):
         node = node.all_input_nodes[0]
     return node if is_primal(node) else None
 
@@ -320,6 +328,17 @@ def _banned(node: Node) -> str | None:
 _EQUALITY = {"eq", "ne"}   # prims and aten ops alike
 
 
+def _target_name(node: Node) -> str | None:
+    """The name of the prim or aten op ``node`` calls (``"cat"``, ``"eq"``), or None."""
+    if node.op != "call_function":
+        return None
+    if isinstance(node.target, Prim):
+        return node.target.name
+    if isinstance(node.target, torch._ops.OpOverload):
+        return node.target.overloadpacket.__name__
+    return None
+
+
 def _compared_for_equality(graph: Graph, backward: set[Node]) -> set[Node]:
     """What must be computed in the forward because the backward tests equality with it: a
     max's gradient goes where ``x == max(x)`` holds, the maximum saved from the forward.
@@ -328,36 +347,40 @@ def _compared_for_equality(graph: Graph, backward: set[Node]) -> set[Node]:
     rounding, and then no element gets the gradient (or a count of zero makes it NaN).
     So the comparison itself runs in the forward when it can (its mask is saved: a byte
     per element), and where it needs a tangent, the forward values it compares (through
-    views, to the value that owns the memory) are computed in the forward and saved."""
+    views, to the value that owns the memory) are computed in the forward and saved.
+
+    Only a test between two computed values is at risk. Against an input or a constant
+    (``maximum(x, 0)``'s gradient tests ``x == 0``) one side has the same bits everywhere,
+    and the other is read by the test where it is computed, as ``x > 0`` is in ReLU's."""
     compared: set[Node] = set()
     for node in graph.nodes:
-        target = node.target
-        if isinstance(target, Prim):
-            name = target.name
-        elif isinstance(target, torch._ops.OpOverload):
-            name = target.overloadpacket.__name__
-        else:
+        if _target_name(node) not in _EQUALITY:
             continue
-        if name not in _EQUALITY:
+        operands = []
+        for arg in node.all_input_nodes:
+            while _aliases(arg):
+                arg = arg.all_input_nodes[0]
+            if not is_primal(arg) and op_kind(arg) != "factory":
+                operands.append(arg)
+        if len(operands) < 2:
             continue
         if node not in backward:
             compared.add(node)
             continue
-        for arg in node.all_input_nodes:
-            while op_kind(arg) == "view" and len(arg.all_input_nodes) == 1:
-                arg = arg.all_input_nodes[0]
-            if arg not in backward and not is_primal(arg):
-                compared.add(arg)
+        compared.update(arg for arg in operands if arg not in backward)
     return compared
 
 
 def min_cut_partition(joint: Any, *, num_fwd_outputs: int | None = None,
-                      max_dist: int = 100, exact_comparisons: bool = False) -> Partition:
+                      max_dist: int = 100, exact_comparisons: bool = False,
+                      fusion_aware: bool = False) -> Partition:
     """Save the fewest bytes, recomputing cheap ops in the backward (see module docstring).
 
     ``exact_comparisons``: the backward's equality tests see the forward's own bits
     (:func:`_compared_for_equality`) -- what generated kernels need, which may round a
-    recomputed value differently from the forward (:func:`kernel_min_cut_partition`)."""
+    recomputed value differently from the forward (:func:`kernel_min_cut_partition`).
+    ``fusion_aware``: recomputing is free only where it fuses (:func:`_fusion_bans`), and
+    saving a value the forward would not otherwise write costs twice its bytes."""
     import networkx as nx
 
     graph, n_fwd = _as_graph(joint, num_fwd_outputs)
@@ -372,6 +395,7 @@ def min_cut_partition(joint: Any, *, num_fwd_outputs: int | None = None,
             tangent_closure.add(node)
     required_bw = tangent_closure | {o for o in bwd_outs if isinstance(o, Node)}
     compared = _compared_for_equality(graph, tangent_closure) if exact_comparisons else set()
+    fusion_banned = _fusion_bans(graph, required_fw) if fusion_aware else {}
 
     # Distance (in ops) from each node to the nearest backward node: saving values far from
     # their use keeps them alive longer, so they cost a little more.
@@ -395,18 +419,20 @@ def min_cut_partition(joint: Any, *, num_fwd_outputs: int | None = None,
             flow.add_edge(node.name + "_out", "sink", capacity=math.inf)
         if is_primal(node):
             flow.add_edge("source", node.name + "_in", capacity=math.inf)
-        elif (node in required_fw and _banned(node) or node in compared) and \
-                op_kind(node) != "view":
+        elif (node in required_fw and _banned(node) or node in compared
+              or node in fusion_banned) and not _aliases(node):
             flow.add_edge("source", node.name + "_in", capacity=math.inf)
         weight: float
         if "sym" in node.meta:
             weight = 0  # a symbolic size: an int, free to save (PyTorch saves SymInts)
         elif _meta_of(node) is None:
             weight = math.inf  # a tuple or a number: cannot be saved, only recomputed
-        elif op_kind(node) == "view" and not is_primal(node):
+        elif _aliases(node):
             weight = math.inf  # save the base instead, recompute the view
         else:
             weight = nbytes(node) * 1.1 ** max(min(dist[node], max_dist), 1)
+            if fusion_aware and not _materialized(node):
+                weight *= 2   # saving it adds a write the fused forward would not make
         flow.add_edge(node.name + "_in", node.name + "_out", capacity=weight)
         for user in node.users:
             if user.op != "output":
@@ -424,9 +450,119 @@ def kernel_min_cut_partition(joint: Any, *, num_fwd_outputs: int | None = None,
                              max_dist: int = 100) -> Partition:
     """:func:`min_cut_partition` for graphs that become generated kernels (stage 5, and
     ``aot_eager_decomp_partition``, which runs the graphs stage 5 compiles): an equality test
-    in the backward never compares a value recomputed there with one the forward computed."""
+    in the backward never compares a value recomputed there with one the forward computed,
+    and only what fuses into the backward's kernels is recomputed (:func:`_fusion_bans`)."""
     return min_cut_partition(joint, num_fwd_outputs=num_fwd_outputs, max_dist=max_dist,
-                             exact_comparisons=True)
+                             exact_comparisons=True, fusion_aware=True)
+
+
+# ---------------------------------------------------------------------------------------
+# Recomputing is free only where it fuses
+# ---------------------------------------------------------------------------------------
+
+_KERNEL_KINDS = {"pointwise", "view", "reduction", "factory"}   # what a generated kernel computes
+
+
+def _kind(node: Node) -> str:
+    """:func:`op_kind`, one result of a multi-output op counted as that op."""
+    while op_kind(node) == "getitem" and node.args and isinstance(node.args[0], Node):
+        node = node.args[0]
+    return op_kind(node)
+
+
+def _fusible(producer: Node, user: Node) -> bool:
+    """May ``user`` be computed in the kernel that computes ``producer``? Both are ops a
+    generated kernel computes; or ``user`` is a cat, which its inputs' kernels write into."""
+    if _target_name(user) == "cat":
+        return True
+    return _kind(producer) in _KERNEL_KINDS and _kind(user) in _KERNEL_KINDS
+
+
+def _materialized(node: Node) -> bool:
+    """Is ``node`` written to memory anyway: an input, or read by an op it cannot fuse
+    with (a matmul, a convolution, a library call)?"""
+    return node.op == "placeholder" or not all(_fusible(node, u) for u in node.users)
+
+
+def _fusion_bans(graph: Graph, required_fw: set[Node]) -> dict[Node, str]:
+    """Forward values the min-cut must not recompute in the backward, each with why.
+
+    The cut counts recomputation as free, which it is only when the recomputed op runs
+    inside a backward kernel that reads it. Three cases where it is not:
+
+    * **materialized in the backward**: a value the backward hands to a matmul or a
+      convolution (a weight gradient reads the layer's input) would be computed by a
+      kernel of its own, written and read back: dearer than saving it;
+    * **used far apart**: a value read by a fused op nearby and again past an op that
+      cannot fuse (a residual stream, read by a layer and by the add after it) -- both
+      readers recomputed would not share a kernel;
+    * **long fusible chains**: a pointwise chain running 100 ops deep through the forward
+      (a residual stream through every layer) would be recomputed from its start.
+
+    Mirrors: torch/_functorch/partitioners.py (``solve_min_cut``'s ``ban_recompute_*``
+    heuristics, ``is_materialized_backwards``, ``is_fusible``)."""
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    bans: dict[Node, str] = {}
+
+    def ban(node: Node, why: str) -> None:
+        if node.op == "call_function" and not _aliases(node):
+            bans.setdefault(node, why)
+
+    for node in required_fw:
+        if node.op != "call_function" or _aliases(node):
+            continue
+        through, seen = [node], {node}
+        while through:                       # its readers, looking through views
+            cur = through.pop()
+            for user in cur.users:
+                if user not in required_fw and user.op != "output" and not _fusible(cur, user):
+                    ban(node, f"read by {user.name} in the backward, which cannot fuse")
+                if _aliases(user) and user not in seen:
+                    seen.add(user)
+                    through.append(user)
+
+    for node in required_fw:
+        users = sorted((u for u in node.users if u in required_fw), key=order.__getitem__)
+        if len(users) < 2:
+            continue
+        last = order[users[-1]]
+        first_unfusible = last
+        frontier = [(order[u], u) for u in users]   # fused readers nearby, in order
+        heapq.heapify(frontier)
+        seen = set(users)
+        while frontier:
+            at, cur = heapq.heappop(frontier)
+            if at >= first_unfusible:
+                break
+            for user in cur.users:
+                if user in required_fw and order[user] <= last and user not in seen:
+                    seen.add(user)
+                    if _fusible(cur, user):
+                        heapq.heappush(frontier, (order[user], user))
+                    else:
+                        first_unfusible = min(first_unfusible, order[user])
+        for user in users:
+            if order[user] > first_unfusible and _fusible(node, user):
+                ban(user, f"reads {node.name} after an op that cannot fuse")
+
+    visited: set[Node] = set()
+    for start in graph.nodes:
+        if start not in required_fw or start in visited:
+            continue
+        chain = [(order[start], start)]
+        while chain:
+            at, cur = heapq.heappop(chain)
+            if cur in visited:
+                continue
+            visited.add(cur)
+            if at > order[start] + 100 and not chain:
+                ban(cur, f"ends a chain of fusible ops 100 deep from {start.name}")
+                break
+            for u in cur.users:
+                if u in required_fw and _fusible(cur, u) and u not in bans and \
+                        u not in visited:
+                    heapq.heappush(chain, (order[u], u))
+    return bans
 
 
 # ---------------------------------------------------------------------------------------
