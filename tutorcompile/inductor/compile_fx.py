@@ -122,6 +122,7 @@ def compile_graph(graph: Graph, inputs: list[Any], codegen: str, *, fusion: bool
         graph_passes   GRAPH_PASSES rewrite the prim graph (none with fusion=False)
         lowering       prims -> loop-IR buffers                       (lowering.py)
         scheduling     buffers -> fused groups, one kernel each      (scheduler.py)
+                       what may fuse: decided on the IR              (fusion_legality.py)
         codegen        a C++ or Triton kernel per group, building    (codegen/)
         wrapper        the Python that allocates and calls, loaded   (wrapper.py)
 
