@@ -85,16 +85,18 @@ def suite_of(name: str) -> str:
     return "vision" if name in VISION else "transformer"
 
 
-def build(name: str):
-    """(model, inputs, loss function of the output) for ``name``; the model in train mode."""
+def build(name: str, device: str = "cpu"):
+    """(model, inputs, loss function of the output) for ``name`` on ``device``; the model in
+    train mode."""
     import torch
     import torch.nn.functional as F
 
     from tutorcompile.models import hf_input_ids, hf_model
     torch.manual_seed(0)
     if name in VISION:
-        labels = torch.tensor([3, 7])
-        return (vision_models.make(*VISION[name]).train(), (torch.randn(2, 3, 64, 64),),
+        labels = torch.tensor([3, 7], device=device)
+        return (vision_models.make(*VISION[name]).train().to(device),
+                (torch.randn(2, 3, 64, 64).to(device),),
                 lambda out: F.cross_entropy(out, labels))
     # a fixed random projection of the last hidden state: ``pow(2).mean()`` of a layer
     # norm's output is a constant (its gradient rounding noise, 1e-9)
@@ -103,9 +105,10 @@ def build(name: str):
     def loss(out):
         h = out.last_hidden_state
         if "w" not in projection:
-            projection["w"] = torch.randn(h.shape, generator=torch.Generator().manual_seed(2))
-        return (h * projection["w"].to(h.dtype)).mean()
-    return hf_model(name).train(), (hf_input_ids(),), loss
+            projection["w"] = torch.randn(h.shape, generator=torch.Generator().manual_seed(2)
+                                          ).to(h.device, h.dtype)
+        return (h * projection["w"]).mean()
+    return hf_model(name).train().to(device), (hf_input_ids().to(device),), loss
 
 
 def _output(out):
@@ -218,8 +221,7 @@ def case(name: str, mode: str, threads: int, device: str, torch_compile: bool,
     import tutorcompile as tc
     from tutorcompile.bench import measure_together, time_first_call
     torch.set_num_threads(threads)
-    model, inputs, loss_fn = build(name)
-    model, inputs = model.to(device), tuple(x.to(device) for x in inputs)
+    model, inputs, loss_fn = build(name, device)
     train = mode == "train"
     if not train:
         model.eval()
@@ -345,7 +347,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--no-torch-compile", action="store_true",
                         help="skip torch.compile (its compiles take tens of seconds a model)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per case")
-    parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--json", help="also write the rows to this file (after every case, "
+                        "so a run cut short keeps what it measured)")
+    parser.add_argument("--repeat", type=int, help="rounds of samples per case (default 15)")
+    parser.add_argument("--min-time", type=float,
+                        help="seconds of samples per candidate and case (default 1.0)")
     parser.add_argument("--plot", help="also draw both speed-ups into this image file")
     parser.add_argument("--worker", nargs=3, metavar=("MODEL", "MODE", "THREADS"),
                         help=argparse.SUPPRESS)
@@ -353,6 +359,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     torch_compile = not (args.no_torch_compile or args.quick)
     timing = ({"warmup": 2, "repeat": 3, "min_time": 0.05, "max_time": 1.0} if args.quick
               else {"warmup": 3, "repeat": 15, "min_time": 1.0, "max_time": 10.0})
+    timing.update({k: v for k, v in (("repeat", args.repeat), ("min_time", args.min_time))
+                   if v is not None})
     if args.worker:
         name, mode, threads = args.worker
         print(json.dumps(case(name, mode, int(threads), args.device, torch_compile, timing)))
@@ -367,7 +375,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     threads = [int(t) for t in (args.threads or ("1" if args.quick else
                                                  f"1,{os.cpu_count()}")).split(",")]
     passthrough = ["--device", args.device] + (["--quick"] if args.quick else []) + (
-        ["--no-torch-compile"] if not torch_compile else [])
+        ["--no-torch-compile"] if not torch_compile else []) + [
+        f"--{k.replace('_', '-')}={timing[k]}" for k in ("repeat", "min_time")
+        if getattr(args, k) is not None]
     rows = []
     with tempfile.TemporaryDirectory(prefix="tc_steady_") as caches:
         # one cache folder for the whole run: a case at another thread count reuses kernels
@@ -389,10 +399,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
                              if "error" not in row else row["error"])
                     print(f"  {name} {mode} {n_threads} thread(s): {ratio} "
                           f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+                    if args.json:
+                        Path(args.json).write_text(json.dumps(rows, indent=1))
     print(f"\nSteady state on {args.device}, medians of interleaved samples:")
     print_rows(rows)
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
     if args.plot:
         plot(rows, args.plot)
     return rows
