@@ -558,7 +558,7 @@ def test_a_scan_of_two_inputs_only_one_needing_a_gradient_compiles_twice():
 
 
 def ragged_tail(x):
-    return torch.cat([x, torch.full((x.shape[0], x.shape[1] % 3), 2.0)], 1)
+    return torch.cat([x, torch.full((x.shape[0], x.shape[1] % 3), 2.0, device=x.device)], 1)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

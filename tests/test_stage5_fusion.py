@@ -119,9 +119,10 @@ def test_buffer_reuse_in_the_wrapper():
 def _strided_slice_gradient(g, x):
     """The gradient of ``x[:, ::2, 1::2]`` added to ``x``: two ``slice_scatter`` s, the first
     into a shape (2, 3, 8) that lines up with nothing else (as in a pooling window's
-    gradient)."""
-    inner = ops.slice_scatter(ops.full((2, 3, 8), 0.0), g, 2, 1, 8, 2)
-    return ops.add(x, ops.slice_scatter(ops.full((2, 6, 8), 0.0), inner, 1, 0, 6, 2))
+    gradient). The zeros are made where the inputs are (CUDA for Triton on a GPU)."""
+    inner = ops.slice_scatter(ops.full((2, 3, 8), 0.0, device=g.device), g, 2, 1, 8, 2)
+    return ops.add(x, ops.slice_scatter(ops.full((2, 6, 8), 0.0, device=x.device), inner,
+                                        1, 0, 6, 2))
 
 
 @pytest.mark.parametrize("backend", [
@@ -391,7 +392,7 @@ def test_bias_gradients_fuse_at_symbolic_sizes(backend):
     from tutorcompile.inductor.ir import size_expr
     torch.manual_seed(0)
     model = _MLPBlock()
-    ref = copy.deepcopy(model)
+    model, ref = on(backend, model, copy.deepcopy(model))
     made = []
 
     def keep(gm, example_inputs):

@@ -691,17 +691,20 @@ class ReferenceHandler(OpsHandler):
     tensors, loads gather from the buffers' storage, prims run their references.
 
     This is the loop IR's own interpreter -- slow-ish but obviously right, and what the tests
-    compare lowering against before any code generator is involved.
+    compare lowering against before any code generator is involved. The index values and
+    constants it makes are made on ``device`` (the buffer's), beside the storage they meet.
     """
 
-    def __init__(self, storage: dict[str, torch.Tensor], env: dict[sympy.Symbol, torch.Tensor]):
+    def __init__(self, storage: dict[str, torch.Tensor], env: dict[sympy.Symbol, torch.Tensor],
+                 device: torch.device | str = "cpu"):
         self.storage = storage
         self.env = env
+        self.device = torch.device(device)
 
     def index_value(self, expr: Any) -> torch.Tensor:
         expr = sympy.sympify(expr)
         if expr.is_Integer:
-            return torch.tensor(int(expr))
+            return torch.tensor(int(expr), device=self.device)
         if expr.is_Symbol:
             return self.env[expr]
         args = [self.index_value(a) for a in expr.args]
@@ -727,13 +730,13 @@ class ReferenceHandler(OpsHandler):
         return flat[offset]
 
     def constant(self, value, dtype):
-        return torch.tensor(value, dtype=dtype)
+        return torch.tensor(value, dtype=dtype, device=self.device)
 
     def index_expr(self, expr, dtype):
         return self.index_value(expr).to(dtype)
 
     def indirect_indexing(self, value, size):
-        value, size = torch.as_tensor(value), hint_int(size)
+        value, size = torch.as_tensor(value, device=self.device), hint_int(size)
         bad = (value < 0) | (value >= size)
         if bool(bad.any()):
             raise IndexError(f"index {int(value[bad].flatten()[0])} is out of bounds for a "
@@ -748,18 +751,19 @@ class ReferenceHandler(OpsHandler):
 
 def evaluate_buffer(buffer: ComputedBuffer, storage: dict[str, torch.Tensor]) -> torch.Tensor:
     """Compute ``buffer`` with the :class:`ReferenceHandler` (``storage`` maps the names of
-    the buffers it reads to their flat storage)."""
+    the buffers it reads to their flat storage), on the buffer's device."""
     data = buffer.data
+    device = buffer.get_device()
     shape = data.src_shape if isinstance(data, Reduction) else data.ranges
     syms = [index_symbol(f"i{k}") for k in range(len(shape))]
     env = {}
     for k, (sym, size) in enumerate(zip(syms, shape)):
         view = [1] * len(shape)
         view[k] = size
-        env[sym] = torch.arange(size).reshape(view)
-    with set_handler(ReferenceHandler(storage, env)):
+        env[sym] = torch.arange(size, device=device).reshape(view)
+    with set_handler(ReferenceHandler(storage, env, device)):
         value = data.inner_fn(syms)
-    value = torch.as_tensor(value).to(data.dtype).expand(tuple(shape))
+    value = torch.as_tensor(value, device=device).to(data.dtype).expand(tuple(shape))
     if isinstance(data, Reduction):
         dims = data.reduced_dims
         if not dims:
