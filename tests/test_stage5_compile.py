@@ -785,7 +785,8 @@ def test_an_optimizer_step_writes_parameters_and_state_in_place(tmp_path):
         assert q.is_leaf and q.requires_grad and q.grad_fn is None
     (code,) = (p.read_text() for p in folder.glob("*output_code*"))
     assert code.count("written in place") == 8, code    # 4 parameters, 4 momentum buffers
-    assert "empty_strided(" not in code.split("def call(")[1], code
+    body = code.split("def call(")[1]
+    assert "empty_strided(" not in body and "keep(" not in body, code
 
 
 def test_the_old_name_of_codegen_still_works_with_a_warning():
@@ -801,3 +802,102 @@ def test_the_old_name_of_codegen_still_works_with_a_warning():
     with pytest.warns(DeprecationWarning, match="backend= is now codegen="):
         f = tc.compile(lambda x, b: torch.relu(x + b), options={"backend": "cpp"})
         torch.testing.assert_close(f(x, b), torch.relu(x + b))
+
+
+def test_kept_buffers_hand_memory_back_only_when_nothing_holds_it():
+    """``KeptBuffers.take``: the slot's last tensor again when only the slot holds it; new
+    memory while a Python reference, a view of its memory or autograd's saved tensors
+    still hold it."""
+    from tutorcompile.inductor.wrapper import CAN_KEEP, KeptBuffers
+    if not CAN_KEEP:
+        pytest.skip("this torch cannot count a tensor's holders")
+    keep = KeptBuffers(1).take
+
+    def take():
+        return keep(0, (4, 8), (8, 1), torch.float32, torch.device("cpu"))
+    first = take()
+    address = first.data_ptr()
+    held = take()                               # `first` (that very tensor) is held
+    assert held.data_ptr() != address
+    del first, held
+    assert take().data_ptr() != address         # the slot kept the newer tensor
+    latest = take()
+    address = latest.data_ptr()
+    view = latest[1:]
+    del latest
+    assert take().data_ptr() != address         # a view still reads its memory
+    del view
+    latest = take()
+    address = latest.data_ptr()
+    loss = (torch.ones(4, 8, requires_grad=True) * latest).sum()   # mul saves `latest`
+    del latest
+    assert take().data_ptr() != address         # autograd holds it for the backward
+    loss.backward()
+    del loss
+    latest = take()
+    address = latest.data_ptr()
+    del latest
+    assert take().data_ptr() == address         # nothing holds it: the same memory
+
+
+def _mlp_step(x, w1, w2):
+    return (torch.tanh(x @ w1).sin() @ w2).relu().sum()
+
+
+def test_a_kept_saved_value_is_not_overwritten_by_a_second_forward(tmp_path):
+    """A training forward's saved values are kept between calls, but a second forward
+    before the first one's backward gets memory of its own: both backwards see their own
+    values (gradient accumulation over two micro-batches), and match eager's."""
+    w1 = torch.randn(16, 32, requires_grad=True)
+    w2 = torch.randn(32, 8, requires_grad=True)
+    x1, x2 = torch.randn(4, 16), torch.randn(4, 16)
+    from tutorcompile import _logging as logs
+    from tutorcompile.inductor import config
+    compiled = tc.compile(_mlp_step, backend="inductor")
+    with config.patch(keep_buffers_min_bytes=0), logs.debug(tmp_path) as folder:
+        compiled(x1, w1, w2).backward()         # (every buffer kept, small as they are)
+    forward = min(folder.glob("*output_code*")).read_text()   # (the backward's is later)
+    assert "= keep(" in forward.split("def call(")[1], forward
+    w1.grad = w2.grad = None
+    for _ in range(2):                          # the second time round, memory is kept
+        (compiled(x1, w1, w2) + 2 * compiled(x2, w1, w2)).backward()
+        ours = (w1.grad, w2.grad)
+        w1.grad = w2.grad = None
+        (_mlp_step(x1, w1, w2) + 2 * _mlp_step(x2, w1, w2)).backward()
+        for g, e in zip(ours, (w1.grad, w2.grad)):
+            torch.testing.assert_close(g, e)
+        w1.grad = w2.grad = None
+
+
+@needs_cxx
+def test_only_buffers_no_caller_sees_are_kept():
+    """The wrapper takes kept memory for large intermediates and, in a training forward,
+    for the values saved for the backward; an output the caller gets is allocated anew each
+    call, so the caller may keep it, and small buffers as before
+    (``config.keep_buffers``, ``config.keep_buffers_min_bytes``)."""
+    from tutorcompile.inductor import config
+
+    def f(x):
+        return torch.softmax(torch.exp(x) @ x, -1).sin()
+    x = torch.randn(256, 256)                   # 256 KiB a buffer
+    compiled = compile_fx(to_prims(symbolic_trace_fn(f)), [x], codegen="cpp")
+    code = compiled.wrapper_code
+    assert "keep(0, (256, 256)" in code, code   # exp(x): an intermediate
+    returned = code.split("return ")[1].strip()
+    assert f"{returned} = empty_strided(" in code, code
+    with config.patch(keep_buffers_min_bytes=1 << 20):
+        small = compile_fx(to_prims(symbolic_trace_fn(f)), [x], codegen="cpp")
+    assert "keep(" not in small.wrapper_code
+    first = compiled(x)
+    second = compiled(x + 1)
+    assert first.data_ptr() != second.data_ptr()
+    torch.testing.assert_close(first, f(x), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(second, f(x + 1), rtol=1e-4, atol=1e-5)
+    with config.patch(keep_buffers=False):
+        plain = compile_fx(to_prims(symbolic_trace_fn(f)), [x], codegen="cpp")
+    assert "keep(" not in plain.wrapper_code
+
+
+def symbolic_trace_fn(f):
+    from tutorcompile.fx.tracer import symbolic_trace
+    return symbolic_trace(f).graph

@@ -367,6 +367,9 @@ class AOTCompiled(FastPath):
             with phase("partition"):
                 partition = self.partition_fn(joint)
                 _log_partition(joint, partition, self.partition_fn)
+            # (the outputs after these are saved for the backward: no caller sees them, so
+            # a compiler may keep their memory for the next call, inductor.config.keep_buffers)
+            partition.forward.graph.output_node.meta["user_outputs"] = joint.num_fwd_outputs
             forward = self.fw_compiler(partition.forward, tensors)
             backward = self.bw_compiler(transpose_matmul_results(partition.backward), None)
             art = _training_artifacts(functional, prim_graph, report, joint, partition,

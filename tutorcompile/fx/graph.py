@@ -213,7 +213,11 @@ class Graph:
                 continue
             if node.op == "output":
                 result = map_arg(node.args[0], lambda n: val_map[n])
-                return (self.output(result) if return_output_node else result)
+                if not return_output_node:
+                    return result
+                output = self.output(result)
+                output.meta = dict(node.meta)
+                return output
             val_map[node] = self.node_copy(node, lambda n: val_map[n])
         return None
 

@@ -123,6 +123,23 @@ kernels_per_run: int = 8
 at least this many kernels: each run pays ~0.1-0.2 s to start and load the precompiled
 prelude, about what compiling two or three small kernels costs."""
 
+# -- the wrapper ---------------------------------------------------------------------------
+
+keep_buffers: bool = True
+"""On a CPU, a buffer no caller sees (a graph's intermediate, a training forward's value
+saved for the backward) keeps its memory from one call to the next: the wrapper takes it
+again when nothing holds it any more (``wrapper.KeptBuffers``) instead of asking the
+allocator. glibc gives large blocks freed at the top of its heap back to the system, and
+the next call then pays a page fault for every 4 KiB it writes: the course GPT's training
+step (batch 32) faulted 140-1370 pages a step, eager and torch.compile none. The memory
+stays held between calls (about a step's saved values and intermediates) until the
+compiled graph is dropped (``tutorcompile.reset()``). False: every call allocates anew."""
+
+keep_buffers_min_bytes: int = 1 << 17
+"""Only buffers of at least this many bytes are kept (``keep_buffers``): glibc serves smaller
+blocks (below its first mmap threshold, 128 KiB) from free lists it keeps anyway, and taking
+a kept buffer is a Python call, where ``empty_strided`` is a C call."""
+
 # -- Triton kernels ------------------------------------------------------------------------
 
 triton_xblock: int = 1024

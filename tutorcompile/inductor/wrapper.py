@@ -17,7 +17,10 @@ It is made in two steps, as in early TorchInductor:
    :class:`FreeIfNotReusedLine` after a buffer's last reader (from liveness) -- then a
    *memory planning* pass: a freed buffer goes into a pool, and a later allocation of the
    same size, strides and dtype takes it instead of asking the allocator (the
-   ``AllocateLine`` becomes a :class:`ReuseLine`, and the free is dropped).
+   ``AllocateLine`` becomes a :class:`ReuseLine`, and the free is dropped). On a CPU, a
+   large buffer no caller sees (an intermediate, a value saved for the backward) also keeps
+   its memory from one call to the next (``buf = keep(slot, ...)``, :class:`KeptBuffers`,
+   ``config.keep_buffers``): taken again when nothing holds it any more.
 2. **Print** (:meth:`WrapperCodegen.generate`): each line writes itself.
 
 Kernels are generated before the wrapper is planned (``compile_fx.py``); the wrapper only
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import importlib
 import keyword
+import sys
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -49,7 +53,7 @@ from ..fx.codegen import literal
 from ..fx.node import map_arg, qualified_name, tree_leaves
 from ..fx.symbolic_shapes import SymInt, hint_int, pycode
 from ..ops import PRIMS, Prim, prims
-from . import ir
+from . import config, ir
 from .codegen.scan import GENERATED_EXTERNS
 from .scheduler import Scheduler
 
@@ -241,6 +245,45 @@ class WrapperLine:
         raise NotImplementedError
 
 
+class KeptBuffers:
+    """The memory of a wrapper's buffers that no caller sees, kept from one call to the next
+    (``config.keep_buffers``): ``take(slot, ...)`` hands back the tensor the slot gave out
+    last time if nothing else holds it now, else a new one (which the slot keeps).
+
+    "Nothing else" is counted, not assumed: no Python reference but the slot's (a caller
+    that kept it, a traceback), no other holder of the tensor itself (autograd's saved
+    tensors hold it from C++: ``_use_count``), no view of its memory (``storage
+    use count``). So a saved value the backward has not read yet, or a second call running
+    while the first still holds its buffers, gets new memory, as without the pool. Only
+    static sizes on a CPU are kept (CUDA's caching allocator keeps memory already).
+
+    Mirrors: c10/cuda/CUDACachingAllocator.cpp (freed blocks kept for the next allocation
+    of their size) and torch/_inductor/cudagraph_trees.py (which checks the same counts
+    before it reuses a graph's memory)."""
+
+    def __init__(self, slots: int):
+        self.slots: list[torch.Tensor | None] = [None] * slots
+
+    def take(self, slot: int, size: tuple, stride: tuple, dtype: torch.dtype,
+             device: torch.device) -> torch.Tensor:
+        kept = self.slots[slot]
+        # references: the slot, ``kept`` and getrefcount's argument; storage: the tensor's,
+        # and the one untyped_storage() makes to ask
+        if kept is not None and sys.getrefcount(kept) == 3 and _use_count(kept) == 1 and \
+                _storage_use_count(kept.untyped_storage()._cdata) == 2:
+            return kept
+        kept = self.slots[slot] = torch.empty_strided(size, stride, dtype=dtype,
+                                                      device=device)
+        return kept
+
+
+# (private PyTorch counters, which torch/_inductor/cudagraph_trees.py reads too; without them
+# nothing is kept)
+_use_count: Any = getattr(torch.Tensor, "_use_count", None)
+_storage_use_count: Any = getattr(torch._C, "_storage_Use_Count", None)
+CAN_KEEP = _use_count is not None and _storage_use_count is not None
+
+
 @dataclass
 class CommentLine(WrapperLine):
     text: str
@@ -260,14 +303,21 @@ class ExprLine(WrapperLine):
 
 @dataclass
 class AllocateLine(WrapperLine):
-    """``buf = empty_strided(...)``: fresh memory for a kernel's output."""
+    """``buf = empty_strided(...)``: fresh memory for a kernel's output; or, with a
+    ``slot``, ``buf = keep(slot, ...)``: the memory this line had last call, if free
+    (:class:`KeptBuffers`)."""
     buffer: ir.Buffer
     device: str  # the name the device is bound to
+    slot: int | None = None
 
     def codegen(self) -> str:
         layout = self.buffer.layout
-        return (f"{self.buffer.name} = empty_strided({size_literal(layout.size)}, "
-                f"{size_literal(layout.stride)}, dtype={layout.dtype}, device={self.device})")
+        size, stride = size_literal(layout.size), size_literal(layout.stride)
+        if self.slot is not None:
+            return (f"{self.buffer.name} = keep({self.slot}, {size}, {stride}, "
+                    f"{layout.dtype}, {self.device})")
+        return (f"{self.buffer.name} = empty_strided({size}, {stride}, dtype={layout.dtype}, "
+                f"device={self.device})")
 
 
 @dataclass
@@ -737,8 +787,10 @@ class WrapperCodegen:
         leaves: list[WrapperLine] = []
         value = self.value_expr(self.lowering.outputs, leaves)
         self.lines = self.size_lines() + lines + leaves + [ReturnLine(value)]
+        kept = self.buffers_to_keep() if config.keep_buffers and CAN_KEEP else set()
         if self.reuse:
-            self.plan_memory()
+            self.plan_memory(kept)
+        self.keep_buffers(kept)
         return self.lines
 
     def size_lines(self) -> list[WrapperLine]:
@@ -762,21 +814,77 @@ class WrapperCodegen:
         return lines
 
     # -- step 2: memory planning ---------------------------------------------------------
-    def plan_memory(self) -> None:
+    def plan_memory(self, kept: set[str] | None = None) -> None:
         """Allocations take a freed buffer of the same layout when the pool has one.
 
         Only memory this function allocated (or a contiguous copy a PyTorch prim made) is
         pooled: a PyTorch call that is not a prim may return a view of an input, which must
-        never be overwritten."""
+        never be overwritten. Memory ``kept`` between calls (those allocations' names, see
+        :meth:`buffers_to_keep`) goes only to a buffer no caller sees either."""
+        kept = kept or set()
         pool: dict[tuple, list[FreeIfNotReusedLine]] = {}
+        owner: dict[str, str] = {}   # buffer -> the allocation whose memory it has
         for i, line in enumerate(self.lines):
             if isinstance(line, FreeIfNotReusedLine) and line.key is not None:
                 pool.setdefault(line.key, []).append(line)
-            elif isinstance(line, AllocateLine) and pool.get(_layout_key(line.buffer)):
-                freed = pool[_layout_key(line.buffer)].pop()
-                freed.reused = True
-                self.lines[i] = ReuseLine(line.buffer.name, freed.name)
+            elif isinstance(line, AllocateLine):
+                name = line.buffer.name
+                freed = [f for f in pool.get(_layout_key(line.buffer), ())
+                         if name in kept or owner.get(f.name, f.name) not in kept]
+                if not freed:
+                    continue
+                pool[_layout_key(line.buffer)].remove(freed[-1])
+                freed[-1].reused = True
+                owner[name] = owner.get(freed[-1].name, freed[-1].name)
+                self.lines[i] = ReuseLine(name, freed[-1].name)
                 self.reused += 1
+
+    def seen_buffers(self) -> set[str]:
+        """The buffers whose tensor a caller may get: the graph's outputs, except a training
+        forward's saved values (the output node's ``meta["user_outputs"]``, from AOT, counts
+        the outputs before them), and what a PyTorch call that may return a view of its
+        arguments read to make one of them."""
+        outputs = self.lowering.outputs
+        n_user = self.lowering.graph.output_node.meta.get("user_outputs")
+        if isinstance(outputs, (tuple, list)) and n_user is not None:
+            outputs = outputs[:n_user]
+        seen = {getattr(ir.base_buffer(v), "name", "") for v in tree_leaves(outputs)
+                if isinstance(v, ir.IRNode)}
+        for group in reversed(self.scheduler.groups):
+            ext = cast(ir.ExternKernel, group.buffers[0])
+            if group.is_extern and self.may_alias(ext) and ext.name in seen:
+                seen |= set(self.scheduler.reads[ext.name])
+        return seen
+
+    def buffers_to_keep(self) -> set[str]:
+        """The allocations whose memory is kept between calls (:class:`KeptBuffers`): of a
+        static size on a CPU, of at least ``config.keep_buffers_min_bytes``, and of a
+        tensor no caller sees (:meth:`seen_buffers`: a caller may keep what it gets, or
+        hand it to autograd, which takes a gradient as ``.grad`` without a copy only when
+        nothing else holds it)."""
+        seen = self.seen_buffers()
+        kept = set()
+        for line in self.lines:
+            if not isinstance(line, AllocateLine) or line.buffer.name in seen:
+                continue
+            layout = line.buffer.layout
+            if torch.device(layout.device).type != "cpu" or not all(
+                    isinstance(v, int) for v in (*layout.size, *layout.stride)):
+                continue
+            span = 1 + sum((n - 1) * st for n, st in zip(layout.size, layout.stride))
+            if min(layout.size, default=1) > 0 and \
+                    span * layout.dtype.itemsize >= config.keep_buffers_min_bytes:
+                kept.add(line.buffer.name)
+        return kept
+
+    def keep_buffers(self, kept: set[str]) -> None:
+        """Give each allocation in ``kept`` (still one after memory planning) its slot."""
+        slots = 0
+        for line in self.lines:
+            if isinstance(line, AllocateLine) and line.buffer.name in kept:
+                line.slot, slots = slots, slots + 1
+        if slots:
+            self.bind("keep", KeptBuffers(slots).take, share=False)
 
     # -- print -------------------------------------------------------------------------
     def generate(self) -> str:
@@ -796,6 +904,8 @@ class WrapperCodegen:
                 what = self.kernels[name][0].launcher_doc
             elif name == "empty_strided":
                 what = "torch.empty_strided"
+            elif name == "keep":
+                what = "KeptBuffers.take: last call's memory of a buffer no caller sees"
             elif isinstance(value, torch.device):
                 what = f"torch.device({str(value)!r})"
             elif isinstance(value, torch.Tensor):
