@@ -398,7 +398,7 @@ def test_the_ladder_aot_eager_is_eager_and_the_next_rung_decomposes():
         (grad,) = torch.autograd.grad(out.sum(), w)
         exact = rung is aot_eager
         tol = dict(rtol=0, atol=0) if exact else dict(rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(out, expected, **TOL)
+        torch.testing.assert_close(out, expected, **tol)
         torch.testing.assert_close(grad, expected_grad, **tol)
         reports[rung.__name__] = compiled.artifacts
     assert not reports["aot_eager"].decomposition_report.decomposed
