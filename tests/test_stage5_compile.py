@@ -283,9 +283,10 @@ def test_a_matmul_result_goes_to_its_kernel_uncopied():
 @needs_cxx
 def test_a_chain_of_views_of_our_buffer_is_one_as_strided_call():
     """Attention's ``reshape -> slice -> reshape -> permute`` of the qkv product reaches a
-    PyTorch call as one ``torch.as_strided`` of the product (its layout found once, at
-    compile time); a chain that copies on the way (a ``reshape`` of a transposed tensor)
-    is still written call by call. Values are eager's."""
+    PyTorch call as one strided view of the product (its layout found once, at compile
+    time: ``reinterpret``, a view no caller sees; ``torch.as_strided`` where one is
+    returned); a chain that copies on the way (a ``reshape`` of a transposed tensor) is
+    still written call by call. Values are eager's."""
     x, w = torch.randn(8, 6), torch.randn(6, 24)
 
     def f(x, w):
@@ -303,10 +304,15 @@ def test_a_chain_of_views_of_our_buffer_is_one_as_strided_call():
         return y @ y
     compiled = compile_fx(trace(f, x, w), [x, w], codegen="cpp")
     code = compiled.wrapper_code
-    assert "torch.as_strided(buf0, (2, 2, 4, 4), (96, 4, 24, 1), 0)" in code, code
-    assert "torch.as_strided(buf0, (2, 2, 4, 4), (96, 4, 1, 24), 8)" in code, code
+    assert "reinterpret(buf0, (2, 2, 4, 4), (96, 4, 24, 1), 0)" in code, code
+    assert "reinterpret(buf0, (2, 2, 4, 4), (96, 4, 1, 24), 8)" in code, code
     assert "torch.narrow(" not in code and code.count("torch.reshape(") == 1, code
     torch.testing.assert_close(compiled(x, w), expected(x, w))
+    returned = compile_fx(trace(lambda x, w: ops.permute(ops.reshape(ops.slice(ops.reshape(
+        ops.matmul(x, w), (2, 4, 24)), 2, 0, 8), (2, 4, 2, 4)), (0, 2, 1, 3)), x, w), [x, w],
+        codegen="cpp")
+    assert "torch.as_strided(buf0, (2, 2, 4, 4), (96, 4, 24, 1), 0)" in returned.wrapper_code
+    assert returned(x, w)._base is not None        # a real view, as eager's
 
 
 @needs_cxx

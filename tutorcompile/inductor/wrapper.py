@@ -283,6 +283,12 @@ _use_count: Any = getattr(torch.Tensor, "_use_count", None)
 _storage_use_count: Any = getattr(torch._C, "_storage_Use_Count", None)
 CAN_KEEP = _use_count is not None and _storage_use_count is not None
 
+# ``reinterpret(buffer, size, stride, offset)``: a tensor on ``buffer``'s memory with that
+# geometry (the offset added to the buffer's, 0 for ours), made in C without autograd's view
+# bookkeeping (Inductor's ``reinterpret_tensor``; private to PyTorch, so looked up here)
+_reinterpret: Any = getattr(getattr(torch._C, "_dynamo", None) and torch._C._dynamo.guards,
+                            "_reinterpret_tensor", None)
+
 
 @dataclass
 class CommentLine(WrapperLine):
@@ -492,6 +498,8 @@ class WrapperCodegen:
         # compile_fx once the kernel is built (a C++ build may still be running)
         self.kernel_globals: dict[str, Any] = {}
         self.params = [self.param_name(b, i) for i, b in enumerate(self.lowering.graph_inputs)]
+        self.output_views = {id(v) for v in tree_leaves(self.lowering.outputs)
+                             if isinstance(v, ir.View)}
         self.lines: list[WrapperLine] = []
         self.reused = 0
 
@@ -598,9 +606,10 @@ class WrapperCodegen:
                 f"{operands[0]}, {operands[1]}, None, {rest}, {operands[2]})[{operands[3]}]")
 
     # -- expressions for IR values -------------------------------------------------------
-    def strided_view(self, view: ir.View) -> tuple[str, tuple, tuple, Any] | None:
-        """A chain of two or more views of a buffer whose memory we laid out, as the one
-        ``torch.as_strided(buffer, size, stride, offset)`` it amounts to: attention's
+    def strided_view(self, view: ir.View, shortest: int = 2
+                     ) -> tuple[str, tuple, tuple, Any] | None:
+        """A chain of ``shortest`` or more views of a buffer whose memory we laid out, as the
+        one ``torch.as_strided(buffer, size, stride, offset)`` it amounts to: attention's
         ``reshape -> narrow -> reshape -> permute`` of the qkv product is one PyTorch call
         per call instead of four (Inductor's ``reinterpret_tensor``).
 
@@ -623,7 +632,7 @@ class WrapperCodegen:
             base = base.base
         owned = isinstance(base, ir.ComputedBuffer) or (
             isinstance(base, ir.ExternKernel) and result_is_contiguous(base))
-        if len(chain) < 2 or not owned:
+        if len(chain) < shortest or not owned:
             return None
         buffer = cast(ir.Buffer, base)
         layout = buffer.layout
@@ -656,10 +665,16 @@ class WrapperCodegen:
     def value_expr(self, value: Any, lines: list[WrapperLine]) -> str:
         if isinstance(value, ir.View):
             key = id(value)
-            strided = self.strided_view(value) if key not in self.view_names else None
+            # A view only PyTorch calls read (no caller sees it) is one reinterpret call,
+            # half an as_strided's cost and cheaper than a single permute or narrow; what the
+            # caller gets is a real view (autograd's view rules apply to it)
+            quick = _reinterpret is not None and key not in self.output_views
+            strided = self.strided_view(value, 1 if quick else 2) \
+                if key not in self.view_names else None
             if strided is not None:
                 name = f"view_{value.node.name}"
-                lines.append(ExprLine(f"{name} = torch.as_strided({strided[0]}, "
+                fn = self.bind("reinterpret", _reinterpret) if quick else "torch.as_strided"
+                lines.append(ExprLine(f"{name} = {fn}({strided[0]}, "
                                       f"{size_literal(strided[1])}, "
                                       f"{size_literal(strided[2])}, "
                                       f"{size_literal(strided[3])})"))
@@ -904,6 +919,8 @@ class WrapperCodegen:
                 what = self.kernels[name][0].launcher_doc
             elif name == "empty_strided":
                 what = "torch.empty_strided"
+            elif name == "reinterpret":
+                what = "torch._C._dynamo.guards._reinterpret_tensor (a view without autograd)"
             elif name == "keep":
                 what = "KeptBuffers.take: last call's memory of a buffer no caller sees"
             elif isinstance(value, torch.device):
