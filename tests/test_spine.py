@@ -94,7 +94,8 @@ def test_each_spine_function_opens_its_stage_passes_in_order():
     assert _logging.PHASES == tuple(name for stage, passes in _logging.SPINE.items()
                                     for name in (stage, *passes))
     names = [f.__name__ for f in compile_fx.GRAPH_PASSES]
-    assert names == ["fuse_addmm", "fuse_convolution_backward", "split_reductions"]
+    assert names == ["fuse_addmm", "batch_matmuls", "fuse_convolution_backward",
+                     "split_reductions"]
 
 
 def test_a_compile_opens_the_phases_nested_as_the_spine_says():

@@ -282,37 +282,89 @@ def test_a_matmul_result_goes_to_its_kernel_uncopied():
 
 @needs_cxx
 def test_a_chain_of_views_of_our_buffer_is_one_as_strided_call():
-    """Attention's ``reshape -> slice -> reshape -> permute`` of the qkv product reaches a
-    PyTorch call as one strided view of the product (its layout found once, at compile
-    time: ``reinterpret``, a view no caller sees; ``torch.as_strided`` where one is
-    returned); a chain that copies on the way (a ``reshape`` of a transposed tensor) is
-    still written call by call. Values are eager's."""
-    x, w = torch.randn(8, 6), torch.randn(6, 24)
+    """Views of the qkv product reach a PyTorch call as one strided view of the product (its
+    layout found once, at compile time: ``reinterpret``, a view no caller sees;
+    ``torch.as_strided`` where one is returned): q, ``reshape -> narrow`` of it and merged
+    to the matrix ``torch.mm`` takes, is one call instead of three. Values are eager's."""
+    x, w, w2 = torch.randn(8, 6), torch.randn(6, 24), torch.randn(8, 5)
 
-    def f(x, w):
+    def f(x, w, w2):
         qkv = ops.reshape(ops.matmul(x, w), (2, 4, 24))
-        q = ops.permute(ops.reshape(ops.slice(qkv, 2, 0, 8), (2, 4, 2, 4)), (0, 2, 1, 3))
-        k = ops.permute(ops.reshape(ops.slice(qkv, 2, 8, 16), (2, 4, 2, 4)), (0, 2, 3, 1))
-        y = ops.reshape(ops.permute(ops.matmul(q, k), (0, 2, 1, 3)), (8, 8))
-        return ops.matmul(y, y)
+        return ops.matmul(ops.slice(qkv, 2, 0, 8), w2)      # (2, 4, 8): rows of 24
 
-    def expected(x, w):
-        qkv = (x @ w).reshape(2, 4, 24)
-        q = qkv[..., :8].reshape(2, 4, 2, 4).permute(0, 2, 1, 3)
-        k = qkv[..., 8:16].reshape(2, 4, 2, 4).permute(0, 2, 3, 1)
-        y = (q @ k).permute(0, 2, 1, 3).reshape(8, 8)
-        return y @ y
-    compiled = compile_fx(trace(f, x, w), [x, w], codegen="cpp")
+    compiled = compile_fx(trace(f, x, w, w2), [x, w, w2], codegen="cpp")
     code = compiled.wrapper_code
-    assert "reinterpret(buf0, (2, 2, 4, 4), (96, 4, 24, 1), 0)" in code, code
-    assert "reinterpret(buf0, (2, 2, 4, 4), (96, 4, 1, 24), 8)" in code, code
-    assert "torch.narrow(" not in code and code.count("torch.reshape(") == 1, code
-    torch.testing.assert_close(compiled(x, w), expected(x, w))
+    assert "reinterpret(buf0, (8, 8), (24, 1), 0)" in code, code
+    assert "torch.narrow(" not in code and "torch.matmul(" not in code, code
+    torch.testing.assert_close(compiled(x, w, w2),
+                               (x @ w).reshape(2, 4, 24)[..., :8] @ w2)
     returned = compile_fx(trace(lambda x, w: ops.permute(ops.reshape(ops.slice(ops.reshape(
         ops.matmul(x, w), (2, 4, 24)), 2, 0, 8), (2, 4, 2, 4)), (0, 2, 1, 3)), x, w), [x, w],
         codegen="cpp")
     assert "torch.as_strided(buf0, (2, 2, 4, 4), (96, 4, 24, 1), 0)" in returned.wrapper_code
     assert returned(x, w)._base is not None        # a real view, as eager's
+
+
+def _aten_calls(run) -> list[str]:
+    """The ATen ops PyTorch runs during ``run()`` (the wrapper's calls and what they do
+    inside), as the profiler names them without the ``aten::``."""
+    with torch.profiler.profile() as prof:
+        run()
+    return [e.name.removeprefix("aten::") for e in prof.events() if e.name.startswith("aten::")]
+
+
+@needs_cxx
+def test_batched_products_get_their_operands_from_our_kernels_uncopied():
+    """Attention's heads, split off a projection and moved before the time dimension, are
+    batches of matrices whose batch dimensions do not merge into one stride: ``torch.matmul``
+    copies them inside, on every call and for every product that reads them. The graph merges
+    the batch dimensions (``batch_matmuls``) and a kernel of ours copies each such operand
+    once (``matrix_operand``): ``q``, ``k`` (read transposed) and ``v`` in one loop. PyTorch
+    then runs ``bmm`` alone, forward and backward, with no copy, expand or matmul; values and
+    gradients are eager's."""
+    from tutorcompile.aot import aot_function
+    from tutorcompile.inductor.compile_fx import inner_compiler
+    B, T, H, D = 2, 5, 3, 4
+
+    def attention(x, w):
+        q, k, v = (x @ w).split(H * D, -1)
+        q, k, v = (t.reshape(B, T, H, D).transpose(1, 2) for t in (q, k, v))
+        return torch.softmax(q @ k.transpose(-2, -1), -1) @ v
+
+    x, g = torch.randn(B, T, 8, dtype=torch.float64), torch.randn(B, H, T, D).double()
+    w = torch.randn(8, 3 * H * D, dtype=torch.float64, requires_grad=True)
+    compiled = tc.compile(attention, backend="inductor")
+    (compiled(x, w) * g).sum().backward()
+    grad, w.grad = w.grad, None
+    eager_calls = _aten_calls(lambda: (attention(x, w) * g).sum().backward())
+    torch.testing.assert_close(grad, w.grad)
+    torch.testing.assert_close(compiled(x, w), attention(x, w))
+    # what PyTorch's matmul does inside, which the compiled code must not
+    inside = {"copy_", "clone", "_unsafe_view", "matmul"}
+    assert inside & set(eager_calls), eager_calls      # (the check can see them)
+    calls = _aten_calls(lambda: (compiled(x, w) * g).sum().backward())
+    assert calls.count("bmm") == 2 + 4, calls           # forward 2, backward 4
+    assert not inside & set(calls), calls
+    # the forward saves its copies of q, k and v: the backward's products read them as
+    # they are, with no copy of their own (before: one kernel copying each again)
+    aot = aot_function(attention, fw_compiler=inner_compiler(codegen="cpp"),
+                       bw_compiler=inner_compiler(codegen="cpp"))
+    (aot(x, w) * g).sum().backward()
+    assert len(aot.artifacts.forward.compiled.scheduler.lowering.matrix_copies) == 3
+    assert aot.artifacts.backward.compiled.scheduler.lowering.matrix_copies == {}
+
+    # inference: one copy per operand, shared by the products that read it
+    def two_products(x, y):
+        heads = ops.permute(ops.reshape(x, (B, T, H, D)), (0, 2, 1, 3))
+        other = ops.permute(ops.reshape(y, (B, T, H, D)), (0, 2, 3, 1))
+        return ops.matmul(heads, other), ops.matmul(ops.permute(heads, (0, 1, 3, 2)), heads)
+    x, y = torch.randn(B, T, H * D), torch.randn(B, T, H * D)
+    graph = compile_fx(trace(two_products, x, y), [x, y], codegen="cpp")
+    assert len(graph.scheduler.lowering.matrix_copies) == 2, graph.wrapper_code
+    assert "torch.bmm(" in graph.wrapper_code and "torch.matmul(" not in graph.wrapper_code
+    hx = x.reshape(B, T, H, D).transpose(1, 2)
+    expected = (hx @ y.reshape(B, T, H, D).permute(0, 2, 3, 1), hx.transpose(-2, -1) @ hx)
+    torch.testing.assert_close(graph(x, y), expected)
 
 
 @needs_cxx

@@ -503,6 +503,110 @@ def fuse_addmm(graph: Graph) -> Graph:
     return graph
 
 
+def batch_matmuls(graph: Graph) -> Graph:
+    """A ``matmul`` of batched operands as the BLAS call it is: the batch dimensions merged
+    into one, ``(B, H, T, D) @ (B, H, D, T)`` -> ``reshape(matmul((B*H, T, D), (B*H, D,
+    T)), (B, H, T, T))`` (the wrapper calls ``torch.bmm``), and a batched ``a`` times a
+    matrix as one matrix product, ``(B, T, C) @ (C, N)`` -> ``(B*T, C) @ (C, N)``
+    (``torch.mm``). ``torch.matmul`` does the same inside, on every call: expands, reshapes
+    and a view around the product, and a copy of each operand whose batch dimensions do not
+    merge (attention's heads, split off a ``(B, T, H*D)`` projection and moved before
+    ``T``). Here the merge is in the graph, so lowering sees the operand as a 3-d view and
+    copies it, where it must, in a kernel of ours (``lowering.py``, ``matrix_operand``):
+    once per graph, however many products read it, and in the producer's loop where it
+    fuses.
+
+    An operand that is a transpose of the last two dimensions (``k.transpose(-2, -1)``) is
+    merged before the transpose, ``permute(reshape(k, (B*H, T, D)), (0, 2, 1))``, so that
+    ``k`` and its transpose (the forward's ``q @ kᵀ`` and the backward's ``g @ k``) are one
+    3-d view, copied once; BLAS reads either orientation. Only static sizes and batch
+    dimensions that match (no broadcasting). Returns ``graph`` itself if nothing matches,
+    else a rewritten copy (stamped ``batch_matmuls``).
+
+    Mirrors: the ``bmm``/``mm`` decomposition of ``aten.matmul`` (torch/_decomp), and
+    Inductor's lowering of ``bmm`` on views it can reinterpret."""
+    matmul, permute, reshape = PRIMS["matmul"], PRIMS["permute"], PRIMS["reshape"]
+
+    def shape_of(v):
+        meta = v.meta.get("tensor_meta") if isinstance(v, Node) else None
+        shape = getattr(meta, "shape", None)
+        return None if shape is None or not all(isinstance(s, int) for s in shape) \
+            else tuple(shape)
+
+    def match(node):
+        if node.op != "call_function" or node.target is not matmul or node.kwargs or \
+                len(node.args) != 2 or shape_of(node) is None:
+            return None
+        a, b = node.args
+        sa, sb = shape_of(a), shape_of(b)
+        if sa is None or sb is None or len(sa) < 3 or not (
+                len(sb) == 2 or (len(sb) == len(sa) and sa[:-2] == sb[:-2])):
+            return None
+        if len(sa) == 3 and len(sb) == 3:
+            return None          # already what the BLAS call takes
+        return a, b, sa, sb
+
+    if not any(match(n) for n in graph.nodes):
+        return graph
+    graph = graph.copy("batch_matmuls")
+    merged: dict[tuple, Node] = {}
+
+    def add(target, args, shape, like, source):
+        node = graph.call_function(target, args)
+        node.meta["tensor_meta"] = _meta(shape, like)
+        node.meta["source"] = source
+        return node
+
+    def operand(x: Node, rows: int, source) -> Node:
+        """``x`` (``(*batch, m, k)``) as ``(rows, m, k)``, or ``(rows * m, k)`` for
+        ``rows=0``; a transposed ``x`` is merged before its transpose."""
+        shape, like = shape_of(x), x.meta["tensor_meta"]
+        root, dims = x, tuple(range(len(shape)))
+        while isinstance(root, Node) and root.op == "call_function" and \
+                root.target is permute and not root.kwargs:
+            own = tuple(int(d) % len(shape) for d in root.args[1])
+            dims = tuple(own[d] for d in dims)
+            root = root.args[0]
+        transposed = rows and dims[-2] > dims[-1]
+        if transposed:
+            dims = (*dims[:-2], dims[-1], dims[-2])
+        inner = shape[:-2] + ((shape[-1], shape[-2]) if transposed else shape[-2:])
+        flat = (rows, *inner[-2:]) if rows else (math.prod(inner[:-1]), inner[-1])
+        key = (root, dims, flat)
+        if key not in merged:
+            # the graph's own permute where it has one: the saved value a training
+            # forward hands its backward may be that very view (lowering.py reads it from
+            # the operand's copy)
+            base = root if dims == tuple(range(len(dims))) else next(
+                (u for u in root.users if u.target is permute and not u.kwargs and
+                 tuple(int(d) % len(dims) for d in u.args[1]) == dims), None) or \
+                add(permute, (root, dims), inner, like, source)
+            merged[key] = add(reshape, (base, flat), flat, like, source)
+        if not transposed:
+            return merged[key]
+        return add(permute, (merged[key], (0, 2, 1)), (rows, *shape[-2:]), like, source)
+
+    for node in list(graph.nodes):
+        found = match(node)
+        if found is None:
+            continue
+        a, b, sa, sb = found
+        out, source = node.meta["tensor_meta"], node.meta.get("source")
+        with graph.inserting_before(node):
+            if len(sb) == 2:                           # a matrix: one matrix product
+                product_shape: tuple = (math.prod(sa[:-1]), sb[-1])
+                args = (operand(a, 0, source), b)
+            else:
+                rows = math.prod(sa[:-2])
+                product_shape = (rows, sa[-2], sb[-1])
+                args = (operand(a, rows, source), operand(b, rows, source))
+            product = add(matmul, args, product_shape, out, source)
+            result = add(reshape, (product, tuple(out.shape)), tuple(out.shape), out, source)
+        node.replace_all_uses_with(result)
+        graph.erase_node(node)
+    return graph
+
+
 def _conv_grad_args(node: Node) -> dict | None:
     """The arguments of a convolution gradient prim by name (its reference's parameters:
     ``g``, ``weight`` or ``x``, ``input_shape`` or ``weight_shape``, ``stride``...), defaults
@@ -652,7 +756,7 @@ def split_reductions(graph: Graph) -> Graph:
 
 
 GRAPH_PASSES: tuple[Callable[[Graph], Graph], ...] = (
-    fuse_addmm, fuse_convolution_backward, split_reductions)
+    fuse_addmm, batch_matmuls, fuse_convolution_backward, split_reductions)
 """The prim graph's rewrites before lowering (the spine's ``graph_passes``), in the order
 they run."""
 

@@ -602,6 +602,89 @@ def base_buffer(value: IRNode) -> Buffer:
     return cast(Buffer, value)
 
 
+def view_strides(view: View, base: Buffer) -> tuple | None:
+    """The sizes, strides and storage offset of ``view`` (a chain of views of ``base``) as
+    ints (SymInts where sizes are symbolic), from the index arithmetic the kernels use: the
+    offset of view index ``(i0, i1, ...)`` in ``base``'s memory is ``offset + i0*stride0 +
+    i1*stride1 + ...`` exactly when the chain is a strided view. None when it is not (a
+    division or a remainder of an index: a reshape that regroups elements, as ``(B, H)``
+    of a transposed ``(B, T, H, D)`` merged into one batch dimension)."""
+    index = [sympy.Symbol(f"i{k}", integer=True, nonnegative=True)
+             for k in range(len(view.get_size()))]
+    at, node = list(index), cast(IRNode, view)
+    while isinstance(node, View):
+        at = node.reindex(at)
+        node = node.base
+    sizes = {i: n if isinstance(n, int) else None for i, n in zip(index, view.get_size())}
+    offset = sympy.expand(_within_ranges(simplify_index(base.layout.offset_of(at)), sizes))
+    if any(isinstance(e, (FloorDiv, ModularIndexing, sympy.Mod, sympy.floor))
+           for e in sympy.preorder_traversal(offset)):
+        return None
+    poly = sympy.Poly(offset, *index) if index else None
+    if poly is not None and poly.total_degree() > 1:
+        return None
+    env = next((v.shape_env for v in (*base.layout.size, *base.layout.stride,
+                                      *view.get_size()) if isinstance(v, SymInt)), None)
+
+    def size(expr):
+        expr = sympy.expand(expr)
+        if expr.is_Integer:
+            return int(expr)
+        if env is None:
+            raise ValueError(expr)
+        return SymInt(expr, env)
+    try:
+        strides = tuple(size(offset.coeff(i)) for i in index)
+        return tuple(view.get_size()), strides, size(offset.xreplace({i: 0 for i in index}))
+    except ValueError:      # an expression in no size symbol: not a layout we can name
+        return None
+
+
+def _within_ranges(expr: Any, sizes: dict) -> Any:
+    """``expr`` with each floor and digit of a linear index (``FloorDiv(64*i0 + 16*i1 +
+    i2, 64)`` of a reshape) worked out from the ranges of the index symbols (``i1 < 4``,
+    ``i2 < 16``: ``i0``), innermost first. ``sizes`` maps each symbol to its size, None
+    when symbolic (a term in it must then be a whole multiple: it has no bound)."""
+    if not getattr(expr, "args", ()):
+        return expr
+    expr = expr.func(*[_within_ranges(a, sizes) for a in expr.args])
+    if not isinstance(expr, (FloorDiv, ModularIndexing)):
+        return expr
+    quotient = _whole_part(expr.args[0], expr.args[1], sizes)
+    if quotient is None or isinstance(expr, FloorDiv):
+        return expr if quotient is None else quotient
+    modulus = expr.args[2]
+    rest = _whole_part(quotient, modulus, sizes, remainder=True)
+    return expr if rest is None else rest
+
+
+def _whole_part(base: Any, divisor: Any, sizes: dict, remainder: bool = False) -> Any:
+    """``base // divisor`` (or ``base % divisor``) for ``base`` linear in the index symbols,
+    when the terms that are not whole multiples of ``divisor`` add up to ``[0, divisor)``
+    over the symbols' ranges; else None."""
+    if not (divisor.is_Integer and divisor > 0):
+        return None
+    base = sympy.expand(base)
+    whole, rest, low, high = [], [], 0, 0
+    for term in sympy.Add.make_args(base):
+        coeff, factor = term.as_coeff_Mul()
+        if coeff.is_Integer and int(coeff) % int(divisor) == 0:
+            whole.append(term)
+            continue
+        if not coeff.is_Integer or (factor != 1 and not (factor in sizes and
+                                                         sizes[factor] is not None)):
+            return None
+        extent = int(coeff) * ((sizes[factor] - 1) if factor != 1 else 1)
+        low, high = low + min(0, extent), high + max(0, extent)
+        rest.append(term)
+    if low < 0 or high >= divisor:
+        return None
+    if remainder:
+        return sympy.Add(*rest)
+    return sympy.expand(sympy.Add(*whole) / divisor)
+
+
+
 # ---------------------------------------------------------------------------------------
 # Handlers: who needs to know what an inner function does
 # ---------------------------------------------------------------------------------------

@@ -154,6 +154,8 @@ class GraphLowering:
         self.env: dict[Node, Any] = {}
         self.outputs: Any = None
         self.fallbacks: list[str] = []  # readable notes: "mm_1: matmul runs in PyTorch"
+        # id(view) -> (view, its contiguous copy): matrix-product operands (matrix_operand)
+        self.matrix_copies: dict[int, tuple[IRNode, IRNode]] = {}
         # symbolic sizes: symbol -> (input position, dim), dim None for an int input
         self.size_sources: dict[Any, tuple[int, int | None]] = {}
         self.stride_checks: list[tuple[int, tuple[int, ...]]] = []   # (input, strides)
@@ -303,10 +305,25 @@ class GraphLowering:
                             realize(self.env[arg])
             elif node.op == "output":
                 self.outputs = map_arg(node.args[0], self.env.__getitem__)
+                self.outputs = self.saved_from_copies(node, self.outputs)
             else:
                 raise LoweringError(f"{node.name}: cannot lower a {node.op} node; lower a "
                                     "graph of function calls (inline modules first)")
         return self
+
+    def saved_from_copies(self, node: Node, outputs: Any) -> Any:
+        """A training forward's saved values (the outputs after the first
+        ``meta["user_outputs"]``) that a matrix product's operand copy already holds
+        (:func:`matrix_operand`), read from that copy: the backward's products then read
+        them as they are (attention's q, k and v are copied once, in the forward), and a
+        saved view that does not stride is not copied a second time by PyTorch's
+        ``reshape``. What the caller gets is left as it is."""
+        n_user = node.meta.get("user_outputs")
+        if n_user is None or not self.matrix_copies or not isinstance(outputs, (tuple, list)):
+            return outputs
+        saved = [_copied(self, v) or v if isinstance(v, View) else v
+                 for v in outputs[n_user:]]
+        return type(outputs)([*outputs[:n_user], *saved])
 
     def lower_call(self, node: Node, args: tuple, kwargs: dict) -> Any:
         """The IR value of one call: the rule :data:`lowerings` holds for it, or PyTorch's."""
@@ -856,11 +873,75 @@ def _extern_rule(reason: str):
     return rule
 
 
+def _rebased(view: Any, old: Any, new: Any) -> Any:
+    """The chain of views from ``old`` up to ``view``, rebuilt on ``new`` (a buffer holding
+    ``old``'s elements in the same index space): each view's index arithmetic maps into its
+    base's indices, whatever the base is."""
+    if view is old:
+        return new
+    return View(_rebased(view.base, old, new), view.get_size(), view.reindex, view.node,
+                view.origins)
+
+
+def _copied(lowering: GraphLowering, view: Any) -> Any:
+    """``view`` read from the copy ``matrix_operand`` made of its elements, if it made one."""
+    target = view
+    while isinstance(target, View):
+        if id(target) in lowering.matrix_copies:
+            return _rebased(view, target, lowering.matrix_copies[id(target)][1])
+        if target.node is None or target.node.target not in (PRIMS["reshape"],
+                                                             PRIMS["permute"]):
+            return None
+        target = target.base
+    return None
+
+
+def matrix_operand(lowering: GraphLowering, node: Node, x: Any) -> Any:
+    """A matrix product's operand (a matrix, or a batch of them as ``batch_matmuls`` in
+    compile_fx.py merges it) as BLAS can read it: ``x`` itself when it is a buffer or a
+    strided view of one, in either orientation (``torch.bmm`` reads a transpose as it is).
+
+    Otherwise -- a view whose merged batch dimension is not one stride, as attention's
+    heads: ``(B, T, H, D)`` moved to ``(B, H, T, D)`` and merged to ``(B*H, T, D)`` -- PyTorch
+    would copy it inside the call, on every call and for each product reading it. Instead a
+    kernel of ours copies it once (fused into its producer where it can), and every
+    product of this graph reading the same elements reads that copy (``matrix_copies``):
+    the copy is of the view under the reshapes that merge (or split) dimensions, row-major,
+    so the reshapes become strided views of it, and a transposed operand reads it
+    transposed. A saved value of a training forward that is one of those views is the copy
+    too (``lower_graph``'s outputs: no second copy by PyTorch's ``reshape``). Mirrors:
+    Inductor's ``ExternKernel.realize_input`` / ``require_stride1`` for ``bmm``'s inputs."""
+    if not isinstance(x, View) or len(x.get_size()) not in (2, 3):
+        return x
+    copied = _copied(lowering, x)
+    if copied is not None:
+        return copied
+    rank = len(x.get_size())
+    swap = (1, 0) if rank == 2 else (0, 2, 1)
+    transposed = x.node is not None and x.node.target is PRIMS["permute"] and \
+        tuple(int(d) % rank for d in x.node.args[1]) == swap
+    inner = x.base if transposed else x
+    if not isinstance(inner, View):
+        return x
+    base = ir.base_buffer(inner)
+    if not isinstance(base, ir.Buffer) or getattr(base, "multi_output", False) or \
+            ir.view_strides(inner, base) is not None:
+        return x
+    target = inner                # the elements in row-major order: under the reshapes
+    while target.node is not None and target.node.target is PRIMS["reshape"] and \
+            isinstance(target.base, View):
+        target = target.base
+    copy = _copy(lowering, node, target, target.get_dtype())
+    lowering.matrix_copies[id(target)] = (target, copy)
+    return _rebased(x, target, copy)
+
+
 @register_lowering(PRIMS["matmul"])
 def lower_matmul(lowering, node, a, b):
     """A PyTorch call -- or, under max-autotune, the faster of it and a Triton template."""
     def extern(note: str = ""):
-        return lowering.extern(node, node.target, (a, b), {}, "matmul is a library call "
+        operands = tuple(matrix_operand(lowering, node, v) for v in (a, b))
+        return lowering.extern(node, node.target, operands, {}, "matmul is a library call "
                                f"(BLAS), run by PyTorch{' ' + note if note else ''}")
     if lowering.tunes_matmul(node, a, b):
         return select_matmul(lowering, node, a, b, None, extern)
@@ -948,12 +1029,17 @@ def lower_detach(lowering, node, *args, **kwargs):
 @register_lowering(torch.addmm)
 def lower_addmm(lowering, node, *args, **kwargs):
     """``fuse_addmm``'s product plus bias: under max-autotune the faster of PyTorch's call
-    and a Triton template, else PyTorch's call."""
+    and a Triton template, else PyTorch's call (its matrices as BLAS reads them:
+    :func:`matrix_operand`)."""
+    def operands():
+        if len(args) != 3:
+            return args
+        return (args[0], *(matrix_operand(lowering, node, v) for v in args[1:]))
     if len(args) == 3 and not kwargs and lowering.tunes_matmul(node, *args[1:], bias=args[0]):
         return select_matmul(lowering, node, args[1], args[2], args[0], lambda note:
-                             lowering.extern(node, node.target, args, kwargs, "addmm is a "
-                                             f"library call (BLAS), run by PyTorch {note}"))
-    return lowering.fallback(node, args, kwargs)
+                             lowering.extern(node, node.target, operands(), kwargs, "addmm is "
+                                             f"a library call (BLAS), run by PyTorch {note}"))
+    return lowering.fallback(node, operands(), kwargs)
 
 
 

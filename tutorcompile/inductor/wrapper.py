@@ -46,7 +46,6 @@ import sys
 from dataclasses import dataclass
 from typing import Any, cast
 
-import sympy
 import torch
 
 from ..fx.codegen import literal
@@ -135,82 +134,6 @@ def _narrow_args(view: ir.View) -> tuple[int, int, int] | None:
     dim %= len(sizes)
     start, stop, _ = slice(start, end).indices(sizes[dim])
     return dim, start, max(stop - start, 0)
-
-
-def symbolic_strides(view: ir.View, base: ir.Buffer) -> tuple | None:
-    """The sizes, strides and storage offset of ``view`` (a chain of views of ``base``) as
-    SymInts and ints, from the index arithmetic the kernels use: the offset of view index
-    ``(i0, i1, ...)`` in ``base``'s memory is ``offset + i0*stride0 + i1*stride1 + ...``
-    exactly when the chain is a strided view. None when it is not (a division or a
-    remainder of an index: a reshape that regroups elements)."""
-    index = [sympy.Symbol(f"i{k}", integer=True, nonnegative=True)
-             for k in range(len(view.get_size()))]
-    at, node = list(index), cast(ir.IRNode, view)
-    while isinstance(node, ir.View):
-        at = node.reindex(at)
-        node = node.base
-    sizes = {i: n if isinstance(n, int) else None for i, n in zip(index, view.get_size())}
-    offset = sympy.expand(_within_ranges(ir.simplify_index(base.layout.offset_of(at)), sizes))
-    if any(isinstance(e, (ir.FloorDiv, ir.ModularIndexing, sympy.Mod, sympy.floor))
-           for e in sympy.preorder_traversal(offset)):
-        return None
-    poly = sympy.Poly(offset, *index) if index else None
-    if poly is not None and poly.total_degree() > 1:
-        return None
-    env = next((v.shape_env for v in (*base.layout.size, *base.layout.stride,
-                                      *view.get_size()) if isinstance(v, SymInt)), None)
-    if env is None:
-        return None
-
-    def size(expr):
-        expr = sympy.expand(expr)
-        return int(expr) if expr.is_Integer else SymInt(expr, env)
-    strides = tuple(size(offset.coeff(i)) for i in index)
-    return tuple(view.get_size()), strides, size(offset.xreplace({i: 0 for i in index}))
-
-
-def _within_ranges(expr: Any, sizes: dict) -> Any:
-    """``expr`` with each floor and digit of a linear index (``FloorDiv(64*i0 + 16*i1 +
-    i2, 64)`` of a reshape) worked out from the ranges of the index symbols (``i1 < 4``,
-    ``i2 < 16``: ``i0``), innermost first. ``sizes`` maps each symbol to its size, None
-    when symbolic (a term in it must then be a whole multiple: it has no bound)."""
-    if not getattr(expr, "args", ()):
-        return expr
-    expr = expr.func(*[_within_ranges(a, sizes) for a in expr.args])
-    if not isinstance(expr, (ir.FloorDiv, ir.ModularIndexing)):
-        return expr
-    quotient = _whole_part(expr.args[0], expr.args[1], sizes)
-    if quotient is None or isinstance(expr, ir.FloorDiv):
-        return expr if quotient is None else quotient
-    modulus = expr.args[2]
-    rest = _whole_part(quotient, modulus, sizes, remainder=True)
-    return expr if rest is None else rest
-
-
-def _whole_part(base: Any, divisor: Any, sizes: dict, remainder: bool = False) -> Any:
-    """``base // divisor`` (or ``base % divisor``) for ``base`` linear in the index symbols,
-    when the terms that are not whole multiples of ``divisor`` add up to ``[0, divisor)``
-    over the symbols' ranges; else None."""
-    if not (divisor.is_Integer and divisor > 0):
-        return None
-    base = sympy.expand(base)
-    whole, rest, low, high = [], [], 0, 0
-    for term in sympy.Add.make_args(base):
-        coeff, factor = term.as_coeff_Mul()
-        if coeff.is_Integer and int(coeff) % int(divisor) == 0:
-            whole.append(term)
-            continue
-        if not coeff.is_Integer or (factor != 1 and not (factor in sizes and
-                                                         sizes[factor] is not None)):
-            return None
-        extent = int(coeff) * ((sizes[factor] - 1) if factor != 1 else 1)
-        low, high = low + min(0, extent), high + max(0, extent)
-        rest.append(term)
-    if low < 0 or high >= divisor:
-        return None
-    if remainder:
-        return sympy.Add(*rest)
-    return sympy.expand(sympy.Add(*whole) / divisor)
 
 
 def _at_hints(value: Any) -> Any:
@@ -540,11 +463,15 @@ class WrapperCodegen:
 
     def extern_callee(self, ext: ir.ExternKernel) -> str:
         """The PyTorch call of an extern kernel: ``torch.mm`` for a ``matmul`` of two
-        matrices (the same BLAS call without ``matmul``'s sorting out of ranks), else the
-        kernel's own callee."""
+        matrices and ``torch.bmm`` for two batches of them (the same BLAS call without
+        ``matmul``'s sorting out of ranks), else the kernel's own callee."""
         if ext.kernel is PRIMS["matmul"] and len(ext.args) == 2 and not ext.kwargs and all(
-                isinstance(a, ir.IRNode) and len(a.get_size()) == 2 for a in ext.args):
-            return "torch.mm"
+                isinstance(a, ir.IRNode) for a in ext.args):
+            a, b = (tuple(v.get_size()) for v in ext.args)
+            if len(a) == len(b) == 2:
+                return "torch.mm"
+            if len(a) == len(b) == 3 and ir.same_sizes(a[:1], b[:1]):
+                return "torch.bmm"
         if isinstance(ext.kernel, GENERATED_EXTERNS):
             return self.bind(ext.kernel.__name__, ext.kernel)
         return self.callee(ext.kernel)
@@ -616,7 +543,7 @@ class WrapperCodegen:
         The layout is PyTorch's own answer, found once at compile time: the chain is replayed
         on a meta tensor laid out as the buffer is, and must end in a view of it. With
         symbolic sizes the meta tensor has the hints' sizes, and the view's own index
-        arithmetic (:func:`symbolic_strides`) gives sizes, strides and offset as
+        arithmetic (:func:`~.ir.view_strides`) gives sizes, strides and offset as
         expressions, used when they agree with PyTorch's at the hints (AlexNet's max-pool
         windows, ``buf1[:, :, 0:31:2, 1:32:2]`` of ``(s0, 16, 32, 32)``: one ``as_strided``
         instead of two slices, twelve views per call; the GPT's q, k and
@@ -657,7 +584,7 @@ class WrapperCodegen:
         if not symbolic and all(isinstance(v, int)
                                 for v in (*layout.size, *layout.stride, *size)):
             return buffer.name, *found
-        strides = symbolic_strides(view, buffer)
+        strides = ir.view_strides(view, buffer)
         if strides is None or not _agree(strides, found):
             return None
         return buffer.name, *strides
