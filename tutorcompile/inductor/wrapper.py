@@ -209,8 +209,8 @@ CAN_KEEP = _use_count is not None and _storage_use_count is not None
 # ``reinterpret(buffer, size, stride, offset)``: a tensor on ``buffer``'s memory with that
 # geometry (the offset added to the buffer's, 0 for ours), made in C without autograd's view
 # bookkeeping (Inductor's ``reinterpret_tensor``; private to PyTorch, so looked up here)
-_reinterpret: Any = getattr(getattr(torch._C, "_dynamo", None) and torch._C._dynamo.guards,
-                            "_reinterpret_tensor", None)
+_dynamo_guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
+_reinterpret: Any = getattr(_dynamo_guards, "_reinterpret_tensor", None)
 
 
 @dataclass
