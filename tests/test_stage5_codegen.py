@@ -43,7 +43,7 @@ def test_every_pointwise_prim(backend):
     got = compiled(*inputs)
     expected = GraphModule({}, graph)(*inputs)
     names = ([f"{n}" for n in examples.UNARY] + [f"{n}" for n in examples.BINARY]
-             + ["pow of negatives, cubed", "pow of negatives, integer tensor",
+             + ["pow of negatives, fifth power", "pow of negatives, integer tensor",
                 "pow of a negative number"]
              + list(examples.LOGICAL) + ["add scalar", "mul scalar", "maximum scalar", "where",
                                          "where scalar", "convert", "int div"])
@@ -51,6 +51,26 @@ def test_every_pointwise_prim(backend):
         assert a.dtype == b.dtype, f"{name}: dtype {a.dtype} != {b.dtype}"
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5, equal_nan=True,
                                    msg=lambda m, name=name: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pow_by_a_constant_is_what_aten_computes(backend):
+    """``x ** c`` for the exponents ATen's pow kernels special-case (2, 3, 0.5, -0.5, -1,
+    -2) is their products, square root or reciprocal, not a ``pow`` call per element (a
+    scalar libm call in C++, GPT-2's tanh GELU): eager's values, the products and
+    reciprocals to the last bit on the CPU (``std::sqrt`` is correctly rounded, PyTorch's
+    vector sqrt not always); another exponent keeps ``pow``."""
+    x = torch.rand(64, 33) + 0.5
+    x[0, :3] = torch.tensor([-1.5, 0.0, 3.0])
+    pow_call = "std::pow(" if backend == "cpp" else "tl.log2("   # (Triton: exp2 of log2)
+    for c in (2, 3.0, 0.5, -0.5, -1.0, -2.0):
+        compiled = run(lambda x, c=c: ops.pow(x, c), x, backend=backend, rtol=1e-6, atol=0)
+        sources = "\n".join(compiled.kernel_sources.values())
+        assert pow_call not in sources, (c, sources)
+        if backend == "cpp" and c not in (0.5, -0.5):
+            torch.testing.assert_close(compiled(x), torch.pow(x, c), rtol=0, atol=0)
+    compiled = run(lambda x: ops.pow(x, 2.5), x, backend=backend, rtol=1e-5, atol=1e-6)
+    assert pow_call in "\n".join(compiled.kernel_sources.values())
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

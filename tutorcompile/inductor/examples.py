@@ -29,7 +29,7 @@ def all_pointwise(x, p, y, c):
     for name in BINARY:
         a = p if name == "pow" else x
         outs.append(getattr(ops, name)(a, y))
-    outs.append(ops.pow(x, 3.0))                  # a negative base, an integer exponent
+    outs.append(ops.pow(x, 5.0))      # a negative base, an odd exponent (2 and 3 are products)
     outs.append(ops.pow(x, ops.floor(ops.mul(y, 3.0))))   # tensor ones, 0 ** 0 and 0 ** -k
     outs.append(ops.pow(-2.0, ops.floor(ops.mul(y, 3.0))))  # a number base, negative
     for name in LOGICAL:
