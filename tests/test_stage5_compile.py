@@ -353,6 +353,15 @@ def test_batched_products_get_their_operands_from_our_kernels_uncopied():
     assert len(aot.artifacts.forward.compiled.scheduler.lowering.matrix_copies) == 3
     assert aot.artifacts.backward.compiled.scheduler.lowering.matrix_copies == {}
 
+    # a chain of permutes is merged as one; a permute the graph makes only further down
+    # is not used above its place (it would be read before it exists)
+    def later_view(x, y):
+        a = ops.permute(ops.permute(x, (1, 0, 3, 2)), (0, 1, 3, 2))      # x moved (1, 0, 2, 3)
+        return ops.matmul(a, y), ops.permute(x, (1, 0, 2, 3))
+    x, y = torch.randn(3, 2, 5, 4), torch.randn(2, 3, 4, 6)
+    graph = compile_fx(trace(later_view, x, y), [x, y], codegen="cpp")
+    torch.testing.assert_close(graph(x, y), (x.transpose(0, 1) @ y, x.transpose(0, 1)))
+
     # inference: one copy per operand, shared by the products that read it
     def two_products(x, y):
         heads = ops.permute(ops.reshape(x, (B, T, H, D)), (0, 2, 1, 3))

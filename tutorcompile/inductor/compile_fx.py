@@ -578,16 +578,18 @@ def batch_matmuls(graph: Graph) -> Graph:
             # forward hands its backward may be that very view (lowering.py reads it from
             # the operand's copy)
             base = root if dims == tuple(range(len(dims))) else next(
-                (u for u in root.users if u.target is permute and not u.kwargs and
-                 tuple(int(d) % len(dims) for d in u.args[1]) == dims), None) or \
-                add(permute, (root, dims), inner, like, source)
+                (u for u in root.users if u in before and u.target is permute and
+                 not u.kwargs and tuple(int(d) % len(dims) for d in u.args[1]) == dims),
+                None) or add(permute, (root, dims), inner, like, source)
             merged[key] = add(reshape, (base, flat), flat, like, source)
         if not transposed:
             return merged[key]
         return add(permute, (merged[key], (0, 2, 1)), (rows, *shape[-2:]), like, source)
 
+    before: set[Node] = set()          # the nodes above the one rewritten (usable there)
     for node in list(graph.nodes):
         found = match(node)
+        before.add(node)
         if found is None:
             continue
         a, b, sa, sb = found
