@@ -320,8 +320,9 @@ def test_batched_products_get_their_operands_from_our_kernels_uncopied():
     copies them inside, on every call and for every product that reads them. The graph merges
     the batch dimensions (``batch_matmuls``) and a kernel of ours copies each such operand
     once (``matrix_operand``): ``q``, ``k`` (read transposed) and ``v`` in one loop. PyTorch
-    then runs ``bmm`` alone, forward and backward, with no copy, expand or matmul; values and
-    gradients are eager's."""
+    then runs ``bmm`` alone, forward and backward, without the ``matmul``, ``clone``,
+    ``copy_`` and ``_unsafe_view`` that eager's products make; values and gradients are
+    eager's."""
     from tutorcompile.aot import aot_function
     from tutorcompile.inductor.compile_fx import inner_compiler
     B, T, H, D = 2, 5, 3, 4
