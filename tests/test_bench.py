@@ -267,6 +267,43 @@ def test_steady_state_benchmark_checks_then_times_a_real_model(capsys):
     assert "distilbert" in out and "transformer  train" in out
 
 
+def test_steady_state_training_check_accepts_eager_a_rounding_away_and_nothing_else():
+    """At a tie of a max the gradient jumps: a step whose rounding breaks the tie the other
+    way than eager's (and float64's) is eager's own step with the input moved by one rounding,
+    'yes≈'; the same step with its gradients 10% off is not."""
+    steady = _benchmarks_run("steady_state")
+
+    class Tie(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(2))
+
+        def forward(self, x):
+            return torch.max(self.w * x, dim=-1).values     # (its gradient: the first max)
+
+    model, x = Tie(), torch.ones(1, 2)
+    loss_fn = torch.Tensor.sum
+    eager, params = steady._train_step(model, model, loss_fn)
+    nudge = torch.tensor([1.0, 1.0 + 2**-23])
+
+    def other_side(inputs):
+        loss = loss_fn(model(inputs * nudge))
+        for p in params:
+            p.grad = None
+        loss.backward()
+        return loss
+
+    def scaled(inputs):
+        loss = other_side(inputs)
+        model.w.grad *= 1.1
+        return loss
+    right = steady._check_train(model, {"eager": eager, "same": eager, "other side": other_side,
+                                        "scaled": scaled}, params, (x,), loss_fn)
+    assert model.w.grad is not None and torch.equal(model.w.detach(), torch.ones(2))
+    assert right["same"] == "yes" and right["other side"] == "yes≈", right
+    assert right["scaled"].startswith("WRONG (grad of w off by"), right
+
+
 def test_call_path_shows_the_frames_from_forward_to_the_wrapper():
     """The per-call path of a compiled module, read from what ran: the module call, the cache
     hit and its generated guard function, then the generated wrapper, with the C calls each
