@@ -708,22 +708,20 @@ def _needs_grad(x) -> bool:
 
 def _picked_positions(x, terms, valid, kernel, stride, dilation, pad):
     """PyTorch's max pooling indices: per window, the flat position in the input plane of
-    the element it picks (:func:`_window_score`). Term ``i`` of the window (offsets
+    the element it picks (:func:`_window_scan`). The scan carries the picked element's
+    offset from the window's first position, a constant per element: term ``i`` (offsets
     ``k``) sits at ``o * stride - pad + k * dilation`` along each dimension ``o`` counts."""
     n = len(kernel)
     lead, spatial = len(x.shape) - n, tuple(x.shape[-n:])
-    scores, top = _window_scores(terms, valid)
-    index = None
-    for score, offsets in zip(scores[::-1], list(itertools.product(
-            *(range(k) for k in kernel)))[::-1]):
-        flat = None
-        for d, k in enumerate(offsets):
-            at = ops.add(ops.mul(positions(terms[0], lead + d), stride[d]),
-                         k * dilation[d] - pad[d])
-            term = ops.mul(at, math.prod(spatial[d + 1:]))
-            flat = term if flat is None else ops.add(flat, term)
-        index = flat if index is None else ops.where(ops.eq(score, top), flat, index)
-    return ops.expand(index, tuple(terms[0].shape))
+    row = [math.prod(spatial[d + 1:]) for d in range(n)]     # a step along dimension d
+    offsets = [sum(k * dilation[d] * row[d] for d, k in enumerate(ks))
+               for ks in itertools.product(*(range(k) for k in kernel))]
+    _, picked = _window_scan(terms, valid, offsets)
+    start = None
+    for d in range(n):
+        at = ops.mul(ops.sub(ops.mul(positions(terms[0], lead + d), stride[d]), pad[d]), row[d])
+        start = at if start is None else ops.add(start, at)
+    return ops.expand(ops.add(start, picked), tuple(terms[0].shape))
 
 
 def _gather_in_planes(x, index, n):
@@ -738,15 +736,11 @@ def _gather_in_planes(x, index, n):
 
 
 def _pick_max(terms, valid=None):
-    """The window maximum, from the window's elements as tensors shaped like the output:
-    a chain of ``where`` that picks the element PyTorch's max pooling picks, so the
-    gradient goes where PyTorch's goes (:func:`_window_score`). ``valid`` marks, per
-    element, the windows where it is input and not padding."""
-    scores, top = _window_scores(terms, valid)
-    out = terms[-1]
-    for t, s in zip(terms[-2::-1], scores[-2::-1]):
-        out = ops.where(ops.eq(s, top), t, out)
-    return out
+    """The window maximum, from the window's elements as tensors shaped like the output: the
+    value :func:`_window_scan` picks, a chain of ``where``, so the gradient goes to the
+    element PyTorch's max pooling picks. ``valid`` marks, per element, the windows where it
+    is input and not padding."""
+    return _window_scan(terms, valid)[0]
 
 
 def _tiles(x, n, kernel, stride, pad, extra) -> bool:
@@ -795,30 +789,26 @@ def _window_max(terms):
     return best
 
 
-def _window_scores(terms, valid=None):
-    """Each window element's :func:`_window_score`, and the highest (the element picked)."""
-    best = _window_max(terms)
-    scores = [_window_score(t, best, len(terms), i, valid[i] if valid else None)
-              for i, t in enumerate(terms)]
-    top = scores[0]
-    for score in scores[1:]:
-        top = ops.maximum(top, score)
-    return scores, top
-
-
-def _window_score(t, best, k, pos, valid=None):
-    """Which element of a window max pooling picks -- where its gradient goes: PyTorch scans
-    the window in order and moves to an element that is larger or NaN
-    (``cpu_max_pool``: ``if ((val > maxval) || std::isnan(val))``), so it ends on the
-    *first* maximum, or the *last* NaN. Element ``pos`` of ``k`` scores ``k + pos`` if it
-    is NaN, ``k - 1 - pos`` if it equals the maximum (and is not padding) and ``-1``
-    otherwise: the window's highest score is the one PyTorch picks, and no two elements
-    tie. (``maximum``'s own gradient would split a tie -- equal values, as in an image of
-    whole numbers or a clamp's output -- between them.)"""
-    hit = ops.eq(t, best)
-    if valid is not None:
-        hit = ops.logical_and(hit, valid)
-    return ops.where(ops.ne(t, t), float(k + pos), ops.where(hit, float(k - 1 - pos), -1.0))
+def _window_scan(terms, valid=None, labels=None):
+    """The element of each window max pooling picks -- where its gradient goes -- and its
+    label (``labels[i]`` for term ``i``), by one scan of the window in order, as PyTorch's
+    ``cpu_max_pool`` does: the first (valid) element, then each later one that is larger or
+    NaN (``if ((val > maxval) || std::isnan(val))``), so the *first* maximum or the *last*
+    NaN. The scan is a chain of ``where``: one loop, each element read once.
+    (``maximum``'s own gradient would split a tie -- equal values, as in an image of whole
+    numbers or a clamp's output -- between them.) ``valid`` marks, per element, the windows
+    where it is input and not padding."""
+    best, label, seen = terms[0], labels[0] if labels else None, valid[0] if valid else None
+    for i, t in enumerate(terms[1:], 1):
+        take = ops.logical_or(ops.gt(t, best), ops.ne(t, t))
+        if valid is not None:
+            first = ops.logical_and(valid[i], ops.eq(seen, False))
+            take = ops.logical_or(first, ops.logical_and(valid[i], take))
+            seen = ops.logical_or(seen, valid[i])
+        best = ops.where(take, t, best)
+        if labels:
+            label = ops.where(take, labels[i], label)
+    return best, label
 
 
 register_decomposition(F.avg_pool1d)(_avg_pool(1))
